@@ -1,0 +1,109 @@
+//! Wiring: builds every part from the config, runs the listeners, and drains on shutdown.
+
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{mpsc, watch};
+
+use crate::cluster::{ClusterState, Refresher};
+use crate::commands::CommandTable;
+use crate::config::Config;
+use crate::downstream::{serve_tcp, serve_unix, Downstream};
+use crate::protocol::Limits;
+use crate::router::Router;
+use crate::upstream::Upstreams;
+
+/// Sockets bound before the proxy starts, so tests can bind port 0 and read the address.
+#[derive(Default)]
+pub struct Listeners {
+    pub tcp: Option<TcpListener>,
+    pub unix: Option<UnixListener>,
+    pub admin: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds everything the config asks for.
+    pub async fn bind(config: &Config) -> anyhow::Result<Listeners> {
+        let mut listeners = Listeners::default();
+        if let Some(addr) = &config.listen {
+            let tcp = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (`listen`)"))?;
+            listeners.tcp = Some(tcp);
+        }
+        if let Some(path) = &config.unix {
+            listeners.unix = Some(bind_unix(path, &config.unix_permissions)?);
+        }
+        if let Some(addr) = &config.admin {
+            let admin = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (`admin`)"))?;
+            listeners.admin = Some(admin);
+        }
+        Ok(listeners)
+    }
+}
+
+/// Replaces a stale socket file from an earlier run, then applies `permissions` (octal).
+fn bind_unix(path: &Path, permissions: &str) -> anyhow::Result<UnixListener> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        anyhow::ensure!(
+            meta.file_type().is_socket(),
+            "`unix` path {} exists and is not a socket; refusing to replace it",
+            path.display()
+        );
+        std::fs::remove_file(path).with_context(|| format!("cannot remove stale socket {}", path.display()))?;
+    }
+    let listener = UnixListener::bind(path).with_context(|| format!("cannot listen on {} (`unix`)", path.display()))?;
+    let mode = u32::from_str_radix(permissions, 8).context("`unix_permissions` is not octal")?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set permissions {permissions} on {}", path.display()))?;
+    Ok(listener)
+}
+
+/// Runs the proxy until `shutdown` completes, then drains: listeners stop, sessions finish the
+/// replies they owe (bounded by `drain_timeout`).
+pub async fn run(config: Config, listeners: Listeners, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let reply_limits = Limits::default();
+    let upstreams = Arc::new(Upstreams::new(config.upstream.clone(), reply_limits.clone()));
+    let cluster = Arc::new(ClusterState::new());
+    let refresher = Refresher {
+        state: cluster.clone(),
+        upstreams: upstreams.clone(),
+        config: config.cluster.clone(),
+        limits: reply_limits,
+    };
+    let commands = Arc::new(CommandTable::builtin());
+    let router = Arc::new(Router::new(cluster.clone(), upstreams, commands, config.router.clone()));
+    let downstream = Arc::new(Downstream::new(router, config.client.clone()));
+
+    tokio::spawn(refresher.run(stop_rx.clone()));
+    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    if let Some(tcp) = listeners.tcp {
+        tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
+        tokio::spawn(serve_tcp(tcp, downstream.clone(), stop_rx.clone(), done_tx.clone()));
+    }
+    if let Some(unix) = listeners.unix {
+        tracing::info!(path = ?config.unix, "listening (Unix socket)");
+        tokio::spawn(serve_unix(unix, downstream.clone(), stop_rx.clone(), done_tx.clone()));
+    }
+    if let Some(admin) = listeners.admin {
+        tracing::info!(addr = %admin.local_addr()?, "admin listening");
+        tokio::spawn(crate::admin::serve(admin, cluster.clone(), stop_rx.clone()));
+    }
+    drop(done_tx);
+
+    shutdown.await;
+    tracing::info!(clients = downstream.connected_clients(), "shutting down: draining clients");
+    let _ = stop_tx.send(true);
+    // Every session and accept loop holds a `done` sender; `recv` returns None when all are gone.
+    if tokio::time::timeout(config.drain_timeout, done_rx.recv()).await.is_err() {
+        tracing::warn!(clients = downstream.connected_clients(), "drain timeout: closing remaining clients");
+    }
+    if let Some(path) = &config.unix {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}

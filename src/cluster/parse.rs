@@ -1,0 +1,154 @@
+//! Reading a `CLUSTER SLOTS` reply into plain slot ranges, refusing malformed entries loudly.
+
+use crate::protocol::Frame;
+
+/// One entry of `CLUSTER SLOTS`: a slot range, its primary and replicas as `host:port`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotRange {
+    pub start: u16,
+    pub end: u16,
+    pub primary: Option<String>,
+    pub replicas: Vec<String>,
+}
+
+/// Parses the reply. `answered_by` is the `host:port` that was asked: an empty host in the reply
+/// means "the node you asked" (Redis 7 `cluster-preferred-endpoint-type`), and `?` means the
+/// endpoint is unknown, so that node is left out (a range with no known primary stays unowned).
+pub fn parse_cluster_slots(reply: &Frame, answered_by: &str) -> Result<Vec<SlotRange>, String> {
+    if let Frame::Error(message) = reply {
+        return Err(format!("CLUSTER SLOTS failed: {}", String::from_utf8_lossy(message)));
+    }
+    let entries = reply
+        .as_array()
+        .ok_or("CLUSTER SLOTS reply is not an array")?;
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| parse_entry(entry, answered_by).map_err(|e| format!("CLUSTER SLOTS entry {i}: {e}")))
+        .collect()
+}
+
+fn parse_entry(entry: &Frame, answered_by: &str) -> Result<SlotRange, String> {
+    let fields = entry.as_array().ok_or("not an array")?;
+    if fields.len() < 3 {
+        return Err(format!("expected start, end and a primary, got {} fields", fields.len()));
+    }
+    let start = slot_number(&fields[0])?;
+    let end = slot_number(&fields[1])?;
+    if start > end {
+        return Err(format!("slot range {start}-{end} is reversed"));
+    }
+    let primary = endpoint(&fields[2], answered_by)?;
+    let replicas = fields[3..]
+        .iter()
+        .map(|f| endpoint(f, answered_by))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    Ok(SlotRange {
+        start,
+        end,
+        primary,
+        replicas,
+    })
+}
+
+fn slot_number(frame: &Frame) -> Result<u16, String> {
+    let n = frame.as_integer().ok_or("slot is not an integer")?;
+    u16::try_from(n)
+        .ok()
+        .filter(|&slot| usize::from(slot) < super::SLOT_COUNT)
+        .ok_or_else(|| format!("slot {n} is out of range 0-16383"))
+}
+
+/// `[host, port, id, ...]` → `Some("host:port")`, or `None` for an unknown (`?`) endpoint.
+fn endpoint(frame: &Frame, answered_by: &str) -> Result<Option<String>, String> {
+    let fields = frame.as_array().ok_or("node is not an array")?;
+    let host = fields
+        .first()
+        .and_then(Frame::as_bytes)
+        .ok_or("node host is missing")?;
+    let port = fields
+        .get(1)
+        .and_then(Frame::as_integer)
+        .and_then(|p| u16::try_from(p).ok())
+        .ok_or("node port is missing or invalid")?;
+    let host = std::str::from_utf8(host).map_err(|_| "node host is not UTF-8")?;
+    if host == "?" {
+        return Ok(None);
+    }
+    let host = if host.is_empty() {
+        answered_by.rsplit_once(':').map_or(answered_by, |(h, _)| h)
+    } else {
+        host
+    };
+    if host.contains(':') && !host.starts_with('[') {
+        return Ok(Some(format!("[{host}]:{port}")));
+    }
+    Ok(Some(format!("{host}:{port}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn node(host: &str, port: i64) -> Frame {
+        Frame::Array(vec![
+            Frame::Bulk(Bytes::from(host.to_string())),
+            Frame::Integer(port),
+            Frame::Bulk(Bytes::from_static(b"0123456789abcdef")),
+        ])
+    }
+
+    fn entry(start: i64, end: i64, nodes: Vec<Frame>) -> Frame {
+        let mut fields = vec![Frame::Integer(start), Frame::Integer(end)];
+        fields.extend(nodes);
+        Frame::Array(fields)
+    }
+
+    #[test]
+    fn parses_ranges_primaries_and_replicas() {
+        let reply = Frame::Array(vec![
+            entry(0, 5460, vec![node("127.0.0.1", 7000), node("127.0.0.1", 7003)]),
+            entry(5461, 16383, vec![node("127.0.0.1", 7001)]),
+        ]);
+        let ranges = parse_cluster_slots(&reply, "127.0.0.1:7000").expect("valid reply");
+        assert_eq!(ranges.len(), 2);
+        assert_eq!(ranges[0].primary.as_deref(), Some("127.0.0.1:7000"));
+        assert_eq!(ranges[0].replicas, vec!["127.0.0.1:7003".to_string()]);
+        assert_eq!((ranges[1].start, ranges[1].end), (5461, 16383));
+        assert!(ranges[1].replicas.is_empty());
+    }
+
+    #[test]
+    fn empty_host_means_the_node_that_answered() {
+        let reply = Frame::Array(vec![entry(0, 16383, vec![node("", 7005)])]);
+        let ranges = parse_cluster_slots(&reply, "10.1.2.3:7000").expect("valid reply");
+        assert_eq!(ranges[0].primary.as_deref(), Some("10.1.2.3:7005"));
+    }
+
+    #[test]
+    fn unknown_endpoint_is_left_out() {
+        let reply = Frame::Array(vec![entry(0, 16383, vec![node("?", 7005), node("127.0.0.1", 7006)])]);
+        let ranges = parse_cluster_slots(&reply, "127.0.0.1:7000").expect("valid reply");
+        assert_eq!(ranges[0].primary, None);
+        assert_eq!(ranges[0].replicas, vec!["127.0.0.1:7006".to_string()]);
+    }
+
+    #[test]
+    fn malformed_entries_are_errors_not_skipped() {
+        let out_of_range = Frame::Array(vec![entry(0, 16384, vec![node("127.0.0.1", 7000)])]);
+        assert!(parse_cluster_slots(&out_of_range, "x:1").is_err());
+        let reversed = Frame::Array(vec![entry(10, 5, vec![node("127.0.0.1", 7000)])]);
+        assert!(parse_cluster_slots(&reversed, "x:1").is_err());
+        let no_primary = Frame::Array(vec![entry(0, 5, vec![])]);
+        assert!(parse_cluster_slots(&no_primary, "x:1").is_err());
+        let bad_port = Frame::Array(vec![entry(0, 5, vec![node("127.0.0.1", 70000)])]);
+        assert!(parse_cluster_slots(&bad_port, "x:1").is_err());
+        let error = Frame::Error(Bytes::from_static(b"ERR This instance has cluster support disabled"));
+        let message = parse_cluster_slots(&error, "x:1").expect_err("error reply");
+        assert!(message.contains("cluster support disabled"), "{message}");
+    }
+}

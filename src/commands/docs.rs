@@ -1,0 +1,94 @@
+//! Rendering the command table as the markdown reference in docs/commands.md.
+
+use std::fmt::Write as _;
+
+use super::policy::{self, Serve};
+use super::spec::{self, key_flags, BeginSearch, CommandSpec, FindKeys};
+use super::table::{COMMANDS, REDIS_VERSION};
+
+/// The whole docs/commands.md text for the builtin table.
+pub fn render_markdown() -> String {
+    let mut out = String::new();
+    header(&mut out);
+    for top in COMMANDS {
+        row(&mut out, top);
+        for sub in top.subcommands {
+            row(&mut out, sub);
+        }
+    }
+    out
+}
+
+fn header(out: &mut String) {
+    let rows = COMMANDS
+        .iter()
+        .flat_map(|c| std::iter::once(c).chain(c.subcommands));
+    let (mut keyed, mut local, mut any, mut refused) = (0, 0, 0, 0);
+    for spec in rows {
+        match policy::serve(spec) {
+            Serve::Keyed => keyed += 1,
+            Serve::Local(_) => local += 1,
+            Serve::AnyNode => any += 1,
+            Serve::Unsupported(_) => refused += 1,
+        }
+    }
+    // Writing to a String cannot fail.
+    let _ = write!(
+        out,
+        "# Commands\n\n\
+         <!-- generated from src/commands (redis-server {REDIS_VERSION}); \
+         regenerate with `REDCAR_BLESS=1 cargo test --lib commands::` -->\n\n\
+         Every Redis {REDIS_VERSION} command and subcommand, and how redcar serves it:\n\n\
+         - **keyed** ({keyed}): routed to the primary owning the slot of its keys;\n\
+         - **local** ({local}): answered by redcar itself;\n\
+         - **any node** ({any}): keyless and sent to any one primary;\n\
+         - **unsupported** ({refused}): refused with `-ERR redcar: <CMD> is not supported (<reason>)`.\n\n\
+         Keys: `yes` = key specs; `channel` = shard channel (a `not_key` spec that redcar routes by); \
+         `incomplete` = the specs may miss keys (the node still rejects cross-slot use).\n\n\
+         | Command | Arity | Flags | Keys | Served |\n\
+         |---|---|---|---|---|\n"
+    );
+}
+
+fn row(out: &mut String, spec: &CommandSpec) {
+    let name = spec.name.replace('|', " ").to_ascii_uppercase();
+    let flags: Vec<&str> = spec::names_of(spec::flags::NAMES, spec.flags).collect();
+    let served = match policy::serve(spec) {
+        Serve::Keyed => "keyed".to_owned(),
+        Serve::Local(_) => "local".to_owned(),
+        Serve::AnyNode => "any node".to_owned(),
+        Serve::Unsupported(reason) => format!("unsupported: {reason}"),
+    };
+    let _ = writeln!(
+        out,
+        "| `{name}` | {} | {} | {} | {served} |",
+        spec.arity,
+        flags.join(", "),
+        keys_summary(spec),
+    );
+}
+
+fn keys_summary(spec: &CommandSpec) -> &'static str {
+    let all = spec.key_specs.iter().fold(0, |acc, ks| acc | ks.flags);
+    let unknown = spec
+        .key_specs
+        .iter()
+        .any(|ks| matches!(ks.begin, BeginSearch::Unknown) || matches!(ks.find, FindKeys::Unknown));
+    let has_real = spec
+        .key_specs
+        .iter()
+        .any(|ks| ks.flags & key_flags::NOT_KEY == 0);
+    if spec.key_specs.is_empty() {
+        if spec.has_keys() {
+            "incomplete"
+        } else {
+            "no"
+        }
+    } else if !has_real {
+        "channel"
+    } else if unknown || all & key_flags::INCOMPLETE != 0 {
+        "incomplete"
+    } else {
+        "yes"
+    }
+}

@@ -1,0 +1,149 @@
+//! Finding a command's spec from its arguments, case-insensitively and without allocating.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::learn::{self, InfoValue};
+use super::spec::CommandSpec;
+use super::table::COMMANDS;
+
+/// Longest command or subcommand name we look up; longer names are simply unknown
+/// (the longest Redis 7 name is 20 bytes), which keeps lowercasing on the stack.
+pub const MAX_NAME_LEN: usize = 32;
+
+/// Upper bound on runtime-learned top-level commands: learned specs are leaked, so a
+/// misbehaving node must not be able to grow memory without limit.
+pub const MAX_LEARNED: usize = 1024;
+
+/// Looks `args` up in the builtin table only; see [`CommandTable::lookup`].
+pub fn lookup(args: &[Bytes]) -> Option<&'static CommandSpec> {
+    let mut buf = [0u8; MAX_NAME_LEN];
+    let name = lowercase(args.first()?, &mut buf)?;
+    find_sorted(COMMANDS, name).map(|spec| resolve(spec, args))
+}
+
+/// The builtin table plus specs learned at runtime from a node's `COMMAND INFO`.
+/// Cloning is cheap: learned specs are `'static` references.
+#[derive(Debug, Clone, Default)]
+pub struct CommandTable {
+    learned: HashMap<&'static str, &'static CommandSpec>,
+}
+
+impl CommandTable {
+    /// The table with only the builtin (generated) commands.
+    pub fn builtin() -> Self {
+        Self::default()
+    }
+
+    /// Spec for a command line: `args[0]` is the name in any case; when the command is a
+    /// container and `args[1]` names one of its subcommands, the subcommand's spec
+    /// (`CLIENT SETNAME` → `client|setname`), otherwise the container's.
+    pub fn lookup(&self, args: &[Bytes]) -> Option<&'static CommandSpec> {
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let name = lowercase(args.first()?, &mut buf)?;
+        self.top(name).map(|spec| resolve(spec, args))
+    }
+
+    /// Spec by Redis name, any case: `"get"` or `"client|setname"` (as `COMMAND INFO` takes).
+    pub fn by_name(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let name = lowercase(name, &mut buf)?;
+        match name.split_once('|') {
+            None => self.top(name),
+            Some((container, sub)) => find_sub(self.top(container)?, sub),
+        }
+    }
+
+    /// Every top-level command: builtin ones sorted by name, then learned ones sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &'static CommandSpec> {
+        let mut learned: Vec<&'static CommandSpec> = self.learned.values().copied().collect();
+        learned.sort_by_key(|spec| spec.name);
+        COMMANDS.iter().chain(learned)
+    }
+
+    /// Number of top-level commands (what `COMMAND COUNT` reports).
+    pub fn len(&self) -> usize {
+        COMMANDS.len() + self.learned.len()
+    }
+
+    /// Never true: the builtin table is not empty. Present for API symmetry with `len`.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Learns commands from a decoded `COMMAND INFO` / `COMMAND` reply (see [`InfoValue`]).
+    /// Only names not yet known are added (each is leaked once); malformed entries are
+    /// skipped. Returns how many new top-level commands were added.
+    pub fn learn(&mut self, reply: &InfoValue) -> usize {
+        let InfoValue::Array(entries) = reply else {
+            return 0;
+        };
+        let mut added = 0;
+        for entry in entries {
+            if self.learned.len() >= MAX_LEARNED {
+                break;
+            }
+            let Some(name) = learn::entry_name(entry) else {
+                continue;
+            };
+            if self.by_name(name.as_bytes()).is_some() || name.contains('|') {
+                continue;
+            }
+            if let Some(spec) = learn::parse_entry(entry) {
+                let spec = learn::leak(spec);
+                self.learned.insert(spec.name, spec);
+                added += 1;
+            }
+        }
+        added
+    }
+
+    fn top(&self, lower_name: &str) -> Option<&'static CommandSpec> {
+        find_sorted(COMMANDS, lower_name).or_else(|| self.learned.get(lower_name).copied())
+    }
+}
+
+/// Lowercases `src` into `buf`; `None` when too long or not UTF-8 (then it can't be a name).
+fn lowercase<'b>(src: &[u8], buf: &'b mut [u8; MAX_NAME_LEN]) -> Option<&'b str> {
+    let dst = buf.get_mut(..src.len())?;
+    dst.copy_from_slice(src);
+    dst.make_ascii_lowercase();
+    std::str::from_utf8(dst).ok()
+}
+
+/// Binary search in a name-sorted slice.
+fn find_sorted(specs: &'static [CommandSpec], name: &str) -> Option<&'static CommandSpec> {
+    let at = specs.binary_search_by(|spec| spec.name.cmp(name)).ok()?;
+    specs.get(at)
+}
+
+/// Subcommand `sub` (lowercase, without the container prefix) of `container`.
+/// Subcommands share the `container|` prefix, so sorting by full name sorts by suffix.
+fn find_sub(container: &'static CommandSpec, sub: &str) -> Option<&'static CommandSpec> {
+    let subs = container.subcommands;
+    let at = subs
+        .binary_search_by(|spec| subcommand_part(spec.name).cmp(sub))
+        .ok()?;
+    subs.get(at)
+}
+
+fn subcommand_part(name: &str) -> &str {
+    name.split_once('|').map_or(name, |(_, sub)| sub)
+}
+
+/// Picks the subcommand named by `args[1]` when `spec` is a container and it exists.
+fn resolve(spec: &'static CommandSpec, args: &[Bytes]) -> &'static CommandSpec {
+    if spec.subcommands.is_empty() {
+        return spec;
+    }
+    let mut buf = [0u8; MAX_NAME_LEN];
+    args.get(1)
+        .and_then(|sub| lowercase(sub, &mut buf))
+        .and_then(|sub| find_sub(spec, sub))
+        .unwrap_or(spec)
+}
+
+#[cfg(test)]
+#[path = "lookup_tests.rs"]
+mod tests;

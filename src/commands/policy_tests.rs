@@ -1,0 +1,94 @@
+//! Tests for the serving policy: representative commands and whole-table invariants.
+
+use bytes::Bytes;
+
+use super::*;
+use crate::commands::lookup::lookup;
+use crate::commands::COMMANDS;
+
+fn serve_line(line: &str) -> Serve {
+    let args: Vec<Bytes> = line
+        .split(' ')
+        .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+        .collect();
+    serve(lookup(&args).expect("known command"))
+}
+
+const CASES: &[(&str, Serve)] = &[
+    ("GET k", Serve::Keyed),
+    ("EVAL s 1 k", Serve::Keyed),
+    ("OBJECT ENCODING k", Serve::Keyed),
+    ("MEMORY USAGE k", Serve::Keyed),
+    ("XINFO STREAM k", Serve::Keyed),
+    ("SORT k", Serve::Keyed),
+    ("PING", Serve::Local(Local::Ping)),
+    ("ECHO x", Serve::Local(Local::Echo)),
+    ("QUIT", Serve::Local(Local::Quit)),
+    ("SELECT 0", Serve::Local(Local::Select)),
+    ("HELLO 3", Serve::Local(Local::Hello)),
+    ("RESET", Serve::Local(Local::Reset)),
+    ("CLIENT SETNAME x", Serve::Local(Local::ClientSetName)),
+    ("CLIENT GETNAME", Serve::Local(Local::ClientGetName)),
+    ("CLIENT ID", Serve::Local(Local::ClientId)),
+    ("COMMAND", Serve::Local(Local::Command)),
+    ("COMMAND COUNT", Serve::Local(Local::CommandCount)),
+    ("COMMAND INFO get", Serve::Local(Local::CommandInfo)),
+    ("COMMAND DOCS", Serve::Local(Local::CommandDocs)),
+    ("COMMAND LIST", Serve::Local(Local::CommandList)),
+    ("TIME", Serve::AnyNode),
+    ("COMMAND GETKEYS GET k", Serve::AnyNode),
+    ("AUTH pw", Serve::Unsupported(AUTH)),
+    ("BLPOP k 0", Serve::Unsupported(BLOCKING)),
+    ("XREAD STREAMS k 0", Serve::Unsupported(BLOCKING)),
+    ("MULTI", Serve::Unsupported(TRANSACTIONS)),
+    ("WATCH k", Serve::Unsupported(TRANSACTIONS)),
+    ("SUBSCRIBE ch", Serve::Unsupported(PUBSUB)),
+    ("SPUBLISH ch m", Serve::Unsupported(PUBSUB)),
+    ("PUBSUB CHANNELS", Serve::Unsupported(PUBSUB)),
+    ("CONFIG GET x", Serve::Unsupported(NODE_ADMIN)),
+    ("CLUSTER SLOTS", Serve::Unsupported(NODE_ADMIN)),
+    ("MIGRATE h 1 k 0 10", Serve::Unsupported(NODE_ADMIN)),
+    ("MEMORY STATS", Serve::Unsupported(NODE_ADMIN)),
+    ("SHUTDOWN", Serve::Unsupported(NODE_ADMIN)),
+    ("KEYS *", Serve::Unsupported(FAN_OUT)),
+    ("SCAN 0", Serve::Unsupported(FAN_OUT)),
+    ("DBSIZE", Serve::Unsupported(FAN_OUT)),
+    ("FLUSHALL", Serve::Unsupported(FAN_OUT)),
+    ("SCRIPT LOAD s", Serve::Unsupported(FAN_OUT)),
+    ("FUNCTION LIST", Serve::Unsupported(FAN_OUT)),
+    ("INFO", Serve::Unsupported(FAN_OUT)),
+    ("WAIT 1 0", Serve::Unsupported(FAN_OUT)),
+    ("CLIENT LIST", Serve::Unsupported(CONNECTION_STATE)),
+    ("READONLY", Serve::Unsupported(CLUSTER_STATE)),
+    ("LOLWUT", Serve::Unsupported(KEYLESS)),
+];
+
+#[test]
+fn representative_commands() {
+    for (line, want) in CASES {
+        assert_eq!(serve_line(line), *want, "{line}");
+    }
+}
+
+#[test]
+fn keyed_means_has_keys_and_keyless_is_never_keyed() {
+    for spec in COMMANDS
+        .iter()
+        .flat_map(|c| std::iter::once(c).chain(c.subcommands))
+    {
+        if !spec.has_keys() {
+            assert_ne!(serve(spec), Serve::Keyed, "{}", spec.name);
+        }
+        assert!(!describe(spec).is_empty());
+    }
+}
+
+#[test]
+fn unsupported_message_names_the_command() {
+    let spec =
+        lookup(&[Bytes::from_static(b"cluster"), Bytes::from_static(b"slots")]).expect("known");
+    assert_eq!(
+        unsupported_message(spec, NODE_ADMIN),
+        "ERR redcar: CLUSTER SLOTS is not supported (node administration is not allowed through the proxy)"
+    );
+}

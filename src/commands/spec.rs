@@ -1,0 +1,251 @@
+//! The data model of one command: arity, flags, ACL categories, tips and Redis 7 key specs.
+//!
+//! Everything is `&'static` so the generated builtin table is a plain static and
+//! runtime-learned specs (module commands) can be leaked once and shared freely.
+
+/// One command (or subcommand) as Redis describes it in `COMMAND INFO`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// Lowercase, as Redis reports it: `"get"`, subcommands as `"client|setname"`.
+    pub name: &'static str,
+    /// Redis arity: positive = exact argument count (incl. the name), negative = at least `-arity`.
+    pub arity: i32,
+    /// Bit set of [`flags`] constants.
+    pub flags: u32,
+    /// Bit set of [`acl`] constants.
+    pub acl_categories: u32,
+    /// Command tips, e.g. `"request_policy:all_shards"`, `"nondeterministic_output"`.
+    pub tips: &'static [&'static str],
+    /// Redis 7 key specifications, in Redis order.
+    pub key_specs: &'static [KeySpec],
+    /// Subcommands sorted by name; empty for plain commands.
+    pub subcommands: &'static [CommandSpec],
+}
+
+/// One Redis 7 key specification: where to start looking and how to find keys from there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySpec {
+    /// Bit set of [`key_flags`] constants.
+    pub flags: u32,
+    pub begin: BeginSearch,
+    pub find: FindKeys,
+}
+
+/// Where the search for keys starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeginSearch {
+    /// Keys start at this fixed argument index.
+    Index(i32),
+    /// Keys start right after `keyword`; scanning starts at `start_from`
+    /// (negative: counted from the end, scanning backwards).
+    Keyword {
+        keyword: &'static str,
+        start_from: i32,
+    },
+    /// Redis cannot describe it; keys must come from elsewhere.
+    Unknown,
+}
+
+/// How keys are found once the search has begun.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindKeys {
+    /// `last_key` relative to the begin index (negative: from the end); every `step`-th
+    /// argument; with `last_key == -1`, `limit > 1` keeps only `1/limit` of the remaining args.
+    Range {
+        last_key: i32,
+        step: i32,
+        limit: i32,
+    },
+    /// The argument at `begin + key_num_idx` holds the key count; keys start at
+    /// `begin + first_key`, every `step`-th argument.
+    KeyNum {
+        key_num_idx: i32,
+        first_key: i32,
+        step: i32,
+    },
+    /// Redis cannot describe it.
+    Unknown,
+}
+
+impl CommandSpec {
+    /// True when every bit of `flag` (a [`flags`] constant) is set.
+    pub fn has_flag(&self, flag: u32) -> bool {
+        self.flags & flag == flag
+    }
+
+    /// True when the command may take keys: any key spec or the movable-keys flag.
+    pub fn has_keys(&self) -> bool {
+        !self.key_specs.is_empty() || self.has_flag(flags::MOVABLE_KEYS)
+    }
+
+    /// The container part of the name (`"client"` for `"client|setname"`).
+    pub fn container(&self) -> &'static str {
+        match self.name.split_once('|') {
+            Some((container, _)) => container,
+            None => self.name,
+        }
+    }
+}
+
+/// A name/bit pair: lets learning and docs translate Redis' words both ways.
+pub type Named = (&'static str, u32);
+
+/// Command flags, as reported in `COMMAND INFO` (names in [`flags::NAMES`]).
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const MODULE: u32 = 1 << 3;
+    pub const ADMIN: u32 = 1 << 4;
+    pub const PUBSUB: u32 = 1 << 5;
+    pub const NOSCRIPT: u32 = 1 << 6;
+    pub const BLOCKING: u32 = 1 << 7;
+    pub const LOADING: u32 = 1 << 8;
+    pub const STALE: u32 = 1 << 9;
+    pub const SKIP_MONITOR: u32 = 1 << 10;
+    pub const SKIP_SLOWLOG: u32 = 1 << 11;
+    pub const ASKING: u32 = 1 << 12;
+    pub const FAST: u32 = 1 << 13;
+    pub const NO_AUTH: u32 = 1 << 14;
+    pub const MAY_REPLICATE: u32 = 1 << 15;
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
+    pub const NO_MULTI: u32 = 1 << 17;
+    pub const MOVABLE_KEYS: u32 = 1 << 18;
+    pub const ALLOW_BUSY: u32 = 1 << 19;
+    pub const NO_ASYNC_LOADING: u32 = 1 << 20;
+    pub const SENTINEL: u32 = 1 << 21;
+    pub const ONLY_SENTINEL: u32 = 1 << 22;
+
+    /// Redis' spelling of each flag, in bit order.
+    pub const NAMES: &[super::Named] = &[
+        ("write", WRITE),
+        ("readonly", READONLY),
+        ("denyoom", DENYOOM),
+        ("module", MODULE),
+        ("admin", ADMIN),
+        ("pubsub", PUBSUB),
+        ("noscript", NOSCRIPT),
+        ("blocking", BLOCKING),
+        ("loading", LOADING),
+        ("stale", STALE),
+        ("skip_monitor", SKIP_MONITOR),
+        ("skip_slowlog", SKIP_SLOWLOG),
+        ("asking", ASKING),
+        ("fast", FAST),
+        ("no_auth", NO_AUTH),
+        ("may_replicate", MAY_REPLICATE),
+        ("no_mandatory_keys", NO_MANDATORY_KEYS),
+        ("no_multi", NO_MULTI),
+        ("movablekeys", MOVABLE_KEYS),
+        ("allow_busy", ALLOW_BUSY),
+        ("no_async_loading", NO_ASYNC_LOADING),
+        ("sentinel", SENTINEL),
+        ("only_sentinel", ONLY_SENTINEL),
+    ];
+}
+
+/// ACL categories (`@read`, `@write`, ...); names in [`acl::NAMES`] without the `@`.
+pub mod acl {
+    pub const KEYSPACE: u32 = 1 << 0;
+    pub const READ: u32 = 1 << 1;
+    pub const WRITE: u32 = 1 << 2;
+    pub const SET: u32 = 1 << 3;
+    pub const SORTEDSET: u32 = 1 << 4;
+    pub const LIST: u32 = 1 << 5;
+    pub const HASH: u32 = 1 << 6;
+    pub const STRING: u32 = 1 << 7;
+    pub const BITMAP: u32 = 1 << 8;
+    pub const HYPERLOGLOG: u32 = 1 << 9;
+    pub const GEO: u32 = 1 << 10;
+    pub const STREAM: u32 = 1 << 11;
+    pub const PUBSUB: u32 = 1 << 12;
+    pub const ADMIN: u32 = 1 << 13;
+    pub const FAST: u32 = 1 << 14;
+    pub const SLOW: u32 = 1 << 15;
+    pub const BLOCKING: u32 = 1 << 16;
+    pub const DANGEROUS: u32 = 1 << 17;
+    pub const CONNECTION: u32 = 1 << 18;
+    pub const TRANSACTION: u32 = 1 << 19;
+    pub const SCRIPTING: u32 = 1 << 20;
+
+    /// Redis' spelling of each category (without `@`), in bit order.
+    pub const NAMES: &[super::Named] = &[
+        ("keyspace", KEYSPACE),
+        ("read", READ),
+        ("write", WRITE),
+        ("set", SET),
+        ("sortedset", SORTEDSET),
+        ("list", LIST),
+        ("hash", HASH),
+        ("string", STRING),
+        ("bitmap", BITMAP),
+        ("hyperloglog", HYPERLOGLOG),
+        ("geo", GEO),
+        ("stream", STREAM),
+        ("pubsub", PUBSUB),
+        ("admin", ADMIN),
+        ("fast", FAST),
+        ("slow", SLOW),
+        ("blocking", BLOCKING),
+        ("dangerous", DANGEROUS),
+        ("connection", CONNECTION),
+        ("transaction", TRANSACTION),
+        ("scripting", SCRIPTING),
+    ];
+}
+
+/// Key-spec flags (`RO`, `access`, `not_key`, ...); names in [`key_flags::NAMES`].
+pub mod key_flags {
+    pub const RO: u32 = 1 << 0;
+    pub const RW: u32 = 1 << 1;
+    pub const OW: u32 = 1 << 2;
+    pub const RM: u32 = 1 << 3;
+    pub const ACCESS: u32 = 1 << 4;
+    pub const UPDATE: u32 = 1 << 5;
+    pub const INSERT: u32 = 1 << 6;
+    pub const DELETE: u32 = 1 << 7;
+    /// Not a real key, e.g. the shard channel of SPUBLISH/SSUBSCRIBE (still hashed to a slot).
+    pub const NOT_KEY: u32 = 1 << 8;
+    /// The spec may miss keys (MIGRATE's KEYS form: a key named "keys" confuses it).
+    pub const INCOMPLETE: u32 = 1 << 9;
+    pub const VARIABLE_FLAGS: u32 = 1 << 10;
+
+    /// Redis' spelling of each flag, in bit order.
+    pub const NAMES: &[super::Named] = &[
+        ("RO", RO),
+        ("RW", RW),
+        ("OW", OW),
+        ("RM", RM),
+        ("access", ACCESS),
+        ("update", UPDATE),
+        ("insert", INSERT),
+        ("delete", DELETE),
+        ("not_key", NOT_KEY),
+        ("incomplete", INCOMPLETE),
+        ("variable_flags", VARIABLE_FLAGS),
+    ];
+}
+
+/// Bits for the names Redis reported; names this version doesn't know are ignored
+/// (a newer server may add flags, which must not break learning).
+pub fn bits_of<'a>(table: &[Named], names: impl IntoIterator<Item = &'a [u8]>) -> u32 {
+    let mut out = 0;
+    for name in names {
+        let name = name.strip_prefix(b"@").unwrap_or(name);
+        if let Some((_, bit)) = table
+            .iter()
+            .find(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+        {
+            out |= bit;
+        }
+    }
+    out
+}
+
+/// Redis' names of the bits set in `bits`, in bit order (for docs).
+pub fn names_of(table: &[Named], bits: u32) -> impl Iterator<Item = &'static str> + '_ {
+    table
+        .iter()
+        .filter(move |(_, b)| bits & b != 0)
+        .map(|(n, _)| *n)
+}

@@ -1,0 +1,120 @@
+//! Test helper: a throwaway local redis-server and a minimal RESP2 client to cross-check against.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A decoded RESP2 reply (enough for COMMAND GETKEYS / COMMAND INFO).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Status(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Option<Vec<Reply>>),
+}
+
+/// A redis-server on a free port in a temp dir; killed on drop.
+pub struct TestServer {
+    child: Child,
+    _dir: tempfile::TempDir,
+    conn: BufReader<TcpStream>,
+}
+
+impl TestServer {
+    /// Starts a server, or `None` (after printing why) when `redis-server` is unavailable,
+    /// so the cross-checks degrade to a skip on machines without Redis.
+    pub fn start() -> Option<Self> {
+        let dir = tempfile::tempdir().ok()?;
+        let port = TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let spawned = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no"])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(mut child) = spawned else {
+            eprintln!("skipping: redis-server not found on PATH");
+            return None;
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
+                return Some(TestServer {
+                    child,
+                    _dir: dir,
+                    conn: BufReader::new(stream),
+                });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                eprintln!("skipping: redis-server did not start");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends one command and reads its reply.
+    pub fn call(&mut self, args: &[&[u8]]) -> Reply {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.conn
+            .get_mut()
+            .write_all(&out)
+            .expect("write to redis-server");
+        read_reply(&mut self.conn)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn read_line(conn: &mut BufReader<TcpStream>) -> String {
+    let mut line = String::new();
+    conn.read_line(&mut line).expect("read from redis-server");
+    line.trim_end_matches("\r\n").to_owned()
+}
+
+fn read_reply(conn: &mut BufReader<TcpStream>) -> Reply {
+    let line = read_line(conn);
+    let (kind, rest) = line.split_at(1);
+    let len = || rest.parse::<i64>().expect("length");
+    match kind {
+        "+" => Reply::Status(rest.to_owned()),
+        "-" => Reply::Error(rest.to_owned()),
+        ":" => Reply::Int(len()),
+        "$" if len() < 0 => Reply::Bulk(None),
+        "$" => {
+            let mut buf = vec![0; len() as usize + 2];
+            conn.read_exact(&mut buf).expect("bulk");
+            buf.truncate(buf.len() - 2);
+            Reply::Bulk(Some(buf))
+        }
+        "*" if len() < 0 => Reply::Array(None),
+        "*" => Reply::Array(Some((0..len()).map(|_| read_reply(conn)).collect())),
+        other => panic!("unexpected RESP type {other:?}"),
+    }
+}

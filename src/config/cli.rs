@@ -1,0 +1,81 @@
+//! Command-line flags (and their `REDCAR_*` environment variables) layered over the YAML file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use super::units::parse_duration;
+use super::{Config, ConfigError};
+
+/// redcar: one Redis endpoint in front of a whole Redis Cluster.
+#[derive(Debug, Parser, Default)]
+#[command(name = "redcar", version, about, long_about = None)]
+pub struct Cli {
+    /// YAML config file; flags given here override its values.
+    #[arg(long, env = "REDCAR_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// TCP address to accept clients on, e.g. 127.0.0.1:6380.
+    #[arg(long, env = "REDCAR_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Unix socket path to accept clients on.
+    #[arg(long, env = "REDCAR_UNIX", value_name = "PATH")]
+    pub unix: Option<PathBuf>,
+    /// Octal permissions of the Unix socket file (default 660).
+    #[arg(long, env = "REDCAR_UNIX_PERMISSIONS", value_name = "OCTAL")]
+    pub unix_permissions: Option<String>,
+    /// Cluster seed nodes, comma separated: HOST:PORT[,HOST:PORT...].
+    #[arg(long, env = "REDCAR_CLUSTER", value_name = "SEEDS", value_delimiter = ',')]
+    pub cluster: Vec<String>,
+    /// HTTP admin address serving /healthz and /readyz.
+    #[arg(long, env = "REDCAR_ADMIN", value_name = "ADDR")]
+    pub admin: Option<String>,
+    /// Log level: error, warn, info, debug, trace.
+    #[arg(long, env = "REDCAR_LOG_LEVEL", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Log format: text or json.
+    #[arg(long, env = "REDCAR_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<String>,
+    /// Worker threads (0 = one per core).
+    #[arg(long, env = "REDCAR_WORKERS", value_name = "N")]
+    pub workers: Option<usize>,
+    /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).
+    #[arg(long, env = "REDCAR_OP_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub op_timeout: Option<Duration>,
+    /// Persistent pipelined connections to each cluster node.
+    #[arg(long, env = "REDCAR_CONNECTIONS_PER_NODE", value_name = "N")]
+    pub connections_per_node: Option<usize>,
+    /// Validate the configuration, print the effective config as YAML and exit.
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+impl Cli {
+    /// Overrides `config` with every flag that was given.
+    pub fn apply(&self, config: &mut Config) -> Result<(), ConfigError> {
+        set(&mut config.listen, self.listen.clone().map(Some));
+        set(&mut config.unix, self.unix.clone().map(Some));
+        set(&mut config.unix_permissions, self.unix_permissions.clone());
+        set(&mut config.admin, self.admin.clone().map(Some));
+        set(&mut config.log_level, self.log_level.clone());
+        set(&mut config.log_format, self.log_format.clone());
+        set(&mut config.workers, self.workers);
+        set(&mut config.router.op_timeout, self.op_timeout);
+        set(&mut config.upstream.connections_per_node, self.connections_per_node);
+        if !self.cluster.is_empty() {
+            config.cluster.seeds = self
+                .cluster
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        Ok(())
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}

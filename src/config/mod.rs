@@ -1,0 +1,114 @@
+//! The configuration tree: YAML file, then command-line flags, then `validate()` before start-up.
+//!
+//! Each subsystem owns its leaf type (`cluster::ClusterConfig`, `upstream::UpstreamConfig`, ...)
+//! so no module imports `config`; this module only composes them and checks they fit together.
+//! Every key is documented in docs/configuration.md, and a test keeps the two in sync.
+
+mod cli;
+mod validate;
+
+pub mod units;
+
+pub use cli::Cli;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::ClusterConfig;
+use crate::downstream::ClientConfig;
+use crate::router::RouterConfig;
+use crate::upstream::UpstreamConfig;
+
+/// The whole configuration. `Default` holds the documented defaults.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// TCP address clients connect to, e.g. `127.0.0.1:6380`.
+    pub listen: Option<String>,
+    /// Unix socket path clients connect to (in addition to, or instead of, `listen`).
+    pub unix: Option<PathBuf>,
+    /// Octal permission bits applied to the Unix socket file.
+    pub unix_permissions: String,
+    /// HTTP admin address (`/healthz`, `/readyz`); off when absent.
+    pub admin: Option<String>,
+    /// Runtime worker threads; 0 means one per available core.
+    pub workers: usize,
+    /// Log filter: error, warn, info, debug, trace (or a tracing directive list).
+    pub log_level: String,
+    /// `text` or `json`.
+    pub log_format: String,
+    /// How long SIGTERM/SIGINT waits for in-flight replies before closing clients.
+    #[serde(with = "units::duration")]
+    pub drain_timeout: Duration,
+    pub cluster: ClusterConfig,
+    pub upstream: UpstreamConfig,
+    pub router: RouterConfig,
+    pub client: ClientConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: None,
+            unix: None,
+            unix_permissions: "660".to_string(),
+            admin: None,
+            workers: 0,
+            log_level: "info".to_string(),
+            log_format: "text".to_string(),
+            drain_timeout: Duration::from_secs(10),
+            cluster: ClusterConfig::default(),
+            upstream: UpstreamConfig::default(),
+            router: RouterConfig::default(),
+            client: ClientConfig::default(),
+        }
+    }
+}
+
+/// A setting that stops start-up; the message names the key.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// Reads a YAML file; unknown keys are errors, missing keys take their defaults.
+    pub fn from_yaml_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        Self::from_yaml(&text)
+            .map_err(|ConfigError(msg)| ConfigError(format!("{}: {msg}", path.display())))
+    }
+
+    /// Parses YAML text (an empty document gives the defaults).
+    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        serde_yaml::from_str(text).map_err(|e| ConfigError(e.to_string()))
+    }
+
+    /// Builds the effective config: the file named by `--config` (if any), then CLI overrides,
+    /// then validation.
+    pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
+        let mut config = match &cli.config {
+            Some(path) => Config::from_yaml_file(path)?,
+            None => Config::default(),
+        };
+        cli.apply(&mut config)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Worker threads to start: `workers`, or the number of available cores.
+    pub fn worker_threads(&self) -> usize {
+        if self.workers > 0 {
+            return self.workers;
+        }
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,119 @@
+//! Config parsing, defaults, CLI overrides and start-up validation messages.
+
+use std::time::Duration;
+
+use clap::Parser;
+
+use super::{Cli, Config};
+
+fn cli(args: &[&str]) -> Cli {
+    let mut argv = vec!["redcar"];
+    argv.extend_from_slice(args);
+    Cli::try_parse_from(argv).expect("valid flags")
+}
+
+fn error_of(yaml: &str) -> String {
+    let config = Config::from_yaml(yaml).expect("parses");
+    config.validate().expect_err("must be rejected").to_string()
+}
+
+const MINIMAL: &str = "listen: 127.0.0.1:6380\ncluster:\n  seeds: [127.0.0.1:7000]\n";
+
+#[test]
+fn cli_alone_is_enough() {
+    let config = Config::load(&cli(&["--listen", "127.0.0.1:6380", "--cluster", "127.0.0.1:7001,127.0.0.1:7002"]))
+        .expect("valid");
+    assert_eq!(config.listen.as_deref(), Some("127.0.0.1:6380"));
+    assert_eq!(config.cluster.seeds, vec!["127.0.0.1:7001", "127.0.0.1:7002"]);
+    assert_eq!(config.router.op_timeout, Duration::from_secs(1));
+    assert_eq!(config.upstream.connections_per_node, 2);
+}
+
+#[test]
+fn yaml_values_and_units_are_read() {
+    let yaml = format!(
+        "{MINIMAL}router:\n  op_timeout: 250ms\nclient:\n  max_bulk_len: 1mb\n  idle_timeout: 30s\nupstream:\n  connections_per_node: 4\n"
+    );
+    let config = Config::from_yaml(&yaml).expect("parses");
+    config.validate().expect("valid");
+    assert_eq!(config.router.op_timeout, Duration::from_millis(250));
+    assert_eq!(config.client.max_bulk_len, 1 << 20);
+    assert_eq!(config.client.idle_timeout, Duration::from_secs(30));
+    assert_eq!(config.upstream.connections_per_node, 4);
+}
+
+#[test]
+fn cli_overrides_the_file() {
+    let mut config = Config::from_yaml(MINIMAL).expect("parses");
+    cli(&["--listen", "127.0.0.1:7777", "--op-timeout", "2s"]).apply(&mut config).expect("applies");
+    assert_eq!(config.listen.as_deref(), Some("127.0.0.1:7777"));
+    assert_eq!(config.router.op_timeout, Duration::from_secs(2));
+    assert_eq!(config.cluster.seeds, vec!["127.0.0.1:7000"]);
+}
+
+#[test]
+fn unknown_keys_are_rejected_with_their_name() {
+    let error = Config::from_yaml(&format!("{MINIMAL}op_timout: 1s\n")).expect_err("typo");
+    assert!(error.to_string().contains("op_timout"), "{error}");
+    let nested = Config::from_yaml(&format!("{MINIMAL}upstream:\n  conections_per_node: 3\n")).expect_err("typo");
+    assert!(nested.to_string().contains("conections_per_node"), "{nested}");
+}
+
+#[test]
+fn bad_values_name_the_key() {
+    assert!(error_of("cluster:\n  seeds: [127.0.0.1:7000]\n").contains("no listener"));
+    assert!(error_of("listen: 127.0.0.1:6380\n").contains("cluster.seeds"));
+    assert!(error_of("listen: nowhere\ncluster:\n  seeds: [a:1]\n").contains("`listen`"));
+    assert!(error_of("listen: 127.0.0.1:1\ncluster:\n  seeds: [nohost]\n").contains("cluster.seeds"));
+    let zero = format!("{MINIMAL}upstream:\n  connections_per_node: 0\n");
+    assert!(error_of(&zero).contains("upstream.connections_per_node"));
+    let timeout = format!("{MINIMAL}router:\n  op_timeout: 0s\n");
+    assert!(error_of(&timeout).contains("router.op_timeout"));
+    let same = format!("{MINIMAL}admin: 127.0.0.1:6380\n");
+    assert!(error_of(&same).contains("different ports"));
+    let perms = format!("{MINIMAL}unix_permissions: \"999\"\n");
+    assert!(error_of(&perms).contains("unix_permissions"));
+    let level = format!("{MINIMAL}log_level: loud\n");
+    assert!(error_of(&level).contains("log_level"));
+    let format = format!("{MINIMAL}log_format: xml\n");
+    assert!(error_of(&format).contains("log_format"));
+}
+
+#[test]
+fn unparseable_units_are_parse_errors() {
+    let error = Config::from_yaml(&format!("{MINIMAL}router:\n  op_timeout: soon\n")).expect_err("bad unit");
+    assert!(error.to_string().contains("duration"), "{error}");
+}
+
+#[test]
+fn defaults_round_trip_through_yaml() {
+    let config = Config::default();
+    let yaml = serde_yaml::to_string(&config).expect("serialises");
+    assert_eq!(Config::from_yaml(&yaml).expect("parses back"), config);
+}
+
+/// Every key of the config tree must appear in docs/configuration.md.
+#[test]
+fn every_key_is_documented() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md"))
+        .expect("docs/configuration.md exists");
+    let value = serde_yaml::to_value(Config::default()).expect("serialises");
+    let mut missing = Vec::new();
+    collect_keys(&value, "", &mut |key| {
+        if !docs.contains(&format!("`{key}`")) {
+            missing.push(key.to_string());
+        }
+    });
+    assert!(missing.is_empty(), "undocumented config keys: {missing:?}");
+}
+
+fn collect_keys(value: &serde_yaml::Value, prefix: &str, found: &mut dyn FnMut(&str)) {
+    if let serde_yaml::Value::Mapping(map) = value {
+        for (key, child) in map {
+            let name = key.as_str().unwrap_or_default();
+            let full = if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
+            found(&full);
+            collect_keys(child, &full, found);
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Start-up checks: every rejected value names its key and says what would be accepted.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{Config, ConfigError};
+
+impl Config {
+    /// Rejects missing, malformed or contradictory settings before anything starts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_listeners()?;
+        self.validate_cluster()?;
+        self.validate_limits()?;
+        self.validate_logging()
+    }
+
+    fn validate_listeners(&self) -> Result<(), ConfigError> {
+        if self.listen.is_none() && self.unix.is_none() {
+            return fail("no listener: set `listen` (--listen ADDR) or `unix` (--unix PATH)");
+        }
+        if let Some(listen) = &self.listen {
+            socket_addr("listen", listen)?;
+        }
+        if let Some(admin) = &self.admin {
+            let admin_addr = socket_addr("admin", admin)?;
+            if let Some(listen) = &self.listen {
+                if socket_addr("listen", listen)? == admin_addr {
+                    return fail(format!(
+                        "`admin` and `listen` are both {admin}: they need different ports"
+                    ));
+                }
+            }
+        }
+        if let Some(path) = &self.unix {
+            if path.as_os_str().is_empty() {
+                return fail("`unix` is an empty path");
+            }
+        }
+        match u32::from_str_radix(&self.unix_permissions, 8) {
+            Ok(mode) if mode <= 0o777 => Ok(()),
+            _ => fail(format!(
+                "`unix_permissions` is `{}`: expected octal permission bits such as 660 or 600",
+                self.unix_permissions
+            )),
+        }
+    }
+
+    fn validate_cluster(&self) -> Result<(), ConfigError> {
+        let cluster = &self.cluster;
+        if cluster.seeds.is_empty() {
+            return fail("no cluster seeds: set `cluster.seeds` (--cluster HOST:PORT[,HOST:PORT...])");
+        }
+        for seed in &cluster.seeds {
+            host_port("cluster.seeds", seed)?;
+        }
+        positive("cluster.refresh_interval", cluster.refresh_interval)?;
+        positive("cluster.refresh_timeout", cluster.refresh_timeout)?;
+        if cluster.refresh_min_gap > cluster.refresh_interval {
+            return fail(format!(
+                "`cluster.refresh_min_gap` ({:?}) is longer than `cluster.refresh_interval` ({:?})",
+                cluster.refresh_min_gap, cluster.refresh_interval
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_limits(&self) -> Result<(), ConfigError> {
+        let up = &self.upstream;
+        within("upstream.connections_per_node", up.connections_per_node, 1, 64)?;
+        within("upstream.max_pending_per_connection", up.max_pending_per_connection, 1, 1 << 20)?;
+        positive("upstream.connect_timeout", up.connect_timeout)?;
+        positive("router.op_timeout", self.router.op_timeout)?;
+        within("router.max_redirects", self.router.max_redirects, 1, 16)?;
+        let client = &self.client;
+        within("client.max_in_flight", client.max_in_flight, 1, 1 << 20)?;
+        within("client.max_args", client.max_args, 1, 1 << 30)?;
+        within("client.max_bulk_len", client.max_bulk_len, 1, 1 << 32)?;
+        within("client.max_inline_len", client.max_inline_len, 16, 1 << 30)?;
+        if client.max_request_bytes < client.max_inline_len {
+            return fail(format!(
+                "`client.max_request_bytes` ({}) is smaller than `client.max_inline_len` ({}): \
+                 an inline command could never fit",
+                client.max_request_bytes, client.max_inline_len
+            ));
+        }
+        within("client.max_reply_bytes", client.max_reply_bytes, 1024, usize::MAX)?;
+        within("workers", self.workers, 0, 1024)?;
+        positive("drain_timeout", self.drain_timeout)
+    }
+
+    fn validate_logging(&self) -> Result<(), ConfigError> {
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return fail(format!("`log_format` is `{}`: expected text or json", self.log_format));
+        }
+        let level = self.log_level.to_ascii_lowercase();
+        let known = ["error", "warn", "info", "debug", "trace", "off"];
+        if !known.contains(&level.as_str()) && !level.contains('=') {
+            return fail(format!(
+                "`log_level` is `{}`: expected one of {} (or a directive like redcar=debug)",
+                self.log_level,
+                known.join(", ")
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn fail<T>(message: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(message.into()))
+}
+
+fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse().map_err(|_| {
+        ConfigError(format!(
+            "`{key}` is `{value}`: expected IP:PORT such as 127.0.0.1:6380"
+        ))
+    })
+}
+
+/// Seeds may be host names, so only the shape HOST:PORT is checked here.
+fn host_port(key: &str, value: &str) -> Result<(), ConfigError> {
+    let port = value.rsplit_once(':').map(|(host, port)| (host, port.parse::<u16>()));
+    match port {
+        Some((host, Ok(port))) if !host.is_empty() && port != 0 => Ok(()),
+        _ => fail(format!("`{key}` has `{value}`: expected HOST:PORT such as 127.0.0.1:7000")),
+    }
+}
+
+fn positive(key: &str, value: Duration) -> Result<(), ConfigError> {
+    if value.is_zero() {
+        return fail(format!("`{key}` must be greater than zero"));
+    }
+    Ok(())
+}
+
+fn within(key: &str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
+    if value < min || value > max {
+        return fail(format!("`{key}` is {value}: expected a value from {min} to {max}"));
+    }
+    Ok(())
+}

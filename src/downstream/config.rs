@@ -1,0 +1,61 @@
+//! Per-client limits: how much one client may have in flight or buffered.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::units;
+use crate::protocol::Limits;
+
+/// `client:` in the config file.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientConfig {
+    /// Commands of one client awaiting their replies; beyond it redcar stops reading from that
+    /// client (back-pressure) until replies go out.
+    pub max_in_flight: usize,
+    /// Largest bulk string in a request (Redis's proto-max-bulk-len).
+    #[serde(with = "units::size")]
+    pub max_bulk_len: usize,
+    /// Most arguments in one command.
+    pub max_args: usize,
+    /// Longest inline (telnet-style) command line.
+    #[serde(with = "units::size")]
+    pub max_inline_len: usize,
+    /// Unparsed request bytes one client may have buffered (Redis's client-query-buffer-limit);
+    /// past it the client gets a protocol error and is closed.
+    #[serde(with = "units::size")]
+    pub max_request_bytes: usize,
+    /// Reply bytes waiting for a slow client before redcar stops reading its commands.
+    #[serde(with = "units::size")]
+    pub max_reply_bytes: usize,
+    /// Close a client with nothing in flight after this long without a command; 0 = never.
+    #[serde(with = "units::duration")]
+    pub idle_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            max_in_flight: 1024,
+            max_bulk_len: 512 << 20,
+            max_args: 1 << 20,
+            max_inline_len: 64 << 10,
+            max_request_bytes: 1 << 30,
+            max_reply_bytes: 64 << 20,
+            idle_timeout: Duration::ZERO,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// The codec limits for requests.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_bulk_len: self.max_bulk_len,
+            max_array_len: self.max_args,
+            max_inline_len: self.max_inline_len,
+            ..Limits::default()
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Commands redcar answers itself, because they concern the client's own connection (PING, ECHO,
+//! SELECT, HELLO, CLIENT SETNAME/GETNAME/ID, QUIT) rather than data on a node.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::commands::Local;
+use crate::protocol::{write_array_len, write_bulk, write_error, write_integer, write_null, write_simple};
+use crate::router::redcar_error;
+
+/// Per-connection state that Redis would keep for the client.
+pub struct ClientState {
+    pub id: u64,
+    pub name: Option<Bytes>,
+    /// Set by QUIT: reply, then close.
+    pub quit: bool,
+}
+
+impl ClientState {
+    pub fn new(id: u64) -> ClientState {
+        ClientState { id, name: None, quit: false }
+    }
+
+    /// The reply to a locally served command (`args[0]` is the command name).
+    pub fn answer(&mut self, local: Local, args: &[Bytes]) -> Bytes {
+        let mut out = BytesMut::with_capacity(64);
+        match local {
+            Local::Ping => match args.get(1) {
+                Some(message) => write_bulk(&mut out, message),
+                None => write_simple(&mut out, b"PONG"),
+            },
+            Local::Echo => write_bulk(&mut out, args.get(1).map_or(&b""[..], |a| a)),
+            Local::Quit => {
+                self.quit = true;
+                write_simple(&mut out, b"OK");
+            }
+            Local::Select => return select(args),
+            Local::Hello => return self.hello(args),
+            Local::ClientSetName => return self.set_name(args.get(2)),
+            Local::ClientGetName => match &self.name {
+                Some(name) => write_bulk(&mut out, name),
+                None => write_null(&mut out),
+            },
+            Local::ClientId => write_integer(&mut out, self.id as i64),
+            Local::Reset => {
+                self.name = None;
+                write_simple(&mut out, b"RESET");
+            }
+            other => return redcar_error(format_args!("{other:?} cannot be answered locally")),
+        }
+        out.freeze()
+    }
+
+    /// `HELLO [2 [AUTH u p] [SETNAME n]]`: describes redcar as a standalone Redis speaking RESP2.
+    fn hello(&mut self, args: &[Bytes]) -> Bytes {
+        let mut out = BytesMut::with_capacity(256);
+        if let Some(version) = args.get(1) {
+            if version.as_ref() != b"2" {
+                write_error(&mut out, b"NOPROTO redcar speaks RESP2 only; use HELLO 2 or no HELLO");
+                return out.freeze();
+            }
+        }
+        let mut rest = args.iter().skip(2);
+        while let Some(option) = rest.next() {
+            if option.eq_ignore_ascii_case(b"SETNAME") {
+                let reply = self.set_name(rest.next());
+                if reply.first() == Some(&b'-') {
+                    return reply;
+                }
+            } else if option.eq_ignore_ascii_case(b"AUTH") {
+                return redcar_error("HELLO AUTH: authentication is not configured on this proxy");
+            } else {
+                write_error(&mut out, b"ERR Syntax error in HELLO option");
+                return out.freeze();
+            }
+        }
+        let fields: [(&[u8], Field); 8] = [
+            (b"server", Field::Text(b"redis")),
+            (b"version", Field::Text(b"7.0.0")),
+            (b"proto", Field::Int(2)),
+            (b"id", Field::Int(self.id as i64)),
+            (b"mode", Field::Text(b"standalone")),
+            (b"role", Field::Text(b"master")),
+            (b"modules", Field::EmptyArray),
+            (b"proxy", Field::Text(concat!("redcar ", env!("CARGO_PKG_VERSION")).as_bytes())),
+        ];
+        write_array_len(&mut out, fields.len() * 2);
+        for (key, value) in fields {
+            write_bulk(&mut out, key);
+            match value {
+                Field::Text(text) => write_bulk(&mut out, text),
+                Field::Int(n) => write_integer(&mut out, n),
+                Field::EmptyArray => write_array_len(&mut out, 0),
+            }
+        }
+        out.freeze()
+    }
+
+    fn set_name(&mut self, name: Option<&Bytes>) -> Bytes {
+        let mut out = BytesMut::with_capacity(96);
+        let Some(name) = name else {
+            write_error(&mut out, b"ERR wrong number of arguments for 'client|setname' command");
+            return out.freeze();
+        };
+        // Redis's rule: names are printable ASCII without spaces (they appear in CLIENT LIST).
+        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+            write_error(&mut out, b"ERR Client names cannot contain spaces, newlines or special characters.");
+            return out.freeze();
+        }
+        self.name = (!name.is_empty()).then(|| name.clone());
+        write_simple(&mut out, b"OK");
+        out.freeze()
+    }
+}
+
+enum Field {
+    Text(&'static [u8]),
+    Int(i64),
+    EmptyArray,
+}
+
+/// Only database 0 exists in Redis Cluster, so only `SELECT 0` can succeed.
+fn select(args: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity(96);
+    match args.get(1).map(|db| db.as_ref()) {
+        Some(b"0") => write_simple(&mut out, b"OK"),
+        _ => return redcar_error("SELECT: Redis Cluster has only database 0"),
+    }
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(parts: &[&str]) -> Vec<Bytes> {
+        parts.iter().map(|p| Bytes::from(p.to_string())).collect()
+    }
+
+    #[test]
+    fn ping_echo_and_select() {
+        let mut state = ClientState::new(7);
+        assert_eq!(&state.answer(Local::Ping, &args(&["PING"]))[..], b"+PONG\r\n");
+        assert_eq!(&state.answer(Local::Ping, &args(&["PING", "hi"]))[..], b"$2\r\nhi\r\n");
+        assert_eq!(&state.answer(Local::Echo, &args(&["ECHO", "x y"]))[..], b"$3\r\nx y\r\n");
+        assert_eq!(&state.answer(Local::Select, &args(&["SELECT", "0"]))[..], b"+OK\r\n");
+        assert!(state.answer(Local::Select, &args(&["SELECT", "1"])).starts_with(b"-ERR redcar: "));
+    }
+
+    #[test]
+    fn client_name_round_trip_and_validation() {
+        let mut state = ClientState::new(1);
+        assert_eq!(&state.answer(Local::ClientGetName, &args(&["CLIENT", "GETNAME"]))[..], b"$-1\r\n");
+        assert_eq!(&state.answer(Local::ClientSetName, &args(&["CLIENT", "SETNAME", "web1"]))[..], b"+OK\r\n");
+        assert_eq!(&state.answer(Local::ClientGetName, &args(&["CLIENT", "GETNAME"]))[..], b"$4\r\nweb1\r\n");
+        let bad = state.answer(Local::ClientSetName, &args(&["CLIENT", "SETNAME", "a b"]));
+        assert!(bad.starts_with(b"-ERR Client names"));
+        assert_eq!(&state.answer(Local::ClientId, &args(&["CLIENT", "ID"]))[..], b":1\r\n");
+    }
+
+    #[test]
+    fn hello_speaks_resp2_only() {
+        let mut state = ClientState::new(3);
+        let reply = state.answer(Local::Hello, &args(&["HELLO", "2", "SETNAME", "app"]));
+        assert!(reply.starts_with(b"*16\r\n"), "{reply:?}");
+        assert_eq!(state.name.as_deref(), Some(&b"app"[..]));
+        assert!(state.answer(Local::Hello, &args(&["HELLO", "3"])).starts_with(b"-NOPROTO"));
+    }
+
+    #[test]
+    fn quit_marks_the_session_for_closing() {
+        let mut state = ClientState::new(1);
+        assert_eq!(&state.answer(Local::Quit, &args(&["QUIT"]))[..], b"+OK\r\n");
+        assert!(state.quit);
+    }
+}

@@ -1,0 +1,10 @@
+//! Client-facing side: listeners (TCP and Unix socket) and one session per client that answers a
+//! pipeline in order while its commands run in parallel on different nodes.
+
+mod config;
+mod listener;
+mod local;
+mod session;
+
+pub use config::ClientConfig;
+pub use listener::{serve_tcp, serve_unix, Downstream};

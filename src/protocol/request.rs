@@ -1,0 +1,237 @@
+//! One client command as zero-copy views over its raw bytes, and parsing RESP multibulk requests.
+
+use std::fmt;
+use std::ops::Range;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::encode::{bulk_encoded_len, header_encoded_len, put_header};
+use super::line::{payload_end, read_header};
+use super::{inline, Limits, ProtocolError};
+
+/// One client command.
+///
+/// `raw` is the exact RESP multibulk encoding of the command, so the proxy can forward it
+/// unchanged: for a RESP request it is the client's own bytes, split off the read buffer; for an
+/// inline command it is freshly encoded. `args` are zero-copy slices of `raw`; `args[0]` is the
+/// command name as sent, not case-folded.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Request {
+    raw: Bytes,
+    args: Vec<Bytes>,
+}
+
+impl Request {
+    /// The RESP multibulk encoding of the whole command.
+    pub fn raw(&self) -> &Bytes {
+        &self.raw
+    }
+
+    /// Consume the request, keeping only its RESP encoding (for forwarding without a refcount bump).
+    pub fn into_raw(self) -> Bytes {
+        self.raw
+    }
+
+    /// All arguments, the command name first.
+    pub fn args(&self) -> &[Bytes] {
+        &self.args
+    }
+
+    /// The command name as sent (`args[0]`); empty only for a request built from no arguments.
+    pub fn name(&self) -> &[u8] {
+        self.args.first().map_or(&[], |name| name)
+    }
+
+    /// Build a request from its arguments, encoding `raw` as RESP multibulk.
+    pub fn from_args<I, A>(args: I) -> Request
+    where
+        I: IntoIterator<Item = A>,
+        A: AsRef<[u8]>,
+    {
+        // Collect first: the multibulk header needs the count, and reserving once needs the sizes.
+        let args: Vec<A> = args.into_iter().collect();
+        let len = header_encoded_len(args.len())
+            + args
+                .iter()
+                .map(|a| bulk_encoded_len(a.as_ref().len()))
+                .sum::<usize>();
+        let mut out = BytesMut::with_capacity(len);
+        put_header(&mut out, b'*', args.len());
+        let mut ranges = Vec::with_capacity(args.len());
+        for arg in &args {
+            let arg = arg.as_ref();
+            put_header(&mut out, b'$', arg.len());
+            let start = out.len();
+            out.extend_from_slice(arg);
+            ranges.push(start..out.len());
+            out.extend_from_slice(b"\r\n");
+        }
+        Request::from_ranges(out.freeze(), ranges)
+    }
+
+    /// Number of arguments, the command name included.
+    pub fn len(&self) -> usize {
+        self.args.len()
+    }
+
+    /// True only for a request built from no arguments; parsed requests always have a name.
+    pub fn is_empty(&self) -> bool {
+        self.args.is_empty()
+    }
+
+    fn from_ranges(raw: Bytes, ranges: Vec<Range<usize>>) -> Request {
+        let args = ranges.into_iter().map(|r| raw.slice(r)).collect();
+        Request { raw, args }
+    }
+}
+
+/// Shows arguments escaped and cut at 64 bytes, so logging a 512 MiB `SET` stays cheap.
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 64;
+        f.write_str("Request ")?;
+        let mut list = f.debug_list();
+        for arg in &self.args {
+            let shown = &arg[..arg.len().min(SHOWN)];
+            if arg.len() > SHOWN {
+                list.entry(&format_args!(
+                    "\"{}\"...({} bytes)",
+                    shown.escape_ascii(),
+                    arg.len()
+                ));
+            } else {
+                list.entry(&format_args!("\"{}\"", shown.escape_ascii()));
+            }
+        }
+        list.finish()
+    }
+}
+
+/// What one parse attempt at the front of the buffer found.
+pub(crate) enum Step {
+    /// Not enough bytes yet; the buffer is untouched.
+    Incomplete,
+    /// Something Redis ignores (an empty line, `*0`, `*-1`) was removed from the buffer.
+    Skipped,
+    /// A whole request, removed from the buffer.
+    Parsed(Request),
+}
+
+/// Parse one request from the front of `buf`, removing its bytes.
+///
+/// `Ok(None)` means more bytes are needed; things Redis silently ignores (empty inline lines,
+/// `*0`, `*-1`) are removed along the way. Any first byte other than `*` starts an inline
+/// command. On error the buffer is left as it was and the connection should be closed after
+/// replying `-ERR Protocol error: <error>`.
+pub fn parse_request(
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Option<Request>, ProtocolError> {
+    loop {
+        let step = match buf.first() {
+            None => return Ok(None),
+            Some(b'*') => parse_multibulk(buf, limits)?,
+            Some(_) => inline::parse_inline(buf, limits)?,
+        };
+        match step {
+            Step::Incomplete => return Ok(None),
+            Step::Skipped => continue,
+            Step::Parsed(request) => return Ok(Some(request)),
+        }
+    }
+}
+
+/// The extent of the multibulk at the front of a buffer.
+enum Scan {
+    Incomplete,
+    /// A count of zero or less, which Redis skips: the header's length.
+    Empty(usize),
+    Complete {
+        len: usize,
+        count: usize,
+    },
+}
+
+fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Step, ProtocolError> {
+    // First pass only measures, so an incomplete request costs no allocation; the second pass,
+    // over the frozen bytes, records where each argument lies.
+    match scan_multibulk(buf, limits, |_| {})? {
+        Scan::Incomplete => Ok(Step::Incomplete),
+        Scan::Empty(len) => {
+            buf.advance(len);
+            Ok(Step::Skipped)
+        }
+        Scan::Complete { len, count } => {
+            let raw = buf.split_to(len).freeze();
+            let mut ranges = Vec::with_capacity(count);
+            scan_multibulk(&raw, limits, |arg| ranges.push(arg))?;
+            Ok(Step::Parsed(Request::from_ranges(raw, ranges)))
+        }
+    }
+}
+
+/// Measure the multibulk at the front of `buf`, calling `on_arg` with each argument's range.
+fn scan_multibulk(
+    buf: &[u8],
+    limits: &Limits,
+    mut on_arg: impl FnMut(Range<usize>),
+) -> Result<Scan, ProtocolError> {
+    use ProtocolError::{InvalidMultibulkLength, MultibulkCountTooBig};
+    let header = read_header(
+        buf,
+        0,
+        limits.max_inline_len,
+        MultibulkCountTooBig,
+        InvalidMultibulkLength,
+    )?;
+    let Some((count, mut pos)) = header else {
+        return Ok(Scan::Incomplete);
+    };
+    if count <= 0 {
+        return Ok(Scan::Empty(pos));
+    }
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|&n| n <= limits.max_array_len)
+        .ok_or(InvalidMultibulkLength)?;
+    for _ in 0..count {
+        let Some((arg, next)) = scan_bulk(buf, pos, limits)? else {
+            return Ok(Scan::Incomplete);
+        };
+        on_arg(arg);
+        pos = next;
+    }
+    Ok(Scan::Complete { len: pos, count })
+}
+
+/// The payload range of the bulk string at `pos` and the offset just past it.
+fn scan_bulk(
+    buf: &[u8],
+    pos: usize,
+    limits: &Limits,
+) -> Result<Option<(Range<usize>, usize)>, ProtocolError> {
+    use ProtocolError::{BulkCountTooBig, InvalidBulkLength};
+    match buf.get(pos) {
+        None => return Ok(None),
+        Some(b'$') => {}
+        Some(&other) => return Err(ProtocolError::ExpectedBulk(other)),
+    }
+    let Some((len, start)) = read_header(
+        buf,
+        pos,
+        limits.max_inline_len,
+        BulkCountTooBig,
+        InvalidBulkLength,
+    )?
+    else {
+        return Ok(None);
+    };
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= limits.max_bulk_len)
+        .ok_or(InvalidBulkLength)?;
+    Ok(payload_end(buf, start, len)?.map(|next| (start..start + len, next)))
+}
+
+#[cfg(test)]
+mod tests;

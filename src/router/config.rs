@@ -1,0 +1,33 @@
+//! Settings for routing: deadlines and redirect limits.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::units;
+
+/// `router:` in the config file.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouterConfig {
+    /// Deadline for one command from dispatch to reply, including redirects, waiting for a slot
+    /// owner and retries. On expiry the client gets `-ERR redcar: ... timed out`.
+    #[serde(with = "units::duration")]
+    pub op_timeout: Duration,
+    /// MOVED/ASK redirects followed for one command before giving up.
+    pub max_redirects: usize,
+    /// First pause before retrying a command that could not be sent (doubles each attempt, capped
+    /// at 16×, always within `op_timeout`).
+    #[serde(with = "units::duration")]
+    pub retry_backoff: Duration,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        RouterConfig {
+            op_timeout: Duration::from_secs(1),
+            max_redirects: 5,
+            retry_backoff: Duration::from_millis(10),
+        }
+    }
+}

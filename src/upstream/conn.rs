@@ -1,0 +1,236 @@
+//! One pipelined connection to a node: a single task that writes queued commands in batches and
+//! hands each reply frame to the command waiting at the front of the in-flight queue.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use socket2::{SockRef, TcpKeepalive};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::{UpstreamConfig, UpstreamError};
+use crate::protocol::{reply_frame_len, Limits};
+
+/// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+/// Stop pulling new commands while this many bytes wait to be written: back-pressure instead of
+/// an unbounded write buffer when a node is slow to read.
+const WRITE_HIGH_WATER: usize = 256 * 1024;
+const READ_CHUNK: usize = 16 * 1024;
+
+/// A command waiting to be written, and where its reply goes.
+pub(super) struct Pending {
+    pub payload: Bytes,
+    pub asking: bool,
+    pub reply: oneshot::Sender<Result<Bytes, UpstreamError>>,
+}
+
+/// A written command waiting for its reply.
+struct InFlight {
+    reply: oneshot::Sender<Result<Bytes, UpstreamError>>,
+    /// Replies to discard before ours (the `+OK` of a leading `ASKING`).
+    skip: u8,
+    /// Offsets of this command's bytes in the connection's output stream, to tell after a
+    /// failure whether it was ever written.
+    start: u64,
+}
+
+/// Starts the task and returns its queue.
+pub(super) fn spawn(addr: Arc<str>, config: UpstreamConfig, limits: Limits) -> mpsc::Sender<Pending> {
+    let (tx, rx) = mpsc::channel(config.max_pending_per_connection);
+    tokio::spawn(run(addr, config, limits, rx));
+    tx
+}
+
+/// Connects on demand and reconnects after failures, until every sender is gone.
+async fn run(addr: Arc<str>, config: UpstreamConfig, limits: Limits, mut rx: mpsc::Receiver<Pending>) {
+    let mut failures: u32 = 0;
+    let mut retry_at = Instant::now();
+    while let Some(first) = rx.recv().await {
+        if Instant::now() < retry_at {
+            fail_queued(first, &mut rx, &addr, "reconnect back-off after a failed connect");
+            continue;
+        }
+        match connect(&addr, &config).await {
+            Ok(stream) => {
+                failures = 0;
+                tracing::debug!(node = %addr, "connected");
+                let mut session = Session::new(addr.clone(), limits.clone());
+                if let Err(reason) = session.serve(stream, first, &mut rx).await {
+                    tracing::warn!(node = %addr, %reason, "node connection closed");
+                    session.fail_in_flight(&reason);
+                }
+            }
+            Err(reason) => {
+                failures = failures.saturating_add(1);
+                let backoff = config.reconnect_backoff * 2u32.pow(failures.min(5) - 1);
+                retry_at = Instant::now() + backoff;
+                tracing::warn!(node = %addr, %reason, ?backoff, "connect failed");
+                fail_queued(first, &mut rx, &addr, &reason);
+            }
+        }
+    }
+}
+
+/// Fails `first` and everything already queued behind it: none of it was sent.
+fn fail_queued(first: Pending, rx: &mut mpsc::Receiver<Pending>, addr: &Arc<str>, reason: &str) {
+    let error = UpstreamError::NotSent {
+        addr: addr.clone(),
+        reason: reason.to_string(),
+    };
+    let _ = first.reply.send(Err(error.clone()));
+    while let Ok(pending) = rx.try_recv() {
+        let _ = pending.reply.send(Err(error.clone()));
+    }
+}
+
+async fn connect(addr: &str, config: &UpstreamConfig) -> Result<TcpStream, String> {
+    let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return Err(format!("connect failed: {e}")),
+        Err(_) => return Err(format!("connect timed out after {:?}", config.connect_timeout)),
+    };
+    // Small commands must not wait for Nagle; we batch ourselves.
+    stream.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
+    if !config.tcp_keepalive.is_zero() {
+        let keepalive = TcpKeepalive::new()
+            .with_time(config.tcp_keepalive)
+            .with_interval(config.tcp_keepalive.min(Duration::from_secs(10)));
+        SockRef::from(&stream)
+            .set_tcp_keepalive(&keepalive)
+            .map_err(|e| format!("TCP keepalive: {e}"))?;
+    }
+    Ok(stream)
+}
+
+/// The state of one established connection.
+struct Session {
+    addr: Arc<str>,
+    limits: Limits,
+    in_flight: VecDeque<InFlight>,
+    /// Bytes queued into the write buffer over the connection's life.
+    queued: u64,
+    /// Bytes actually written to the socket over the connection's life.
+    written: u64,
+}
+
+impl Session {
+    fn new(addr: Arc<str>, limits: Limits) -> Session {
+        Session {
+            addr,
+            limits,
+            in_flight: VecDeque::new(),
+            queued: 0,
+            written: 0,
+        }
+    }
+
+    /// Runs until the connection fails (Err) or the queue closes and all replies are in (Ok).
+    async fn serve(
+        &mut self,
+        stream: TcpStream,
+        first: Pending,
+        rx: &mut mpsc::Receiver<Pending>,
+    ) -> Result<(), String> {
+        let (mut reader, mut writer) = stream.into_split();
+        let mut out = BytesMut::with_capacity(READ_CHUNK);
+        let mut input = BytesMut::with_capacity(READ_CHUNK);
+        let mut open = true;
+        self.enqueue(first, &mut out);
+        loop {
+            if !open && out.is_empty() && self.in_flight.is_empty() {
+                return Ok(());
+            }
+            tokio::select! {
+                biased;
+                read = reader.read_buf(&mut input) => {
+                    match read {
+                        Ok(0) => return Err("node closed the connection".to_string()),
+                        Ok(_) => self.deliver(&mut input)?,
+                        Err(e) => return Err(format!("read failed: {e}")),
+                    }
+                    if input.capacity() - input.len() < 512 {
+                        input.reserve(READ_CHUNK);
+                    }
+                }
+                wrote = writer.write(&out), if !out.is_empty() => {
+                    let n = wrote.map_err(|e| format!("write failed: {e}"))?;
+                    out.advance(n);
+                    self.written += n as u64;
+                }
+                next = rx.recv(), if open && out.len() < WRITE_HIGH_WATER => match next {
+                    Some(pending) => {
+                        self.enqueue(pending, &mut out);
+                        // Coalesce: take everything already queued into the same write.
+                        while out.len() < WRITE_HIGH_WATER {
+                            match rx.try_recv() {
+                                Ok(pending) => self.enqueue(pending, &mut out),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    None => open = false,
+                },
+            }
+        }
+    }
+
+    fn enqueue(&mut self, pending: Pending, out: &mut BytesMut) {
+        let start = self.queued;
+        if pending.asking {
+            out.extend_from_slice(ASKING);
+        }
+        out.extend_from_slice(&pending.payload);
+        self.queued += (pending.payload.len() + if pending.asking { ASKING.len() } else { 0 }) as u64;
+        self.in_flight.push_back(InFlight {
+            reply: pending.reply,
+            skip: u8::from(pending.asking),
+            start,
+        });
+    }
+
+    /// Hands every complete reply frame in `input` to the oldest waiting command.
+    fn deliver(&mut self, input: &mut BytesMut) -> Result<(), String> {
+        loop {
+            let len = match reply_frame_len(input, &self.limits) {
+                Ok(Some(len)) => len,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("protocol error in reply: {e}")),
+            };
+            let frame = input.split_to(len).freeze();
+            let Some(front) = self.in_flight.front_mut() else {
+                return Err("reply with no command waiting for it".to_string());
+            };
+            if front.skip > 0 {
+                front.skip -= 1;
+                continue;
+            }
+            if let Some(done) = self.in_flight.pop_front() {
+                // The waiter may have given up (deadline); its reply is dropped.
+                let _ = done.reply.send(Ok(frame));
+            }
+        }
+    }
+
+    /// After a connection failure: commands never written may be retried; the rest may have run.
+    fn fail_in_flight(&mut self, reason: &str) {
+        for waiting in self.in_flight.drain(..) {
+            let error = if waiting.start >= self.written {
+                UpstreamError::NotSent {
+                    addr: self.addr.clone(),
+                    reason: reason.to_string(),
+                }
+            } else {
+                UpstreamError::Lost {
+                    addr: self.addr.clone(),
+                    reason: reason.to_string(),
+                }
+            };
+            let _ = waiting.reply.send(Err(error));
+        }
+    }
+}

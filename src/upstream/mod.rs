@@ -1,0 +1,16 @@
+//! Persistent, pipelined connections to cluster nodes, shared by every client session.
+//!
+//! A [`Node`] owns a few long-lived connections to one address; each connection is a single task
+//! that coalesces queued requests into one write and matches replies in FIFO order. This module
+//! knows addresses, never slots: the router decides where a command goes.
+
+mod config;
+mod conn;
+mod error;
+mod node;
+mod registry;
+
+pub use config::UpstreamConfig;
+pub use error::UpstreamError;
+pub use node::Node;
+pub use registry::Upstreams;

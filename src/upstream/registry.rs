@@ -1,0 +1,56 @@
+//! Every node redcar talks to, by address, so a redirect to a new node reuses its connections.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::{Node, UpstreamConfig};
+use crate::protocol::Limits;
+
+/// Address → node. Looked up on topology refresh and on redirects, not per command (the slot map
+/// snapshot holds `Arc<Node>` directly).
+pub struct Upstreams {
+    config: UpstreamConfig,
+    limits: Limits,
+    nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
+}
+
+impl Upstreams {
+    pub fn new(config: UpstreamConfig, limits: Limits) -> Upstreams {
+        Upstreams {
+            config,
+            limits,
+            nodes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The node at `addr`, created (with lazily connecting connections) on first use.
+    pub fn node(&self, addr: &str) -> Arc<Node> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(node) = nodes.get(addr) {
+            return node.clone();
+        }
+        let node = Arc::new(Node::spawn(addr, &self.config, &self.limits));
+        nodes.insert(node.addr().clone(), node.clone());
+        node
+    }
+
+    /// Forgets nodes for which `keep` is false; their connections close once no command or
+    /// snapshot still holds them.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        nodes.retain(|addr, _| keep(addr));
+    }
+
+    /// Addresses currently known, sorted.
+    pub fn addrs(&self) -> Vec<Arc<str>> {
+        let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut addrs: Vec<_> = nodes.keys().cloned().collect();
+        addrs.sort();
+        addrs
+    }
+
+    /// Connections opened per node.
+    pub fn connections_per_node(&self) -> usize {
+        self.config.connections_per_node
+    }
+}

@@ -1,0 +1,16 @@
+//! Integration-test harness: real `redis-server` processes, a real Redis
+//! Cluster, the redcar binary, and a tiny plain (non-cluster) RESP client.
+//!
+//! Everything lives in temp dirs and child processes that are killed on drop,
+//! so tests can run in parallel on cargo's test threads.
+#![allow(dead_code, unused_imports)]
+
+pub mod cluster;
+pub mod redcar;
+pub mod resp_client;
+pub mod server;
+
+pub use cluster::{Migration, NodeInfo, RedisCluster, SlotRange};
+pub use redcar::Redcar;
+pub use resp_client::{RespClient, Value};
+pub use server::{free_cluster_port, free_port, RedisServer};
