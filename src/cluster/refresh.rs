@@ -143,7 +143,7 @@ impl Refresher {
 
     async fn fetch(&self, addr: &str) -> Result<Topology, String> {
         let node = self.upstreams.node(addr);
-        let call = node.call(Bytes::from_static(CLUSTER_SLOTS), false);
+        let call = node.call(Bytes::from_static(CLUSTER_SLOTS), false, 0);
         let reply = match tokio::time::timeout(self.config.refresh_timeout, call).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) => return Err(e.to_string()),

@@ -67,7 +67,6 @@ impl Config {
     fn validate_limits(&self) -> Result<(), ConfigError> {
         let up = &self.upstream;
         within("upstream.connections_per_node", up.connections_per_node, 1, 64)?;
-        within("upstream.max_pending_per_connection", up.max_pending_per_connection, 1, 1 << 20)?;
         positive("upstream.connect_timeout", up.connect_timeout)?;
         positive("router.op_timeout", self.router.op_timeout)?;
         within("router.max_redirects", self.router.max_redirects, 1, 16)?;

@@ -1,7 +1,10 @@
 //! One client connection: parse its commands, start each as soon as it arrives, and write the
 //! replies back in the order the commands came, whatever order the nodes answer in.
 
+use std::future::Future;
+
 use bytes::{Buf, Bytes, BytesMut};
+use futures_util::future::{ready, Either, Ready};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -23,11 +26,12 @@ enum Action {
     Forward { payload: Bytes, slot: Option<u16>, write: bool },
 }
 
-/// The one future type for every command, so the ordered queue holds no boxed futures.
-async fn respond(router: &Router, action: Action) -> Bytes {
+/// The one future type for every command, so the ordered queue holds no boxed futures. Calling
+/// it queues a forwarded command on its node connection immediately (see `Router::forward`).
+fn respond(router: &Router, action: Action, lane: usize) -> Either<Ready<Bytes>, impl Future<Output = Bytes> + '_> {
     match action {
-        Action::Ready(reply) => reply,
-        Action::Forward { payload, slot, write } => router.forward(payload, slot, write).await,
+        Action::Ready(reply) => Either::Left(ready(reply)),
+        Action::Forward { payload, slot, write } => Either::Right(router.forward(payload, slot, write, lane)),
     }
 }
 
@@ -35,10 +39,10 @@ async fn respond(router: &Router, action: Action) -> Bytes {
 /// (no future needed: the common case for local commands). A macro, not a function, because the
 /// queue's future type is the unnameable type of `respond`.
 macro_rules! push {
-    ($in_flight:expr, $out:expr, $router:expr, $action:expr) => {
+    ($in_flight:expr, $out:expr, $router:expr, $action:expr, $lane:expr) => {
         match $action {
             Action::Ready(reply) if $in_flight.is_empty() => $out.extend_from_slice(&reply),
-            action => $in_flight.push_back(respond($router, action)),
+            action => $in_flight.push_back(respond($router, action, $lane)),
         }
     };
 }
@@ -54,6 +58,8 @@ where
     let limits = config.limits();
     let (mut reader, mut writer) = tokio::io::split(stream);
     let mut state = ClientState::new(downstream.next_client_id());
+    // This client's connection to every node (see `Node::call`).
+    let lane = state.id as usize;
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut out = BytesMut::with_capacity(READ_CHUNK);
     let mut in_flight = FuturesOrdered::new();
@@ -67,20 +73,20 @@ where
             let request = match parse_request(&mut input, &limits) {
                 Ok(Some(request)) => request,
                 Ok(None) if input.len() >= config.max_request_bytes => {
-                    push!(in_flight, out, router, protocol_error("request exceeds client.max_request_bytes"));
+                    push!(in_flight, out, router, protocol_error("request exceeds client.max_request_bytes"), lane);
                     closing = true;
                     break;
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    push!(in_flight, out, router, protocol_error(&e.to_string()));
+                    push!(in_flight, out, router, protocol_error(&e.to_string()), lane);
                     closing = true;
                     break;
                 }
             };
             let action = plan(router, &mut state, &request, &mut scratch);
             closing |= state.quit;
-            push!(in_flight, out, router, action);
+            push!(in_flight, out, router, action, lane);
         }
         if closing && in_flight.is_empty() && out.is_empty() {
             let _ = writer.shutdown().await;

@@ -1,4 +1,4 @@
-//! RESP2 wire protocol: zero-copy frames, streaming parse with limits, encoding.
+//! RESP wire protocol: zero-copy frames, streaming parse with limits, encoding.
 
 mod encode;
 mod error;

@@ -1,6 +1,7 @@
 //! Sending a planned command to a node and getting the client its final reply: follows MOVED and
 //! ASK, waits for a slot owner, and retries what is safe to retry, all within `op_timeout`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,40 +11,77 @@ use tokio::time::Instant;
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
 use super::Router;
-use crate::upstream::{Node, UpstreamError};
+use crate::upstream::{Node, Reply, UpstreamError};
 
 /// Where the next attempt goes.
 enum Target {
-    /// The slot's owner in the current map.
-    Slot(u16),
-    /// Any primary.
-    AnyPrimary,
+    /// The slot's owner in the current map (`None`: any primary).
+    Owner(Option<u16>),
     /// A node named by a redirect; `asking` for ASK.
     Redirected { node: Arc<Node>, asking: bool },
 }
 
+/// One command on its way: what to send, where, and by when.
+struct Command {
+    payload: Bytes,
+    slot: Option<u16>,
+    write: bool,
+    lane: usize,
+    deadline: Instant,
+}
+
 impl Router {
-    /// Forwards `payload` (one encoded command) to the owner of `slot` (`None`: any primary) and
-    /// returns the reply frame for the client. Never returns MOVED or ASK.
-    pub async fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool) -> Bytes {
+    /// Forwards `payload` (one encoded command) to the owner of `slot` (`None`: any primary).
+    ///
+    /// The first attempt is queued on the node connection *now*, before this returns, so a
+    /// client's commands reach each node in the order the client sent them. The returned future
+    /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
+    /// client's commands on one connection per node (see [`Node::send`]).
+    pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> impl Future<Output = Bytes> + '_ {
         let deadline = Instant::now() + self.config.op_timeout;
-        let mut target = slot.map_or(Target::AnyPrimary, Target::Slot);
+        let first = self.send_to_owner(&payload, slot, lane);
+        let command = Command {
+            payload,
+            slot,
+            write,
+            lane,
+            deadline,
+        };
+        self.finish(command, first)
+    }
+
+    /// The fast path: queue on the current owner if the map has one.
+    fn send_to_owner(&self, payload: &Bytes, slot: Option<u16>, lane: usize) -> Option<(Arc<Node>, Reply)> {
+        let topology = self.cluster.topology()?;
+        let shard = match slot {
+            Some(slot) => topology.shard(slot)?,
+            None => topology.shards().first()?,
+        };
+        let reply = shard.primary.send(payload.clone(), false, lane);
+        Some((shard.primary.clone(), reply))
+    }
+
+    async fn finish(&self, command: Command, mut sent: Option<(Arc<Node>, Reply)>) -> Bytes {
+        let mut target = Target::Owner(command.slot);
         let mut redirects = 0;
         let mut attempt: u32 = 0;
         loop {
-            let (node, asking) = match self.resolve(&target, deadline).await {
-                Ok(found) => found,
-                Err(reply) => return reply,
+            let (node, reply) = match sent.take() {
+                Some(sent) => sent,
+                None => match self.resolve(&target, command.deadline).await {
+                    Ok((node, asking)) => {
+                        let reply = node.send(command.payload.clone(), asking, command.lane);
+                        (node, reply)
+                    }
+                    Err(reply) => return reply,
+                },
             };
-            let outcome = tokio::time::timeout_at(deadline, node.call(payload.clone(), asking)).await;
-            let error = match outcome {
+            let error = match tokio::time::timeout_at(command.deadline, reply.wait()).await {
                 Err(_elapsed) => return self.timed_out(&node),
                 Ok(Ok(reply)) => match classify(&reply) {
                     Verdict::Done => return reply,
                     Verdict::Moved(addr) | Verdict::Ask(addr) if redirects >= self.config.max_redirects => {
-                        return redcar_error(format_args!(
-                            "gave up after {redirects} redirects (last to {addr})"
-                        ));
+                        return redcar_error(format_args!("gave up after {redirects} redirects (last to {addr})"));
                     }
                     Verdict::Moved(addr) => {
                         redirects += 1;
@@ -59,20 +97,18 @@ impl Router {
                     // The node did not run the command: wait a little and try again.
                     Verdict::Transient => RetryCause::Reply(reply),
                 },
-                Ok(Err(e)) if e.never_sent() || !write => {
+                Ok(Err(e)) if e.never_sent() || !command.write => {
                     self.cluster.request_refresh();
                     RetryCause::Upstream(e)
                 }
                 Ok(Err(e)) => return lost_write(&e),
             };
             attempt += 1;
-            if !self.pause_before_retry(attempt, deadline).await {
+            if !pause_before_retry(self.config.retry_backoff, attempt, command.deadline).await {
                 return error.into_reply();
             }
             // A retry goes back to the slot's current owner, which may have changed.
-            if let Target::Redirected { .. } = target {
-                target = slot.map_or(Target::AnyPrimary, Target::Slot);
-            }
+            target = Target::Owner(command.slot);
         }
     }
 
@@ -80,8 +116,7 @@ impl Router {
     async fn resolve(&self, target: &Target, deadline: Instant) -> Result<(Arc<Node>, bool), Bytes> {
         let slot = match target {
             Target::Redirected { node, asking } => return Ok((node.clone(), *asking)),
-            Target::Slot(slot) => Some(*slot),
-            Target::AnyPrimary => None,
+            Target::Owner(slot) => *slot,
         };
         loop {
             let seen = self.cluster.version();
@@ -108,18 +143,6 @@ impl Router {
         }
     }
 
-    /// Sleeps before retry `attempt`; false when the deadline leaves no time for another try.
-    async fn pause_before_retry(&self, attempt: u32, deadline: Instant) -> bool {
-        let base = self.config.retry_backoff;
-        let pause = base.saturating_mul(1 << attempt.min(4)).min(Duration::from_millis(500));
-        let wake = Instant::now() + pause;
-        if wake >= deadline {
-            return false;
-        }
-        tokio::time::sleep_until(wake).await;
-        true
-    }
-
     fn timed_out(&self, node: &Node) -> Bytes {
         redcar_error(format_args!(
             "timed out after {:?} waiting for {}",
@@ -127,6 +150,17 @@ impl Router {
             node.addr()
         ))
     }
+}
+
+/// Sleeps before retry `attempt`; false when the deadline leaves no time for another try.
+async fn pause_before_retry(base: Duration, attempt: u32, deadline: Instant) -> bool {
+    let pause = base.saturating_mul(1 << attempt.min(4)).min(Duration::from_millis(500));
+    let wake = Instant::now() + pause;
+    if wake >= deadline {
+        return false;
+    }
+    tokio::time::sleep_until(wake).await;
+    true
 }
 
 /// Why the last attempt failed, turned into the client's reply when retries run out.
@@ -147,7 +181,5 @@ impl RetryCause {
 
 /// A write whose connection broke after sending: it may have been applied, so it is not re-sent.
 fn lost_write(error: &UpstreamError) -> Bytes {
-    redcar_error(format_args!(
-        "{error}; the write may have been applied, so it was not retried"
-    ))
+    redcar_error(format_args!("{error}; the write may have been applied, so it was not retried"))
 }

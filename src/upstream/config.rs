@@ -19,8 +19,6 @@ pub struct UpstreamConfig {
     /// TCP keepalive idle time on node connections; 0 turns keepalive off.
     #[serde(with = "units::duration")]
     pub tcp_keepalive: Duration,
-    /// Commands queued for one connection before senders wait (back-pressure).
-    pub max_pending_per_connection: usize,
     /// After a failed connect, wait at least this long before the next attempt (doubling up to
     /// 16× on repeated failures) so a dead node is not hammered.
     #[serde(with = "units::duration")]
@@ -33,7 +31,6 @@ impl Default for UpstreamConfig {
             connections_per_node: 2,
             connect_timeout: Duration::from_secs(1),
             tcp_keepalive: Duration::from_secs(60),
-            max_pending_per_connection: 16384,
             reconnect_backoff: Duration::from_millis(50),
         }
     }

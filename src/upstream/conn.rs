@@ -40,14 +40,14 @@ struct InFlight {
 }
 
 /// Starts the task and returns its queue.
-pub(super) fn spawn(addr: Arc<str>, config: UpstreamConfig, limits: Limits) -> mpsc::Sender<Pending> {
-    let (tx, rx) = mpsc::channel(config.max_pending_per_connection);
+pub(super) fn spawn(addr: Arc<str>, config: UpstreamConfig, limits: Limits) -> mpsc::UnboundedSender<Pending> {
+    let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(run(addr, config, limits, rx));
     tx
 }
 
 /// Connects on demand and reconnects after failures, until every sender is gone.
-async fn run(addr: Arc<str>, config: UpstreamConfig, limits: Limits, mut rx: mpsc::Receiver<Pending>) {
+async fn run(addr: Arc<str>, config: UpstreamConfig, limits: Limits, mut rx: mpsc::UnboundedReceiver<Pending>) {
     let mut failures: u32 = 0;
     let mut retry_at = Instant::now();
     while let Some(first) = rx.recv().await {
@@ -77,7 +77,7 @@ async fn run(addr: Arc<str>, config: UpstreamConfig, limits: Limits, mut rx: mps
 }
 
 /// Fails `first` and everything already queued behind it: none of it was sent.
-fn fail_queued(first: Pending, rx: &mut mpsc::Receiver<Pending>, addr: &Arc<str>, reason: &str) {
+fn fail_queued(first: Pending, rx: &mut mpsc::UnboundedReceiver<Pending>, addr: &Arc<str>, reason: &str) {
     let error = UpstreamError::NotSent {
         addr: addr.clone(),
         reason: reason.to_string(),
@@ -134,7 +134,7 @@ impl Session {
         &mut self,
         stream: TcpStream,
         first: Pending,
-        rx: &mut mpsc::Receiver<Pending>,
+        rx: &mut mpsc::UnboundedReceiver<Pending>,
     ) -> Result<(), String> {
         let (mut reader, mut writer) = stream.into_split();
         let mut out = BytesMut::with_capacity(READ_CHUNK);

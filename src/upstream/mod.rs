@@ -12,5 +12,5 @@ mod registry;
 
 pub use config::UpstreamConfig;
 pub use error::UpstreamError;
-pub use node::Node;
+pub use node::{Node, Reply};
 pub use registry::Upstreams;

@@ -1,6 +1,5 @@
 //! One cluster node: a fixed set of pipelined connections used round-robin.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -14,11 +13,9 @@ use crate::protocol::Limits;
 /// the last handle is dropped and their in-flight replies are delivered.
 pub struct Node {
     addr: Arc<str>,
-    /// One queue per connection task; each task owns its socket.
-    conns: Box<[mpsc::Sender<Pending>]>,
-    /// Round-robin cursor: spreading by rotation (never "most recently used") keeps connections
-    /// evenly loaded.
-    next: AtomicUsize,
+    /// One queue per connection task; each task owns its socket. Unbounded because each client
+    /// is already bounded by `client.max_in_flight`, and queueing must never wait (ordering).
+    conns: Box<[mpsc::UnboundedSender<Pending>]>,
 }
 
 impl Node {
@@ -28,11 +25,7 @@ impl Node {
         let conns = (0..config.connections_per_node.max(1))
             .map(|_| conn::spawn(addr.clone(), config.clone(), limits.clone()))
             .collect();
-        Node {
-            addr,
-            conns,
-            next: AtomicUsize::new(0),
-        }
+        Node { addr, conns }
     }
 
     /// The `host:port` this node was created for.
@@ -40,33 +33,52 @@ impl Node {
         &self.addr
     }
 
-    /// Sends one encoded command (preceded by `ASKING` when `asking`) and waits for its reply
-    /// frame. The caller bounds the wait with its own deadline.
-    pub async fn call(&self, payload: Bytes, asking: bool) -> Result<Bytes, UpstreamError> {
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+    /// Queues one encoded command (preceded by `ASKING` when `asking`) on a connection right
+    /// now, without waiting, and returns the handle to await its reply frame. Queueing is
+    /// synchronous so commands reach the connection in exactly the order callers sent them.
+    ///
+    /// `lane` picks the connection: a client always passes the same lane, so its commands to one
+    /// node travel over one connection and run in the order it sent them (Redis's per-connection
+    /// ordering), while different clients spread evenly over the connections (never LIFO).
+    pub fn send(&self, payload: Bytes, asking: bool, lane: usize) -> Reply {
         let (reply, receive) = oneshot::channel();
-        let pending = Pending {
-            payload,
-            asking,
-            reply,
-        };
-        if self.conns[index].send(pending).await.is_err() {
-            return Err(self.not_sent("connection task stopped"));
-        }
-        match receive.await {
-            Ok(result) => result,
-            Err(_) => Err(UpstreamError::Lost {
-                addr: self.addr.clone(),
-                reason: "connection task ended before replying".to_string(),
-            }),
+        let pending = Pending { payload, asking, reply };
+        let queued = self.conns[lane % self.conns.len()].send(pending);
+        Reply {
+            receive: queued.is_ok().then_some(receive),
+            addr: self.addr.clone(),
         }
     }
 
-    fn not_sent(&self, reason: &str) -> UpstreamError {
-        UpstreamError::NotSent {
-            addr: self.addr.clone(),
-            reason: reason.to_string(),
-        }
+    /// [`send`](Self::send), then wait for the reply.
+    pub async fn call(&self, payload: Bytes, asking: bool, lane: usize) -> Result<Bytes, UpstreamError> {
+        self.send(payload, asking, lane).wait().await
+    }
+
+}
+
+/// A command queued on a node connection; resolves to its reply frame.
+pub struct Reply {
+    /// `None` when the connection task was gone, so nothing was sent.
+    receive: Option<oneshot::Receiver<Result<Bytes, UpstreamError>>>,
+    addr: Arc<str>,
+}
+
+impl Reply {
+    /// Waits for the reply. The caller bounds the wait with its own deadline.
+    pub async fn wait(self) -> Result<Bytes, UpstreamError> {
+        let Some(receive) = self.receive else {
+            return Err(UpstreamError::NotSent {
+                addr: self.addr,
+                reason: "connection task stopped".to_string(),
+            });
+        };
+        receive.await.unwrap_or_else(|_| {
+            Err(UpstreamError::Lost {
+                addr: self.addr,
+                reason: "connection task ended before replying".to_string(),
+            })
+        })
     }
 }
 

@@ -1,6 +1,9 @@
-//! Integration tests (one test binary). Registered in Cargo.toml as
-//! `[[test]] name = "it", path = "tests/it/main.rs"`.
+//! Integration tests (one test binary) against real redis-server processes.
+//! Registered in Cargo.toml as `[[test]] name = "it", path = "tests/it/main.rs"`.
 
 mod support;
 
+mod cli;
 mod harness;
+mod proxy;
+mod redirects;

@@ -5,10 +5,10 @@ use bytes::BytesMut;
 use crate::protocol::inline::split_args;
 use crate::protocol::{parse_request, Limits, ProtocolError};
 
-fn parse_with(
-    input: &[u8],
-    limits: &Limits,
-) -> (Result<Option<Vec<Vec<u8>>>, ProtocolError>, Vec<u8>) {
+/// The arguments parsed (or the error), and what is left in the buffer.
+type Parsed = (Result<Option<Vec<Vec<u8>>>, ProtocolError>, Vec<u8>);
+
+fn parse_with(input: &[u8], limits: &Limits) -> Parsed {
     let mut buf = BytesMut::from(input);
     let result = parse_request(&mut buf, limits)
         .map(|r| r.map(|r| r.args().iter().map(|a| a.to_vec()).collect()));

@@ -107,7 +107,11 @@ impl RedisCluster {
         cmd.arg("--cluster-replicas")
             .arg(replicas_per_primary.to_string())
             .arg("--cluster-yes");
+        let t0 = Instant::now();
         let out = cmd.output().expect("run redis-cli --cluster create");
+        if std::env::var_os("REDCAR_IT_VERBOSE").is_some() {
+            eprintln!("redis-cli --cluster create took {:?}", t0.elapsed());
+        }
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() || !stdout.contains("[OK] All 16384 slots covered") {
             panic!(
@@ -261,10 +265,9 @@ impl RedisCluster {
         for i in 0..100_000 {
             let key = format!("{prefix}{i}");
             let slot = c.q(&["CLUSTER", "KEYSLOT", &key]).as_int().unwrap_or(-1);
-            if map
-                .iter()
-                .any(|r| r.primary == primary_port && i64::from(r.start) <= slot && slot <= i64::from(r.end))
-            {
+            if map.iter().any(|r| {
+                r.primary == primary_port && i64::from(r.start) <= slot && slot <= i64::from(r.end)
+            }) {
                 return key;
             }
         }
@@ -291,11 +294,12 @@ impl RedisCluster {
     /// of primaries and replicas, and every replica's master link is up.
     pub fn wait_healthy(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
-        let mut last = String::new();
         loop {
-            match self.health_problem() {
-                None => return,
-                Some(p) => last = p,
+            let Some(last) = self.health_problem() else {
+                return;
+            };
+            if std::env::var_os("REDCAR_IT_VERBOSE").is_some() {
+                eprintln!("waiting for healthy cluster: {last}");
             }
             if Instant::now() > deadline {
                 panic!(
@@ -399,8 +403,14 @@ impl RedisCluster {
                 }
                 Ok(mut c) => {
                     let _ = c.set_timeout(Duration::from_secs(2));
-                    let info = c.cmd(&["CLUSTER", "INFO"]).map(|v| v.to_text()).unwrap_or_default();
-                    let repl = c.cmd(&["INFO", "replication"]).map(|v| v.to_text()).unwrap_or_default();
+                    let info = c
+                        .cmd(&["CLUSTER", "INFO"])
+                        .map(|v| v.to_text())
+                        .unwrap_or_default();
+                    let repl = c
+                        .cmd(&["INFO", "replication"])
+                        .map(|v| v.to_text())
+                        .unwrap_or_default();
                     let pick = |text: &str, k: &str| {
                         text.lines()
                             .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_string()))
@@ -522,8 +532,14 @@ impl RedisCluster {
         self.migrate_all_keys(&m);
         let s = m.slot.to_string();
         let setslot = ["CLUSTER", "SETSLOT", s.as_str(), "NODE", m.to_id.as_str()];
-        expect_ok(self.node_by_port(m.to).cmd(&setslot), "SETSLOT NODE on target");
-        expect_ok(self.node_by_port(m.from).cmd(&setslot), "SETSLOT NODE on source");
+        expect_ok(
+            self.node_by_port(m.to).cmd(&setslot),
+            "SETSLOT NODE on target",
+        );
+        expect_ok(
+            self.node_by_port(m.from).cmd(&setslot),
+            "SETSLOT NODE on source",
+        );
         for n in self.alive() {
             if n.port() == m.to || n.port() == m.from {
                 continue;
@@ -541,9 +557,8 @@ impl RedisCluster {
             c.alive().all(|n| {
                 c.slots_seen_by(n.port())
                     .map(|map| {
-                        map.iter().any(|r| {
-                            r.start <= m.slot && m.slot <= r.end && r.primary == m.to
-                        })
+                        map.iter()
+                            .any(|r| r.start <= m.slot && m.slot <= r.end && r.primary == m.to)
                     })
                     .unwrap_or(false)
             })
@@ -580,7 +595,8 @@ impl RedisCluster {
             .map(|r| (r.start, r.end))
             .collect();
         expect_ok(
-            self.node_by_port(replica_port).cmd(&["CLUSTER", "FAILOVER"]),
+            self.node_by_port(replica_port)
+                .cmd(&["CLUSTER", "FAILOVER"]),
             "CLUSTER FAILOVER",
         );
         let what = format!("{replica_port} to take over from {old_port}");
@@ -651,13 +667,7 @@ pub fn parse_cluster_nodes(text: &str) -> Vec<NodeInfo> {
             if f.len() < 8 {
                 return None;
             }
-            let port = f[1]
-                .split('@')
-                .next()?
-                .rsplit(':')
-                .next()?
-                .parse()
-                .ok()?;
+            let port = f[1].split('@').next()?.rsplit(':').next()?.parse().ok()?;
             let slots = f[8..]
                 .iter()
                 .filter(|s| !s.starts_with('['))

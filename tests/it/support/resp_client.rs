@@ -338,5 +338,8 @@ fn parse_int(b: &[u8]) -> io::Result<i64> {
 }
 
 fn proto(msg: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("RESP protocol error: {msg}"))
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("RESP protocol error: {msg}"),
+    )
 }

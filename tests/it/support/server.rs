@@ -173,6 +173,20 @@ impl RedisServer {
                 .map(|s| s.to_string()),
             );
             a.push(t.to_string());
+            // Replicas sync right away instead of after the default 5 s delay.
+            // CLUSTER SLOTS lists a replica only once its gossiped replication
+            // offset is non-zero; on an idle primary that first happens at the
+            // replication PING (default every 10 s), so ping every second.
+            a.extend(
+                [
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    "--repl-ping-replica-period",
+                    "1",
+                ]
+                .iter()
+                .map(|s| s.to_string()),
+            );
         }
         a.extend(self.spec.extra_args.iter().cloned());
         a

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# redcar benchmark: redis-benchmark SET/GET against
+#   (a) a standalone redis-server,
+#   (b) a 3+3 Redis Cluster directly (redis-benchmark --cluster),
+#   (c) redcar in front of that same cluster,
+# with pipeline depth 1 and 16, then writes bench/RESULTS.md.
+#
+# Env: BENCH_REQUESTS (default 200000) requests per test
+#      BENCH_CLIENTS  (default 50)     parallel connections
+#      BENCH_PIPELINES (default "1 16")
+#      BENCH_KEYSPACE (default 100000) -r: random keys, so traffic spreads over all slots
+#      BENCH_OUT      (default bench/RESULTS.md)
+#      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+
+REQUESTS=${BENCH_REQUESTS:-200000}
+CLIENTS=${BENCH_CLIENTS:-50}
+PIPELINES=${BENCH_PIPELINES:-1 16}
+KEYSPACE=${BENCH_KEYSPACE:-100000}
+OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
+REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
+RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120} # seconds per redis-benchmark run
+
+for tool in redis-server redis-cli redis-benchmark; do
+    command -v "$tool" >/dev/null || die "$tool not found (run scripts/ensure-redis.sh)"
+done
+[[ -x "$REDCAR_BIN" ]] || die "$REDCAR_BIN not found: build it first (make build)"
+[[ "$REQUESTS" =~ ^[0-9]+$ ]] || die "BENCH_REQUESTS must be a number"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/redcar-bench.XXXXXX")
+STANDALONE_PID=""
+REDCAR_PID=""
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID"
+    [[ -n "$STANDALONE_PID" ]] && stop_pid "$STANDALONE_PID" redis-server
+    "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true
+    rm -rf "$TMP"
+    ((rc == 0)) || printf 'bench failed (exit %s); everything it started has been stopped.\n' "$rc" >&2
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- setup
+log "starting standalone redis-server"
+STANDALONE_PORT=$(free_port 20000 32000) || die "no free port"
+mkdir -p "$TMP/standalone"
+redis-server --port "$STANDALONE_PORT" --bind 127.0.0.1 --protected-mode no \
+    --save "" --appendonly no --daemonize no \
+    --dir "$TMP/standalone" --logfile "$TMP/standalone/redis.log" </dev/null >/dev/null 2>&1 &
+STANDALONE_PID=$!
+wait_for 10 "standalone redis-server" redis-cli -p "$STANDALONE_PORT" PING
+
+log "starting 3+3 cluster"
+"$ROOT/scripts/cluster.sh" start "$TMP/cluster" 0
+SEEDS=$(cat "$TMP/cluster/seeds")
+CLUSTER_PORT=$(head -n 1 "$TMP/cluster/ports")
+
+log "starting redcar"
+REDCAR_PORT=$(free_port 40000 50000) || die "no free port"
+ADMIN_PORT=$(free_port 50000 60000) || die "no free port"
+REDCAR_CMD=("$REDCAR_BIN" --listen "127.0.0.1:$REDCAR_PORT" --cluster "$SEEDS" --admin "127.0.0.1:$ADMIN_PORT")
+"${REDCAR_CMD[@]}" </dev/null >"$TMP/redcar.log" 2>&1 &
+REDCAR_PID=$!
+deadline=$((SECONDS + 30))
+until http_ok 127.0.0.1 "$ADMIN_PORT" /readyz; do
+    kill -0 "$REDCAR_PID" 2>/dev/null || {
+        cat "$TMP/redcar.log" >&2
+        die "redcar exited"
+    }
+    ((SECONDS < deadline)) || {
+        tail -n 50 "$TMP/redcar.log" >&2
+        die "redcar not ready after 30 s"
+    }
+    sleep 0.1
+done
+
+TIMEOUT=()
+command -v timeout >/dev/null && TIMEOUT=(timeout "$RUN_TIMEOUT")
+
+# Warm up redcar's upstream connections (not measured).
+"${TIMEOUT[@]}" redis-benchmark -h 127.0.0.1 -p "$REDCAR_PORT" -t set,get -n 5000 -c "$CLIENTS" \
+    -r "$KEYSPACE" -q >/dev/null 2>&1 || log "warning: warm-up through redcar failed"
+
+# ---------------------------------------------------------------- runs
+declare -A CMDS
+target_args() { # TARGET -> redis-benchmark connection args
+    case $1 in
+    standalone) echo "-h 127.0.0.1 -p $STANDALONE_PORT" ;;
+    cluster) echo "--cluster -h 127.0.0.1 -p $CLUSTER_PORT" ;;
+    redcar) echo "-h 127.0.0.1 -p $REDCAR_PORT" ;;
+    esac
+}
+TARGETS=(standalone cluster redcar)
+for p in $PIPELINES; do
+    for t in "${TARGETS[@]}"; do
+        # shellcheck disable=SC2207
+        args=($(target_args "$t"))
+        cmd=(redis-benchmark "${args[@]}" -t set,get -c "$CLIENTS" -n "$REQUESTS" -r "$KEYSPACE" -P "$p" --csv)
+        CMDS[$t-$p]="${cmd[*]}"
+        log "P=$p $t: ${cmd[*]}"
+        start=$SECONDS
+        if ! "${TIMEOUT[@]}" "${cmd[@]}" >"$TMP/$t-$p.csv" 2>"$TMP/$t-$p.err"; then
+            tail -n 20 "$TMP/$t-$p.err" >&2
+            die "redis-benchmark against $t (P=$p) failed"
+        fi
+        log "  done in $((SECONDS - start)) s: $(grep -E '^"(SET|GET)"' "$TMP/$t-$p.csv" | cut -d, -f1,2 | tr '\n' ' ')"
+    done
+done
+
+# field TARGET P TEST NAME -> value from the CSV (rps, p50, p99)
+field() {
+    local col
+    case $4 in rps) col=2 ;; p50) col=5 ;; p99) col=7 ;; esac
+    awk -F'","' -v t="\"$3" -v c="$col" '$1 == t { gsub(/"/, "", $c); print $c; exit }' "$TMP/$1-$2.csv"
+}
+calc() { awk "BEGIN { printf \"$1\", $2 }" 2>/dev/null || echo "n/a"; }
+
+# ---------------------------------------------------------------- report
+CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+REPORT="$TMP/RESULTS.md"
+{
+    echo "# redcar benchmark results"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "- machine: $(nproc) CPUs, ${CPU:-unknown CPU}, $(uname -sr)"
+    echo "- redis: $(redis-server --version | sed 's/ sha=.*//')"
+    echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
+    echo "- workload: SET and GET, $CLIENTS clients, $REQUESTS requests per test, keyspace $KEYSPACE (-r), pipeline depths: $PIPELINES"
+    echo "- note: benchmark client, all redis-server processes and redcar share the same $(nproc) CPUs"
+    echo
+    echo "## Setup"
+    echo
+    echo '```'
+    echo "standalone: redis-server --port $STANDALONE_PORT --save \"\" --appendonly no"
+    echo "cluster:    scripts/cluster.sh start DIR  (3 primaries + 3 replicas, node timeout 2000 ms): $SEEDS"
+    echo "redcar:     ${REDCAR_CMD[*]}"
+    echo '```'
+    echo
+    echo "## Commands"
+    echo
+    echo '```'
+    for p in $PIPELINES; do for t in "${TARGETS[@]}"; do echo "${CMDS[$t-$p]}"; done; done
+    echo '```'
+    echo
+    echo "## Results"
+    echo
+    echo "| pipeline | test | target | ops/s | p50 ms | p99 ms |"
+    echo "|---:|---|---|---:|---:|---:|"
+    for p in $PIPELINES; do
+        for test in SET GET; do
+            for t in "${TARGETS[@]}"; do
+                label=$t
+                [[ $t == cluster ]] && label="cluster (direct, --cluster)"
+                echo "| $p | $test | $label | $(field "$t" "$p" "$test" rps) | $(field "$t" "$p" "$test" p50) | $(field "$t" "$p" "$test" p99) |"
+            done
+        done
+    done
+    echo
+    echo "## redcar relative to the alternatives"
+    echo
+    echo "| pipeline | test | ops/s redcar / direct cluster | ops/s redcar / standalone | p50 added over direct cluster (µs) | p99 added over direct cluster (µs) |"
+    echo "|---:|---|---:|---:|---:|---:|"
+    for p in $PIPELINES; do
+        for test in SET GET; do
+            r=$(field redcar "$p" "$test" rps)
+            c=$(field cluster "$p" "$test" rps)
+            s=$(field standalone "$p" "$test" rps)
+            r50=$(field redcar "$p" "$test" p50)
+            c50=$(field cluster "$p" "$test" p50)
+            r99=$(field redcar "$p" "$test" p99)
+            c99=$(field cluster "$p" "$test" p99)
+            echo "| $p | $test | $(calc '%.2f' "${r:-0} / ${c:-1}") | $(calc '%.2f' "${r:-0} / ${s:-1}") | $(calc '%+.0f' "(${r50:-0} - ${c50:-0}) * 1000") | $(calc '%+.0f' "(${r99:-0} - ${c99:-0}) * 1000") |"
+        done
+    done
+    echo
+    echo "## Raw CSV (redis-benchmark --csv)"
+    echo
+    for p in $PIPELINES; do
+        for t in "${TARGETS[@]}"; do
+            echo "### $t, -P $p"
+            echo
+            echo '```'
+            grep -E '^"' "$TMP/$t-$p.csv" || true
+            echo '```'
+            echo
+        done
+    done
+} >"$REPORT"
+cp "$REPORT" "$OUT"
+log "wrote $OUT"
+sed -n '/^## Results/,/^## Raw/p' "$OUT" | sed '$d'

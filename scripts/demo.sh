@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# redcar demo: a local 3+3 Redis Cluster, redcar in front of it, a short
+# readable workload through redcar with a plain (non-cluster) redis-cli, and a
+# small redis-benchmark comparison. Builds nothing (`make demo` builds first).
+#
+#   scripts/demo.sh                 uses target/release/redcar
+#   REDCAR_BIN=path scripts/demo.sh
+#   DEMO_REQUESTS=20000 DEMO_CLIENTS=20 scripts/demo.sh
+#
+# Everything (nodes, redcar, temp dir) is cleaned up on exit, error or Ctrl-C.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
+
+REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
+REQUESTS=${DEMO_REQUESTS:-20000}
+CLIENTS=${DEMO_CLIENTS:-20}
+
+for tool in redis-server redis-cli redis-benchmark; do
+    command -v "$tool" >/dev/null || die "$tool not found (run scripts/ensure-redis.sh)"
+done
+[[ -x "$REDCAR_BIN" ]] || die "$REDCAR_BIN not found: build it first (make build)"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/redcar-demo.XXXXXX")
+REDCAR_PID=""
+BENCH_PID=""
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    [[ -n "$BENCH_PID" ]] && stop_pid "$BENCH_PID" redis-benchmark
+    [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID"
+    "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true
+    rm -rf "$TMP"
+    if ((rc != 0)); then
+        printf '\ndemo failed (exit %s); everything it started has been stopped.\n' "$rc" >&2
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+hr() { printf '\n== %s ==\n' "$*"; }
+
+# ---------------------------------------------------------------- setup
+hr "Starting a Redis Cluster: 3 primaries + 3 replicas on 127.0.0.1"
+"$ROOT/scripts/cluster.sh" start "$TMP/cluster" 0
+SEEDS=$(cat "$TMP/cluster/seeds")
+mapfile -t NODE_PORTS <"$TMP/cluster/ports"
+NODE1=${NODE_PORTS[0]}
+
+LISTEN_PORT=$(free_port 40000 50000) || die "no free port"
+ADMIN_PORT=$(free_port 50000 60000) || die "no free port"
+hr "Starting redcar"
+echo "$REDCAR_BIN --listen 127.0.0.1:$LISTEN_PORT --cluster $SEEDS --admin 127.0.0.1:$ADMIN_PORT"
+"$REDCAR_BIN" --listen "127.0.0.1:$LISTEN_PORT" --cluster "$SEEDS" \
+    --admin "127.0.0.1:$ADMIN_PORT" </dev/null >"$TMP/redcar.log" 2>&1 &
+REDCAR_PID=$!
+
+redcar_ready() {
+    kill -0 "$REDCAR_PID" 2>/dev/null || return 2
+    http_ok 127.0.0.1 "$ADMIN_PORT" /readyz
+}
+deadline=$((SECONDS + 30))
+until redcar_ready; do
+    if ! kill -0 "$REDCAR_PID" 2>/dev/null; then
+        echo "redcar exited; its log:" >&2
+        cat "$TMP/redcar.log" >&2
+        die "redcar did not start"
+    fi
+    if ((SECONDS >= deadline)); then
+        tail -n 50 "$TMP/redcar.log" >&2
+        die "redcar not ready after 30 s (GET /readyz on 127.0.0.1:$ADMIN_PORT)"
+    fi
+    sleep 0.1
+done
+echo "redcar is ready: /healthz -> $(http_status 127.0.0.1 "$ADMIN_PORT" /healthz), /readyz -> 200"
+
+# ---------------------------------------------------------------- workload
+rc() { redis-cli -h 127.0.0.1 -p "$LISTEN_PORT" "$@"; }    # through redcar
+node() { local p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@"; } # direct to a node
+
+# owner_of SLOT: "127.0.0.1:PORT" of the primary serving SLOT, from CLUSTER SLOTS
+# (redis-cli prints it flattened: start, end, ip, port, id, ... per range).
+owner_of() {
+    node "$NODE1" CLUSTER SLOTS | awk -v slot="$1" '
+        NF == 0 { next }
+        { t[n++] = $0 }
+        END {
+            for (i = 0; i + 3 < n; i++)
+                if (t[i] ~ /^[0-9]+$/ && t[i+1] ~ /^[0-9]+$/ && t[i+2] ~ /\./ &&
+                    slot >= t[i] + 0 && slot <= t[i+1] + 0) { print t[i+2] ":" t[i+3]; exit }
+        }'
+}
+
+hr "Plain redis-cli (no -c, no cluster support) talking to redcar on :$LISTEN_PORT"
+printf '%-18s %-6s %-18s %-4s %s\n' KEY SLOT OWNER SET GET
+for key in user:1 user:2 user:3 cart:42 session:abc order:7 "{user:1}:profile"; do
+    slot=$(node "$NODE1" CLUSTER KEYSLOT "$key")
+    owner=$(owner_of "$slot")
+    set_reply=$(rc SET "$key" "value-of-$key")
+    get_reply=$(rc GET "$key")
+    printf '%-18s %-6s %-18s %-4s %s\n' "$key" "$slot" "$owner" "$set_reply" "$get_reply"
+done
+
+echo
+echo "INCR demo:counter x3  -> $(rc INCR demo:counter) $(rc INCR demo:counter) $(rc INCR demo:counter)"
+echo "HSET user:1:h name ada lang rust -> $(rc HSET user:1:h name ada lang rust)"
+echo "HGETALL user:1:h -> $(rc HGETALL user:1:h | paste -sd' ' -)"
+
+# A real pipeline: five commands written in one go on one connection, then
+# five replies read back (keys on different nodes).
+resp_cmd() {
+    local LC_ALL=C a
+    printf '*%d\r\n' "$#"
+    for a in "$@"; do printf '$%d\r\n%s\r\n' "${#a}" "$a"; done
+}
+read_reply() { # FD -> prints one reply on one line
+    local fd=$1 line n i
+    IFS= read -r -t 5 line <&"$fd" || { echo "(timeout)"; return 1; }
+    line=${line%$'\r'}
+    case ${line:0:1} in
+    '+' | ':') printf '%s' "${line:1}" ;;
+    '-') printf '(error) %s' "${line:1}" ;;
+    '$')
+        if [[ ${line:1} == -1 ]]; then printf '(nil)'; else
+            IFS= read -r -t 5 line <&"$fd"
+            printf '"%s"' "${line%$'\r'}"
+        fi
+        ;;
+    '*')
+        n=${line:1}
+        printf '['
+        for ((i = 0; i < n; i++)); do
+            ((i > 0)) && printf ', '
+            read_reply "$fd"
+        done
+        printf ']'
+        ;;
+    *) printf '?%s' "$line" ;;
+    esac
+}
+hr "Pipeline: 5 commands in one write, keys on different nodes"
+exec 5<>"/dev/tcp/127.0.0.1/$LISTEN_PORT"
+{
+    resp_cmd SET pipe:a 1
+    resp_cmd SET pipe:b 2
+    resp_cmd INCRBY pipe:a 41
+    resp_cmd MGET pipe:a pipe:b pipe:missing
+    resp_cmd GET user:2
+} >&5
+for c in "SET pipe:a 1" "SET pipe:b 2" "INCRBY pipe:a 41" "MGET pipe:a pipe:b pipe:missing" "GET user:2"; do
+    printf '  %-34s -> %s\n' "$c" "$(read_reply 5)"
+done
+exec 5>&-
+
+# ---------------------------------------------------------------- benchmark
+count_clients() { # PORT -> number of ordinary client connections (not replication, not us)
+    node "$1" CLIENT LIST 2>/dev/null |
+        awk '!/cmd=client\|list/ && !/flags=[A-Za-z]*[SM]/ { n++ } END { print n + 0 }'
+}
+role_of() { node "$1" INFO replication | tr -d '\r' | awk -F: '/^role:/ { print ($2 == "master") ? "primary" : "replica" }'; }
+
+csv_field() { # CSVFILE TEST FIELDNUM
+    awk -F'","' -v t="\"$2" -v f="$3" '$1 == t { gsub(/"/, "", $f); print $f }' "$1"
+}
+
+hr "redis-benchmark: $REQUESTS requests, $CLIENTS clients, SET and GET on 100000 random keys"
+echo "redcar:         redis-benchmark -h 127.0.0.1 -p $LISTEN_PORT -t set,get -n $REQUESTS -c $CLIENTS -r 100000 --csv"
+redis-benchmark -h 127.0.0.1 -p "$LISTEN_PORT" -t set,get -n "$REQUESTS" -c "$CLIENTS" -r 100000 --csv \
+    >"$TMP/bench-redcar.csv" 2>"$TMP/bench-redcar.err" &
+BENCH_PID=$!
+# Sample redcar's upstream connections while the benchmark runs.
+sleep 0.5
+declare -A DURING
+for p in "${NODE_PORTS[@]}"; do DURING[$p]=$(count_clients "$p"); done
+wait "$BENCH_PID" || { cat "$TMP/bench-redcar.err" >&2; die "redis-benchmark through redcar failed"; }
+BENCH_PID=""
+
+echo "direct cluster: redis-benchmark --cluster -h 127.0.0.1 -p $NODE1 -t set,get -n $REQUESTS -c $CLIENTS -r 100000 --csv"
+declare -A AFTER
+for p in "${NODE_PORTS[@]}"; do AFTER[$p]=$(count_clients "$p"); done
+redis-benchmark --cluster -h 127.0.0.1 -p "$NODE1" -t set,get -n "$REQUESTS" -c "$CLIENTS" -r 100000 --csv \
+    >"$TMP/bench-direct.csv" 2>"$TMP/bench-direct.err" ||
+    { cat "$TMP/bench-direct.err" >&2; die "redis-benchmark --cluster failed"; }
+
+hr "Summary"
+echo "Cluster: ${#NODE_PORTS[@]} redis-server nodes ($SEEDS)"
+echo "redcar:  127.0.0.1:$LISTEN_PORT (admin 127.0.0.1:$ADMIN_PORT), pid $REDCAR_PID"
+echo
+printf '%-24s %12s %12s %12s %12s\n' "target" "SET ops/s" "GET ops/s" "SET p50 ms" "GET p50 ms"
+for t in redcar direct; do
+    f="$TMP/bench-$t.csv"
+    label=$([[ $t == redcar ]] && echo "through redcar" || echo "direct (--cluster)")
+    printf '%-24s %12s %12s %12s %12s\n' "$label" \
+        "$(csv_field "$f" SET 2)" "$(csv_field "$f" GET 2)" \
+        "$(csv_field "$f" SET 5)" "$(csv_field "$f" GET 5)"
+done
+echo
+echo "Connections held by redcar to each node ($CLIENTS benchmark clients connected to redcar):"
+printf '  %-8s %-8s %16s %20s\n' node role "during benchmark" "after (idle, kept)"
+total_d=0
+total_a=0
+for p in "${NODE_PORTS[@]}"; do
+    printf '  %-8s %-8s %16s %20s\n' "$p" "$(role_of "$p")" "${DURING[$p]}" "${AFTER[$p]}"
+    total_d=$((total_d + DURING[$p]))
+    total_a=$((total_a + AFTER[$p]))
+done
+printf '  %-17s %16s %20s\n' total "$total_d" "$total_a"
+echo
+echo "Without redcar every application process would hold its own connections to"
+echo "every primary; with redcar the cluster sees only redcar's $total_a connections."

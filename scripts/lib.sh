@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# Helpers shared by scripts/cluster.sh, scripts/demo.sh and bench/run.sh.
+# Source it; it defines functions only (no side effects).
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+    printf 'error: %s\n' "$*" >&2
+    exit 1
+}
+
+# port_in_use PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
+port_in_use() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# free_port [MIN] [MAX]: print a port in [MIN, MAX) nobody listens on.
+# Defaults stay below the kernel's ephemeral range (32768+).
+free_port() {
+    local min=${1:-20000} max=${2:-32000} p i
+    for ((i = 0; i < 500; i++)); do
+        p=$((min + (RANDOM * 32768 + RANDOM) % (max - min)))
+        if ! port_in_use "$p"; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# wait_for SECONDS DESCRIPTION CMD...: poll CMD every 0.1 s until it succeeds.
+wait_for() {
+    local secs=$1 what=$2
+    shift 2
+    local deadline=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        if ((SECONDS >= deadline)); then
+            printf 'error: timed out after %ss waiting for %s\n' "$secs" "$what" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+# http_status HOST PORT PATH: print the HTTP status code of GET PATH (no curl needed).
+http_status() {
+    local host=$1 port=$2 path=$3 line
+    exec 4<>"/dev/tcp/$host/$port" || return 1
+    printf 'GET %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n\r\n' "$path" "$host" "$port" >&4
+    IFS= read -r -t 5 line <&4 || {
+        exec 4<&-
+        return 1
+    }
+    exec 4<&-
+    line=${line%$'\r'}
+    set -- $line
+    echo "${2:-000}"
+}
+
+# http_ok HOST PORT PATH: true if GET PATH answers 200.
+http_ok() {
+    [[ "$(http_status "$@" 2>/dev/null)" == 200 ]]
+}
+
+# is_pid_of PID WORD: true if PID is alive and its command line contains WORD
+# (guards against killing a recycled PID).
+is_pid_of() {
+    local pid=$1 word=$2
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
+    [[ -r /proc/$pid/cmdline ]] || return 0
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$word"
+}
+
+# stop_pid PID [WORD]: SIGTERM, wait up to 5 s, then SIGKILL. Only if PID matches WORD.
+stop_pid() {
+    local pid=$1 word=${2:-} i
+    [[ -n "$pid" ]] || return 0
+    if [[ -n "$word" ]]; then
+        is_pid_of "$pid" "$word" || return 0
+    else
+        kill -0 "$pid" 2>/dev/null || return 0
+    fi
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    # Reap it if it is our child; harmless otherwise.
+    wait "$pid" 2>/dev/null || true
+}

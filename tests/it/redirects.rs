@@ -1,0 +1,100 @@
+//! Topology changes under redcar: MOVED after a slot migration, ASK during one, a node restart.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{RedisCluster, Redcar, Value};
+
+#[test]
+fn moved_after_a_slot_migration_is_followed_transparently() {
+    let cluster = RedisCluster::start(3, 1);
+    // A long refresh interval, so only the MOVED reply can teach redcar the new owner.
+    let config = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["SET", "moving-key", "before"]), Value::simple("OK"));
+    let slot = cluster.key_slot("moving-key");
+    let from = cluster.primary_port_for_slot(slot);
+    let to = cluster.primary_ports().into_iter().find(|&p| p != from).expect("another primary");
+    cluster.migrate_slot(slot, from, to);
+
+    assert_eq!(c.q(&["GET", "moving-key"]), Value::bulk("before"));
+    assert_eq!(c.q(&["SET", "moving-key", "after"]), Value::simple("OK"));
+    assert_eq!(cluster.node_by_port(to).cmd(&["GET", "moving-key"]), Value::bulk("after"));
+}
+
+#[test]
+fn ask_during_a_slot_migration_is_followed_transparently() {
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start(&cluster.seeds());
+    let mut c = redcar.client();
+    let slot = cluster.key_slot("{mig}stay");
+    let from = cluster.primary_port_for_slot(slot);
+    let to = cluster.primary_ports().into_iter().find(|&p| p != from).expect("another primary");
+    assert_eq!(c.q(&["SET", "{mig}stay", "on-source"]), Value::simple("OK"));
+    assert_eq!(c.q(&["SET", "{mig}moved", "on-target"]), Value::simple("OK"));
+
+    let migration = cluster.start_migration(slot, from, to);
+    cluster.migrate_keys(&migration, &[b"{mig}moved"]);
+    // The source still has one key and answers; the moved one gets -ASK, which redcar follows.
+    assert_eq!(c.q(&["GET", "{mig}stay"]), Value::bulk("on-source"));
+    assert_eq!(c.q(&["GET", "{mig}moved"]), Value::bulk("on-target"));
+    // A new key in a migrating slot is created on the target (source replies ASK).
+    assert_eq!(c.q(&["SET", "{mig}new", "created"]), Value::simple("OK"));
+    let mut target = cluster.node_by_port(to).client();
+    assert_eq!(target.q(&["ASKING"]), Value::simple("OK"));
+    assert_eq!(target.q(&["GET", "{mig}new"]), Value::bulk("created"), "stored on the target");
+    cluster.finish_migration(migration);
+    for (key, value) in [("{mig}stay", "on-source"), ("{mig}moved", "on-target"), ("{mig}new", "created")] {
+        assert_eq!(c.q(&["GET", key]), Value::bulk(value), "{key} after the migration");
+    }
+}
+
+#[test]
+fn a_restarted_replica_and_primary_are_reconnected() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--op-timeout", "2s"]);
+    let mut c = redcar.client();
+    let key = "restart-key";
+    let primary = cluster.primary_for_key(key).port();
+    assert_eq!(c.q(&["SET", key, "1"]), Value::simple("OK"));
+
+    // Restart the primary quickly (well inside the cluster's failover timeout).
+    cluster.node_by_port_mut(primary).restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut errors = Vec::new();
+    loop {
+        match c.q(&["SET", key, "2"]) {
+            Value::Simple(ok) if ok == "OK" => break,
+            other => errors.push(other),
+        }
+        assert!(Instant::now() < deadline, "no success after the restart: {errors:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(c.q(&["GET", key]), Value::bulk("2"));
+    // Whatever failed in between failed with an explicit error, never a dropped connection.
+    for e in &errors {
+        assert!(e.is_error(), "unexpected reply while the node restarted: {e:?}");
+    }
+}
+
+/// A config file in a temp dir that lives as long as the value.
+pub struct TempConfig {
+    _dir: tempfile::TempDir,
+    path: String,
+}
+
+impl TempConfig {
+    pub fn path_str(&self) -> &str {
+        &self.path
+    }
+}
+
+pub fn write_config(yaml: &str) -> TempConfig {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("redcar.yaml");
+    std::fs::write(&path, yaml).expect("write config");
+    TempConfig {
+        path: path.to_string_lossy().into_owned(),
+        _dir: dir,
+    }
+}
