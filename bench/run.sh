@@ -11,6 +11,7 @@
 #      BENCH_KEYSPACE (default 100000) -r: random keys, so traffic spreads over all slots
 #      BENCH_OUT      (default bench/RESULTS.md)
 #      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
+#      BENCH_RUN_TIMEOUT (default 120) seconds before one redis-benchmark run is killed
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,7 +37,7 @@ STANDALONE_PID=""
 REDCAR_PID=""
 cleanup() {
     local rc=$?
-    trap - EXIT INT TERM
+    trap - EXIT; trap "" INT TERM # finish cleaning up even on a second Ctrl-C
     [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID"
     [[ -n "$STANDALONE_PID" ]] && stop_pid "$STANDALONE_PID" redis-server
     "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true

@@ -102,11 +102,12 @@ start_cluster() {
     if [[ -n "$(node_pids "$dir")" ]]; then
         die "$dir already has running nodes (scripts/cluster.sh stop $dir first)"
     fi
-    local ports
-    read -r -a ports <<<"$(pick_ports "$n" "$base")"
+    local ports ports_line
+    ports_line=$(pick_ports "$n" "$base")
+    read -r -a ports <<<"$ports_line"
 
     # If anything below fails (or we are interrupted), stop what we started.
-    trap 'rc=$?; trap - EXIT INT TERM; if ((rc != 0)); then log "cluster start failed, stopping nodes"; stop_cluster "$dir"; fi; exit $rc' EXIT
+    trap 'rc=$?; trap - EXIT; trap "" INT TERM; if ((rc != 0)); then log "cluster start failed, stopping nodes"; stop_cluster "$dir"; fi; exit $rc' EXIT
     trap 'exit 130' INT TERM
 
     local p

@@ -28,7 +28,7 @@ REDCAR_PID=""
 BENCH_PID=""
 cleanup() {
     local rc=$?
-    trap - EXIT INT TERM
+    trap - EXIT; trap "" INT TERM # finish cleaning up even on a second Ctrl-C
     [[ -n "$BENCH_PID" ]] && stop_pid "$BENCH_PID" redis-benchmark
     [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID"
     "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true
@@ -141,17 +141,18 @@ read_reply() { # FD -> prints one reply on one line
     *) printf '?%s' "$line" ;;
     esac
 }
-hr "Pipeline: 5 commands in one write, keys on different nodes"
+hr "Pipeline: 5 commands in one write on one connection, keys on different nodes"
+echo "(the MGET keys share the {user:1} hash tag, so they live in one slot)"
 exec 5<>"/dev/tcp/127.0.0.1/$LISTEN_PORT"
 {
     resp_cmd SET pipe:a 1
-    resp_cmd SET pipe:b 2
     resp_cmd INCRBY pipe:a 41
-    resp_cmd MGET pipe:a pipe:b pipe:missing
-    resp_cmd GET user:2
+    resp_cmd GET user:3
+    resp_cmd GET cart:42
+    resp_cmd MGET user:1 "{user:1}:profile" "{user:1}:missing"
 } >&5
-for c in "SET pipe:a 1" "SET pipe:b 2" "INCRBY pipe:a 41" "MGET pipe:a pipe:b pipe:missing" "GET user:2"; do
-    printf '  %-34s -> %s\n' "$c" "$(read_reply 5)"
+for c in "SET pipe:a 1" "INCRBY pipe:a 41" "GET user:3" "GET cart:42" "MGET user:1 {user:1}:profile {user:1}:missing"; do
+    printf '  %-50s -> %s\n' "$c" "$(read_reply 5)"
 done
 exec 5>&-
 

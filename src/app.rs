@@ -30,14 +30,18 @@ impl Listeners {
     pub async fn bind(config: &Config) -> anyhow::Result<Listeners> {
         let mut listeners = Listeners::default();
         if let Some(addr) = &config.listen {
-            let tcp = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (`listen`)"))?;
+            let tcp = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (`listen`)"))?;
             listeners.tcp = Some(tcp);
         }
         if let Some(path) = &config.unix {
             listeners.unix = Some(bind_unix(path, &config.unix_permissions)?);
         }
         if let Some(addr) = &config.admin {
-            let admin = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (`admin`)"))?;
+            let admin = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (`admin`)"))?;
             listeners.admin = Some(admin);
         }
         Ok(listeners)
@@ -53,9 +57,11 @@ fn bind_unix(path: &Path, permissions: &str) -> anyhow::Result<UnixListener> {
             "`unix` path {} exists and is not a socket; refusing to replace it",
             path.display()
         );
-        std::fs::remove_file(path).with_context(|| format!("cannot remove stale socket {}", path.display()))?;
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove stale socket {}", path.display()))?;
     }
-    let listener = UnixListener::bind(path).with_context(|| format!("cannot listen on {} (`unix`)", path.display()))?;
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on {} (`unix`)", path.display()))?;
     let mode = u32::from_str_radix(permissions, 8).context("`unix_permissions` is not octal")?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("cannot set permissions {permissions} on {}", path.display()))?;
@@ -64,10 +70,17 @@ fn bind_unix(path: &Path, permissions: &str) -> anyhow::Result<UnixListener> {
 
 /// Runs the proxy until `shutdown` completes, then drains: listeners stop, sessions finish the
 /// replies they owe (bounded by `drain_timeout`).
-pub async fn run(config: Config, listeners: Listeners, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let reply_limits = Limits::default();
-    let upstreams = Arc::new(Upstreams::new(config.upstream.clone(), reply_limits.clone()));
+    let upstreams = Arc::new(Upstreams::new(
+        config.upstream.clone(),
+        reply_limits.clone(),
+    ));
     let cluster = Arc::new(ClusterState::new());
     let refresher = Refresher {
         state: cluster.clone(),
@@ -76,18 +89,33 @@ pub async fn run(config: Config, listeners: Listeners, shutdown: impl Future<Out
         limits: reply_limits,
     };
     let commands = Arc::new(CommandTable::builtin());
-    let router = Arc::new(Router::new(cluster.clone(), upstreams, commands, config.router.clone()));
+    let router = Arc::new(Router::new(
+        cluster.clone(),
+        upstreams,
+        commands,
+        config.router.clone(),
+    ));
     let downstream = Arc::new(Downstream::new(router, config.client.clone()));
 
     tokio::spawn(refresher.run(stop_rx.clone()));
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     if let Some(tcp) = listeners.tcp {
         tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
-        tokio::spawn(serve_tcp(tcp, downstream.clone(), stop_rx.clone(), done_tx.clone()));
+        tokio::spawn(serve_tcp(
+            tcp,
+            downstream.clone(),
+            stop_rx.clone(),
+            done_tx.clone(),
+        ));
     }
     if let Some(unix) = listeners.unix {
         tracing::info!(path = ?config.unix, "listening (Unix socket)");
-        tokio::spawn(serve_unix(unix, downstream.clone(), stop_rx.clone(), done_tx.clone()));
+        tokio::spawn(serve_unix(
+            unix,
+            downstream.clone(),
+            stop_rx.clone(),
+            done_tx.clone(),
+        ));
     }
     if let Some(admin) = listeners.admin {
         tracing::info!(addr = %admin.local_addr()?, "admin listening");
@@ -96,11 +124,20 @@ pub async fn run(config: Config, listeners: Listeners, shutdown: impl Future<Out
     drop(done_tx);
 
     shutdown.await;
-    tracing::info!(clients = downstream.connected_clients(), "shutting down: draining clients");
+    tracing::info!(
+        clients = downstream.connected_clients(),
+        "shutting down: draining clients"
+    );
     let _ = stop_tx.send(true);
     // Every session and accept loop holds a `done` sender; `recv` returns None when all are gone.
-    if tokio::time::timeout(config.drain_timeout, done_rx.recv()).await.is_err() {
-        tracing::warn!(clients = downstream.connected_clients(), "drain timeout: closing remaining clients");
+    if tokio::time::timeout(config.drain_timeout, done_rx.recv())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            clients = downstream.connected_clients(),
+            "drain timeout: closing remaining clients"
+        );
     }
     if let Some(path) = &config.unix {
         let _ = std::fs::remove_file(path);

@@ -33,7 +33,9 @@ fn main() -> ExitCode {
         .worker_threads(config.worker_threads())
         .enable_all()
         .build();
-    let result = runtime.map_err(anyhow::Error::from).and_then(|rt| rt.block_on(start(config)));
+    let result = runtime
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(start(config)));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -68,7 +70,9 @@ async fn shutdown_signal() {
 
 fn init_logging(config: &Config) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if config.log_format == "json" {
         builder.json().init();
     } else {

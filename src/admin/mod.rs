@@ -11,7 +11,11 @@ use tokio::sync::watch;
 use crate::cluster::ClusterState;
 
 /// Serves the admin API on `listener` until `shutdown` fires.
-pub async fn serve(listener: TcpListener, cluster: Arc<ClusterState>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    cluster: Arc<ClusterState>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let app = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -19,7 +23,10 @@ pub async fn serve(listener: TcpListener, cluster: Arc<ClusterState>, mut shutdo
     let stop = async move {
         let _ = shutdown.changed().await;
     };
-    if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+    if let Err(error) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
         tracing::error!(%error, "admin server failed");
     }
 }
@@ -28,8 +35,14 @@ pub async fn serve(listener: TcpListener, cluster: Arc<ClusterState>, mut shutdo
 /// have to refuse.
 async fn readyz(State(cluster): State<Arc<ClusterState>>) -> (StatusCode, String) {
     if !cluster.is_ready() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "not ready: no complete slot map yet\n".to_string());
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no complete slot map yet\n".to_string(),
+        );
     }
     let owned = cluster.topology().map_or(0, |t| t.owned_slots());
-    (StatusCode::OK, format!("ready: {owned} of 16384 slots owned\n"))
+    (
+        StatusCode::OK,
+        format!("ready: {owned} of 16384 slots owned\n"),
+    )
 }

@@ -16,7 +16,10 @@ pub struct SlotRange {
 /// endpoint is unknown, so that node is left out (a range with no known primary stays unowned).
 pub fn parse_cluster_slots(reply: &Frame, answered_by: &str) -> Result<Vec<SlotRange>, String> {
     if let Frame::Error(message) = reply {
-        return Err(format!("CLUSTER SLOTS failed: {}", String::from_utf8_lossy(message)));
+        return Err(format!(
+            "CLUSTER SLOTS failed: {}",
+            String::from_utf8_lossy(message)
+        ));
     }
     let entries = reply
         .as_array()
@@ -24,14 +27,19 @@ pub fn parse_cluster_slots(reply: &Frame, answered_by: &str) -> Result<Vec<SlotR
     entries
         .iter()
         .enumerate()
-        .map(|(i, entry)| parse_entry(entry, answered_by).map_err(|e| format!("CLUSTER SLOTS entry {i}: {e}")))
+        .map(|(i, entry)| {
+            parse_entry(entry, answered_by).map_err(|e| format!("CLUSTER SLOTS entry {i}: {e}"))
+        })
         .collect()
 }
 
 fn parse_entry(entry: &Frame, answered_by: &str) -> Result<SlotRange, String> {
     let fields = entry.as_array().ok_or("not an array")?;
     if fields.len() < 3 {
-        return Err(format!("expected start, end and a primary, got {} fields", fields.len()));
+        return Err(format!(
+            "expected start, end and a primary, got {} fields",
+            fields.len()
+        ));
     }
     let start = slot_number(&fields[0])?;
     let end = slot_number(&fields[1])?;
@@ -111,7 +119,11 @@ mod tests {
     #[test]
     fn parses_ranges_primaries_and_replicas() {
         let reply = Frame::Array(vec![
-            entry(0, 5460, vec![node("127.0.0.1", 7000), node("127.0.0.1", 7003)]),
+            entry(
+                0,
+                5460,
+                vec![node("127.0.0.1", 7000), node("127.0.0.1", 7003)],
+            ),
             entry(5461, 16383, vec![node("127.0.0.1", 7001)]),
         ]);
         let ranges = parse_cluster_slots(&reply, "127.0.0.1:7000").expect("valid reply");
@@ -131,7 +143,11 @@ mod tests {
 
     #[test]
     fn unknown_endpoint_is_left_out() {
-        let reply = Frame::Array(vec![entry(0, 16383, vec![node("?", 7005), node("127.0.0.1", 7006)])]);
+        let reply = Frame::Array(vec![entry(
+            0,
+            16383,
+            vec![node("?", 7005), node("127.0.0.1", 7006)],
+        )]);
         let ranges = parse_cluster_slots(&reply, "127.0.0.1:7000").expect("valid reply");
         assert_eq!(ranges[0].primary, None);
         assert_eq!(ranges[0].replicas, vec!["127.0.0.1:7006".to_string()]);
@@ -147,7 +163,9 @@ mod tests {
         assert!(parse_cluster_slots(&no_primary, "x:1").is_err());
         let bad_port = Frame::Array(vec![entry(0, 5, vec![node("127.0.0.1", 70000)])]);
         assert!(parse_cluster_slots(&bad_port, "x:1").is_err());
-        let error = Frame::Error(Bytes::from_static(b"ERR This instance has cluster support disabled"));
+        let error = Frame::Error(Bytes::from_static(
+            b"ERR This instance has cluster support disabled",
+        ));
         let message = parse_cluster_slots(&error, "x:1").expect_err("error reply");
         assert!(message.contains("cluster support disabled"), "{message}");
     }

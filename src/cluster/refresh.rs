@@ -161,8 +161,9 @@ impl Refresher {
         }
         let seeds = &self.config.seeds;
         let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
-        self.upstreams
-            .retain(|addr| keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr));
+        self.upstreams.retain(|addr| {
+            keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr)
+        });
         self.state.adopt(topology);
     }
 }

@@ -33,8 +33,13 @@ impl Topology {
         let mut shards: Vec<Shard> = Vec::new();
         let mut owned = 0;
         for range in ranges {
-            let Some(primary) = &range.primary else { continue };
-            let index = match shards.iter().position(|s| s.primary.addr().as_ref() == primary) {
+            let Some(primary) = &range.primary else {
+                continue;
+            };
+            let index = match shards
+                .iter()
+                .position(|s| s.primary.addr().as_ref() == primary)
+            {
                 Some(index) => index,
                 None => {
                     shards.push(Shard {
@@ -87,7 +92,10 @@ impl Topology {
     /// Every node address in the map, primaries first.
     pub fn addrs(&self) -> impl Iterator<Item = &Arc<str>> {
         let primaries = self.shards.iter().map(|s| s.primary.addr());
-        let replicas = self.shards.iter().flat_map(|s| s.replicas.iter().map(|r| r.addr()));
+        let replicas = self
+            .shards
+            .iter()
+            .flat_map(|s| s.replicas.iter().map(|r| r.addr()));
         primaries.chain(replicas)
     }
 

@@ -25,7 +25,12 @@ pub struct Cli {
     #[arg(long, env = "REDCAR_UNIX_PERMISSIONS", value_name = "OCTAL")]
     pub unix_permissions: Option<String>,
     /// Cluster seed nodes, comma separated: HOST:PORT[,HOST:PORT...].
-    #[arg(long, env = "REDCAR_CLUSTER", value_name = "SEEDS", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "REDCAR_CLUSTER",
+        value_name = "SEEDS",
+        value_delimiter = ','
+    )]
     pub cluster: Vec<String>,
     /// HTTP admin address serving /healthz and /readyz.
     #[arg(long, env = "REDCAR_ADMIN", value_name = "ADDR")]
@@ -61,7 +66,10 @@ impl Cli {
         set(&mut config.log_format, self.log_format.clone());
         set(&mut config.workers, self.workers);
         set(&mut config.router.op_timeout, self.op_timeout);
-        set(&mut config.upstream.connections_per_node, self.connections_per_node);
+        set(
+            &mut config.upstream.connections_per_node,
+            self.connections_per_node,
+        );
         if !self.cluster.is_empty() {
             config.cluster.seeds = self
                 .cluster

@@ -21,10 +21,18 @@ const MINIMAL: &str = "listen: 127.0.0.1:6380\ncluster:\n  seeds: [127.0.0.1:700
 
 #[test]
 fn cli_alone_is_enough() {
-    let config = Config::load(&cli(&["--listen", "127.0.0.1:6380", "--cluster", "127.0.0.1:7001,127.0.0.1:7002"]))
-        .expect("valid");
+    let config = Config::load(&cli(&[
+        "--listen",
+        "127.0.0.1:6380",
+        "--cluster",
+        "127.0.0.1:7001,127.0.0.1:7002",
+    ]))
+    .expect("valid");
     assert_eq!(config.listen.as_deref(), Some("127.0.0.1:6380"));
-    assert_eq!(config.cluster.seeds, vec!["127.0.0.1:7001", "127.0.0.1:7002"]);
+    assert_eq!(
+        config.cluster.seeds,
+        vec!["127.0.0.1:7001", "127.0.0.1:7002"]
+    );
     assert_eq!(config.router.op_timeout, Duration::from_secs(1));
     assert_eq!(config.upstream.connections_per_node, 2);
 }
@@ -45,7 +53,9 @@ fn yaml_values_and_units_are_read() {
 #[test]
 fn cli_overrides_the_file() {
     let mut config = Config::from_yaml(MINIMAL).expect("parses");
-    cli(&["--listen", "127.0.0.1:7777", "--op-timeout", "2s"]).apply(&mut config).expect("applies");
+    cli(&["--listen", "127.0.0.1:7777", "--op-timeout", "2s"])
+        .apply(&mut config)
+        .expect("applies");
     assert_eq!(config.listen.as_deref(), Some("127.0.0.1:7777"));
     assert_eq!(config.router.op_timeout, Duration::from_secs(2));
     assert_eq!(config.cluster.seeds, vec!["127.0.0.1:7000"]);
@@ -55,8 +65,12 @@ fn cli_overrides_the_file() {
 fn unknown_keys_are_rejected_with_their_name() {
     let error = Config::from_yaml(&format!("{MINIMAL}op_timout: 1s\n")).expect_err("typo");
     assert!(error.to_string().contains("op_timout"), "{error}");
-    let nested = Config::from_yaml(&format!("{MINIMAL}upstream:\n  conections_per_node: 3\n")).expect_err("typo");
-    assert!(nested.to_string().contains("conections_per_node"), "{nested}");
+    let nested = Config::from_yaml(&format!("{MINIMAL}upstream:\n  conections_per_node: 3\n"))
+        .expect_err("typo");
+    assert!(
+        nested.to_string().contains("conections_per_node"),
+        "{nested}"
+    );
 }
 
 #[test]
@@ -64,7 +78,9 @@ fn bad_values_name_the_key() {
     assert!(error_of("cluster:\n  seeds: [127.0.0.1:7000]\n").contains("no listener"));
     assert!(error_of("listen: 127.0.0.1:6380\n").contains("cluster.seeds"));
     assert!(error_of("listen: nowhere\ncluster:\n  seeds: [a:1]\n").contains("`listen`"));
-    assert!(error_of("listen: 127.0.0.1:1\ncluster:\n  seeds: [nohost]\n").contains("cluster.seeds"));
+    assert!(
+        error_of("listen: 127.0.0.1:1\ncluster:\n  seeds: [nohost]\n").contains("cluster.seeds")
+    );
     let zero = format!("{MINIMAL}upstream:\n  connections_per_node: 0\n");
     assert!(error_of(&zero).contains("upstream.connections_per_node"));
     let timeout = format!("{MINIMAL}router:\n  op_timeout: 0s\n");
@@ -81,7 +97,8 @@ fn bad_values_name_the_key() {
 
 #[test]
 fn unparseable_units_are_parse_errors() {
-    let error = Config::from_yaml(&format!("{MINIMAL}router:\n  op_timeout: soon\n")).expect_err("bad unit");
+    let error = Config::from_yaml(&format!("{MINIMAL}router:\n  op_timeout: soon\n"))
+        .expect_err("bad unit");
     assert!(error.to_string().contains("duration"), "{error}");
 }
 
@@ -95,8 +112,11 @@ fn defaults_round_trip_through_yaml() {
 /// Every key of the config tree must appear in docs/configuration.md.
 #[test]
 fn every_key_is_documented() {
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md"))
-        .expect("docs/configuration.md exists");
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .expect("docs/configuration.md exists");
     let value = serde_yaml::to_value(Config::default()).expect("serialises");
     let mut missing = Vec::new();
     collect_keys(&value, "", &mut |key| {
@@ -111,7 +131,11 @@ fn collect_keys(value: &serde_yaml::Value, prefix: &str, found: &mut dyn FnMut(&
     if let serde_yaml::Value::Mapping(map) = value {
         for (key, child) in map {
             let name = key.as_str().unwrap_or_default();
-            let full = if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
+            let full = if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}.{name}")
+            };
             found(&full);
             collect_keys(child, &full, found);
         }

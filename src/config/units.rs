@@ -20,7 +20,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "" | "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        other => return Err(format!("unknown duration unit `{other}` in `{text}` (use us, ms, s, m or h)")),
+        other => {
+            return Err(format!(
+                "unknown duration unit `{other}` in `{text}` (use us, ms, s, m or h)"
+            ))
+        }
     };
     if !seconds.is_finite() || seconds > 1e9 {
         return Err(format!("`{text}` is out of range"));
@@ -31,7 +35,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Parses `"512mb"`, `"64kb"`, `"1gb"`, or a plain number of bytes.
 pub fn parse_size(text: &str) -> Result<usize, String> {
     let lower = text.trim().to_ascii_lowercase();
-    let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
     let (number, unit) = lower.split_at(split);
     let value: usize = number
         .parse()
@@ -41,7 +47,11 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         "k" | "kb" => 1 << 10,
         "m" | "mb" => 1 << 20,
         "g" | "gb" => 1 << 30,
-        other => return Err(format!("unknown size unit `{other}` in `{text}` (use b, kb, mb or gb)")),
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{text}` (use b, kb, mb or gb)"
+            ))
+        }
     };
     value
         .checked_mul(factor)
@@ -127,7 +137,11 @@ mod tests {
 
     #[test]
     fn durations_format_round_trip() {
-        for d in [Duration::from_secs(5), Duration::from_millis(250), Duration::from_micros(7)] {
+        for d in [
+            Duration::from_secs(5),
+            Duration::from_millis(250),
+            Duration::from_micros(7),
+        ] {
             assert_eq!(parse_duration(&format_duration(d)), Ok(d));
         }
     }

@@ -48,7 +48,9 @@ impl Config {
     fn validate_cluster(&self) -> Result<(), ConfigError> {
         let cluster = &self.cluster;
         if cluster.seeds.is_empty() {
-            return fail("no cluster seeds: set `cluster.seeds` (--cluster HOST:PORT[,HOST:PORT...])");
+            return fail(
+                "no cluster seeds: set `cluster.seeds` (--cluster HOST:PORT[,HOST:PORT...])",
+            );
         }
         for seed in &cluster.seeds {
             host_port("cluster.seeds", seed)?;
@@ -66,7 +68,12 @@ impl Config {
 
     fn validate_limits(&self) -> Result<(), ConfigError> {
         let up = &self.upstream;
-        within("upstream.connections_per_node", up.connections_per_node, 1, 64)?;
+        within(
+            "upstream.connections_per_node",
+            up.connections_per_node,
+            1,
+            64,
+        )?;
         positive("upstream.connect_timeout", up.connect_timeout)?;
         positive("router.op_timeout", self.router.op_timeout)?;
         within("router.max_redirects", self.router.max_redirects, 1, 16)?;
@@ -82,14 +89,22 @@ impl Config {
                 client.max_request_bytes, client.max_inline_len
             ));
         }
-        within("client.max_reply_bytes", client.max_reply_bytes, 1024, usize::MAX)?;
+        within(
+            "client.max_reply_bytes",
+            client.max_reply_bytes,
+            1024,
+            usize::MAX,
+        )?;
         within("workers", self.workers, 0, 1024)?;
         positive("drain_timeout", self.drain_timeout)
     }
 
     fn validate_logging(&self) -> Result<(), ConfigError> {
         if !matches!(self.log_format.as_str(), "text" | "json") {
-            return fail(format!("`log_format` is `{}`: expected text or json", self.log_format));
+            return fail(format!(
+                "`log_format` is `{}`: expected text or json",
+                self.log_format
+            ));
         }
         let level = self.log_level.to_ascii_lowercase();
         let known = ["error", "warn", "info", "debug", "trace", "off"];
@@ -118,10 +133,14 @@ fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
 
 /// Seeds may be host names, so only the shape HOST:PORT is checked here.
 fn host_port(key: &str, value: &str) -> Result<(), ConfigError> {
-    let port = value.rsplit_once(':').map(|(host, port)| (host, port.parse::<u16>()));
+    let port = value
+        .rsplit_once(':')
+        .map(|(host, port)| (host, port.parse::<u16>()));
     match port {
         Some((host, Ok(port))) if !host.is_empty() && port != 0 => Ok(()),
-        _ => fail(format!("`{key}` has `{value}`: expected HOST:PORT such as 127.0.0.1:7000")),
+        _ => fail(format!(
+            "`{key}` has `{value}`: expected HOST:PORT such as 127.0.0.1:7000"
+        )),
     }
 }
 
@@ -134,7 +153,9 @@ fn positive(key: &str, value: Duration) -> Result<(), ConfigError> {
 
 fn within(key: &str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
     if value < min || value > max {
-        return fail(format!("`{key}` is {value}: expected a value from {min} to {max}"));
+        return fail(format!(
+            "`{key}` is {value}: expected a value from {min} to {max}"
+        ));
     }
     Ok(())
 }

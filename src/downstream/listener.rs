@@ -97,8 +97,12 @@ pub async fn serve_unix(
     }
 }
 
-fn spawn_session<S>(stream: S, downstream: &Arc<Downstream>, shutdown: &watch::Receiver<bool>, done: &mpsc::Sender<()>)
-where
+fn spawn_session<S>(
+    stream: S,
+    downstream: &Arc<Downstream>,
+    shutdown: &watch::Receiver<bool>,
+    done: &mpsc::Sender<()>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let downstream = downstream.clone();

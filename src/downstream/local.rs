@@ -4,7 +4,9 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::commands::Local;
-use crate::protocol::{write_array_len, write_bulk, write_error, write_integer, write_null, write_simple};
+use crate::protocol::{
+    write_array_len, write_bulk, write_error, write_integer, write_null, write_simple,
+};
 use crate::router::redcar_error;
 
 /// Per-connection state that Redis would keep for the client.
@@ -17,7 +19,11 @@ pub struct ClientState {
 
 impl ClientState {
     pub fn new(id: u64) -> ClientState {
-        ClientState { id, name: None, quit: false }
+        ClientState {
+            id,
+            name: None,
+            quit: false,
+        }
     }
 
     /// The reply to a locally served command (`args[0]` is the command name).
@@ -55,7 +61,10 @@ impl ClientState {
         let mut out = BytesMut::with_capacity(256);
         if let Some(version) = args.get(1) {
             if version.as_ref() != b"2" {
-                write_error(&mut out, b"NOPROTO redcar speaks RESP2 only; use HELLO 2 or no HELLO");
+                write_error(
+                    &mut out,
+                    b"NOPROTO redcar speaks RESP2 only; use HELLO 2 or no HELLO",
+                );
                 return out.freeze();
             }
         }
@@ -81,7 +90,10 @@ impl ClientState {
             (b"mode", Field::Text(b"standalone")),
             (b"role", Field::Text(b"master")),
             (b"modules", Field::EmptyArray),
-            (b"proxy", Field::Text(concat!("redcar ", env!("CARGO_PKG_VERSION")).as_bytes())),
+            (
+                b"proxy",
+                Field::Text(concat!("redcar ", env!("CARGO_PKG_VERSION")).as_bytes()),
+            ),
         ];
         write_array_len(&mut out, fields.len() * 2);
         for (key, value) in fields {
@@ -98,12 +110,18 @@ impl ClientState {
     fn set_name(&mut self, name: Option<&Bytes>) -> Bytes {
         let mut out = BytesMut::with_capacity(96);
         let Some(name) = name else {
-            write_error(&mut out, b"ERR wrong number of arguments for 'client|setname' command");
+            write_error(
+                &mut out,
+                b"ERR wrong number of arguments for 'client|setname' command",
+            );
             return out.freeze();
         };
         // Redis's rule: names are printable ASCII without spaces (they appear in CLIENT LIST).
         if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-            write_error(&mut out, b"ERR Client names cannot contain spaces, newlines or special characters.");
+            write_error(
+                &mut out,
+                b"ERR Client names cannot contain spaces, newlines or special characters.",
+            );
             return out.freeze();
         }
         self.name = (!name.is_empty()).then(|| name.clone());
@@ -139,22 +157,48 @@ mod tests {
     #[test]
     fn ping_echo_and_select() {
         let mut state = ClientState::new(7);
-        assert_eq!(&state.answer(Local::Ping, &args(&["PING"]))[..], b"+PONG\r\n");
-        assert_eq!(&state.answer(Local::Ping, &args(&["PING", "hi"]))[..], b"$2\r\nhi\r\n");
-        assert_eq!(&state.answer(Local::Echo, &args(&["ECHO", "x y"]))[..], b"$3\r\nx y\r\n");
-        assert_eq!(&state.answer(Local::Select, &args(&["SELECT", "0"]))[..], b"+OK\r\n");
-        assert!(state.answer(Local::Select, &args(&["SELECT", "1"])).starts_with(b"-ERR redcar: "));
+        assert_eq!(
+            &state.answer(Local::Ping, &args(&["PING"]))[..],
+            b"+PONG\r\n"
+        );
+        assert_eq!(
+            &state.answer(Local::Ping, &args(&["PING", "hi"]))[..],
+            b"$2\r\nhi\r\n"
+        );
+        assert_eq!(
+            &state.answer(Local::Echo, &args(&["ECHO", "x y"]))[..],
+            b"$3\r\nx y\r\n"
+        );
+        assert_eq!(
+            &state.answer(Local::Select, &args(&["SELECT", "0"]))[..],
+            b"+OK\r\n"
+        );
+        assert!(state
+            .answer(Local::Select, &args(&["SELECT", "1"]))
+            .starts_with(b"-ERR redcar: "));
     }
 
     #[test]
     fn client_name_round_trip_and_validation() {
         let mut state = ClientState::new(1);
-        assert_eq!(&state.answer(Local::ClientGetName, &args(&["CLIENT", "GETNAME"]))[..], b"$-1\r\n");
-        assert_eq!(&state.answer(Local::ClientSetName, &args(&["CLIENT", "SETNAME", "web1"]))[..], b"+OK\r\n");
-        assert_eq!(&state.answer(Local::ClientGetName, &args(&["CLIENT", "GETNAME"]))[..], b"$4\r\nweb1\r\n");
+        assert_eq!(
+            &state.answer(Local::ClientGetName, &args(&["CLIENT", "GETNAME"]))[..],
+            b"$-1\r\n"
+        );
+        assert_eq!(
+            &state.answer(Local::ClientSetName, &args(&["CLIENT", "SETNAME", "web1"]))[..],
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            &state.answer(Local::ClientGetName, &args(&["CLIENT", "GETNAME"]))[..],
+            b"$4\r\nweb1\r\n"
+        );
         let bad = state.answer(Local::ClientSetName, &args(&["CLIENT", "SETNAME", "a b"]));
         assert!(bad.starts_with(b"-ERR Client names"));
-        assert_eq!(&state.answer(Local::ClientId, &args(&["CLIENT", "ID"]))[..], b":1\r\n");
+        assert_eq!(
+            &state.answer(Local::ClientId, &args(&["CLIENT", "ID"]))[..],
+            b":1\r\n"
+        );
     }
 
     #[test]
@@ -163,7 +207,9 @@ mod tests {
         let reply = state.answer(Local::Hello, &args(&["HELLO", "2", "SETNAME", "app"]));
         assert!(reply.starts_with(b"*16\r\n"), "{reply:?}");
         assert_eq!(state.name.as_deref(), Some(&b"app"[..]));
-        assert!(state.answer(Local::Hello, &args(&["HELLO", "3"])).starts_with(b"-NOPROTO"));
+        assert!(state
+            .answer(Local::Hello, &args(&["HELLO", "3"]))
+            .starts_with(b"-NOPROTO"));
     }
 
     #[test]

@@ -1,51 +1,23 @@
 //! One client connection: parse its commands, start each as soon as it arrives, and write the
 //! replies back in the order the commands came, whatever order the nodes answer in.
 
+use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::future::Future;
+use std::task::Poll;
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures_util::future::{ready, Either, Ready};
-use futures_util::stream::{FuturesOrdered, StreamExt};
+use bytes::{Buf, BytesMut};
 use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
-use tokio::time::Instant;
+use tokio::time::{sleep_until, Instant};
 
 use super::listener::Downstream;
 use super::local::ClientState;
 use crate::protocol::{parse_request, Request};
-use crate::router::{Plan, Router};
+use crate::router::{Call, Plan, Router};
 
 const READ_CHUNK: usize = 16 * 1024;
-
-/// What a command turns into once planned.
-enum Action {
-    /// The reply is known already.
-    Ready(Bytes),
-    /// Send to a node: the encoded command, its slot (`None`: any primary), and whether it writes.
-    Forward { payload: Bytes, slot: Option<u16>, write: bool },
-}
-
-/// The one future type for every command, so the ordered queue holds no boxed futures. Calling
-/// it queues a forwarded command on its node connection immediately (see `Router::forward`).
-fn respond(router: &Router, action: Action, lane: usize) -> Either<Ready<Bytes>, impl Future<Output = Bytes> + '_> {
-    match action {
-        Action::Ready(reply) => Either::Left(ready(reply)),
-        Action::Forward { payload, slot, write } => Either::Right(router.forward(payload, slot, write, lane)),
-    }
-}
-
-/// Queues a reply slot. A ready reply with nothing ahead of it goes straight to the output buffer
-/// (no future needed: the common case for local commands). A macro, not a function, because the
-/// queue's future type is the unnameable type of `respond`.
-macro_rules! push {
-    ($in_flight:expr, $out:expr, $router:expr, $action:expr, $lane:expr) => {
-        match $action {
-            Action::Ready(reply) if $in_flight.is_empty() => $out.extend_from_slice(&reply),
-            action => $in_flight.push_back(respond($router, action, $lane)),
-        }
-    };
-}
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
 /// proxy drains.
@@ -58,54 +30,73 @@ where
     let limits = config.limits();
     let (mut reader, mut writer) = tokio::io::split(stream);
     let mut state = ClientState::new(downstream.next_client_id());
-    // This client's connection to every node (see `Node::call`).
+    // This client's connection to every node (see `Node::send`).
     let lane = state.id as usize;
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut out = BytesMut::with_capacity(READ_CHUNK);
-    let mut in_flight = FuturesOrdered::new();
+    // Replies owed to the client, oldest first.
+    let mut calls: VecDeque<Call<'_>> = VecDeque::new();
     let mut scratch = Vec::with_capacity(8);
+    // One timer for the whole session, armed for the oldest call's deadline, instead of one per
+    // command. Deadlines grow along the queue, so when it fires only the front can be late.
+    let mut timer = Box::pin(sleep_until(Instant::now() + router.op_timeout()));
+    let mut timer_armed = false;
     // Once set, no more commands are read; the session ends when every reply is written.
     let mut closing = false;
     let mut last_activity = Instant::now();
     loop {
         // Start every complete command already buffered, up to the in-flight limit.
-        while !closing && in_flight.len() < config.max_in_flight {
-            let request = match parse_request(&mut input, &limits) {
-                Ok(Some(request)) => request,
+        while !closing && calls.len() < config.max_in_flight {
+            let call = match parse_request(&mut input, &limits) {
+                Ok(Some(request)) => dispatch(router, &mut state, &request, &mut scratch, lane),
                 Ok(None) if input.len() >= config.max_request_bytes => {
-                    push!(in_flight, out, router, protocol_error("request exceeds client.max_request_bytes"), lane);
                     closing = true;
-                    break;
+                    protocol_error("request exceeds client.max_request_bytes")
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    push!(in_flight, out, router, protocol_error(&e.to_string()), lane);
                     closing = true;
-                    break;
+                    protocol_error(&e.to_string())
                 }
             };
-            let action = plan(router, &mut state, &request, &mut scratch);
             closing |= state.quit;
-            push!(in_flight, out, router, action, lane);
+            if call.is_ready() && calls.is_empty() {
+                // Nothing ahead of it: straight to the output buffer.
+                out.extend_from_slice(&call.now_or_never().unwrap_or_default());
+                continue;
+            }
+            if !timer_armed {
+                if let Some(deadline) = call.deadline() {
+                    timer.as_mut().reset(deadline);
+                    timer_armed = true;
+                }
+            }
+            calls.push_back(call);
         }
-        if closing && in_flight.is_empty() && out.is_empty() {
+        if closing && calls.is_empty() && out.is_empty() {
             let _ = writer.shutdown().await;
             return;
         }
-        let can_read = !closing && in_flight.len() < config.max_in_flight && out.len() < config.max_reply_bytes;
+        let can_read =
+            !closing && calls.len() < config.max_in_flight && out.len() < config.max_reply_bytes;
         let idle = config.idle_timeout;
         tokio::select! {
             biased;
-            Some(reply) = in_flight.next(), if !in_flight.is_empty() && out.len() < config.max_reply_bytes => {
+            reply = poll_fn(|cx| match calls.front_mut() {
+                Some(call) => std::pin::Pin::new(call).poll(cx),
+                None => Poll::Pending,
+            }), if !calls.is_empty() && out.len() < config.max_reply_bytes => {
+                calls.pop_front();
                 out.extend_from_slice(&reply);
-                // Take every other reply that is already done, to write them in one syscall.
-                while let Some(Some(reply)) = in_flight.next().now_or_never() {
+                // Take every following reply that is already here, to write them in one syscall.
+                while let Some(reply) = calls.front_mut().and_then(|call| call.now_or_never()) {
+                    calls.pop_front();
                     out.extend_from_slice(&reply);
                 }
             }
             wrote = writer.write(&out), if !out.is_empty() => match wrote {
                 Ok(n) if n > 0 => out.advance(n),
-                _ => return, // client gone: in-flight commands are dropped with the session
+                _ => return, // client gone: owed replies are dropped with the session
             },
             read = reader.read_buf(&mut input), if can_read => match read {
                 Ok(0) | Err(_) => closing = true,
@@ -116,7 +107,17 @@ where
                     }
                 }
             },
-            _ = tokio::time::sleep_until(last_activity + idle), if !idle.is_zero() && in_flight.is_empty() && !closing => {
+            () = &mut timer, if timer_armed => {
+                while let Some(reply) = calls.front_mut().and_then(Call::expire) {
+                    calls.pop_front();
+                    out.extend_from_slice(&reply);
+                }
+                match calls.iter().find_map(Call::deadline) {
+                    Some(next) => timer.as_mut().reset(next),
+                    None => timer_armed = false,
+                }
+            }
+            () = sleep_until(last_activity + idle), if !idle.is_zero() && calls.is_empty() && !closing => {
                 tracing::debug!(client = state.id, "closing idle client");
                 closing = true;
             }
@@ -125,29 +126,30 @@ where
     }
 }
 
-fn plan(router: &Router, state: &mut ClientState, request: &Request, scratch: &mut Vec<usize>) -> Action {
+/// Plans one command and starts it: forwarded commands are queued on their node right away.
+fn dispatch<'r>(
+    router: &'r Router,
+    state: &mut ClientState,
+    request: &Request,
+    scratch: &mut Vec<usize>,
+    lane: usize,
+) -> Call<'r> {
     match router.plan(request, scratch) {
-        Plan::Slot { slot, write } => Action::Forward {
-            payload: request.raw().clone(),
-            slot: Some(slot),
-            write,
-        },
+        Plan::Slot { slot, write } => {
+            router.forward(request.raw().clone(), Some(slot), write, lane)
+        }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
-        Plan::AnyNode => Action::Forward {
-            payload: request.raw().clone(),
-            slot: None,
-            write: true,
-        },
-        Plan::Local(local) => Action::Ready(state.answer(local, request.args())),
-        Plan::Reply(reply) => Action::Ready(reply),
+        Plan::AnyNode => router.forward(request.raw().clone(), None, true, lane),
+        Plan::Local(local) => Call::ready(state.answer(local, request.args())),
+        Plan::Reply(reply) => Call::ready(reply),
     }
 }
 
 /// Redis's own wording, so clients recognise it; the client is closed after it.
-fn protocol_error(reason: &str) -> Action {
+fn protocol_error(reason: &str) -> Call<'static> {
     let mut reply = BytesMut::with_capacity(reason.len() + 24);
     reply.extend_from_slice(b"-ERR Protocol error: ");
     reply.extend_from_slice(reason.replace(['\r', '\n'], " ").as_bytes());
     reply.extend_from_slice(b"\r\n");
-    Action::Ready(reply.freeze())
+    Call::ready(reply.freeze())
 }

@@ -1,17 +1,20 @@
 //! Sending a planned command to a node and getting the client its final reply: follows MOVED and
 //! ASK, waits for a slot owner, and retries what is safe to retry, all within `op_timeout`.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use super::call::Call;
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
 use super::Router;
 use crate::upstream::{Node, Reply, UpstreamError};
+
+/// What one attempt on a node produced.
+pub(super) type Outcome = Result<Bytes, UpstreamError>;
 
 /// Where the next attempt goes.
 enum Target {
@@ -22,22 +25,22 @@ enum Target {
 }
 
 /// One command on its way: what to send, where, and by when.
-struct Command {
-    payload: Bytes,
-    slot: Option<u16>,
-    write: bool,
-    lane: usize,
-    deadline: Instant,
+pub(super) struct Command {
+    pub payload: Bytes,
+    pub slot: Option<u16>,
+    pub write: bool,
+    pub lane: usize,
+    pub deadline: Instant,
 }
 
 impl Router {
     /// Forwards `payload` (one encoded command) to the owner of `slot` (`None`: any primary).
     ///
     /// The first attempt is queued on the node connection *now*, before this returns, so a
-    /// client's commands reach each node in the order the client sent them. The returned future
+    /// client's commands reach each node in the order the client sent them. The returned [`Call`]
     /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
     /// client's commands on one connection per node (see [`Node::send`]).
-    pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> impl Future<Output = Bytes> + '_ {
+    pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> Call<'_> {
         let deadline = Instant::now() + self.config.op_timeout;
         let first = self.send_to_owner(&payload, slot, lane);
         let command = Command {
@@ -47,11 +50,19 @@ impl Router {
             lane,
             deadline,
         };
-        self.finish(command, first)
+        match first {
+            Some((node, reply)) => Call::sent(self, node, reply, command),
+            None => Call::slow(self.finish(command, None)),
+        }
     }
 
     /// The fast path: queue on the current owner if the map has one.
-    fn send_to_owner(&self, payload: &Bytes, slot: Option<u16>, lane: usize) -> Option<(Arc<Node>, Reply)> {
+    fn send_to_owner(
+        &self,
+        payload: &Bytes,
+        slot: Option<u16>,
+        lane: usize,
+    ) -> Option<(Arc<Node>, Reply)> {
         let topology = self.cluster.topology()?;
         let shard = match slot {
             Some(slot) => topology.shard(slot)?,
@@ -61,47 +72,62 @@ impl Router {
         Some((shard.primary.clone(), reply))
     }
 
-    async fn finish(&self, command: Command, mut sent: Option<(Arc<Node>, Reply)>) -> Bytes {
+    /// Everything after the fast path: `first` is the outcome of the attempt already made (if
+    /// any); then redirects and retries until a final reply or the deadline.
+    pub(super) async fn finish(&self, command: Command, mut first: Option<Outcome>) -> Bytes {
         let mut target = Target::Owner(command.slot);
         let mut redirects = 0;
         let mut attempt: u32 = 0;
         loop {
-            let (node, reply) = match sent.take() {
-                Some(sent) => sent,
-                None => match self.resolve(&target, command.deadline).await {
-                    Ok((node, asking)) => {
-                        let reply = node.send(command.payload.clone(), asking, command.lane);
-                        (node, reply)
+            let outcome = match first.take() {
+                Some(outcome) => outcome,
+                None => {
+                    let (node, asking) = match self.resolve(&target, command.deadline).await {
+                        Ok(found) => found,
+                        Err(reply) => return reply,
+                    };
+                    let reply = node.send(command.payload.clone(), asking, command.lane);
+                    match tokio::time::timeout_at(command.deadline, reply).await {
+                        Ok(outcome) => outcome,
+                        Err(_elapsed) => return self.timed_out(&node),
                     }
-                    Err(reply) => return reply,
-                },
+                }
             };
-            let error = match tokio::time::timeout_at(command.deadline, reply.wait()).await {
-                Err(_elapsed) => return self.timed_out(&node),
-                Ok(Ok(reply)) => match classify(&reply) {
+            let error = match outcome {
+                Ok(reply) => match classify(&reply) {
                     Verdict::Done => return reply,
-                    Verdict::Moved(addr) | Verdict::Ask(addr) if redirects >= self.config.max_redirects => {
-                        return redcar_error(format_args!("gave up after {redirects} redirects (last to {addr})"));
+                    Verdict::Moved(addr) | Verdict::Ask(addr)
+                        if redirects >= self.config.max_redirects =>
+                    {
+                        return redcar_error(format_args!(
+                            "gave up after {redirects} redirects (last to {addr})"
+                        ));
                     }
                     Verdict::Moved(addr) => {
                         redirects += 1;
                         self.cluster.request_refresh();
-                        target = Target::Redirected { node: self.upstreams.node(addr), asking: false };
+                        target = Target::Redirected {
+                            node: self.upstreams.node(addr),
+                            asking: false,
+                        };
                         continue;
                     }
                     Verdict::Ask(addr) => {
                         redirects += 1;
-                        target = Target::Redirected { node: self.upstreams.node(addr), asking: true };
+                        target = Target::Redirected {
+                            node: self.upstreams.node(addr),
+                            asking: true,
+                        };
                         continue;
                     }
                     // The node did not run the command: wait a little and try again.
                     Verdict::Transient => RetryCause::Reply(reply),
                 },
-                Ok(Err(e)) if e.never_sent() || !command.write => {
+                Err(e) if e.never_sent() || !command.write => {
                     self.cluster.request_refresh();
                     RetryCause::Upstream(e)
                 }
-                Ok(Err(e)) => return lost_write(&e),
+                Err(e) => return lost_write(&e),
             };
             attempt += 1;
             if !pause_before_retry(self.config.retry_backoff, attempt, command.deadline).await {
@@ -113,7 +139,11 @@ impl Router {
     }
 
     /// Finds the node for `target`, waiting (within the deadline) for a map that has an owner.
-    async fn resolve(&self, target: &Target, deadline: Instant) -> Result<(Arc<Node>, bool), Bytes> {
+    async fn resolve(
+        &self,
+        target: &Target,
+        deadline: Instant,
+    ) -> Result<(Arc<Node>, bool), Bytes> {
         let slot = match target {
             Target::Redirected { node, asking } => return Ok((node.clone(), *asking)),
             Target::Owner(slot) => *slot,
@@ -137,13 +167,15 @@ impl Router {
                         "CLUSTERDOWN ",
                         format_args!("Hash slot not served (redcar: no node owns slot {slot})"),
                     ),
-                    None => redcar_error("no cluster topology known yet (are the seed nodes reachable?)"),
+                    None => redcar_error(
+                        "no cluster topology known yet (are the seed nodes reachable?)",
+                    ),
                 });
             }
         }
     }
 
-    fn timed_out(&self, node: &Node) -> Bytes {
+    pub(super) fn timed_out(&self, node: &Node) -> Bytes {
         redcar_error(format_args!(
             "timed out after {:?} waiting for {}",
             self.config.op_timeout,
@@ -154,7 +186,9 @@ impl Router {
 
 /// Sleeps before retry `attempt`; false when the deadline leaves no time for another try.
 async fn pause_before_retry(base: Duration, attempt: u32, deadline: Instant) -> bool {
-    let pause = base.saturating_mul(1 << attempt.min(4)).min(Duration::from_millis(500));
+    let pause = base
+        .saturating_mul(1 << attempt.min(4))
+        .min(Duration::from_millis(500));
     let wake = Instant::now() + pause;
     if wake >= deadline {
         return false;
@@ -181,5 +215,7 @@ impl RetryCause {
 
 /// A write whose connection broke after sending: it may have been applied, so it is not re-sent.
 fn lost_write(error: &UpstreamError) -> Bytes {
-    redcar_error(format_args!("{error}; the write may have been applied, so it was not retried"))
+    redcar_error(format_args!(
+        "{error}; the write may have been applied, so it was not retried"
+    ))
 }

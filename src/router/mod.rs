@@ -1,12 +1,14 @@
 //! Where a command goes and how it gets an answer: slot → node, MOVED/ASK, retries within the
 //! command's deadline.
 
+mod call;
 mod config;
 mod forward;
 mod plan;
 mod redirect;
 mod reply;
 
+pub use call::Call;
 pub use config::RouterConfig;
 pub use plan::Plan;
 pub use reply::redcar_error;
@@ -46,5 +48,10 @@ impl Router {
 
     pub fn commands(&self) -> &CommandTable {
         &self.commands
+    }
+
+    /// The deadline applied to each command.
+    pub fn op_timeout(&self) -> std::time::Duration {
+        self.config.op_timeout
     }
 }

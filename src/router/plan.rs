@@ -92,7 +92,10 @@ fn wrong_arity(spec: &CommandSpec) -> Bytes {
 }
 
 fn unknown_command(args: &[Bytes]) -> Bytes {
-    let name = args.first().map(|n| String::from_utf8_lossy(n)).unwrap_or_default();
+    let name = args
+        .first()
+        .map(|n| String::from_utf8_lossy(n))
+        .unwrap_or_default();
     let shown: String = name.chars().take(128).collect();
     redcar_error(format_args!(
         "unknown command '{shown}' (not a Redis command known to redcar or to the cluster)"

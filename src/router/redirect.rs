@@ -47,19 +47,40 @@ mod tests {
 
     #[test]
     fn recognises_redirects_and_transient_errors() {
-        assert_eq!(classify(b"-MOVED 3999 127.0.0.1:6381\r\n"), Verdict::Moved("127.0.0.1:6381"));
-        assert_eq!(classify(b"-ASK 3999 127.0.0.1:6381\r\n"), Verdict::Ask("127.0.0.1:6381"));
-        assert_eq!(classify(b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"), Verdict::Transient);
-        assert_eq!(classify(b"-CLUSTERDOWN The cluster is down\r\n"), Verdict::Transient);
-        assert_eq!(classify(b"-LOADING Redis is loading the dataset in memory\r\n"), Verdict::Transient);
+        assert_eq!(
+            classify(b"-MOVED 3999 127.0.0.1:6381\r\n"),
+            Verdict::Moved("127.0.0.1:6381")
+        );
+        assert_eq!(
+            classify(b"-ASK 3999 127.0.0.1:6381\r\n"),
+            Verdict::Ask("127.0.0.1:6381")
+        );
+        assert_eq!(
+            classify(b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"),
+            Verdict::Transient
+        );
+        assert_eq!(
+            classify(b"-CLUSTERDOWN The cluster is down\r\n"),
+            Verdict::Transient
+        );
+        assert_eq!(
+            classify(b"-LOADING Redis is loading the dataset in memory\r\n"),
+            Verdict::Transient
+        );
     }
 
     #[test]
     fn ordinary_replies_and_errors_are_done() {
         assert_eq!(classify(b"+OK\r\n"), Verdict::Done);
         assert_eq!(classify(b"$5\r\nMOVED\r\n"), Verdict::Done);
-        assert_eq!(classify(b"-ERR wrong number of arguments\r\n"), Verdict::Done);
-        assert_eq!(classify(b"-WRONGTYPE Operation against a key\r\n"), Verdict::Done);
+        assert_eq!(
+            classify(b"-ERR wrong number of arguments\r\n"),
+            Verdict::Done
+        );
+        assert_eq!(
+            classify(b"-WRONGTYPE Operation against a key\r\n"),
+            Verdict::Done
+        );
         assert_eq!(classify(b"-MOVED garbage\r\n"), Verdict::Done);
     }
 }

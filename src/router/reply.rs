@@ -25,7 +25,10 @@ mod tests {
 
     #[test]
     fn errors_are_one_resp_line_with_the_redcar_prefix() {
-        assert_eq!(&redcar_error("node down\r\nX")[..], b"-ERR redcar: node down  X\r\n");
+        assert_eq!(
+            &redcar_error("node down\r\nX")[..],
+            b"-ERR redcar: node down  X\r\n"
+        );
         assert_eq!(
             &error_with_prefix("CROSSSLOT ", "Keys in request don't hash to the same slot")[..],
             b"-CROSSSLOT Keys in request don't hash to the same slot\r\n"

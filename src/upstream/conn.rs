@@ -40,19 +40,33 @@ struct InFlight {
 }
 
 /// Starts the task and returns its queue.
-pub(super) fn spawn(addr: Arc<str>, config: UpstreamConfig, limits: Limits) -> mpsc::UnboundedSender<Pending> {
+pub(super) fn spawn(
+    addr: Arc<str>,
+    config: UpstreamConfig,
+    limits: Limits,
+) -> mpsc::UnboundedSender<Pending> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(run(addr, config, limits, rx));
     tx
 }
 
 /// Connects on demand and reconnects after failures, until every sender is gone.
-async fn run(addr: Arc<str>, config: UpstreamConfig, limits: Limits, mut rx: mpsc::UnboundedReceiver<Pending>) {
+async fn run(
+    addr: Arc<str>,
+    config: UpstreamConfig,
+    limits: Limits,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+) {
     let mut failures: u32 = 0;
     let mut retry_at = Instant::now();
     while let Some(first) = rx.recv().await {
         if Instant::now() < retry_at {
-            fail_queued(first, &mut rx, &addr, "reconnect back-off after a failed connect");
+            fail_queued(
+                first,
+                &mut rx,
+                &addr,
+                "reconnect back-off after a failed connect",
+            );
             continue;
         }
         match connect(&addr, &config).await {
@@ -77,7 +91,12 @@ async fn run(addr: Arc<str>, config: UpstreamConfig, limits: Limits, mut rx: mps
 }
 
 /// Fails `first` and everything already queued behind it: none of it was sent.
-fn fail_queued(first: Pending, rx: &mut mpsc::UnboundedReceiver<Pending>, addr: &Arc<str>, reason: &str) {
+fn fail_queued(
+    first: Pending,
+    rx: &mut mpsc::UnboundedReceiver<Pending>,
+    addr: &Arc<str>,
+    reason: &str,
+) {
     let error = UpstreamError::NotSent {
         addr: addr.clone(),
         reason: reason.to_string(),
@@ -89,13 +108,21 @@ fn fail_queued(first: Pending, rx: &mut mpsc::UnboundedReceiver<Pending>, addr: 
 }
 
 async fn connect(addr: &str, config: &UpstreamConfig) -> Result<TcpStream, String> {
-    let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await {
+    let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await
+    {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return Err(format!("connect failed: {e}")),
-        Err(_) => return Err(format!("connect timed out after {:?}", config.connect_timeout)),
+        Err(_) => {
+            return Err(format!(
+                "connect timed out after {:?}",
+                config.connect_timeout
+            ))
+        }
     };
     // Small commands must not wait for Nagle; we batch ourselves.
-    stream.set_nodelay(true).map_err(|e| format!("TCP_NODELAY: {e}"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| format!("TCP_NODELAY: {e}"))?;
     if !config.tcp_keepalive.is_zero() {
         let keepalive = TcpKeepalive::new()
             .with_time(config.tcp_keepalive)
@@ -185,7 +212,8 @@ impl Session {
             out.extend_from_slice(ASKING);
         }
         out.extend_from_slice(&pending.payload);
-        self.queued += (pending.payload.len() + if pending.asking { ASKING.len() } else { 0 }) as u64;
+        self.queued +=
+            (pending.payload.len() + if pending.asking { ASKING.len() } else { 0 }) as u64;
         self.in_flight.push_back(InFlight {
             reply: pending.reply,
             skip: u8::from(pending.asking),

@@ -1,6 +1,9 @@
 //! One cluster node: a fixed set of pipelined connections used round-robin.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
@@ -42,7 +45,11 @@ impl Node {
     /// ordering), while different clients spread evenly over the connections (never LIFO).
     pub fn send(&self, payload: Bytes, asking: bool, lane: usize) -> Reply {
         let (reply, receive) = oneshot::channel();
-        let pending = Pending { payload, asking, reply };
+        let pending = Pending {
+            payload,
+            asking,
+            reply,
+        };
         let queued = self.conns[lane % self.conns.len()].send(pending);
         Reply {
             receive: queued.is_ok().then_some(receive),
@@ -51,32 +58,40 @@ impl Node {
     }
 
     /// [`send`](Self::send), then wait for the reply.
-    pub async fn call(&self, payload: Bytes, asking: bool, lane: usize) -> Result<Bytes, UpstreamError> {
-        self.send(payload, asking, lane).wait().await
+    pub async fn call(
+        &self,
+        payload: Bytes,
+        asking: bool,
+        lane: usize,
+    ) -> Result<Bytes, UpstreamError> {
+        self.send(payload, asking, lane).await
     }
-
 }
 
-/// A command queued on a node connection; resolves to its reply frame.
+/// A command queued on a node connection; resolves to its reply frame. The caller bounds the
+/// wait with its own deadline.
 pub struct Reply {
     /// `None` when the connection task was gone, so nothing was sent.
     receive: Option<oneshot::Receiver<Result<Bytes, UpstreamError>>>,
     addr: Arc<str>,
 }
 
-impl Reply {
-    /// Waits for the reply. The caller bounds the wait with its own deadline.
-    pub async fn wait(self) -> Result<Bytes, UpstreamError> {
-        let Some(receive) = self.receive else {
-            return Err(UpstreamError::NotSent {
-                addr: self.addr,
+impl Future for Reply {
+    type Output = Result<Bytes, UpstreamError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(receive) = self.receive.as_mut() else {
+            return Poll::Ready(Err(UpstreamError::NotSent {
+                addr: self.addr.clone(),
                 reason: "connection task stopped".to_string(),
-            });
+            }));
         };
-        receive.await.unwrap_or_else(|_| {
-            Err(UpstreamError::Lost {
-                addr: self.addr,
-                reason: "connection task ended before replying".to_string(),
+        Pin::new(receive).poll(cx).map(|received| {
+            received.unwrap_or_else(|_| {
+                Err(UpstreamError::Lost {
+                    addr: self.addr.clone(),
+                    reason: "connection task ended before replying".to_string(),
+                })
             })
         })
     }

@@ -9,11 +9,19 @@ use std::time::Duration;
 
 use crate::redirects::write_config;
 use crate::support::redcar::redcar_bin;
-use crate::support::{RedisCluster, Redcar, Value};
+use crate::support::{Redcar, RedisCluster, Value};
 
 fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(redcar_bin()).args(args).env_remove("REDCAR_CLUSTER").output().expect("run redcar");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(redcar_bin())
+        .args(args)
+        .env_remove("REDCAR_CLUSTER")
+        .output()
+        .expect("run redcar");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.code().unwrap_or(-1), text)
 }
 
@@ -22,16 +30,55 @@ fn invalid_settings_stop_start_up_naming_the_setting() {
     let cases: &[(&[&str], &str)] = &[
         (&[], "no listener"),
         (&["--listen", "127.0.0.1:6380"], "cluster.seeds"),
-        (&["--listen", "localhost", "--cluster", "127.0.0.1:7000"], "`listen`"),
-        (&["--listen", "127.0.0.1:6380", "--cluster", "127.0.0.1"], "cluster.seeds"),
-        (&["--listen", "127.0.0.1:6380", "--cluster", "127.0.0.1:7000", "--connections-per-node", "0"], "upstream.connections_per_node"),
-        (&["--listen", "127.0.0.1:6380", "--cluster", "127.0.0.1:7000", "--log-level", "chatty"], "log_level"),
-        (&["--listen", "127.0.0.1:6380", "--cluster", "127.0.0.1:7000", "--admin", "127.0.0.1:6380"], "different ports"),
+        (
+            &["--listen", "localhost", "--cluster", "127.0.0.1:7000"],
+            "`listen`",
+        ),
+        (
+            &["--listen", "127.0.0.1:6380", "--cluster", "127.0.0.1"],
+            "cluster.seeds",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:6380",
+                "--cluster",
+                "127.0.0.1:7000",
+                "--connections-per-node",
+                "0",
+            ],
+            "upstream.connections_per_node",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:6380",
+                "--cluster",
+                "127.0.0.1:7000",
+                "--log-level",
+                "chatty",
+            ],
+            "log_level",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:6380",
+                "--cluster",
+                "127.0.0.1:7000",
+                "--admin",
+                "127.0.0.1:6380",
+            ],
+            "different ports",
+        ),
     ];
     for (args, expected) in cases {
         let (code, output) = run(args);
         assert_eq!(code, 64, "{args:?} → {output}");
-        assert!(output.contains(expected), "{args:?}: expected {expected:?} in {output}");
+        assert!(
+            output.contains(expected),
+            "{args:?}: expected {expected:?} in {output}"
+        );
     }
     let config = write_config("listen: 127.0.0.1:6380\ncluster:\n  seeds: [127.0.0.1:7000]\nrouter:\n  op_timeout_ms: 5\n");
     let (code, output) = run(&["--config", config.path_str()]);
@@ -49,10 +96,23 @@ fn version_help_and_check_config() {
     assert!(output.contains(env!("CARGO_PKG_VERSION")), "{output}");
     let (code, output) = run(&["--help"]);
     assert_eq!(code, 0);
-    for flag in ["--listen", "--cluster", "--unix", "--config", "--admin", "--log-level"] {
+    for flag in [
+        "--listen",
+        "--cluster",
+        "--unix",
+        "--config",
+        "--admin",
+        "--log-level",
+    ] {
         assert!(output.contains(flag), "--help lacks {flag}");
     }
-    let (code, output) = run(&["--check-config", "--listen", "127.0.0.1:6380", "--cluster", "127.0.0.1:7000"]);
+    let (code, output) = run(&[
+        "--check-config",
+        "--listen",
+        "127.0.0.1:6380",
+        "--cluster",
+        "127.0.0.1:7000",
+    ]);
     assert_eq!(code, 0, "{output}");
     assert!(output.contains("op_timeout: 1s"), "{output}");
 }
@@ -63,12 +123,23 @@ fn unix_socket_listener_serves_commands_with_configured_permissions() {
     let dir = tempfile::tempdir().expect("temp dir");
     let socket = dir.path().join("redcar.sock");
     let socket_arg = socket.to_string_lossy().into_owned();
-    let _redcar = Redcar::start_with(&cluster.seeds(), &["--unix", &socket_arg, "--unix-permissions", "600"]);
-    let mode = std::fs::metadata(&socket).expect("socket exists").permissions().mode() & 0o777;
+    let _redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &["--unix", &socket_arg, "--unix-permissions", "600"],
+    );
+    let mode = std::fs::metadata(&socket)
+        .expect("socket exists")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
     let mut stream = UnixStream::connect(&socket).expect("connect to the Unix socket");
-    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-    stream.write_all(b"*3\r\n$3\r\nSET\r\n$2\r\nux\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$2\r\nux\r\n").expect("write");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    stream
+        .write_all(b"*3\r\n$3\r\nSET\r\n$2\r\nux\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$2\r\nux\r\n")
+        .expect("write");
     let mut reader = BufReader::new(stream);
     let mut lines = Vec::new();
     for _ in 0..3 {
@@ -89,16 +160,24 @@ fn readiness_waits_for_a_slot_map_and_sigterm_drains() {
     assert_eq!(lonely.http_get("/readyz").map(|r| r.0).ok(), Some(503));
     let mut c = lonely.client();
     let reply = c.q(&["GET", "k"]);
-    assert!(reply.error().is_some_and(|e| e.contains("redcar")), "{reply:?}");
+    assert!(
+        reply.error().is_some_and(|e| e.contains("redcar")),
+        "{reply:?}"
+    );
     lonely.kill();
 
     let mut redcar = Redcar::start(&cluster.seeds());
     let mut c = redcar.client();
     assert_eq!(c.q(&["SET", "k", "v"]), Value::simple("OK"));
     let pid = redcar.pid().expect("running");
-    let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("kill");
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
     assert!(status.success());
-    let exit = redcar.wait_exit(Duration::from_secs(15)).expect("exits after SIGTERM");
+    let exit = redcar
+        .wait_exit(Duration::from_secs(15))
+        .expect("exits after SIGTERM");
     assert!(exit.success(), "exit status {exit}");
     assert!(c.read_reply().is_err(), "client connection closed on drain");
 }

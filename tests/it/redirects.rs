@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{RedisCluster, Redcar, Value};
+use crate::support::{Redcar, RedisCluster, Value};
 
 #[test]
 fn moved_after_a_slot_migration_is_followed_transparently() {
@@ -14,12 +14,19 @@ fn moved_after_a_slot_migration_is_followed_transparently() {
     assert_eq!(c.q(&["SET", "moving-key", "before"]), Value::simple("OK"));
     let slot = cluster.key_slot("moving-key");
     let from = cluster.primary_port_for_slot(slot);
-    let to = cluster.primary_ports().into_iter().find(|&p| p != from).expect("another primary");
+    let to = cluster
+        .primary_ports()
+        .into_iter()
+        .find(|&p| p != from)
+        .expect("another primary");
     cluster.migrate_slot(slot, from, to);
 
     assert_eq!(c.q(&["GET", "moving-key"]), Value::bulk("before"));
     assert_eq!(c.q(&["SET", "moving-key", "after"]), Value::simple("OK"));
-    assert_eq!(cluster.node_by_port(to).cmd(&["GET", "moving-key"]), Value::bulk("after"));
+    assert_eq!(
+        cluster.node_by_port(to).cmd(&["GET", "moving-key"]),
+        Value::bulk("after")
+    );
 }
 
 #[test]
@@ -29,9 +36,16 @@ fn ask_during_a_slot_migration_is_followed_transparently() {
     let mut c = redcar.client();
     let slot = cluster.key_slot("{mig}stay");
     let from = cluster.primary_port_for_slot(slot);
-    let to = cluster.primary_ports().into_iter().find(|&p| p != from).expect("another primary");
+    let to = cluster
+        .primary_ports()
+        .into_iter()
+        .find(|&p| p != from)
+        .expect("another primary");
     assert_eq!(c.q(&["SET", "{mig}stay", "on-source"]), Value::simple("OK"));
-    assert_eq!(c.q(&["SET", "{mig}moved", "on-target"]), Value::simple("OK"));
+    assert_eq!(
+        c.q(&["SET", "{mig}moved", "on-target"]),
+        Value::simple("OK")
+    );
 
     let migration = cluster.start_migration(slot, from, to);
     cluster.migrate_keys(&migration, &[b"{mig}moved"]);
@@ -42,10 +56,22 @@ fn ask_during_a_slot_migration_is_followed_transparently() {
     assert_eq!(c.q(&["SET", "{mig}new", "created"]), Value::simple("OK"));
     let mut target = cluster.node_by_port(to).client();
     assert_eq!(target.q(&["ASKING"]), Value::simple("OK"));
-    assert_eq!(target.q(&["GET", "{mig}new"]), Value::bulk("created"), "stored on the target");
+    assert_eq!(
+        target.q(&["GET", "{mig}new"]),
+        Value::bulk("created"),
+        "stored on the target"
+    );
     cluster.finish_migration(migration);
-    for (key, value) in [("{mig}stay", "on-source"), ("{mig}moved", "on-target"), ("{mig}new", "created")] {
-        assert_eq!(c.q(&["GET", key]), Value::bulk(value), "{key} after the migration");
+    for (key, value) in [
+        ("{mig}stay", "on-source"),
+        ("{mig}moved", "on-target"),
+        ("{mig}new", "created"),
+    ] {
+        assert_eq!(
+            c.q(&["GET", key]),
+            Value::bulk(value),
+            "{key} after the migration"
+        );
     }
 }
 
@@ -67,13 +93,19 @@ fn a_restarted_replica_and_primary_are_reconnected() {
             Value::Simple(ok) if ok == "OK" => break,
             other => errors.push(other),
         }
-        assert!(Instant::now() < deadline, "no success after the restart: {errors:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no success after the restart: {errors:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(c.q(&["GET", key]), Value::bulk("2"));
     // Whatever failed in between failed with an explicit error, never a dropped connection.
     for e in &errors {
-        assert!(e.is_error(), "unexpected reply while the node restarted: {e:?}");
+        assert!(
+            e.is_error(),
+            "unexpected reply while the node restarted: {e:?}"
+        );
     }
 }
 

@@ -1,0 +1,42 @@
+# redcar developer entry points. `make help` lists them.
+CARGO ?= cargo
+
+.PHONY: help all build demo test bench fmt fmt-check clippy clean ensure-redis
+
+all: build
+
+help:
+	@echo "make build   - cargo build --release (target/release/redcar)"
+	@echo "make demo    - start a local 3+3 cluster + redcar, run a short workload (scripts/demo.sh)"
+	@echo "make test    - fmt check, clippy -D warnings, all tests (needs redis-server; CI runs this)"
+	@echo "make bench   - benchmark standalone vs cluster vs redcar, writes bench/RESULTS.md"
+	@echo "make fmt     - cargo fmt --all"
+	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
+	@echo "make clean   - cargo clean"
+
+ensure-redis:
+	scripts/ensure-redis.sh
+
+build:
+	$(CARGO) build --release
+
+demo: ensure-redis build
+	scripts/demo.sh
+
+fmt:
+	$(CARGO) fmt --all
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --all-targets -- -D warnings
+
+test: ensure-redis fmt-check clippy
+	$(CARGO) test --all-targets
+
+bench: ensure-redis build
+	bench/run.sh
+
+clean:
+	$(CARGO) clean
