@@ -192,16 +192,24 @@ impl Session {
                 next = rx.recv(), if open && out.len() < WRITE_HIGH_WATER => match next {
                     Some(pending) => {
                         self.enqueue(pending, &mut out);
-                        // Coalesce: take everything already queued into the same write.
-                        while out.len() < WRITE_HIGH_WATER {
-                            match rx.try_recv() {
-                                Ok(pending) => self.enqueue(pending, &mut out),
-                                Err(_) => break,
-                            }
-                        }
+                        self.take_queued(rx, &mut out);
+                        // End of the turn: let the sessions that are ready right now queue their
+                        // commands too, so many clients share one write syscall.
+                        tokio::task::yield_now().await;
+                        self.take_queued(rx, &mut out);
                     }
                     None => open = false,
                 },
+            }
+        }
+    }
+
+    /// Coalesce: takes everything already queued into the same write.
+    fn take_queued(&mut self, rx: &mut mpsc::UnboundedReceiver<Pending>, out: &mut BytesMut) {
+        while out.len() < WRITE_HIGH_WATER {
+            match rx.try_recv() {
+                Ok(pending) => self.enqueue(pending, out),
+                Err(_) => break,
             }
         }
     }
