@@ -7,7 +7,8 @@
 #
 # Env: BENCH_REQUESTS (default 200000) requests per test
 #      BENCH_CLIENTS  (default 50)     parallel connections
-#      BENCH_PIPELINES (default "1 16")
+#      BENCH_SCENARIOS (default "50:1 50:16 1:1") CLIENTS:PIPELINE pairs; 1:1 shows the
+#                      unloaded cost of the extra hop (no CPU contention, no queueing)
 #      BENCH_KEYSPACE (default 100000) -r: random keys, so traffic spreads over all slots
 #      BENCH_OUT      (default bench/RESULTS.md)
 #      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
@@ -20,7 +21,7 @@ source "$ROOT/scripts/lib.sh"
 
 REQUESTS=${BENCH_REQUESTS:-200000}
 CLIENTS=${BENCH_CLIENTS:-50}
-PIPELINES=${BENCH_PIPELINES:-1 16}
+SCENARIOS=${BENCH_SCENARIOS:-$CLIENTS:1 $CLIENTS:16 1:1}
 KEYSPACE=${BENCH_KEYSPACE:-100000}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
@@ -99,11 +100,14 @@ target_args() { # TARGET -> redis-benchmark connection args
     esac
 }
 TARGETS=(standalone cluster redcar)
-for p in $PIPELINES; do
+for p in $SCENARIOS; do
     for t in "${TARGETS[@]}"; do
         # shellcheck disable=SC2207
         args=($(target_args "$t"))
-        cmd=(redis-benchmark "${args[@]}" -t set,get -c "$CLIENTS" -n "$REQUESTS" -r "$KEYSPACE" -P "$p" --csv)
+        clients=${p%%:*}
+        n=$REQUESTS
+        ((clients > 1)) || n=$((REQUESTS / 10)) # one client is slow; latency needs fewer samples
+        cmd=(redis-benchmark "${args[@]}" -t set,get -c "$clients" -n "$n" -r "$KEYSPACE" -P "${p##*:}" --csv)
         CMDS[$t-$p]="${cmd[*]}"
         log "P=$p $t: ${cmd[*]}"
         start=$SECONDS
@@ -133,7 +137,7 @@ REPORT="$TMP/RESULTS.md"
     echo "- machine: $(nproc) CPUs, ${CPU:-unknown CPU}, $(uname -sr)"
     echo "- redis: $(redis-server --version | sed 's/ sha=.*//')"
     echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
-    echo "- workload: SET and GET, $CLIENTS clients, $REQUESTS requests per test, keyspace $KEYSPACE (-r), pipeline depths: $PIPELINES"
+    echo "- workload: SET and GET, $REQUESTS requests per test ($((REQUESTS / 10)) with one client), keyspace $KEYSPACE (-r), scenarios (clients:pipeline): $SCENARIOS"
     echo "- note: benchmark client, all redis-server processes and redcar share the same $(nproc) CPUs"
     echo
     echo "## Setup"
@@ -147,14 +151,14 @@ REPORT="$TMP/RESULTS.md"
     echo "## Commands"
     echo
     echo '```'
-    for p in $PIPELINES; do for t in "${TARGETS[@]}"; do echo "${CMDS[$t-$p]}"; done; done
+    for p in $SCENARIOS; do for t in "${TARGETS[@]}"; do echo "${CMDS[$t-$p]}"; done; done
     echo '```'
     echo
     echo "## Results"
     echo
-    echo "| pipeline | test | target | ops/s | p50 ms | p99 ms |"
+    echo "| clients:pipeline | test | target | ops/s | p50 ms | p99 ms |"
     echo "|---:|---|---|---:|---:|---:|"
-    for p in $PIPELINES; do
+    for p in $SCENARIOS; do
         for test in SET GET; do
             for t in "${TARGETS[@]}"; do
                 label=$t
@@ -166,9 +170,9 @@ REPORT="$TMP/RESULTS.md"
     echo
     echo "## redcar relative to the alternatives"
     echo
-    echo "| pipeline | test | ops/s redcar / direct cluster | ops/s redcar / standalone | p50 added over direct cluster (µs) | p99 added over direct cluster (µs) |"
+    echo "| clients:pipeline | test | ops/s redcar / direct cluster | ops/s redcar / standalone | p50 added over direct cluster (µs) | p99 added over direct cluster (µs) |"
     echo "|---:|---|---:|---:|---:|---:|"
-    for p in $PIPELINES; do
+    for p in $SCENARIOS; do
         for test in SET GET; do
             r=$(field redcar "$p" "$test" rps)
             c=$(field cluster "$p" "$test" rps)
@@ -183,9 +187,9 @@ REPORT="$TMP/RESULTS.md"
     echo
     echo "## Raw CSV (redis-benchmark --csv)"
     echo
-    for p in $PIPELINES; do
+    for p in $SCENARIOS; do
         for t in "${TARGETS[@]}"; do
-            echo "### $t, -P $p"
+            echo "### $t, clients:pipeline $p"
             echo
             echo '```'
             grep -E '^"' "$TMP/$t-$p.csv" || true

@@ -10,7 +10,6 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use crate::cluster::{ClusterState, Refresher};
-use crate::commands::CommandTable;
 use crate::config::Config;
 use crate::downstream::{serve_tcp, serve_unix, Downstream};
 use crate::protocol::Limits;
@@ -68,6 +67,25 @@ fn bind_unix(path: &Path, permissions: &str) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
+/// Once the cluster answers, learns the commands it has that the built-in table lacks.
+async fn learn_commands(router: Arc<Router>) {
+    let cluster = router.cluster().clone();
+    let mut seen = 0;
+    while cluster.topology().is_none() {
+        seen = cluster.changed_since(seen).await;
+    }
+    match router.learn_commands().await {
+        Ok(0) => tracing::debug!("the cluster has no commands beyond the built-in table"),
+        Ok(learned) => tracing::info!(
+            learned,
+            "learned commands from the cluster (modules or newer server)"
+        ),
+        Err(error) => {
+            tracing::warn!(%error, "could not learn commands from the cluster; using the built-in table")
+        }
+    }
+}
+
 /// Runs the proxy until `shutdown` completes, then drains: listeners stop, sessions finish the
 /// replies they owe (bounded by `drain_timeout`).
 pub async fn run(
@@ -88,16 +106,15 @@ pub async fn run(
         config: config.cluster.clone(),
         limits: reply_limits,
     };
-    let commands = Arc::new(CommandTable::builtin());
     let router = Arc::new(Router::new(
         cluster.clone(),
         upstreams,
-        commands,
         config.router.clone(),
     ));
-    let downstream = Arc::new(Downstream::new(router, config.client.clone()));
+    let downstream = Arc::new(Downstream::new(router.clone(), config.client.clone()));
 
     tokio::spawn(refresher.run(stop_rx.clone()));
+    tokio::spawn(learn_commands(router.clone()));
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     if let Some(tcp) = listeners.tcp {
         tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");

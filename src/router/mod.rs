@@ -4,6 +4,7 @@
 mod call;
 mod config;
 mod forward;
+mod learn;
 mod plan;
 mod redirect;
 mod reply;
@@ -16,14 +17,18 @@ pub use reply::redcar_error;
 use std::sync::Arc;
 
 use crate::cluster::ClusterState;
-use crate::commands::CommandTable;
+use arc_swap::ArcSwapOption;
+
+use crate::commands::{self, CommandSpec, CommandTable};
 use crate::upstream::Upstreams;
 
 /// Routes commands; shared by every session (`Arc<Router>`).
 pub struct Router {
     cluster: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,
-    commands: Arc<CommandTable>,
+    /// Commands learned from the cluster that the built-in table lacks (module commands);
+    /// consulted only when the built-in lookup misses, so the common path does not touch it.
+    learned: ArcSwapOption<CommandTable>,
     config: RouterConfig,
 }
 
@@ -31,13 +36,12 @@ impl Router {
     pub fn new(
         cluster: Arc<ClusterState>,
         upstreams: Arc<Upstreams>,
-        commands: Arc<CommandTable>,
         config: RouterConfig,
     ) -> Router {
         Router {
             cluster,
             upstreams,
-            commands,
+            learned: ArcSwapOption::empty(),
             config,
         }
     }
@@ -46,8 +50,9 @@ impl Router {
         &self.cluster
     }
 
-    pub fn commands(&self) -> &CommandTable {
-        &self.commands
+    /// The spec for a command line: built-in table first, then commands learned from the cluster.
+    pub fn lookup(&self, args: &[bytes::Bytes]) -> Option<&'static CommandSpec> {
+        commands::lookup(args).or_else(|| self.learned.load().as_ref()?.lookup(args))
     }
 
     /// The deadline applied to each command.

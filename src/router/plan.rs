@@ -27,7 +27,7 @@ impl Router {
     /// Plans `request`. `scratch` is reused between calls so key extraction does not allocate.
     pub fn plan(&self, request: &Request, scratch: &mut Vec<usize>) -> Plan {
         let args = request.args();
-        let Some(spec) = self.commands.lookup(args) else {
+        let Some(spec) = self.lookup(args) else {
             return Plan::Reply(unknown_command(args));
         };
         if !arity_ok(spec, args.len()) {

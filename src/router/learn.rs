@@ -1,0 +1,75 @@
+//! Learning commands the built-in table does not know (module commands, newer servers) from a
+//! cluster node's `COMMAND` reply, once the cluster is reachable.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::Router;
+use crate::commands::{CommandTable, InfoValue};
+use crate::protocol::{Frame, Limits};
+
+const COMMAND: &[u8] = b"*1\r\n$7\r\nCOMMAND\r\n";
+
+impl Router {
+    /// Asks one primary for `COMMAND` and keeps the commands the built-in table lacks. Returns
+    /// how many were learned; errors are logged by the caller and leave the built-in table alone.
+    pub async fn learn_commands(&self) -> Result<usize, String> {
+        let topology = self.cluster.topology().ok_or("no slot map yet")?;
+        let shard = topology.shards().first().ok_or("no shard known")?;
+        let call = shard.primary.call(Bytes::from_static(COMMAND), false, 0);
+        let reply = tokio::time::timeout(self.config.op_timeout * 5, call)
+            .await
+            .map_err(|_| "COMMAND timed out".to_string())?
+            .map_err(|e| e.to_string())?;
+        let limits = Limits {
+            max_depth: 16,
+            ..Limits::default()
+        };
+        let frame = Frame::from_bytes(reply, &limits).map_err(|e| e.to_string())?;
+        if let Frame::Error(message) = &frame {
+            return Err(String::from_utf8_lossy(message).into_owned());
+        }
+        let mut table = CommandTable::builtin();
+        let learned = table.learn(&info_value(frame));
+        if learned > 0 {
+            self.learned.store(Some(Arc::new(table)));
+        }
+        Ok(learned)
+    }
+}
+
+/// The protocol frame in the shape the command table reads.
+fn info_value(frame: Frame) -> InfoValue {
+    match frame {
+        Frame::Integer(n) => InfoValue::Int(n),
+        Frame::Simple(s) | Frame::Bulk(s) | Frame::Error(s) => InfoValue::Str(s),
+        Frame::Array(items) => InfoValue::Array(items.into_iter().map(info_value).collect()),
+        Frame::Null | Frame::NullArray => InfoValue::Nil,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_convert_to_info_values() {
+        let frame = Frame::Array(vec![
+            Frame::Bulk(Bytes::from_static(b"get")),
+            Frame::Integer(2),
+            Frame::Null,
+            Frame::Array(vec![Frame::Simple(Bytes::from_static(b"readonly"))]),
+        ]);
+        let value = info_value(frame);
+        assert_eq!(
+            value,
+            InfoValue::Array(vec![
+                InfoValue::Str(Bytes::from_static(b"get")),
+                InfoValue::Int(2),
+                InfoValue::Nil,
+                InfoValue::Array(vec![InfoValue::Str(Bytes::from_static(b"readonly"))]),
+            ])
+        );
+    }
+}
