@@ -5,5 +5,6 @@ mod support;
 
 mod cli;
 mod harness;
+mod isolation;
 mod proxy;
 mod redirects;
