@@ -9,9 +9,11 @@ use anyhow::Context;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
+use crate::admin::AdminState;
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
 use crate::downstream::{serve_tcp, serve_unix, Downstream};
+use crate::metrics::Metrics;
 use crate::protocol::Limits;
 use crate::router::Router;
 use crate::upstream::Upstreams;
@@ -95,9 +97,11 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let reply_limits = Limits::default();
+    let metrics = Arc::new(Metrics::new(&config.metrics));
     let upstreams = Arc::new(Upstreams::new(
         config.upstream.clone(),
         reply_limits.clone(),
+        metrics.clone(),
     ));
     let cluster = Arc::new(ClusterState::new());
     let refresher = Refresher {
@@ -105,13 +109,19 @@ pub async fn run(
         upstreams: upstreams.clone(),
         config: config.cluster.clone(),
         limits: reply_limits,
+        metrics: metrics.clone(),
     };
     let router = Arc::new(Router::new(
         cluster.clone(),
         upstreams,
+        metrics.clone(),
         config.router.clone(),
     ));
-    let downstream = Arc::new(Downstream::new(router.clone(), config.client.clone()));
+    let downstream = Arc::new(Downstream::new(
+        router.clone(),
+        config.client.clone(),
+        metrics.clone(),
+    ));
 
     tokio::spawn(refresher.run(stop_rx.clone()));
     tokio::spawn(learn_commands(router.clone()));
@@ -136,7 +146,13 @@ pub async fn run(
     }
     if let Some(admin) = listeners.admin {
         tracing::info!(addr = %admin.local_addr()?, "admin listening");
-        tokio::spawn(crate::admin::serve(admin, cluster.clone(), stop_rx.clone()));
+        let state = AdminState {
+            cluster: cluster.clone(),
+            downstream: downstream.clone(),
+            metrics: metrics.clone(),
+            config: redacted(&config),
+        };
+        tokio::spawn(crate::admin::serve(admin, state, stop_rx.clone()));
     }
     drop(done_tx);
 
@@ -160,4 +176,10 @@ pub async fn run(
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// The configuration as `/config` shows it. There are no secrets in it yet; when auth lands,
+/// passwords are replaced here before anything leaves the process.
+fn redacted(config: &Config) -> serde_json::Value {
+    serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
 }

@@ -8,16 +8,21 @@
 //! - [`upstream`]: per-node shared, pipelined connections with FIFO reply matching.
 //! - [`router`]: slot → node, MOVED/ASK, retries within the command deadline.
 //! - [`downstream`]: listeners and client sessions with in-order replies.
-//! - [`admin`]: HTTP health and readiness.
+//! - [`metrics`]: the Prometheus registry and the slow log.
+//! - [`admin`]: HTTP health, readiness, metrics, topology, clients, slow log, config.
 //! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up.
 //! - [`app`]: wiring and graceful shutdown.
+//! - [`doctor`]: `redcar doctor`, a cluster configuration and latency diagnosis (a tool, not on the proxy's path).
 
 pub mod admin;
 pub mod app;
 pub mod cluster;
 pub mod commands;
 pub mod config;
+pub mod doctor;
 pub mod downstream;
+pub mod metrics;
 pub mod protocol;
 pub mod router;
+pub mod top;
 pub mod upstream;

@@ -1,25 +1,47 @@
-//! The HTTP admin endpoint: `/healthz` (the process runs) and `/readyz` (a full slot map is known).
+//! The HTTP admin endpoint (loopback by default):
+//! - `GET /healthz`: 200 while the process runs;
+//! - `GET /readyz`: 200 once a slot map covering all 16384 slots is known, else 503;
+//! - `GET /metrics`: Prometheus text exposition;
+//! - `GET /topology`: slot ranges → primary and replicas, with per-node connections and latency (JSON);
+//! - `GET /clients`: connected clients (JSON);
+//! - `GET /slowlog`: the slow log, newest first (JSON);
+//! - `GET /config`: the effective configuration (JSON; secrets redacted).
+
+mod topology;
 
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Json};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cluster::ClusterState;
+use crate::downstream::Downstream;
+use crate::metrics::Metrics;
+
+/// What the admin endpoints read (never write).
+pub struct AdminState {
+    pub cluster: Arc<ClusterState>,
+    pub downstream: Arc<Downstream>,
+    pub metrics: Arc<Metrics>,
+    /// The effective configuration, already redacted.
+    pub config: serde_json::Value,
+}
 
 /// Serves the admin API on `listener` until `shutdown` fires.
-pub async fn serve(
-    listener: TcpListener,
-    cluster: Arc<ClusterState>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch::Receiver<bool>) {
     let app = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .with_state(cluster);
+        .route("/metrics", get(metrics))
+        .route("/topology", get(topology::topology))
+        .route("/clients", get(clients))
+        .route("/slowlog", get(slowlog))
+        .route("/config", get(config))
+        .with_state(Arc::new(state));
     let stop = async move {
         let _ = shutdown.changed().await;
     };
@@ -33,16 +55,37 @@ pub async fn serve(
 
 /// 200 once every slot has had an owner; 503 before, so a sidecar is not sent traffic it would
 /// have to refuse.
-async fn readyz(State(cluster): State<Arc<ClusterState>>) -> (StatusCode, String) {
-    if !cluster.is_ready() {
+async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, String) {
+    if !state.cluster.is_ready() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: no complete slot map yet\n".to_string(),
         );
     }
-    let owned = cluster.topology().map_or(0, |t| t.owned_slots());
+    let owned = state.cluster.topology().map_or(0, |t| t.owned_slots());
     (
         StatusCode::OK,
         format!("ready: {owned} of 16384 slots owned\n"),
     )
+}
+
+async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
+    let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    (
+        [(header::CONTENT_TYPE, content_type)],
+        state.metrics.encode(),
+    )
+}
+
+async fn clients(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
+    let clients = state.downstream.clients();
+    Json(serde_json::json!({ "connected": clients.len(), "clients": clients }))
+}
+
+async fn slowlog(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "entries": state.metrics.slowlog.entries() }))
+}
+
+async fn config(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
+    Json(state.config.clone())
 }

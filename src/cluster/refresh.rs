@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::parse::parse_cluster_slots;
 use super::{ClusterConfig, Topology};
+use crate::metrics::Metrics;
 use crate::protocol::{Frame, Limits};
 use crate::upstream::Upstreams;
 
@@ -87,6 +88,7 @@ pub struct Refresher {
     pub upstreams: Arc<Upstreams>,
     pub config: ClusterConfig,
     pub limits: Limits,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Refresher {
@@ -107,6 +109,12 @@ impl Refresher {
 
     /// Asks known nodes (in random order), then the seeds, until one gives a usable map.
     pub async fn refresh_once(&self) -> bool {
+        let complete = self.try_refresh().await;
+        self.metrics.refresh(complete);
+        complete
+    }
+
+    async fn try_refresh(&self) -> bool {
         let current = self.state.topology();
         let mut candidates: Vec<String> = current
             .as_ref()

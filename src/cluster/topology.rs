@@ -99,9 +99,9 @@ impl Topology {
         primaries.chain(replicas)
     }
 
-    /// A one-line description of who owns what, to log when the map changes.
-    pub fn summary(&self) -> String {
-        let mut parts = Vec::new();
+    /// Contiguous slot ranges with the same owner, in slot order.
+    pub fn ranges(&self) -> Vec<(u16, u16, Option<&Shard>)> {
+        let mut ranges = Vec::new();
         let mut start = 0;
         while start < SLOT_COUNT {
             let owner = self.slots[start];
@@ -109,13 +109,26 @@ impl Topology {
             while end + 1 < SLOT_COUNT && self.slots[end + 1] == owner {
                 end += 1;
             }
-            let who = self
-                .shards
-                .get(usize::from(owner))
-                .map_or("unowned", |s| s.primary.addr().as_ref());
-            parts.push(format!("{start}-{end}:{who}"));
+            ranges.push((
+                start as u16,
+                end as u16,
+                self.shards.get(usize::from(owner)),
+            ));
             start = end + 1;
         }
+        ranges
+    }
+
+    /// A one-line description of who owns what, to log when the map changes.
+    pub fn summary(&self) -> String {
+        let parts: Vec<String> = self
+            .ranges()
+            .into_iter()
+            .map(|(start, end, shard)| {
+                let who = shard.map_or("unowned", |s| s.primary.addr().as_ref());
+                format!("{start}-{end}:{who}")
+            })
+            .collect();
         parts.join(" ")
     }
 }

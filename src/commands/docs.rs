@@ -23,12 +23,13 @@ fn header(out: &mut String) {
     let rows = COMMANDS
         .iter()
         .flat_map(|c| std::iter::once(c).chain(c.subcommands));
-    let (mut keyed, mut local, mut any, mut refused) = (0, 0, 0, 0);
+    let (mut keyed, mut local, mut any, mut fan_out, mut refused) = (0, 0, 0, 0, 0);
     for spec in rows {
         match policy::serve(spec) {
             Serve::Keyed => keyed += 1,
             Serve::Local(_) => local += 1,
             Serve::AnyNode => any += 1,
+            Serve::FanOut(_) => fan_out += 1,
             Serve::Unsupported(_) => refused += 1,
         }
     }
@@ -42,6 +43,7 @@ fn header(out: &mut String) {
          - **keyed** ({keyed}): routed to the primary owning the slot of its keys;\n\
          - **local** ({local}): answered by redcar itself;\n\
          - **any node** ({any}): keyless and sent to any one primary;\n\
+         - **fan-out** ({fan_out}): keyless, sent to every primary (SCAN: one at a time) and the replies merged;\n\
          - **unsupported** ({refused}): refused with `-ERR redcar: <CMD> is not supported (<reason>)`.\n\n\
          Keys: `yes` = key specs; `channel` = shard channel (a `not_key` spec that redcar routes by); \
          `incomplete` = the specs may miss keys (the node still rejects cross-slot use).\n\n\
@@ -54,9 +56,13 @@ fn row(out: &mut String, spec: &CommandSpec) {
     let name = spec.name.replace('|', " ").to_ascii_uppercase();
     let flags: Vec<&str> = spec::names_of(spec::flags::NAMES, spec.flags).collect();
     let served = match policy::serve(spec) {
-        Serve::Keyed => "keyed".to_owned(),
+        Serve::Keyed => match policy::keyed_note(spec) {
+            Some(note) => format!("keyed; {note}"),
+            None => "keyed".to_owned(),
+        },
         Serve::Local(_) => "local".to_owned(),
         Serve::AnyNode => "any node".to_owned(),
+        Serve::FanOut(fan_out) => format!("fan-out: {}", fan_out.describe()),
         Serve::Unsupported(reason) => format!("unsupported: {reason}"),
     };
     let _ = writeln!(

@@ -11,6 +11,8 @@ pub enum Serve {
     Local(Local),
     /// Keyless and harmless on any one primary.
     AnyNode,
+    /// Keyless, sent to every primary and the replies merged.
+    FanOut(FanOut),
     /// Refused with `-ERR redcar: <CMD> is not supported (<reason>)`.
     Unsupported(&'static str),
 }
@@ -32,6 +34,73 @@ pub enum Local {
     CommandInfo,
     CommandDocs,
     CommandList,
+}
+
+/// How a fan-out command's per-primary replies become the client's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FanOut {
+    /// DBSIZE: the sum of the integers.
+    DbSize,
+    /// KEYS: the arrays concatenated.
+    Keys,
+    /// SCAN: one primary per call; the cursor names the primary and its cursor.
+    Scan,
+    /// RANDOMKEY: a random primary, then the others while the answer is nil.
+    RandomKey,
+    /// FLUSHALL / FLUSHDB: every primary must say OK; `router.allow_flush` can refuse them.
+    Flush,
+    /// SCRIPT LOAD: every primary must return the same sha1; redcar remembers the script.
+    ScriptLoad,
+    /// SCRIPT EXISTS: per sha1, 1 only if every primary has it.
+    ScriptExists,
+    /// SCRIPT FLUSH, FUNCTION LOAD/DELETE/FLUSH: every primary must give the same reply;
+    /// otherwise the first error, naming its node.
+    Broadcast,
+}
+
+impl FanOut {
+    /// Human text for docs: how the replies are merged.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FanOut::DbSize => "sent to every primary; replies summed",
+            FanOut::Keys => "sent to every primary; replies concatenated",
+            FanOut::Scan => {
+                "one primary at a time; the cursor encodes which primary and its cursor"
+            }
+            FanOut::RandomKey => "a random primary, then the others while the reply is nil",
+            FanOut::Flush => {
+                "sent to every primary; all must reply OK; refused when router.allow_flush is false"
+            }
+            FanOut::ScriptLoad => {
+                "sent to every primary; the sha1 if all agree; redcar remembers the script"
+            }
+            FanOut::ScriptExists => {
+                "sent to every primary; 1 per sha1 only if every primary has it"
+            }
+            FanOut::Broadcast => "sent to every primary; the common reply, or the first error",
+        }
+    }
+}
+
+/// How a multi-key command whose keys span several slots is split per slot and merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitMerge {
+    /// MGET: the values in the original key order.
+    Values,
+    /// MSET: key/value pairs; OK only if every part is OK.
+    AllOk,
+    /// DEL, UNLINK, EXISTS, TOUCH: the sum of the counts.
+    Sum,
+}
+
+impl SplitMerge {
+    /// Arguments per key: 2 for MSET's key/value pairs, else 1.
+    pub fn step(self) -> usize {
+        match self {
+            SplitMerge::AllOk => 2,
+            SplitMerge::Values | SplitMerge::Sum => 1,
+        }
+    }
 }
 
 pub const BLOCKING: &str = "blocking commands need a dedicated connection; not yet supported";
@@ -97,19 +166,38 @@ const ADMIN: &[&str] = &[
     "sync",
 ];
 
-/// Matched by container name: their effect or answer spans the whole keyspace.
-const FAN_OUT_CMDS: &[&str] = &[
-    "dbsize",
-    "flushall",
-    "flushdb",
-    "function",
-    "info",
-    "keys",
-    "randomkey",
-    "scan",
-    "script",
-    "wait",
+/// Served by sending to every primary and merging (matched by full name).
+const FAN_OUT_SERVED: &[(&str, FanOut)] = &[
+    ("dbsize", FanOut::DbSize),
+    ("flushall", FanOut::Flush),
+    ("flushdb", FanOut::Flush),
+    ("function|delete", FanOut::Broadcast),
+    ("function|flush", FanOut::Broadcast),
+    ("function|load", FanOut::Broadcast),
+    ("keys", FanOut::Keys),
+    ("randomkey", FanOut::RandomKey),
+    ("scan", FanOut::Scan),
+    ("script|exists", FanOut::ScriptExists),
+    ("script|flush", FanOut::Broadcast),
+    ("script|load", FanOut::ScriptLoad),
 ];
+
+/// Matched by container name: their effect or answer spans the whole keyspace and no merge is
+/// implemented (checked after [`FAN_OUT_SERVED`]).
+const FAN_OUT_CMDS: &[&str] = &["function", "info", "script", "wait"];
+
+/// Multi-key commands that redcar splits per slot when their keys span several slots.
+const SPLIT: &[(&str, SplitMerge)] = &[
+    ("del", SplitMerge::Sum),
+    ("exists", SplitMerge::Sum),
+    ("mget", SplitMerge::Values),
+    ("mset", SplitMerge::AllOk),
+    ("touch", SplitMerge::Sum),
+    ("unlink", SplitMerge::Sum),
+];
+
+/// Flagged blocking by Redis but only block with their BLOCK option, which the router refuses.
+const BLOCK_OPTION: &[&str] = &["xread", "xreadgroup"];
 
 const CLUSTER_CONN: &[&str] = &["asking", "readonly", "readwrite"];
 
@@ -123,6 +211,9 @@ pub fn serve(spec: &CommandSpec) -> Serve {
     }
     if ANY_NODE.contains(&name) {
         return Serve::AnyNode;
+    }
+    if let Some((_, fan_out)) = FAN_OUT_SERVED.iter().find(|(n, _)| *n == name) {
+        return Serve::FanOut(*fan_out);
     }
     if let Some(reason) = refusal(spec, name, container) {
         return Serve::Unsupported(reason);
@@ -140,7 +231,7 @@ fn refusal(spec: &CommandSpec, name: &str, container: &str) -> Option<&'static s
         TRANSACTIONS
     } else if spec.has_flag(flags::PUBSUB) || container == "pubsub" {
         PUBSUB
-    } else if spec.has_flag(flags::BLOCKING) {
+    } else if spec.has_flag(flags::BLOCKING) && !BLOCK_OPTION.contains(&name) {
         BLOCKING
     } else if ADMIN.contains(&container) && !admin_keyed(name) {
         NODE_ADMIN
@@ -160,12 +251,40 @@ fn admin_keyed(name: &str) -> bool {
     name == "memory|usage"
 }
 
+/// How `spec` is split per slot when its keys span several slots; `None`: it must not be (it is
+/// atomic across its keys, or not a plain multi-key command), so cross-slot use is refused.
+pub fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
+    SPLIT
+        .iter()
+        .find(|(n, _)| *n == spec.name)
+        .map(|(_, merge)| *merge)
+}
+
+/// True for the keyed commands that must be refused when they carry a BLOCK option.
+pub fn refuses_block_option(spec: &CommandSpec) -> bool {
+    BLOCK_OPTION.contains(&spec.name)
+}
+
+/// What a keyed command does beyond plain routing, for docs.
+pub fn keyed_note(spec: &CommandSpec) -> Option<&'static str> {
+    if split_merge(spec).is_some() {
+        Some("keys in several slots are split per slot and the replies merged")
+    } else if refuses_block_option(spec) {
+        Some("refused with the BLOCK option (blocking needs a dedicated connection)")
+    } else if matches!(spec.name, "evalsha" | "evalsha_ro") {
+        Some("a NOSCRIPT reply is healed by loading the script redcar saw and retrying once")
+    } else {
+        None
+    }
+}
+
 /// Human text for docs and errors: what redcar does with the command.
 pub fn describe(spec: &CommandSpec) -> &'static str {
     match serve(spec) {
-        Serve::Keyed => "routed to the primary owning its keys' slot",
+        Serve::Keyed => keyed_note(spec).unwrap_or("routed to the primary owning its keys' slot"),
         Serve::Local(_) => "answered by redcar",
         Serve::AnyNode => "sent to any one primary",
+        Serve::FanOut(fan_out) => fan_out.describe(),
         Serve::Unsupported(reason) => reason,
     }
 }

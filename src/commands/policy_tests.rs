@@ -39,7 +39,10 @@ const CASES: &[(&str, Serve)] = &[
     ("COMMAND GETKEYS GET k", Serve::AnyNode),
     ("AUTH pw", Serve::Unsupported(AUTH)),
     ("BLPOP k 0", Serve::Unsupported(BLOCKING)),
-    ("XREAD STREAMS k 0", Serve::Unsupported(BLOCKING)),
+    ("XREAD STREAMS k 0", Serve::Keyed),
+    ("XREADGROUP GROUP g c STREAMS k >", Serve::Keyed),
+    ("BZPOPMIN k 0", Serve::Unsupported(BLOCKING)),
+    ("XADD k * f v", Serve::Keyed),
     ("MULTI", Serve::Unsupported(TRANSACTIONS)),
     ("WATCH k", Serve::Unsupported(TRANSACTIONS)),
     ("SUBSCRIBE ch", Serve::Unsupported(PUBSUB)),
@@ -50,12 +53,22 @@ const CASES: &[(&str, Serve)] = &[
     ("MIGRATE h 1 k 0 10", Serve::Unsupported(NODE_ADMIN)),
     ("MEMORY STATS", Serve::Unsupported(NODE_ADMIN)),
     ("SHUTDOWN", Serve::Unsupported(NODE_ADMIN)),
-    ("KEYS *", Serve::Unsupported(FAN_OUT)),
-    ("SCAN 0", Serve::Unsupported(FAN_OUT)),
-    ("DBSIZE", Serve::Unsupported(FAN_OUT)),
-    ("FLUSHALL", Serve::Unsupported(FAN_OUT)),
-    ("SCRIPT LOAD s", Serve::Unsupported(FAN_OUT)),
+    ("KEYS *", Serve::FanOut(FanOut::Keys)),
+    ("SCAN 0", Serve::FanOut(FanOut::Scan)),
+    ("DBSIZE", Serve::FanOut(FanOut::DbSize)),
+    ("RANDOMKEY", Serve::FanOut(FanOut::RandomKey)),
+    ("FLUSHALL", Serve::FanOut(FanOut::Flush)),
+    ("FLUSHDB", Serve::FanOut(FanOut::Flush)),
+    ("SCRIPT LOAD s", Serve::FanOut(FanOut::ScriptLoad)),
+    ("SCRIPT EXISTS s", Serve::FanOut(FanOut::ScriptExists)),
+    ("SCRIPT FLUSH", Serve::FanOut(FanOut::Broadcast)),
+    ("FUNCTION LOAD s", Serve::FanOut(FanOut::Broadcast)),
+    ("FUNCTION DELETE lib", Serve::FanOut(FanOut::Broadcast)),
+    ("FUNCTION FLUSH", Serve::FanOut(FanOut::Broadcast)),
+    ("SCRIPT KILL", Serve::Unsupported(FAN_OUT)),
     ("FUNCTION LIST", Serve::Unsupported(FAN_OUT)),
+    ("MGET a b", Serve::Keyed),
+    ("MSETNX a 1 b 2", Serve::Keyed),
     ("INFO", Serve::Unsupported(FAN_OUT)),
     ("WAIT 1 0", Serve::Unsupported(FAN_OUT)),
     ("CLIENT LIST", Serve::Unsupported(CONNECTION_STATE)),
@@ -91,4 +104,44 @@ fn unsupported_message_names_the_command() {
         unsupported_message(spec, NODE_ADMIN),
         "ERR redcar: CLUSTER SLOTS is not supported (node administration is not allowed through the proxy)"
     );
+}
+
+#[test]
+fn only_non_atomic_multi_key_commands_are_split() {
+    let split = |line: &str| {
+        let args: Vec<Bytes> = line
+            .split(' ')
+            .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+            .collect();
+        split_merge(lookup(&args).expect("known command"))
+    };
+    assert_eq!(split("MGET a b"), Some(SplitMerge::Values));
+    assert_eq!(split("MSET a 1 b 2"), Some(SplitMerge::AllOk));
+    for line in ["DEL a b", "UNLINK a b", "EXISTS a b", "TOUCH a b"] {
+        assert_eq!(split(line), Some(SplitMerge::Sum), "{line}");
+    }
+    for line in [
+        "MSETNX a 1 b 2",
+        "RENAME a b",
+        "SMOVE a b m",
+        "SINTERSTORE d a b",
+        "GET a",
+    ] {
+        assert_eq!(split(line), None, "{line}");
+    }
+    assert_eq!(SplitMerge::AllOk.step(), 2);
+    assert_eq!(SplitMerge::Values.step(), 1);
+}
+
+#[test]
+fn keyed_notes_explain_the_extra_behaviour() {
+    let spec = |name: &str| lookup(&[Bytes::copy_from_slice(name.as_bytes())]).expect("known");
+    assert!(describe(spec("mget")).contains("split per slot"));
+    assert!(describe(spec("xread")).contains("BLOCK"));
+    assert!(describe(spec("evalsha")).contains("NOSCRIPT"));
+    assert_eq!(
+        describe(spec("get")),
+        "routed to the primary owning its keys' slot"
+    );
+    assert!(describe(spec("dbsize")).contains("summed"));
 }

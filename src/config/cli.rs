@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 
 use super::units::parse_duration;
 use super::{Config, ConfigError};
@@ -53,9 +53,53 @@ pub struct Cli {
     /// Validate the configuration, print the effective config as YAML and exit.
     #[arg(long)]
     pub check_config: bool,
+    /// A tool to run instead of the proxy; none runs the proxy.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Tools that share the binary but not the proxy's configuration.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Connect to every node of a cluster and report settings that cost latency or availability.
+    ///
+    /// Exit status: 0 ok/info, 1 warn, 2 critical, 3 no seed reachable, 64 bad arguments.
+    Doctor(DoctorArgs),
+}
+
+/// Flags of `redcar doctor` (see docs/doctor.md).
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Cluster seed nodes, comma separated: HOST:PORT[,HOST:PORT...].
+    #[arg(
+        long,
+        env = "REDCAR_CLUSTER",
+        value_name = "SEEDS",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub cluster: Vec<String>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Bound on each connect and each command (e.g. 2s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub timeout: Duration,
 }
 
 impl Cli {
+    /// The `doctor` subcommand's options, when it was given (the proxy's flags are ignored then).
+    pub fn doctor_options(&self) -> Option<crate::doctor::Options> {
+        let Some(Command::Doctor(args)) = &self.command else {
+            return None;
+        };
+        Some(crate::doctor::Options {
+            seeds: args.cluster.iter().map(|s| s.trim().to_string()).collect(),
+            json: args.json,
+            timeout: args.timeout,
+        })
+    }
+
     /// Overrides `config` with every flag that was given.
     pub fn apply(&self, config: &mut Config) -> Result<(), ConfigError> {
         set(&mut config.listen, self.listen.clone().map(Some));

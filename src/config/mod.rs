@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::ClusterConfig;
 use crate::downstream::ClientConfig;
+use crate::metrics::MetricsConfig;
 use crate::router::RouterConfig;
 use crate::upstream::UpstreamConfig;
 
@@ -46,6 +47,7 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub router: RouterConfig,
     pub client: ClientConfig,
+    pub metrics: MetricsConfig,
 }
 
 impl Default for Config {
@@ -63,6 +65,7 @@ impl Default for Config {
             upstream: UpstreamConfig::default(),
             router: RouterConfig::default(),
             client: ClientConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }

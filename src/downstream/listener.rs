@@ -1,57 +1,115 @@
-//! Accept loops for the TCP and Unix-socket listeners; each client gets its own session task.
+//! Accept loops for the TCP and Unix-socket listeners; each client gets its own session task,
+//! and a registry of who is connected (for `/clients` and the connection gauges).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::Serialize;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use super::session;
 use super::ClientConfig;
+use crate::metrics::{ListenerMetrics, Metrics};
 use crate::router::Router;
 
 /// What every session shares.
 pub struct Downstream {
     pub router: Arc<Router>,
     pub config: ClientConfig,
+    pub metrics: Arc<Metrics>,
     next_id: AtomicU64,
-    connected: AtomicUsize,
+    /// Connected clients by id; touched on connect and disconnect only.
+    clients: Mutex<HashMap<u64, ClientInfo>>,
+}
+
+/// A connected client, as `/clients` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: String,
+    pub listener: &'static str,
+    /// Unix time (seconds) of the connect.
+    pub connected_at: u64,
 }
 
 impl Downstream {
-    pub fn new(router: Arc<Router>, config: ClientConfig) -> Downstream {
+    pub fn new(router: Arc<Router>, config: ClientConfig, metrics: Arc<Metrics>) -> Downstream {
         Downstream {
             router,
             config,
+            metrics,
             next_id: AtomicU64::new(1),
-            connected: AtomicUsize::new(0),
+            clients: Mutex::new(HashMap::new()),
         }
-    }
-
-    pub(super) fn next_client_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Clients connected right now.
     pub fn connected_clients(&self) -> usize {
-        self.connected.load(Ordering::Relaxed)
+        self.clients.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Every connected client, oldest first.
+    pub fn clients(&self) -> Vec<ClientInfo> {
+        let mut clients: Vec<_> = self
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        clients.sort_by_key(|c| c.id);
+        clients
+    }
+
+    /// Registers a new client; dropping the guard unregisters it.
+    fn connect(
+        &self,
+        addr: String,
+        listener: &'static str,
+        gauges: &ListenerMetrics,
+    ) -> Connected<'_> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let connected_at = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let info = ClientInfo {
+            id,
+            addr,
+            listener,
+            connected_at,
+        };
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, info);
+        gauges.accepted.inc();
+        gauges.connected.inc();
+        Connected {
+            downstream: self,
+            id,
+            gauges: gauges.clone(),
+        }
     }
 }
 
-/// Counts a client while its session runs.
-struct Connected<'a>(&'a Downstream);
-
-impl<'a> Connected<'a> {
-    fn new(downstream: &'a Downstream) -> Self {
-        downstream.connected.fetch_add(1, Ordering::Relaxed);
-        Connected(downstream)
-    }
+/// A client while its session runs.
+pub(super) struct Connected<'a> {
+    downstream: &'a Downstream,
+    pub id: u64,
+    gauges: ListenerMetrics,
 }
 
 impl Drop for Connected<'_> {
     fn drop(&mut self) {
-        self.0.connected.fetch_sub(1, Ordering::Relaxed);
+        self.gauges.connected.dec();
+        self.downstream
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
     }
 }
 
@@ -63,15 +121,24 @@ pub async fn serve_tcp(
     mut shutdown: watch::Receiver<bool>,
     done: mpsc::Sender<()>,
 ) {
+    let gauges = downstream.metrics.listener("tcp");
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = shutdown.changed() => return,
         };
         match accepted {
-            Ok((stream, _peer)) => {
+            Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                spawn_session(stream, &downstream, &shutdown, &done);
+                spawn_session(
+                    stream,
+                    peer.to_string(),
+                    "tcp",
+                    &gauges,
+                    &downstream,
+                    &shutdown,
+                    &done,
+                );
             }
             Err(e) => accept_failed(e).await,
         }
@@ -85,13 +152,22 @@ pub async fn serve_unix(
     mut shutdown: watch::Receiver<bool>,
     done: mpsc::Sender<()>,
 ) {
+    let gauges = downstream.metrics.listener("unix");
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = shutdown.changed() => return,
         };
         match accepted {
-            Ok((stream, _peer)) => spawn_session(stream, &downstream, &shutdown, &done),
+            Ok((stream, _peer)) => spawn_session(
+                stream,
+                "unix".to_string(),
+                "unix",
+                &gauges,
+                &downstream,
+                &shutdown,
+                &done,
+            ),
             Err(e) => accept_failed(e).await,
         }
     }
@@ -99,6 +175,9 @@ pub async fn serve_unix(
 
 fn spawn_session<S>(
     stream: S,
+    peer: String,
+    listener: &'static str,
+    gauges: &ListenerMetrics,
     downstream: &Arc<Downstream>,
     shutdown: &watch::Receiver<bool>,
     done: &mpsc::Sender<()>,
@@ -108,9 +187,11 @@ fn spawn_session<S>(
     let downstream = downstream.clone();
     let shutdown = shutdown.clone();
     let done = done.clone();
+    let gauges = gauges.clone();
     tokio::spawn(async move {
-        let _counted = Connected::new(&downstream);
-        session::serve(stream, &downstream, shutdown).await;
+        let client = downstream.connect(peer.clone(), listener, &gauges);
+        session::serve(stream, &downstream, client.id, &peer, shutdown).await;
+        drop(client);
         drop(done);
     });
 }

@@ -6,7 +6,7 @@ use std::future::poll_fn;
 use std::future::Future;
 use std::task::Poll;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
@@ -14,28 +14,35 @@ use tokio::time::{sleep_until, Instant};
 
 use super::listener::Downstream;
 use super::local::ClientState;
-use crate::protocol::{parse_request, Request};
+use crate::metrics::Metrics;
+use crate::protocol::{parse_request, Limits, Request};
 use crate::router::{Call, Plan, Router};
 
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
 /// proxy drains.
-pub async fn serve<S>(stream: S, downstream: &Downstream, mut shutdown: watch::Receiver<bool>)
-where
+pub async fn serve<S>(
+    stream: S,
+    downstream: &Downstream,
+    id: u64,
+    peer: &str,
+    mut shutdown: watch::Receiver<bool>,
+) where
     S: AsyncRead + AsyncWrite + Send + Unpin,
 {
     let router: &Router = &downstream.router;
+    let metrics: &Metrics = &downstream.metrics;
     let config = &downstream.config;
     let limits = config.limits();
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let mut state = ClientState::new(downstream.next_client_id());
+    let mut state = ClientState::new(id);
     // This client's connection to every node (see `Node::send`).
     let lane = state.id as usize;
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut out = BytesMut::with_capacity(READ_CHUNK);
-    // Replies owed to the client, oldest first.
-    let mut calls: VecDeque<Call<'_>> = VecDeque::new();
+    // Replies owed to the client, oldest first, with what the metrics need to know about them.
+    let mut calls: VecDeque<(Call<'_>, Stamp)> = VecDeque::new();
     let mut scratch = Vec::with_capacity(8);
     // One timer for the whole session, armed for the oldest call's deadline, instead of one per
     // command. Deadlines grow along the queue, so when it fires only the front can be late.
@@ -45,24 +52,37 @@ where
     let mut closing = false;
     let mut last_activity = Instant::now();
     loop {
-        // Start every complete command already buffered, up to the in-flight limit.
+        // Start every complete command already buffered, up to the in-flight limit. One clock
+        // read serves the whole batch.
+        let now = Instant::now();
         while !closing && calls.len() < config.max_in_flight {
-            let call = match parse_request(&mut input, &limits) {
-                Ok(Some(request)) => dispatch(router, &mut state, &request, &mut scratch, lane),
+            let (call, stamp) = match parse_request(&mut input, &limits) {
+                Ok(Some(request)) => {
+                    let stamp = Stamp::new(router, &request, now);
+                    (
+                        dispatch(router, &mut state, &request, &mut scratch, lane),
+                        stamp,
+                    )
+                }
                 Ok(None) if input.len() >= config.max_request_bytes => {
                     closing = true;
-                    protocol_error("request exceeds client.max_request_bytes")
+                    (
+                        protocol_error("request exceeds client.max_request_bytes"),
+                        Stamp::none(now),
+                    )
                 }
                 Ok(None) => break,
                 Err(e) => {
                     closing = true;
-                    protocol_error(&e.to_string())
+                    (protocol_error(&e.to_string()), Stamp::none(now))
                 }
             };
             closing |= state.quit;
             if call.is_ready() && calls.is_empty() {
                 // Nothing ahead of it: straight to the output buffer.
-                out.extend_from_slice(&call.now_or_never().unwrap_or_default());
+                let reply = call.now_or_never().unwrap_or_default();
+                stamp.finish(metrics, &reply, now, None, peer);
+                out.extend_from_slice(&reply);
                 continue;
             }
             if !timer_armed {
@@ -71,7 +91,7 @@ where
                     timer_armed = true;
                 }
             }
-            calls.push_back(call);
+            calls.push_back((call, stamp));
         }
         if closing && calls.is_empty() && out.is_empty() {
             let _ = writer.shutdown().await;
@@ -83,24 +103,30 @@ where
         tokio::select! {
             biased;
             reply = poll_fn(|cx| match calls.front_mut() {
-                Some(call) => std::pin::Pin::new(call).poll(cx),
+                Some((call, _)) => std::pin::Pin::new(call).poll(cx),
                 None => Poll::Pending,
             }), if !calls.is_empty() && out.len() < config.max_reply_bytes => {
-                calls.pop_front();
-                out.extend_from_slice(&reply);
+                let now = Instant::now();
+                let mut reply = Some(reply);
                 // Take every following reply that is already here, to write them in one syscall.
-                while let Some(reply) = calls.front_mut().and_then(|call| call.now_or_never()) {
-                    calls.pop_front();
-                    out.extend_from_slice(&reply);
+                while let Some(bytes) = reply.take().or_else(|| calls.front_mut().and_then(|(call, _)| call.now_or_never())) {
+                    if let Some((call, stamp)) = calls.pop_front() {
+                        stamp.finish(metrics, &bytes, now, call.node(), peer);
+                    }
+                    out.extend_from_slice(&bytes);
                 }
             }
             wrote = writer.write(&out), if !out.is_empty() => match wrote {
-                Ok(n) if n > 0 => out.advance(n),
+                Ok(n) if n > 0 => {
+                    metrics.bytes_sent.inc_by(n as u64);
+                    out.advance(n);
+                }
                 _ => return, // client gone: owed replies are dropped with the session
             },
             read = reader.read_buf(&mut input), if can_read => match read {
                 Ok(0) | Err(_) => closing = true,
-                Ok(_) => {
+                Ok(n) => {
+                    metrics.bytes_received.inc_by(n as u64);
                     last_activity = Instant::now();
                     if input.capacity() - input.len() < 1024 {
                         input.reserve(READ_CHUNK);
@@ -108,11 +134,14 @@ where
                 }
             },
             () = &mut timer, if timer_armed => {
-                while let Some(reply) = calls.front_mut().and_then(Call::expire) {
-                    calls.pop_front();
+                let now = Instant::now();
+                while let Some(reply) = calls.front_mut().and_then(|(call, _)| call.expire()) {
+                    if let Some((call, stamp)) = calls.pop_front() {
+                        stamp.finish(metrics, &reply, now, call.node(), peer);
+                    }
                     out.extend_from_slice(&reply);
                 }
-                match calls.iter().find_map(Call::deadline) {
+                match calls.iter().find_map(|(call, _)| call.deadline()) {
                     Some(next) => timer.as_mut().reset(next),
                     None => timer_armed = false,
                 }
@@ -140,6 +169,7 @@ fn dispatch<'r>(
         }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
         Plan::AnyNode => router.forward(request.raw().clone(), None, true, lane),
+        Plan::Multi(multi) => router.start(multi, request, lane),
         Plan::Local(local) => Call::ready(state.answer(local, request.args())),
         Plan::Reply(reply) => Call::ready(reply),
     }
@@ -152,4 +182,56 @@ fn protocol_error(reason: &str) -> Call<'static> {
     reply.extend_from_slice(reason.replace(['\r', '\n'], " ").as_bytes());
     reply.extend_from_slice(b"\r\n");
     Call::ready(reply.freeze())
+}
+
+/// What the metrics and the slow log need to know about one command.
+struct Stamp {
+    command: &'static str,
+    started: Instant,
+    /// The request, kept (a reference count, not a copy) so a slow command's key can be logged.
+    raw: Option<Bytes>,
+}
+
+impl Stamp {
+    fn new(router: &Router, request: &Request, now: Instant) -> Stamp {
+        let command = router
+            .lookup(request.args())
+            .map_or("unknown", |spec| spec.name);
+        Stamp {
+            command,
+            started: now,
+            raw: Some(request.raw().clone()),
+        }
+    }
+
+    /// For replies that are not to a command (protocol errors).
+    fn none(now: Instant) -> Stamp {
+        Stamp {
+            command: "protocol_error",
+            started: now,
+            raw: None,
+        }
+    }
+
+    /// Records the finished command; slow ones also go to the slow log.
+    fn finish(self, metrics: &Metrics, reply: &[u8], now: Instant, node: Option<&str>, peer: &str) {
+        let elapsed = now.saturating_duration_since(self.started);
+        let error = reply.first() == Some(&b'-');
+        if metrics.record_command(self.command, elapsed, error) {
+            let key = self.raw.map(|raw| first_argument(&raw)).unwrap_or_default();
+            metrics
+                .slowlog
+                .push(elapsed, self.command, &key, node.unwrap_or(""), peer);
+        }
+    }
+}
+
+/// The argument after the command name (the key, for most commands), parsed again from the raw
+/// request: only slow commands pay for it.
+fn first_argument(raw: &Bytes) -> Bytes {
+    let mut buf = BytesMut::from(&raw[..]);
+    match parse_request(&mut buf, &Limits::default()) {
+        Ok(Some(request)) => request.args().get(1).cloned().unwrap_or_default(),
+        _ => Bytes::new(),
+    }
 }

@@ -78,6 +78,29 @@ impl<'r> Call<'r> {
         }
     }
 
+    /// The node a call waiting on its first attempt was sent to (for the slow log).
+    pub fn node(&self) -> Option<&str> {
+        match &self.state {
+            State::Sent { node, .. } => Some(node.addr()),
+            _ => None,
+        }
+    }
+
+    /// Awaits the reply inside a multi-step future, where the session's timer does not reach: a
+    /// call still waiting on its first node gives up at its own deadline; redirected or retried
+    /// calls are bounded by the same deadline inside [`Router::finish`].
+    pub(super) async fn settle(mut self) -> Bytes {
+        let Some(deadline) = self.deadline() else {
+            return self.await;
+        };
+        match tokio::time::timeout_at(deadline, &mut self).await {
+            Ok(reply) => reply,
+            Err(_elapsed) => self
+                .expire()
+                .unwrap_or_else(|| super::reply::redcar_error("timed out waiting for a node")),
+        }
+    }
+
     /// Gives up on a call whose deadline passed: its reply, if it ever comes, is dropped.
     pub fn expire(&mut self) -> Option<Bytes> {
         match &self.state {

@@ -1,4 +1,4 @@
-//! Settings for routing: deadlines and redirect limits.
+//! Settings for routing: deadlines, redirect limits, and whether FLUSHALL/FLUSHDB are served.
 
 use std::time::Duration;
 
@@ -20,6 +20,9 @@ pub struct RouterConfig {
     /// at 16×, always within `op_timeout`).
     #[serde(with = "units::duration")]
     pub retry_backoff: Duration,
+    /// Serve FLUSHALL and FLUSHDB (sent to every primary). When false they are refused with
+    /// `-ERR redcar: FLUSHALL is disabled (router.allow_flush: false)`.
+    pub allow_flush: bool,
 }
 
 impl Default for RouterConfig {
@@ -28,6 +31,7 @@ impl Default for RouterConfig {
             op_timeout: Duration::from_secs(1),
             max_redirects: 5,
             retry_backoff: Duration::from_millis(10),
+            allow_flush: true,
         }
     }
 }

@@ -105,6 +105,7 @@ impl Router {
                     }
                     Verdict::Moved(addr) => {
                         redirects += 1;
+                        self.metrics.redirect("moved");
                         self.cluster.request_refresh();
                         target = Target::Redirected {
                             node: self.upstreams.node(addr),
@@ -114,6 +115,7 @@ impl Router {
                     }
                     Verdict::Ask(addr) => {
                         redirects += 1;
+                        self.metrics.redirect("ask");
                         target = Target::Redirected {
                             node: self.upstreams.node(addr),
                             asking: true,

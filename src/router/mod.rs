@@ -3,14 +3,22 @@
 
 mod call;
 mod config;
+mod fanout;
+mod fanout_merge;
 mod forward;
 mod learn;
+mod multi;
 mod plan;
 mod redirect;
+mod replies;
 mod reply;
+mod scan_cursor;
+mod scripts;
+mod split;
 
 pub use call::Call;
 pub use config::RouterConfig;
+pub use multi::Multi;
 pub use plan::Plan;
 pub use reply::redcar_error;
 
@@ -20,15 +28,19 @@ use crate::cluster::ClusterState;
 use arc_swap::ArcSwapOption;
 
 use crate::commands::{self, CommandSpec, CommandTable};
+use crate::metrics::Metrics;
 use crate::upstream::Upstreams;
 
 /// Routes commands; shared by every session (`Arc<Router>`).
 pub struct Router {
     cluster: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,
+    metrics: Arc<Metrics>,
     /// Commands learned from the cluster that the built-in table lacks (module commands);
     /// consulted only when the built-in lookup misses, so the common path does not touch it.
     learned: ArcSwapOption<CommandTable>,
+    /// Scripts seen in EVAL and SCRIPT LOAD, to heal NOSCRIPT replies to EVALSHA.
+    scripts: scripts::ScriptCache,
     config: RouterConfig,
 }
 
@@ -36,12 +48,15 @@ impl Router {
     pub fn new(
         cluster: Arc<ClusterState>,
         upstreams: Arc<Upstreams>,
+        metrics: Arc<Metrics>,
         config: RouterConfig,
     ) -> Router {
         Router {
             cluster,
             upstreams,
+            metrics,
             learned: ArcSwapOption::empty(),
+            scripts: scripts::ScriptCache::default(),
             config,
         }
     }

@@ -2,9 +2,11 @@
 
 use bytes::Bytes;
 
+use super::multi::{Job, Multi};
 use super::reply::{error_with_prefix, redcar_error};
-use super::Router;
+use super::{split, Router};
 use crate::cluster::key_slot;
+use crate::commands::policy::{self, FanOut, BLOCKING};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, Local, Serve};
 use crate::protocol::Request;
@@ -21,6 +23,9 @@ pub enum Plan {
     Local(Local),
     /// Answer with this reply without contacting any node (refusals, arity errors).
     Reply(Bytes),
+    /// Several node requests or a follow-up step (keys in several slots, fan-out to every
+    /// primary, scripts): start it with [`Router::start`].
+    Multi(Multi),
 }
 
 impl Router {
@@ -34,7 +39,23 @@ impl Router {
             return Plan::Reply(wrong_arity(spec));
         }
         match commands::serve(spec) {
-            Serve::Keyed => plan_keyed(spec, args, scratch),
+            Serve::Keyed => {
+                let plan = plan_keyed(spec, args, scratch);
+                // One bit test keeps the common path as it was: only scripts and the BLOCK-able
+                // stream reads need a second look.
+                if spec.flags & (flags::NOSCRIPT | flags::BLOCKING) == 0 {
+                    plan
+                } else {
+                    keyed_special(spec, args, plan)
+                }
+            }
+            Serve::FanOut(FanOut::Flush) if !self.config.allow_flush => {
+                Plan::Reply(redcar_error(format_args!(
+                    "{} is disabled (router.allow_flush: false)",
+                    display_name(spec)
+                )))
+            }
+            Serve::FanOut(kind) => Plan::Multi(Multi(Job::FanOut(kind))),
             Serve::Local(Local::Command | Local::CommandCount | Local::CommandInfo)
             | Serve::Local(Local::CommandDocs | Local::CommandList) => Plan::AnyNode,
             Serve::Local(local) => Plan::Local(local),
@@ -60,6 +81,12 @@ fn plan_keyed(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) -> Plan
         return Plan::AnyNode;
     };
     if slots.any(|other| other != slot) {
+        if let Some(merge) = policy::split_merge(spec) {
+            return match split::plan(spec, merge, args, keys) {
+                Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
+                Err(reply) => Plan::Reply(reply),
+            };
+        }
         return Plan::Reply(error_with_prefix(
             "CROSSSLOT ",
             "Keys in request don't hash to the same slot (redcar: use a {hash tag} to keep related keys in one slot)",
@@ -67,6 +94,55 @@ fn plan_keyed(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) -> Plan
     }
     let write = spec.flags & flags::WRITE != 0;
     Plan::Slot { slot, write }
+}
+
+/// Scripts (remembered for NOSCRIPT healing; writes unless `_RO`) and XREAD/XREADGROUP (refused
+/// with BLOCK).
+fn keyed_special(spec: &CommandSpec, args: &[Bytes], plan: Plan) -> Plan {
+    if policy::refuses_block_option(spec) && has_block_option(args) {
+        return Plan::Reply(redcar_error(format_args!(
+            "{} with BLOCK is not supported ({BLOCKING})",
+            display_name(spec)
+        )));
+    }
+    // Scripts carry no WRITE flag but may write: never re-send one that may have run.
+    let write = !spec.has_flag(flags::READONLY);
+    let slot = match plan {
+        Plan::Slot { slot, .. } => Some(slot),
+        Plan::AnyNode => None,
+        other => return other,
+    };
+    match spec.name {
+        "eval" | "eval_ro" => Plan::Multi(Multi(Job::Eval { slot, write })),
+        "evalsha" | "evalsha_ro" => Plan::Multi(Multi(Job::EvalSha { slot, write })),
+        "fcall" | "fcall_ro" => match slot {
+            Some(slot) => Plan::Slot { slot, write },
+            None => Plan::AnyNode,
+        },
+        _ => match slot {
+            Some(slot) => Plan::Slot {
+                slot,
+                write: spec.flags & flags::WRITE != 0,
+            },
+            None => Plan::AnyNode,
+        },
+    }
+}
+
+/// XREAD / XREADGROUP options before `STREAMS`: is `BLOCK` among them?
+fn has_block_option(args: &[Bytes]) -> bool {
+    let mut i = 1;
+    while let Some(arg) = args.get(i) {
+        let step = match arg.to_ascii_uppercase().as_slice() {
+            b"BLOCK" => return true,
+            b"STREAMS" => return false,
+            b"GROUP" => 3,
+            b"COUNT" => 2,
+            _ => 1,
+        };
+        i += step;
+    }
+    false
 }
 
 fn arity_ok(spec: &CommandSpec, given: usize) -> bool {
@@ -100,4 +176,64 @@ fn unknown_command(args: &[Bytes]) -> Bytes {
     redcar_error(format_args!(
         "unknown command '{shown}' (not a Redis command known to redcar or to the cluster)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<Bytes> {
+        line.split(' ')
+            .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn finds_block_among_stream_read_options_only() {
+        assert!(has_block_option(&args("XREAD BLOCK 0 STREAMS k 0")));
+        assert!(has_block_option(&args(
+            "xread count 2 block 10 streams k 0"
+        )));
+        assert!(has_block_option(&args(
+            "XREADGROUP GROUP g c COUNT 1 BLOCK 5 STREAMS k >"
+        )));
+        assert!(!has_block_option(&args("XREAD COUNT 2 STREAMS block 0")));
+        assert!(!has_block_option(&args(
+            "XREADGROUP GROUP block block STREAMS k >"
+        )));
+        assert!(!has_block_option(&args("XREAD COUNT block STREAMS k 0")));
+    }
+
+    #[test]
+    fn scripts_are_writes_unless_read_only() {
+        let plan = |line: &str| {
+            let args = args(line);
+            let spec = commands::lookup(&args).expect("known");
+            let mut keys = Vec::new();
+            let plan = plan_keyed(spec, &args, &mut keys);
+            keyed_special(spec, &args, plan)
+        };
+        let slot = key_slot(b"k");
+        assert_eq!(
+            plan("EVAL s 1 k"),
+            Plan::Multi(Multi(Job::Eval {
+                slot: Some(slot),
+                write: true
+            }))
+        );
+        assert_eq!(
+            plan("EVALSHA_RO s 0"),
+            Plan::Multi(Multi(Job::EvalSha {
+                slot: None,
+                write: false
+            }))
+        );
+        assert_eq!(plan("FCALL f 1 k"), Plan::Slot { slot, write: true });
+        assert_eq!(plan("FCALL_RO f 1 k"), Plan::Slot { slot, write: false });
+        assert_eq!(plan("XREAD STREAMS k 0"), Plan::Slot { slot, write: false });
+        let Plan::Reply(refused) = plan("XREAD BLOCK 0 STREAMS k 0") else {
+            panic!("XREAD BLOCK must be refused");
+        };
+        assert!(refused.starts_with(b"-ERR redcar: XREAD with BLOCK is not supported"));
+    }
 }

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{UpstreamConfig, UpstreamError};
+use crate::metrics::NodeMetrics;
 use crate::protocol::{reply_frame_len, Limits};
 
 /// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
@@ -37,6 +38,8 @@ struct InFlight {
     /// Offsets of this command's bytes in the connection's output stream, to tell after a
     /// failure whether it was ever written.
     start: u64,
+    /// When its batch was queued for writing (one clock read per batch), for node latency.
+    queued_at: Instant,
 }
 
 /// Starts the task and returns its queue.
@@ -44,9 +47,10 @@ pub(super) fn spawn(
     addr: Arc<str>,
     config: UpstreamConfig,
     limits: Limits,
+    metrics: NodeMetrics,
 ) -> mpsc::UnboundedSender<Pending> {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(run(addr, config, limits, rx));
+    tokio::spawn(run(addr, config, limits, metrics, rx));
     tx
 }
 
@@ -55,12 +59,14 @@ async fn run(
     addr: Arc<str>,
     config: UpstreamConfig,
     limits: Limits,
+    metrics: NodeMetrics,
     mut rx: mpsc::UnboundedReceiver<Pending>,
 ) {
     let mut failures: u32 = 0;
     let mut retry_at = Instant::now();
     while let Some(first) = rx.recv().await {
         if Instant::now() < retry_at {
+            metrics.errors.inc();
             fail_queued(
                 first,
                 &mut rx,
@@ -73,17 +79,21 @@ async fn run(
             Ok(stream) => {
                 failures = 0;
                 tracing::debug!(node = %addr, "connected");
-                let mut session = Session::new(addr.clone(), limits.clone());
+                metrics.connections.inc();
+                let mut session = Session::new(addr.clone(), limits.clone(), metrics.clone());
                 if let Err(reason) = session.serve(stream, first, &mut rx).await {
                     tracing::warn!(node = %addr, %reason, "node connection closed");
+                    metrics.errors.inc();
                     session.fail_in_flight(&reason);
                 }
+                metrics.connections.dec();
             }
             Err(reason) => {
                 failures = failures.saturating_add(1);
                 let backoff = config.reconnect_backoff * 2u32.pow(failures.min(5) - 1);
                 retry_at = Instant::now() + backoff;
                 tracing::warn!(node = %addr, %reason, ?backoff, "connect failed");
+                metrics.errors.inc();
                 fail_queued(first, &mut rx, &addr, &reason);
             }
         }
@@ -143,16 +153,21 @@ struct Session {
     queued: u64,
     /// Bytes actually written to the socket over the connection's life.
     written: u64,
+    metrics: NodeMetrics,
+    /// The clock read for the batch being queued.
+    batch_at: Instant,
 }
 
 impl Session {
-    fn new(addr: Arc<str>, limits: Limits) -> Session {
+    fn new(addr: Arc<str>, limits: Limits, metrics: NodeMetrics) -> Session {
         Session {
             addr,
             limits,
             in_flight: VecDeque::new(),
             queued: 0,
             written: 0,
+            metrics,
+            batch_at: Instant::now(),
         }
     }
 
@@ -167,6 +182,7 @@ impl Session {
         let mut out = BytesMut::with_capacity(READ_CHUNK);
         let mut input = BytesMut::with_capacity(READ_CHUNK);
         let mut open = true;
+        self.batch_at = Instant::now();
         self.enqueue(first, &mut out);
         loop {
             if !open && out.is_empty() && self.in_flight.is_empty() {
@@ -191,12 +207,14 @@ impl Session {
                 }
                 next = rx.recv(), if open && out.len() < WRITE_HIGH_WATER => match next {
                     Some(pending) => {
+                        self.batch_at = Instant::now();
                         self.enqueue(pending, &mut out);
                         self.take_queued(rx, &mut out);
                         // End of the turn: let the sessions that are ready right now queue their
                         // commands too, so many clients share one write syscall.
                         tokio::task::yield_now().await;
                         self.take_queued(rx, &mut out);
+                        self.metrics.in_flight.set(self.in_flight.len() as i64);
                     }
                     None => open = false,
                 },
@@ -226,15 +244,21 @@ impl Session {
             reply: pending.reply,
             skip: u8::from(pending.asking),
             start,
+            queued_at: self.batch_at,
         });
+        self.metrics.requests.inc();
     }
 
     /// Hands every complete reply frame in `input` to the oldest waiting command.
     fn deliver(&mut self, input: &mut BytesMut) -> Result<(), String> {
+        let now = Instant::now();
         loop {
             let len = match reply_frame_len(input, &self.limits) {
                 Ok(Some(len)) => len,
-                Ok(None) => return Ok(()),
+                Ok(None) => {
+                    self.metrics.in_flight.set(self.in_flight.len() as i64);
+                    return Ok(());
+                }
                 Err(e) => return Err(format!("protocol error in reply: {e}")),
             };
             let frame = input.split_to(len).freeze();
@@ -246,6 +270,8 @@ impl Session {
                 continue;
             }
             if let Some(done) = self.in_flight.pop_front() {
+                let elapsed = now.saturating_duration_since(done.queued_at);
+                self.metrics.reply(elapsed);
                 // The waiter may have given up (deadline); its reply is dropped.
                 let _ = done.reply.send(Ok(frame));
             }
@@ -254,6 +280,7 @@ impl Session {
 
     /// After a connection failure: commands never written may be retried; the rest may have run.
     fn fail_in_flight(&mut self, reason: &str) {
+        self.metrics.in_flight.set(0);
         for waiting in self.in_flight.drain(..) {
             let error = if waiting.start >= self.written {
                 UpstreamError::NotSent {

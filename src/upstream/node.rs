@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{self, Pending};
 use super::{UpstreamConfig, UpstreamError};
+use crate::metrics::NodeMetrics;
 use crate::protocol::Limits;
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
@@ -23,10 +24,22 @@ pub struct Node {
 
 impl Node {
     /// Starts the connection tasks (they connect lazily, on the first command).
-    pub fn spawn(addr: &str, config: &UpstreamConfig, limits: &Limits) -> Node {
+    pub fn spawn(
+        addr: &str,
+        config: &UpstreamConfig,
+        limits: &Limits,
+        metrics: NodeMetrics,
+    ) -> Node {
         let addr: Arc<str> = Arc::from(addr);
         let conns = (0..config.connections_per_node.max(1))
-            .map(|_| conn::spawn(addr.clone(), config.clone(), limits.clone()))
+            .map(|_| {
+                conn::spawn(
+                    addr.clone(),
+                    config.clone(),
+                    limits.clone(),
+                    metrics.clone(),
+                )
+            })
             .collect();
         Node { addr, conns }
     }

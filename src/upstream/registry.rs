@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::{Node, UpstreamConfig};
+use crate::metrics::Metrics;
 use crate::protocol::Limits;
 
 /// Address → node. Looked up on topology refresh and on redirects, not per command (the slot map
@@ -11,14 +12,16 @@ use crate::protocol::Limits;
 pub struct Upstreams {
     config: UpstreamConfig,
     limits: Limits,
+    metrics: Arc<Metrics>,
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
 }
 
 impl Upstreams {
-    pub fn new(config: UpstreamConfig, limits: Limits) -> Upstreams {
+    pub fn new(config: UpstreamConfig, limits: Limits, metrics: Arc<Metrics>) -> Upstreams {
         Upstreams {
             config,
             limits,
+            metrics,
             nodes: Mutex::new(HashMap::new()),
         }
     }
@@ -29,7 +32,8 @@ impl Upstreams {
         if let Some(node) = nodes.get(addr) {
             return node.clone();
         }
-        let node = Arc::new(Node::spawn(addr, &self.config, &self.limits));
+        let metrics = self.metrics.node(addr);
+        let node = Arc::new(Node::spawn(addr, &self.config, &self.limits, metrics));
         nodes.insert(node.addr().clone(), node.clone());
         node
     }

@@ -3,8 +3,12 @@
 
 mod support;
 
+mod admin;
 mod cli;
+mod doctor;
+mod fanout;
 mod harness;
 mod isolation;
+mod multikey;
 mod proxy;
 mod redirects;

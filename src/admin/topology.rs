@@ -1,0 +1,68 @@
+//! `/topology`: the slot map as JSON, with what redcar knows about each node.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Json;
+use serde::Serialize;
+
+use super::AdminState;
+use crate::metrics::Metrics;
+use crate::upstream::Node;
+
+#[derive(Serialize)]
+struct RangeView {
+    start: u16,
+    end: u16,
+    primary: Option<NodeView>,
+    replicas: Vec<NodeView>,
+}
+
+#[derive(Serialize)]
+struct NodeView {
+    addr: String,
+    connections: i64,
+    in_flight: i64,
+    requests: u64,
+    errors: u64,
+    mean_latency_us: Option<u64>,
+}
+
+fn node_view(node: &Node, metrics: &Metrics) -> NodeView {
+    let series = metrics.node(node.addr());
+    NodeView {
+        addr: node.addr().to_string(),
+        connections: series.connections.get(),
+        in_flight: series.in_flight.get(),
+        requests: series.requests.get(),
+        errors: series.errors.get(),
+        mean_latency_us: series.mean_latency_us(),
+    }
+}
+
+pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
+    let Some(topology) = state.cluster.topology() else {
+        return Json(serde_json::json!({ "ready": false, "ranges": [] }));
+    };
+    let ranges: Vec<RangeView> = topology
+        .ranges()
+        .into_iter()
+        .map(|(start, end, shard)| RangeView {
+            start,
+            end,
+            primary: shard.map(|s| node_view(&s.primary, &state.metrics)),
+            replicas: shard.map_or_else(Vec::new, |s| {
+                s.replicas
+                    .iter()
+                    .map(|r| node_view(r, &state.metrics))
+                    .collect()
+            }),
+        })
+        .collect();
+    Json(serde_json::json!({
+        "ready": state.cluster.is_ready(),
+        "owned_slots": topology.owned_slots(),
+        "source": topology.source(),
+        "ranges": ranges,
+    }))
+}

@@ -1,0 +1,126 @@
+//! A minimal async RESP2 client for diagnosis: one connection, one command at a time, every
+//! step bounded by a timeout. Encoding and decoding reuse [`crate::protocol`].
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use crate::protocol::{Frame, Limits, ProtocolError, Request};
+
+/// How to reach a node.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    /// Bound on connecting, and on each command's round trip.
+    pub timeout: Duration,
+    /// Sent with `AUTH` right after connecting. Nothing sets it yet: redcar has no upstream auth,
+    /// and doctor will take it from the same settings once it does.
+    pub credentials: Option<Credentials>,
+}
+
+/// An ACL user (Redis 6+) or, with `username: None`, the legacy `requirepass` password.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub username: Option<String>,
+    pub password: String,
+}
+
+/// Why talking to a node failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("timed out after {0:?} while {1}")]
+    Timeout(Duration, &'static str),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("connection closed by the node")]
+    Closed,
+    #[error("unreadable reply: {0}")]
+    Protocol(#[from] ProtocolError),
+    /// The node answered with an error reply, e.g. `-NOAUTH` or `-ERR unknown command`.
+    #[error("{0}")]
+    Reply(String),
+}
+
+/// One connection to one node.
+pub struct NodeClient {
+    stream: TcpStream,
+    /// Bytes read but not yet parsed into a reply.
+    buf: BytesMut,
+    timeout: Duration,
+    limits: Limits,
+}
+
+// === impl NodeClient ===
+
+impl NodeClient {
+    /// Connects (and authenticates, when credentials are given) within `options.timeout`.
+    pub async fn connect(addr: &str, options: &ConnectOptions) -> Result<NodeClient, ClientError> {
+        let stream = timeout(options.timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout(options.timeout, "connecting"))??;
+        // Commands are small and sent one at a time: don't let Nagle hold them back.
+        stream.set_nodelay(true)?;
+        let mut client = NodeClient {
+            stream,
+            buf: BytesMut::with_capacity(16 * 1024),
+            timeout: options.timeout,
+            limits: Limits::default(),
+        };
+        if let Some(credentials) = &options.credentials {
+            client.authenticate(credentials).await?;
+        }
+        Ok(client)
+    }
+
+    async fn authenticate(&mut self, credentials: &Credentials) -> Result<(), ClientError> {
+        let mut args = vec!["AUTH"];
+        if let Some(user) = &credentials.username {
+            args.push(user);
+        }
+        args.push(&credentials.password);
+        self.call(&args).await.map(drop)
+    }
+
+    /// Sends one command and returns its reply; an error reply becomes [`ClientError::Reply`].
+    pub async fn call(&mut self, args: &[&str]) -> Result<Frame, ClientError> {
+        let request = Request::from_args(args);
+        let limit = self.timeout;
+        let frame = timeout(limit, async {
+            self.stream.write_all(request.raw()).await?;
+            self.read_frame().await
+        })
+        .await
+        .map_err(|_| ClientError::Timeout(limit, "waiting for a reply"))??;
+        match frame {
+            Frame::Error(message) => Err(ClientError::Reply(
+                String::from_utf8_lossy(&message).into_owned(),
+            )),
+            frame => Ok(frame),
+        }
+    }
+
+    /// Sends a command whose reply is text (`INFO`, `CLUSTER NODES`).
+    pub async fn call_text(&mut self, args: &[&str]) -> Result<String, ClientError> {
+        let frame = self.call(args).await?;
+        match frame.as_bytes() {
+            Some(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
+            None => Err(ClientError::Reply(format!(
+                "{} did not reply with text",
+                args.join(" ")
+            ))),
+        }
+    }
+
+    async fn read_frame(&mut self) -> Result<Frame, ClientError> {
+        loop {
+            if let Some(frame) = Frame::parse(&mut self.buf, &self.limits)? {
+                return Ok(frame);
+            }
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                return Err(ClientError::Closed);
+            }
+        }
+    }
+}

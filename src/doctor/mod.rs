@@ -1,0 +1,101 @@
+//! `redcar doctor`: connect to every node of a Redis Cluster and report the misconfigurations
+//! that cost latency or availability (AOF fsync on every write, no replica, no memory limit...),
+//! each with its severity, nodes, explanation and fix. See docs/doctor.md.
+//!
+//! - [`client`]: a minimal RESP client with timeouts (reuses `protocol` for the wire format).
+//! - `gather`: topology from the first reachable seed, then every node's INFO, CONFIG, etc.
+//! - `parse`: Redis replies → plain data; `model`: that data and the findings.
+//! - `checks`: one small pure function per check, unit-tested on canned INFO/CONFIG text.
+//! - `report`: the human table, the JSON document and the exit status.
+
+mod checks;
+pub mod client;
+mod gather;
+mod model;
+mod parse;
+mod report;
+
+use std::io::Write;
+use std::time::Duration;
+
+pub use checks::{Check, CHECKS};
+pub use model::{Finding, Severity};
+
+use client::ConnectOptions;
+use report::Report;
+
+/// Exit status when no seed could be read (distinct from 0/1/2, which grade the cluster).
+pub const EXIT_NO_SEED: u8 = 3;
+/// Exit status for bad arguments (EX_USAGE), as for the proxy's bad configuration.
+pub const EXIT_USAGE: u8 = 64;
+
+/// What to diagnose and how to print it.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Seeds `host:port`; the first that answers `CLUSTER NODES` describes the cluster.
+    pub seeds: Vec<String>,
+    /// JSON on stdout instead of the table.
+    pub json: bool,
+    /// Bound on each connect and each command.
+    pub timeout: Duration,
+}
+
+// === impl Options ===
+
+impl Options {
+    /// Rejects what cannot work before connecting anywhere; the message names the argument.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.seeds.is_empty() {
+            return Err("--cluster: give at least one seed HOST:PORT".to_string());
+        }
+        for seed in &self.seeds {
+            let port = seed
+                .rsplit_once(':')
+                .map(|(host, port)| (host.is_empty(), port.parse::<u16>()));
+            if !matches!(port, Some((false, Ok(p))) if p > 0) {
+                return Err(format!("--cluster: `{seed}` is not HOST:PORT"));
+            }
+        }
+        if self.timeout.is_zero() {
+            return Err("--timeout: must be greater than 0".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// Runs the diagnosis, prints the report on stdout (errors on stderr) and returns the exit
+/// status: 0 ok/info, 1 warn, 2 critical, 3 no seed reachable, 64 bad arguments.
+pub async fn run(options: &Options) -> u8 {
+    if let Err(message) = options.validate() {
+        eprintln!("redcar doctor: {message}");
+        return EXIT_USAGE;
+    }
+    let connect = ConnectOptions {
+        timeout: options.timeout,
+        credentials: None,
+    };
+    let seeds: Vec<String> = options.seeds.iter().map(|s| s.trim().to_string()).collect();
+    let (seed, topology) = match gather::discover(&seeds, &connect).await {
+        Ok(found) => found,
+        Err(error) => {
+            eprintln!("redcar doctor: {error}");
+            if options.json {
+                let doc =
+                    serde_json::json!({ "error": error.to_string(), "exit_code": EXIT_NO_SEED });
+                println!("{doc:#}");
+            }
+            return EXIT_NO_SEED;
+        }
+    };
+    let snapshot = gather::gather(seed, topology, &connect).await;
+    let findings = checks::run_all(&snapshot);
+    let report = Report::new(&snapshot, &findings);
+    let text = if options.json {
+        report.to_json() + "\n"
+    } else {
+        report.to_table()
+    };
+    // A closed stdout (`| head`) is the reader's choice, not a failure: the status still counts.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    report.exit_code
+}

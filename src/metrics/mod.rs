@@ -1,0 +1,338 @@
+//! Prometheus metrics and the slow log: what every other module reports, in one registry.
+//!
+//! Handles are created once where possible (per node, per listener) so the hot path only does
+//! atomic adds; per-command series are looked up by the command's static name.
+
+mod slowlog;
+
+pub use slowlog::{SlowEntry, SlowLog};
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::config::units;
+
+/// Latency buckets (seconds): 50µs to 2.5s, dense where a proxy hop lives.
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// `metrics:` and `slowlog:` settings.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Per-command call, error and latency series. Costs two clock reads and a few atomic
+    /// operations per command; switch off if a benchmark shows it matters for you.
+    pub command_stats: bool,
+    /// Commands slower than this (dispatch to reply) are kept in the slow log; 0 disables it.
+    #[serde(with = "units::duration")]
+    pub slowlog_threshold: Duration,
+    /// Entries the slow log keeps (oldest dropped first).
+    pub slowlog_max_len: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            command_stats: true,
+            slowlog_threshold: Duration::from_millis(10),
+            slowlog_max_len: 128,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CommandLabel {
+    command: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabel {
+    node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabel {
+    listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+/// Every metric redcar exports.
+pub struct Metrics {
+    registry: Registry,
+    command_stats: bool,
+    command_calls: Family<CommandLabel, Counter>,
+    command_errors: Family<CommandLabel, Counter>,
+    command_duration: HistogramFamily<CommandLabel>,
+    node_requests: Family<NodeLabel, Counter>,
+    node_errors: Family<NodeLabel, Counter>,
+    node_duration: HistogramFamily<NodeLabel>,
+    node_replies: Family<NodeLabel, Counter>,
+    node_latency_us: Family<NodeLabel, Counter>,
+    node_in_flight: Family<NodeLabel, Gauge>,
+    node_connections: Family<NodeLabel, Gauge>,
+    client_connections: Family<ListenerLabel, Gauge>,
+    client_connections_total: Family<ListenerLabel, Counter>,
+    /// Client traffic, counted per read and per write (not per command).
+    pub bytes_received: Counter,
+    pub bytes_sent: Counter,
+    redirects: Family<KindLabel, Counter>,
+    refreshes: Family<ResultLabel, Counter>,
+    slow_commands: Counter,
+    uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
+    started: Instant,
+    pub slowlog: SlowLog,
+}
+
+/// One node's series, created once per node.
+#[derive(Clone, Debug)]
+pub struct NodeMetrics {
+    pub requests: Counter,
+    pub errors: Counter,
+    pub duration: Histogram,
+    pub replies: Counter,
+    pub latency_us: Counter,
+    pub in_flight: Gauge,
+    pub connections: Gauge,
+}
+
+impl NodeMetrics {
+    /// Records one reply that took `elapsed` from write to reply.
+    pub fn reply(&self, elapsed: Duration) {
+        self.duration.observe(elapsed.as_secs_f64());
+        self.replies.inc();
+        self.latency_us
+            .inc_by(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Mean write-to-reply time so far, in microseconds.
+    pub fn mean_latency_us(&self) -> Option<u64> {
+        let replies = self.replies.get();
+        (replies > 0).then(|| self.latency_us.get() / replies)
+    }
+}
+
+/// One listener's connection series.
+#[derive(Clone, Debug)]
+pub struct ListenerMetrics {
+    pub connected: Gauge,
+    pub accepted: Counter,
+}
+
+impl Metrics {
+    pub fn new(config: &MetricsConfig) -> Metrics {
+        let mut metrics = Metrics {
+            registry: Registry::with_prefix("redcar"),
+            command_stats: config.command_stats,
+            command_calls: Family::default(),
+            command_errors: Family::default(),
+            command_duration: Family::new_with_constructor(latency_histogram),
+            node_requests: Family::default(),
+            node_errors: Family::default(),
+            node_duration: Family::new_with_constructor(latency_histogram),
+            node_replies: Family::default(),
+            node_latency_us: Family::default(),
+            node_in_flight: Family::default(),
+            node_connections: Family::default(),
+            client_connections: Family::default(),
+            client_connections_total: Family::default(),
+            bytes_received: Counter::default(),
+            bytes_sent: Counter::default(),
+            redirects: Family::default(),
+            refreshes: Family::default(),
+            slow_commands: Counter::default(),
+            uptime: Gauge::default(),
+            started: Instant::now(),
+            slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
+        };
+        metrics.register();
+        metrics
+    }
+
+    fn register(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "commands",
+            "Commands received, by command",
+            self.command_calls.clone(),
+        );
+        r.register(
+            "command_errors",
+            "Error replies sent, by command",
+            self.command_errors.clone(),
+        );
+        r.register(
+            "command_duration_seconds",
+            "Dispatch to reply, by command",
+            self.command_duration.clone(),
+        );
+        r.register(
+            "node_requests",
+            "Commands sent to a node",
+            self.node_requests.clone(),
+        );
+        r.register(
+            "node_errors",
+            "Connection failures and lost replies, by node",
+            self.node_errors.clone(),
+        );
+        r.register(
+            "node_duration_seconds",
+            "Write to reply on a node connection",
+            self.node_duration.clone(),
+        );
+        r.register(
+            "node_replies",
+            "Replies received from a node",
+            self.node_replies.clone(),
+        );
+        r.register(
+            "node_latency_microseconds",
+            "Sum of write-to-reply times on a node (divide by node_replies for the mean)",
+            self.node_latency_us.clone(),
+        );
+        r.register(
+            "node_in_flight",
+            "Commands awaiting a reply from a node",
+            self.node_in_flight.clone(),
+        );
+        r.register(
+            "node_connections",
+            "Open connections to a node",
+            self.node_connections.clone(),
+        );
+        r.register(
+            "client_connections",
+            "Connected clients, by listener",
+            self.client_connections.clone(),
+        );
+        r.register(
+            "client_connections_accepted",
+            "Clients accepted, by listener",
+            self.client_connections_total.clone(),
+        );
+        r.register(
+            "client_bytes_received",
+            "Bytes read from clients",
+            self.bytes_received.clone(),
+        );
+        r.register(
+            "client_bytes_sent",
+            "Bytes written to clients",
+            self.bytes_sent.clone(),
+        );
+        r.register(
+            "redirects",
+            "MOVED and ASK replies followed",
+            self.redirects.clone(),
+        );
+        r.register(
+            "topology_refreshes",
+            "Slot map refreshes, by result",
+            self.refreshes.clone(),
+        );
+        r.register(
+            "slow_commands",
+            "Commands slower than the slow-log threshold",
+            self.slow_commands.clone(),
+        );
+        r.register("uptime_seconds", "Seconds since start", self.uptime.clone());
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        self.uptime.set(self.started.elapsed().as_secs_f64());
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+
+    /// Records one finished command (when command stats are on) and returns whether it was slow.
+    pub fn record_command(&self, command: &'static str, elapsed: Duration, error: bool) -> bool {
+        if self.command_stats {
+            let label = CommandLabel { command };
+            self.command_calls.get_or_create(&label).inc();
+            if error {
+                self.command_errors.get_or_create(&label).inc();
+            }
+            self.command_duration
+                .get_or_create(&label)
+                .observe(elapsed.as_secs_f64());
+        }
+        let slow = self.slowlog.is_slow(elapsed);
+        if slow {
+            self.slow_commands.inc();
+        }
+        slow
+    }
+
+    /// The series for one node (created on first use).
+    pub fn node(&self, addr: &str) -> NodeMetrics {
+        let label = NodeLabel {
+            node: addr.to_string(),
+        };
+        NodeMetrics {
+            requests: self.node_requests.get_or_create_owned(&label),
+            errors: self.node_errors.get_or_create_owned(&label),
+            duration: self.node_duration.get_or_create_owned(&label),
+            replies: self.node_replies.get_or_create_owned(&label),
+            latency_us: self.node_latency_us.get_or_create_owned(&label),
+            in_flight: self.node_in_flight.get_or_create_owned(&label),
+            connections: self.node_connections.get_or_create_owned(&label),
+        }
+    }
+
+    /// The series for one listener (`tcp` or `unix`).
+    pub fn listener(&self, listener: &'static str) -> ListenerMetrics {
+        let label = ListenerLabel { listener };
+        ListenerMetrics {
+            connected: self.client_connections.get_or_create_owned(&label),
+            accepted: self.client_connections_total.get_or_create_owned(&label),
+        }
+    }
+
+    /// A followed redirect: `moved` or `ask`.
+    pub fn redirect(&self, kind: &'static str) {
+        self.redirects.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// A topology refresh that succeeded or failed.
+    pub fn refresh(&self, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.refreshes.get_or_create(&ResultLabel { result }).inc();
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new(&MetricsConfig::default())
+    }
+}
+
+#[cfg(test)]
+mod tests;

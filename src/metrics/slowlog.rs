@@ -1,0 +1,76 @@
+//! The slow log: the last N commands slower than a threshold, with who sent them and where they went.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// Keys longer than this are cut in the log (and marked), so a huge key cannot bloat it.
+const KEY_SHOWN: usize = 64;
+
+/// One slow command.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SlowEntry {
+    /// Unix time (seconds) when the command finished.
+    pub time: u64,
+    pub duration_us: u64,
+    pub command: String,
+    /// The first key, cut to 64 bytes (lossy UTF-8), or empty.
+    pub key: String,
+    /// The node it went to, when known.
+    pub node: String,
+    pub client: String,
+}
+
+/// A bounded ring of slow commands; pushes lock briefly, only for commands over the threshold.
+pub struct SlowLog {
+    threshold: Duration,
+    max_len: usize,
+    entries: Mutex<VecDeque<SlowEntry>>,
+}
+
+impl SlowLog {
+    pub fn new(threshold: Duration, max_len: usize) -> SlowLog {
+        SlowLog {
+            threshold,
+            max_len,
+            entries: Mutex::new(VecDeque::with_capacity(max_len.min(1024))),
+        }
+    }
+
+    /// True when `elapsed` deserves an entry.
+    pub fn is_slow(&self, elapsed: Duration) -> bool {
+        !self.threshold.is_zero() && self.max_len > 0 && elapsed >= self.threshold
+    }
+
+    /// Adds an entry, dropping the oldest when full.
+    pub fn push(&self, elapsed: Duration, command: &str, key: &[u8], node: &str, client: &str) {
+        let time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut key_text = String::from_utf8_lossy(&key[..key.len().min(KEY_SHOWN)]).into_owned();
+        if key.len() > KEY_SHOWN {
+            key_text.push('…');
+        }
+        let entry = SlowEntry {
+            time,
+            duration_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            command: command.to_string(),
+            key: key_text,
+            node: node.to_string(),
+            client: client.to_string(),
+        };
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= self.max_len {
+            entries.pop_front();
+        }
+        entries.push_back(entry);
+    }
+
+    /// Newest first, like Redis's SLOWLOG GET.
+    pub fn entries(&self) -> Vec<SlowEntry> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.iter().rev().cloned().collect()
+    }
+}

@@ -1,0 +1,72 @@
+//! The exposition names the series `redcar top` and dashboards rely on.
+
+use std::time::Duration;
+
+use super::*;
+
+#[test]
+fn recorded_commands_appear_in_the_exposition() {
+    let metrics = Metrics::default();
+    metrics.record_command("get", Duration::from_micros(80), false);
+    metrics.record_command("get", Duration::from_micros(120), true);
+    let node = metrics.node("127.0.0.1:7000");
+    node.requests.inc();
+    node.in_flight.set(3);
+    metrics.listener("tcp").connected.inc();
+    metrics.redirect("moved");
+    metrics.refresh(true);
+    let text = metrics.encode();
+    for expected in [
+        "redcar_commands_total{command=\"get\"} 2",
+        "redcar_command_errors_total{command=\"get\"} 1",
+        "redcar_command_duration_seconds_count{command=\"get\"} 2",
+        "redcar_command_duration_seconds_bucket{le=\"0.0001\",command=\"get\"} 1",
+        "redcar_node_requests_total{node=\"127.0.0.1:7000\"} 1",
+        "redcar_node_in_flight{node=\"127.0.0.1:7000\"} 3",
+        "redcar_client_connections{listener=\"tcp\"} 1",
+        "redcar_redirects_total{kind=\"moved\"} 1",
+        "redcar_topology_refreshes_total{result=\"ok\"} 1",
+        "redcar_uptime_seconds",
+    ] {
+        assert!(text.contains(expected), "missing {expected} in:\n{text}");
+    }
+}
+
+#[test]
+fn command_stats_can_be_switched_off() {
+    let config = MetricsConfig {
+        command_stats: false,
+        ..MetricsConfig::default()
+    };
+    let metrics = Metrics::new(&config);
+    metrics.record_command("set", Duration::from_micros(80), false);
+    assert!(!metrics.encode().contains("command=\"set\""));
+}
+
+#[test]
+fn the_slow_log_keeps_the_newest_entries_over_the_threshold() {
+    let log = SlowLog::new(Duration::from_millis(10), 2);
+    assert!(!log.is_slow(Duration::from_millis(9)));
+    assert!(log.is_slow(Duration::from_millis(10)));
+    let long_key = vec![b'k'; 100];
+    for (i, command) in ["get", "set", "hgetall"].iter().enumerate() {
+        log.push(
+            Duration::from_millis(11 + i as u64),
+            command,
+            &long_key,
+            "n:1",
+            "c:2",
+        );
+    }
+    let entries = log.entries();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0].command, "hgetall", "newest first");
+    assert_eq!(entries[1].command, "set");
+    assert_eq!(
+        entries[0].key.chars().count(),
+        65,
+        "cut to 64 bytes plus a marker"
+    );
+    let disabled = SlowLog::new(Duration::ZERO, 10);
+    assert!(!disabled.is_slow(Duration::from_secs(5)));
+}

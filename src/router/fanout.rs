@@ -1,0 +1,187 @@
+//! Keyless commands that concern the whole keyspace: sent to every primary (SCAN and RANDOMKEY:
+//! one primary at a time) and the replies merged into one answer for the client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::seq::SliceRandom;
+use tokio::time::Instant;
+
+use super::call::Call;
+use super::fanout_merge::{failure, merge, scan_reply};
+use super::replies::{bulk, display_name, encode_command, is_nil};
+use super::reply::{error_with_prefix, redcar_error};
+use super::scan_cursor::{fingerprint, ScanCursor, MAX_SHARDS};
+use super::Router;
+use crate::commands::policy::FanOut;
+use crate::protocol::Request;
+use crate::upstream::{Node, Reply};
+
+/// One primary's answer: its reply frame, or why there is none (connection, timeout).
+pub(super) struct NodeReply {
+    pub addr: Arc<str>,
+    pub reply: Result<Bytes, String>,
+}
+
+impl Router {
+    /// Starts a fan-out command. Every part is queued before this returns, like any command.
+    pub(super) fn start_fan_out(&self, kind: FanOut, request: &Request, lane: usize) -> Call<'_> {
+        let primaries = match self.primaries() {
+            Ok(primaries) => primaries,
+            Err(reply) => return Call::ready(reply),
+        };
+        match kind {
+            FanOut::Scan => return self.start_scan(request, &primaries, lane),
+            FanOut::RandomKey => return self.start_random_key(request, primaries, lane),
+            FanOut::ScriptLoad => {
+                if let Some(body) = request.args().get(2) {
+                    self.scripts.remember(body);
+                }
+            }
+            _ => {}
+        }
+        let words = if request.args().len() > 1 && is_container(kind) {
+            2
+        } else {
+            1
+        };
+        let name = display_name(request.args(), words);
+        let sent: Vec<(Arc<str>, Reply)> = primaries
+            .iter()
+            .map(|node| {
+                (
+                    node.addr().clone(),
+                    node.send(request.raw().clone(), false, lane),
+                )
+            })
+            .collect();
+        let op_timeout = self.config.op_timeout;
+        Call::slow(async move {
+            let deadline = Instant::now() + op_timeout;
+            let mut replies = Vec::with_capacity(sent.len());
+            for (addr, reply) in sent {
+                let reply = await_reply(&addr, reply, deadline, op_timeout).await;
+                replies.push(NodeReply { addr, reply });
+            }
+            merge(kind, &name, &replies)
+        })
+    }
+
+    /// The primaries of the current map, sorted by address (the SCAN cursor's shard order).
+    fn primaries(&self) -> Result<Vec<Arc<Node>>, Bytes> {
+        let topology = self.cluster.topology().ok_or_else(|| {
+            redcar_error("no cluster topology known yet (are the seed nodes reachable?)")
+        })?;
+        let mut primaries: Vec<Arc<Node>> = topology
+            .shards()
+            .iter()
+            .map(|s| s.primary.clone())
+            .collect();
+        primaries.sort_by(|a, b| a.addr().cmp(b.addr()));
+        primaries.dedup_by(|a, b| a.addr() == b.addr());
+        if primaries.is_empty() {
+            return Err(redcar_error("no primary known yet"));
+        }
+        Ok(primaries)
+    }
+
+    /// SCAN: the cursor names the primary and its own cursor (see `scan_cursor`).
+    fn start_scan(&self, request: &Request, primaries: &[Arc<Node>], lane: usize) -> Call<'_> {
+        let args = request.args();
+        let Some(cursor) = args.get(1).and_then(|c| parse_u64(c)) else {
+            return Call::ready(error_with_prefix("ERR ", "invalid cursor"));
+        };
+        if primaries.len() > MAX_SHARDS {
+            return Call::ready(redcar_error(format_args!(
+                "SCAN supports at most {MAX_SHARDS} primaries"
+            )));
+        }
+        let check = fingerprint(primaries.iter().map(|n| n.addr().as_ref()));
+        let at = ScanCursor::decode(cursor);
+        if cursor != 0 && (at.check != check || at.shard >= primaries.len()) {
+            return Call::ready(redcar_error(format_args!(
+                "SCAN cursor {cursor} does not match the cluster's current primaries (they changed \
+                 during the scan, or the cursor is not from redcar); start again from cursor 0"
+            )));
+        }
+        let at = ScanCursor { check, ..at };
+        let node = &primaries[at.shard];
+        let node_cursor = at.node.to_string();
+        let payload = encode_command(args.iter().enumerate().map(|(i, arg)| {
+            if i == 1 {
+                node_cursor.as_bytes()
+            } else {
+                &arg[..]
+            }
+        }));
+        let reply = node.send(payload, false, lane);
+        let (addr, shards) = (node.addr().clone(), primaries.len());
+        let op_timeout = self.config.op_timeout;
+        Call::slow(async move {
+            let deadline = Instant::now() + op_timeout;
+            let reply = await_reply(&addr, reply, deadline, op_timeout).await;
+            scan_reply(at, shards, &NodeReply { addr, reply })
+        })
+    }
+
+    /// RANDOMKEY: primaries in random order until one has a key.
+    fn start_random_key(
+        &self,
+        request: &Request,
+        mut order: Vec<Arc<Node>>,
+        lane: usize,
+    ) -> Call<'_> {
+        order.shuffle(&mut rand::rng());
+        let payload = request.raw().clone();
+        let first = order[0].send(payload.clone(), false, lane);
+        let op_timeout = self.config.op_timeout;
+        Call::slow(async move {
+            let deadline = Instant::now() + op_timeout;
+            let mut first = Some(first);
+            let mut failed: Option<NodeReply> = None;
+            for node in &order {
+                let sent = first
+                    .take()
+                    .unwrap_or_else(|| node.send(payload.clone(), false, lane));
+                let addr = node.addr().clone();
+                let reply = await_reply(&addr, sent, deadline, op_timeout).await;
+                match &reply {
+                    Ok(bytes) if is_nil(bytes) => {}
+                    Ok(bytes) if bulk(bytes).is_some() => return bytes.clone(),
+                    _ => failed = failed.or(Some(NodeReply { addr, reply })),
+                }
+            }
+            match failed {
+                Some(failed) => failure("RANDOMKEY", &failed, ""),
+                None => Bytes::from_static(b"$-1\r\n"),
+            }
+        })
+    }
+}
+
+/// SCRIPT and FUNCTION subcommands are named with their subcommand in errors.
+fn is_container(kind: FanOut) -> bool {
+    matches!(
+        kind,
+        FanOut::ScriptLoad | FanOut::ScriptExists | FanOut::Broadcast
+    )
+}
+
+/// Waits for one node's reply until `deadline`.
+async fn await_reply(
+    addr: &str,
+    reply: Reply,
+    deadline: Instant,
+    op_timeout: Duration,
+) -> Result<Bytes, String> {
+    match tokio::time::timeout_at(deadline, reply).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_elapsed) => Err(format!("timed out after {op_timeout:?} waiting for {addr}")),
+    }
+}
+
+fn parse_u64(text: &[u8]) -> Option<u64> {
+    std::str::from_utf8(text).ok()?.parse().ok()
+}

@@ -1,0 +1,38 @@
+//! Plans that take more than one forward or a follow-up step (cross-slot splits, fan-outs,
+//! scripts), and starting them.
+
+use super::call::Call;
+use super::split::Split;
+use super::Router;
+use crate::commands::policy::FanOut;
+use crate::protocol::Request;
+
+/// A command that needs more than one node request or a follow-up step; start it with
+/// [`Router::start`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Multi(pub(super) Job);
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Job {
+    /// Keys in several slots: one command per slot, replies merged.
+    Split(Box<Split>),
+    /// Keyless, to every primary (SCAN, RANDOMKEY: one at a time).
+    FanOut(FanOut),
+    /// EVAL / EVAL_RO: remember the script for NOSCRIPT healing, then forward.
+    Eval { slot: Option<u16>, write: bool },
+    /// EVALSHA / EVALSHA_RO: forward; heal a NOSCRIPT reply once.
+    EvalSha { slot: Option<u16>, write: bool },
+}
+
+impl Router {
+    /// Starts a [`Multi`] plan: like [`Router::forward`], every first request is queued on its
+    /// node before this returns, so the client's order is kept.
+    pub fn start(&self, multi: Multi, request: &Request, lane: usize) -> Call<'_> {
+        match multi.0 {
+            Job::Split(split) => self.start_split(*split, lane),
+            Job::FanOut(kind) => self.start_fan_out(kind, request, lane),
+            Job::Eval { slot, write } => self.start_eval(request, slot, write, lane),
+            Job::EvalSha { slot, write } => self.start_evalsha(request, slot, write, lane),
+        }
+    }
+}

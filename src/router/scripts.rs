@@ -1,0 +1,142 @@
+//! NOSCRIPT healing: remembers Lua scripts seen in EVAL and SCRIPT LOAD (bounded), and when an
+//! EVALSHA gets `-NOSCRIPT` from a node, loads the script there and retries once.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+use super::call::Call;
+use super::replies::encode_command;
+use super::Router;
+use crate::protocol::Request;
+
+/// Scripts remembered; the oldest is forgotten first.
+const CAPACITY: usize = 1024;
+
+/// sha1 (lowercase hex) → script body, bounded to [`CAPACITY`] entries.
+#[derive(Default)]
+pub(super) struct ScriptCache {
+    inner: Mutex<Known>,
+}
+
+#[derive(Default)]
+struct Known {
+    bodies: HashMap<String, Bytes>,
+    order: VecDeque<String>,
+}
+
+/// The sha1 Redis names a script by: lowercase hex of the body's SHA-1.
+pub(super) fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+impl ScriptCache {
+    /// Remembers `body` under its sha1.
+    pub fn remember(&self, body: &Bytes) {
+        let sha = sha1_hex(body);
+        let mut known = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if known.bodies.contains_key(&sha) {
+            return;
+        }
+        if known.order.len() >= CAPACITY {
+            if let Some(oldest) = known.order.pop_front() {
+                known.bodies.remove(&oldest);
+            }
+        }
+        known.order.push_back(sha.clone());
+        known.bodies.insert(sha, body.clone());
+    }
+
+    /// The body of the script named `sha` (any case), if remembered.
+    pub fn body(&self, sha: &[u8]) -> Option<Bytes> {
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        let known = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        known.bodies.get(&sha).cloned()
+    }
+}
+
+impl Router {
+    /// EVAL / EVAL_RO: remember the script, then forward as usual.
+    pub(super) fn start_eval(
+        &self,
+        request: &Request,
+        slot: Option<u16>,
+        write: bool,
+        lane: usize,
+    ) -> Call<'_> {
+        if let Some(body) = request.args().get(1) {
+            self.scripts.remember(body);
+        }
+        self.forward(request.raw().clone(), slot, write, lane)
+    }
+
+    /// EVALSHA / EVALSHA_RO: forward now; on `-NOSCRIPT` with a known body, `SCRIPT LOAD` it on
+    /// the slot's node and retry once (NOSCRIPT means the script did not run, so a retry is safe).
+    pub(super) fn start_evalsha(
+        &self,
+        request: &Request,
+        slot: Option<u16>,
+        write: bool,
+        lane: usize,
+    ) -> Call<'_> {
+        let payload = request.raw().clone();
+        let sha = request.args().get(1).cloned().unwrap_or_default();
+        let first = self.forward(payload.clone(), slot, write, lane);
+        Call::slow(async move {
+            let reply = first.settle().await;
+            if !reply.starts_with(b"-NOSCRIPT") {
+                return reply;
+            }
+            let Some(body) = self.scripts.body(&sha) else {
+                return reply;
+            };
+            let load = encode_command([&b"SCRIPT"[..], b"LOAD", &body].into_iter());
+            let loaded = self.forward(load, slot, true, lane);
+            let retry = self.forward(payload, slot, write, lane);
+            let loaded = loaded.settle().await;
+            if loaded.starts_with(b"-") {
+                tracing::debug!(reply = %String::from_utf8_lossy(&loaded), "SCRIPT LOAD for NOSCRIPT healing failed");
+            }
+            retry.settle().await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha1_matches_redis() {
+        // redis-cli SCRIPT LOAD "return 1"
+        assert_eq!(
+            sha1_hex(b"return 1"),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+
+    #[test]
+    fn remembers_by_sha_in_any_case_and_stays_bounded() {
+        let cache = ScriptCache::default();
+        let body = Bytes::from_static(b"return 1");
+        cache.remember(&body);
+        assert_eq!(
+            cache.body(b"E0E1F9FABFC9D4800C877A703B823AC0578FF8DB"),
+            Some(body.clone())
+        );
+        for i in 0..CAPACITY {
+            cache.remember(&Bytes::from(format!("return {}", i + 2)));
+        }
+        assert_eq!(
+            cache.body(sha1_hex(&body).as_bytes()),
+            None,
+            "oldest evicted"
+        );
+        let last = format!("return {}", CAPACITY + 1);
+        assert!(cache.body(sha1_hex(last.as_bytes()).as_bytes()).is_some());
+        let known = cache.inner.lock().expect("not poisoned");
+        assert_eq!(known.bodies.len(), CAPACITY);
+        assert_eq!(known.order.len(), CAPACITY);
+    }
+}

@@ -1,0 +1,198 @@
+//! Drawing a [`Frame`] as plain text: a header, the busiest commands, the nodes. Pure: the same
+//! frame and width always give the same text, and no line is wider than `width`.
+
+use super::stats::{CommandRow, Frame, NodeRow};
+
+/// Commands shown; the rest are summarised in one line.
+pub const MAX_COMMAND_ROWS: usize = 20;
+/// Narrowest layout drawn; a smaller width still truncates every line to it.
+const MIN_WIDTH: usize = 20;
+/// Characters right of the name column in the command and node tables.
+const COMMAND_NUMBERS_WIDTH: usize = 41;
+const NODE_NUMBERS_WIDTH: usize = 56;
+/// A name column is never narrower than this (the line is cut at `width` instead).
+const NAME_MIN: usize = 8;
+
+/// Renders `frame` as lines of at most `width` characters, each ending in `\n`.
+pub fn render(frame: &Frame, width: usize) -> String {
+    let mut lines = header(frame);
+    lines.push(String::new());
+    let width = width.max(MIN_WIDTH);
+    lines.extend(command_table(&frame.commands, width));
+    lines.push(String::new());
+    lines.extend(node_table(&frame.nodes, width));
+    let mut out = String::new();
+    for line in lines {
+        out.push_str(&fit(&line, width));
+        out.push('\n');
+    }
+    out
+}
+
+fn header(frame: &Frame) -> Vec<String> {
+    let window = match frame.window_secs {
+        Some(secs) => format!("rates over {secs:.1}s"),
+        None => "rates since start".to_string(),
+    };
+    let mut lines = vec![
+        format!(
+            "redcar {}   up {}   {window}",
+            frame.admin,
+            opt(frame.uptime_secs, uptime)
+        ),
+        format!(
+            "cmds/s {}   errors/s {}   clients {}   in {}   out {}",
+            opt(frame.commands_per_sec, rate),
+            opt(frame.errors_per_sec, rate),
+            opt(frame.client_connections, count),
+            opt(frame.bytes_in_per_sec, bytes_rate),
+            opt(frame.bytes_out_per_sec, bytes_rate),
+        ),
+        format!(
+            "moved/s {}   ask/s {}   slow/s {}   refresh failures {}",
+            opt(frame.moved_per_sec, rate),
+            opt(frame.ask_per_sec, rate),
+            opt(frame.slow_per_sec, rate),
+            opt(frame.refresh_failures, count),
+        ),
+    ];
+    if let Some(notice) = &frame.notice {
+        lines.push(format!("! {notice}"));
+    }
+    lines
+}
+
+fn command_table(rows: &[CommandRow], width: usize) -> Vec<String> {
+    let max = width.saturating_sub(COMMAND_NUMBERS_WIDTH).max(NAME_MIN);
+    let name_width = column_width("COMMAND", rows.iter().map(|r| r.command.as_str()), max);
+    let mut lines = vec![format!(
+        "{:<name_width$} {:>10} {:>9} {:>9} {:>9}",
+        "COMMAND", "CALLS/S", "ERR/S", "P50 ms", "P99 ms"
+    )];
+    for row in rows.iter().take(MAX_COMMAND_ROWS) {
+        lines.push(format!(
+            "{:<name_width$} {:>10} {:>9} {:>9} {:>9}",
+            fit(&row.command, name_width),
+            opt(row.calls_per_sec, rate),
+            opt(row.errors_per_sec, rate),
+            opt(row.latency.p50_ms, millis),
+            opt(row.latency.p99_ms, millis),
+        ));
+    }
+    if rows.len() > MAX_COMMAND_ROWS {
+        lines.push(format!("… {} more", rows.len() - MAX_COMMAND_ROWS));
+    }
+    if rows.is_empty() {
+        lines.push("(no command metrics)".to_string());
+    }
+    lines
+}
+
+fn node_table(rows: &[NodeRow], width: usize) -> Vec<String> {
+    let max = width.saturating_sub(NODE_NUMBERS_WIDTH).max(NAME_MIN);
+    let name_width = column_width("NODE", rows.iter().map(|r| r.node.as_str()), max);
+    let mut lines = vec![format!(
+        "{:<name_width$} {:>10} {:>9} {:>9} {:>9} {:>8} {:>5}",
+        "NODE", "REQ/S", "ERR/S", "P50 ms", "P99 ms", "INFLIGHT", "CONNS"
+    )];
+    for row in rows {
+        lines.push(format!(
+            "{:<name_width$} {:>10} {:>9} {:>9} {:>9} {:>8} {:>5}",
+            fit(&row.node, name_width),
+            opt(row.requests_per_sec, rate),
+            opt(row.errors_per_sec, rate),
+            opt(row.latency.p50_ms, millis),
+            opt(row.latency.p99_ms, millis),
+            opt(row.in_flight, count),
+            opt(row.connections, count),
+        ));
+    }
+    if rows.is_empty() {
+        lines.push("(no node metrics)".to_string());
+    }
+    lines
+}
+
+/// Width of a name column: the longest name (or the title), at most `max`.
+fn column_width<'a>(title: &str, names: impl Iterator<Item = &'a str>, max: usize) -> usize {
+    names
+        .map(|n| n.chars().count())
+        .chain([title.len()])
+        .max()
+        .unwrap_or(title.len())
+        .min(max)
+}
+
+/// Cuts `text` to `width` characters, marking a cut with `…`.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+fn opt(value: Option<f64>, format: fn(f64) -> String) -> String {
+    match value {
+        Some(v) if v.is_finite() => format(v),
+        _ => "-".to_string(),
+    }
+}
+
+fn rate(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn count(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+fn millis(v: f64) -> String {
+    if v < 1.0 {
+        format!("{v:.3}")
+    } else if v < 100.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn bytes_rate(v: f64) -> String {
+    const UNITS: [&str; 4] = ["B/s", "KiB/s", "MiB/s", "GiB/s"];
+    let mut v = v;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+fn uptime(secs: f64) -> String {
+    let total = secs.max(0.0) as u64;
+    let (d, h, m, s) = (
+        total / 86400,
+        total / 3600 % 24,
+        total / 60 % 60,
+        total % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s:02}s"),
+        (0, _, _) => format!("{h}h{m:02}m"),
+        _ => format!("{d}d{h:02}h"),
+    }
+}
+
+#[cfg(test)]
+#[path = "render_tests.rs"]
+mod tests;

@@ -1,0 +1,349 @@
+//! From scrapes to a [`Frame`]: counter deltas become rates, histogram bucket deltas become
+//! p50/p99 latencies. Pure functions over parsed samples, so every number is testable.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::scrape::Sample;
+
+/// Latency quantiles shown per row.
+const P50: f64 = 0.50;
+const P99: f64 = 0.99;
+
+/// Cumulative histogram buckets: `(upper bound "le", observations <= le)`, sorted by `le`.
+pub type Buckets = Vec<(f64, f64)>;
+
+/// One scrape of `/metrics`.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub samples: Vec<Sample>,
+}
+
+impl Snapshot {
+    pub fn new(samples: Vec<Sample>) -> Self {
+        Snapshot { samples }
+    }
+
+    /// Sum of every series called `name`; `None` if there is none.
+    pub fn sum(&self, name: &str) -> Option<f64> {
+        let mut matching = self.samples.iter().filter(|s| s.name == name).peekable();
+        matching.peek()?;
+        Some(matching.map(|s| s.value).sum())
+    }
+
+    /// Series called `name` summed per value of `label` (series without it are ignored).
+    pub fn by(&self, name: &str, label: &str) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for s in self.samples.iter().filter(|s| s.name == name) {
+            if let Some(key) = s.label(label) {
+                *out.entry(key.to_string()).or_insert(0.0) += s.value;
+            }
+        }
+        out
+    }
+
+    /// The `{name}_bucket` histogram series grouped by `label`, buckets summed per `le`.
+    pub fn histograms(&self, name: &str, label: &str) -> BTreeMap<String, Buckets> {
+        let bucket_name = format!("{name}_bucket");
+        let mut out: BTreeMap<String, Buckets> = BTreeMap::new();
+        for s in self.samples.iter().filter(|s| s.name == bucket_name) {
+            let (Some(key), Some(le)) = (s.label(label), s.label("le")) else {
+                continue;
+            };
+            let Ok(le) = le.parse::<f64>() else { continue };
+            let buckets = out.entry(key.to_string()).or_default();
+            match buckets.iter_mut().find(|(bound, _)| *bound == le) {
+                Some((_, count)) => *count += s.value,
+                None => buckets.push((le, s.value)),
+            }
+        }
+        for buckets in out.values_mut() {
+            buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        out
+    }
+}
+
+/// The `q` quantile (0..=1) of cumulative `buckets`, interpolating linearly inside the bucket it
+/// falls in (the lowest bucket starts at 0). A quantile in the `+Inf` bucket is reported as the
+/// largest finite bound, as Prometheus's `histogram_quantile` does. `None` without observations.
+pub fn percentile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 || !total.is_finite() {
+        return None;
+    }
+    let rank = q.clamp(0.0, 1.0) * total;
+    let (mut lower, mut below) = (0.0_f64, 0.0_f64);
+    for &(le, count) in buckets {
+        if count >= rank && count > 0.0 {
+            if le.is_infinite() {
+                return (lower > 0.0).then_some(lower);
+            }
+            let lower = lower.min(le);
+            if count <= below {
+                return Some(le);
+            }
+            return Some(lower + (le - lower) * (rank - below) / (count - below));
+        }
+        (lower, below) = (le, count);
+    }
+    None
+}
+
+/// Per-bucket `cur - prev`; a bucket that went down means the process restarted, so the current
+/// buckets are the delta.
+pub fn bucket_delta(cur: &[(f64, f64)], prev: Option<&Buckets>) -> Buckets {
+    let Some(prev) = prev else {
+        return cur.to_vec();
+    };
+    let old = |le: f64| prev.iter().find(|(b, _)| *b == le).map_or(0.0, |(_, c)| *c);
+    let delta: Buckets = cur.iter().map(|&(le, c)| (le, c - old(le))).collect();
+    if delta.iter().any(|(_, d)| *d < 0.0) {
+        cur.to_vec()
+    } else {
+        delta
+    }
+}
+
+/// `cur - prev` for a counter, treating a decrease as a reset.
+pub fn counter_delta(cur: f64, prev: Option<f64>) -> f64 {
+    match prev {
+        Some(prev) if cur >= prev => cur - prev,
+        _ => cur,
+    }
+}
+
+/// Rates and latencies over one window: between two scrapes, or since start on the first frame.
+pub struct Window<'a> {
+    cur: &'a Snapshot,
+    prev: Option<&'a Snapshot>,
+    /// Seconds the deltas cover; `None` when unknown (first frame without an uptime).
+    secs: Option<f64>,
+}
+
+impl<'a> Window<'a> {
+    /// `prev` and the time between the scrapes; without it (or after a restart, seen as the
+    /// uptime going down) the window is "since start", using `redcar_uptime_seconds`.
+    pub fn new(cur: &'a Snapshot, prev: Option<(&'a Snapshot, Duration)>) -> Self {
+        let uptime = cur.sum("redcar_uptime_seconds");
+        let restarted = |p: &Snapshot| match (p.sum("redcar_uptime_seconds"), uptime) {
+            (Some(before), Some(now)) => now < before,
+            _ => false,
+        };
+        match prev.filter(|(p, elapsed)| !restarted(p) && !elapsed.is_zero()) {
+            Some((p, elapsed)) => Window {
+                cur,
+                prev: Some(p),
+                secs: Some(elapsed.as_secs_f64()),
+            },
+            None => Window {
+                cur,
+                prev: None,
+                secs: uptime.filter(|u| *u > 0.0),
+            },
+        }
+    }
+
+    /// Whether rates are cumulative since start rather than over the last interval.
+    pub fn is_cumulative(&self) -> bool {
+        self.prev.is_none()
+    }
+
+    /// Rate of the sum of every series called `name`.
+    pub fn rate(&self, name: &str) -> Option<f64> {
+        let cur = self.cur.sum(name)?;
+        let prev = self.prev.and_then(|p| p.sum(name));
+        Some(counter_delta(cur, prev) / self.secs?)
+    }
+
+    /// Rates of `name` per value of `label`.
+    pub fn rates_by(&self, name: &str, label: &str) -> BTreeMap<String, Option<f64>> {
+        let prev = self.prev.map(|p| p.by(name, label)).unwrap_or_default();
+        self.cur
+            .by(name, label)
+            .into_iter()
+            .map(|(key, cur)| {
+                let rate = self
+                    .secs
+                    .map(|s| counter_delta(cur, prev.get(&key).copied()) / s);
+                (key, rate)
+            })
+            .collect()
+    }
+
+    /// p50 and p99 in milliseconds of histogram `name` per value of `label`.
+    pub fn latencies_by(&self, name: &str, label: &str) -> BTreeMap<String, Latency> {
+        let prev = self
+            .prev
+            .map(|p| p.histograms(name, label))
+            .unwrap_or_default();
+        self.cur
+            .histograms(name, label)
+            .into_iter()
+            .map(|(key, cur)| {
+                let delta = bucket_delta(&cur, prev.get(&key));
+                let ms = |q| percentile(&delta, q).map(|s| s * 1000.0);
+                (
+                    key,
+                    Latency {
+                        p50_ms: ms(P50),
+                        p99_ms: ms(P99),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// Two latency quantiles, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Latency {
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+/// One row of the command table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CommandRow {
+    pub command: String,
+    pub calls_per_sec: Option<f64>,
+    pub errors_per_sec: Option<f64>,
+    pub latency: Latency,
+}
+
+/// One row of the node table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeRow {
+    pub node: String,
+    pub requests_per_sec: Option<f64>,
+    pub errors_per_sec: Option<f64>,
+    pub latency: Latency,
+    pub in_flight: Option<f64>,
+    pub connections: Option<f64>,
+}
+
+/// Everything one screen shows; `None` means the metric was missing (rendered as `-`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Frame {
+    /// The admin address scraped.
+    pub admin: String,
+    pub uptime_secs: Option<f64>,
+    /// Seconds the rates cover; `None` means cumulative since start (first frame).
+    pub window_secs: Option<f64>,
+    pub commands_per_sec: Option<f64>,
+    pub errors_per_sec: Option<f64>,
+    pub client_connections: Option<f64>,
+    pub bytes_in_per_sec: Option<f64>,
+    pub bytes_out_per_sec: Option<f64>,
+    pub moved_per_sec: Option<f64>,
+    pub ask_per_sec: Option<f64>,
+    pub slow_per_sec: Option<f64>,
+    /// Failed slot-map refreshes since start.
+    pub refresh_failures: Option<f64>,
+    /// Sorted by calls/s, busiest first.
+    pub commands: Vec<CommandRow>,
+    /// Sorted by node address.
+    pub nodes: Vec<NodeRow>,
+    /// A line shown under the header, e.g. the last scrape's error while retrying.
+    pub notice: Option<String>,
+}
+
+impl Frame {
+    /// Builds a frame from the current scrape and, if there is one, the previous scrape and the
+    /// time between the two.
+    pub fn build(admin: &str, cur: &Snapshot, prev: Option<(&Snapshot, Duration)>) -> Frame {
+        let w = Window::new(cur, prev);
+        // Counter series appear on first increment: with traffic measured, "none yet" is 0.
+        let traffic = w.rate("redcar_commands_total");
+        let label_rate = |name: &str, label: &str, value: &str| {
+            or_zero(w.rates_by(name, label).get(value), Some(&traffic))
+        };
+        let refreshes = cur.by("redcar_topology_refreshes_total", "result");
+        Frame {
+            admin: admin.to_string(),
+            uptime_secs: cur.sum("redcar_uptime_seconds"),
+            window_secs: if w.is_cumulative() { None } else { w.secs },
+            commands_per_sec: traffic,
+            errors_per_sec: or_zero(Some(&w.rate("redcar_command_errors_total")), Some(&traffic)),
+            client_connections: cur.sum("redcar_client_connections"),
+            bytes_in_per_sec: w.rate("redcar_client_bytes_received_total"),
+            bytes_out_per_sec: w.rate("redcar_client_bytes_sent_total"),
+            moved_per_sec: label_rate("redcar_redirects_total", "kind", "moved"),
+            ask_per_sec: label_rate("redcar_redirects_total", "kind", "ask"),
+            slow_per_sec: or_zero(Some(&w.rate("redcar_slow_commands_total")), Some(&traffic)),
+            refresh_failures: refreshes
+                .get("failed")
+                .copied()
+                .or((!refreshes.is_empty()).then_some(0.0)),
+            commands: command_rows(&w),
+            nodes: node_rows(&w),
+            notice: None,
+        }
+    }
+}
+
+/// An error rate, or 0 where the error series is missing but the traffic rate is known: counter
+/// series are created on first increment, so "no series" means "none yet".
+fn or_zero(errors: Option<&Option<f64>>, traffic: Option<&Option<f64>>) -> Option<f64> {
+    errors
+        .copied()
+        .flatten()
+        .or(traffic.copied().flatten().map(|_| 0.0))
+}
+
+fn command_rows(w: &Window<'_>) -> Vec<CommandRow> {
+    let calls = w.rates_by("redcar_commands_total", "command");
+    let errors = w.rates_by("redcar_command_errors_total", "command");
+    let latency = w.latencies_by("redcar_command_duration_seconds", "command");
+    let names: BTreeSet<&String> = calls
+        .keys()
+        .chain(errors.keys())
+        .chain(latency.keys())
+        .collect();
+    let mut rows: Vec<CommandRow> = names
+        .into_iter()
+        .map(|name| CommandRow {
+            command: name.clone(),
+            calls_per_sec: calls.get(name).copied().flatten(),
+            errors_per_sec: or_zero(errors.get(name), calls.get(name)),
+            latency: latency.get(name).copied().unwrap_or_default(),
+        })
+        .collect();
+    let key = |r: &CommandRow| r.calls_per_sec.unwrap_or(-1.0);
+    rows.sort_by(|a, b| {
+        key(b)
+            .total_cmp(&key(a))
+            .then_with(|| a.command.cmp(&b.command))
+    });
+    rows
+}
+
+fn node_rows(w: &Window<'_>) -> Vec<NodeRow> {
+    let requests = w.rates_by("redcar_node_requests_total", "node");
+    let errors = w.rates_by("redcar_node_errors_total", "node");
+    let latency = w.latencies_by("redcar_node_duration_seconds", "node");
+    let in_flight = w.cur.by("redcar_node_in_flight", "node");
+    let connections = w.cur.by("redcar_node_connections", "node");
+    let names: BTreeSet<&String> = requests
+        .keys()
+        .chain(errors.keys())
+        .chain(latency.keys())
+        .chain(in_flight.keys())
+        .chain(connections.keys())
+        .collect();
+    names
+        .into_iter()
+        .map(|node| NodeRow {
+            node: node.clone(),
+            requests_per_sec: requests.get(node).copied().flatten(),
+            errors_per_sec: or_zero(errors.get(node), requests.get(node)),
+            latency: latency.get(node).copied().unwrap_or_default(),
+            in_flight: in_flight.get(node).copied(),
+            connections: connections.get(node).copied(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "stats_tests.rs"]
+mod tests;

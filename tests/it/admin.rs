@@ -1,0 +1,137 @@
+//! The admin API against known traffic: /metrics counts what was sent, /topology matches the
+//! cluster, /clients lists the client, /slowlog names command, key and node, /config shows settings.
+
+use crate::redirects::write_config;
+use crate::support::{Redcar, RedisCluster, Value};
+
+/// The value of the first exposition line that starts with `series` (exact label set).
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+fn get_json(redcar: &Redcar, path: &str) -> serde_json::Value {
+    let (status, body) = redcar.http_get(path).expect("admin reachable");
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path} is not JSON ({e}): {body}"))
+}
+
+#[test]
+fn metrics_count_known_traffic() {
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start(&cluster.seeds());
+    let mut c = redcar.client();
+    for i in 0..10 {
+        assert_eq!(c.q(&["SET", &format!("m:{i}"), "v"]), Value::simple("OK"));
+    }
+    for i in 0..5 {
+        assert_eq!(c.q(&["GET", &format!("m:{i}")]), Value::bulk("v"));
+    }
+    assert!(
+        c.q(&["LPUSH", "m:0", "x"]).is_error(),
+        "WRONGTYPE from the node"
+    );
+    let (status, metrics) = redcar.http_get("/metrics").expect("scrape");
+    assert_eq!(status, 200);
+    assert_eq!(
+        sample(&metrics, "redcar_commands_total{command=\"set\"}"),
+        Some(10.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "redcar_commands_total{command=\"get\"}"),
+        Some(5.0)
+    );
+    assert_eq!(
+        sample(&metrics, "redcar_command_errors_total{command=\"lpush\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "redcar_command_duration_seconds_count{command=\"set\"}"
+        ),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&metrics, "redcar_client_connections{listener=\"tcp\"}"),
+        Some(1.0)
+    );
+    let node_requests: f64 = cluster
+        .primary_ports()
+        .iter()
+        .filter_map(|p| {
+            sample(
+                &metrics,
+                &format!("redcar_node_requests_total{{node=\"127.0.0.1:{p}\"}}"),
+            )
+        })
+        .sum();
+    // 16 commands plus topology queries (CLUSTER SLOTS, COMMAND) went to the primaries.
+    assert!(
+        node_requests >= 16.0,
+        "node requests {node_requests}\n{metrics}"
+    );
+    assert!(
+        sample(&metrics, "redcar_topology_refreshes_total{result=\"ok\"}").unwrap_or(0.0) >= 1.0
+    );
+    assert!(sample(&metrics, "redcar_client_bytes_received_total").unwrap_or(0.0) > 100.0);
+}
+
+#[test]
+fn topology_clients_slowlog_and_config_endpoints() {
+    let cluster = RedisCluster::start(3, 1);
+    let config = write_config("metrics:\n  slowlog_threshold: 1us\n  slowlog_max_len: 16\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["SET", "slow:key", "v"]), Value::simple("OK"));
+
+    let topology = get_json(&redcar, "/topology");
+    assert_eq!(topology["ready"], true);
+    assert_eq!(topology["owned_slots"], 16384);
+    let ranges = topology["ranges"].as_array().expect("ranges");
+    let mut primaries: Vec<String> = ranges
+        .iter()
+        .filter_map(|r| r["primary"]["addr"].as_str().map(String::from))
+        .collect();
+    primaries.sort();
+    primaries.dedup();
+    let mut expected: Vec<String> = cluster
+        .primary_ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    expected.sort();
+    assert_eq!(primaries, expected);
+    assert!(
+        ranges
+            .iter()
+            .all(|r| r["replicas"].as_array().is_some_and(|a| a.len() == 1)),
+        "{topology}"
+    );
+
+    let clients = get_json(&redcar, "/clients");
+    assert_eq!(clients["connected"], 1);
+    let local = c.stream().local_addr().expect("local addr").to_string();
+    assert_eq!(clients["clients"][0]["addr"], local.as_str());
+
+    let slowlog = get_json(&redcar, "/slowlog");
+    let entries = slowlog["entries"].as_array().expect("entries");
+    let set = entries
+        .iter()
+        .find(|e| e["command"] == "set")
+        .unwrap_or_else(|| panic!("no SET in {slowlog}"));
+    assert_eq!(set["key"], "slow:key");
+    let owner = format!("127.0.0.1:{}", cluster.primary_for_key("slow:key").port());
+    assert_eq!(set["node"], owner.as_str());
+    assert_eq!(set["client"], local.as_str());
+
+    let config = get_json(&redcar, "/config");
+    assert_eq!(config["router"]["op_timeout"], "1s");
+    assert_eq!(config["metrics"]["slowlog_max_len"], 16);
+}
