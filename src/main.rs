@@ -1,11 +1,11 @@
 //! The `redcar` binary: parse flags, load and validate the config, start the runtime, run
-//! (or run the `doctor` subcommand instead).
+//! (or run the `doctor` or `top` tool instead).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use redcar::app::{self, Listeners};
-use redcar::config::{Cli, Config};
+use redcar::config::{Cli, Command, Config};
 use redcar::doctor;
 
 /// Exit status for a configuration error (EX_USAGE), distinct from a runtime failure.
@@ -18,6 +18,9 @@ fn main() -> ExitCode {
     };
     if let Some(options) = cli.doctor_options() {
         return run_doctor(&options);
+    }
+    if let Some(Command::Top(args)) = cli.command {
+        return run_tool("top", redcar::top::run(args));
     }
     let config = match Config::load(&cli) {
         Ok(config) => config,
@@ -70,13 +73,20 @@ fn usage_error(error: &clap::Error) -> ExitCode {
 
 /// `redcar doctor`: a short-lived client, so one thread is plenty.
 fn run_doctor(options: &doctor::Options) -> ExitCode {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    run_tool("doctor", async {
+        ExitCode::from(doctor::run(options).await)
+    })
+}
+
+/// Runs a tool subcommand on a single-threaded runtime.
+fn run_tool(name: &str, tool: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build();
-    match runtime {
-        Ok(runtime) => ExitCode::from(runtime.block_on(doctor::run(options))),
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(tool),
         Err(error) => {
-            eprintln!("redcar doctor: cannot start the runtime: {error}");
+            eprintln!("redcar {name}: cannot start the runtime: {error}");
             ExitCode::FAILURE
         }
     }

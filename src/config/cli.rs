@@ -65,6 +65,9 @@ pub enum Command {
     ///
     /// Exit status: 0 ok/info, 1 warn, 2 critical, 3 no seed reachable, 64 bad arguments.
     Doctor(DoctorArgs),
+    /// A live terminal view of a running redcar (commands/s, latency per command and node,
+    /// errors, connections), read from its admin `/metrics`.
+    Top(crate::top::TopArgs),
 }
 
 /// Flags of `redcar doctor` (see docs/doctor.md).

@@ -9,7 +9,7 @@ mod validate;
 
 pub mod units;
 
-pub use cli::Cli;
+pub use cli::{Cli, Command};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -135,3 +135,36 @@ fn topology_clients_slowlog_and_config_endpoints() {
     assert_eq!(config["router"]["op_timeout"], "1s");
     assert_eq!(config["metrics"]["slowlog_max_len"], 16);
 }
+
+#[test]
+fn top_once_shows_live_command_rates() {
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start(&cluster.seeds());
+    let admin = redcar.admin_addr();
+    let top = std::process::Command::new(crate::support::redcar::redcar_bin())
+        .args(["top", "--admin", &admin, "--once", "--interval", "1s"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start redcar top");
+    // Traffic while top measures its interval.
+    let mut c = redcar.client();
+    for i in 0..300 {
+        assert_eq!(c.q(&["SET", &format!("top:{i}"), "v"]), Value::simple("OK"));
+    }
+    let output = top.wait_with_output().expect("top finishes");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("set"), "the SET rate is shown:\n{text}");
+    let port = cluster.primary_ports()[0];
+    assert!(
+        text.contains(&format!("127.0.0.1:{port}")),
+        "nodes are listed:\n{text}"
+    );
+
+    let unreachable = std::process::Command::new(crate::support::redcar::redcar_bin())
+        .args(["top", "--admin", "127.0.0.1:1", "--once"])
+        .output()
+        .expect("run top");
+    assert_eq!(unreachable.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unreachable.stderr).contains("is redcar running"));
+}
