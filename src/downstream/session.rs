@@ -58,11 +58,7 @@ pub async fn serve<S>(
         while !closing && calls.len() < config.max_in_flight {
             let (call, stamp) = match parse_request(&mut input, &limits) {
                 Ok(Some(request)) => {
-                    let stamp = Stamp::new(router, &request, now);
-                    (
-                        dispatch(router, &mut state, &request, &mut scratch, lane),
-                        stamp,
-                    )
+                    dispatch(router, &mut state, &request, &mut scratch, lane, now)
                 }
                 Ok(None) if input.len() >= config.max_request_bytes => {
                     closing = true;
@@ -162,8 +158,10 @@ fn dispatch<'r>(
     request: &Request,
     scratch: &mut Vec<usize>,
     lane: usize,
-) -> Call<'r> {
-    match router.plan(request, scratch) {
+    now: Instant,
+) -> (Call<'r>, Stamp) {
+    let (plan, command) = router.plan(request, scratch);
+    let call = match plan {
         Plan::Slot { slot, write } => {
             router.forward(request.raw().clone(), Some(slot), write, lane)
         }
@@ -172,7 +170,8 @@ fn dispatch<'r>(
         Plan::Multi(multi) => router.start(multi, request, lane),
         Plan::Local(local) => Call::ready(state.answer(local, request.args())),
         Plan::Reply(reply) => Call::ready(reply),
-    }
+    };
+    (call, Stamp::new(command, request, now))
 }
 
 /// Redis's own wording, so clients recognise it; the client is closed after it.
@@ -193,10 +192,7 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn new(router: &Router, request: &Request, now: Instant) -> Stamp {
-        let command = router
-            .lookup(request.args())
-            .map_or("unknown", |spec| spec.name);
+    fn new(command: &'static str, request: &Request, now: Instant) -> Stamp {
         Stamp {
             command,
             started: now,

@@ -29,12 +29,22 @@ pub enum Plan {
 }
 
 impl Router {
-    /// Plans `request`. `scratch` is reused between calls so key extraction does not allocate.
-    pub fn plan(&self, request: &Request, scratch: &mut Vec<usize>) -> Plan {
+    /// Plans `request`, and names its command (`"unknown"` when the table lacks it) for the
+    /// metrics. `scratch` is reused between calls so key extraction does not allocate.
+    pub fn plan(&self, request: &Request, scratch: &mut Vec<usize>) -> (Plan, &'static str) {
         let args = request.args();
         let Some(spec) = self.lookup(args) else {
-            return Plan::Reply(unknown_command(args));
+            return (Plan::Reply(unknown_command(args)), "unknown");
         };
+        (self.plan_spec(spec, args, scratch), spec.name)
+    }
+
+    fn plan_spec(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        scratch: &mut Vec<usize>,
+    ) -> Plan {
         if !arity_ok(spec, args.len()) {
             return Plan::Reply(wrong_arity(spec));
         }
