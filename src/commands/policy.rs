@@ -56,6 +56,8 @@ pub enum FanOut {
     /// SCRIPT FLUSH, FUNCTION LOAD/DELETE/FLUSH: every primary must give the same reply;
     /// otherwise the first error, naming its node.
     Broadcast,
+    /// SLOWLOG GET / LEN / RESET: every primary's slow log merged with redcar's own.
+    Slowlog,
 }
 
 impl FanOut {
@@ -78,6 +80,9 @@ impl FanOut {
                 "sent to every primary; 1 per sha1 only if every primary has it"
             }
             FanOut::Broadcast => "sent to every primary; the common reply, or the first error",
+            FanOut::Slowlog => {
+                "sent to every primary; merged with redcar's own slow log (GET newest first, LEN summed, RESET both)"
+            }
         }
     }
 }
@@ -180,6 +185,9 @@ const FAN_OUT_SERVED: &[(&str, FanOut)] = &[
     ("script|exists", FanOut::ScriptExists),
     ("script|flush", FanOut::Broadcast),
     ("script|load", FanOut::ScriptLoad),
+    ("slowlog|get", FanOut::Slowlog),
+    ("slowlog|len", FanOut::Slowlog),
+    ("slowlog|reset", FanOut::Slowlog),
 ];
 
 /// Matched by container name: their effect or answer spans the whole keyspace and no merge is

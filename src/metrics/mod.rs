@@ -100,6 +100,7 @@ pub struct Metrics {
     pub bytes_received: Counter,
     pub bytes_sent: Counter,
     redirects: Family<KindLabel, Counter>,
+    retries: Counter,
     refreshes: Family<ResultLabel, Counter>,
     slow_commands: Counter,
     uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -162,6 +163,7 @@ impl Metrics {
             bytes_received: Counter::default(),
             bytes_sent: Counter::default(),
             redirects: Family::default(),
+            retries: Counter::default(),
             refreshes: Family::default(),
             slow_commands: Counter::default(),
             uptime: Gauge::default(),
@@ -319,6 +321,11 @@ impl Metrics {
     /// A followed redirect: `moved` or `ask`.
     pub fn redirect(&self, kind: &'static str) {
         self.redirects.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// A command about to be sent again (after a connection failure or a transient error reply).
+    pub fn retry(&self) {
+        self.retries.inc();
     }
 
     /// A topology refresh that succeeded or failed.

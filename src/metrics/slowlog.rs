@@ -12,6 +12,8 @@ const KEY_SHOWN: usize = 64;
 /// One slow command.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SlowEntry {
+    /// Sequence number, from 0, like Redis's slow-log ids.
+    pub id: u64,
     /// Unix time (seconds) when the command finished.
     pub time: u64,
     pub duration_us: u64,
@@ -28,6 +30,7 @@ pub struct SlowLog {
     threshold: Duration,
     max_len: usize,
     entries: Mutex<VecDeque<SlowEntry>>,
+    next_id: std::sync::atomic::AtomicU64,
 }
 
 impl SlowLog {
@@ -36,6 +39,7 @@ impl SlowLog {
             threshold,
             max_len,
             entries: Mutex::new(VecDeque::with_capacity(max_len.min(1024))),
+            next_id: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -54,6 +58,9 @@ impl SlowLog {
             key_text.push('…');
         }
         let entry = SlowEntry {
+            id: self
+                .next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             time,
             duration_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
             command: command.to_string(),
@@ -66,6 +73,23 @@ impl SlowLog {
             entries.pop_front();
         }
         entries.push_back(entry);
+    }
+
+    /// Entries kept now.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets every entry (SLOWLOG RESET).
+    pub fn reset(&self) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// Newest first, like Redis's SLOWLOG GET.

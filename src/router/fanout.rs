@@ -34,6 +34,7 @@ impl Router {
         match kind {
             FanOut::Scan => return self.start_scan(request, &primaries, lane),
             FanOut::RandomKey => return self.start_random_key(request, primaries, lane),
+            FanOut::Slowlog => return self.start_slowlog(request, &primaries, lane),
             FanOut::ScriptLoad => {
                 if let Some(body) = request.args().get(2) {
                     self.scripts.remember(body);
@@ -169,7 +170,7 @@ fn is_container(kind: FanOut) -> bool {
 }
 
 /// Waits for one node's reply until `deadline`.
-async fn await_reply(
+pub(super) async fn await_reply(
     addr: &str,
     reply: Reply,
     deadline: Instant,

@@ -28,7 +28,9 @@ pub(super) fn merge(kind: FanOut, name: &str, replies: &[NodeReply]) -> Bytes {
         FanOut::Keys => concat(replies),
         FanOut::ScriptExists => all_have(replies),
         FanOut::Flush | FanOut::ScriptLoad | FanOut::Broadcast => agree(name, replies),
-        FanOut::Scan | FanOut::RandomKey => Err(redcar_error("not a fan-out to every primary")),
+        FanOut::Scan | FanOut::RandomKey | FanOut::Slowlog => {
+            Err(redcar_error("not merged here (see its own module)"))
+        }
     };
     merged.unwrap_or_else(|reply| reply)
 }

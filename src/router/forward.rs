@@ -132,6 +132,7 @@ impl Router {
                 Err(e) => return lost_write(&e),
             };
             attempt += 1;
+            self.metrics.retry();
             if !pause_before_retry(self.config.retry_backoff, attempt, command.deadline).await {
                 return error.into_reply();
             }

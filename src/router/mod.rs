@@ -14,6 +14,7 @@ mod replies;
 mod reply;
 mod scan_cursor;
 mod scripts;
+mod slowlog;
 mod split;
 
 pub use call::Call;

@@ -168,3 +168,66 @@ fn top_once_shows_live_command_rates() {
     assert_eq!(unreachable.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&unreachable.stderr).contains("is redcar running"));
 }
+
+#[test]
+fn slowlog_through_redcar_merges_nodes_and_redcar() {
+    let cluster = RedisCluster::start(3, 1);
+    for port in cluster.primary_ports() {
+        // Every command is "slow" on the nodes too.
+        cluster
+            .node_by_port(port)
+            .cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    }
+    let config = write_config("metrics:\n  slowlog_threshold: 1us\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["SET", "slowlog:a", "1"]), Value::simple("OK"));
+    let entries = c.q(&["SLOWLOG", "GET", "-1"]);
+    let entries = entries
+        .as_array()
+        .unwrap_or_else(|| panic!("SLOWLOG GET: {entries:?}"));
+    let name = |e: &Value| {
+        e.as_array()
+            .and_then(|f| f.get(5))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let args = |e: &Value| {
+        e.as_array()
+            .and_then(|f| f.get(3))
+            .map(Value::to_text)
+            .unwrap_or_default()
+    };
+    let owner = format!(
+        "redcar@127.0.0.1:{}",
+        cluster.primary_for_key("slowlog:a").port()
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| name(e) == owner && args(e).contains("slowlog:a")),
+        "redcar's own entry for the SET: {entries:?}"
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| !name(e).starts_with("redcar@") && args(e).contains("slowlog:a")),
+        "the node's entry for the SET: {entries:?}"
+    );
+    let timestamps: Vec<i64> = entries
+        .iter()
+        .filter_map(|e| e.as_array().and_then(|f| f[1].as_int()))
+        .collect();
+    assert!(
+        timestamps.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {timestamps:?}"
+    );
+    assert!(c.q(&["SLOWLOG", "LEN"]).as_int().unwrap_or(0) >= 2);
+    assert_eq!(c.q(&["SLOWLOG", "RESET"]), Value::simple("OK"));
+    let (_, body) = redcar.http_get("/slowlog").expect("admin");
+    assert!(
+        !body.contains("slowlog:a"),
+        "redcar's log was reset: {body}"
+    );
+}

@@ -1,0 +1,203 @@
+//! `SLOWLOG GET | LEN | RESET` through redcar: every primary's slow log merged with redcar's own,
+//! so one command shows both where the nodes were slow and where the proxy path was.
+//!
+//! redcar's entries look like Redis's (`id`, `timestamp`, `duration µs`, `args`, `client`,
+//! `client name`); their arguments are the command and its first key, and their client name is
+//! `redcar@<node>` so they can be told apart and traced to the node.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::time::Instant;
+
+use super::fanout::await_reply;
+use super::reply::redcar_error;
+use super::Router;
+use crate::metrics::SlowEntry;
+use crate::protocol::{Frame, Limits, Request};
+use crate::router::Call;
+use crate::upstream::Node;
+
+/// Redis's default number of entries for `SLOWLOG GET` without a count.
+const DEFAULT_COUNT: usize = 10;
+
+impl Router {
+    pub(super) fn start_slowlog(
+        &self,
+        request: &Request,
+        primaries: &[Arc<Node>],
+        lane: usize,
+    ) -> Call<'_> {
+        let args = request.args();
+        let sub = args
+            .get(1)
+            .map(|a| a.to_ascii_lowercase())
+            .unwrap_or_default();
+        let count = match args.get(2).map(|c| {
+            std::str::from_utf8(c)
+                .ok()
+                .and_then(|c| c.parse::<i64>().ok())
+        }) {
+            None => Some(DEFAULT_COUNT),
+            Some(Some(n)) if n < 0 => Some(usize::MAX),
+            Some(Some(n)) => usize::try_from(n).ok(),
+            Some(None) => None,
+        };
+        let Some(count) = count else {
+            return Call::ready(redcar_error("SLOWLOG GET: count must be an integer"));
+        };
+        let sent: Vec<_> = primaries
+            .iter()
+            .map(|node| {
+                (
+                    node.addr().clone(),
+                    node.send(request.raw().clone(), false, lane),
+                )
+            })
+            .collect();
+        let op_timeout = self.config.op_timeout;
+        Call::slow(async move {
+            let deadline = Instant::now() + op_timeout;
+            let mut frames = Vec::with_capacity(sent.len());
+            for (addr, reply) in sent {
+                let bytes = match await_reply(&addr, reply, deadline, op_timeout).await {
+                    Ok(bytes) => bytes,
+                    Err(why) => {
+                        return redcar_error(format_args!("SLOWLOG failed on {addr}: {why}"))
+                    }
+                };
+                match Frame::from_bytes(bytes, &Limits::default()) {
+                    Ok(Frame::Error(e)) => {
+                        return redcar_error(format_args!(
+                            "SLOWLOG failed on {addr}: {}",
+                            String::from_utf8_lossy(&e)
+                        ))
+                    }
+                    Ok(frame) => frames.push(frame),
+                    Err(e) => {
+                        return redcar_error(format_args!("SLOWLOG: bad reply from {addr}: {e}"))
+                    }
+                }
+            }
+            let log = &self.metrics.slowlog;
+            match sub.as_slice() {
+                b"len" => len_reply(&frames, log.len()),
+                b"reset" => {
+                    log.reset();
+                    Frame::Simple(Bytes::from_static(b"OK")).to_bytes()
+                }
+                _ => get_reply(frames, &log.entries(), count),
+            }
+        })
+    }
+}
+
+fn len_reply(frames: &[Frame], own: usize) -> Bytes {
+    let nodes: i64 = frames.iter().filter_map(Frame::as_integer).sum();
+    Frame::Integer(nodes + own as i64).to_bytes()
+}
+
+/// All entries, newest first by timestamp, cut to `count`.
+fn get_reply(frames: Vec<Frame>, own: &[SlowEntry], count: usize) -> Bytes {
+    let mut entries: Vec<Frame> = frames
+        .into_iter()
+        .filter_map(|frame| match frame {
+            Frame::Array(items) => Some(items),
+            _ => None,
+        })
+        .flatten()
+        .chain(own.iter().map(entry_frame))
+        .collect();
+    entries.sort_by_key(|entry| std::cmp::Reverse(timestamp(entry)));
+    entries.truncate(count);
+    let mut out = BytesMut::new();
+    Frame::Array(entries).encode(&mut out);
+    out.freeze()
+}
+
+fn timestamp(entry: &Frame) -> i64 {
+    entry
+        .as_array()
+        .and_then(|fields| fields.get(1))
+        .and_then(Frame::as_integer)
+        .unwrap_or(0)
+}
+
+/// A redcar slow-log entry in Redis's shape.
+fn entry_frame(entry: &SlowEntry) -> Frame {
+    let bulk = |text: &str| Frame::Bulk(Bytes::from(text.to_string()));
+    let mut args = vec![bulk(&entry.command.replace('|', " ").to_ascii_uppercase())];
+    if !entry.key.is_empty() {
+        args.push(bulk(&entry.key));
+    }
+    Frame::Array(vec![
+        Frame::Integer(entry.id as i64),
+        Frame::Integer(entry.time as i64),
+        Frame::Integer(entry.duration_us as i64),
+        Frame::Array(args),
+        bulk(&entry.client),
+        bulk(&format!("redcar@{}", entry.node)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node_entry(id: i64, time: i64) -> Frame {
+        Frame::Array(vec![
+            Frame::Integer(id),
+            Frame::Integer(time),
+            Frame::Integer(15000),
+            Frame::Array(vec![Frame::Bulk(Bytes::from_static(b"KEYS"))]),
+            Frame::Bulk(Bytes::from_static(b"127.0.0.1:5000")),
+            Frame::Bulk(Bytes::new()),
+        ])
+    }
+
+    fn own(time: u64) -> SlowEntry {
+        SlowEntry {
+            id: 7,
+            time,
+            duration_us: 12000,
+            command: "get".to_string(),
+            key: "user:1".to_string(),
+            node: "127.0.0.1:7000".to_string(),
+            client: "127.0.0.1:5555".to_string(),
+        }
+    }
+
+    #[test]
+    fn get_merges_newest_first_and_cuts_to_count() {
+        let nodes = vec![
+            Frame::Array(vec![node_entry(1, 100), node_entry(0, 50)]),
+            Frame::Array(vec![node_entry(4, 300)]),
+        ];
+        let merged = get_reply(nodes, &[own(200)], 3);
+        let frame = Frame::from_bytes(merged, &Limits::default()).expect("valid reply");
+        let times: Vec<i64> = frame
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(timestamp)
+            .collect();
+        assert_eq!(times, vec![300, 200, 100]);
+        let ours = &frame.as_array().expect("array")[1];
+        let fields = ours.as_array().expect("entry");
+        assert_eq!(
+            fields[5].as_bytes().map(|b| &b[..]),
+            Some(&b"redcar@127.0.0.1:7000"[..])
+        );
+        assert_eq!(
+            fields[3].as_array().map(<[Frame]>::len),
+            Some(2),
+            "command and key"
+        );
+    }
+
+    #[test]
+    fn len_adds_nodes_and_redcar() {
+        let reply = len_reply(&[Frame::Integer(3), Frame::Integer(4)], 2);
+        assert_eq!(&reply[..], b":9\r\n");
+    }
+}
