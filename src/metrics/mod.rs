@@ -7,6 +7,8 @@ mod slowlog;
 
 pub use slowlog::{SlowEntry, SlowLog};
 
+use std::collections::HashMap;
+use std::sync::RwLock;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -71,6 +73,12 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RedirectLabel {
+    kind: &'static str,
+    node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListenerLabel {
     listener: &'static str,
 }
@@ -99,13 +107,22 @@ pub struct Metrics {
     /// Client traffic, counted per read and per write (not per command).
     pub bytes_received: Counter,
     pub bytes_sent: Counter,
-    redirects: Family<KindLabel, Counter>,
+    redirects: Family<RedirectLabel, Counter>,
     retries: Counter,
     refreshes: Family<ResultLabel, Counter>,
     slow_commands: Counter,
     uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
     started: Instant,
     pub slowlog: SlowLog,
+    /// Per-command handles by name, so recording a command costs one lookup.
+    commands: RwLock<HashMap<&'static str, CommandSeries>>,
+}
+
+#[derive(Clone)]
+struct CommandSeries {
+    calls: Counter,
+    errors: Counter,
+    duration: Histogram,
 }
 
 /// One node's series, created once per node.
@@ -169,6 +186,7 @@ impl Metrics {
             uptime: Gauge::default(),
             started: Instant::now(),
             slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
+            commands: RwLock::new(HashMap::new()),
         };
         metrics.register();
         metrics
@@ -277,20 +295,38 @@ impl Metrics {
     /// Records one finished command (when command stats are on) and returns whether it was slow.
     pub fn record_command(&self, command: &'static str, elapsed: Duration, error: bool) -> bool {
         if self.command_stats {
-            let label = CommandLabel { command };
-            self.command_calls.get_or_create(&label).inc();
+            let series = self.command_series(command);
+            series.calls.inc();
             if error {
-                self.command_errors.get_or_create(&label).inc();
+                series.errors.inc();
             }
-            self.command_duration
-                .get_or_create(&label)
-                .observe(elapsed.as_secs_f64());
+            series.duration.observe(elapsed.as_secs_f64());
         }
         let slow = self.slowlog.is_slow(elapsed);
         if slow {
             self.slow_commands.inc();
         }
         slow
+    }
+
+    /// The three series of one command, found with one lookup (they are created together).
+    fn command_series(&self, command: &'static str) -> CommandSeries {
+        if let Some(series) = self
+            .commands
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(command)
+        {
+            return series.clone();
+        }
+        let label = CommandLabel { command };
+        let series = CommandSeries {
+            calls: self.command_calls.get_or_create_owned(&label),
+            errors: self.command_errors.get_or_create_owned(&label),
+            duration: self.command_duration.get_or_create_owned(&label),
+        };
+        let mut commands = self.commands.write().unwrap_or_else(|e| e.into_inner());
+        commands.entry(command).or_insert(series).clone()
     }
 
     /// The series for one node (created on first use).
@@ -318,9 +354,13 @@ impl Metrics {
         }
     }
 
-    /// A followed redirect: `moved` or `ask`.
-    pub fn redirect(&self, kind: &'static str) {
-        self.redirects.get_or_create(&KindLabel { kind }).inc();
+    /// A followed redirect: `moved` or `ask`, to `node`. Rare, so the label allocation is fine.
+    pub fn redirect(&self, kind: &'static str, node: &str) {
+        let label = RedirectLabel {
+            kind,
+            node: node.to_string(),
+        };
+        self.redirects.get_or_create(&label).inc();
     }
 
     /// A command about to be sent again (after a connection failure or a transient error reply).

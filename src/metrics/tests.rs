@@ -13,7 +13,7 @@ fn recorded_commands_appear_in_the_exposition() {
     node.requests.inc();
     node.in_flight.set(3);
     metrics.listener("tcp").connected.inc();
-    metrics.redirect("moved");
+    metrics.redirect("moved", "127.0.0.1:7001");
     metrics.refresh(true);
     let text = metrics.encode();
     for expected in [
@@ -24,7 +24,7 @@ fn recorded_commands_appear_in_the_exposition() {
         "redcar_node_requests_total{node=\"127.0.0.1:7000\"} 1",
         "redcar_node_in_flight{node=\"127.0.0.1:7000\"} 3",
         "redcar_client_connections{listener=\"tcp\"} 1",
-        "redcar_redirects_total{kind=\"moved\"} 1",
+        "redcar_redirects_total{kind=\"moved\",node=\"127.0.0.1:7001\"} 1",
         "redcar_topology_refreshes_total{result=\"ok\"} 1",
         "redcar_uptime_seconds",
     ] {

@@ -105,7 +105,7 @@ impl Router {
                     }
                     Verdict::Moved(addr) => {
                         redirects += 1;
-                        self.metrics.redirect("moved");
+                        self.metrics.redirect("moved", addr);
                         self.cluster.request_refresh();
                         target = Target::Redirected {
                             node: self.upstreams.node(addr),
@@ -115,7 +115,7 @@ impl Router {
                     }
                     Verdict::Ask(addr) => {
                         redirects += 1;
-                        self.metrics.redirect("ask");
+                        self.metrics.redirect("ask", addr);
                         target = Target::Redirected {
                             node: self.upstreams.node(addr),
                             asking: true,

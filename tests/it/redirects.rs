@@ -22,6 +22,9 @@ fn moved_after_a_slot_migration_is_followed_transparently() {
     cluster.migrate_slot(slot, from, to);
 
     assert_eq!(c.q(&["GET", "moving-key"]), Value::bulk("before"));
+    let (_, metrics) = redcar.http_get("/metrics").expect("scrape");
+    let series = format!("redcar_redirects_total{{kind=\"moved\",node=\"127.0.0.1:{to}\"}} 1");
+    assert!(metrics.contains(&series), "{series} in:\n{metrics}");
     assert_eq!(c.q(&["SET", "moving-key", "after"]), Value::simple("OK"));
     assert_eq!(
         cluster.node_by_port(to).cmd(&["GET", "moving-key"]),
