@@ -48,25 +48,9 @@ impl Router {
             1
         };
         let name = display_name(request.args(), words);
-        let sent: Vec<(Arc<str>, Reply)> = primaries
-            .iter()
-            .map(|node| {
-                (
-                    node.addr().clone(),
-                    node.send(request.raw().clone(), false, lane),
-                )
-            })
-            .collect();
+        let sent = send_to_all(primaries.iter(), request, lane);
         let op_timeout = self.config.op_timeout;
-        Call::slow(async move {
-            let deadline = Instant::now() + op_timeout;
-            let mut replies = Vec::with_capacity(sent.len());
-            for (addr, reply) in sent {
-                let reply = await_reply(&addr, reply, deadline, op_timeout).await;
-                replies.push(NodeReply { addr, reply });
-            }
-            merge(kind, &name, &replies)
-        })
+        Call::slow(async move { merge(kind, &name, &collect(sent, op_timeout).await) })
     }
 
     /// The primaries of the current map, sorted by address (the SCAN cursor's shard order).
@@ -169,8 +153,35 @@ fn is_container(kind: FanOut) -> bool {
     )
 }
 
+/// Queues `request` on every node now (so it keeps the client's order), returning the replies to await.
+pub(super) fn send_to_all<'n>(
+    nodes: impl Iterator<Item = &'n Arc<Node>>,
+    request: &Request,
+    lane: usize,
+) -> Vec<(Arc<str>, Reply)> {
+    nodes
+        .map(|node| {
+            (
+                node.addr().clone(),
+                node.send(request.raw().clone(), false, lane),
+            )
+        })
+        .collect()
+}
+
+/// Every node's reply (or why there is none), in the order sent, all within one `op_timeout`.
+pub(super) async fn collect(sent: Vec<(Arc<str>, Reply)>, op_timeout: Duration) -> Vec<NodeReply> {
+    let deadline = Instant::now() + op_timeout;
+    let mut replies = Vec::with_capacity(sent.len());
+    for (addr, reply) in sent {
+        let reply = await_reply(&addr, reply, deadline, op_timeout).await;
+        replies.push(NodeReply { addr, reply });
+    }
+    replies
+}
+
 /// Waits for one node's reply until `deadline`.
-pub(super) async fn await_reply(
+async fn await_reply(
     addr: &str,
     reply: Reply,
     deadline: Instant,

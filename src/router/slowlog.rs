@@ -8,9 +8,8 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use tokio::time::Instant;
 
-use super::fanout::await_reply;
+use super::fanout::{collect, send_to_all, NodeReply};
 use super::reply::redcar_error;
 use super::Router;
 use crate::metrics::SlowEntry;
@@ -46,27 +45,15 @@ impl Router {
         let Some(count) = count else {
             return Call::ready(redcar_error("SLOWLOG GET: count must be an integer"));
         };
-        let sent: Vec<_> = primaries
-            .iter()
-            .map(|node| {
-                (
-                    node.addr().clone(),
-                    node.send(request.raw().clone(), false, lane),
-                )
-            })
-            .collect();
+        let sent = send_to_all(primaries.iter(), request, lane);
         let op_timeout = self.config.op_timeout;
         Call::slow(async move {
-            let deadline = Instant::now() + op_timeout;
             let mut frames = Vec::with_capacity(sent.len());
-            for (addr, reply) in sent {
-                let bytes = match await_reply(&addr, reply, deadline, op_timeout).await {
-                    Ok(bytes) => bytes,
-                    Err(why) => {
-                        return redcar_error(format_args!("SLOWLOG failed on {addr}: {why}"))
-                    }
-                };
-                match Frame::from_bytes(bytes, &Limits::default()) {
+            for NodeReply { addr, reply } in collect(sent, op_timeout).await {
+                let parsed = reply.and_then(|bytes| {
+                    Frame::from_bytes(bytes, &Limits::default()).map_err(|e| e.to_string())
+                });
+                match parsed {
                     Ok(Frame::Error(e)) => {
                         return redcar_error(format_args!(
                             "SLOWLOG failed on {addr}: {}",
@@ -74,8 +61,8 @@ impl Router {
                         ))
                     }
                     Ok(frame) => frames.push(frame),
-                    Err(e) => {
-                        return redcar_error(format_args!("SLOWLOG: bad reply from {addr}: {e}"))
+                    Err(why) => {
+                        return redcar_error(format_args!("SLOWLOG failed on {addr}: {why}"))
                     }
                 }
             }
