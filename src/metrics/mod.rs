@@ -120,6 +120,16 @@ struct CommandSeries {
     duration: Histogram,
 }
 
+impl CommandSeries {
+    fn record(&self, elapsed: Duration, error: bool) {
+        self.calls.inc();
+        if error {
+            self.errors.inc();
+        }
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+}
+
 /// One node's series, created once per node.
 #[derive(Clone, Debug)]
 pub struct NodeMetrics {
@@ -133,12 +143,16 @@ pub struct NodeMetrics {
 }
 
 impl NodeMetrics {
-    /// Records one reply that took `elapsed` from write to reply.
-    pub fn reply(&self, elapsed: Duration) {
-        self.duration.observe(elapsed.as_secs_f64());
-        self.replies.inc();
+    /// Records `count` replies (one read's worth) that took `latency` in total; the histogram is
+    /// fed per reply by the caller.
+    pub fn record_replies(&self, count: u64, latency: Duration) {
+        if count == 0 {
+            return;
+        }
+        self.replies.inc_by(count);
         self.latency_us
-            .inc_by(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+            .inc_by(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
+        self.in_flight.dec_by(count as i64);
     }
 
     /// Mean write-to-reply time so far, in microseconds.
@@ -290,12 +304,14 @@ impl Metrics {
     /// Records one finished command (when command stats are on) and returns whether it was slow.
     pub fn record_command(&self, command: &'static str, elapsed: Duration, error: bool) -> bool {
         if self.command_stats {
-            let series = self.command_series(command);
-            series.calls.inc();
-            if error {
-                series.errors.inc();
+            let known = self.commands.read().unwrap_or_else(|e| e.into_inner());
+            match known.get(command) {
+                Some(series) => series.record(elapsed, error),
+                None => {
+                    drop(known);
+                    self.command_series(command).record(elapsed, error);
+                }
             }
-            series.duration.observe(elapsed.as_secs_f64());
         }
         let slow = self.slowlog.is_slow(elapsed);
         if slow {
@@ -304,16 +320,8 @@ impl Metrics {
         slow
     }
 
-    /// The three series of one command, found with one lookup (they are created together).
+    /// Creates (once) the series of a command seen for the first time.
     fn command_series(&self, command: &'static str) -> CommandSeries {
-        if let Some(series) = self
-            .commands
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(command)
-        {
-            return series.clone();
-        }
         let label = CommandLabel { command };
         let series = CommandSeries {
             calls: self.command_calls.get_or_create_owned(&label),

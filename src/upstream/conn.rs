@@ -30,6 +30,13 @@ pub(super) struct Pending {
     pub reply: oneshot::Sender<Result<Bytes, UpstreamError>>,
 }
 
+/// Replies delivered in one read, for the node metrics.
+#[derive(Default)]
+struct ReplyBatch {
+    count: u64,
+    latency: Duration,
+}
+
 /// A written command waiting for its reply.
 struct InFlight {
     reply: oneshot::Sender<Result<Bytes, UpstreamError>>,
@@ -184,6 +191,7 @@ impl Session {
         let mut open = true;
         self.batch_at = Instant::now();
         self.enqueue(first, &mut out);
+        self.count_queued(1);
         loop {
             if !open && out.is_empty() && self.in_flight.is_empty() {
                 return Ok(());
@@ -207,6 +215,7 @@ impl Session {
                 }
                 next = rx.recv(), if open && out.len() < WRITE_HIGH_WATER => match next {
                     Some(pending) => {
+                        let before = self.in_flight.len();
                         self.batch_at = Instant::now();
                         self.enqueue(pending, &mut out);
                         self.take_queued(rx, &mut out);
@@ -214,7 +223,7 @@ impl Session {
                         // commands too, so many clients share one write syscall.
                         tokio::task::yield_now().await;
                         self.take_queued(rx, &mut out);
-                        self.metrics.in_flight.set(self.in_flight.len() as i64);
+                        self.count_queued(self.in_flight.len() - before);
                     }
                     None => open = false,
                 },
@@ -246,19 +255,33 @@ impl Session {
             start,
             queued_at: self.batch_at,
         });
-        self.metrics.requests.inc();
+    }
+
+    /// Metrics are updated once per batch, not per command: fewer contended atomic operations.
+    fn count_queued(&self, commands: usize) {
+        self.metrics.requests.inc_by(commands as u64);
+        self.metrics.in_flight.inc_by(commands as i64);
     }
 
     /// Hands every complete reply frame in `input` to the oldest waiting command.
     fn deliver(&mut self, input: &mut BytesMut) -> Result<(), String> {
         let now = Instant::now();
+        let mut batch = ReplyBatch::default();
+        let result = self.deliver_frames(input, now, &mut batch);
+        self.metrics.record_replies(batch.count, batch.latency);
+        result
+    }
+
+    fn deliver_frames(
+        &mut self,
+        input: &mut BytesMut,
+        now: Instant,
+        batch: &mut ReplyBatch,
+    ) -> Result<(), String> {
         loop {
             let len = match reply_frame_len(input, &self.limits) {
                 Ok(Some(len)) => len,
-                Ok(None) => {
-                    self.metrics.in_flight.set(self.in_flight.len() as i64);
-                    return Ok(());
-                }
+                Ok(None) => return Ok(()),
                 Err(e) => return Err(format!("protocol error in reply: {e}")),
             };
             let frame = input.split_to(len).freeze();
@@ -271,7 +294,9 @@ impl Session {
             }
             if let Some(done) = self.in_flight.pop_front() {
                 let elapsed = now.saturating_duration_since(done.queued_at);
-                self.metrics.reply(elapsed);
+                self.metrics.duration.observe(elapsed.as_secs_f64());
+                batch.count += 1;
+                batch.latency += elapsed;
                 // The waiter may have given up (deadline); its reply is dropped.
                 let _ = done.reply.send(Ok(frame));
             }
@@ -280,7 +305,7 @@ impl Session {
 
     /// After a connection failure: commands never written may be retried; the rest may have run.
     fn fail_in_flight(&mut self, reason: &str) {
-        self.metrics.in_flight.set(0);
+        self.metrics.in_flight.dec_by(self.in_flight.len() as i64);
         for waiting in self.in_flight.drain(..) {
             let error = if waiting.start >= self.written {
                 UpstreamError::NotSent {
