@@ -65,8 +65,8 @@ SEEDS=$(cat "$TMP/cluster/seeds")
 CLUSTER_PORT=$(head -n 1 "$TMP/cluster/ports")
 
 log "starting redcar"
-REDCAR_PORT=$(free_port 40000 50000) || die "no free port"
-ADMIN_PORT=$(free_port 50000 60000) || die "no free port"
+REDCAR_PORT=$(free_port 8000 11000) || die "no free port" # below the ephemeral range
+ADMIN_PORT=$(free_port 11000 12000) || die "no free port"
 REDCAR_CMD=("$REDCAR_BIN" --listen "127.0.0.1:$REDCAR_PORT" --cluster "$SEEDS" --admin "127.0.0.1:$ADMIN_PORT")
 "${REDCAR_CMD[@]}" </dev/null >"$TMP/redcar.log" 2>&1 &
 REDCAR_PID=$!

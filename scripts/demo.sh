@@ -50,8 +50,8 @@ SEEDS=$(cat "$TMP/cluster/seeds")
 mapfile -t NODE_PORTS <"$TMP/cluster/ports"
 NODE1=${NODE_PORTS[0]}
 
-LISTEN_PORT=$(free_port 40000 50000) || die "no free port"
-ADMIN_PORT=$(free_port 50000 60000) || die "no free port"
+LISTEN_PORT=$(free_port 8000 11000) || die "no free port" # below the ephemeral range
+ADMIN_PORT=$(free_port 11000 12000) || die "no free port"
 hr "Starting redcar"
 echo "$REDCAR_BIN --listen 127.0.0.1:$LISTEN_PORT --cluster $SEEDS --admin 127.0.0.1:$ADMIN_PORT"
 "$REDCAR_BIN" --listen "127.0.0.1:$LISTEN_PORT" --cluster "$SEEDS" \
