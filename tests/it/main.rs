@@ -5,6 +5,7 @@ mod support;
 
 mod admin;
 mod cli;
+mod coverage;
 mod doctor;
 mod fanout;
 mod harness;
