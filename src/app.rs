@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 use crate::admin::AdminState;
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
-use crate::downstream::{serve_tcp, serve_unix, Downstream};
+use crate::downstream::{serve as serve_clients, Downstream};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
 use crate::router::Router;
@@ -128,7 +128,7 @@ pub async fn run(
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     if let Some(tcp) = listeners.tcp {
         tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
-        tokio::spawn(serve_tcp(
+        tokio::spawn(serve_clients(
             tcp,
             downstream.clone(),
             stop_rx.clone(),
@@ -137,7 +137,7 @@ pub async fn run(
     }
     if let Some(unix) = listeners.unix {
         tracing::info!(path = ?config.unix, "listening (Unix socket)");
-        tokio::spawn(serve_unix(
+        tokio::spawn(serve_clients(
             unix,
             downstream.clone(),
             stop_rx.clone(),

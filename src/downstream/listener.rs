@@ -113,56 +113,58 @@ impl Drop for Connected<'_> {
     }
 }
 
-/// Accepts TCP clients until `shutdown`. Each session holds a clone of `done`; the caller knows
-/// every session has ended when all clones are dropped.
-pub async fn serve_tcp(
-    listener: TcpListener,
-    downstream: Arc<Downstream>,
-    mut shutdown: watch::Receiver<bool>,
-    done: mpsc::Sender<()>,
-) {
-    let gauges = downstream.metrics.listener("tcp");
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.changed() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                spawn_session(
-                    stream,
-                    peer.to_string(),
-                    "tcp",
-                    &gauges,
-                    &downstream,
-                    &shutdown,
-                    &done,
-                );
-            }
-            Err(e) => accept_failed(e).await,
-        }
+/// A listening socket: TCP or Unix. The accept loop is the same for both.
+pub trait Accept {
+    type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static;
+    /// The `listener` label of the connection metrics.
+    const LABEL: &'static str;
+    /// The next client and how to name it in `/clients` and the slow log.
+    fn accept_client(
+        &self,
+    ) -> impl std::future::Future<Output = std::io::Result<(Self::Stream, String)>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Stream = tokio::net::TcpStream;
+    const LABEL: &'static str = "tcp";
+
+    async fn accept_client(&self) -> std::io::Result<(Self::Stream, String)> {
+        let (stream, peer) = self.accept().await?;
+        // Small replies must not wait for Nagle; the session batches its own writes.
+        let _ = stream.set_nodelay(true);
+        Ok((stream, peer.to_string()))
     }
 }
 
-/// Accepts Unix-socket clients until `shutdown`.
-pub async fn serve_unix(
-    listener: UnixListener,
+impl Accept for UnixListener {
+    type Stream = tokio::net::UnixStream;
+    const LABEL: &'static str = "unix";
+
+    async fn accept_client(&self) -> std::io::Result<(Self::Stream, String)> {
+        let (stream, _peer) = self.accept().await?;
+        Ok((stream, "unix".to_string()))
+    }
+}
+
+/// Accepts clients until `shutdown`. Each session holds a clone of `done`; the caller knows
+/// every session has ended when all clones are dropped.
+pub async fn serve<L: Accept>(
+    listener: L,
     downstream: Arc<Downstream>,
     mut shutdown: watch::Receiver<bool>,
     done: mpsc::Sender<()>,
 ) {
-    let gauges = downstream.metrics.listener("unix");
+    let gauges = downstream.metrics.listener(L::LABEL);
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = listener.accept_client() => accepted,
             _ = shutdown.changed() => return,
         };
         match accepted {
-            Ok((stream, _peer)) => spawn_session(
+            Ok((stream, peer)) => spawn_session(
                 stream,
-                "unix".to_string(),
-                "unix",
+                peer,
+                L::LABEL,
                 &gauges,
                 &downstream,
                 &shutdown,

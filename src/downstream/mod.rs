@@ -7,4 +7,4 @@ mod local;
 mod session;
 
 pub use config::ClientConfig;
-pub use listener::{serve_tcp, serve_unix, Downstream};
+pub use listener::{serve, Accept, Downstream};

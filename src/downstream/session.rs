@@ -39,6 +39,7 @@ pub async fn serve<S>(
     let mut state = ClientState::new(id);
     // This client's connection to every node (see `Node::send`).
     let lane = state.id as usize;
+    let keep_raw = metrics.slowlog.is_enabled();
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut out = BytesMut::with_capacity(READ_CHUNK);
     // Replies owed to the client, oldest first, with what the metrics need to know about them.
@@ -57,9 +58,15 @@ pub async fn serve<S>(
         let now = Instant::now();
         while !closing && calls.len() < config.max_in_flight {
             let (call, stamp) = match parse_request(&mut input, &limits) {
-                Ok(Some(request)) => {
-                    dispatch(router, &mut state, &request, &mut scratch, lane, now)
-                }
+                Ok(Some(request)) => dispatch(
+                    router,
+                    &mut state,
+                    &request,
+                    &mut scratch,
+                    lane,
+                    now,
+                    keep_raw,
+                ),
                 Ok(None) if input.len() >= config.max_request_bytes => {
                     closing = true;
                     (
@@ -159,6 +166,7 @@ fn dispatch<'r>(
     scratch: &mut Vec<usize>,
     lane: usize,
     now: Instant,
+    keep_raw: bool,
 ) -> (Call<'r>, Stamp) {
     let (plan, command) = router.plan(request, scratch);
     let call = match plan {
@@ -171,7 +179,7 @@ fn dispatch<'r>(
         Plan::Local(local) => Call::ready(state.answer(local, request.args())),
         Plan::Reply(reply) => Call::ready(reply),
     };
-    (call, Stamp::new(command, request, now))
+    (call, Stamp::new(command, request, now, keep_raw))
 }
 
 /// Redis's own wording, so clients recognise it; the client is closed after it.
@@ -192,11 +200,12 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn new(command: &'static str, request: &Request, now: Instant) -> Stamp {
+    /// `keep_raw` only when the slow log is on: otherwise the request is not needed afterwards.
+    fn new(command: &'static str, request: &Request, now: Instant, keep_raw: bool) -> Stamp {
         Stamp {
             command,
             started: now,
-            raw: Some(request.raw().clone()),
+            raw: keep_raw.then(|| request.raw().clone()),
         }
     }
 

@@ -45,7 +45,12 @@ impl SlowLog {
 
     /// True when `elapsed` deserves an entry.
     pub fn is_slow(&self, elapsed: Duration) -> bool {
-        !self.threshold.is_zero() && self.max_len > 0 && elapsed >= self.threshold
+        self.is_enabled() && elapsed >= self.threshold
+    }
+
+    /// False when `slowlog_threshold` is 0 or `slowlog_max_len` is 0.
+    pub fn is_enabled(&self) -> bool {
+        !self.threshold.is_zero() && self.max_len > 0
     }
 
     /// Adds an entry, dropping the oldest when full.

@@ -44,17 +44,4 @@ impl Upstreams {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         nodes.retain(|addr, _| keep(addr));
     }
-
-    /// Addresses currently known, sorted.
-    pub fn addrs(&self) -> Vec<Arc<str>> {
-        let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        let mut addrs: Vec<_> = nodes.keys().cloned().collect();
-        addrs.sort();
-        addrs
-    }
-
-    /// Connections opened per node.
-    pub fn connections_per_node(&self) -> usize {
-        self.config.connections_per_node
-    }
 }

@@ -12,13 +12,7 @@ fn moved_after_a_slot_migration_is_followed_transparently() {
     let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
     let mut c = redcar.client();
     assert_eq!(c.q(&["SET", "moving-key", "before"]), Value::simple("OK"));
-    let slot = cluster.key_slot("moving-key");
-    let from = cluster.primary_port_for_slot(slot);
-    let to = cluster
-        .primary_ports()
-        .into_iter()
-        .find(|&p| p != from)
-        .expect("another primary");
+    let (slot, from, to) = slot_and_another_owner(&cluster, "moving-key");
     cluster.migrate_slot(slot, from, to);
 
     assert_eq!(c.q(&["GET", "moving-key"]), Value::bulk("before"));
@@ -37,13 +31,7 @@ fn ask_during_a_slot_migration_is_followed_transparently() {
     let cluster = RedisCluster::start(3, 1);
     let redcar = Redcar::start(&cluster.seeds());
     let mut c = redcar.client();
-    let slot = cluster.key_slot("{mig}stay");
-    let from = cluster.primary_port_for_slot(slot);
-    let to = cluster
-        .primary_ports()
-        .into_iter()
-        .find(|&p| p != from)
-        .expect("another primary");
+    let (slot, from, to) = slot_and_another_owner(&cluster, "{mig}stay");
     assert_eq!(c.q(&["SET", "{mig}stay", "on-source"]), Value::simple("OK"));
     assert_eq!(
         c.q(&["SET", "{mig}moved", "on-target"]),
@@ -110,6 +98,18 @@ fn a_restarted_replica_and_primary_are_reconnected() {
             "unexpected reply while the node restarted: {e:?}"
         );
     }
+}
+
+/// The slot of `key`, its owner's port, and the port of another primary to move it to.
+fn slot_and_another_owner(cluster: &RedisCluster, key: &str) -> (u16, u16, u16) {
+    let slot = cluster.key_slot(key);
+    let from = cluster.primary_port_for_slot(slot);
+    let to = cluster
+        .primary_ports()
+        .into_iter()
+        .find(|&p| p != from)
+        .expect("another primary");
+    (slot, from, to)
 }
 
 /// A config file in a temp dir that lives as long as the value.
