@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build demo test bench fmt fmt-check clippy clean ensure-redis
+.PHONY: help all build demo test bench fmt fmt-check clippy clean ensure-redis ensure-clients
 
 all: build
 
@@ -16,6 +16,10 @@ help:
 
 ensure-redis:
 	scripts/ensure-redis.sh
+
+# php-cli + phpredis + predis (apt) and redis-py + hiredis (target/pyenv) for tests/it/clients.rs
+ensure-clients:
+	scripts/ensure-clients.sh
 
 build:
 	$(CARGO) build --release
@@ -32,7 +36,7 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 
-test: ensure-redis fmt-check clippy
+test: ensure-redis ensure-clients fmt-check clippy
 	$(CARGO) test --all-targets
 
 bench: ensure-redis build

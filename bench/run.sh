@@ -3,13 +3,16 @@
 #   (a) a standalone redis-server,
 #   (b) a 3+3 Redis Cluster directly (redis-benchmark --cluster),
 #   (c) redcar in front of that same cluster,
-# with pipeline depth 1 and 16, then writes bench/RESULTS.md.
+# with pipeline depth 1 and 16; then MSET and MGET of 10 keys spread over all slots against
+# (a) and (c) only (a cluster-aware client cannot send a cross-slot MSET/MGET at all);
+# then writes bench/RESULTS.md.
 #
 # Env: BENCH_REQUESTS (default 200000) requests per test
 #      BENCH_CLIENTS  (default 50)     parallel connections
 #      BENCH_SCENARIOS (default "50:1 50:16 1:1") CLIENTS:PIPELINE pairs; 1:1 shows the
 #                      unloaded cost of the extra hop (no CPU contention, no queueing)
 #      BENCH_KEYSPACE (default 100000) -r: random keys, so traffic spreads over all slots
+#      BENCH_MULTI_REQUESTS (default BENCH_REQUESTS/4) requests per MSET/MGET test; 0 skips them
 #      BENCH_OUT      (default bench/RESULTS.md)
 #      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
 #      BENCH_RUN_TIMEOUT (default 120) seconds before one redis-benchmark run is killed
@@ -23,6 +26,7 @@ REQUESTS=${BENCH_REQUESTS:-200000}
 CLIENTS=${BENCH_CLIENTS:-50}
 SCENARIOS=${BENCH_SCENARIOS:-$CLIENTS:1 $CLIENTS:16 1:1}
 KEYSPACE=${BENCH_KEYSPACE:-100000}
+MULTI_REQUESTS=${BENCH_MULTI_REQUESTS:-$((REQUESTS / 4))}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120} # seconds per redis-benchmark run
@@ -32,6 +36,7 @@ for tool in redis-server redis-cli redis-benchmark; do
 done
 [[ -x "$REDCAR_BIN" ]] || die "$REDCAR_BIN not found: build it first (make build)"
 [[ "$REQUESTS" =~ ^[0-9]+$ ]] || die "BENCH_REQUESTS must be a number"
+[[ "$MULTI_REQUESTS" =~ ^[0-9]+$ ]] || die "BENCH_MULTI_REQUESTS must be a number"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/redcar-bench.XXXXXX")
 STANDALONE_PID=""
@@ -119,11 +124,48 @@ for p in $SCENARIOS; do
     done
 done
 
+# Multi-key: 10 keys per command, each `key:__rand_int__` drawn separately, so they land in
+# different slots. `-t mset` sends `MSET key:__rand_int__ <value>` x10 (with --cluster it would put
+# all ten under one {hash tag}: a different workload), MGET is a custom command line.
+MULTI_TESTS=(mset mget)
+MULTI_TARGETS=(standalone redcar)
+MGET_ARGS=(MGET)
+for _ in 1 2 3 4 5 6 7 8 9 10; do MGET_ARGS+=("key:__rand_int__"); done
+if ((MULTI_REQUESTS > 0)); then
+    for p in $SCENARIOS; do
+        for t in "${MULTI_TARGETS[@]}"; do
+            for test in "${MULTI_TESTS[@]}"; do
+                # shellcheck disable=SC2207
+                args=($(target_args "$t"))
+                clients=${p%%:*}
+                n=$MULTI_REQUESTS
+                ((clients > 1)) || n=$((MULTI_REQUESTS / 10))
+                cmd=(redis-benchmark "${args[@]}" -c "$clients" -n "$n" -r "$KEYSPACE" -P "${p##*:}" --csv)
+                if [[ $test == mset ]]; then cmd+=(-t mset); else cmd+=("${MGET_ARGS[@]}"); fi
+                CMDS[$t-$p-$test]="${cmd[*]}"
+                log "P=$p $t $test: ${cmd[*]}"
+                start=$SECONDS
+                if ! "${TIMEOUT[@]}" "${cmd[@]}" >"$TMP/$t-$p-$test.csv" 2>"$TMP/$t-$p-$test.err"; then
+                    tail -n 20 "$TMP/$t-$p-$test.err" >&2
+                    die "redis-benchmark $test against $t (P=$p) failed"
+                fi
+                log "  done in $((SECONDS - start)) s: $(sed -n 2p "$TMP/$t-$p-$test.csv" | cut -d, -f2)"
+            done
+        done
+    done
+fi
+
 # field TARGET P TEST NAME -> value from the CSV (rps, p50, p99)
 field() {
     local col
     case $4 in rps) col=2 ;; p50) col=5 ;; p99) col=7 ;; esac
     awk -F'","' -v t="\"$3" -v c="$col" '$1 == t { gsub(/"/, "", $c); print $c; exit }' "$TMP/$1-$2.csv"
+}
+# mfield TARGET P TEST NAME -> value from a multi-key CSV (its one data row)
+mfield() {
+    local col
+    case $4 in rps) col=2 ;; p50) col=5 ;; p99) col=7 ;; esac
+    awk -F'","' -v c="$col" 'NR == 2 { gsub(/"/, "", $c); print $c; exit }' "$TMP/$1-$2-$3.csv"
 }
 calc() { awk "BEGIN { printf \"$1\", $2 }" 2>/dev/null || echo "n/a"; }
 
@@ -138,6 +180,7 @@ REPORT="$TMP/RESULTS.md"
     echo "- redis: $(redis-server --version | sed 's/ sha=.*//')"
     echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
     echo "- workload: SET and GET, $REQUESTS requests per test ($((REQUESTS / 10)) with one client), keyspace $KEYSPACE (-r), scenarios (clients:pipeline): $SCENARIOS"
+    ((MULTI_REQUESTS == 0)) || echo "- multi-key workload: MSET and MGET of 10 random keys, $MULTI_REQUESTS requests per test ($((MULTI_REQUESTS / 10)) with one client), standalone and redcar only"
     echo "- note: benchmark client, all redis-server processes and redcar share the same $(nproc) CPUs"
     echo
     echo "## Setup"
@@ -152,6 +195,13 @@ REPORT="$TMP/RESULTS.md"
     echo
     echo '```'
     for p in $SCENARIOS; do for t in "${TARGETS[@]}"; do echo "${CMDS[$t-$p]}"; done; done
+    if ((MULTI_REQUESTS > 0)); then
+        for p in $SCENARIOS; do
+            for t in "${MULTI_TARGETS[@]}"; do
+                for test in "${MULTI_TESTS[@]}"; do echo "${CMDS[$t-$p-$test]}"; done
+            done
+        done
+    fi
     echo '```'
     echo
     echo "## Results"
@@ -185,6 +235,27 @@ REPORT="$TMP/RESULTS.md"
         done
     done
     echo
+    if ((MULTI_REQUESTS > 0)); then
+        echo "## Multi-key commands: 10 keys over all slots"
+        echo
+        echo "MSET and MGET of 10 random keys each. A cluster-aware client cannot send these to a cluster"
+        echo "at all (the keys are in different slots: \`-CROSSSLOT\`), so redcar is compared with one"
+        echo "standalone redis-server. Through redcar each command becomes up to 10 per-slot commands on"
+        echo "the 3 primaries, sent in parallel and merged in key order."
+        echo
+        echo "| clients:pipeline | test | target | ops/s | p50 ms | p99 ms | ops/s redcar / standalone |"
+        echo "|---:|---|---|---:|---:|---:|---:|"
+        for p in $SCENARIOS; do
+            for test in "${MULTI_TESTS[@]}"; do
+                s=$(mfield standalone "$p" "$test" rps)
+                r=$(mfield redcar "$p" "$test" rps)
+                label="${test^^} (10 keys)"
+                echo "| $p | $label | standalone | $s | $(mfield standalone "$p" "$test" p50) | $(mfield standalone "$p" "$test" p99) | |"
+                echo "| $p | $label | redcar | $r | $(mfield redcar "$p" "$test" p50) | $(mfield redcar "$p" "$test" p99) | $(calc '%.2f' "${r:-0} / ${s:-1}") |"
+            done
+        done
+        echo
+    fi
     echo "## Raw CSV (redis-benchmark --csv)"
     echo
     for p in $SCENARIOS; do
@@ -193,6 +264,9 @@ REPORT="$TMP/RESULTS.md"
             echo
             echo '```'
             grep -E '^"' "$TMP/$t-$p.csv" || true
+            if ((MULTI_REQUESTS > 0)) && [[ $t != cluster ]]; then
+                for test in "${MULTI_TESTS[@]}"; do grep -E '^"[^t]' "$TMP/$t-$p-$test.csv" || true; done
+            fi
             echo '```'
             echo
         done

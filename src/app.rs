@@ -124,6 +124,7 @@ pub async fn run(
     ));
 
     tokio::spawn(refresher.run(stop_rx.clone()));
+    router.declare_commands(&config.custom_commands);
     tokio::spawn(learn_commands(router.clone()));
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     if let Some(tcp) = listeners.tcp {

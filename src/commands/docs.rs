@@ -24,12 +24,16 @@ fn header(out: &mut String) {
         .iter()
         .flat_map(|c| std::iter::once(c).chain(c.subcommands));
     let (mut keyed, mut local, mut any, mut fan_out, mut refused) = (0, 0, 0, 0, 0);
+    let mut dedicated = 0;
     for spec in rows {
         match policy::serve(spec) {
             Serve::Keyed => keyed += 1,
             Serve::Local(_) => local += 1,
             Serve::AnyNode => any += 1,
             Serve::FanOut(_) => fan_out += 1,
+            Serve::Blocking | Serve::Wait | Serve::Transaction(_) | Serve::Subscription(_) => {
+                dedicated += 1
+            }
             Serve::Unsupported(_) => refused += 1,
         }
     }
@@ -44,6 +48,8 @@ fn header(out: &mut String) {
          - **local** ({local}): answered by redcar itself;\n\
          - **any node** ({any}): keyless and sent to any one primary;\n\
          - **fan-out** ({fan_out}): keyless, sent to every primary (SCAN: one at a time) and the replies merged;\n\
+         - **session** ({dedicated}): blocking commands, transactions and subscriptions, which keep state on a \
+         connection: see [architecture.md](architecture.md#connection-state-transactions-blocking-commands-and-pubsub);\n\
          - **unsupported** ({refused}): refused with `-ERR redcar: <CMD> is not supported (<reason>)`.\n\n\
          Keys: `yes` = key specs; `channel` = shard channel (a `not_key` spec that redcar routes by); \
          `incomplete` = the specs may miss keys (the node still rejects cross-slot use).\n\n\
@@ -63,6 +69,9 @@ fn row(out: &mut String, spec: &CommandSpec) {
         Serve::Local(_) => "local".to_owned(),
         Serve::AnyNode => "any node".to_owned(),
         Serve::FanOut(fan_out) => format!("fan-out: {}", fan_out.describe()),
+        Serve::Blocking | Serve::Wait | Serve::Transaction(_) | Serve::Subscription(_) => {
+            format!("session: {}", policy::describe(spec))
+        }
         Serve::Unsupported(reason) => format!("unsupported: {reason}"),
     };
     let _ = writeln!(

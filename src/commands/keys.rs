@@ -112,6 +112,7 @@ fn one_spec(ks: &KeySpec, args: &[Bytes], out: &mut Vec<usize>) -> Result<KeySca
         },
         BeginSearch::Unknown => return Ok(KeyScan::Incomplete),
     };
+    let open_ended = matches!(ks.find, FindKeys::Range { last_key, .. } if last_key < 0);
     let (first, last, step) = match ks.find {
         FindKeys::Range {
             last_key,
@@ -134,7 +135,15 @@ fn one_spec(ks: &KeySpec, args: &[Bytes], out: &mut Vec<usize>) -> Result<KeySca
         }
         FindKeys::Unknown => return Ok(KeyScan::Incomplete),
     };
-    if step <= 0 || first < 1 || first >= argc || last >= argc || last < first {
+    if step <= 0 || first < 1 {
+        return Err(KeyError::Invalid);
+    }
+    if open_ended && last < first {
+        // Like Redis for variadic commands: a "to the end" range over no arguments finds no
+        // keys (PFMERGE dest with no sources); the other specs still count.
+        return Ok(KeyScan::Complete);
+    }
+    if first >= argc || last >= argc || last < first {
         return Err(KeyError::Invalid);
     }
     let (first, last) = (first as usize, last as usize);

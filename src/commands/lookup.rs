@@ -99,6 +99,12 @@ impl CommandTable {
         added
     }
 
+    /// Adds a spec declared in the configuration (`custom_commands`, already validated not to
+    /// clash with a builtin name). Learning later skips its name, so the declaration wins.
+    pub fn declare(&mut self, spec: &'static CommandSpec) {
+        self.learned.insert(spec.name, spec);
+    }
+
     fn top(&self, lower_name: &str) -> Option<&'static CommandSpec> {
         find_sorted(COMMANDS, lower_name).or_else(|| self.learned.get(lower_name).copied())
     }

@@ -5,8 +5,10 @@
 //! - [`lookup`](mod@lookup): case-insensitive, allocation-free lookup and runtime learning ([`CommandTable`]).
 //! - [`keys`]: key and shard-channel positions from the Redis 7 key specs.
 //! - [`policy`]: how redcar serves each command ([`Serve`]).
+//! - [`custom`]: commands declared in the configuration (`custom_commands`).
 //! - [`docs`]: the markdown reference in docs/commands.md.
 
+pub mod custom;
 pub mod docs;
 pub mod keys;
 pub mod learn;
@@ -21,6 +23,7 @@ mod test_server;
 #[cfg(test)]
 mod tests;
 
+pub use custom::CustomCommand;
 pub use keys::{channel_indices, key_indices, routing_indices, KeyError, KeyScan};
 pub use learn::InfoValue;
 pub use lookup::{lookup, CommandTable};

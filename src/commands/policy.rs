@@ -13,8 +13,42 @@ pub enum Serve {
     AnyNode,
     /// Keyless, sent to every primary and the replies merged.
     FanOut(FanOut),
+    /// Blocks until data arrives: sent on a dedicated connection, never a shared one.
+    Blocking,
+    /// WAIT: asked of the primaries this client wrote to, on its own connections.
+    Wait,
+    /// MULTI / EXEC / DISCARD / WATCH / UNWATCH: connection state kept by the session.
+    Transaction(Tx),
+    /// (P|S)SUBSCRIBE and their UNSUBSCRIBE: the session enters subscribe mode.
+    Subscription(Sub),
     /// Refused with `-ERR redcar: <CMD> is not supported (<reason>)`.
     Unsupported(&'static str),
+}
+
+/// The transaction commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tx {
+    Multi,
+    Exec,
+    Discard,
+    Watch,
+    Unwatch,
+}
+
+/// The subscription commands: which kind of subscription, and whether it adds or removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sub {
+    pub kind: SubKind,
+    pub subscribe: bool,
+}
+
+/// Channels and patterns are cluster-wide (one node connection hears every message); shard
+/// channels live on the node owning their slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SubKind {
+    Channel,
+    Pattern,
+    Shard,
 }
 
 /// Commands redcar answers without a node.
@@ -58,6 +92,11 @@ pub enum FanOut {
     Broadcast,
     /// SLOWLOG GET / LEN / RESET: every primary's slow log merged with redcar's own.
     Slowlog,
+    /// INFO: redcar's own section, counters summed over primaries, per-node sections from one.
+    Info,
+    /// PUBSUB CHANNELS / NUMSUB / NUMPAT / SHARDCHANNELS / SHARDNUMSUB: every primary's
+    /// subscriptions merged (names deduplicated, counts summed).
+    PubSub,
 }
 
 impl FanOut {
@@ -80,8 +119,21 @@ impl FanOut {
                 "sent to every primary; 1 per sha1 only if every primary has it"
             }
             FanOut::Broadcast => "sent to every primary; the common reply, or the first error",
+            FanOut::PubSub => {
+                "sent to every primary; channel names deduplicated, subscriber counts summed"
+            }
             FanOut::Slowlog => {
                 "sent to every primary; merged with redcar's own slow log (GET newest first, LEN summed, RESET both)"
+            }
+            FanOut::Info => {
+                "sent to every primary; `# Redcar` (redcar's own: version, uptime, clients, slot map) \
+                 comes first (with no section, `redcar`, `default`, `all` or `everything`); \
+                 `clients`, `memory`, `stats`, `cpu`, `commandstats`, `errorstats` and `keyspace` are \
+                 summed over the primaries (ratios, percentages, `current_*` and recent maxima: the \
+                 largest; `*_human` recomputed; `avg_ttl` weighted by `expires`); every other section \
+                 (`server`, `replication`, `persistence`, `cluster`, ...) is the first primary's by \
+                 address, with `redis_version` the lowest of all; a `redcar_source` line in each \
+                 non-list section says which"
             }
         }
     }
@@ -108,9 +160,6 @@ impl SplitMerge {
     }
 }
 
-pub const BLOCKING: &str = "blocking commands need a dedicated connection; not yet supported";
-pub const TRANSACTIONS: &str = "transactions are not yet supported";
-pub const PUBSUB: &str = "pub/sub is not yet supported";
 pub const NODE_ADMIN: &str = "node administration is not allowed through the proxy";
 pub const FAN_OUT: &str = "needs a fan-out to every primary; not yet supported";
 pub const AUTH: &str = "authentication is not configured";
@@ -137,9 +186,31 @@ const LOCAL: &[(&str, Local)] = &[
 ];
 
 /// Keyless, read-only and the same answer from any primary.
-const ANY_NODE: &[&str] = &["command|getkeys", "command|getkeysandflags", "time"];
+/// PUBLISH too: Redis Cluster delivers a message published on any node to every node's subscribers.
+const ANY_NODE: &[&str] = &[
+    "command|getkeys",
+    "command|getkeysandflags",
+    "pubsub|help",
+    "publish",
+    "time",
+];
 
-const TRANSACTION: &[&str] = &["discard", "exec", "multi", "unwatch", "watch"];
+const TRANSACTION: &[(&str, Tx)] = &[
+    ("discard", Tx::Discard),
+    ("exec", Tx::Exec),
+    ("multi", Tx::Multi),
+    ("unwatch", Tx::Unwatch),
+    ("watch", Tx::Watch),
+];
+
+const SUBSCRIPTION: &[(&str, SubKind, bool)] = &[
+    ("psubscribe", SubKind::Pattern, true),
+    ("punsubscribe", SubKind::Pattern, false),
+    ("ssubscribe", SubKind::Shard, true),
+    ("subscribe", SubKind::Channel, true),
+    ("sunsubscribe", SubKind::Shard, false),
+    ("unsubscribe", SubKind::Channel, false),
+];
 
 /// Matched by container name, so every subcommand is covered too.
 const ADMIN: &[&str] = &[
@@ -179,7 +250,13 @@ const FAN_OUT_SERVED: &[(&str, FanOut)] = &[
     ("function|delete", FanOut::Broadcast),
     ("function|flush", FanOut::Broadcast),
     ("function|load", FanOut::Broadcast),
+    ("info", FanOut::Info),
     ("keys", FanOut::Keys),
+    ("pubsub|channels", FanOut::PubSub),
+    ("pubsub|numpat", FanOut::PubSub),
+    ("pubsub|numsub", FanOut::PubSub),
+    ("pubsub|shardchannels", FanOut::PubSub),
+    ("pubsub|shardnumsub", FanOut::PubSub),
     ("randomkey", FanOut::RandomKey),
     ("scan", FanOut::Scan),
     ("script|exists", FanOut::ScriptExists),
@@ -192,7 +269,7 @@ const FAN_OUT_SERVED: &[(&str, FanOut)] = &[
 
 /// Matched by container name: their effect or answer spans the whole keyspace and no merge is
 /// implemented (checked after [`FAN_OUT_SERVED`]).
-const FAN_OUT_CMDS: &[&str] = &["function", "info", "script", "wait"];
+const FAN_OUT_CMDS: &[&str] = &["function", "script"];
 
 /// Multi-key commands that redcar splits per slot when their keys span several slots.
 const SPLIT: &[(&str, SplitMerge)] = &[
@@ -204,7 +281,8 @@ const SPLIT: &[(&str, SplitMerge)] = &[
     ("unlink", SplitMerge::Sum),
 ];
 
-/// Flagged blocking by Redis but only block with their BLOCK option, which the router refuses.
+/// Flagged blocking by Redis but only block with their BLOCK option: without it they are plain
+/// keyed reads, with it the router sends them on a dedicated connection.
 const BLOCK_OPTION: &[&str] = &["xread", "xreadgroup"];
 
 const CLUSTER_CONN: &[&str] = &["asking", "readonly", "readwrite"];
@@ -223,7 +301,22 @@ pub fn serve(spec: &CommandSpec) -> Serve {
     if let Some((_, fan_out)) = FAN_OUT_SERVED.iter().find(|(n, _)| *n == name) {
         return Serve::FanOut(*fan_out);
     }
-    if let Some(reason) = refusal(spec, name, container) {
+    if let Some((_, tx)) = TRANSACTION.iter().find(|(n, _)| *n == name) {
+        return Serve::Transaction(*tx);
+    }
+    if let Some((_, kind, subscribe)) = SUBSCRIPTION.iter().find(|(n, ..)| *n == name) {
+        return Serve::Subscription(Sub {
+            kind: *kind,
+            subscribe: *subscribe,
+        });
+    }
+    if name == "wait" {
+        return Serve::Wait;
+    }
+    if spec.has_flag(flags::BLOCKING) && !BLOCK_OPTION.contains(&name) && spec.has_keys() {
+        return Serve::Blocking;
+    }
+    if let Some(reason) = refusal(name, container) {
         return Serve::Unsupported(reason);
     }
     if spec.has_keys() {
@@ -232,15 +325,9 @@ pub fn serve(spec: &CommandSpec) -> Serve {
     Serve::Unsupported(KEYLESS)
 }
 
-fn refusal(spec: &CommandSpec, name: &str, container: &str) -> Option<&'static str> {
+fn refusal(name: &str, container: &str) -> Option<&'static str> {
     Some(if name == "auth" {
         AUTH
-    } else if TRANSACTION.contains(&name) {
-        TRANSACTIONS
-    } else if spec.has_flag(flags::PUBSUB) || container == "pubsub" {
-        PUBSUB
-    } else if spec.has_flag(flags::BLOCKING) && !BLOCK_OPTION.contains(&name) {
-        BLOCKING
     } else if ADMIN.contains(&container) && !admin_keyed(name) {
         NODE_ADMIN
     } else if FAN_OUT_CMDS.contains(&container) {
@@ -268,8 +355,8 @@ pub fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
         .map(|(_, merge)| *merge)
 }
 
-/// True for the keyed commands that must be refused when they carry a BLOCK option.
-pub fn refuses_block_option(spec: &CommandSpec) -> bool {
+/// True for the keyed commands that block only when they carry a BLOCK option.
+pub fn blocks_with_option(spec: &CommandSpec) -> bool {
     BLOCK_OPTION.contains(&spec.name)
 }
 
@@ -277,8 +364,8 @@ pub fn refuses_block_option(spec: &CommandSpec) -> bool {
 pub fn keyed_note(spec: &CommandSpec) -> Option<&'static str> {
     if split_merge(spec).is_some() {
         Some("keys in several slots are split per slot and the replies merged")
-    } else if refuses_block_option(spec) {
-        Some("refused with the BLOCK option (blocking needs a dedicated connection)")
+    } else if blocks_with_option(spec) {
+        Some("routed by key; with BLOCK, sent on a dedicated connection like other blocking commands")
     } else if matches!(spec.name, "evalsha" | "evalsha_ro") {
         Some("a NOSCRIPT reply is healed by loading the script redcar saw and retrying once")
     } else {
@@ -293,6 +380,21 @@ pub fn describe(spec: &CommandSpec) -> &'static str {
         Serve::Local(_) => "answered by redcar",
         Serve::AnyNode => "sent to any one primary",
         Serve::FanOut(fan_out) => fan_out.describe(),
+        Serve::Blocking => "sent on a dedicated connection to the primary owning its keys' slot",
+        Serve::Wait => {
+            "asked of every primary this client wrote to, on the client's own connection (blocking it at most 10 ms, then polling); the smallest count"
+        }
+        Serve::Transaction(Tx::Multi | Tx::Exec | Tx::Discard) => {
+            "queued by redcar; EXEC sends MULTI … EXEC in one piece to the slot's primary"
+        }
+        Serve::Transaction(Tx::Watch | Tx::Unwatch) => {
+            "pins a dedicated connection to the watched slot's primary until EXEC, DISCARD or UNWATCH"
+        }
+        Serve::Subscription(Sub {
+            kind: SubKind::Shard,
+            ..
+        }) => "subscribe mode; on a dedicated connection to the shard channel's primary",
+        Serve::Subscription(_) => "subscribe mode; on one dedicated connection (cluster-wide channels)",
         Serve::Unsupported(reason) => reason,
     }
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::ClusterConfig;
+use crate::commands::CustomCommand;
 use crate::downstream::ClientConfig;
 use crate::metrics::MetricsConfig;
 use crate::router::RouterConfig;
@@ -48,6 +49,9 @@ pub struct Config {
     pub router: RouterConfig,
     pub client: ClientConfig,
     pub metrics: MetricsConfig,
+    /// Commands redcar does not know and the cluster does not describe (module commands on older
+    /// servers), routed by the key positions declared here.
+    pub custom_commands: Vec<CustomCommand>,
 }
 
 impl Default for Config {
@@ -66,6 +70,7 @@ impl Default for Config {
             router: RouterConfig::default(),
             client: ClientConfig::default(),
             metrics: MetricsConfig::default(),
+            custom_commands: Vec::new(),
         }
     }
 }

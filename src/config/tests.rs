@@ -141,3 +141,22 @@ fn collect_keys(value: &serde_yaml::Value, prefix: &str, found: &mut dyn FnMut(&
         }
     }
 }
+
+#[test]
+fn custom_commands_are_read_and_checked_by_key() {
+    let yaml = format!(
+        "{MINIMAL}custom_commands:\n  - name: mymod.get\n    first_key: 1\n    write: false\n  - {{name: mymod.mset, first_key: 1, last_key: -1, key_step: 2}}\n"
+    );
+    let config = Config::from_yaml(&yaml).expect("parses");
+    config.validate().expect("valid");
+    assert_eq!(config.custom_commands.len(), 2);
+    assert!(!config.custom_commands[0].write);
+    assert_eq!(config.custom_commands[1].key_step, 2);
+    let typo = Config::from_yaml(&format!(
+        "{MINIMAL}custom_commands:\n  - {{name: x, first_key: 1, keystep: 2}}\n"
+    ))
+    .expect_err("unknown field");
+    assert!(typo.to_string().contains("keystep"), "{typo}");
+    let clash = format!("{MINIMAL}custom_commands:\n  - {{name: SET, first_key: 1}}\n");
+    assert!(error_of(&clash).contains("custom_commands[0].name"));
+}

@@ -11,7 +11,8 @@ impl Config {
         self.validate_listeners()?;
         self.validate_cluster()?;
         self.validate_limits()?;
-        self.validate_logging()
+        self.validate_logging()?;
+        crate::commands::custom::validate(&self.custom_commands).map_err(ConfigError)
     }
 
     fn validate_listeners(&self) -> Result<(), ConfigError> {
@@ -75,6 +76,10 @@ impl Config {
             64,
         )?;
         positive("upstream.connect_timeout", up.connect_timeout)?;
+        within("upstream.dedicated.max", up.dedicated.max, 1, 100_000)?;
+        if up.dedicated.exhausted == crate::upstream::Exhausted::Wait {
+            positive("upstream.dedicated.wait_timeout", up.dedicated.wait_timeout)?;
+        }
         positive("router.op_timeout", self.router.op_timeout)?;
         within("router.max_redirects", self.router.max_redirects, 1, 16)?;
         let client = &self.client;

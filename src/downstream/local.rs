@@ -3,11 +3,12 @@
 
 use bytes::{Bytes, BytesMut};
 
+use super::transaction::Transaction;
 use crate::commands::Local;
 use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_null, write_simple,
 };
-use crate::router::redcar_error;
+use crate::router::{redcar_error, Written};
 
 /// Per-connection state that Redis would keep for the client.
 pub struct ClientState {
@@ -15,6 +16,10 @@ pub struct ClientState {
     pub name: Option<Bytes>,
     /// Set by QUIT: reply, then close.
     pub quit: bool,
+    /// MULTI … EXEC and WATCH.
+    pub tx: Transaction,
+    /// Where this client wrote (for WAIT).
+    pub written: Written,
 }
 
 impl ClientState {
@@ -23,7 +28,15 @@ impl ClientState {
             id,
             name: None,
             quit: false,
+            tx: Transaction::default(),
+            written: Written::default(),
         }
+    }
+
+    /// RESET: back to a fresh connection's state (the router ends a WATCH separately).
+    pub fn reset(&mut self) {
+        self.name = None;
+        self.tx.reset();
     }
 
     /// The reply to a locally served command (`args[0]` is the command name).

@@ -4,7 +4,10 @@
 mod config;
 mod listener;
 mod local;
+mod pubsub;
+mod pubsub_conn;
 mod session;
+mod transaction;
 
 pub use config::ClientConfig;
 pub use listener::{serve, Accept, Downstream};

@@ -14,6 +14,9 @@ use tokio::time::{sleep_until, Instant};
 
 use super::listener::Downstream;
 use super::local::ClientState;
+use super::pubsub;
+use super::transaction::Step;
+use crate::commands::Local;
 use crate::metrics::Metrics;
 use crate::protocol::{parse_request, Limits, Request};
 use crate::router::{Call, Plan, Router};
@@ -52,34 +55,92 @@ pub async fn serve<S>(
     // Once set, no more commands are read; the session ends when every reply is written.
     let mut closing = false;
     let mut last_activity = Instant::now();
+    // A command that must run alone (see `Transaction::is_exclusive`), waiting for the
+    // commands before it to finish; and how many such commands are in `calls`.
+    let mut parked: Option<Request> = None;
+    let mut exclusive = 0usize;
     loop {
         // Start every complete command already buffered, up to the in-flight limit. One clock
         // read serves the whole batch.
         let now = Instant::now();
-        while !closing && calls.len() < config.max_in_flight {
-            let (call, stamp) = match parse_request(&mut input, &limits) {
-                Ok(Some(request)) => dispatch(
-                    router,
-                    &mut state,
-                    &request,
-                    &mut scratch,
-                    lane,
-                    now,
-                    keep_raw,
-                ),
-                Ok(None) if input.len() >= config.max_request_bytes => {
-                    closing = true;
-                    (
-                        protocol_error("request exceeds client.max_request_bytes"),
-                        Stamp::none(now),
-                    )
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    closing = true;
-                    (protocol_error(&e.to_string()), Stamp::none(now))
-                }
+        while !closing && calls.len() < config.max_in_flight && exclusive == 0 {
+            let request = match parked.take() {
+                Some(request) => request,
+                None => match parse_request(&mut input, &limits) {
+                    Ok(Some(request)) => request,
+                    Ok(None) if input.len() >= config.max_request_bytes => {
+                        closing = true;
+                        let call = protocol_error("request exceeds client.max_request_bytes");
+                        push(
+                            &mut calls,
+                            call,
+                            Stamp::none(now),
+                            &mut out,
+                            metrics,
+                            peer,
+                            now,
+                        );
+                        break;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        closing = true;
+                        let call = protocol_error(&e.to_string());
+                        push(
+                            &mut calls,
+                            call,
+                            Stamp::none(now),
+                            &mut out,
+                            metrics,
+                            peer,
+                            now,
+                        );
+                        break;
+                    }
+                },
             };
+            let (plan, command) = router.plan(&request, &mut scratch);
+            let alone = state.tx.is_exclusive(&plan);
+            if alone && !calls.is_empty() {
+                parked = Some(request);
+                break;
+            }
+            if let Plan::Sub(_) = plan {
+                if !state.tx.is_open() {
+                    // Subscribe mode takes the connection over until the client leaves it.
+                    let left = pubsub::serve(
+                        router,
+                        request,
+                        &mut reader,
+                        &mut writer,
+                        &mut input,
+                        &mut out,
+                        &limits,
+                        metrics,
+                        config.max_reply_bytes,
+                        &mut shutdown,
+                        lane,
+                    )
+                    .await;
+                    last_activity = Instant::now();
+                    match left {
+                        pubsub::Left::Normal => {}
+                        pubsub::Left::Reset => state.reset(),
+                        pubsub::Left::Close => closing = true,
+                        pubsub::Left::Gone => return,
+                    }
+                    continue;
+                }
+            }
+            let call = dispatch(
+                router,
+                &mut state,
+                plan,
+                &request,
+                lane,
+                config.max_request_bytes,
+            );
+            let stamp = Stamp::new(command, &request, now, keep_raw, alone);
             closing |= state.quit;
             if call.is_ready() && calls.is_empty() {
                 // Nothing ahead of it: straight to the output buffer.
@@ -94,14 +155,19 @@ pub async fn serve<S>(
                     timer_armed = true;
                 }
             }
+            exclusive += usize::from(alone);
             calls.push_back((call, stamp));
         }
         if closing && calls.is_empty() && out.is_empty() {
             let _ = writer.shutdown().await;
             return;
         }
-        let can_read =
-            !closing && calls.len() < config.max_in_flight && out.len() < config.max_reply_bytes;
+        // While a command runs alone, read only enough to notice the client leaving.
+        let waiting_alone = exclusive > 0 || parked.is_some();
+        let can_read = !closing
+            && calls.len() < config.max_in_flight
+            && out.len() < config.max_reply_bytes
+            && (!waiting_alone || input.len() < READ_CHUNK);
         let idle = config.idle_timeout;
         tokio::select! {
             biased;
@@ -114,6 +180,7 @@ pub async fn serve<S>(
                 // Take every following reply that is already here, to write them in one syscall.
                 while let Some(bytes) = reply.take().or_else(|| calls.front_mut().and_then(|(call, _)| call.now_or_never())) {
                     if let Some((call, stamp)) = calls.pop_front() {
+                        exclusive -= usize::from(stamp.alone);
                         stamp.finish(metrics, &bytes, now, call.node(), peer);
                     }
                     out.extend_from_slice(&bytes);
@@ -127,6 +194,8 @@ pub async fn serve<S>(
                 _ => return, // client gone: owed replies are dropped with the session
             },
             read = reader.read_buf(&mut input), if can_read => match read {
+                // Like Redis, a client that leaves while blocked is not waited for.
+                Ok(0) | Err(_) if waiting_alone => return,
                 Ok(0) | Err(_) => closing = true,
                 Ok(n) => {
                     metrics.bytes_received.inc_by(n as u64);
@@ -140,6 +209,7 @@ pub async fn serve<S>(
                 let now = Instant::now();
                 while let Some(reply) = calls.front_mut().and_then(|(call, _)| call.expire()) {
                     if let Some((call, stamp)) = calls.pop_front() {
+                        exclusive -= usize::from(stamp.alone);
                         stamp.finish(metrics, &reply, now, call.node(), peer);
                     }
                     out.extend_from_slice(&reply);
@@ -158,28 +228,107 @@ pub async fn serve<S>(
     }
 }
 
-/// Plans one command and starts it: forwarded commands are queued on their node right away.
+/// Starts one planned command: forwarded commands are queued on their node right away.
 fn dispatch<'r>(
     router: &'r Router,
     state: &mut ClientState,
+    plan: Plan,
     request: &Request,
-    scratch: &mut Vec<usize>,
     lane: usize,
-    now: Instant,
-    keep_raw: bool,
-) -> (Call<'r>, Stamp) {
-    let (plan, command) = router.plan(request, scratch);
-    let call = match plan {
+    max_tx_bytes: usize,
+) -> Call<'r> {
+    let watch = state.tx.watch.clone();
+    match state.tx.step(plan, request.raw(), max_tx_bytes) {
+        Step::Serve(plan) => serve_plan(router, state, plan, request, lane),
+        Step::Reply(reply) => Call::ready(reply),
+        Step::Exec {
+            payload,
+            frames,
+            slot,
+        } => {
+            match slot {
+                Some(slot) => state.written.note(slot),
+                None => state.written.note_everywhere(),
+            }
+            router.exec(payload, frames, slot, lane)
+        }
+        Step::ExecWatched {
+            payload,
+            frames,
+            slot,
+        } => router.exec_watched(watch, payload, frames, slot),
+        Step::Watch { slot } => router.watch(watch, request.raw().clone(), slot),
+        Step::Unwatch { reply } => {
+            if reply.starts_with(b"+RESET") {
+                state.reset();
+            }
+            router.unwatch(watch, reply)
+        }
+    }
+}
+
+fn serve_plan<'r>(
+    router: &'r Router,
+    state: &mut ClientState,
+    plan: Plan,
+    request: &Request,
+    lane: usize,
+) -> Call<'r> {
+    match plan {
         Plan::Slot { slot, write } => {
+            if write {
+                state.written.note(slot);
+            }
             router.forward(request.raw().clone(), Some(slot), write, lane)
         }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
         Plan::AnyNode => router.forward(request.raw().clone(), None, true, lane),
-        Plan::Multi(multi) => router.start(multi, request, lane),
+        Plan::Multi(multi) => {
+            // Splits, fan-outs and scripts: where they wrote is not tracked; WAIT asks everyone.
+            state.written.note_everywhere();
+            router.start(multi, request, lane)
+        }
+        Plan::Wait { replicas, timeout } => router.wait(&state.written, replicas, timeout, lane),
+        Plan::Blocking {
+            slot,
+            write,
+            timeout,
+        } => {
+            if write {
+                state.written.note(slot);
+            }
+            router.blocking(request.raw().clone(), slot, write, timeout)
+        }
+        Plan::Local(Local::Reset) => {
+            state.reset();
+            Call::ready(state.answer(Local::Reset, request.args()))
+        }
         Plan::Local(local) => Call::ready(state.answer(local, request.args())),
         Plan::Reply(reply) => Call::ready(reply),
-    };
-    (call, Stamp::new(command, request, now, keep_raw))
+        // Handled by the transaction rules and subscribe mode before getting here.
+        Plan::Tx(..) | Plan::Sub(_) => Call::ready(crate::router::redcar_error(
+            "SUBSCRIBE inside MULTI is not supported",
+        )),
+    }
+}
+
+/// Queues a reply that is not to a command (protocol errors) behind the owed ones.
+fn push<'r>(
+    calls: &mut VecDeque<(Call<'r>, Stamp)>,
+    call: Call<'r>,
+    stamp: Stamp,
+    out: &mut BytesMut,
+    metrics: &Metrics,
+    peer: &str,
+    now: Instant,
+) {
+    if calls.is_empty() {
+        let reply = call.now_or_never().unwrap_or_default();
+        stamp.finish(metrics, &reply, now, None, peer);
+        out.extend_from_slice(&reply);
+    } else {
+        calls.push_back((call, stamp));
+    }
 }
 
 /// Redis's own wording, so clients recognise it; the client is closed after it.
@@ -197,15 +346,24 @@ struct Stamp {
     started: Instant,
     /// The request, kept (a reference count, not a copy) so a slow command's key can be logged.
     raw: Option<Bytes>,
+    /// It runs alone (see `Transaction::is_exclusive`).
+    alone: bool,
 }
 
 impl Stamp {
     /// `keep_raw` only when the slow log is on: otherwise the request is not needed afterwards.
-    fn new(command: &'static str, request: &Request, now: Instant, keep_raw: bool) -> Stamp {
+    fn new(
+        command: &'static str,
+        request: &Request,
+        now: Instant,
+        keep_raw: bool,
+        alone: bool,
+    ) -> Stamp {
         Stamp {
             command,
             started: now,
             raw: keep_raw.then(|| request.raw().clone()),
+            alone,
         }
     }
 
@@ -215,6 +373,7 @@ impl Stamp {
             command: "protocol_error",
             started: now,
             raw: None,
+            alone: false,
         }
     }
 

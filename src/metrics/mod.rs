@@ -4,8 +4,10 @@
 //! atomic adds; per-command series are looked up by the command's static name.
 
 mod slowlog;
+mod totals;
 
 pub use slowlog::{SlowEntry, SlowLog};
+pub use totals::Totals;
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -106,6 +108,12 @@ pub struct Metrics {
     retries: Counter,
     refreshes: Family<ResultLabel, Counter>,
     slow_commands: Counter,
+    /// Dedicated connections (blocking commands, WATCH, pub/sub) lent to a client right now.
+    pub dedicated_busy: Gauge,
+    /// Dedicated connections kept open for reuse.
+    pub dedicated_idle: Gauge,
+    /// Requests for a dedicated connection that found the pool exhausted (failed or waited out).
+    pub dedicated_exhausted: Counter,
     uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
     started: Instant,
     pub slowlog: SlowLog,
@@ -192,6 +200,9 @@ impl Metrics {
             retries: Counter::default(),
             refreshes: Family::default(),
             slow_commands: Counter::default(),
+            dedicated_busy: Gauge::default(),
+            dedicated_idle: Gauge::default(),
+            dedicated_exhausted: Counter::default(),
             uptime: Gauge::default(),
             started: Instant::now(),
             slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
@@ -287,6 +298,21 @@ impl Metrics {
             "slow_commands",
             "Commands slower than the slow-log threshold",
             self.slow_commands.clone(),
+        );
+        r.register(
+            "dedicated_connections_busy",
+            "Dedicated node connections lent to a client (blocking commands, WATCH, pub/sub)",
+            self.dedicated_busy.clone(),
+        );
+        r.register(
+            "dedicated_connections_idle",
+            "Dedicated node connections kept open for reuse",
+            self.dedicated_idle.clone(),
+        );
+        r.register(
+            "dedicated_exhausted",
+            "Requests for a dedicated connection refused because the pool was exhausted",
+            self.dedicated_exhausted.clone(),
         );
         r.register("uptime_seconds", "Seconds since start", self.uptime.clone());
     }

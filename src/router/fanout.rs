@@ -27,6 +27,9 @@ pub(super) struct NodeReply {
 impl Router {
     /// Starts a fan-out command. Every part is queued before this returns, like any command.
     pub(super) fn start_fan_out(&self, kind: FanOut, request: &Request, lane: usize) -> Call<'_> {
+        if kind == FanOut::Info {
+            return self.start_info(request, lane);
+        }
         let primaries = match self.primaries() {
             Ok(primaries) => primaries,
             Err(reply) => return Call::ready(reply),
@@ -54,7 +57,7 @@ impl Router {
     }
 
     /// The primaries of the current map, sorted by address (the SCAN cursor's shard order).
-    fn primaries(&self) -> Result<Vec<Arc<Node>>, Bytes> {
+    pub(super) fn primaries(&self) -> Result<Vec<Arc<Node>>, Bytes> {
         let topology = self.cluster.topology().ok_or_else(|| {
             redcar_error("no cluster topology known yet (are the seed nodes reachable?)")
         })?;
@@ -149,7 +152,7 @@ impl Router {
 fn is_container(kind: FanOut) -> bool {
     matches!(
         kind,
-        FanOut::ScriptLoad | FanOut::ScriptExists | FanOut::Broadcast
+        FanOut::ScriptLoad | FanOut::ScriptExists | FanOut::Broadcast | FanOut::PubSub
     )
 }
 

@@ -28,7 +28,8 @@ pub(super) fn merge(kind: FanOut, name: &str, replies: &[NodeReply]) -> Bytes {
         FanOut::Keys => concat(replies),
         FanOut::ScriptExists => all_have(replies),
         FanOut::Flush | FanOut::ScriptLoad | FanOut::Broadcast => agree(name, replies),
-        FanOut::Scan | FanOut::RandomKey | FanOut::Slowlog => {
+        FanOut::PubSub => super::pubsub_merge::merge_pubsub(name, replies),
+        FanOut::Scan | FanOut::RandomKey | FanOut::Slowlog | FanOut::Info => {
             Err(redcar_error("not merged here (see its own module)"))
         }
     };

@@ -17,7 +17,7 @@ use crate::upstream::{Node, Reply, UpstreamError};
 pub(super) type Outcome = Result<Bytes, UpstreamError>;
 
 /// Where the next attempt goes.
-enum Target {
+pub(super) enum Target {
     /// The slot's owner in the current map (`None`: any primary).
     Owner(Option<u16>),
     /// A node named by a redirect; `asking` for ASK.
@@ -142,7 +142,7 @@ impl Router {
     }
 
     /// Finds the node for `target`, waiting (within the deadline) for a map that has an owner.
-    async fn resolve(
+    pub(super) async fn resolve(
         &self,
         target: &Target,
         deadline: Instant,
@@ -188,7 +188,7 @@ impl Router {
 }
 
 /// Sleeps before retry `attempt`; false when the deadline leaves no time for another try.
-async fn pause_before_retry(base: Duration, attempt: u32, deadline: Instant) -> bool {
+pub(super) async fn pause_before_retry(base: Duration, attempt: u32, deadline: Instant) -> bool {
     let pause = base
         .saturating_mul(1 << attempt.min(4))
         .min(Duration::from_millis(500));
@@ -217,7 +217,7 @@ impl RetryCause {
 }
 
 /// A write whose connection broke after sending: it may have been applied, so it is not re-sent.
-fn lost_write(error: &UpstreamError) -> Bytes {
+pub(super) fn lost_write(error: &UpstreamError) -> Bytes {
     redcar_error(format_args!(
         "{error}; the write may have been applied, so it was not retried"
     ))

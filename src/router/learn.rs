@@ -1,17 +1,41 @@
 //! Learning commands the built-in table does not know (module commands, newer servers) from a
-//! cluster node's `COMMAND` reply, once the cluster is reachable.
+//! cluster node's `COMMAND` reply once the cluster is reachable, after the ones the configuration
+//! declares (`custom_commands`).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::Router;
-use crate::commands::{CommandTable, InfoValue};
+use crate::commands::{CommandTable, CustomCommand, InfoValue};
 use crate::protocol::{Frame, Limits};
 
 const COMMAND: &[u8] = b"*1\r\n$7\r\nCOMMAND\r\n";
 
 impl Router {
+    /// Makes the commands declared in the configuration routable. Called once at start-up, before
+    /// [`Router::learn_commands`]; `custom` has been validated (no clash with a builtin name).
+    pub fn declare_commands(&self, custom: &[CustomCommand]) {
+        if custom.is_empty() {
+            return;
+        }
+        let mut table = self.command_table();
+        for command in custom {
+            // Leaked once per declared command at start-up: a fixed, small cost.
+            table.declare(Box::leak(Box::new(command.spec())));
+        }
+        self.learned.store(Some(Arc::new(table)));
+    }
+
+    /// The current table: builtin plus whatever was declared or learned so far.
+    fn command_table(&self) -> CommandTable {
+        self.learned
+            .load()
+            .as_deref()
+            .cloned()
+            .unwrap_or_else(CommandTable::builtin)
+    }
+
     /// Asks one primary for `COMMAND` and keeps the commands the built-in table lacks. Returns
     /// how many were learned; errors are logged by the caller and leave the built-in table alone.
     pub async fn learn_commands(&self) -> Result<usize, String> {
@@ -30,7 +54,8 @@ impl Router {
         if let Frame::Error(message) = &frame {
             return Err(String::from_utf8_lossy(message).into_owned());
         }
-        let mut table = CommandTable::builtin();
+        // Declared commands stay, and win: learning skips names the table already has.
+        let mut table = self.command_table();
         let learned = table.learn(&info_value(frame));
         if learned > 0 {
             self.learned.store(Some(Arc::new(table)));

@@ -3,12 +3,16 @@
 
 mod call;
 mod config;
+mod dedicated;
 mod fanout;
 mod fanout_merge;
 mod forward;
+mod info;
+mod info_merge;
 mod learn;
 mod multi;
 mod plan;
+mod pubsub_merge;
 mod redirect;
 mod replies;
 mod reply;
@@ -16,12 +20,17 @@ mod scan_cursor;
 mod scripts;
 mod slowlog;
 mod split;
+mod transaction;
+mod wait;
 
 pub use call::Call;
 pub use config::RouterConfig;
+pub use dedicated::Watch;
 pub use multi::Multi;
 pub use plan::Plan;
 pub use reply::redcar_error;
+pub use transaction::transaction_payload;
+pub use wait::Written;
 
 use std::sync::Arc;
 

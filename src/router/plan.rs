@@ -1,12 +1,14 @@
 //! Deciding, before any I/O, what to do with one command: which slot, local, or refuse.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 
 use super::multi::{Job, Multi};
 use super::reply::{error_with_prefix, redcar_error};
 use super::{split, Router};
 use crate::cluster::key_slot;
-use crate::commands::policy::{self, FanOut, BLOCKING};
+use crate::commands::policy::{self, FanOut, Sub, Tx};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, Local, Serve};
 use crate::protocol::Request;
@@ -23,6 +25,22 @@ pub enum Plan {
     Local(Local),
     /// Answer with this reply without contacting any node (refusals, arity errors).
     Reply(Bytes),
+    /// A command that blocks on the node (BLPOP, XREAD BLOCK …): sent to the owner of `slot` on a
+    /// dedicated connection. `timeout` is the command's own (`None`: it may block forever).
+    Blocking {
+        slot: u16,
+        write: bool,
+        timeout: Option<Duration>,
+    },
+    /// WAIT numreplicas timeout (timeout `None`: forever).
+    Wait {
+        replicas: i64,
+        timeout: Option<Duration>,
+    },
+    /// A transaction command; the session keeps the transaction. `slot` is WATCH's keys' slot.
+    Tx(Tx, Option<u16>),
+    /// A subscription command; the session enters (or stays in) subscribe mode.
+    Sub(Sub),
     /// Several node requests or a follow-up step (keys in several slots, fan-out to every
     /// primary, scripts): start it with [`Router::start`].
     Multi(Multi),
@@ -45,6 +63,18 @@ impl Router {
         args: &[Bytes],
         scratch: &mut Vec<usize>,
     ) -> Plan {
+        plan_command(spec, args, scratch, self.config.allow_flush)
+    }
+}
+
+/// The plan for a known command; `allow_flush` is `router.allow_flush`.
+fn plan_command(
+    spec: &'static CommandSpec,
+    args: &[Bytes],
+    scratch: &mut Vec<usize>,
+    allow_flush: bool,
+) -> Plan {
+    {
         if !arity_ok(spec, args.len()) {
             return Plan::Reply(wrong_arity(spec));
         }
@@ -59,7 +89,7 @@ impl Router {
                     keyed_special(spec, args, plan)
                 }
             }
-            Serve::FanOut(FanOut::Flush) if !self.config.allow_flush => {
+            Serve::FanOut(FanOut::Flush) if !allow_flush => {
                 Plan::Reply(redcar_error(format_args!(
                     "{} is disabled (router.allow_flush: false)",
                     display_name(spec)
@@ -70,6 +100,31 @@ impl Router {
             | Serve::Local(Local::CommandDocs | Local::CommandList) => Plan::AnyNode,
             Serve::Local(local) => Plan::Local(local),
             Serve::AnyNode => Plan::AnyNode,
+            Serve::Blocking => match plan_keyed(spec, args, scratch) {
+                Plan::Slot { slot, write } => Plan::Blocking {
+                    slot,
+                    write,
+                    timeout: blocking_timeout(spec.name, args),
+                },
+                other => other,
+            },
+            Serve::Wait => match (parse_int(&args[1]), parse_int(&args[2])) {
+                (Some(replicas), Some(ms)) if ms >= 0 => Plan::Wait {
+                    replicas,
+                    timeout: (ms > 0).then(|| Duration::from_millis(ms.unsigned_abs())),
+                },
+                (Some(_), Some(_)) => Plan::Reply(error_with_prefix("ERR ", "timeout is negative")),
+                _ => Plan::Reply(error_with_prefix(
+                    "ERR ",
+                    "value is not an integer or out of range",
+                )),
+            },
+            Serve::Transaction(Tx::Watch) => match plan_keyed(spec, args, scratch) {
+                Plan::Slot { slot, .. } => Plan::Tx(Tx::Watch, Some(slot)),
+                other => other,
+            },
+            Serve::Transaction(tx) => Plan::Tx(tx, None),
+            Serve::Subscription(sub) => Plan::Sub(sub),
             Serve::Unsupported(reason) => Plan::Reply(redcar_error(format_args!(
                 "{} is not supported ({reason})",
                 display_name(spec)
@@ -106,14 +161,17 @@ fn plan_keyed(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) -> Plan
     Plan::Slot { slot, write }
 }
 
-/// Scripts (remembered for NOSCRIPT healing; writes unless `_RO`) and XREAD/XREADGROUP (refused
-/// with BLOCK).
+/// Scripts (remembered for NOSCRIPT healing; writes unless `_RO`) and XREAD/XREADGROUP (on a
+/// dedicated connection with BLOCK).
 fn keyed_special(spec: &CommandSpec, args: &[Bytes], plan: Plan) -> Plan {
-    if policy::refuses_block_option(spec) && has_block_option(args) {
-        return Plan::Reply(redcar_error(format_args!(
-            "{} with BLOCK is not supported ({BLOCKING})",
-            display_name(spec)
-        )));
+    if policy::blocks_with_option(spec) {
+        if let (Some(timeout), Plan::Slot { slot, .. }) = (block_option(args), &plan) {
+            return Plan::Blocking {
+                slot: *slot,
+                write: spec.name == "xreadgroup",
+                timeout,
+            };
+        }
     }
     // Scripts carry no WRITE flag but may write: never re-send one that may have run.
     let write = !spec.has_flag(flags::READONLY);
@@ -139,20 +197,47 @@ fn keyed_special(spec: &CommandSpec, args: &[Bytes], plan: Plan) -> Plan {
     }
 }
 
-/// XREAD / XREADGROUP options before `STREAMS`: is `BLOCK` among them?
-fn has_block_option(args: &[Bytes]) -> bool {
+/// XREAD / XREADGROUP options before `STREAMS`: `BLOCK ms` gives `Some(timeout)` (`Some(None)`
+/// for `BLOCK 0`, forever); no BLOCK gives `None`.
+fn block_option(args: &[Bytes]) -> Option<Option<Duration>> {
     let mut i = 1;
     while let Some(arg) = args.get(i) {
         let step = match arg.to_ascii_uppercase().as_slice() {
-            b"BLOCK" => return true,
-            b"STREAMS" => return false,
+            b"BLOCK" => {
+                let ms = args.get(i + 1).and_then(|v| parse_number(v)).unwrap_or(0.0);
+                return Some(seconds(ms / 1000.0));
+            }
+            b"STREAMS" => return None,
             b"GROUP" => 3,
             b"COUNT" => 2,
             _ => 1,
         };
         i += step;
     }
-    false
+    None
+}
+
+/// A blocking command's own timeout: where it sits depends on the command. `None` means it may
+/// block forever (timeout 0, or a form redcar cannot read — the node will judge it).
+fn blocking_timeout(name: &str, args: &[Bytes]) -> Option<Duration> {
+    let arg = match name {
+        "blmpop" | "bzmpop" => args.get(1),
+        _ => args.last(),
+    }?;
+    seconds(parse_number(arg)?)
+}
+
+fn parse_int(arg: &[u8]) -> Option<i64> {
+    std::str::from_utf8(arg).ok()?.parse::<i64>().ok()
+}
+
+fn parse_number(arg: &[u8]) -> Option<f64> {
+    std::str::from_utf8(arg).ok()?.parse::<f64>().ok()
+}
+
+/// Positive, finite seconds; 0 (block forever) and nonsense give `None`.
+fn seconds(value: f64) -> Option<Duration> {
+    (value.is_finite() && value > 0.0).then(|| Duration::from_secs_f64(value.min(1e9)))
 }
 
 fn arity_ok(spec: &CommandSpec, given: usize) -> bool {
@@ -200,18 +285,59 @@ mod tests {
 
     #[test]
     fn finds_block_among_stream_read_options_only() {
-        assert!(has_block_option(&args("XREAD BLOCK 0 STREAMS k 0")));
-        assert!(has_block_option(&args(
-            "xread count 2 block 10 streams k 0"
-        )));
-        assert!(has_block_option(&args(
-            "XREADGROUP GROUP g c COUNT 1 BLOCK 5 STREAMS k >"
-        )));
-        assert!(!has_block_option(&args("XREAD COUNT 2 STREAMS block 0")));
-        assert!(!has_block_option(&args(
-            "XREADGROUP GROUP block block STREAMS k >"
-        )));
-        assert!(!has_block_option(&args("XREAD COUNT block STREAMS k 0")));
+        assert_eq!(block_option(&args("XREAD BLOCK 0 STREAMS k 0")), Some(None));
+        assert_eq!(
+            block_option(&args("xread count 2 block 10 streams k 0")),
+            Some(Some(Duration::from_millis(10)))
+        );
+        assert!(block_option(&args("XREADGROUP GROUP g c COUNT 1 BLOCK 5 STREAMS k >")).is_some());
+        assert_eq!(block_option(&args("XREAD COUNT 2 STREAMS block 0")), None);
+        assert_eq!(
+            block_option(&args("XREADGROUP GROUP block block STREAMS k >")),
+            None
+        );
+        assert_eq!(block_option(&args("XREAD COUNT block STREAMS k 0")), None);
+    }
+
+    #[test]
+    fn reads_each_blocking_command_timeout() {
+        let timeout = |line: &str| {
+            let args = args(line);
+            let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+            blocking_timeout(&name, &args)
+        };
+        assert_eq!(timeout("BLPOP a b 1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(timeout("BRPOP a 0"), None);
+        assert_eq!(timeout("BLMPOP 2 1 k LEFT"), Some(Duration::from_secs(2)));
+        assert_eq!(timeout("BZMPOP 0 1 k MIN"), None);
+        assert_eq!(
+            timeout("BLMOVE a b LEFT RIGHT 3"),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(timeout("BLPOP a nonsense"), None);
+    }
+
+    #[test]
+    fn blocking_and_transaction_commands_get_their_own_plans() {
+        let plan = |line: &str| {
+            let args = args(line);
+            let spec = commands::lookup(&args).expect("known");
+            let mut keys = Vec::new();
+            plan_command(spec, &args, &mut keys, true)
+        };
+        let slot = key_slot(b"k");
+        assert_eq!(
+            plan("BLPOP k 2"),
+            Plan::Blocking {
+                slot,
+                write: true,
+                timeout: Some(Duration::from_secs(2))
+            }
+        );
+        assert!(matches!(plan("BLPOP a b 0"), Plan::Reply(_)), "cross-slot");
+        assert_eq!(plan("WATCH k {k}x"), Plan::Tx(Tx::Watch, Some(slot)));
+        assert!(matches!(plan("WATCH a b"), Plan::Reply(_)), "cross-slot");
+        assert_eq!(plan("MULTI"), Plan::Tx(Tx::Multi, None));
     }
 
     #[test]
@@ -241,9 +367,13 @@ mod tests {
         assert_eq!(plan("FCALL f 1 k"), Plan::Slot { slot, write: true });
         assert_eq!(plan("FCALL_RO f 1 k"), Plan::Slot { slot, write: false });
         assert_eq!(plan("XREAD STREAMS k 0"), Plan::Slot { slot, write: false });
-        let Plan::Reply(refused) = plan("XREAD BLOCK 0 STREAMS k 0") else {
-            panic!("XREAD BLOCK must be refused");
-        };
-        assert!(refused.starts_with(b"-ERR redcar: XREAD with BLOCK is not supported"));
+        assert_eq!(
+            plan("XREAD BLOCK 0 STREAMS k 0"),
+            Plan::Blocking {
+                slot,
+                write: false,
+                timeout: None
+            }
+        );
     }
 }

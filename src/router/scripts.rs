@@ -82,13 +82,16 @@ impl Router {
     ) -> Call<'_> {
         let payload = request.raw().clone();
         let sha = request.args().get(1).cloned().unwrap_or_default();
+        // Only a script seen before this EVALSHA may heal it: one learned from a later command
+        // of the pipeline would make the EVALSHA run a script the node had not got yet.
+        let known_body = self.scripts.body(&sha);
         let first = self.forward(payload.clone(), slot, write, lane);
         Call::slow(async move {
             let reply = first.settle().await;
             if !reply.starts_with(b"-NOSCRIPT") {
                 return reply;
             }
-            let Some(body) = self.scripts.body(&sha) else {
+            let Some(body) = known_body else {
                 return reply;
             };
             let load = encode_command([&b"SCRIPT"[..], b"LOAD", &body].into_iter());

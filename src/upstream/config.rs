@@ -23,6 +23,46 @@ pub struct UpstreamConfig {
     /// 16× on repeated failures) so a dead node is not hammered.
     #[serde(with = "units::duration")]
     pub reconnect_backoff: Duration,
+    /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).
+    pub dedicated: DedicatedConfig,
+}
+
+/// `upstream.dedicated:` in the config file.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DedicatedConfig {
+    /// Dedicated connections open at once, over all nodes (busy and idle).
+    pub max: usize,
+    /// What a client gets when all `max` are busy.
+    pub exhausted: Exhausted,
+    /// With `exhausted: wait`, how long to wait for a connection to come free.
+    #[serde(with = "units::duration")]
+    pub wait_timeout: Duration,
+    /// An idle dedicated connection is closed after this long; 0 closes it as soon as it is
+    /// given back.
+    #[serde(with = "units::duration")]
+    pub idle_timeout: Duration,
+}
+
+/// Policy when the dedicated pool is exhausted.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Exhausted {
+    /// Wait up to `wait_timeout`, then fail.
+    Wait,
+    /// Fail at once.
+    Fail,
+}
+
+impl Default for DedicatedConfig {
+    fn default() -> Self {
+        DedicatedConfig {
+            max: 64,
+            exhausted: Exhausted::Wait,
+            wait_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 impl Default for UpstreamConfig {
@@ -32,6 +72,7 @@ impl Default for UpstreamConfig {
             connect_timeout: Duration::from_secs(1),
             tcp_keepalive: Duration::from_secs(60),
             reconnect_backoff: Duration::from_millis(50),
+            dedicated: DedicatedConfig::default(),
         }
     }
 }

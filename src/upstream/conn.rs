@@ -27,6 +27,9 @@ const READ_CHUNK: usize = 16 * 1024;
 pub(super) struct Pending {
     pub payload: Bytes,
     pub asking: bool,
+    /// Reply frames the payload produces (1 for one command; `MULTI … EXEC` sends several). They
+    /// are handed over together, as one contiguous slice.
+    pub frames: u32,
     pub reply: oneshot::Sender<Result<Bytes, UpstreamError>>,
 }
 
@@ -42,6 +45,8 @@ struct InFlight {
     reply: oneshot::Sender<Result<Bytes, UpstreamError>>,
     /// Replies to discard before ours (the `+OK` of a leading `ASKING`).
     skip: u8,
+    /// Reply frames that make up our reply.
+    frames: u32,
     /// Offsets of this command's bytes in the connection's output stream, to tell after a
     /// failure whether it was ever written.
     start: u64,
@@ -107,6 +112,23 @@ async fn run(
     }
 }
 
+/// Length of the first `count` complete reply frames in `input`, or `None` until all are there.
+pub(super) fn frames_len(
+    input: &[u8],
+    count: u32,
+    limits: &Limits,
+) -> Result<Option<usize>, String> {
+    let mut end = 0;
+    for _ in 0..count {
+        match reply_frame_len(&input[end..], limits) {
+            Ok(Some(len)) => end += len,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(format!("protocol error in reply: {e}")),
+        }
+    }
+    Ok(Some(end))
+}
+
 /// Fails `first` and everything already queued behind it: none of it was sent.
 fn fail_queued(
     first: Pending,
@@ -124,7 +146,7 @@ fn fail_queued(
     }
 }
 
-async fn connect(addr: &str, config: &UpstreamConfig) -> Result<TcpStream, String> {
+pub(super) async fn connect(addr: &str, config: &UpstreamConfig) -> Result<TcpStream, String> {
     let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await
     {
         Ok(Ok(stream)) => stream,
@@ -252,6 +274,7 @@ impl Session {
         self.in_flight.push_back(InFlight {
             reply: pending.reply,
             skip: u8::from(pending.asking),
+            frames: pending.frames.max(1),
             start,
             queued_at: self.batch_at,
         });
@@ -279,19 +302,23 @@ impl Session {
         batch: &mut ReplyBatch,
     ) -> Result<(), String> {
         loop {
-            let len = match reply_frame_len(input, &self.limits) {
-                Ok(Some(len)) => len,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(format!("protocol error in reply: {e}")),
-            };
-            let frame = input.split_to(len).freeze();
             let Some(front) = self.in_flight.front_mut() else {
+                if input.is_empty() {
+                    return Ok(());
+                }
                 return Err("reply with no command waiting for it".to_string());
             };
-            if front.skip > 0 {
+            while front.skip > 0 {
+                match frames_len(input, 1, &self.limits)? {
+                    Some(len) => input.advance(len),
+                    None => return Ok(()),
+                }
                 front.skip -= 1;
-                continue;
             }
+            let Some(len) = frames_len(input, front.frames, &self.limits)? else {
+                return Ok(());
+            };
+            let frame = input.split_to(len).freeze();
             if let Some(done) = self.in_flight.pop_front() {
                 let elapsed = now.saturating_duration_since(done.queued_at);
                 self.metrics.duration.observe(elapsed.as_secs_f64());

@@ -9,6 +9,9 @@ pub enum UpstreamError {
     /// The command was never written to the node (connect failed, or connection in back-off).
     #[error("cannot reach {addr}: {reason}")]
     NotSent { addr: Arc<str>, reason: String },
+    /// No dedicated connection could be had (the pool's bound); nothing was sent.
+    #[error("{reason}")]
+    Exhausted { reason: String },
     /// The connection broke after the command was (maybe) written; it may have executed.
     #[error("connection to {addr} lost: {reason}")]
     Lost { addr: Arc<str>, reason: String },
@@ -17,6 +20,9 @@ pub enum UpstreamError {
 impl UpstreamError {
     /// True when the command provably never reached the node.
     pub fn never_sent(&self) -> bool {
-        matches!(self, UpstreamError::NotSent { .. })
+        matches!(
+            self,
+            UpstreamError::NotSent { .. } | UpstreamError::Exhausted { .. }
+        )
     }
 }

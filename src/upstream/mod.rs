@@ -6,11 +6,13 @@
 
 mod config;
 mod conn;
+mod dedicated;
 mod error;
 mod node;
 mod registry;
 
-pub use config::UpstreamConfig;
+pub use config::{DedicatedConfig, Exhausted, UpstreamConfig};
+pub use dedicated::{Dedicated, DedicatedPool};
 pub use error::UpstreamError;
 pub use node::{Node, Reply};
 pub use registry::Upstreams;

@@ -57,10 +57,17 @@ impl Node {
     /// node travel over one connection and run in the order it sent them (Redis's per-connection
     /// ordering), while different clients spread evenly over the connections (never LIFO).
     pub fn send(&self, payload: Bytes, asking: bool, lane: usize) -> Reply {
+        self.send_frames(payload, asking, lane, 1)
+    }
+
+    /// [`send`](Self::send) for a payload of several commands written contiguously (a whole
+    /// `MULTI … EXEC`): resolves once all `frames` replies are in, as one slice.
+    pub fn send_frames(&self, payload: Bytes, asking: bool, lane: usize, frames: u32) -> Reply {
         let (reply, receive) = oneshot::channel();
         let pending = Pending {
             payload,
             asking,
+            frames,
             reply,
         };
         let queued = self.conns[lane % self.conns.len()].send(pending);

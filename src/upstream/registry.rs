@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{Node, UpstreamConfig};
+use super::{DedicatedPool, Node, UpstreamConfig};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
 
@@ -14,11 +14,13 @@ pub struct Upstreams {
     limits: Limits,
     metrics: Arc<Metrics>,
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
+    dedicated: DedicatedPool,
 }
 
 impl Upstreams {
     pub fn new(config: UpstreamConfig, limits: Limits, metrics: Arc<Metrics>) -> Upstreams {
         Upstreams {
+            dedicated: DedicatedPool::new(config.clone(), limits.clone(), metrics.clone()),
             config,
             limits,
             metrics,
@@ -36,6 +38,11 @@ impl Upstreams {
         let node = Arc::new(Node::spawn(addr, &self.config, &self.limits, metrics));
         nodes.insert(node.addr().clone(), node.clone());
         node
+    }
+
+    /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).
+    pub fn dedicated(&self) -> &DedicatedPool {
+        &self.dedicated
     }
 
     /// Forgets nodes for which `keep` is false; their connections close once no command or

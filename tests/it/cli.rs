@@ -90,6 +90,31 @@ fn invalid_settings_stop_start_up_naming_the_setting() {
 }
 
 #[test]
+fn bad_custom_commands_stop_start_up_naming_the_entry() {
+    let base = "listen: 127.0.0.1:6380\ncluster:\n  seeds: [127.0.0.1:7000]\ncustom_commands:\n";
+    let cases = [
+        (
+            "  - {name: GET, first_key: 1}\n",
+            "`custom_commands[0].name` is `GET`: GET is a built-in",
+        ),
+        (
+            "  - {name: mymod.get, first_key: 1}\n  - {name: mymod.mset, first_key: 1, key_step: 0}\n",
+            "`custom_commands[1].key_step` is 0",
+        ),
+        ("  - {name: mymod.get}\n", "first_key"),
+    ];
+    for (entries, expected) in cases {
+        let config = write_config(&format!("{base}{entries}"));
+        let (code, output) = run(&["--config", config.path_str()]);
+        assert_eq!(code, 64, "{entries} → {output}");
+        assert!(
+            output.contains(expected),
+            "{entries}: expected {expected:?} in {output}"
+        );
+    }
+}
+
+#[test]
 fn version_help_and_check_config() {
     let (code, output) = run(&["--version"]);
     assert_eq!(code, 0);

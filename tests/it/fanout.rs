@@ -1,5 +1,5 @@
-//! Keyless commands over the whole keyspace (DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHALL) fanned out
-//! to every primary, scripts loaded everywhere, and NOSCRIPT healing.
+//! Keyless commands over the whole keyspace (DBSIZE, KEYS, SCAN, RANDOMKEY, FLUSHALL, INFO)
+//! fanned out to every primary, scripts loaded everywhere, and NOSCRIPT healing.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -225,4 +225,74 @@ fn scripts_and_functions_reach_every_primary_and_noscript_heals() {
     let gone = error_of(&c.q(&["FCALL", "rc_get", "1", &keys[0]]));
     assert!(gone.contains("Function not found"), "{gone}");
     assert_eq!(c.q(&["FUNCTION", "FLUSH"]), Value::simple("OK"));
+}
+
+/// The value of `field` in an INFO text (first occurrence, any section).
+fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines().find_map(|line| {
+        let value = line.trim_end().strip_prefix(field)?.strip_prefix(':')?;
+        Some(value.to_string())
+    })
+}
+
+/// `keys=` or `expires=` of an INFO keyspace line such as `db0:keys=3,expires=1,avg_ttl=0`.
+fn keyspace_count(info: &str, what: &str) -> i64 {
+    let db0 = info_field(info, "db0").unwrap_or_else(|| panic!("no db0 line in {info}"));
+    db0.split(',')
+        .find_map(|kv| kv.strip_prefix(what)?.strip_prefix('=')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {what}= in {db0}"))
+}
+
+#[test]
+fn info_sums_the_keyspace_and_adds_redcars_own_section() {
+    let cluster = RedisCluster::start(3, 0);
+    let redcar = Redcar::start(&cluster.seeds());
+    let mut c = redcar.client();
+    for i in 0..200 {
+        let key = format!("info:{i}");
+        let set = if i % 4 == 0 {
+            c.q(&["SET", &key, "v", "EX", "1000"])
+        } else {
+            c.q(&["SET", &key, "v"])
+        };
+        assert_eq!(set, Value::simple("OK"), "{key}");
+    }
+    for &port in &cluster.primary_ports() {
+        let n = cluster.node_by_port(port).cmd(&["DBSIZE"]).as_int();
+        assert!(n.is_some_and(|n| n > 0), "keys on every primary ({port})");
+    }
+
+    let keyspace = c.q(&["INFO", "keyspace"]).to_text();
+    assert!(keyspace.starts_with("# Keyspace"), "{keyspace}");
+    assert!(!keyspace.contains("# Redcar"), "{keyspace}");
+    let dbsize = c.q(&["DBSIZE"]).as_int().expect("DBSIZE");
+    assert_eq!(dbsize, 200);
+    assert_eq!(keyspace_count(&keyspace, "keys"), dbsize);
+    assert_eq!(keyspace_count(&keyspace, "expires"), 50);
+
+    let all = c.q(&["INFO"]).to_text();
+    assert!(all.starts_with("# Redcar\r\n"), "{all}");
+    assert_eq!(info_field(&all, "cluster_primaries").as_deref(), Some("3"));
+    assert_eq!(
+        info_field(&all, "cluster_slots_covered").as_deref(),
+        Some("16384")
+    );
+    assert_eq!(info_field(&all, "connected_clients").as_deref(), Some("1"));
+    for section in ["# Server", "# Clients", "# Stats", "# Keyspace"] {
+        assert!(all.contains(section), "{section} in {all}");
+    }
+    let source = info_field(&all, "redcar_source").expect("Server names its primary");
+    assert!(source.starts_with("primary 127.0.0.1:"), "{source}");
+    assert_eq!(keyspace_count(&all, "keys"), dbsize);
+
+    let own = c.q(&["INFO", "redcar"]).to_text();
+    assert!(own.starts_with("# Redcar\r\nredcar_version:"), "{own}");
+    assert!(!own.contains("# Server"), "{own}");
+    let stats = c.q(&["INFO", "commandstats"]).to_text();
+    let set = info_field(&stats, "cmdstat_set").expect("cmdstat_set");
+    assert!(
+        set.starts_with("calls=200,"),
+        "summed over primaries: {set}"
+    );
+    assert_eq!(c.q(&["INFO", "nosuchsection"]), Value::bulk(""));
 }

@@ -4,12 +4,17 @@
 mod support;
 
 mod admin;
+mod blocking;
 mod cli;
+mod clients;
 mod coverage;
+mod differential;
 mod doctor;
 mod fanout;
 mod harness;
 mod isolation;
 mod multikey;
 mod proxy;
+mod pubsub;
 mod redirects;
+mod transactions;

@@ -101,7 +101,7 @@ fn a_restarted_replica_and_primary_are_reconnected() {
 }
 
 /// The slot of `key`, its owner's port, and the port of another primary to move it to.
-fn slot_and_another_owner(cluster: &RedisCluster, key: &str) -> (u16, u16, u16) {
+pub fn slot_and_another_owner(cluster: &RedisCluster, key: &str) -> (u16, u16, u16) {
     let slot = cluster.key_slot(key);
     let from = cluster.primary_port_for_slot(slot);
     let to = cluster

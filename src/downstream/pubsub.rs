@@ -1,0 +1,620 @@
+//! Subscribe mode: after (P|S)SUBSCRIBE a client may only (un)subscribe, PING, QUIT or RESET, and
+//! receives what is published, until it has no subscription left (then back to normal mode).
+//!
+//! Channels and patterns are cluster-wide — a message published on any node reaches every
+//! node's subscribers — so one dedicated connection to one primary serves them all. Shard
+//! channels live on the primary owning their slot: one dedicated connection per such node, and
+//! when a slot moves (the node drops the subscription with an unasked-for `sunsubscribe`),
+//! redcar subscribes again at the new owner without telling the client.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+
+use super::pubsub_conn::{Pushed, SubConn, PUSH_QUEUE};
+use crate::cluster::key_slot;
+use crate::commands::policy::{Sub, SubKind};
+use crate::commands::Local;
+use crate::metrics::Metrics;
+use crate::protocol::{
+    parse_request, write_array_len, write_bulk, write_integer, Frame, Limits, Request,
+};
+use crate::router::{redcar_error, Plan, Router};
+
+/// How the client left subscribe mode.
+pub enum Left {
+    /// No subscription left: back to normal commands.
+    Normal,
+    /// RESET (already answered): back to normal, with the connection state reset.
+    Reset,
+    /// QUIT, a protocol error, a lost node connection or shutdown: close once `out` is written.
+    Close,
+    /// The client went away.
+    Gone,
+}
+
+enum Control {
+    Go,
+    Quit,
+    Reset,
+}
+
+/// Keep reading the client only this far ahead while a command's confirmations are owed.
+const READ_AHEAD: usize = 64 * 1024;
+
+/// Runs subscribe mode, starting with `first` (a subscription command), until the client
+/// leaves it. `pick` spreads clients' cluster-wide subscriptions over the primaries.
+#[allow(clippy::too_many_arguments)]
+pub async fn serve<R, W>(
+    router: &Router,
+    first: Request,
+    reader: &mut R,
+    writer: &mut W,
+    input: &mut BytesMut,
+    out: &mut BytesMut,
+    limits: &Limits,
+    metrics: &Metrics,
+    max_reply_bytes: usize,
+    shutdown: &mut watch::Receiver<bool>,
+    pick: usize,
+) -> Left
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let (pushed, mut from_nodes) = mpsc::channel(PUSH_QUEUE);
+    let mut mode = Mode::new(router, pick, pushed);
+    let mut control = mode.command(first, out, metrics).await;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        match control {
+            Control::Go => {}
+            Control::Quit => return Left::Close,
+            Control::Reset => return Left::Reset,
+        }
+        if mode.redirect.is_some() {
+            mode.follow_redirect(out).await;
+        }
+        // The next command only once the previous one is fully answered: the replies of
+        // several nodes then cannot interleave with another command's.
+        if mode.awaiting == 0 {
+            if mode.is_empty() {
+                return Left::Normal;
+            }
+            match parse_request(input, limits) {
+                Ok(Some(request)) => {
+                    control = mode.command(request, out, metrics).await;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let reason = e.to_string().replace(['\r', '\n'], " ");
+                    out.extend_from_slice(format!("-ERR Protocol error: {reason}\r\n").as_bytes());
+                    return Left::Close;
+                }
+            }
+        }
+        tokio::select! {
+            biased;
+            wrote = writer.write(out), if !out.is_empty() => match wrote {
+                Ok(n) if n > 0 => {
+                    metrics.bytes_sent.inc_by(n as u64);
+                    out.advance(n);
+                }
+                _ => return Left::Gone,
+            },
+            pushed = from_nodes.recv(), if out.len() < max_reply_bytes => {
+                if let Some(pushed) = pushed {
+                    control = mode.pushed(pushed, out);
+                }
+            }
+            read = reader.read_buf(input), if input.len() < READ_AHEAD => match read {
+                Ok(0) | Err(_) => return Left::Gone,
+                Ok(n) => {
+                    metrics.bytes_received.inc_by(n as u64);
+                }
+            },
+            _ = tick.tick(), if !mode.orphans.is_empty() => mode.adopt_orphans().await,
+            _ = shutdown.changed() => return Left::Close,
+        }
+    }
+}
+
+/// The client's subscriptions and the node connections holding them.
+struct Mode<'r> {
+    router: &'r Router,
+    pick: usize,
+    pushed: mpsc::Sender<Pushed>,
+    /// The connection for channels and patterns, and its node.
+    global: Option<(Arc<str>, SubConn)>,
+    /// Shard-channel connections by node.
+    shard_conns: HashMap<Arc<str>, SubConn>,
+    channels: HashSet<Bytes>,
+    patterns: HashSet<Bytes>,
+    /// Shard channel → the node holding the subscription.
+    shards: HashMap<Bytes, Arc<str>>,
+    /// Confirmations still owed for the client's current command.
+    awaiting: usize,
+    /// The current command, for SSUBSCRIBE redirects and telling asked-for SUNSUBSCRIBE
+    /// confirmations from a node dropping a moved slot's channels.
+    current: Option<Current>,
+    redirects: u32,
+    /// A redirected SSUBSCRIBE to send again: the node named, and the command.
+    redirect: Option<(Arc<str>, Bytes)>,
+    /// Shard channels dropped by a node whose slot moved away, with that node.
+    orphans: HashMap<Bytes, Arc<str>>,
+    /// Re-subscriptions redcar made itself: their confirmations are not the client's.
+    resubscribing: HashSet<Bytes>,
+}
+
+struct Current {
+    raw: Bytes,
+    sub: Sub,
+    /// The channels named (empty: all).
+    names: Vec<Bytes>,
+}
+
+impl<'r> Mode<'r> {
+    fn new(router: &'r Router, pick: usize, pushed: mpsc::Sender<Pushed>) -> Mode<'r> {
+        Mode {
+            router,
+            pick,
+            pushed,
+            global: None,
+            shard_conns: HashMap::new(),
+            channels: HashSet::new(),
+            patterns: HashSet::new(),
+            shards: HashMap::new(),
+            awaiting: 0,
+            current: None,
+            redirects: 0,
+            redirect: None,
+            orphans: HashMap::new(),
+            resubscribing: HashSet::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.channels.is_empty()
+            && self.patterns.is_empty()
+            && self.shards.is_empty()
+            && self.orphans.is_empty()
+    }
+
+    async fn command(
+        &mut self,
+        request: Request,
+        out: &mut BytesMut,
+        metrics: &Metrics,
+    ) -> Control {
+        let (plan, name) = self.router.plan(&request, &mut Vec::new());
+        metrics.record_command(name, Duration::ZERO, false);
+        match plan {
+            Plan::Sub(sub) => self.subscription(sub, request, out).await,
+            Plan::Local(Local::Ping) => self.ping(&request, out),
+            Plan::Local(Local::Quit) => {
+                out.extend_from_slice(b"+OK\r\n");
+                return Control::Quit;
+            }
+            Plan::Local(Local::Reset) => {
+                out.extend_from_slice(b"+RESET\r\n");
+                return Control::Reset;
+            }
+            Plan::Reply(reply) => out.extend_from_slice(&reply),
+            _ => out.extend_from_slice(
+                format!(
+                    "-ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
+                )
+                .as_bytes(),
+            ),
+        }
+        Control::Go
+    }
+
+    /// PING goes to a subscription connection so its `pong` keeps its place among the pushes.
+    fn ping(&mut self, request: &Request, out: &mut BytesMut) {
+        let conn = self
+            .global
+            .as_ref()
+            .map(|(_, conn)| conn)
+            .or_else(|| self.shard_conns.values().next());
+        if conn.is_some_and(|conn| conn.send(request.raw().clone())) {
+            self.awaiting = 1;
+            self.current = None;
+            return;
+        }
+        let message = request.args().get(1).cloned().unwrap_or_default();
+        write_array_len(out, 2);
+        write_bulk(out, b"pong");
+        write_bulk(out, &message);
+    }
+
+    async fn subscription(&mut self, sub: Sub, request: Request, out: &mut BytesMut) {
+        let names: Vec<Bytes> = request.args()[1..].to_vec();
+        self.redirects = 0;
+        let sent = match (sub.kind, sub.subscribe) {
+            (SubKind::Channel | SubKind::Pattern, true) => match self.global_conn().await {
+                Ok(conn) => conn.send(request.raw().clone()).then_some(names.len()),
+                Err(reply) => {
+                    out.extend_from_slice(&reply);
+                    return;
+                }
+            },
+            (kind @ (SubKind::Channel | SubKind::Pattern), false) => match &self.global {
+                Some((_, conn)) if conn.send(request.raw().clone()) => {
+                    let held = if kind == SubKind::Channel {
+                        self.channels.len()
+                    } else {
+                        self.patterns.len()
+                    };
+                    Some(if names.is_empty() {
+                        held.max(1)
+                    } else {
+                        names.len()
+                    })
+                }
+                _ => {
+                    let count = self.channels.len() + self.patterns.len();
+                    unsubscribed(out, unsubscribe_word(kind), &names, count);
+                    return;
+                }
+            },
+            (SubKind::Shard, true) => self.shard_subscribe(request.raw(), &names, out).await,
+            (SubKind::Shard, false) => Some(self.shard_unsubscribe(&names, out)),
+        };
+        match sent {
+            Some(awaiting) => {
+                self.awaiting = awaiting;
+                self.current = Some(Current {
+                    raw: request.raw().clone(),
+                    sub,
+                    names,
+                });
+            }
+            None if out.is_empty() => {
+                out.extend_from_slice(&redcar_error("subscription connection lost"));
+            }
+            None => {}
+        }
+    }
+
+    /// SSUBSCRIBE: every channel must hash to one slot, as in Redis Cluster.
+    async fn shard_subscribe(
+        &mut self,
+        raw: &Bytes,
+        names: &[Bytes],
+        out: &mut BytesMut,
+    ) -> Option<usize> {
+        let mut slots = names.iter().map(|n| key_slot(n));
+        let slot = slots.next()?;
+        if slots.any(|other| other != slot) {
+            out.extend_from_slice(
+                b"-CROSSSLOT Keys in request don't hash to the same slot (redcar: use a {hash tag} in shard channel names)\r\n",
+            );
+            return None;
+        }
+        let Some(addr) = self.router.primary_for(Some(slot), 0) else {
+            out.extend_from_slice(&redcar_error(format_args!("no node owns slot {slot}")));
+            return None;
+        };
+        match self.shard_conn(&addr).await {
+            Ok(conn) => conn.send(raw.clone()).then_some(names.len()),
+            Err(reply) => {
+                out.extend_from_slice(&reply);
+                None
+            }
+        }
+    }
+
+    /// SUNSUBSCRIBE: each named channel to the node holding it; names not subscribed are
+    /// answered here. Returns the confirmations owed by nodes.
+    fn shard_unsubscribe(&mut self, names: &[Bytes], out: &mut BytesMut) -> usize {
+        let mut by_node: HashMap<Arc<str>, Vec<Bytes>> = HashMap::new();
+        if names.is_empty() {
+            for (name, addr) in &self.shards {
+                by_node.entry(addr.clone()).or_default().push(name.clone());
+            }
+            if by_node.is_empty() && self.orphans.is_empty() {
+                unsubscribed(out, b"sunsubscribe", &[], 0);
+            }
+        }
+        for name in names {
+            match self.shards.get(name) {
+                Some(addr) => by_node.entry(addr.clone()).or_default().push(name.clone()),
+                None => {
+                    // Unsubscribing from an orphan needs no node: it is subscribed nowhere.
+                    self.orphans.remove(name);
+                    unsubscribed(
+                        out,
+                        b"sunsubscribe",
+                        std::slice::from_ref(name),
+                        self.shard_count(),
+                    );
+                }
+            }
+        }
+        if names.is_empty() {
+            for name in std::mem::take(&mut self.orphans).into_keys() {
+                unsubscribed(out, b"sunsubscribe", &[name], self.shard_count());
+            }
+        }
+        // One command per channel: a node refuses channels of several slots in one SUNSUBSCRIBE.
+        let mut owed = 0;
+        for (addr, names) in by_node {
+            let Some(conn) = self.shard_conns.get(&addr) else {
+                continue;
+            };
+            for name in names {
+                if conn.send(encode(b"SUNSUBSCRIBE", std::slice::from_ref(&name))) {
+                    owed += 1;
+                }
+            }
+        }
+        owed
+    }
+
+    fn shard_count(&self) -> usize {
+        self.shards.len() + self.orphans.len()
+    }
+
+    async fn global_conn(&mut self) -> Result<&SubConn, Bytes> {
+        if self.global.is_none() {
+            let addr = self
+                .router
+                .primary_for(None, self.pick)
+                .ok_or_else(|| redcar_error("no cluster topology known yet"))?;
+            let conn = self.router.lend(&addr).await?;
+            self.global = Some((addr, SubConn::start(conn, self.pushed.clone())));
+        }
+        match &self.global {
+            Some((_, conn)) => Ok(conn),
+            None => Err(redcar_error("no subscription connection")),
+        }
+    }
+
+    async fn shard_conn(&mut self, addr: &Arc<str>) -> Result<&SubConn, Bytes> {
+        if !self.shard_conns.contains_key(addr) {
+            let conn = self.router.lend(addr).await?;
+            self.shard_conns
+                .insert(addr.clone(), SubConn::start(conn, self.pushed.clone()));
+        }
+        self.shard_conns
+            .get(addr)
+            .ok_or_else(|| redcar_error("no subscription connection"))
+    }
+
+    /// One frame from a node: messages pass straight through; confirmations update the
+    /// subscription sets (and shard counts are made the client's own total).
+    fn pushed(&mut self, pushed: Pushed, out: &mut BytesMut) -> Control {
+        let frame = match pushed.frame {
+            Ok(frame) => frame,
+            Err(why) => {
+                out.extend_from_slice(&redcar_error(format_args!(
+                    "subscription connection to {} lost ({why}); reconnect and subscribe again",
+                    pushed.addr
+                )));
+                return Control::Quit;
+            }
+        };
+        if is_message(&frame) {
+            out.extend_from_slice(&frame);
+            return Control::Go;
+        }
+        let parsed = Frame::from_bytes(frame.clone(), &Limits::default()).ok();
+        let items = parsed.as_ref().and_then(Frame::as_array);
+        let Some([kind, name, ..]) = items else {
+            return self.other(frame, &pushed.addr, out);
+        };
+        let kind = kind
+            .as_bytes()
+            .map(|k| k.to_ascii_lowercase())
+            .unwrap_or_default();
+        let name = name.as_bytes().cloned();
+        match (kind.as_slice(), name) {
+            (b"subscribe", Some(name)) => {
+                self.channels.insert(name);
+            }
+            (b"psubscribe", Some(name)) => {
+                self.patterns.insert(name);
+            }
+            (b"unsubscribe", name) => {
+                name.map(|n| self.channels.remove(&n));
+            }
+            (b"punsubscribe", name) => {
+                name.map(|n| self.patterns.remove(&n));
+            }
+            (b"ssubscribe", Some(name)) => {
+                if self.resubscribing.remove(&name) {
+                    return Control::Go;
+                }
+                self.shards.insert(name.clone(), pushed.addr);
+                self.owe_one();
+                unsubscribed(out, b"ssubscribe", &[name], self.shard_count());
+                return Control::Go;
+            }
+            (b"sunsubscribe", Some(name)) => {
+                if !self.asked_to_leave(&name) {
+                    // The node dropped it: its slot moved. Subscribe again at the new owner.
+                    if self.shards.remove(&name).is_some() {
+                        self.orphans.insert(name, pushed.addr);
+                        self.router.request_refresh();
+                    }
+                    return Control::Go;
+                }
+                self.shards.remove(&name);
+                self.owe_one();
+                unsubscribed(out, b"sunsubscribe", &[name], self.shard_count());
+                return Control::Go;
+            }
+            _ => {}
+        }
+        self.owe_one();
+        out.extend_from_slice(&frame);
+        Control::Go
+    }
+
+    /// Errors and other replies. A redirected SSUBSCRIBE is sent where the node says.
+    fn other(&mut self, frame: Bytes, addr: &Arc<str>, out: &mut BytesMut) -> Control {
+        let redirect = moved_to(&frame);
+        let shard_subscribe = self
+            .current
+            .as_ref()
+            .filter(|c| c.sub.kind == SubKind::Shard && c.sub.subscribe);
+        if let (Some(target), Some(current)) = (redirect, shard_subscribe) {
+            if self.redirects < 5 && target != **addr {
+                self.redirects += 1;
+                self.router.request_refresh();
+                self.redirect = Some((Arc::from(target.as_str()), current.raw.clone()));
+                return Control::Go;
+            }
+        }
+        out.extend_from_slice(&frame);
+        if frame.starts_with(b"-") {
+            // An error answers the whole command.
+            self.awaiting = 0;
+        } else {
+            self.owe_one();
+        }
+        Control::Go
+    }
+
+    /// Sends a redirected SSUBSCRIBE to the node named by the redirect.
+    async fn follow_redirect(&mut self, out: &mut BytesMut) {
+        let Some((target, raw)) = self.redirect.take() else {
+            return;
+        };
+        let sent = match self.shard_conn(&target).await {
+            Ok(conn) => conn.send(raw),
+            Err(reply) => {
+                out.extend_from_slice(&reply);
+                false
+            }
+        };
+        if !sent {
+            self.awaiting = 0;
+        }
+    }
+
+    fn owe_one(&mut self) {
+        self.awaiting = self.awaiting.saturating_sub(1);
+    }
+
+    /// True when the client's current command asked to leave shard channel `name`.
+    fn asked_to_leave(&self, name: &Bytes) -> bool {
+        self.current.as_ref().is_some_and(|c| {
+            c.sub.kind == SubKind::Shard
+                && !c.sub.subscribe
+                && (c.names.is_empty() || c.names.contains(name))
+        }) && self.awaiting > 0
+    }
+
+    /// Subscribes orphaned shard channels again once the map names a new owner for their slot.
+    async fn adopt_orphans(&mut self) {
+        let orphans: Vec<(Bytes, Arc<str>)> = self.orphans.drain().collect();
+        for (name, old) in orphans {
+            let owner = self.router.primary_for(Some(key_slot(&name)), 0);
+            let Some(owner) = owner.filter(|owner| *owner != old) else {
+                self.orphans.insert(name, old);
+                continue;
+            };
+            let sent = match self.shard_conn(&owner).await {
+                Ok(conn) => conn.send(encode(b"SSUBSCRIBE", std::slice::from_ref(&name))),
+                Err(_) => false,
+            };
+            if sent {
+                self.resubscribing.insert(name.clone());
+                self.shards.insert(name, owner);
+            } else {
+                self.orphans.insert(name, old);
+            }
+        }
+    }
+}
+
+/// `message`, `pmessage` and `smessage` pushes: passed on untouched, without parsing.
+fn is_message(frame: &[u8]) -> bool {
+    frame.starts_with(b"*3\r\n$7\r\nmessage\r\n")
+        || frame.starts_with(b"*4\r\n$8\r\npmessage\r\n")
+        || frame.starts_with(b"*3\r\n$8\r\nsmessage\r\n")
+}
+
+/// The address in a `-MOVED` or `-ASK` error.
+fn moved_to(frame: &[u8]) -> Option<String> {
+    let line = std::str::from_utf8(frame).ok()?.trim_end();
+    let rest = line
+        .strip_prefix("-MOVED ")
+        .or_else(|| line.strip_prefix("-ASK "))?;
+    Some(rest.split_once(' ')?.1.to_string())
+}
+
+fn unsubscribe_word(kind: SubKind) -> &'static [u8] {
+    match kind {
+        SubKind::Pattern => b"punsubscribe",
+        SubKind::Shard => b"sunsubscribe",
+        SubKind::Channel => b"unsubscribe",
+    }
+}
+
+/// Confirmations in Redis's form: `[kind, name, count]` per name, or one with a nil name.
+fn unsubscribed(out: &mut BytesMut, kind: &[u8], names: &[Bytes], count: usize) {
+    let count = i64::try_from(count).unwrap_or(i64::MAX);
+    if names.is_empty() {
+        write_array_len(out, 3);
+        write_bulk(out, kind);
+        out.extend_from_slice(b"$-1\r\n");
+        write_integer(out, count);
+    }
+    for name in names {
+        write_array_len(out, 3);
+        write_bulk(out, kind);
+        write_bulk(out, name);
+        write_integer(out, count);
+    }
+}
+
+fn encode(command: &[u8], names: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::new();
+    write_array_len(&mut out, names.len() + 1);
+    write_bulk(&mut out, command);
+    for name in names {
+        write_bulk(&mut out, name);
+    }
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_recognised_without_parsing() {
+        assert!(is_message(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n"));
+        assert!(is_message(
+            b"*4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$1\r\nc\r\n$1\r\nm\r\n"
+        ));
+        assert!(!is_message(b"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"));
+    }
+
+    #[test]
+    fn confirmations_have_redis_form() {
+        let mut out = BytesMut::new();
+        unsubscribed(&mut out, b"unsubscribe", &[], 0);
+        assert_eq!(&out[..], b"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
+        out.clear();
+        unsubscribed(&mut out, b"ssubscribe", &[Bytes::from_static(b"s")], 2);
+        assert_eq!(&out[..], b"*3\r\n$10\r\nssubscribe\r\n$1\r\ns\r\n:2\r\n");
+    }
+
+    #[test]
+    fn redirect_targets_are_read() {
+        assert_eq!(
+            moved_to(b"-MOVED 12 127.0.0.1:7001\r\n").as_deref(),
+            Some("127.0.0.1:7001")
+        );
+        assert_eq!(moved_to(b"-ERR x\r\n"), None);
+    }
+}

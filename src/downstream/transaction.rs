@@ -1,0 +1,201 @@
+//! A client's MULTI … EXEC as the session keeps it: commands are checked and queued here, each
+//! answered `+QUEUED` like Redis does, and EXEC hands the whole unit to the router at once.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::commands::policy::Tx;
+use crate::commands::Local;
+use crate::router::{redcar_error, transaction_payload, Plan, Watch};
+
+const OK: &[u8] = b"+OK\r\n";
+const QUEUED: &[u8] = b"+QUEUED\r\n";
+const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
+
+/// Transaction state of one client connection.
+#[derive(Default)]
+pub struct Transaction {
+    /// Set between MULTI and EXEC / DISCARD.
+    open: Option<Queued>,
+    /// The client's WATCH, if any (a dedicated connection held by the router).
+    pub watch: Watch,
+}
+
+#[derive(Default)]
+struct Queued {
+    commands: BytesMut,
+    count: u32,
+    /// The slot every queued keyed command must share.
+    slot: Option<u16>,
+    /// A command was refused while queueing: EXEC will abort, as in Redis.
+    dirty: bool,
+}
+
+/// What the session does with a command, given the transaction state.
+pub enum Step {
+    /// Serve it as usual.
+    Serve(Plan),
+    /// Answer now.
+    Reply(Bytes),
+    /// EXEC without WATCH: the whole unit on the client's shared connection.
+    Exec {
+        payload: Bytes,
+        frames: u32,
+        slot: Option<u16>,
+    },
+    /// EXEC after WATCH: the whole unit on the watch's dedicated connection.
+    ExecWatched {
+        payload: Bytes,
+        frames: u32,
+        slot: Option<u16>,
+    },
+    /// WATCH keys of `slot`.
+    Watch { slot: u16 },
+    /// End the watch (UNWATCH, DISCARD, RESET), then answer `reply`.
+    Unwatch { reply: &'static [u8] },
+}
+
+impl Transaction {
+    /// True between MULTI and EXEC / DISCARD.
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// True when `plan` must run with nothing else in flight for this client: it uses (or
+    /// takes) a dedicated connection, and commands sent before it on other connections must
+    /// have run first. Asked before [`step`](Self::step), which it does not change.
+    pub fn is_exclusive(&self, plan: &Plan) -> bool {
+        let watching = self.watch.slot().is_some();
+        match plan {
+            Plan::Tx(Tx::Exec | Tx::Discard, _) => self.is_open() && watching,
+            Plan::Local(Local::Reset) => watching,
+            _ if self.is_open() => false,
+            Plan::Blocking { .. } | Plan::Wait { .. } | Plan::Sub(_) | Plan::Tx(Tx::Watch, _) => {
+                true
+            }
+            Plan::Tx(Tx::Unwatch, _) => watching,
+            _ => false,
+        }
+    }
+
+    /// Applies the transaction rules to one planned command. `raw` is its encoding, queued as
+    /// is; `max_bytes` bounds what one transaction may queue.
+    pub fn step(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> Step {
+        let watching = self.watch.slot().is_some();
+        let Some(queued) = self.open.as_mut() else {
+            return match plan {
+                Plan::Tx(Tx::Multi, _) => {
+                    self.open = Some(Queued::default());
+                    Step::Reply(Bytes::from_static(OK))
+                }
+                Plan::Tx(Tx::Exec, _) => Step::Reply(error("ERR EXEC without MULTI")),
+                Plan::Tx(Tx::Discard, _) => Step::Reply(error("ERR DISCARD without MULTI")),
+                Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch { slot },
+                Plan::Tx(Tx::Unwatch, _) if watching => Step::Unwatch { reply: OK },
+                Plan::Tx(Tx::Unwatch, _) => Step::Reply(Bytes::from_static(OK)),
+                Plan::Local(Local::Reset) if watching => Step::Unwatch {
+                    reply: b"+RESET\r\n",
+                },
+                other => Step::Serve(other),
+            };
+        };
+        let refused = match plan {
+            Plan::Tx(Tx::Multi, _) => return Step::Reply(error("ERR MULTI calls can not be nested")),
+            Plan::Tx(Tx::Watch, _) => {
+                return Step::Reply(error("ERR WATCH inside MULTI is not allowed"))
+            }
+            Plan::Tx(Tx::Exec, _) => return self.exec(watching),
+            Plan::Tx(Tx::Discard, _) => {
+                self.open = None;
+                return match watching {
+                    true => Step::Unwatch { reply: OK },
+                    false => Step::Reply(Bytes::from_static(OK)),
+                };
+            }
+            Plan::Local(Local::Reset) => {
+                self.open = None;
+                return match watching {
+                    true => Step::Unwatch {
+                        reply: b"+RESET\r\n",
+                    },
+                    false => Step::Serve(Plan::Local(Local::Reset)),
+                };
+            }
+            Plan::Local(Local::Quit) => return Step::Serve(plan),
+            Plan::Slot { slot, .. } | Plan::Blocking { slot, .. } => {
+                match queued.slot {
+                    Some(first) if first != slot => Some(Bytes::from_static(
+                        b"-CROSSSLOT Keys in request don't hash to the same slot (redcar: all keys of a transaction must be in one slot; use a {hash tag})\r\n",
+                    )),
+                    _ => {
+                        queued.slot = Some(slot);
+                        None
+                    }
+                }
+            }
+            // Keyless commands with the same answer on any node run in the transaction's node.
+            Plan::AnyNode | Plan::Local(Local::Ping | Local::Echo) => None,
+            Plan::Reply(reply) => Some(reply),
+            Plan::Tx(Tx::Unwatch, _) => None,
+            _ => Some(redcar_error(
+                "this command cannot be queued in a transaction through redcar \
+                 (it spans several slots or needs connection state)",
+            )),
+        };
+        if let Some(reply) = refused {
+            queued.dirty = true;
+            return Step::Reply(reply);
+        }
+        if queued.commands.len() + raw.len() > max_bytes {
+            queued.dirty = true;
+            return Step::Reply(redcar_error(
+                "transaction too large (client.max_request_bytes); it will be discarded",
+            ));
+        }
+        queued.commands.extend_from_slice(raw);
+        queued.count += 1;
+        Step::Reply(Bytes::from_static(QUEUED))
+    }
+
+    /// Forgets an open transaction (RESET, or the client leaving subscribe mode never had one).
+    pub fn reset(&mut self) {
+        self.open = None;
+    }
+
+    fn exec(&mut self, watching: bool) -> Step {
+        let Some(queued) = self.open.take() else {
+            return Step::Reply(error("ERR EXEC without MULTI"));
+        };
+        if queued.dirty {
+            // EXEC ends the watch even when it aborts.
+            return match watching {
+                true => Step::Unwatch { reply: EXECABORT },
+                false => Step::Reply(Bytes::from_static(EXECABORT)),
+            };
+        }
+        let (payload, frames) = transaction_payload(&queued.commands, queued.count);
+        match watching {
+            true => Step::ExecWatched {
+                payload,
+                frames,
+                slot: queued.slot,
+            },
+            false => Step::Exec {
+                payload,
+                frames,
+                slot: queued.slot,
+            },
+        }
+    }
+}
+
+fn error(line: &str) -> Bytes {
+    let mut out = BytesMut::with_capacity(line.len() + 3);
+    out.extend_from_slice(b"-");
+    out.extend_from_slice(line.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.freeze()
+}
+
+#[cfg(test)]
+#[path = "transaction_tests.rs"]
+mod tests;

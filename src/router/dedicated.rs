@@ -1,0 +1,316 @@
+//! Commands that need a connection of their own: blocking commands (BLPOP, XREAD BLOCK …) and
+//! WATCH, which leaves state on the connection until EXEC, DISCARD or UNWATCH. They borrow a
+//! connection from the bounded dedicated pool; a shared pipelined connection never carries them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use super::call::Call;
+use super::forward::{lost_write, pause_before_retry, Target};
+use super::redirect::{classify, Verdict};
+use super::reply::{error_with_prefix, redcar_error};
+use super::transaction::{tx_verdict, TxVerdict};
+use super::Router;
+use crate::protocol::{reply_frame_len, Limits};
+use crate::upstream::Dedicated;
+
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+const UNWATCH: &[u8] = b"*1\r\n$7\r\nUNWATCH\r\n";
+const NIL_ARRAY: &[u8] = b"*-1\r\n";
+
+/// A client's WATCH: the dedicated connection that holds it and the slot watched. The session
+/// runs commands that use it one at a time, so the lock is never contended; it only lets the
+/// command's future own the connection while it runs.
+#[derive(Clone, Default)]
+pub struct Watch(Arc<Mutex<Option<Pinned>>>);
+
+struct Pinned {
+    slot: u16,
+    conn: Dedicated,
+}
+
+impl Watch {
+    /// The watched slot; `None` when nothing is watched. Asked between commands only.
+    pub fn slot(&self) -> Option<u16> {
+        self.0.try_lock().ok()?.as_ref().map(|p| p.slot)
+    }
+}
+
+impl Router {
+    /// A blocking command on a dedicated connection to the owner of `slot`. It may block for
+    /// `timeout` (its own; `None`: forever) plus `op_timeout` for the node to answer. If the
+    /// client goes away first, the connection is closed, which unblocks it on the node.
+    pub fn blocking(
+        &self,
+        payload: Bytes,
+        slot: u16,
+        write: bool,
+        timeout: Option<Duration>,
+    ) -> Call<'_> {
+        Call::slow(async move {
+            let patience = timeout.map(|t| t + self.config.op_timeout);
+            match self.on_dedicated(&payload, slot, write, patience).await {
+                Ok((conn, reply)) => {
+                    conn.release();
+                    reply
+                }
+                Err(reply) => reply,
+            }
+        })
+    }
+
+    /// WATCH: on the watch's connection, or a new one to the owner of `slot`, which then stays
+    /// with the client until EXEC, DISCARD or UNWATCH.
+    pub fn watch(&self, watch: Watch, payload: Bytes, slot: u16) -> Call<'_> {
+        Call::slow(async move {
+            let mut pinned = watch.0.lock().await;
+            if let Some(current) = pinned.as_mut() {
+                if current.slot != slot {
+                    return error_with_prefix(
+                        "CROSSSLOT ",
+                        format_args!(
+                            "Keys in request don't hash to the same slot (redcar: all WATCH keys \
+                             of a transaction must be in one slot; slot {} is already watched)",
+                            current.slot
+                        ),
+                    );
+                }
+                let deadline = Instant::now() + self.config.op_timeout;
+                return match tokio::time::timeout_at(deadline, current.conn.request(&payload, 1))
+                    .await
+                {
+                    Ok(Ok(reply)) => reply,
+                    Ok(Err(e)) => {
+                        *pinned = None;
+                        redcar_error(format_args!("{e}; the watch is lost"))
+                    }
+                    Err(_) => {
+                        *pinned = None;
+                        redcar_error("timed out waiting for WATCH; the watch is lost")
+                    }
+                };
+            }
+            match self.on_dedicated(&payload, slot, false, None).await {
+                Ok((conn, reply)) => {
+                    if reply.starts_with(b"+OK") {
+                        *pinned = Some(Pinned { slot, conn });
+                    } else {
+                        conn.release();
+                    }
+                    reply
+                }
+                Err(reply) => reply,
+            }
+        })
+    }
+
+    /// UNWATCH (and DISCARD, which also ends a watch): the connection is given back clean.
+    /// Answers `reply` (the client's command's own success reply).
+    pub fn unwatch(&self, watch: Watch, reply: &'static [u8]) -> Call<'_> {
+        Call::slow(async move {
+            let Some(mut pinned) = watch.0.lock().await.take() else {
+                return Bytes::from_static(reply);
+            };
+            let deadline = Instant::now() + self.config.op_timeout;
+            let done = tokio::time::timeout_at(deadline, pinned.conn.request(UNWATCH, 1)).await;
+            if matches!(&done, Ok(Ok(ok)) if ok.starts_with(b"+OK")) {
+                pinned.conn.release();
+            }
+            // Otherwise the connection is dropped, which ends the watch on the node just as well.
+            Bytes::from_static(reply)
+        })
+    }
+
+    /// EXEC after WATCH: the whole `MULTI … EXEC` on the watch's connection, which is then given
+    /// back (EXEC ends the watch). A transaction refused because the slot moved gets the nil
+    /// reply of a failed WATCH: nothing ran, and the client's retry loop will watch again,
+    /// reaching the new owner.
+    pub fn exec_watched(
+        &self,
+        watch: Watch,
+        payload: Bytes,
+        frames: u32,
+        slot: Option<u16>,
+    ) -> Call<'_> {
+        Call::slow(async move {
+            let Some(mut pinned) = watch.0.lock().await.take() else {
+                return redcar_error("the watch was lost before EXEC");
+            };
+            if slot.is_some_and(|slot| slot != pinned.slot) {
+                return error_with_prefix(
+                    "CROSSSLOT ",
+                    format_args!(
+                        "Keys in request don't hash to the same slot (redcar: a transaction \
+                         after WATCH must use keys of the watched slot {})",
+                        pinned.slot
+                    ),
+                );
+            }
+            let deadline = Instant::now() + self.config.op_timeout;
+            let outcome =
+                tokio::time::timeout_at(deadline, pinned.conn.request(&payload, frames)).await;
+            let replies = match outcome {
+                Ok(Ok(replies)) => replies,
+                Ok(Err(e)) if e.never_sent() => return redcar_error(e),
+                Ok(Err(e)) => return lost_write(&e),
+                Err(_) => {
+                    return redcar_error(format_args!(
+                        "timed out after {:?} waiting for EXEC on {}; the transaction may have run",
+                        self.config.op_timeout,
+                        pinned.conn.addr()
+                    ))
+                }
+            };
+            pinned.conn.release();
+            match tx_verdict(&replies) {
+                Some(TxVerdict::Done(exec)) => exec,
+                Some(TxVerdict::Redirect(..)) => {
+                    self.cluster.request_refresh();
+                    Bytes::from_static(NIL_ARRAY)
+                }
+                Some(TxVerdict::Transient(_)) => Bytes::from_static(NIL_ARRAY),
+                None => redcar_error("malformed reply to a transaction"),
+            }
+        })
+    }
+
+    /// Borrows a dedicated connection to `addr` (subscriptions).
+    pub async fn lend(&self, addr: &Arc<str>) -> Result<Dedicated, Bytes> {
+        self.upstreams
+            .dedicated()
+            .acquire(addr)
+            .await
+            .map_err(redcar_error)
+    }
+
+    /// The primary owning `slot`, or for `None` one primary chosen by `pick` (spreading the
+    /// cluster-wide subscriptions of many clients over the primaries).
+    pub fn primary_for(&self, slot: Option<u16>, pick: usize) -> Option<Arc<str>> {
+        let topology = self.cluster.topology()?;
+        let shard = match slot {
+            Some(slot) => topology.shard(slot)?,
+            None => topology
+                .shards()
+                .get(pick % topology.shards().len().max(1))?,
+        };
+        Some(shard.primary.addr().clone())
+    }
+
+    /// Asks for a fresh slot map (a shard channel's slot moved).
+    pub fn request_refresh(&self) {
+        self.cluster.request_refresh();
+    }
+
+    /// Sends one command on a dedicated connection to the owner of `slot`, following redirects
+    /// and retrying what did not run, and returns the connection (clean: its reply was read)
+    /// with the final reply. `patience`: how long the command itself may take (`None`:
+    /// forever; connecting and retrying are bounded by `op_timeout` regardless).
+    async fn on_dedicated(
+        &self,
+        payload: &[u8],
+        slot: u16,
+        write: bool,
+        patience: Option<Duration>,
+    ) -> Result<(Dedicated, Bytes), Bytes> {
+        let retry_deadline = Instant::now() + self.config.op_timeout;
+        let mut target = Target::Owner(Some(slot));
+        let (mut redirects, mut attempt) = (0, 0);
+        loop {
+            let (node, asking) = self.resolve(&target, retry_deadline).await?;
+            let mut conn = self
+                .upstreams
+                .dedicated()
+                .acquire(node.addr())
+                .await
+                .map_err(redcar_error)?;
+            let mut unit = BytesMut::with_capacity(payload.len() + ASKING.len());
+            if asking {
+                unit.extend_from_slice(ASKING);
+            }
+            unit.extend_from_slice(payload);
+            let frames = 1 + u32::from(asking);
+            let sent = conn.request(&unit, frames);
+            let outcome = match patience {
+                Some(patience) => match tokio::time::timeout(patience, sent).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => {
+                        return Err(redcar_error(format_args!(
+                            "timed out after {patience:?} waiting for {}{}",
+                            node.addr(),
+                            if write {
+                                "; the command may have run"
+                            } else {
+                                ""
+                            }
+                        )))
+                    }
+                },
+                None => sent.await,
+            };
+            let reply = match outcome {
+                Ok(reply) if asking => skip_first_frame(reply),
+                Ok(reply) => reply,
+                Err(e) if e.never_sent() || !write => {
+                    self.cluster.request_refresh();
+                    attempt += 1;
+                    if !pause_before_retry(self.config.retry_backoff, attempt, retry_deadline).await
+                    {
+                        return Err(redcar_error(e));
+                    }
+                    target = Target::Owner(Some(slot));
+                    continue;
+                }
+                Err(e) => return Err(lost_write(&e)),
+            };
+            let next = match classify(&reply) {
+                Verdict::Done => return Ok((conn, reply)),
+                Verdict::Moved(addr) | Verdict::Ask(addr)
+                    if redirects >= self.config.max_redirects =>
+                {
+                    return Err(redcar_error(format_args!(
+                        "gave up after {redirects} redirects (last to {addr})"
+                    )));
+                }
+                Verdict::Moved(addr) => {
+                    self.cluster.request_refresh();
+                    Some((addr.to_string(), false))
+                }
+                Verdict::Ask(addr) => Some((addr.to_string(), true)),
+                Verdict::Transient => None,
+            };
+            conn.release();
+            match next {
+                Some((addr, asking)) => {
+                    redirects += 1;
+                    self.metrics
+                        .redirect(if asking { "ask" } else { "moved" }, &addr);
+                    target = Target::Redirected {
+                        node: self.upstreams.node(&addr),
+                        asking,
+                    };
+                }
+                None => {
+                    attempt += 1;
+                    self.metrics.retry();
+                    if !pause_before_retry(self.config.retry_backoff, attempt, retry_deadline).await
+                    {
+                        return Err(reply);
+                    }
+                    target = Target::Owner(Some(slot));
+                }
+            }
+        }
+    }
+}
+
+/// Drops the `+OK` of a leading ASKING.
+fn skip_first_frame(mut replies: Bytes) -> Bytes {
+    if let Ok(Some(len)) = reply_frame_len(&replies, &Limits::default()) {
+        replies.advance(len);
+    }
+    replies
+}

@@ -1,0 +1,182 @@
+//! Transactions: the session queues a client's MULTI … EXEC and, at EXEC, the whole unit is sent
+//! as one contiguous write. Redis runs a connection's commands in order and a transaction
+//! atomically at EXEC, so this is atomic even on a connection other clients share — no dedicated
+//! connection is needed unless the client used WATCH (see `dedicated.rs`).
+
+use bytes::{Bytes, BytesMut};
+use tokio::time::Instant;
+
+use super::call::Call;
+use super::forward::{lost_write, pause_before_retry, Target};
+use super::redirect::{classify, Verdict};
+use super::reply::redcar_error;
+use super::Router;
+use crate::protocol::{reply_frame_len, Limits};
+
+/// `MULTI\r\n` and `EXEC\r\n` as RESP, around the queued commands.
+pub const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+pub const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+
+/// What the node's replies to a whole `MULTI … EXEC` say.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum TxVerdict {
+    /// EXEC ran (or failed for the client's own reasons): give EXEC's reply to the client.
+    Done(Bytes),
+    /// Not run: a queued command was redirected (address, ASK?) — the whole unit can go there.
+    Redirect(String, bool),
+    /// Not run: a queued command met TRYAGAIN / CLUSTERDOWN / LOADING; it may run later.
+    Transient(Bytes),
+}
+
+/// Reads the replies to `MULTI, c1 … cn, EXEC` (in one slice). Only an aborted EXEC is looked
+/// into: then the first redirect or transient error among the queued replies says why.
+pub(super) fn tx_verdict(replies: &Bytes) -> Option<TxVerdict> {
+    let frames = split_frames(replies)?;
+    let exec = frames.last()?.clone();
+    if !exec.starts_with(b"-EXECABORT") {
+        return Some(TxVerdict::Done(exec));
+    }
+    for queued in &frames[1..frames.len() - 1] {
+        match classify(queued) {
+            Verdict::Done => {}
+            Verdict::Moved(addr) => return Some(TxVerdict::Redirect(addr.to_string(), false)),
+            Verdict::Ask(addr) => return Some(TxVerdict::Redirect(addr.to_string(), true)),
+            Verdict::Transient => return Some(TxVerdict::Transient(queued.clone())),
+        }
+    }
+    Some(TxVerdict::Done(exec))
+}
+
+/// The frames of a reply slice, each a zero-copy slice of it.
+pub(super) fn split_frames(replies: &Bytes) -> Option<Vec<Bytes>> {
+    let limits = Limits::default();
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at < replies.len() {
+        let len = reply_frame_len(&replies[at..], &limits).ok()??;
+        frames.push(replies.slice(at..at + len));
+        at += len;
+    }
+    Some(frames)
+}
+
+/// `MULTI`, the queued commands, `EXEC`: one payload, and the number of replies it produces.
+pub fn transaction_payload(queued: &[u8], commands: u32) -> (Bytes, u32) {
+    let mut payload = BytesMut::with_capacity(MULTI.len() + queued.len() + EXEC.len());
+    payload.extend_from_slice(MULTI);
+    payload.extend_from_slice(queued);
+    payload.extend_from_slice(EXEC);
+    (payload.freeze(), commands + 2)
+}
+
+impl Router {
+    /// Sends a whole transaction (from [`transaction_payload`]) to the owner of `slot` (`None`:
+    /// any primary) on the client's shared connection. A transaction the node refused as a
+    /// whole (redirect, TRYAGAIN) is sent again, since none of it ran; one whose connection broke
+    /// after sending is not, since all of it may have run.
+    pub fn exec(&self, payload: Bytes, frames: u32, slot: Option<u16>, lane: usize) -> Call<'_> {
+        Call::slow(async move {
+            let deadline = Instant::now() + self.config.op_timeout;
+            let mut target = Target::Owner(slot);
+            let (mut redirects, mut attempt) = (0, 0);
+            loop {
+                let (node, asking) = match self.resolve(&target, deadline).await {
+                    Ok(found) => found,
+                    Err(reply) => return reply,
+                };
+                let reply = node.send_frames(payload.clone(), asking, lane, frames);
+                let outcome = match tokio::time::timeout_at(deadline, reply).await {
+                    Ok(outcome) => outcome,
+                    Err(_elapsed) => return self.timed_out(&node),
+                };
+                let why = match outcome.map(|replies| tx_verdict(&replies)) {
+                    Ok(Some(TxVerdict::Done(exec))) => return exec,
+                    Ok(None) => return redcar_error("malformed reply to a transaction"),
+                    Ok(Some(TxVerdict::Redirect(addr, _)))
+                        if redirects >= self.config.max_redirects =>
+                    {
+                        return redcar_error(format_args!(
+                            "gave up after {redirects} redirects (last to {addr})"
+                        ));
+                    }
+                    Ok(Some(TxVerdict::Redirect(addr, asking))) => {
+                        redirects += 1;
+                        self.metrics
+                            .redirect(if asking { "ask" } else { "moved" }, &addr);
+                        if !asking {
+                            self.cluster.request_refresh();
+                        }
+                        target = Target::Redirected {
+                            node: self.upstreams.node(&addr),
+                            asking,
+                        };
+                        continue;
+                    }
+                    Ok(Some(TxVerdict::Transient(reply))) => reply,
+                    Err(e) if e.never_sent() => {
+                        self.cluster.request_refresh();
+                        redcar_error(&e)
+                    }
+                    Err(e) => return lost_write(&e),
+                };
+                attempt += 1;
+                self.metrics.retry();
+                if !pause_before_retry(self.config.retry_backoff, attempt, deadline).await {
+                    return why;
+                }
+                target = Target::Owner(slot);
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_reply_is_the_last_frame() {
+        let replies = Bytes::from_static(b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:2\r\n");
+        assert_eq!(
+            tx_verdict(&replies),
+            Some(TxVerdict::Done(Bytes::from_static(b"*2\r\n+OK\r\n:2\r\n")))
+        );
+    }
+
+    #[test]
+    fn an_aborted_transaction_says_why() {
+        let moved = Bytes::from_static(
+            b"+OK\r\n-MOVED 12 127.0.0.1:7001\r\n-EXECABORT Transaction discarded\r\n",
+        );
+        assert_eq!(
+            tx_verdict(&moved),
+            Some(TxVerdict::Redirect("127.0.0.1:7001".to_string(), false))
+        );
+        let ask = Bytes::from_static(
+            b"+OK\r\n+QUEUED\r\n-ASK 12 127.0.0.1:7002\r\n-EXECABORT Transaction discarded\r\n",
+        );
+        assert_eq!(
+            tx_verdict(&ask),
+            Some(TxVerdict::Redirect("127.0.0.1:7002".to_string(), true))
+        );
+        let own_error =
+            Bytes::from_static(b"+OK\r\n-ERR syntax error\r\n-EXECABORT Transaction discarded\r\n");
+        assert_eq!(
+            tx_verdict(&own_error),
+            Some(TxVerdict::Done(Bytes::from_static(
+                b"-EXECABORT Transaction discarded\r\n"
+            )))
+        );
+        assert_eq!(tx_verdict(&Bytes::from_static(b"+OK\r\n$5\r\nab")), None);
+    }
+
+    #[test]
+    fn payload_wraps_the_queued_commands() {
+        let (payload, frames) = transaction_payload(b"*1\r\n$4\r\nPING\r\n", 1);
+        assert_eq!(
+            &payload[..],
+            &b"*1\r\n$5\r\nMULTI\r\n*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nEXEC\r\n"[..]
+        );
+        assert_eq!(frames, 3);
+    }
+}

@@ -1,0 +1,284 @@
+//! Connections lent to one client at a time — blocking commands, WATCH, pub/sub — from a pool
+//! bounded over all nodes, with an explicit policy when it is exhausted.
+//!
+//! A shared pipelined connection must never carry a command that blocks or leaves state on the
+//! connection: every other client's replies would queue behind it, or inherit its state. Those
+//! commands borrow a [`Dedicated`] connection instead. Given back clean, a connection waits (FIFO,
+//! per node) for the next borrower; dropped while a reply is still owed, it is closed, which is
+//! also how Redis learns that a blocked client went away.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::conn::{connect, frames_len};
+use super::{Exhausted, UpstreamConfig, UpstreamError};
+use crate::metrics::Metrics;
+use crate::protocol::Limits;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+/// The pool. One per proxy, shared by every session.
+pub struct DedicatedPool {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    config: UpstreamConfig,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+    /// One permit per open dedicated connection, busy or idle.
+    permits: Arc<Semaphore>,
+    /// Borrowers waiting for a permit.
+    waiters: AtomicUsize,
+    /// Idle connections by node, oldest first.
+    idle: Mutex<HashMap<Arc<str>, VecDeque<Idle>>>,
+}
+
+struct Idle {
+    stream: TcpStream,
+    permit: OwnedSemaphorePermit,
+    since: Instant,
+}
+
+/// A connection lent to one client. Not `Clone`: exactly one owner talks on it.
+pub struct Dedicated {
+    stream: TcpStream,
+    input: BytesMut,
+    addr: Arc<str>,
+    permit: OwnedSemaphorePermit,
+    shared: Arc<Shared>,
+    _busy: Busy,
+}
+
+/// Counts a lent connection in the busy gauge for as long as it is lent.
+struct Busy(Arc<Metrics>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.dedicated_busy.dec();
+    }
+}
+
+impl DedicatedPool {
+    pub fn new(config: UpstreamConfig, limits: Limits, metrics: Arc<Metrics>) -> DedicatedPool {
+        let permits = Arc::new(Semaphore::new(config.dedicated.max));
+        DedicatedPool {
+            shared: Arc::new(Shared {
+                config,
+                limits,
+                metrics,
+                permits,
+                waiters: AtomicUsize::new(0),
+                idle: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// A connection to `addr`: an idle one if there is one, else a new one within the bound.
+    /// When the pool is exhausted, waits or fails as `upstream.dedicated.exhausted` says.
+    pub async fn acquire(&self, addr: &Arc<str>) -> Result<Dedicated, UpstreamError> {
+        let shared = &self.shared;
+        if let Some(idle) = shared.take_idle(addr) {
+            return Ok(shared.lend(idle.stream, addr.clone(), idle.permit));
+        }
+        let permit = match shared.permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // Full, but perhaps of idle connections to other nodes: close the oldest.
+                shared.close_oldest_idle();
+                self.wait_permit().await?
+            }
+        };
+        let stream =
+            connect(addr, &shared.config)
+                .await
+                .map_err(|reason| UpstreamError::NotSent {
+                    addr: addr.clone(),
+                    reason,
+                })?;
+        Ok(shared.lend(stream, addr.clone(), permit))
+    }
+
+    async fn wait_permit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
+        let shared = &self.shared;
+        let dedicated = &shared.config.dedicated;
+        let exhausted = || {
+            shared.metrics.dedicated_exhausted.inc();
+            UpstreamError::Exhausted {
+                reason: format!(
+                    "all {} dedicated connections are busy (upstream.dedicated.max); \
+                     blocking commands, WATCH and subscriptions need one each",
+                    dedicated.max
+                ),
+            }
+        };
+        if let Ok(permit) = shared.permits.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        if dedicated.exhausted == Exhausted::Fail {
+            return Err(exhausted());
+        }
+        // While anyone waits, connections given back are closed rather than kept idle, so their
+        // permits come here.
+        shared.waiters.fetch_add(1, Ordering::SeqCst);
+        shared.close_oldest_idle();
+        let waited = tokio::time::timeout(
+            dedicated.wait_timeout,
+            shared.permits.clone().acquire_owned(),
+        )
+        .await;
+        shared.waiters.fetch_sub(1, Ordering::SeqCst);
+        match waited {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(exhausted()),
+        }
+    }
+}
+
+impl Shared {
+    fn lend(
+        self: &Arc<Self>,
+        stream: TcpStream,
+        addr: Arc<str>,
+        permit: OwnedSemaphorePermit,
+    ) -> Dedicated {
+        self.metrics.dedicated_busy.inc();
+        Dedicated {
+            stream,
+            input: BytesMut::with_capacity(READ_CHUNK),
+            addr,
+            permit,
+            shared: self.clone(),
+            _busy: Busy(self.metrics.clone()),
+        }
+    }
+
+    /// The oldest live idle connection to `addr`; expired or closed ones are dropped on the way.
+    fn take_idle(&self, addr: &str) -> Option<Idle> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let queue = idle.get_mut(addr)?;
+        let max_idle = self.config.dedicated.idle_timeout;
+        while let Some(conn) = queue.pop_front() {
+            self.metrics.dedicated_idle.dec();
+            if conn.since.elapsed() < max_idle && is_open(&conn.stream) {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    /// Closes the longest-idle connection to any node; false when none is idle.
+    fn close_oldest_idle(&self) -> bool {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let oldest = idle
+            .iter()
+            .filter_map(|(addr, queue)| Some((addr.clone(), queue.front()?.since)))
+            .min_by_key(|(_, since)| *since);
+        let Some((addr, _)) = oldest else {
+            return false;
+        };
+        if let Some(queue) = idle.get_mut(&addr) {
+            queue.pop_front();
+            self.metrics.dedicated_idle.dec();
+        }
+        true
+    }
+
+    /// Keeps a connection given back clean, after dropping the ones idle too long.
+    fn give_back(&self, addr: Arc<str>, stream: TcpStream, permit: OwnedSemaphorePermit) {
+        let max_idle = self.config.dedicated.idle_timeout;
+        if max_idle.is_zero() || self.waiters.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        for queue in idle.values_mut() {
+            while queue.front().is_some_and(|c| c.since.elapsed() >= max_idle) {
+                queue.pop_front();
+                self.metrics.dedicated_idle.dec();
+            }
+        }
+        idle.retain(|_, queue| !queue.is_empty());
+        idle.entry(addr).or_default().push_back(Idle {
+            stream,
+            permit,
+            since: Instant::now(),
+        });
+        self.metrics.dedicated_idle.inc();
+    }
+}
+
+/// An idle connection is usable only if the node has not closed it (Redis's `timeout`).
+fn is_open(stream: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+impl Dedicated {
+    pub fn addr(&self) -> &Arc<str> {
+        &self.addr
+    }
+
+    /// Writes `payload` (one or more encoded commands). A failure here may leave part of it
+    /// written, so it counts as possibly executed.
+    pub async fn send(&mut self, payload: &[u8]) -> Result<(), UpstreamError> {
+        self.stream
+            .write_all(payload)
+            .await
+            .map_err(|e| self.lost(format!("write failed: {e}")))
+    }
+
+    /// Reads the next `frames` reply frames, as one slice.
+    pub async fn receive(&mut self, frames: u32) -> Result<Bytes, UpstreamError> {
+        loop {
+            match frames_len(&self.input, frames, &self.shared.limits) {
+                Ok(Some(len)) => return Ok(self.input.split_to(len).freeze()),
+                Ok(None) => {}
+                Err(reason) => return Err(self.lost(reason)),
+            }
+            if self.input.capacity() - self.input.len() < 1024 {
+                self.input.reserve(READ_CHUNK);
+            }
+            match self.stream.read_buf(&mut self.input).await {
+                Ok(0) => return Err(self.lost("node closed the connection".to_string())),
+                Ok(_) => {}
+                Err(e) => return Err(self.lost(format!("read failed: {e}"))),
+            }
+        }
+    }
+
+    /// [`send`](Self::send), then [`receive`](Self::receive).
+    pub async fn request(&mut self, payload: &[u8], frames: u32) -> Result<Bytes, UpstreamError> {
+        self.send(payload).await?;
+        self.receive(frames).await
+    }
+
+    /// Gives the connection back for reuse. Only call it when no reply is owed and no state is
+    /// left on the connection (no WATCH, no subscription); otherwise just drop it.
+    pub fn release(self) {
+        if !self.input.is_empty() {
+            return; // unexpected bytes: not clean, close it
+        }
+        let Dedicated {
+            stream,
+            addr,
+            permit,
+            shared,
+            ..
+        } = self;
+        shared.give_back(addr, stream, permit);
+    }
+
+    fn lost(&self, reason: String) -> UpstreamError {
+        UpstreamError::Lost {
+            addr: self.addr.clone(),
+            reason,
+        }
+    }
+}

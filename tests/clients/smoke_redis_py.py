@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Smoke test: redis-py (with hiredis when installed) against redcar as if it were one Redis node.
+
+    smoke_redis_py.py HOST PORT
+
+Connects with a plain `redis.Redis` (not RedisCluster), exercises every data type, a pipeline,
+EVAL, SCAN and an error reply, and exits 1 with a message at the first mismatch. Run by
+tests/it/clients.rs (`cargo test --test it clients`); the interpreter is target/pyenv/bin/python
+(scripts/ensure-clients.sh).
+"""
+
+import os
+import sys
+
+try:
+    import redis
+except ImportError:
+    sys.exit("redis-py is not installed: run scripts/ensure-clients.sh (make test does)")
+
+checks = 0
+
+
+def fail(msg):
+    sys.stderr.write("smoke_redis_py: FAIL: %s\n" % msg)
+    sys.exit(1)
+
+
+def eq(what, got, want):
+    global checks
+    checks += 1
+    if got != want:
+        fail("%s: expected %r, got %r" % (what, want, got))
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: smoke_redis_py.py HOST PORT")
+    host, port = sys.argv[1], int(sys.argv[2])
+
+    # redis-py 8 speaks RESP3 by default (HELLO 3 on connect); redcar speaks RESP2 only and
+    # refuses HELLO 3 with -NOPROTO. Record what the default does, then use protocol=2.
+    notes = []
+    try:
+        default = redis.Redis(host=host, port=port, socket_timeout=10)
+        default.ping()
+        default.close()
+    except redis.ResponseError as e:
+        if "NOPROTO" not in str(e):
+            fail("default connect: unexpected error %r" % e)
+        notes.append("default RESP3 refused with NOPROTO, using protocol=2")
+    r = redis.Redis(host=host, port=port, protocol=2, socket_timeout=10, decode_responses=True)
+
+    p = "smoke:py:%d:" % os.getpid()
+    written = set()
+
+    def k(name):
+        key = p + name
+        written.add(key)
+        return key
+
+    eq("PING", r.ping(), True)
+    eq("ECHO", r.echo("hello"), "hello")
+
+    # strings
+    eq("SET", r.set(k("str"), "value"), True)
+    eq("GET", r.get(k("str")), "value")
+    eq("GET missing", r.get(p + "missing"), None)
+    eq("INCR", r.incr(k("counter")), 1)
+    eq("INCRBY", r.incrby(p + "counter", 41), 42)
+    eq("SET EX", r.set(k("ex"), "x", ex=100), True)
+
+    # MSET/MGET over keys in (almost surely) different slots: redcar splits and merges them
+    many = {k("m%d" % i): "v%d" % i for i in range(20)}
+    eq("MSET", r.mset(many), True)
+    names = list(many) + [p + "missing"]
+    eq("MGET", r.mget(names), list(many.values()) + [None])
+
+    # DEL of several keys across slots
+    gone = [p + "m%d" % i for i in range(5)]
+    eq("DEL", r.delete(*gone, p + "missing"), 5)
+    written.difference_update(gone)
+    eq("EXISTS", r.exists(*gone, p + "m5", p + "m6"), 2)
+
+    # hash
+    eq("HSET", r.hset(k("hash"), mapping={"a": "1", "b": "2", "c": "3"}), 3)
+    eq("HGET", r.hget(p + "hash", "b"), "2")
+    eq("HGETALL", r.hgetall(p + "hash"), {"a": "1", "b": "2", "c": "3"})
+    eq("HINCRBY", r.hincrby(p + "hash", "a", 9), 10)
+    eq("HDEL", r.hdel(p + "hash", "c"), 1)
+    eq("HLEN", r.hlen(p + "hash"), 2)
+
+    # list
+    eq("RPUSH", r.rpush(k("list"), "a", "b", "c"), 3)
+    eq("LPUSH", r.lpush(p + "list", "z"), 4)
+    eq("LRANGE", r.lrange(p + "list", 0, -1), ["z", "a", "b", "c"])
+    eq("LPOP", r.lpop(p + "list"), "z")
+    eq("RPOP", r.rpop(p + "list"), "c")
+    eq("LLEN", r.llen(p + "list"), 2)
+
+    # set
+    eq("SADD", r.sadd(k("set"), "x", "y", "z", "x"), 3)
+    eq("SMEMBERS", r.smembers(p + "set"), {"x", "y", "z"})
+    eq("SISMEMBER", r.sismember(p + "set", "y"), True)
+    eq("SREM", r.srem(p + "set", "y"), 1)
+    eq("SCARD", r.scard(p + "set"), 2)
+
+    # sorted set
+    eq("ZADD", r.zadd(k("zset"), {"a": 1, "b": 2.5, "c": 3}), 3)
+    eq("ZRANGE WITHSCORES", r.zrange(p + "zset", 0, -1, withscores=True),
+       [("a", 1.0), ("b", 2.5), ("c", 3.0)])
+    eq("ZSCORE", r.zscore(p + "zset", "b"), 2.5)
+    eq("ZINCRBY", r.zincrby(p + "zset", 10, "a"), 11.0)
+    eq("ZRANK", r.zrank(p + "zset", "a"), 2)
+    eq("ZRANGEBYSCORE", r.zrangebyscore(p + "zset", 2, 5), ["b", "c"])
+
+    # expiry
+    eq("TTL of EX key in range", 0 < r.ttl(p + "ex") <= 100, True)
+    eq("EXPIRE", r.expire(p + "str", 500), True)
+    eq("TTL after EXPIRE in range", 0 < r.ttl(p + "str") <= 500, True)
+    eq("PERSIST", r.persist(p + "str"), True)
+    eq("TTL persistent", r.ttl(p + "str"), -1)
+    eq("TTL missing", r.ttl(p + "missing"), -2)
+
+    # pipeline (no MULTI): commands for keys on every node, answered in order
+    pipe = r.pipeline(transaction=False)
+    for i in range(10):
+        pipe.set(k("pipe%d" % i), i)
+    pipe.incr(p + "counter")
+    for i in range(10):
+        pipe.get(p + "pipe%d" % i)
+    pipe.mget([p + "pipe0", p + "pipe9", p + "missing"])
+    pipe.hget(p + "hash", "a")
+    got = pipe.execute()
+    eq("pipeline", got,
+       [True] * 10 + [43] + [str(i) for i in range(10)] + [["0", "9", None], "10"])
+
+    # EVAL with a key (and the script cache: EVALSHA of the same body)
+    script = "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])"
+    eq("EVAL", r.eval(script, 1, k("lua"), "from-lua"), "from-lua")
+    sha = r.script_load(script)
+    eq("EVALSHA", r.evalsha(sha, 1, p + "lua", "again"), "again")
+
+    # error replies are raised by the client, and the connection stays usable
+    try:
+        r.incr(p + "str")
+        fail("INCR on a non-number: expected an error")
+    except redis.ResponseError as e:
+        eq("INCR on non-number error", "not an integer" in str(e), True)
+    try:
+        r.lpush(p + "str", "x")
+        fail("LPUSH on a string: expected an error")
+    except redis.ResponseError as e:
+        eq("WRONGTYPE error", str(e).startswith("WRONGTYPE"), True)
+    eq("usable after errors", r.get(p + "str"), "value")
+
+    # SCAN visits every node: exactly the keys written under the prefix
+    seen = set(r.scan_iter(match=p + "*", count=50))
+    if seen != written:
+        fail("SCAN: missing %r, unexpected %r" % (sorted(written - seen), sorted(seen - written)))
+    eq("DBSIZE >= written", r.dbsize() >= len(written), True)
+
+    # clean up
+    eq("DEL all", r.delete(*written), len(written))
+    eq("SCAN after cleanup", list(r.scan_iter(match=p + "*")), [])
+
+    extra = "; " + "; ".join(notes) if notes else ""
+    print("smoke_redis_py: ok: %d checks, %d keys, redis-py %s, hiredis %s%s" % (
+        checks, len(written), redis.__version__, hiredis_version(), extra))
+
+
+def hiredis_version():
+    try:
+        import hiredis
+        return hiredis.__version__
+    except ImportError:
+        return "not installed"
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except redis.RedisError as e:
+        fail("unexpected %s: %s" % (type(e).__name__, e))

@@ -1,0 +1,171 @@
+//! Real client libraries pointed at redcar as if it were one Redis node: redis-py (+hiredis),
+//! phpredis `Redis` and predis `Client`. Each runs its smoke script from tests/clients/ against a
+//! fresh cluster behind redcar; the script asserts every reply and exits non-zero on a mismatch.
+//!
+//! The libraries come from `scripts/ensure-clients.sh` (run by `make test`): php-cli, php-redis
+//! and php-predis from apt, redis-py and hiredis in the virtualenv `target/pyenv`. A missing
+//! library fails the test with the command to run; it never passes silently.
+//! `REDCAR_PYTHON` overrides the interpreter, `REDCAR_PHP` the PHP binary.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::{Redcar, RedisCluster};
+
+/// A smoke script normally takes well under a second; this only bounds a hang.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+const INSTALL_HINT: &str = "run scripts/ensure-clients.sh (`make test` does), which installs \
+     `apt-get install -y php-cli php-redis php-predis` and \
+     `target/pyenv/bin/pip install redis hiredis` into a `python3 -m venv target/pyenv`";
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn script(name: &str) -> PathBuf {
+    manifest_dir().join("tests/clients").join(name)
+}
+
+fn python() -> PathBuf {
+    let python = std::env::var_os("REDCAR_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("target/pyenv/bin/python"));
+    assert!(
+        python.exists(),
+        "redis-py is not installed: {} does not exist; {INSTALL_HINT}",
+        python.display()
+    );
+    python
+}
+
+fn php() -> PathBuf {
+    std::env::var_os("REDCAR_PHP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("php"))
+}
+
+/// Check that `program -r/-c probe` works, else fail naming what to install.
+fn require(program: &Path, args: &[&str], what: &str) {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{what} is not installed ({}: {e}); {INSTALL_HINT}",
+                program.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "{what} is not installed ({} {args:?} failed: {}{}); {INSTALL_HINT}",
+        program.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+}
+
+/// Read a child's pipe to the end on a thread (so a chatty child never blocks on a full pipe).
+fn drain(pipe: Option<impl Read + Send + 'static>) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut p) = pipe {
+            let mut bytes = Vec::new();
+            let _ = p.read_to_end(&mut bytes);
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+        text
+    })
+}
+
+/// Start a cluster and redcar, run `program script 127.0.0.1 PORT` with a timeout, and assert
+/// it exits 0; on failure show its output and redcar's log.
+fn run_smoke(program: &Path, script_name: &str) {
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start(&cluster.seeds());
+    let path = script(script_name);
+    let t0 = Instant::now();
+    let mut child: Child = Command::new(program)
+        .arg(&path)
+        .arg("127.0.0.1")
+        .arg(redcar.port().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "spawn {} {}: {e}; {INSTALL_HINT}",
+                program.display(),
+                path.display()
+            )
+        });
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for smoke script") {
+            break Some(status);
+        }
+        if t0.elapsed() > SCRIPT_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    let outcome = match status {
+        Some(s) if s.success() => {
+            eprintln!("{script_name}: {} ({:?})", stdout.trim(), t0.elapsed());
+            return;
+        }
+        Some(s) => format!("exited with {s}"),
+        None => format!("timed out after {SCRIPT_TIMEOUT:?} and was killed"),
+    };
+    panic!(
+        "{} {script_name} {outcome}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}\n\
+         --- redcar log ---\n{}",
+        program.display(),
+        redcar.log()
+    );
+}
+
+#[test]
+fn redis_py_smoke_script_passes_through_redcar() {
+    let python = python();
+    require(
+        &python,
+        &["-c", "import redis, hiredis"],
+        "redis-py/hiredis in the virtualenv",
+    );
+    run_smoke(&python, "smoke_redis_py.py");
+}
+
+#[test]
+fn phpredis_smoke_script_passes_through_redcar() {
+    let php = php();
+    require(
+        &php,
+        &["-r", "exit(class_exists('Redis') ? 0 : 1);"],
+        "php-cli with phpredis (php-redis)",
+    );
+    run_smoke(&php, "smoke_phpredis.php");
+}
+
+#[test]
+fn predis_smoke_script_passes_through_redcar() {
+    let php = php();
+    require(
+        &php,
+        &[
+            "-r",
+            "require 'Predis/autoload.php'; exit(class_exists('Predis\\Client') ? 0 : 1);",
+        ],
+        "php-cli with predis (php-predis)",
+    );
+    run_smoke(&php, "smoke_predis.php");
+}
