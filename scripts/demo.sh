@@ -156,6 +156,34 @@ for c in "SET pipe:a 1" "INCRBY pipe:a 41" "GET user:3" "GET cart:42" "MGET user
 done
 exec 5>&-
 
+hr "Transaction, blocking pop and pub/sub through the same plain connection type"
+exec 5<>"/dev/tcp/127.0.0.1/$LISTEN_PORT"
+{
+    resp_cmd MULTI
+    resp_cmd SET "{acct:7}:balance" 100
+    resp_cmd INCRBY "{acct:7}:balance" -30
+    resp_cmd RPUSH "{acct:7}:log" "debit 30"
+    resp_cmd EXEC
+} >&5
+for c in "MULTI" "SET {acct:7}:balance 100" "INCRBY {acct:7}:balance -30" "RPUSH {acct:7}:log \"debit 30\"" "EXEC"; do
+    printf '  %-50s -> %s\n' "$c" "$(read_reply 5)"
+done
+exec 5>&-
+echo "(queued by redcar, sent to the slot's primary as one MULTI ... EXEC unit)"
+exec 5<>"/dev/tcp/127.0.0.1/$LISTEN_PORT"
+resp_cmd SUBSCRIBE demo:news >&5
+printf '  %-50s -> %s\n' "SUBSCRIBE demo:news" "$(read_reply 5)"
+printf '  %-50s -> %s\n' "PUBLISH demo:news hello (count: that node only)" "$(rc PUBLISH demo:news hello)"
+printf '  %-50s -> %s\n' "(pushed to the subscriber)" "$(read_reply 5)"
+exec 5>&-
+exec 5<>"/dev/tcp/127.0.0.1/$LISTEN_PORT"
+resp_cmd BLPOP demo:jobs 5 >&5
+sleep 0.2
+printf '  %-50s -> %s\n' "RPUSH demo:jobs job-1 (another client)" "$(rc RPUSH demo:jobs job-1)"
+printf '  %-50s -> %s\n' "BLPOP demo:jobs 5 (was blocked)" "$(read_reply 5)"
+exec 5>&-
+echo "(BLPOP and SUBSCRIBE ran on dedicated connections: the shared ones never block)"
+
 # ---------------------------------------------------------------- benchmark
 count_clients() { # PORT -> number of ordinary client connections (not replication, not us)
     node "$1" CLIENT LIST 2>/dev/null |

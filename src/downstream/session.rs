@@ -237,7 +237,6 @@ fn dispatch<'r>(
     lane: usize,
     max_tx_bytes: usize,
 ) -> Call<'r> {
-    let watch = state.tx.watch.clone();
     match state.tx.step(plan, request.raw(), max_tx_bytes) {
         Step::Serve(plan) => serve_plan(router, state, plan, request, lane),
         Step::Reply(reply) => Call::ready(reply),
@@ -256,13 +255,13 @@ fn dispatch<'r>(
             payload,
             frames,
             slot,
-        } => router.exec_watched(watch, payload, frames, slot),
-        Step::Watch { slot } => router.watch(watch, request.raw().clone(), slot),
+        } => router.exec_watched(state.tx.watch.clone(), payload, frames, slot),
+        Step::Watch { slot } => router.watch(state.tx.watch.clone(), request.raw().clone(), slot),
         Step::Unwatch { reply } => {
             if reply.starts_with(b"+RESET") {
                 state.reset();
             }
-            router.unwatch(watch, reply)
+            router.unwatch(state.tx.watch.clone(), reply)
         }
     }
 }

@@ -64,23 +64,30 @@ impl Transaction {
     /// takes) a dedicated connection, and commands sent before it on other connections must
     /// have run first. Asked before [`step`](Self::step), which it does not change.
     pub fn is_exclusive(&self, plan: &Plan) -> bool {
-        let watching = self.watch.slot().is_some();
+        // Plain commands decide on the plan alone: the watch is looked at only when it matters.
         match plan {
-            Plan::Tx(Tx::Exec | Tx::Discard, _) => self.is_open() && watching,
-            Plan::Local(Local::Reset) => watching,
+            Plan::Tx(Tx::Exec | Tx::Discard, _) => self.is_open() && self.watching(),
+            Plan::Local(Local::Reset) => self.watching(),
             _ if self.is_open() => false,
             Plan::Blocking { .. } | Plan::Wait { .. } | Plan::Sub(_) | Plan::Tx(Tx::Watch, _) => {
                 true
             }
-            Plan::Tx(Tx::Unwatch, _) => watching,
+            Plan::Tx(Tx::Unwatch, _) => self.watching(),
             _ => false,
         }
+    }
+
+    fn watching(&self) -> bool {
+        self.watch.slot().is_some()
     }
 
     /// Applies the transaction rules to one planned command. `raw` is its encoding, queued as
     /// is; `max_bytes` bounds what one transaction may queue.
     pub fn step(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> Step {
-        let watching = self.watch.slot().is_some();
+        let watching = match plan {
+            Plan::Tx(..) | Plan::Local(Local::Reset) => self.watching(),
+            _ => false,
+        };
         let Some(queued) = self.open.as_mut() else {
             return match plan {
                 Plan::Tx(Tx::Multi, _) => {
