@@ -79,7 +79,23 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
 
 async fn clients(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
     let clients = state.downstream.clients();
-    Json(serde_json::json!({ "connected": clients.len(), "clients": clients }))
+    // Per listener and per client address (host without port): who holds the connections.
+    let mut by_listener = std::collections::BTreeMap::<&str, usize>::new();
+    let mut by_host = std::collections::BTreeMap::<String, usize>::new();
+    for client in &clients {
+        *by_listener.entry(client.listener).or_default() += 1;
+        let host = client
+            .addr
+            .rsplit_once(':')
+            .map_or(client.addr.as_str(), |(host, _)| host);
+        *by_host.entry(host.to_string()).or_default() += 1;
+    }
+    Json(serde_json::json!({
+        "connected": clients.len(),
+        "by_listener": by_listener,
+        "by_address": by_host,
+        "clients": clients,
+    }))
 }
 
 async fn slowlog(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {

@@ -84,6 +84,12 @@ impl Config {
         within("router.max_redirects", self.router.max_redirects, 1, 16)?;
         let client = &self.client;
         within("client.max_in_flight", client.max_in_flight, 1, 1 << 20)?;
+        within(
+            "client.max_connections",
+            client.max_connections,
+            1,
+            1_000_000,
+        )?;
         within("client.max_args", client.max_args, 1, 1 << 30)?;
         within("client.max_bulk_len", client.max_bulk_len, 1, 1 << 32)?;
         within("client.max_inline_len", client.max_inline_len, 16, 1 << 30)?;

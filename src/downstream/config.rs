@@ -32,6 +32,14 @@ pub struct ClientConfig {
     /// Close a client with nothing in flight after this long without a command; 0 = never.
     #[serde(with = "units::duration")]
     pub idle_timeout: Duration,
+    /// Clients connected at once over all listeners; one more is told
+    /// `-ERR redcar: max number of clients reached` and closed.
+    pub max_connections: usize,
+    /// Close a client connection once it is this old, at the next safe point (nothing owed,
+    /// nothing unread, not in a transaction, WATCH or subscribe mode), so its next connection
+    /// goes through the load balancer again; 0 = never.
+    #[serde(with = "units::duration")]
+    pub max_age: Duration,
 }
 
 impl Default for ClientConfig {
@@ -44,6 +52,8 @@ impl Default for ClientConfig {
             max_request_bytes: 1 << 30,
             max_reply_bytes: 64 << 20,
             idle_timeout: Duration::ZERO,
+            max_connections: 10_000,
+            max_age: Duration::ZERO,
         }
     }
 }

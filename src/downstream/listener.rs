@@ -2,7 +2,7 @@
 //! and a registry of who is connected (for `/clients` and the connection gauges).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,6 +21,8 @@ pub struct Downstream {
     pub config: ClientConfig,
     pub metrics: Arc<Metrics>,
     next_id: AtomicU64,
+    /// Sessions running now, over all listeners (for `client.max_connections`).
+    connected: AtomicUsize,
     /// Connected clients by id; touched on connect and disconnect only.
     clients: Mutex<HashMap<u64, ClientInfo>>,
 }
@@ -42,6 +44,7 @@ impl Downstream {
             config,
             metrics,
             next_id: AtomicU64::new(1),
+            connected: AtomicUsize::new(0),
             clients: Mutex::new(HashMap::new()),
         }
     }
@@ -190,12 +193,35 @@ fn spawn_session<S>(
     let shutdown = shutdown.clone();
     let done = done.clone();
     let gauges = gauges.clone();
+    let count = downstream.connected.fetch_add(1, Ordering::SeqCst);
+    if count >= downstream.config.max_connections {
+        downstream.connected.fetch_sub(1, Ordering::SeqCst);
+        downstream.metrics.clients_refused.inc();
+        tracing::warn!(%peer, max = downstream.config.max_connections, "client refused: client.max_connections reached");
+        tokio::spawn(refuse(stream));
+        return;
+    }
     tokio::spawn(async move {
         let client = downstream.connect(peer.clone(), listener, &gauges);
         session::serve(stream, &downstream, client.id, &peer, shutdown).await;
         drop(client);
+        downstream.connected.fetch_sub(1, Ordering::SeqCst);
         drop(done);
     });
+}
+
+/// Tells a client over `client.max_connections` why, as Redis does over `maxclients`, and closes.
+async fn refuse<S>(mut stream: S)
+where
+    S: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    let reply = b"-ERR redcar: max number of clients reached (client.max_connections)\r\n";
+    let write = async {
+        stream.write_all(reply).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
 }
 
 /// Out of file descriptors and similar: pause instead of spinning, and keep serving.

@@ -59,6 +59,9 @@ pub async fn serve<S>(
     // commands before it to finish; and how many such commands are in `calls`.
     let mut parked: Option<Request> = None;
     let mut exclusive = 0usize;
+    // `client.max_age`: once reached, the client is closed at the next safe point.
+    let born = Instant::now();
+    let mut aged = false;
     loop {
         // Start every complete command already buffered, up to the in-flight limit. One clock
         // read serves the whole batch.
@@ -158,6 +161,11 @@ pub async fn serve<S>(
             exclusive += usize::from(alone);
             calls.push_back((call, stamp));
         }
+        if aged && !closing && at_safe_point(&calls, &out, &input, &parked, &state) {
+            metrics.clients_closed_max_age.inc();
+            tracing::debug!(client = state.id, "closing client at client.max_age");
+            closing = true;
+        }
         if closing && calls.is_empty() && out.is_empty() {
             let _ = writer.shutdown().await;
             return;
@@ -223,9 +231,29 @@ pub async fn serve<S>(
                 tracing::debug!(client = state.id, "closing idle client");
                 closing = true;
             }
+            () = sleep_until(born + config.max_age), if !config.max_age.is_zero() && !aged => {
+                aged = true;
+            }
             _ = shutdown.changed(), if !closing => closing = true,
         }
     }
+}
+
+/// True when closing the client loses nothing and breaks no state: no reply owed or unwritten,
+/// no command unread, no transaction or WATCH open (subscribe mode never reaches here).
+fn at_safe_point(
+    calls: &VecDeque<(Call<'_>, Stamp)>,
+    out: &BytesMut,
+    input: &BytesMut,
+    parked: &Option<Request>,
+    state: &ClientState,
+) -> bool {
+    calls.is_empty()
+        && out.is_empty()
+        && input.is_empty()
+        && parked.is_none()
+        && !state.tx.is_open()
+        && state.tx.watch.slot().is_none()
 }
 
 /// Starts one planned command: forwarded commands are queued on their node right away.

@@ -108,6 +108,10 @@ pub struct Metrics {
     retries: Counter,
     refreshes: Family<ResultLabel, Counter>,
     slow_commands: Counter,
+    /// Clients refused because `client.max_connections` were connected.
+    pub clients_refused: Counter,
+    /// Clients closed at a safe point because they reached `client.max_age`.
+    pub clients_closed_max_age: Counter,
     /// Dedicated connections (blocking commands, WATCH, pub/sub) lent to a client right now.
     pub dedicated_busy: Gauge,
     /// Dedicated connections kept open for reuse.
@@ -200,6 +204,8 @@ impl Metrics {
             retries: Counter::default(),
             refreshes: Family::default(),
             slow_commands: Counter::default(),
+            clients_refused: Counter::default(),
+            clients_closed_max_age: Counter::default(),
             dedicated_busy: Gauge::default(),
             dedicated_idle: Gauge::default(),
             dedicated_exhausted: Counter::default(),
@@ -298,6 +304,16 @@ impl Metrics {
             "slow_commands",
             "Commands slower than the slow-log threshold",
             self.slow_commands.clone(),
+        );
+        r.register(
+            "clients_refused",
+            "Clients refused because client.max_connections were connected",
+            self.clients_refused.clone(),
+        );
+        r.register(
+            "clients_closed_max_age",
+            "Clients closed at a safe point after client.max_age (load-balancer rebalancing)",
+            self.clients_closed_max_age.clone(),
         );
         r.register(
             "dedicated_connections_busy",

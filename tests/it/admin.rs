@@ -119,6 +119,8 @@ fn topology_clients_slowlog_and_config_endpoints() {
     assert_eq!(clients["connected"], 1);
     let local = c.stream().local_addr().expect("local addr").to_string();
     assert_eq!(clients["clients"][0]["addr"], local.as_str());
+    assert_eq!(clients["by_listener"]["tcp"], 1);
+    assert_eq!(clients["by_address"]["127.0.0.1"], 1);
 
     let slowlog = get_json(&redcar, "/slowlog");
     let entries = slowlog["entries"].as_array().expect("entries");

@@ -7,6 +7,7 @@ mod admin;
 mod blocking;
 mod cli;
 mod clients;
+mod connections;
 mod coverage;
 mod differential;
 mod doctor;

@@ -1,0 +1,100 @@
+//! Client connection economy: a bound on connected clients, and `client.max_age` closing
+//! connections only at safe points so they rebalance behind a load balancer.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::redirects::write_config;
+use crate::support::{Redcar, RedisCluster, RespClient, Value};
+
+#[test]
+fn clients_beyond_max_connections_are_told_and_closed() {
+    let cluster = RedisCluster::start(3, 1);
+    let config = write_config("client:\n  max_connections: 3\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut held: Vec<RespClient> = (0..3).map(|_| redcar.client()).collect();
+    for c in &mut held {
+        assert_eq!(c.q(&["PING"]), Value::simple("PONG"));
+    }
+    let mut extra = redcar.client();
+    extra.set_timeout(Duration::from_secs(5)).expect("timeout");
+    let refused = extra.read_reply().expect("an error before the close");
+    assert_eq!(
+        refused.error(),
+        Some("ERR redcar: max number of clients reached (client.max_connections)")
+    );
+    assert!(extra.read_reply().is_err(), "closed after the error");
+    // The ones connected are unaffected; a freed place is taken again.
+    assert_eq!(held[0].q(&["SET", "k", "v"]), Value::simple("OK"));
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = redcar.client();
+        again.set_timeout(Duration::from_secs(2)).expect("timeout");
+        if again.cmd(&["PING"]).ok() == Some(Value::simple("PONG")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the freed place was never given again"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(counter(&redcar, "redcar_clients_refused_total"), 1);
+}
+
+#[test]
+fn max_age_closes_only_at_safe_points_and_loses_no_write() {
+    let cluster = RedisCluster::start(3, 1);
+    let config = write_config("client:\n  max_age: 300ms\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+
+    // An idle client is closed once it is old enough.
+    let mut idle = redcar.client();
+    assert_eq!(idle.q(&["PING"]), Value::simple("PONG"));
+    thread::sleep(Duration::from_millis(600));
+    idle.set_timeout(Duration::from_secs(2)).expect("timeout");
+    assert!(
+        idle.read_reply().is_err(),
+        "an idle client past max_age is closed"
+    );
+
+    // Inside MULTI it is not: the transaction completes, then the client is closed.
+    let mut tx = redcar.client();
+    assert_eq!(tx.q(&["MULTI"]), Value::simple("OK"));
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(tx.q(&["INCR", "{age}tx"]), Value::simple("QUEUED"));
+    assert_eq!(tx.q(&["EXEC"]), Value::Array(Some(vec![Value::Int(1)])));
+
+    // A busy client reconnecting whenever it is closed: every acknowledged INCR counted, and no
+    // unacknowledged one ran (the close never drops a command it has read).
+    let started = Instant::now();
+    let (mut acknowledged, mut reconnects) = (0i64, 0u64);
+    let mut c = redcar.client();
+    while started.elapsed() < Duration::from_millis(1500) {
+        match c.cmd(&["INCR", "{age}n"]) {
+            Ok(Value::Int(_)) => acknowledged += 1,
+            Ok(other) => panic!("unexpected reply {other:?}"),
+            Err(_) => {
+                reconnects += 1;
+                c = redcar.client();
+            }
+        }
+    }
+    assert!(
+        reconnects >= 2,
+        "max_age must have closed the busy client ({reconnects})"
+    );
+    let total = redcar.cmd(&["GET", "{age}n"]);
+    assert_eq!(total, Value::bulk(acknowledged.to_string()));
+    assert!(counter(&redcar, "redcar_clients_closed_max_age_total") >= reconnects + 2);
+}
+
+/// The value of an unlabelled counter in `/metrics`.
+fn counter(redcar: &Redcar, name: &str) -> u64 {
+    let (_, metrics) = redcar.http_get("/metrics").expect("metrics");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in:\n{metrics}"))
+}
