@@ -23,6 +23,10 @@ pub struct UpstreamConfig {
     /// 16× on repeated failures) so a dead node is not hammered.
     #[serde(with = "units::duration")]
     pub reconnect_backoff: Duration,
+    /// A node connection nobody used for this long is closed (reopened on the next command), so
+    /// a sidecar does not hold idle sockets to every node of a large cluster; 0 = never.
+    #[serde(with = "units::duration")]
+    pub idle_timeout: Duration,
     /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).
     pub dedicated: DedicatedConfig,
 }
@@ -72,6 +76,7 @@ impl Default for UpstreamConfig {
             connect_timeout: Duration::from_secs(1),
             tcp_keepalive: Duration::from_secs(60),
             reconnect_backoff: Duration::from_millis(50),
+            idle_timeout: Duration::from_secs(300),
             dedicated: DedicatedConfig::default(),
         }
     }

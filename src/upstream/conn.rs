@@ -93,7 +93,8 @@ async fn run(
                 tracing::debug!(node = %addr, "connected");
                 metrics.connections.inc();
                 let mut session = Session::new(addr.clone(), limits.clone(), metrics.clone());
-                if let Err(reason) = session.serve(stream, first, &mut rx).await {
+                let idle = config.idle_timeout;
+                if let Err(reason) = session.serve(stream, first, &mut rx, idle).await {
                     tracing::warn!(node = %addr, %reason, "node connection closed");
                     metrics.errors.inc();
                     session.fail_in_flight(&reason);
@@ -206,12 +207,17 @@ impl Session {
         stream: TcpStream,
         first: Pending,
         rx: &mut mpsc::UnboundedReceiver<Pending>,
+        idle_timeout: Duration,
     ) -> Result<(), String> {
         let (mut reader, mut writer) = stream.into_split();
         let mut out = BytesMut::with_capacity(READ_CHUNK);
         let mut input = BytesMut::with_capacity(READ_CHUNK);
         let mut open = true;
         self.batch_at = Instant::now();
+        // `upstream.idle_timeout`: unused for that long, the connection is closed; the next
+        // command for it connects again. The timer is re-armed only when it fires (from the
+        // last batch's time), not on every batch.
+        let mut idle = Box::pin(tokio::time::sleep(idle_timeout));
         self.enqueue(first, &mut out);
         self.count_queued(1);
         loop {
@@ -249,6 +255,16 @@ impl Session {
                     }
                     None => open = false,
                 },
+                () = &mut idle, if !idle_timeout.is_zero() => {
+                    let quiet = self.in_flight.is_empty() && out.is_empty();
+                    let last_used = self.batch_at;
+                    if quiet && last_used.elapsed() >= idle_timeout {
+                        tracing::debug!(node = %self.addr, "closing idle node connection");
+                        return Ok(());
+                    }
+                    let from = if quiet { last_used } else { Instant::now() };
+                    idle.as_mut().reset(from + idle_timeout);
+                }
             }
         }
     }

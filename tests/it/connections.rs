@@ -98,3 +98,38 @@ fn counter(redcar: &Redcar, name: &str) -> u64 {
         .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
         .unwrap_or_else(|| panic!("{name} not in:\n{metrics}"))
 }
+
+#[test]
+fn node_connections_nobody_uses_are_closed_and_reopened_on_demand() {
+    let cluster = RedisCluster::start(3, 1);
+    let config = write_config("upstream:\n  idle_timeout: 300ms\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let owner = cluster.primary_for_key("{idle}k").port();
+    let open_to_owner = || {
+        let (_, metrics) = redcar.http_get("/metrics").expect("metrics");
+        let series = format!("redcar_node_connections{{node=\"127.0.0.1:{owner}\"}} ");
+        metrics
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix(series.as_str())?
+                    .trim()
+                    .parse::<i64>()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["SET", "{idle}k", "v"]), Value::simple("OK"));
+    assert!(open_to_owner() >= 1, "a connection is open after use");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while open_to_owner() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "idle node connection never closed"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    // The client's own connection to redcar is untouched, and the next command reconnects.
+    assert_eq!(c.q(&["GET", "{idle}k"]), Value::bulk("v"));
+    assert!(open_to_owner() >= 1);
+}
