@@ -60,7 +60,9 @@ pub async fn serve<S>(
     let mut parked: Option<Request> = None;
     let mut exclusive = 0usize;
     // `client.max_age`: once reached, the client is closed at the next safe point.
-    let born = Instant::now();
+    // (One timer made once: select! builds every branch's future on every turn, even disabled.)
+    let mut age_timer = Box::pin(sleep_until(Instant::now() + config.max_age));
+    let mut idle_timer = Box::pin(sleep_until(Instant::now() + config.idle_timeout));
     let mut aged = false;
     loop {
         // Start every complete command already buffered, up to the in-flight limit. One clock
@@ -227,11 +229,16 @@ pub async fn serve<S>(
                     None => timer_armed = false,
                 }
             }
-            () = sleep_until(last_activity + idle), if !idle.is_zero() && calls.is_empty() && !closing => {
-                tracing::debug!(client = state.id, "closing idle client");
-                closing = true;
+            () = &mut idle_timer, if !idle.is_zero() && calls.is_empty() && !closing => {
+                // Re-armed from the last activity only when it fires, not on every read.
+                if last_activity.elapsed() >= idle {
+                    tracing::debug!(client = state.id, "closing idle client");
+                    closing = true;
+                } else {
+                    idle_timer.as_mut().reset(last_activity + idle);
+                }
             }
-            () = sleep_until(born + config.max_age), if !config.max_age.is_zero() && !aged => {
+            () = &mut age_timer, if !config.max_age.is_zero() && !aged => {
                 aged = true;
             }
             _ = shutdown.changed(), if !closing => closing = true,

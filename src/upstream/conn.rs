@@ -255,15 +255,14 @@ impl Session {
                     }
                     None => open = false,
                 },
-                () = &mut idle, if !idle_timeout.is_zero() => {
-                    let quiet = self.in_flight.is_empty() && out.is_empty();
+                // Polled only while nothing is in flight: no timer work under load.
+                () = &mut idle, if !idle_timeout.is_zero() && self.in_flight.is_empty() && out.is_empty() => {
                     let last_used = self.batch_at;
-                    if quiet && last_used.elapsed() >= idle_timeout {
+                    if last_used.elapsed() >= idle_timeout {
                         tracing::debug!(node = %self.addr, "closing idle node connection");
                         return Ok(());
                     }
-                    let from = if quiet { last_used } else { Instant::now() };
-                    idle.as_mut().reset(from + idle_timeout);
+                    idle.as_mut().reset(last_used + idle_timeout);
                 }
             }
         }

@@ -133,3 +133,23 @@ fn node_connections_nobody_uses_are_closed_and_reopened_on_demand() {
     assert_eq!(c.q(&["GET", "{idle}k"]), Value::bulk("v"));
     assert!(open_to_owner() >= 1);
 }
+
+#[test]
+fn idle_clients_are_closed_and_active_ones_kept() {
+    let cluster = RedisCluster::start(3, 1);
+    let config = write_config("client:\n  idle_timeout: 400ms\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut active = redcar.client();
+    let mut idle = redcar.client();
+    assert_eq!(idle.q(&["PING"]), Value::simple("PONG"));
+    for _ in 0..10 {
+        assert_eq!(
+            active.q(&["PING"]),
+            Value::simple("PONG"),
+            "active client kept"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    idle.set_timeout(Duration::from_secs(2)).expect("timeout");
+    assert!(idle.read_reply().is_err(), "idle client closed");
+}
