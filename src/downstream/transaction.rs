@@ -20,6 +20,8 @@ pub struct Transaction {
     pub watch: Watch,
 }
 
+const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot (redcar: all keys of a transaction must be in one slot; use a {hash tag})\r\n";
+
 #[derive(Default)]
 struct Queued {
     commands: BytesMut,
@@ -52,6 +54,19 @@ pub enum Step {
     Watch { slot: u16 },
     /// End the watch (UNWATCH, DISCARD, RESET), then answer `reply`.
     Unwatch { reply: &'static [u8] },
+}
+
+impl Queued {
+    /// Takes `slot` as the transaction's slot; the refusal if it already has another.
+    fn claim(&mut self, slot: u16) -> Option<Bytes> {
+        match self.slot {
+            Some(first) if first != slot => Some(Bytes::from_static(CROSSSLOT)),
+            _ => {
+                self.slot = Some(slot);
+                None
+            }
+        }
+    }
 }
 
 impl Transaction {
@@ -106,7 +121,9 @@ impl Transaction {
             };
         };
         let refused = match plan {
-            Plan::Tx(Tx::Multi, _) => return Step::Reply(error("ERR MULTI calls can not be nested")),
+            Plan::Tx(Tx::Multi, _) => {
+                return Step::Reply(error("ERR MULTI calls can not be nested"))
+            }
             Plan::Tx(Tx::Watch, _) => {
                 return Step::Reply(error("ERR WATCH inside MULTI is not allowed"))
             }
@@ -128,19 +145,19 @@ impl Transaction {
                 };
             }
             Plan::Local(Local::Quit) => return Step::Serve(plan),
-            Plan::Slot { slot, .. } | Plan::Blocking { slot, .. } => {
-                match queued.slot {
-                    Some(first) if first != slot => Some(Bytes::from_static(
-                        b"-CROSSSLOT Keys in request don't hash to the same slot (redcar: all keys of a transaction must be in one slot; use a {hash tag})\r\n",
-                    )),
-                    _ => {
-                        queued.slot = Some(slot);
-                        None
-                    }
+            Plan::Slot { slot, .. } | Plan::Blocking { slot, .. } => queued.claim(slot),
+            // Scripts: queued like any command of their keys' slot (a NOSCRIPT inside EXEC is
+            // the node's answer; it cannot be healed there).
+            Plan::Multi(multi) if multi.script_slot().is_some() => {
+                match multi.script_slot().flatten() {
+                    Some(slot) => queued.claim(slot),
+                    None => None,
                 }
             }
-            // Keyless commands with the same answer on any node run in the transaction's node.
-            Plan::AnyNode | Plan::Local(Local::Ping | Local::Echo) => None,
+            Plan::Multi(multi) if multi.is_split() => Some(Bytes::from_static(CROSSSLOT)),
+            // Keyless commands with the same answer on any node run in the transaction's node;
+            // WAIT there answers at once, as in Redis.
+            Plan::AnyNode | Plan::Wait { .. } | Plan::Local(Local::Ping | Local::Echo) => None,
             Plan::Reply(reply) => Some(reply),
             Plan::Tx(Tx::Unwatch, _) => None,
             _ => Some(redcar_error(

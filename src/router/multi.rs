@@ -24,6 +24,22 @@ pub(super) enum Job {
     EvalSha { slot: Option<u16>, write: bool },
 }
 
+impl Multi {
+    /// For a script (EVAL, EVALSHA and their `_RO` forms): the slot of its keys (`None`: no
+    /// keys), so a transaction can queue it like any single-slot command.
+    pub fn script_slot(&self) -> Option<Option<u16>> {
+        match self.0 {
+            Job::Eval { slot, .. } | Job::EvalSha { slot, .. } => Some(slot),
+            _ => None,
+        }
+    }
+
+    /// True for a multi-key command whose keys span slots (split per slot outside MULTI).
+    pub fn is_split(&self) -> bool {
+        matches!(self.0, Job::Split(_))
+    }
+}
+
 impl Router {
     /// Starts a [`Multi`] plan: like [`Router::forward`], every first request is queued on its
     /// node before this returns, so the client's order is kept.

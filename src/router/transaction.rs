@@ -75,16 +75,34 @@ impl Router {
     /// whole (redirect, TRYAGAIN) is sent again, since none of it ran; one whose connection broke
     /// after sending is not, since all of it may have run.
     pub fn exec(&self, payload: Bytes, frames: u32, slot: Option<u16>, lane: usize) -> Call<'_> {
+        // The first attempt is queued now, like any forwarded command, so the unit reaches the
+        // node before whatever the client pipelined after EXEC.
+        let first = self.cluster.topology().and_then(|topology| {
+            let shard = match slot {
+                Some(slot) => topology.shard(slot)?,
+                None => topology.shards().first()?,
+            };
+            let primary = shard.primary.clone();
+            let reply = primary.send_frames(payload.clone(), false, lane, frames);
+            Some((primary, reply))
+        });
         Call::slow(async move {
             let deadline = Instant::now() + self.config.op_timeout;
+            let mut first = first;
             let mut target = Target::Owner(slot);
             let (mut redirects, mut attempt) = (0, 0);
             loop {
-                let (node, asking) = match self.resolve(&target, deadline).await {
-                    Ok(found) => found,
-                    Err(reply) => return reply,
+                let (node, reply) = match first.take() {
+                    Some(sent) => sent,
+                    None => {
+                        let (node, asking) = match self.resolve(&target, deadline).await {
+                            Ok(found) => found,
+                            Err(reply) => return reply,
+                        };
+                        let reply = node.send_frames(payload.clone(), asking, lane, frames);
+                        (node, reply)
+                    }
                 };
-                let reply = node.send_frames(payload.clone(), asking, lane, frames);
                 let outcome = match tokio::time::timeout_at(deadline, reply).await {
                     Ok(outcome) => outcome,
                     Err(_elapsed) => return self.timed_out(&node),

@@ -3,8 +3,8 @@
 //
 //     php smoke_phpredis.php HOST PORT
 //
-// Exercises every data type, a pipeline, EVAL, SCAN and an error reply; exits 1 with a message
-// at the first mismatch. Run by tests/it/clients.rs (`cargo test --test it clients`); needs
+// Exercises every data type, a pipeline, a transaction, WATCH, BLPOP, pub/sub, EVAL, SCAN and an
+// error reply; exits 1 with a message at the first mismatch. Run by tests/it/clients.rs (`cargo test --test it clients`); needs
 // php-cli and php-redis (scripts/ensure-clients.sh).
 
 $checks = 0;
@@ -163,6 +163,86 @@ try {
     $err = (string) $r->getLastError();
     eq("WRONGTYPE error ($err)", strpos($err, "WRONGTYPE") === 0, true);
     eq("usable after errors", $r->get($p . "str"), "value");
+
+    // transaction: multi() … exec(), every key with the hash tag {tx} (one slot, as redcar
+    // requires); a command failing inside EXEC (WRONGTYPE) gives false, the others run
+    $got = $r->multi()
+        ->set($k("{tx}a"), "1")
+        ->incrBy($p . "{tx}a", 41)
+        ->rPush($k("{tx}list"), "x", "y")
+        ->get($p . "{tx}a")
+        ->exec();
+    eq("multi()/exec()", $got, [true, 42, 2, "42"]);
+    eq("WRONGTYPE inside exec()", $r->multi()->lPush($p . "{tx}a", "x")->incr($p . "{tx}a")->exec(),
+        [false, 43]);
+
+    // WATCH: an optimistic update that succeeds, and one another client's write aborts
+    eq("WATCH", $r->watch($p . "{tx}a"), true);
+    $current = (int) $r->get($p . "{tx}a");
+    eq("WATCH … EXEC", $r->multi()->set($p . "{tx}a", (string) ($current + 1))->get($p . "{tx}a")->exec(),
+        [true, "44"]);
+    $other = new Redis();
+    if (!$other->connect($host, $port, 5.0)) {
+        fail("second connection to $host:$port failed");
+    }
+    eq("WATCH again", $r->watch($p . "{tx}a"), true);
+    eq("write by another client", $other->set($p . "{tx}a", "100"), true);
+    eq("EXEC after the watched key changed", $r->multi()->set($p . "{tx}a", "lost")->exec(), false);
+    eq("GET after the aborted transaction", $r->get($p . "{tx}a"), "100");
+
+    // BLPOP: with data it returns at once; on an empty list it gives nothing after its timeout.
+    // phpredis 5.3's blPop() takes whole seconds only ("Timeout value must be a LONG"), so the
+    // 0.1 s one goes through rawCommand().
+    eq("RPUSH queue", $r->rPush($k("{tx}queue"), "job1", "job2"), 2);
+    $t0 = microtime(true);
+    eq("BLPOP with data", $r->blPop([$p . "{tx}queue"], 5), [$p . "{tx}queue", "job1"]);
+    $waited = microtime(true) - $t0;
+    eq(sprintf("BLPOP with data returns at once (%.3fs)", $waited), $waited < 1, true);
+    $t0 = microtime(true);
+    eq("BLPOP 0.1 on an empty list", $r->rawCommand("BLPOP", $p . "{tx}empty", "0.1"), []);
+    $waited = microtime(true) - $t0;
+    eq(sprintf("BLPOP waited its 0.1 s timeout (%.3fs)", $waited), $waited >= 0.09 && $waited < 5, true);
+
+    // pub/sub: subscribe() blocks in a callback loop, so another process publishes once
+    // PUBSUB NUMSUB (merged over the primaries by redcar) shows the subscriber. phpredis 5.3
+    // leaves the loop only on a reply that is not a message, or an error: the callback
+    // unsubscribes, then closes its connection, which ends subscribe() with an exception.
+    $chan = $p . "news";
+    $publisher = '$c = new Redis(); $c->connect($argv[1], (int) $argv[2], 5.0); $ch = $argv[3];'
+        . ' for ($i = 0; $i < 500; $i++) { $n = $c->pubsub("numsub", [$ch]);'
+        . ' if (($n[$ch] ?? 0) >= 1) { break; } usleep(10000); }'
+        . ' exit($c->publish($ch, "hello") === false ? 1 : 0);';
+    $devnull = ['file', '/dev/null', 'r'];
+    $proc = proc_open(
+        [PHP_BINARY, '-r', $publisher, $host, (string) $port, $chan],
+        [0 => $devnull, 1 => ['file', '/dev/null', 'w'], 2 => ['pipe', 'w']],
+        $pipes
+    );
+    if (!is_resource($proc)) {
+        fail("could not start the publisher process");
+    }
+    $sub = new Redis();
+    if (!$sub->connect($host, $port, 5.0)) {
+        fail("subscriber connection to $host:$port failed");
+    }
+    $sub->setOption(Redis::OPT_READ_TIMEOUT, 10);
+    $received = [];
+    try {
+        $sub->subscribe([$chan], function ($redis, $channel, $message) use (&$received) {
+            $received[] = [$channel, $message];
+            $received[] = $redis->unsubscribe([$channel]);
+            $redis->close();
+        });
+        fail("subscribe() returned without the callback closing its connection");
+    } catch (RedisException $e) {
+        // the close() in the callback; a read timeout instead shows up as no message below
+    }
+    $publisherErrors = stream_get_contents($pipes[2]);
+    fclose($pipes[2]);
+    eq("publisher exit status ($publisherErrors)", proc_close($proc), 0);
+    eq("message received, then UNSUBSCRIBE", $received, [[$chan, "hello"], [$chan => true]]);
+    eq("PUBSUB NUMSUB after unsubscribing", $r->pubsub("numsub", [$chan]), [$chan => 0]);
+    eq("PUBLISH with nobody listening", $r->publish($chan, "again"), 0);
 
     // SCAN visits every node: exactly the keys written under the prefix
     $r->setOption(Redis::OPT_SCAN, Redis::SCAN_RETRY);

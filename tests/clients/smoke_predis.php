@@ -3,8 +3,8 @@
 //
 //     php smoke_predis.php HOST PORT
 //
-// Exercises every data type, a pipeline, EVAL, SCAN and an error reply; exits 1 with a message
-// at the first mismatch. Run by tests/it/clients.rs (`cargo test --test it clients`); needs
+// Exercises every data type, a pipeline, a transaction, WATCH, BLPOP, pub/sub, EVAL, SCAN and an
+// error reply; exits 1 with a message at the first mismatch. Run by tests/it/clients.rs (`cargo test --test it clients`); needs
 // php-cli and php-predis, which installs /usr/share/php/Predis (scripts/ensure-clients.sh).
 
 $checks = 0;
@@ -41,13 +41,14 @@ if ($argc !== 3) {
 [$host, $port] = [$argv[1], (int) $argv[2]];
 
 try {
-    $r = new Predis\Client([
+    $options = [
         'scheme' => 'tcp',
         'host' => $host,
         'port' => $port,
         'timeout' => 5.0,
         'read_write_timeout' => 10,
-    ]);
+    ];
+    $r = new Predis\Client($options);
     $r->connect();
 
     $p = "smoke:predis:" . getmypid() . ":";
@@ -174,6 +175,82 @@ try {
         eq("WRONGTYPE error (" . $e->getMessage() . ")", $e->getErrorType(), "WRONGTYPE");
     }
     eq("usable after errors", $r->get($p . "str"), "value");
+
+    // transaction: transaction() sends MULTI … EXEC; every key has the hash tag {tx} (one slot,
+    // as redcar requires)
+    $got = $r->transaction(function ($tx) use ($k, $p) {
+        $tx->set($k("{tx}a"), "1");
+        $tx->incrby($p . "{tx}a", 41);
+        $tx->rpush($k("{tx}list"), ["x", "y"]);
+        $tx->get($p . "{tx}a");
+    });
+    eq("transaction()", array_map('st', $got), ["OK", 42, 2, "42"]);
+
+    // WATCH: a check-and-set transaction that succeeds, and one another client's write aborts
+    $cas = function ($tx) use ($p) {
+        $current = (int) $tx->get($p . "{tx}a");
+        $tx->multi();
+        $tx->set($p . "{tx}a", (string) ($current + 1));
+        $tx->get($p . "{tx}a");
+    };
+    $got = $r->transaction(['watch' => $p . "{tx}a", 'cas' => true, 'retry' => 3], $cas);
+    eq("WATCH … EXEC (cas)", array_map('st', $got), ["OK", "43"]);
+    $other = new Predis\Client($options);
+    try {
+        $r->transaction(
+            ['watch' => $p . "{tx}a", 'cas' => true, 'retry' => 0],
+            function ($tx) use ($p, $other) {
+                $tx->get($p . "{tx}a");
+                $other->set($p . "{tx}a", "100");
+                $tx->multi();
+                $tx->set($p . "{tx}a", "lost");
+            }
+        );
+        fail("EXEC after a watched key changed: expected AbortedMultiExecException");
+    } catch (Predis\Transaction\AbortedMultiExecException $e) {
+        $checks++;
+    }
+    eq("GET after the aborted transaction", $r->get($p . "{tx}a"), "100");
+
+    // BLPOP: with data it returns at once; on an empty list it gives null after its timeout
+    eq("RPUSH queue", $r->rpush($k("{tx}queue"), ["job1", "job2"]), 2);
+    $t0 = microtime(true);
+    eq("BLPOP with data", $r->blpop([$p . "{tx}queue"], 5), [$p . "{tx}queue", "job1"]);
+    $waited = microtime(true) - $t0;
+    eq(sprintf("BLPOP with data returns at once (%.3fs)", $waited), $waited < 1, true);
+    $t0 = microtime(true);
+    eq("BLPOP on an empty list", $r->blpop([$p . "{tx}empty"], 0.1), null);
+    $waited = microtime(true) - $t0;
+    eq(sprintf("BLPOP waited its 0.1 s timeout (%.3fs)", $waited), $waited >= 0.09 && $waited < 5, true);
+
+    // pub/sub: pubSubLoop() on its own connection, PUBLISH from this one once subscribed
+    $chan = $p . "news";
+    $sub = new Predis\Client($options);
+    $loop = $sub->pubSubLoop();
+    $loop->subscribe($chan);
+    $loop->psubscribe($p . "n*");
+    $seen = [];
+    foreach ($loop as $m) {
+        $seen[] = [$m->kind, $m->channel, $m->payload];
+        if ($m->kind === 'psubscribe') {
+            // Redis Cluster semantics: the receivers on the node PUBLISH reached (0 or 2)
+            $receivers = $r->publish($chan, "hello");
+            eq("PUBLISH receivers ($receivers)", in_array($receivers, [0, 2], true), true);
+        } elseif ($m->kind === 'pmessage') {
+            $loop->unsubscribe();
+            $loop->punsubscribe();
+        }
+    }
+    eq("pub/sub messages", $seen, [
+        ["subscribe", $chan, 1],
+        ["psubscribe", $p . "n*", 2],
+        ["message", $chan, "hello"],
+        ["pmessage", $chan, "hello"],
+        ["unsubscribe", $chan, 1],
+        ["punsubscribe", $p . "n*", 0],
+    ]);
+    eq("PUBSUB NUMSUB after unsubscribing", $r->pubsub("numsub", $chan), [$chan => 0]);
+    eq("PUBLISH with nobody listening", $r->publish($chan, "again"), 0);
 
     // SCAN visits every node: exactly the keys written under the prefix
     $seen = [];

@@ -4,13 +4,15 @@
     smoke_redis_py.py HOST PORT
 
 Connects with a plain `redis.Redis` (not RedisCluster), exercises every data type, a pipeline,
-EVAL, SCAN and an error reply, and exits 1 with a message at the first mismatch. Run by
+a transaction, WATCH, BLPOP, pub/sub, EVAL, SCAN and an error reply, and exits 1 with a message
+at the first mismatch. Run by
 tests/it/clients.rs (`cargo test --test it clients`); the interpreter is target/pyenv/bin/python
 (scripts/ensure-clients.sh).
 """
 
 import os
 import sys
+import time
 
 try:
     import redis
@@ -30,6 +32,16 @@ def eq(what, got, want):
     checks += 1
     if got != want:
         fail("%s: expected %r, got %r" % (what, want, got))
+
+
+def msg(ps, timeout=5):
+    """The next pub/sub message as (type, pattern, channel, data); fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = ps.get_message(timeout=max(0.01, deadline - time.monotonic()))
+        if m is not None:
+            return (m["type"], m["pattern"], m["channel"], m["data"])
+    fail("no pub/sub message within %ss" % timeout)
 
 
 def main():
@@ -152,6 +164,86 @@ def main():
     except redis.ResponseError as e:
         eq("WRONGTYPE error", str(e).startswith("WRONGTYPE"), True)
     eq("usable after errors", r.get(p + "str"), "value")
+
+    # transaction: MULTI … EXEC, every key with the hash tag {tx} (one slot, as redcar requires)
+    tx = r.pipeline(transaction=True)
+    tx.set(k("{tx}a"), "1")
+    tx.incrby(p + "{tx}a", 41)
+    tx.rpush(k("{tx}list"), "x", "y")
+    tx.hset(k("{tx}hash"), "f", "v")
+    tx.get(p + "{tx}a")
+    eq("MULTI/EXEC", tx.execute(), [True, 42, 2, 1, "42"])
+    # a command failing inside EXEC (WRONGTYPE) fails alone, the others run
+    tx = r.pipeline(transaction=True)
+    tx.lpush(p + "{tx}a", "x")
+    tx.incr(p + "{tx}a")
+    got = tx.execute(raise_on_error=False)
+    eq("WRONGTYPE inside EXEC", (isinstance(got[0], redis.ResponseError),
+                                 str(got[0]).startswith("WRONGTYPE"), got[1]), (True, True, 43))
+
+    # WATCH: an optimistic update that succeeds, one that another client's write aborts, and
+    # the retrying helper r.transaction()
+    with r.pipeline() as pipe:
+        pipe.watch(p + "{tx}a")
+        current = int(pipe.get(p + "{tx}a"))
+        pipe.multi()
+        pipe.set(p + "{tx}a", current + 1)
+        pipe.get(p + "{tx}a")
+        eq("WATCH … EXEC", pipe.execute(), [True, "44"])
+    other = redis.Redis(host=host, port=port, protocol=2, socket_timeout=10, decode_responses=True)
+    with r.pipeline() as pipe:
+        pipe.watch(p + "{tx}a")
+        eq("write by another client", other.set(p + "{tx}a", "100"), True)
+        pipe.multi()
+        pipe.set(p + "{tx}a", "lost")
+        try:
+            pipe.execute()
+            fail("EXEC after a watched key changed: expected WatchError")
+        except redis.WatchError:
+            eq("EXEC after a watched key changed raises WatchError", True, True)
+    other.close()
+    eq("GET after the aborted transaction", r.get(p + "{tx}a"), "100")
+
+    def bump(pipe):
+        value = int(pipe.get(p + "{tx}a"))
+        pipe.multi()
+        pipe.set(p + "{tx}a", value + 1)
+
+    eq("r.transaction() with WATCH", r.transaction(bump, p + "{tx}a"), [True])
+    eq("GET after r.transaction()", r.get(p + "{tx}a"), "101")
+
+    # BLPOP: with data it returns at once; on an empty list it gives None after its timeout
+    eq("RPUSH queue", r.rpush(k("{tx}queue"), "job1", "job2"), 2)
+    t0 = time.monotonic()
+    got = r.blpop([p + "{tx}queue"], timeout=5)
+    waited = time.monotonic() - t0
+    eq("BLPOP with data", tuple(got or ()), (p + "{tx}queue", "job1"))
+    eq("BLPOP with data returns at once (%.3fs)" % waited, waited < 1, True)
+    t0 = time.monotonic()
+    eq("BLPOP on an empty list", r.blpop([p + "{tx}empty"], timeout=0.1), None)
+    waited = time.monotonic() - t0
+    eq("BLPOP waited its 0.1 s timeout (%.3fs)" % waited, 0.09 <= waited < 5, True)
+
+    # pub/sub: subscribe (channel and pattern) on one connection, publish from another
+    chan = p + "news"
+    ps = r.pubsub()
+    ps.subscribe(chan)
+    eq("SUBSCRIBE", msg(ps), ("subscribe", None, chan, 1))
+    ps.psubscribe(p + "n*")
+    eq("PSUBSCRIBE", msg(ps), ("psubscribe", None, p + "n*", 2))
+    # Redis Cluster semantics: PUBLISH counts the receivers on the node it reached (0 or 2)
+    receivers = r.publish(chan, "hello")
+    eq("PUBLISH receivers (%d)" % receivers, receivers in (0, 2), True)
+    got = sorted([msg(ps), msg(ps)], key=lambda m: m[0])
+    eq("message and pmessage", got,
+       [("message", None, chan, "hello"), ("pmessage", p + "n*", chan, "hello")])
+    ps.unsubscribe(chan)
+    eq("UNSUBSCRIBE", msg(ps), ("unsubscribe", None, chan, 1))
+    ps.punsubscribe(p + "n*")
+    eq("PUNSUBSCRIBE", msg(ps), ("punsubscribe", None, p + "n*", 0))
+    ps.close()
+    eq("PUBSUB NUMSUB after unsubscribing", r.pubsub_numsub(chan), [(chan, 0)])
+    eq("PUBLISH with nobody listening", r.publish(chan, "again"), 0)
 
     # SCAN visits every node: exactly the keys written under the prefix
     seen = set(r.scan_iter(match=p + "*", count=50))

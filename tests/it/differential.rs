@@ -1,8 +1,10 @@
 //! Differential test: a seeded random mix of commands of every type — strings, keys, hashes,
 //! lists, sets, sorted sets, HyperLogLog, bitmaps, streams, scripts, wrong-type and wrong-arity
-//! errors, multi-key commands across slots, and pipelines of 1–50 commands written at once — is
-//! sent both through redcar (in front of a 3-primary cluster) and to a standalone redis-server.
-//! Every reply must match, and at the end so must every key's type, contents and expiry kind.
+//! errors, multi-key commands across slots, blocking commands that do not block for long, WAIT,
+//! transactions (MULTI … EXEC / DISCARD, WATCH, UNWATCH), and pipelines of 1–50 commands written
+//! at once — is sent both through redcar (in front of a 3-primary cluster) and to a standalone
+//! redis-server. Every reply must match, and at the end so must every key's type, contents and
+//! expiry kind.
 //!
 //! The seed is printed. Rerun one with
 //! `REDCAR_DIFF_SEED=<seed> cargo test --test it differential -- --nocapture`
@@ -11,23 +13,38 @@
 //! seed is fixed so CI is deterministic. A mismatch fails with the seed, the command's index,
 //! the command and both replies.
 //!
+//! Transactions are generated as units that are never split across pipelines: `MULTI`, 1–6
+//! commands whose keys share one hash tag (with queue-time errors, WRONGTYPE errors at run time,
+//! blocking commands, nested MULTI/WATCH), then `EXEC` or `DISCARD`; and `WATCH` of keys of that
+//! tag, a few commands (sometimes modifying a watched key, sometimes `UNWATCH`), then the same.
+//! A unit is written in one pipeline, or — when the batch is a single unit — one command at a
+//! time, as a client without pipelining does.
+//!
 //! Where cluster semantics legitimately differ the comparison is normalised, and only there
 //! (see [`Check`]):
 //! - atomic multi-key commands (MSETNX, RENAME, SMOVE, SINTER, ZUNIONSTORE, PFMERGE, BITOP, EVAL,
-//!   XREAD, ...) are generated mostly with keys sharing a hash tag; when their keys span slots
-//!   redcar must answer `-CROSSSLOT ...` and the command is not sent to the standalone server;
+//!   XREAD, BLPOP, ...) are generated mostly with keys sharing a hash tag; when their keys span
+//!   slots redcar must answer `-CROSSSLOT ...` and the command is not sent to the standalone
+//!   server;
+//! - transactions redcar must refuse (a command of another slot queued after MULTI, a
+//!   fan-out command like DBSIZE or a split one like MGET across slots inside MULTI, WATCH of two
+//!   slots, a transaction on another slot than its WATCH) are sent to redcar only, and every
+//!   reply is asserted: `+OK`/`+QUEUED`, the refusal, then `-EXECABORT` (or `-CROSSSLOT` at EXEC
+//!   after WATCH of another slot);
 //! - TTL/PTTL/EXPIRETIME compare only the kind (-2 no key, -1 no expiry, >= 0 has one), since the
 //!   two servers set expiries a few microseconds apart;
 //! - replies listing a hash-table set or the keyspace (SMEMBERS, SINTER/SUNION/SDIFF, KEYS) are
-//!   compared as multisets: their order depends on each process's random hash seed;
+//!   compared as multisets: their order depends on each process's random hash seed; inside an
+//!   EXEC reply each item is compared with its own command's rule;
+//! - `WAIT 0 0` compares only that both answer a non-negative integer (the standalone server has
+//!   no replicas, a cluster primary may have some);
 //! - errors redcar words itself (an unknown command: `-ERR redcar: unknown command ...`) compare
 //!   only the error code. Every other error, including arity and CROSSSLOT-free script errors,
 //!   must match Redis's text exactly.
 //!
 //! Commands whose reply is random or time-dependent (SPOP, SRANDMEMBER, RANDOMKEY, SCAN over a
-//! hash table, OBJECT, ...) are not generated, nor are features not yet served by redcar
-//! (transactions, blocking commands, pub/sub, INFO, WAIT). Known divergences that are redcar bugs
-//! are listed in [`KNOWN_DIVERGENCES`], each with its reason.
+//! hash table, OBJECT, ...) are not generated, nor are pub/sub and INFO. Known divergences that
+//! are redcar bugs are listed in [`KNOWN_DIVERGENCES`], each with its reason.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -37,6 +54,9 @@ use crate::support::{Redcar, RedisCluster, RedisServer, RespClient, Value};
 const DEFAULT_SEED: u64 = 0x00c0_ffee_2024;
 const DEFAULT_COMMANDS: usize = 3000;
 const MAX_PIPELINE: u64 = 50;
+/// The timeout of generated blocking commands (seconds): short enough that a pop on an empty
+/// key costs little, and both servers answer nil after it.
+const BLOCK_TIMEOUT: &str = "0.01";
 
 /// How a reply pair is compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,11 +71,101 @@ enum Check {
     CrossSlot,
     /// Errors redcar words itself (unknown commands): both must be errors with the same code.
     ErrorCode,
+    /// EXEC: an array is compared item by item, each with its queued command's check
+    /// ([`Cmd::queued`]); anything else (nil, EXECABORT) exactly.
+    Exec,
+    /// WAIT: both must answer an integer >= 0 (the replica counts differ by design).
+    NonNegative,
+    /// Sent to redcar only, whose reply must be [`Cmd::expect`] (transactions redcar refuses).
+    RedcarOnly,
+}
+
+const CHECKS: usize = 8;
+
+/// What redcar must answer to a command it alone is sent ([`Check::RedcarOnly`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// `+OK` (MULTI, WATCH, DISCARD, UNWATCH).
+    Ok,
+    /// `+QUEUED`.
+    Queued,
+    /// `-CROSSSLOT ...`.
+    CrossSlot,
+    /// A command redcar cannot queue in a transaction (fan-out, or split across slots):
+    /// `-ERR redcar: this command cannot be queued in a transaction ...`, or `-CROSSSLOT`.
+    Refused,
+    /// `-EXECABORT ...`.
+    ExecAbort,
+}
+
+impl Expect {
+    fn holds(self, v: &Value) -> bool {
+        let err = v.error().unwrap_or_default();
+        match self {
+            Expect::Ok => *v == Value::simple("OK"),
+            Expect::Queued => *v == Value::simple("QUEUED"),
+            Expect::CrossSlot => err.starts_with("CROSSSLOT "),
+            Expect::Refused => {
+                err.starts_with("CROSSSLOT ")
+                    || (err.starts_with("ERR redcar: ")
+                        && err.contains("cannot be queued in a transaction"))
+            }
+            Expect::ExecAbort => err.starts_with("EXECABORT "),
+        }
+    }
 }
 
 struct Cmd {
     args: Vec<String>,
     check: Check,
+    /// For EXEC: the checks of the commands it runs (the items of its array), in order.
+    queued: Vec<Check>,
+    /// For [`Check::RedcarOnly`]: what redcar must answer.
+    expect: Option<Expect>,
+    /// Part of a `MULTI … EXEC/DISCARD` (MULTI, the queued commands, EXEC or DISCARD): the
+    /// transaction's hash tag.
+    in_tx: Option<&'static str>,
+    /// For EXEC: a WATCH is in force (redcar runs it on the watch's dedicated connection).
+    watched: bool,
+}
+
+impl Cmd {
+    fn new(args: Vec<String>, check: Check) -> Cmd {
+        Cmd {
+            args,
+            check,
+            queued: Vec::new(),
+            expect: None,
+            in_tx: None,
+            watched: false,
+        }
+    }
+
+    fn redcar_only(args: Vec<String>, expect: Expect) -> Cmd {
+        Cmd {
+            expect: Some(expect),
+            ..Cmd::new(args, Check::RedcarOnly)
+        }
+    }
+
+    fn in_tx(mut self, tag: &'static str) -> Cmd {
+        self.in_tx = Some(tag);
+        self
+    }
+
+    /// Not sent to the standalone server.
+    fn redcar_alone(&self) -> bool {
+        matches!(self.check, Check::CrossSlot | Check::RedcarOnly)
+    }
+
+    /// What redcar alone must answer.
+    fn expected(&self) -> Option<Expect> {
+        match self.check {
+            Check::CrossSlot => Some(Expect::CrossSlot),
+            Check::RedcarOnly => self.expect,
+            _ => None,
+        }
+    }
 }
 
 /// A divergence between redcar and Redis that is a known redcar bug (or a deliberate
@@ -76,20 +186,27 @@ struct Known {
 
 /// Every divergence tolerated by this test. Keep it short and narrow: each entry is a bug to fix
 /// or a documented difference, and recognises only its own situation.
-const KNOWN_DIVERGENCES: &[Known] = &[
-    Known {
-        name: "evalsha-retry-runs-after-later-commands",
-        reason: "an EVALSHA healed after -NOSCRIPT (its node lacks a script the client EVALed on \
+const KNOWN_DIVERGENCES: &[Known] = &[Known {
+    name: "evalsha-retry-runs-after-later-commands",
+    reason: "an EVALSHA healed after -NOSCRIPT (its node lacks a script the client EVALed on \
                  another node) is retried after the commands the client pipelined after it \
                  (docs/architecture.md, Scripts), so when those touch the same keys the EVALSHA or \
                  the later command sees a different value than on one Redis server.",
-        starts: |c, later| is_evalsha(c) && later.iter().any(|l| touches(script_keys(c), l)),
-        affects: |start, c, same, _, _| same || touches(script_keys(start), c),
+    starts: |c, later| {
+        c.in_tx.is_none() && is_evalsha(c) && later.iter().any(|l| touches(script_keys(c), l))
     },
-];
+    affects: |start, c, same, _, _| same || touches(script_keys(start), c),
+}];
 
-/// Whether `c` names one of `keys` or is about the whole keyspace.
+/// Whether `c` names one of `keys` or is about the whole keyspace (or is the EXEC of a
+/// transaction on the hash tag of one of `keys`: it runs commands naming them).
 fn touches(keys: &[String], c: &Cmd) -> bool {
+    if c.args[0] == "EXEC" {
+        if let Some(tag) = c.in_tx {
+            let tag = format!("{{{tag}}}");
+            return keys.iter().any(|k| k.starts_with(&tag));
+        }
+    }
     matches!(c.args[0].as_str(), "DBSIZE" | "KEYS") || keys.iter().any(|k| c.args[1..].contains(k))
 }
 
@@ -239,6 +356,12 @@ struct Gen {
     universe: Universe,
     /// The next explicit stream entry ID: strictly increasing, so XADD is deterministic.
     stream_ms: u64,
+    /// Inside a transaction: every key has this hash tag (one slot), and commands redcar cannot
+    /// queue (DBSIZE, KEYS, WAIT) are not generated.
+    tag: Option<&'static str>,
+    /// Only commands Redis queues without complaint (no wrong arity, unknown command or script):
+    /// for the transactions sent to redcar alone, where every reply is asserted.
+    clean: bool,
 }
 
 fn strs(parts: &[&str]) -> Vec<String> {
@@ -248,13 +371,17 @@ fn strs(parts: &[&str]) -> Vec<String> {
 impl Gen {
     /// A key of `family` (90%) or of any family (10%: wrong-type errors).
     fn key(&mut self, family: usize) -> String {
+        let tag = self.tag;
+        let allowed = |k: &&Key| tag.is_none() || k.tag == tag;
         if self.rng.chance(10) {
-            return self.rng.pick(&self.universe.keys).name.clone();
+            let any: Vec<&Key> = self.universe.keys.iter().filter(allowed).collect();
+            return self.rng.pick(&any).name.clone();
         }
         let of: Vec<&Key> = self
             .universe
             .keys
             .iter()
+            .filter(allowed)
             .filter(|k| k.family == family)
             .collect();
         self.rng.pick(&of).name.clone()
@@ -268,8 +395,11 @@ impl Gen {
     /// `n` keys for an atomic multi-key command: 92% sharing a hash tag (one slot), else mixed
     /// with untagged keys; the `Check` is `CrossSlot` iff the keys really span slots.
     fn group(&mut self, family: usize, n: usize) -> (Vec<String>, Check) {
-        let tag = if self.rng.chance(50) { "A" } else { "B" };
-        let cross = self.rng.chance(8);
+        let tag = match self.tag {
+            Some(tag) => tag,
+            None => self.tag_name(),
+        };
+        let cross = self.tag.is_none() && self.rng.chance(8);
         let mut keys = Vec::with_capacity(n);
         for i in 0..n {
             let untagged = cross && (i == 0 || self.rng.chance(50));
@@ -302,6 +432,14 @@ impl Gen {
         (keys, if same { Check::Exact } else { Check::CrossSlot })
     }
 
+    /// 1–3 keys for a blocking pop: one key of any slot, or a group (mostly one slot).
+    fn blocking_keys(&mut self, family: usize) -> (Vec<String>, Check) {
+        match self.rng.range(1, 3) as usize {
+            1 => (vec![self.key(family)], Check::Exact),
+            n => self.group(family, n),
+        }
+    }
+
     /// One of `words`.
     fn word(&mut self, words: &[&'static str]) -> &'static str {
         words[self.rng.below(words.len() as u64) as usize]
@@ -315,8 +453,20 @@ impl Gen {
         self.rng.range(lo, hi).to_string()
     }
 
+    /// One of the two hash tags.
+    fn tag_name(&mut self) -> &'static str {
+        if self.rng.chance(50) {
+            "A"
+        } else {
+            "B"
+        }
+    }
+
     fn next(&mut self) -> Cmd {
         let roll = self.rng.below(100);
+        // Scripts are rarer inside transactions (an EVALSHA there cannot be healed after
+        // NOSCRIPT, so its reply depends on which node ran the script before).
+        let script = !self.clean && (self.tag.is_none() || self.rng.chance(20));
         let (args, check) = match roll {
             0..=17 => self.string_cmd(),
             18..=29 => self.key_cmd(),
@@ -327,11 +477,13 @@ impl Gen {
             72..=76 => self.hll_cmd(),
             77..=82 => self.bit_cmd(),
             83..=90 => self.stream_cmd(),
-            91..=96 => self.script_cmd(),
+            91..=96 if script => self.script_cmd(),
+            91..=96 => self.string_cmd(),
+            _ if self.clean => self.list_cmd(),
             97 => (self.unknown_command(), Check::ErrorCode),
             _ => (self.wrong_arity(), Check::Exact),
         };
-        Cmd { args, check }
+        Cmd::new(args, check)
     }
 
     fn string_cmd(&mut self) -> (Vec<String>, Check) {
@@ -418,7 +570,7 @@ impl Gen {
     fn key_cmd(&mut self) -> (Vec<String>, Check) {
         let family = self.rng.below(FAMILIES.len() as u64) as usize;
         let k = self.key(family);
-        let args = match self.rng.below(18) {
+        let args = match self.rng.below(19) {
             0..=3 => {
                 let n = self.rng.range(1, 6) as usize;
                 let name = self.word(&["DEL", "UNLINK", "EXISTS", "TOUCH"]);
@@ -457,12 +609,15 @@ impl Gen {
                 }
                 return (a, check);
             }
+            // Redcar cannot queue these in a transaction (they are about every node).
+            14 | 15 | 17 if self.tag.is_some() => strs(&["EXISTS", &k]),
             14 => strs(&["DBSIZE"]),
             15 => {
                 let pattern = self.word(&["*", "s:*", "{A}*", "*:1", "nomatch*"]);
                 return (strs(&["KEYS", pattern]), Check::Unordered);
             }
             16 => strs(&["EXPIRE", &k, "0"]),
+            17 => return (strs(&["WAIT", "0", "0"]), Check::NonNegative),
             _ => strs(&["EXISTS", &k]),
         };
         (args, Check::Exact)
@@ -509,7 +664,7 @@ impl Gen {
     fn list_cmd(&mut self) -> (Vec<String>, Check) {
         let k = self.key(LIST);
         let v = self.value();
-        let args = match self.rng.below(20) {
+        let args = match self.rng.below(23) {
             0..=3 => {
                 let name = self.word(&["LPUSH", "RPUSH", "LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]);
                 let mut a = strs(&[name, &k]);
@@ -564,6 +719,35 @@ impl Gen {
                 let n = self.rng.range(1, 3) as usize;
                 let (keys, check) = self.group(LIST, n);
                 let mut a = strs(&["LMPOP", &n.to_string()]);
+                a.extend(keys);
+                a.push(self.word(&["LEFT", "RIGHT"]).to_string());
+                if self.rng.chance(50) {
+                    a.push("COUNT".into());
+                    a.push(self.int(1, 3));
+                }
+                return (a, check);
+            }
+            // Blocking pops with a 10 ms timeout: data at once, or nil after 10 ms.
+            20 => {
+                let (keys, check) = self.blocking_keys(LIST);
+                let mut a = strs(&[self.word(&["BLPOP", "BRPOP"])]);
+                a.extend(keys);
+                a.push(BLOCK_TIMEOUT.into());
+                return (a, check);
+            }
+            21 => {
+                let (keys, check) = self.group(LIST, 2);
+                let a = if self.rng.chance(25) {
+                    strs(&["BRPOPLPUSH", &keys[0], &keys[1], BLOCK_TIMEOUT])
+                } else {
+                    let (from, to) = (self.word(&["LEFT", "RIGHT"]), self.word(&["LEFT", "RIGHT"]));
+                    strs(&["BLMOVE", &keys[0], &keys[1], from, to, BLOCK_TIMEOUT])
+                };
+                return (a, check);
+            }
+            22 => {
+                let (keys, check) = self.blocking_keys(LIST);
+                let mut a = strs(&["BLMPOP", BLOCK_TIMEOUT, &keys.len().to_string()]);
                 a.extend(keys);
                 a.push(self.word(&["LEFT", "RIGHT"]).to_string());
                 if self.rng.chance(50) {
@@ -639,7 +823,7 @@ impl Gen {
         let k = self.key(ZSET);
         let m = self.rng.pick(MEMBERS).to_string();
         let s = self.rng.pick(SCORES).to_string();
-        let args = match self.rng.below(24) {
+        let args = match self.rng.below(26) {
             0..=3 => {
                 let mut a = strs(&["ZADD", &k]);
                 if self.rng.chance(30) {
@@ -705,6 +889,24 @@ impl Gen {
                 let mut a = strs(&["ZMPOP", &n.to_string()]);
                 a.extend(keys);
                 a.push(self.word(&["MIN", "MAX"]).to_string());
+                return (a, check);
+            }
+            24 => {
+                let (keys, check) = self.blocking_keys(ZSET);
+                let mut a = strs(&[self.word(&["BZPOPMIN", "BZPOPMAX"])]);
+                a.extend(keys);
+                a.push(BLOCK_TIMEOUT.into());
+                return (a, check);
+            }
+            25 => {
+                let (keys, check) = self.blocking_keys(ZSET);
+                let mut a = strs(&["BZMPOP", BLOCK_TIMEOUT, &keys.len().to_string()]);
+                a.extend(keys);
+                a.push(self.word(&["MIN", "MAX"]).to_string());
+                if self.rng.chance(50) {
+                    a.push("COUNT".into());
+                    a.push(self.int(1, 3));
+                }
                 return (a, check);
             }
             _ => strs(&["ZRANGE", &k, "0", "-1", "WITHSCORES"]),
@@ -871,19 +1073,24 @@ impl Gen {
         let h = self.key(HASH);
         let z = self.key(ZSET);
         let x = self.key(STREAM);
+        // Inside a transaction every key has its tag; elsewhere some span slots.
+        let (s1, l0, l1) = match self.tag {
+            Some(_) => (self.key(STR), self.key(LIST), self.key(LIST)),
+            None => ("s:1".into(), "l:0".into(), "{A}l:0".into()),
+        };
         let choices: Vec<Vec<String>> = vec![
             strs(&["GET"]),
             strs(&["SET", &k]),
             strs(&["GET", &k, &k]),
             strs(&["MGET"]),
             strs(&["MSET"]),
-            strs(&["MSET", &k, "1", "s:1"]),
+            strs(&["MSET", &k, "1", &s1]),
             strs(&["DEL"]),
             strs(&["EXISTS"]),
             strs(&["HSET", &h, "f"]),
             strs(&["HGET", &h]),
             strs(&["ZADD", &z, "1"]),
-            strs(&["LPUSH", "l:0"]),
+            strs(&["LPUSH", &l0]),
             strs(&["XADD", &x, "5-1"]),
             strs(&["EVAL", "return 1"]),
             strs(&["EVAL", "return KEYS[1]", "3", &k]),
@@ -893,17 +1100,289 @@ impl Gen {
             strs(&["RENAME", &k]),
             strs(&["SINTERCARD", "0"]),
             strs(&["ZUNION", "0"]),
-            strs(&["LMPOP", "2", "{A}l:0"]),
+            strs(&["LMPOP", "2", &l1]),
         ];
         self.rng.pick(&choices).clone()
     }
 }
 
 // ---------------------------------------------------------------------------------------------
+// Units: one command, or a transaction that is always sent whole (in one pipeline, or one
+// command at a time), so a pipeline never ends inside MULTI or WATCH.
+
+impl Gen {
+    fn unit(&mut self) -> Vec<Cmd> {
+        match self.rng.below(1000) {
+            0..=29 => self.transaction(),
+            30..=44 => self.watched_transaction(),
+            45..=54 => self.refused_transaction(),
+            // Outside any transaction: UNWATCH answers +OK, EXEC and DISCARD an error.
+            55..=57 => {
+                let name = self.word(&["UNWATCH", "EXEC", "DISCARD"]);
+                vec![Cmd::new(strs(&[name]), Check::Exact)]
+            }
+            _ => vec![self.next()],
+        }
+    }
+
+    /// `MULTI`, 1–6 commands on keys with one hash tag, `EXEC` (or `DISCARD`).
+    fn transaction(&mut self) -> Vec<Cmd> {
+        let tag = self.tag_name();
+        let mut out = vec![Cmd::new(strs(&["MULTI"]), Check::Exact).in_tx(tag)];
+        let n = self.rng.range(1, 6) as usize;
+        out.extend(self.queued(tag, n));
+        out.push(self.exec_or_discard(tag, &out[1..], 12));
+        out
+    }
+
+    /// `n` commands (some with a companion) between MULTI and EXEC, all keys tagged `tag`.
+    fn queued(&mut self, tag: &'static str, n: usize) -> Vec<Cmd> {
+        let mut out = Vec::new();
+        self.tag = Some(tag);
+        for _ in 0..n {
+            match self.rng.below(100) {
+                // A queue-time error (mostly wrong arity): EXEC answers -EXECABORT.
+                0..=4 => out.push(Cmd::new(self.wrong_arity(), Check::Exact)),
+                // A WRONGTYPE error at run time: EXEC's array holds it, the rest runs.
+                5..=9 => {
+                    let k = self.key(STR);
+                    let v = self.value();
+                    out.push(Cmd::new(strs(&["SET", &k, &v]), Check::Exact));
+                    let wrong = match self.rng.below(3) {
+                        0 => strs(&["LPUSH", &k, &v]),
+                        1 => strs(&["HGET", &k, "f1"]),
+                        _ => strs(&["ZADD", &k, "1", "m1"]),
+                    };
+                    out.push(Cmd::new(wrong, Check::Exact));
+                }
+                // Answered at once, not queued, and no abort: nested MULTI, WATCH inside MULTI.
+                10 => {
+                    let k = self.key(STR);
+                    let c = match self.rng.chance(50) {
+                        true => strs(&["MULTI"]),
+                        false => strs(&["WATCH", &k]),
+                    };
+                    out.push(Cmd::new(c, Check::Exact));
+                }
+                11..=13 => {
+                    let v = self.value();
+                    let c = match self.rng.below(3) {
+                        0 => strs(&["PING"]),
+                        1 => strs(&["ECHO", &v]),
+                        _ => strs(&["UNWATCH"]),
+                    };
+                    out.push(Cmd::new(c, Check::Exact));
+                }
+                _ => out.push(self.next()),
+            }
+        }
+        self.tag = None;
+        out.into_iter().map(|c| c.in_tx(tag)).collect()
+    }
+
+    /// EXEC (its array items checked like the commands `queued` that were queued), or DISCARD
+    /// `discard` percent of the time.
+    fn exec_or_discard(&mut self, tag: &'static str, queued: &[Cmd], discard: u64) -> Cmd {
+        if self.rng.chance(discard) {
+            return Cmd::new(strs(&["DISCARD"]), Check::Exact).in_tx(tag);
+        }
+        let mut exec = Cmd::new(strs(&["EXEC"]), Check::Exec).in_tx(tag);
+        exec.queued = queued
+            .iter()
+            .filter(|c| !matches!(c.args[0].as_str(), "MULTI" | "WATCH"))
+            .map(|c| c.check)
+            .collect();
+        exec
+    }
+
+    /// `WATCH` of 1–2 keys of one tag, 0–2 other commands, sometimes a write to a watched key by
+    /// this same client (EXEC then answers nil, in Redis too) and sometimes `UNWATCH` (then it
+    /// runs), then a transaction on that tag.
+    fn watched_transaction(&mut self) -> Vec<Cmd> {
+        let tag = self.tag_name();
+        let pool: Vec<(String, usize)> = self
+            .universe
+            .keys
+            .iter()
+            .filter(|k| k.tag == Some(tag))
+            .map(|k| (k.name.clone(), k.family))
+            .collect();
+        let watched: Vec<(String, usize)> = (0..self.rng.range(1, 2))
+            .map(|_| self.rng.pick(&pool).clone())
+            .collect();
+        let mut watch = strs(&["WATCH"]);
+        watch.extend(watched.iter().map(|(k, _)| k.clone()));
+        let mut out = vec![Cmd::new(watch, Check::Exact)];
+        for _ in 0..self.rng.range(0, 2) {
+            out.push(self.next());
+        }
+        if self.rng.chance(40) {
+            let (key, family) = self.rng.pick(&watched).clone();
+            out.push(Cmd::new(self.write_to(&key, family), Check::Exact));
+        }
+        let unwatched = self.rng.chance(15);
+        if unwatched {
+            out.push(Cmd::new(strs(&["UNWATCH"]), Check::Exact));
+        }
+        let multi = out.len();
+        out.push(Cmd::new(strs(&["MULTI"]), Check::Exact).in_tx(tag));
+        let n = self.rng.range(1, 4) as usize;
+        out.extend(self.queued(tag, n));
+        let mut end = self.exec_or_discard(tag, &out[multi + 1..], 10);
+        end.watched = !unwatched;
+        out.push(end);
+        out
+    }
+
+    /// A write that modifies `key` (of `family`) when it holds that type.
+    fn write_to(&mut self, key: &str, family: usize) -> Vec<String> {
+        let v = self.value();
+        match (self.rng.below(10), family) {
+            (0, _) => strs(&["DEL", key]),
+            (1, _) => strs(&["EXPIRE", key, "5000"]),
+            (_, HASH) => strs(&["HSET", key, "f1", &v]),
+            (_, LIST) => strs(&["RPUSH", key, &v]),
+            (_, SET) => strs(&["SADD", key, "fresh"]),
+            (_, ZSET) => strs(&["ZADD", key, "7", "fresh"]),
+            (_, HLL) => strs(&["PFADD", key, "fresh", &v]),
+            (_, BIT) => strs(&["SETBIT", key, "70", "1"]),
+            (_, STREAM) => {
+                self.stream_ms += 1;
+                strs(&["XADD", key, &format!("{}-1", self.stream_ms), "f1", &v])
+            }
+            _ => strs(&["APPEND", key, "+"]),
+        }
+    }
+
+    /// A transaction redcar must refuse, sent to redcar alone with every reply asserted.
+    fn refused_transaction(&mut self) -> Vec<Cmd> {
+        let tag = self.tag_name();
+        let other = if tag == "A" { "B" } else { "A" };
+        let only = Cmd::redcar_only;
+        let mut out = Vec::new();
+        match self.rng.below(10) {
+            // MULTI, commands of `tag` (so the transaction's slot is set), one command redcar
+            // refuses, maybe more, then EXEC (-EXECABORT) or DISCARD.
+            0..=6 => {
+                out.push(only(strs(&["MULTI"]), Expect::Ok));
+                let before = self.rng.range(1, 3) as usize;
+                out.extend(self.clean(tag, before, Expect::Queued));
+                let (bad, expect) = self.refused_in_tx(tag, other);
+                out.push(only(bad, expect));
+                let after = self.rng.range(0, 2) as usize;
+                out.extend(self.clean(tag, after, Expect::Queued));
+                out.push(match self.rng.chance(15) {
+                    true => only(strs(&["DISCARD"]), Expect::Ok),
+                    false => only(strs(&["EXEC"]), Expect::ExecAbort),
+                });
+            }
+            // WATCH a key of `tag`, then a transaction on `other`: EXEC gets -CROSSSLOT.
+            7 | 8 => {
+                let k = self.tagged_key(tag);
+                out.push(only(strs(&["WATCH", &k]), Expect::Ok));
+                out.push(only(strs(&["MULTI"]), Expect::Ok));
+                let n = self.rng.range(1, 3) as usize;
+                out.extend(self.clean(other, n, Expect::Queued));
+                out.push(only(strs(&["EXEC"]), Expect::CrossSlot));
+            }
+            // WATCH of keys in two slots, at once or one after the other.
+            _ => {
+                let (a, b) = (self.tagged_key(tag), self.tagged_key(other));
+                if self.rng.chance(50) {
+                    out.push(only(strs(&["WATCH", &a, &b]), Expect::CrossSlot));
+                } else {
+                    out.push(only(strs(&["WATCH", &a]), Expect::Ok));
+                    out.push(only(strs(&["WATCH", &b]), Expect::CrossSlot));
+                    out.push(only(strs(&["UNWATCH"]), Expect::Ok));
+                }
+            }
+        }
+        out
+    }
+
+    fn tagged_key(&mut self, tag: &'static str) -> String {
+        let family = self.rng.below(FAMILIES.len() as u64) as usize;
+        self.tag = Some(tag);
+        let k = self.key(family);
+        self.tag = None;
+        k
+    }
+
+    /// `n` commands Redis queues without complaint, keys tagged `tag`, for redcar alone.
+    fn clean(&mut self, tag: &'static str, n: usize, expect: Expect) -> Vec<Cmd> {
+        self.tag = Some(tag);
+        self.clean = true;
+        let out = (0..n)
+            .map(|_| Cmd::redcar_only(self.next().args, expect))
+            .collect();
+        self.tag = None;
+        self.clean = false;
+        out
+    }
+
+    /// A command redcar refuses inside a transaction on `tag`, and how.
+    fn refused_in_tx(&mut self, tag: &'static str, other: &'static str) -> (Vec<String>, Expect) {
+        let tag_slot = self.universe.slot(&format!("{{{tag}}}s:0"));
+        match self.rng.below(4) {
+            // Any command on the other tag's slot.
+            0 => {
+                let c = self.clean(other, 1, Expect::CrossSlot);
+                (
+                    c.into_iter().next().expect("one command").args,
+                    Expect::CrossSlot,
+                )
+            }
+            // A key without a tag (in another slot).
+            1 => {
+                let untagged: Vec<&Key> = self
+                    .universe
+                    .keys
+                    .iter()
+                    .filter(|k| k.tag.is_none() && k.slot != tag_slot)
+                    .collect();
+                let k = self.rng.pick(&untagged).name.clone();
+                let name = self.word(&["TYPE", "EXISTS", "GET", "TTL"]);
+                (strs(&[name, &k]), Expect::CrossSlot)
+            }
+            // A command redcar would split per slot, over two slots.
+            2 => {
+                let (a, b) = (self.tagged_key(tag), self.tagged_key(other));
+                let name = self.word(&["MGET", "DEL", "EXISTS", "TOUCH", "UNLINK"]);
+                (strs(&[name, &a, &b]), Expect::Refused)
+            }
+            // A command about every node.
+            _ => {
+                let c = match self.rng.chance(50) {
+                    true => strs(&["DBSIZE"]),
+                    false => strs(&["KEYS", "*"]),
+                };
+                (c, Expect::Refused)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// `v` as compared for `cmd` (an EXEC's array item by item, with its queued commands' checks).
+fn normalise_reply(v: &Value, cmd: &Cmd) -> Value {
+    match (cmd.check, v) {
+        (Check::Exec, Value::Array(Some(items))) if items.len() == cmd.queued.len() => {
+            let items = items
+                .iter()
+                .zip(&cmd.queued)
+                .map(|(item, &check)| normalise(item, check))
+                .collect();
+            Value::Array(Some(items))
+        }
+        _ => normalise(v, cmd.check),
+    }
+}
 
 fn normalise(v: &Value, check: Check) -> Value {
     match (check, v) {
         (Check::TtlKind, Value::Int(n)) if *n >= 0 => Value::simple("<has an expiry>"),
+        (Check::NonNegative, Value::Int(n)) if *n >= 0 => Value::simple("<non-negative integer>"),
         (Check::ErrorCode, Value::Error(e)) => {
             Value::Error(e.split(' ').next().unwrap_or_default().to_string())
         }
@@ -927,6 +1406,18 @@ fn show(args: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Sends `cmds` in one pipeline, or one at a time (each reply read before the next command).
+fn send(
+    client: &mut RespClient,
+    cmds: &[Vec<String>],
+    one_by_one: bool,
+) -> std::io::Result<Vec<Value>> {
+    if !one_by_one {
+        return client.pipeline(cmds);
+    }
+    cmds.iter().map(|c| client.cmd(c)).collect()
 }
 
 fn seed_from_env() -> u64 {
@@ -985,6 +1476,10 @@ fn resync(direct: &mut RespClient, proxy: &mut RespClient, universe: &Universe) 
         };
         assert!(!reply.is_error(), "resync of {name}: {reply:?}");
     }
+    for key in &universe.keys {
+        let (g, w) = (key_state(proxy, &key.name), key_state(direct, &key.name));
+        assert_eq!(g, w, "{} differs right after the resync", key.name);
+    }
 }
 
 #[test]
@@ -1017,6 +1512,8 @@ fn random_commands_through_redcar_match_a_standalone_server() {
         rng: Rng::new(seed),
         universe,
         stream_ms: 1,
+        tag: None,
+        clean: false,
     };
     let mut proxy = redcar.client();
     let mut direct = standalone.client();
@@ -1025,7 +1522,10 @@ fn random_commands_through_redcar_match_a_standalone_server() {
 
     let mut sent = 0usize;
     let mut tolerated: Vec<(usize, &'static str)> = Vec::new();
-    let mut per_check = [0usize; 5];
+    let mut per_check = [0usize; CHECKS];
+    // What redcar's EXECs answered: an array, nil (WATCH), -EXECABORT, -CROSSSLOT (WATCH of
+    // another slot); and DISCARDs inside MULTI.
+    let mut execs = [0usize; 5];
     let mut unverified = 0usize;
     let mut resyncs = 0usize;
     while sent < total {
@@ -1035,24 +1535,37 @@ fn random_commands_through_redcar_match_a_standalone_server() {
             gen.rng.range(2, MAX_PIPELINE as i64) as usize
         }
         .min(total - sent);
-        let batch: Vec<Cmd> = (0..n).map(|_| gen.next()).collect();
+        // Whole units: a transaction may make the batch a little longer than `n`. A batch of one
+        // unit is sent one command at a time (a client that does not pipeline), others at once.
+        let mut batch: Vec<Cmd> = Vec::new();
+        while batch.len() < n {
+            batch.extend(gen.unit());
+        }
+        let one_by_one = n == 1;
+        let n = batch.len();
+        let how = match one_by_one {
+            true if n > 1 => format!("{n} commands sent one at a time"),
+            _ => format!("pipeline of {n}"),
+        };
         let all: Vec<Vec<String>> = batch.iter().map(|c| c.args.clone()).collect();
         let to_direct: Vec<Vec<String>> = batch
             .iter()
-            .filter(|c| c.check != Check::CrossSlot)
+            .filter(|c| !c.redcar_alone())
             .map(|c| c.args.clone())
             .collect();
-        let from_proxy =
-            proxy.pipeline(&all).unwrap_or_else(|e| {
-                panic!(
+        let from_proxy = send(&mut proxy, &all, one_by_one).unwrap_or_else(|e| {
+            panic!(
                 "seed {seed}: redcar connection failed in the batch starting at command {sent} \
                  ({e}); batch:\n{}\nredcar log:\n{}",
-                batch.iter().map(|c| show(&c.args)).collect::<Vec<_>>().join("\n"),
+                batch
+                    .iter()
+                    .map(|c| show(&c.args))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 redcar.log()
             )
-            });
-        let from_direct = direct
-            .pipeline(&to_direct)
+        });
+        let from_direct = send(&mut direct, &to_direct, one_by_one)
             .unwrap_or_else(|e| panic!("seed {seed}: standalone redis-server failed: {e}"));
         let mut direct_replies = from_direct.into_iter();
         let mut diverged = false;
@@ -1060,14 +1573,29 @@ fn random_commands_through_redcar_match_a_standalone_server() {
             let index = sent + i;
             per_check[cmd.check as usize] += 1;
             if trace {
-                eprintln!("#{index} [{n}] {} -> {got:?}", show(&cmd.args));
+                eprintln!("#{index} [{how}] {} -> {got:?}", show(&cmd.args));
             }
-            if cmd.check == Check::CrossSlot {
-                let ok = got.error().is_some_and(|e| e.starts_with("CROSSSLOT "));
+            if cmd.in_tx.is_some() || cmd.check == Check::RedcarOnly {
+                match (cmd.args[0].as_str(), got) {
+                    ("EXEC", Value::Array(Some(_))) => execs[0] += 1,
+                    ("EXEC", Value::Array(None)) => execs[1] += 1,
+                    ("EXEC", v) if Expect::ExecAbort.holds(v) => execs[2] += 1,
+                    ("EXEC", v) if Expect::CrossSlot.holds(v) => execs[3] += 1,
+                    ("DISCARD", v) if *v == Value::simple("OK") => execs[4] += 1,
+                    _ => {}
+                }
+            }
+            if let Some(expect) = cmd.expected() {
+                let mut context = String::new();
+                for (j, (c, r)) in batch.iter().zip(&from_proxy).enumerate().take(i) {
+                    let _ = writeln!(context, "    #{}: {} -> {r:?}", sent + j, show(&c.args));
+                }
                 assert!(
-                    ok,
-                    "seed {seed}, command #{index} (pipeline of {n}): {}\n  keys span slots, \
-                     redcar must answer -CROSSSLOT, got {got:?}",
+                    expect.holds(got),
+                    "seed {seed}, command #{index} ({how}): {}\n  sent to redcar \
+                     alone (keys span slots, or a transaction redcar refuses), which must answer \
+                     {expect:?}, got {got:?}\n  earlier commands of this pipeline (with \
+                     redcar's replies):\n{context}",
                     show(&cmd.args)
                 );
                 continue;
@@ -1079,7 +1607,7 @@ fn random_commands_through_redcar_match_a_standalone_server() {
                 unverified += 1;
                 continue;
             }
-            let (g, w) = (normalise(got, cmd.check), normalise(&want, cmd.check));
+            let (g, w) = (normalise_reply(got, cmd), normalise_reply(&want, cmd));
             if g == w {
                 continue;
             }
@@ -1106,7 +1634,7 @@ fn random_commands_through_redcar_match_a_standalone_server() {
                 let _ = writeln!(context, "    #{}: {} -> {r:?}", sent + j, show(&c.args));
             }
             panic!(
-                "seed {seed}: reply mismatch at command #{index} (pipeline of {n}, check \
+                "seed {seed}: reply mismatch at command #{index} ({how}, check \
                  {:?}):\n  command:    {}\n  redcar:     {got:?}\n  redis:      {want:?}\n  \
                  earlier commands of this pipeline (with redcar's replies):\n{context}  rerun: REDCAR_DIFF_SEED={seed} cargo \
                  test --test it differential",
@@ -1146,8 +1674,10 @@ fn random_commands_through_redcar_match_a_standalone_server() {
         "DBSIZE at the end"
     );
     eprintln!(
-        "differential: seed {seed}: {total} commands matched (exact {}, unordered {}, ttl-kind {}, \
-         crossslot {}, error-code {}), {compared} keys compared at the end, {} known divergences tolerated{} \
+        "differential: seed {seed}: {sent} commands matched (exact {}, unordered {}, ttl-kind {}, \
+         crossslot {}, error-code {}, exec {}, non-negative {}, redcar-only {}); EXEC answered \
+         {} arrays, {} nil (WATCH), {} EXECABORT, {} CROSSSLOT, and {} DISCARDs; \
+         {compared} keys compared at the end, {} known divergences tolerated{} \
          ({unverified} commands after them in their pipelines not compared, {resyncs} resyncs); \
          setup {setup:?}, \
          total {:?}",
@@ -1156,6 +1686,14 @@ fn random_commands_through_redcar_match_a_standalone_server() {
         per_check[Check::TtlKind as usize],
         per_check[Check::CrossSlot as usize],
         per_check[Check::ErrorCode as usize],
+        per_check[Check::Exec as usize],
+        per_check[Check::NonNegative as usize],
+        per_check[Check::RedcarOnly as usize],
+        execs[0],
+        execs[1],
+        execs[2],
+        execs[3],
+        execs[4],
         tolerated.len(),
         if tolerated.is_empty() {
             String::new()
