@@ -60,6 +60,26 @@ fn transactions_queue_like_redis_and_run_on_the_slot_owner() {
     assert!(items[0].error().is_some_and(|e| e.starts_with("WRONGTYPE")));
     assert_eq!(items[1], Value::Int(43));
 
+    // Scripts and WAIT are queued like other commands; a split command across slots is not.
+    c.q(&["MULTI"]);
+    let script = "return redis.call('INCR', KEYS[1])";
+    assert_eq!(
+        c.q(&["EVAL", script, "1", "{tx}n"]),
+        Value::simple("QUEUED")
+    );
+    assert_eq!(c.q(&["WAIT", "0", "0"]), Value::simple("QUEUED"));
+    let exec = c.q(&["EXEC"]);
+    let items = exec.as_array().expect("EXEC array").to_vec();
+    assert_eq!(items[0], Value::Int(1));
+    assert!(items[1].as_int().is_some(), "{exec:?}");
+    c.q(&["MULTI"]);
+    let split = c.q(&["MGET", "a", "b"]);
+    assert!(
+        split.error().is_some_and(|e| e.starts_with("CROSSSLOT")),
+        "{split:?}"
+    );
+    c.q(&["DISCARD"]);
+
     assert_eq!(c.q(&["MULTI"]), Value::simple("OK"));
     let nested = c.q(&["MULTI"]);
     assert_eq!(nested.error(), Some("ERR MULTI calls can not be nested"));
