@@ -27,20 +27,26 @@ fn clients_beyond_max_connections_are_told_and_closed() {
     // The ones connected are unaffected; a freed place is taken again.
     assert_eq!(held[0].q(&["SET", "k", "v"]), Value::simple("OK"));
     drop(held.pop());
+    // The freed place may take a moment to be noticed: attempts before that are refused too.
     let deadline = Instant::now() + Duration::from_secs(5);
+    let mut refused_again = 0;
     loop {
         let mut again = redcar.client();
         again.set_timeout(Duration::from_secs(2)).expect("timeout");
         if again.cmd(&["PING"]).ok() == Some(Value::simple("PONG")) {
             break;
         }
+        refused_again += 1;
         assert!(
             Instant::now() < deadline,
             "the freed place was never given again"
         );
         thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(counter(&redcar, "redcar_clients_refused_total"), 1);
+    assert_eq!(
+        counter(&redcar, "redcar_clients_refused_total"),
+        1 + refused_again
+    );
 }
 
 #[test]
