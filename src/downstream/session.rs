@@ -73,33 +73,17 @@ pub async fn serve<S>(
                 Some(request) => request,
                 None => match parse_request(&mut input, &limits) {
                     Ok(Some(request)) => request,
-                    Ok(None) if input.len() >= config.max_request_bytes => {
+                    Ok(None) if input.len() < config.max_request_bytes => break,
+                    broken => {
+                        // A protocol error, or a request too big to ever complete: say so, close.
+                        let reason = match broken {
+                            Err(e) => e.to_string(),
+                            _ => "request exceeds client.max_request_bytes".to_string(),
+                        };
                         closing = true;
-                        let call = protocol_error("request exceeds client.max_request_bytes");
-                        push(
-                            &mut calls,
-                            call,
-                            Stamp::none(now),
-                            &mut out,
-                            metrics,
-                            peer,
-                            now,
-                        );
-                        break;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        closing = true;
-                        let call = protocol_error(&e.to_string());
-                        push(
-                            &mut calls,
-                            call,
-                            Stamp::none(now),
-                            &mut out,
-                            metrics,
-                            peer,
-                            now,
-                        );
+                        let call = protocol_error(&reason);
+                        let stamp = Stamp::none(now);
+                        push(&mut calls, call, stamp, &mut out, metrics, peer, now);
                         break;
                     }
                 },
