@@ -83,6 +83,21 @@ fn bad_values_name_the_key() {
     );
     let zero = format!("{MINIMAL}upstream:\n  connections_per_node: 0\n");
     assert!(error_of(&zero).contains("upstream.connections_per_node"));
+    let no_wait = format!("{MINIMAL}upstream:\n  dedicated:\n    wait_timeout: 0s\n");
+    assert!(error_of(&no_wait).contains("upstream.dedicated.wait_timeout"));
+    let fail_fast =
+        format!("{MINIMAL}upstream:\n  dedicated:\n    exhausted: fail\n    wait_timeout: 0s\n");
+    assert!(Config::from_yaml(&fail_fast)
+        .expect("parses")
+        .validate()
+        .is_ok());
+    let policy = format!("{MINIMAL}upstream:\n  dedicated:\n    exhausted: maybe\n");
+    let error = Config::from_yaml(&policy)
+        .expect_err("unknown policy")
+        .to_string();
+    assert!(error.contains("expected `wait` or `fail`"), "{error}");
+    let clients = format!("{MINIMAL}client:\n  max_connections: 0\n");
+    assert!(error_of(&clients).contains("client.max_connections"));
     let timeout = format!("{MINIMAL}router:\n  op_timeout: 0s\n");
     assert!(error_of(&timeout).contains("router.op_timeout"));
     let same = format!("{MINIMAL}admin: 127.0.0.1:6380\n");
