@@ -23,6 +23,9 @@ pub struct UpstreamConfig {
     /// 16× on repeated failures) so a dead node is not hammered.
     #[serde(with = "units::duration")]
     pub reconnect_backoff: Duration,
+    /// New connections per second to one node (pipelined and dedicated together; bursts of
+    /// up to this many); 0 = unlimited.
+    pub max_connects_per_second: u32,
     /// A node connection nobody used for this long is closed (reopened on the next command), so
     /// a sidecar does not hold idle sockets to every node of a large cluster; 0 = never.
     #[serde(with = "units::duration")]
@@ -76,6 +79,7 @@ impl Default for UpstreamConfig {
             connect_timeout: Duration::from_secs(1),
             tcp_keepalive: Duration::from_secs(60),
             reconnect_backoff: Duration::from_millis(50),
+            max_connects_per_second: 100,
             idle_timeout: Duration::from_secs(300),
             dedicated: DedicatedConfig::default(),
         }

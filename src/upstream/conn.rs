@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{UpstreamConfig, UpstreamError};
+use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
 use crate::protocol::{reply_frame_len, Limits};
 
@@ -60,9 +60,10 @@ pub(super) fn spawn(
     config: UpstreamConfig,
     limits: Limits,
     metrics: NodeMetrics,
+    connect_limit: Arc<ConnectLimit>,
 ) -> mpsc::UnboundedSender<Pending> {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(run(addr, config, limits, metrics, rx));
+    tokio::spawn(run(addr, config, limits, metrics, connect_limit, rx));
     tx
 }
 
@@ -72,6 +73,7 @@ async fn run(
     config: UpstreamConfig,
     limits: Limits,
     metrics: NodeMetrics,
+    connect_limit: Arc<ConnectLimit>,
     mut rx: mpsc::UnboundedReceiver<Pending>,
 ) {
     let mut failures: u32 = 0;
@@ -87,7 +89,7 @@ async fn run(
             );
             continue;
         }
-        match connect(&addr, &config).await {
+        match connect(&addr, &config, &connect_limit).await {
             Ok(stream) => {
                 failures = 0;
                 tracing::debug!(node = %addr, "connected");
@@ -147,7 +149,17 @@ fn fail_queued(
     }
 }
 
-pub(super) async fn connect(addr: &str, config: &UpstreamConfig) -> Result<TcpStream, String> {
+pub(super) async fn connect(
+    addr: &str,
+    config: &UpstreamConfig,
+    limit: &ConnectLimit,
+) -> Result<TcpStream, String> {
+    if let Err(wait) = limit.admit(addr, config.connect_timeout).await {
+        return Err(format!(
+            "connect rate limit reached (upstream.max_connects_per_second = {}; next slot in {wait:?})",
+            config.max_connects_per_second
+        ));
+    }
     let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await
     {
         Ok(Ok(stream)) => stream,

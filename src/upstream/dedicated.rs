@@ -18,7 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::conn::{connect, frames_len};
-use super::{Exhausted, UpstreamConfig, UpstreamError};
+use super::{ConnectLimit, Exhausted, UpstreamConfig, UpstreamError};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
 
@@ -35,6 +35,8 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// One permit per open dedicated connection, busy or idle.
     permits: Arc<Semaphore>,
+    /// New connections per second per node, shared with the pipelined connections.
+    connect_limit: Arc<ConnectLimit>,
     /// Borrowers waiting for a permit.
     waiters: AtomicUsize,
     /// Idle connections by node, oldest first.
@@ -67,7 +69,12 @@ impl Drop for Busy {
 }
 
 impl DedicatedPool {
-    pub fn new(config: UpstreamConfig, limits: Limits, metrics: Arc<Metrics>) -> DedicatedPool {
+    pub fn new(
+        config: UpstreamConfig,
+        limits: Limits,
+        metrics: Arc<Metrics>,
+        connect_limit: Arc<ConnectLimit>,
+    ) -> DedicatedPool {
         let permits = Arc::new(Semaphore::new(config.dedicated.max));
         DedicatedPool {
             shared: Arc::new(Shared {
@@ -75,6 +82,7 @@ impl DedicatedPool {
                 limits,
                 metrics,
                 permits,
+                connect_limit,
                 waiters: AtomicUsize::new(0),
                 idle: Mutex::new(HashMap::new()),
             }),
@@ -96,13 +104,12 @@ impl DedicatedPool {
                 self.wait_permit().await?
             }
         };
-        let stream =
-            connect(addr, &shared.config)
-                .await
-                .map_err(|reason| UpstreamError::NotSent {
-                    addr: addr.clone(),
-                    reason,
-                })?;
+        let stream = connect(addr, &shared.config, &shared.connect_limit)
+            .await
+            .map_err(|reason| UpstreamError::NotSent {
+                addr: addr.clone(),
+                reason,
+            })?;
         Ok(shared.lend(stream, addr.clone(), permit))
     }
 

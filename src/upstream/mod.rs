@@ -6,12 +6,14 @@
 
 mod config;
 mod conn;
+mod connect_limit;
 mod dedicated;
 mod error;
 mod node;
 mod registry;
 
 pub use config::{DedicatedConfig, Exhausted, UpstreamConfig};
+pub use connect_limit::ConnectLimit;
 pub use dedicated::{Dedicated, DedicatedPool};
 pub use error::UpstreamError;
 pub use node::{Node, Reply};

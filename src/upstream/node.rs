@@ -9,7 +9,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{self, Pending};
-use super::{UpstreamConfig, UpstreamError};
+use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
 use crate::protocol::Limits;
 
@@ -29,6 +29,7 @@ impl Node {
         config: &UpstreamConfig,
         limits: &Limits,
         metrics: NodeMetrics,
+        connect_limit: &Arc<ConnectLimit>,
     ) -> Node {
         let addr: Arc<str> = Arc::from(addr);
         let conns = (0..config.connections_per_node.max(1))
@@ -38,6 +39,7 @@ impl Node {
                     config.clone(),
                     limits.clone(),
                     metrics.clone(),
+                    connect_limit.clone(),
                 )
             })
             .collect();

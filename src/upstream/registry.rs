@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{DedicatedPool, Node, UpstreamConfig};
+use super::{ConnectLimit, DedicatedPool, Node, UpstreamConfig};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
 
@@ -15,12 +15,20 @@ pub struct Upstreams {
     metrics: Arc<Metrics>,
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
     dedicated: DedicatedPool,
+    connect_limit: Arc<ConnectLimit>,
 }
 
 impl Upstreams {
     pub fn new(config: UpstreamConfig, limits: Limits, metrics: Arc<Metrics>) -> Upstreams {
+        let connect_limit = Arc::new(ConnectLimit::new(config.max_connects_per_second));
         Upstreams {
-            dedicated: DedicatedPool::new(config.clone(), limits.clone(), metrics.clone()),
+            dedicated: DedicatedPool::new(
+                config.clone(),
+                limits.clone(),
+                metrics.clone(),
+                connect_limit.clone(),
+            ),
+            connect_limit,
             config,
             limits,
             metrics,
@@ -35,7 +43,13 @@ impl Upstreams {
             return node.clone();
         }
         let metrics = self.metrics.node(addr);
-        let node = Arc::new(Node::spawn(addr, &self.config, &self.limits, metrics));
+        let node = Arc::new(Node::spawn(
+            addr,
+            &self.config,
+            &self.limits,
+            metrics,
+            &self.connect_limit,
+        ));
         nodes.insert(node.addr().clone(), node.clone());
         node
     }

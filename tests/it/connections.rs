@@ -159,3 +159,39 @@ fn idle_clients_are_closed_and_active_ones_kept() {
     idle.set_timeout(Duration::from_secs(2)).expect("timeout");
     assert!(idle.read_reply().is_err(), "idle client closed");
 }
+
+#[test]
+fn new_node_connections_are_rate_limited_per_node() {
+    let cluster = RedisCluster::start(3, 1);
+    let config = write_config(
+        "upstream:\n  max_connects_per_second: 2\n  connect_timeout: 1s\n  dedicated:\n    max: 20\n",
+    );
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    // Eight blocking commands at once, each needing a new dedicated connection to one node:
+    // two connect at once, the next ones wait their turn (2 per second), and those whose turn
+    // is further away than connect_timeout are refused instead of piling onto the node.
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let mut c = redcar.client();
+            thread::spawn(move || c.q(&["BLPOP", "{storm}q", "2"]))
+        })
+        .collect();
+    let replies: Vec<Value> = workers
+        .into_iter()
+        .map(|w| w.join().expect("worker"))
+        .collect();
+    let served = replies.iter().filter(|r| **r == Value::Array(None)).count();
+    let limited = replies
+        .iter()
+        .filter(|r| {
+            r.error()
+                .is_some_and(|e| e.contains("upstream.max_connects_per_second"))
+        })
+        .count();
+    assert_eq!(served + limited, 8, "{replies:?}");
+    assert!(served >= 2, "the burst is served: {replies:?}");
+    assert!(
+        limited >= 1,
+        "connects beyond the rate are refused: {replies:?}"
+    );
+}
