@@ -256,7 +256,14 @@ fn dispatch<'r>(
     lane: usize,
     max_tx_bytes: usize,
 ) -> Call<'r> {
-    match state.tx.step(plan, request.raw(), max_tx_bytes) {
+    let rewritten = match &plan {
+        Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
+            router.evalsha_as_eval(request)
+        }
+        _ => None,
+    };
+    let raw = rewritten.as_ref().unwrap_or(request.raw());
+    match state.tx.step(plan, raw, max_tx_bytes) {
         Step::Serve(plan) => serve_plan(router, state, plan, request, lane),
         Step::Reply(reply) => Call::ready(reply),
         Step::Exec {

@@ -57,6 +57,25 @@ impl ScriptCache {
 }
 
 impl Router {
+    /// Inside MULTI a NOSCRIPT cannot be healed (EXEC has already run the rest), so an
+    /// EVALSHA / EVALSHA_RO whose script redcar knows is queued as EVAL / EVAL_RO of that body:
+    /// the same result, and the node learns the script. `None`: not one of those, or unknown.
+    pub fn evalsha_as_eval(&self, request: &Request) -> Option<Bytes> {
+        let args = request.args();
+        let name = args.first()?;
+        let eval: &[u8] = if name.eq_ignore_ascii_case(b"evalsha") {
+            b"EVAL"
+        } else if name.eq_ignore_ascii_case(b"evalsha_ro") {
+            b"EVAL_RO"
+        } else {
+            return None;
+        };
+        let body = self.scripts.body(args.get(1)?)?;
+        let rest = args[2..].iter().map(|a| &a[..]);
+        let all: Vec<&[u8]> = [eval, &body[..]].into_iter().chain(rest).collect();
+        Some(encode_command(all.into_iter()))
+    }
+
     /// EVAL / EVAL_RO: remember the script, then forward as usual.
     pub(super) fn start_eval(
         &self,

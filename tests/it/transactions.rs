@@ -72,6 +72,36 @@ fn transactions_queue_like_redis_and_run_on_the_slot_owner() {
     let items = exec.as_array().expect("EXEC array").to_vec();
     assert_eq!(items[0], Value::Int(1));
     assert!(items[1].as_int().is_some(), "{exec:?}");
+    // An EVALSHA inside MULTI for a script its node never saw (it ran on another node) cannot be
+    // healed inside EXEC, so redcar queues it as EVAL of the body it knows.
+    let ports = cluster.primary_ports();
+    let here = cluster.key_on_node("sha-a:", ports[0]);
+    let there = cluster.key_on_node("sha-b:", ports[1]);
+    let body = "return redis.call('SET', KEYS[1], ARGV[1])";
+    assert_eq!(c.q(&["EVAL", body, "1", &here, "x"]), Value::simple("OK"));
+    let sha = cluster
+        .node_by_port(ports[0])
+        .cmd(&["SCRIPT", "LOAD", body]);
+    let sha = sha.as_str().expect("sha").to_string();
+    let missing = cluster
+        .node_by_port(ports[1])
+        .cmd(&["SCRIPT", "EXISTS", &sha]);
+    assert_eq!(
+        missing,
+        Value::Array(Some(vec![Value::Int(0)])),
+        "precondition"
+    );
+    c.q(&["MULTI"]);
+    assert_eq!(
+        c.q(&["EVALSHA", &sha, "1", &there, "y"]),
+        Value::simple("QUEUED")
+    );
+    assert_eq!(
+        c.q(&["EXEC"]),
+        Value::Array(Some(vec![Value::simple("OK")]))
+    );
+    assert_eq!(c.q(&["GET", &there]), Value::bulk("y"));
+
     c.q(&["MULTI"]);
     let split = c.q(&["MGET", "a", "b"]);
     assert!(
