@@ -21,9 +21,10 @@ use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
 use crate::metrics::Metrics;
 use crate::protocol::{
-    parse_request, write_array_len, write_bulk, write_integer, Frame, Limits, Request,
+    encode_command, parse_request, write_array_len, write_bulk, write_integer, Frame, Limits,
+    Request,
 };
-use crate::router::{redcar_error, Plan, Router};
+use crate::router::{classify, redcar_error, Plan, Router, Verdict};
 
 /// How the client left subscribe mode.
 pub enum Left {
@@ -349,7 +350,7 @@ impl<'r> Mode<'r> {
                 continue;
             };
             for name in names {
-                if conn.send(encode(b"SUNSUBSCRIBE", std::slice::from_ref(&name))) {
+                if conn.send(encode_command([&b"SUNSUBSCRIBE"[..], &name].into_iter())) {
                     owed += 1;
                 }
             }
@@ -459,7 +460,10 @@ impl<'r> Mode<'r> {
 
     /// Errors and other replies. A redirected SSUBSCRIBE is sent where the node says.
     fn other(&mut self, frame: Bytes, addr: &Arc<str>, out: &mut BytesMut) -> Control {
-        let redirect = moved_to(&frame);
+        let redirect = match classify(&frame) {
+            Verdict::Moved(addr) | Verdict::Ask(addr) => Some(addr.to_string()),
+            _ => None,
+        };
         let shard_subscribe = self
             .current
             .as_ref()
@@ -522,7 +526,7 @@ impl<'r> Mode<'r> {
                 continue;
             };
             let sent = match self.shard_conn(&owner).await {
-                Ok(conn) => conn.send(encode(b"SSUBSCRIBE", std::slice::from_ref(&name))),
+                Ok(conn) => conn.send(encode_command([&b"SSUBSCRIBE"[..], &name].into_iter())),
                 Err(_) => false,
             };
             if sent {
@@ -540,15 +544,6 @@ fn is_message(frame: &[u8]) -> bool {
     frame.starts_with(b"*3\r\n$7\r\nmessage\r\n")
         || frame.starts_with(b"*4\r\n$8\r\npmessage\r\n")
         || frame.starts_with(b"*3\r\n$8\r\nsmessage\r\n")
-}
-
-/// The address in a `-MOVED` or `-ASK` error.
-fn moved_to(frame: &[u8]) -> Option<String> {
-    let line = std::str::from_utf8(frame).ok()?.trim_end();
-    let rest = line
-        .strip_prefix("-MOVED ")
-        .or_else(|| line.strip_prefix("-ASK "))?;
-    Some(rest.split_once(' ')?.1.to_string())
 }
 
 fn unsubscribe_word(kind: SubKind) -> &'static [u8] {
@@ -576,16 +571,6 @@ fn unsubscribed(out: &mut BytesMut, kind: &[u8], names: &[Bytes], count: usize) 
     }
 }
 
-fn encode(command: &[u8], names: &[Bytes]) -> Bytes {
-    let mut out = BytesMut::new();
-    write_array_len(&mut out, names.len() + 1);
-    write_bulk(&mut out, command);
-    for name in names {
-        write_bulk(&mut out, name);
-    }
-    out.freeze()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -607,14 +592,5 @@ mod tests {
         out.clear();
         unsubscribed(&mut out, b"ssubscribe", &[Bytes::from_static(b"s")], 2);
         assert_eq!(&out[..], b"*3\r\n$10\r\nssubscribe\r\n$1\r\ns\r\n:2\r\n");
-    }
-
-    #[test]
-    fn redirect_targets_are_read() {
-        assert_eq!(
-            moved_to(b"-MOVED 12 127.0.0.1:7001\r\n").as_deref(),
-            Some("127.0.0.1:7001")
-        );
-        assert_eq!(moved_to(b"-ERR x\r\n"), None);
     }
 }

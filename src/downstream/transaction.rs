@@ -5,7 +5,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::commands::policy::Tx;
 use crate::commands::Local;
-use crate::router::{redcar_error, transaction_payload, Plan, Watch};
+use crate::router::{error_with_prefix, redcar_error, transaction_payload, Plan, Watch};
 
 const OK: &[u8] = b"+OK\r\n";
 const QUEUED: &[u8] = b"+QUEUED\r\n";
@@ -109,8 +109,12 @@ impl Transaction {
                     self.open = Some(Queued::default());
                     Step::Reply(Bytes::from_static(OK))
                 }
-                Plan::Tx(Tx::Exec, _) => Step::Reply(error("ERR EXEC without MULTI")),
-                Plan::Tx(Tx::Discard, _) => Step::Reply(error("ERR DISCARD without MULTI")),
+                Plan::Tx(Tx::Exec, _) => {
+                    Step::Reply(error_with_prefix("ERR ", "EXEC without MULTI"))
+                }
+                Plan::Tx(Tx::Discard, _) => {
+                    Step::Reply(error_with_prefix("ERR ", "DISCARD without MULTI"))
+                }
                 Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch { slot },
                 Plan::Tx(Tx::Unwatch, _) if watching => Step::Unwatch { reply: OK },
                 Plan::Tx(Tx::Unwatch, _) => Step::Reply(Bytes::from_static(OK)),
@@ -122,10 +126,13 @@ impl Transaction {
         };
         let refused = match plan {
             Plan::Tx(Tx::Multi, _) => {
-                return Step::Reply(error("ERR MULTI calls can not be nested"))
+                return Step::Reply(error_with_prefix("ERR ", "MULTI calls can not be nested"))
             }
             Plan::Tx(Tx::Watch, _) => {
-                return Step::Reply(error("ERR WATCH inside MULTI is not allowed"))
+                return Step::Reply(error_with_prefix(
+                    "ERR ",
+                    "WATCH inside MULTI is not allowed",
+                ))
             }
             Plan::Tx(Tx::Exec, _) => return self.exec(watching),
             Plan::Tx(Tx::Discard, _) => {
@@ -187,7 +194,7 @@ impl Transaction {
 
     fn exec(&mut self, watching: bool) -> Step {
         let Some(queued) = self.open.take() else {
-            return Step::Reply(error("ERR EXEC without MULTI"));
+            return Step::Reply(error_with_prefix("ERR ", "EXEC without MULTI"));
         };
         if queued.dirty {
             // EXEC ends the watch even when it aborts.
@@ -210,14 +217,6 @@ impl Transaction {
             },
         }
     }
-}
-
-fn error(line: &str) -> Bytes {
-    let mut out = BytesMut::with_capacity(line.len() + 3);
-    out.extend_from_slice(b"-");
-    out.extend_from_slice(line.as_bytes());
-    out.extend_from_slice(b"\r\n");
-    out.freeze()
 }
 
 #[cfg(test)]

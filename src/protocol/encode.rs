@@ -1,6 +1,16 @@
 //! Hot-path writers that append RESP to a `BytesMut` with no intermediate allocation.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// A command encoded as a RESP multibulk from its arguments.
+pub fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> Bytes {
+    let mut out = BytesMut::new();
+    write_array_len(&mut out, args.len());
+    for arg in args {
+        write_bulk(&mut out, arg);
+    }
+    out.freeze()
+}
 
 /// Longest decimal form of a `u64` or `i64` (including the sign).
 const MAX_DECIMAL: usize = 20;

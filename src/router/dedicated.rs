@@ -16,9 +16,8 @@ use super::reply::{error_with_prefix, redcar_error};
 use super::transaction::{tx_verdict, TxVerdict};
 use super::Router;
 use crate::protocol::{reply_frame_len, Limits};
-use crate::upstream::Dedicated;
+use crate::upstream::{Dedicated, ASKING};
 
-const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 const UNWATCH: &[u8] = b"*1\r\n$7\r\nUNWATCH\r\n";
 const NIL_ARRAY: &[u8] = b"*-1\r\n";
 

@@ -28,7 +28,8 @@ pub use config::RouterConfig;
 pub use dedicated::Watch;
 pub use multi::Multi;
 pub use plan::Plan;
-pub use reply::redcar_error;
+pub use redirect::{classify, Verdict};
+pub use reply::{error_with_prefix, redcar_error};
 pub use transaction::transaction_payload;
 pub use wait::Written;
 

@@ -3,6 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+pub(super) use crate::protocol::encode_command;
 use crate::protocol::{reply_frame_len, write_array_len, write_bulk, Limits};
 
 /// The text of an error reply (`-ERR x\r\n` → `ERR x`), or `None` for any other reply.
@@ -67,16 +68,6 @@ pub(super) fn encode_array<'a>(items: impl ExactSizeIterator<Item = &'a [u8]>) -
 pub(super) fn encode_bulk(payload: &[u8]) -> Bytes {
     let mut out = BytesMut::new();
     write_bulk(&mut out, payload);
-    out.freeze()
-}
-
-/// A command encoded as a RESP multibulk from its arguments.
-pub(super) fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> Bytes {
-    let mut out = BytesMut::new();
-    write_array_len(&mut out, args.len());
-    for arg in args {
-        write_bulk(&mut out, arg);
-    }
     out.freeze()
 }
 

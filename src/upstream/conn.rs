@@ -17,7 +17,7 @@ use crate::metrics::NodeMetrics;
 use crate::protocol::{reply_frame_len, Limits};
 
 /// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
-const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+pub const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 /// Stop pulling new commands while this many bytes wait to be written: back-pressure instead of
 /// an unbounded write buffer when a node is slow to read.
 const WRITE_HIGH_WATER: usize = 256 * 1024;

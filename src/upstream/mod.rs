@@ -13,6 +13,7 @@ mod node;
 mod registry;
 
 pub use config::{DedicatedConfig, Exhausted, UpstreamConfig};
+pub use conn::ASKING;
 pub use connect_limit::ConnectLimit;
 pub use dedicated::{Dedicated, DedicatedPool};
 pub use error::UpstreamError;
