@@ -88,6 +88,31 @@ async fn learn_commands(router: Arc<Router>) {
     }
 }
 
+/// An ejected primary usually means a failover is coming: ask for a fresh slot map at once, then
+/// every `interval` while any primary of the map is ejected, so the promoted replica is found
+/// within one interval of the promotion rather than at the next periodic refresh.
+async fn refresh_while_ejected(
+    cluster: Arc<ClusterState>,
+    upstreams: Arc<Upstreams>,
+    interval: std::time::Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ejections = upstreams.ejections();
+    loop {
+        let primary_ejected = cluster
+            .topology()
+            .is_some_and(|t| t.shards().iter().any(|s| s.primary.is_ejected()));
+        if primary_ejected {
+            cluster.request_refresh();
+        }
+        tokio::select! {
+            changed = ejections.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(interval), if primary_ejected => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
 /// Runs the proxy until `shutdown` completes, then drains: listeners stop, sessions finish the
 /// replies they owe (bounded by `drain_timeout`).
 pub async fn run(
@@ -102,6 +127,7 @@ pub async fn run(
         config.upstream.clone(),
         reply_limits.clone(),
         metrics.clone(),
+        config.router.read_policy.uses_replicas(),
     ));
     let cluster = Arc::new(ClusterState::new());
     let refresher = Refresher {
@@ -113,7 +139,7 @@ pub async fn run(
     };
     let router = Arc::new(Router::new(
         cluster.clone(),
-        upstreams,
+        upstreams.clone(),
         metrics.clone(),
         config.router.clone(),
     ));
@@ -124,6 +150,16 @@ pub async fn run(
     ));
 
     tokio::spawn(refresher.run(stop_rx.clone()));
+    tokio::spawn(crate::upstream::run_health_checks(
+        upstreams.clone(),
+        stop_rx.clone(),
+    ));
+    tokio::spawn(refresh_while_ejected(
+        cluster.clone(),
+        upstreams.clone(),
+        config.upstream.outlier.health_check_interval,
+        stop_rx.clone(),
+    ));
     router.declare_commands(&config.custom_commands);
     tokio::spawn(learn_commands(router.clone()));
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);

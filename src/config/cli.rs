@@ -47,6 +47,9 @@ pub struct Cli {
     /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).
     #[arg(long, env = "REDCAR_OP_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub op_timeout: Option<Duration>,
+    /// Where reads go: primary, prefer-primary, replica, prefer-replica or any.
+    #[arg(long, env = "REDCAR_READ_POLICY", value_name = "POLICY", value_enum)]
+    pub read_policy: Option<crate::router::ReadPolicy>,
     /// Persistent pipelined connections to each cluster node.
     #[arg(long, env = "REDCAR_CONNECTIONS_PER_NODE", value_name = "N")]
     pub connections_per_node: Option<usize>,
@@ -113,6 +116,7 @@ impl Cli {
         set(&mut config.log_format, self.log_format.clone());
         set(&mut config.workers, self.workers);
         set(&mut config.router.op_timeout, self.op_timeout);
+        set(&mut config.router.read_policy, self.read_policy);
         set(
             &mut config.upstream.connections_per_node,
             self.connections_per_node,

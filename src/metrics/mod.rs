@@ -99,6 +99,13 @@ pub struct Metrics {
     node_latency_us: Family<NodeLabel, Counter>,
     node_in_flight: Family<NodeLabel, Gauge>,
     node_connections: Family<NodeLabel, Gauge>,
+    node_ejections: Family<NodeLabel, Counter>,
+    node_ejected: Family<NodeLabel, Gauge>,
+    hedges: Counter,
+    retry_budget_exhausted: Counter,
+    /// Commands sent to any node (not exported: the sum of `node_requests`); the retry budget's
+    /// measure of traffic.
+    requests_sent: Counter,
     client_connections: Family<ListenerLabel, Gauge>,
     client_connections_total: Family<ListenerLabel, Counter>,
     /// Client traffic, counted per read and per write (not per command).
@@ -152,6 +159,10 @@ pub struct NodeMetrics {
     pub latency_us: Counter,
     pub in_flight: Gauge,
     pub connections: Gauge,
+    pub ejections: Counter,
+    pub ejected: Gauge,
+    /// Shared by every node: commands sent anywhere.
+    pub all_requests: Counter,
 }
 
 impl NodeMetrics {
@@ -196,6 +207,11 @@ impl Metrics {
             node_latency_us: Family::default(),
             node_in_flight: Family::default(),
             node_connections: Family::default(),
+            node_ejections: Family::default(),
+            node_ejected: Family::default(),
+            hedges: Counter::default(),
+            retry_budget_exhausted: Counter::default(),
+            requests_sent: Counter::default(),
             client_connections: Family::default(),
             client_connections_total: Family::default(),
             bytes_received: Counter::default(),
@@ -269,6 +285,26 @@ impl Metrics {
             "node_connections",
             "Open connections to a node",
             self.node_connections.clone(),
+        );
+        r.register(
+            "node_ejections",
+            "Times a node was ejected from selection after consecutive failures",
+            self.node_ejections.clone(),
+        );
+        r.register(
+            "node_ejected",
+            "1 while a node is ejected from selection (outlier detection), else 0",
+            self.node_ejected.clone(),
+        );
+        r.register(
+            "hedged_reads",
+            "Reads sent to a second node because the first had not answered within router.hedge_after",
+            self.hedges.clone(),
+        );
+        r.register(
+            "retry_budget_exhausted",
+            "Retries not made because router.retry_budget was spent",
+            self.retry_budget_exhausted.clone(),
         );
         r.register(
             "client_connections",
@@ -387,6 +423,9 @@ impl Metrics {
             latency_us: self.node_latency_us.get_or_create_owned(&label),
             in_flight: self.node_in_flight.get_or_create_owned(&label),
             connections: self.node_connections.get_or_create_owned(&label),
+            ejections: self.node_ejections.get_or_create_owned(&label),
+            ejected: self.node_ejected.get_or_create_owned(&label),
+            all_requests: self.requests_sent.clone(),
         }
     }
 
@@ -411,6 +450,21 @@ impl Metrics {
     /// A command about to be sent again (after a connection failure or a transient error reply).
     pub fn retry(&self) {
         self.retries.inc();
+    }
+
+    /// Commands sent to any node so far.
+    pub fn requests_sent(&self) -> u64 {
+        self.requests_sent.get()
+    }
+
+    /// A read sent to a second node (`router.hedge_after`).
+    pub fn hedge(&self) {
+        self.hedges.inc();
+    }
+
+    /// A retry refused by `router.retry_budget`.
+    pub fn retry_budget_exhausted(&self) {
+        self.retry_budget_exhausted.inc();
     }
 
     /// A topology refresh that succeeded or failed.

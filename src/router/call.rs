@@ -109,7 +109,10 @@ impl<'r> Call<'r> {
                 node,
                 command,
                 ..
-            } if command.deadline <= Instant::now() => Some(router.timed_out(node)),
+            } if command.deadline <= Instant::now() => {
+                node.health().record_failure("command timed out");
+                Some(router.timed_out(node))
+            }
             _ => None,
         }
     }
@@ -132,12 +135,16 @@ impl Future for Call<'_> {
                         Poll::Ready(outcome) => outcome,
                     };
                     let State::Sent {
-                        router, command, ..
+                        router,
+                        command,
+                        node,
+                        ..
                     } = std::mem::replace(&mut self.state, State::Ready(None))
                     else {
                         unreachable!("state was Sent");
                     };
-                    self.state = State::Slow(Box::pin(router.finish(command, Some(outcome))));
+                    let first = Some((node, outcome));
+                    self.state = State::Slow(Box::pin(router.finish(command, first, Vec::new())));
                 }
             }
         }

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::retry_budget::RetryBudgetConfig;
+use super::select::ReadPolicy;
 use crate::config::units;
 
 /// `router:` in the config file.
@@ -23,6 +25,15 @@ pub struct RouterConfig {
     /// Serve FLUSHALL and FLUSHDB (sent to every primary). When false they are refused with
     /// `-ERR redcar: FLUSHALL is disabled (router.allow_flush: false)`.
     pub allow_flush: bool,
+    /// Where reads go: `primary`, `prefer-primary`, `replica`, `prefer-replica` or `any`.
+    /// Anything but `primary` makes redcar send `READONLY` on its node connections.
+    pub read_policy: ReadPolicy,
+    /// Send a read that has not been answered after this long to a second node of its shard as
+    /// well (first good reply wins); 0 = off. Needs a read policy that uses replicas.
+    #[serde(with = "units::duration")]
+    pub hedge_after: Duration,
+    /// Bounds retries to a share of the traffic, so retries cannot amplify an outage.
+    pub retry_budget: RetryBudgetConfig,
 }
 
 impl Default for RouterConfig {
@@ -32,6 +43,9 @@ impl Default for RouterConfig {
             max_redirects: 5,
             retry_backoff: Duration::from_millis(10),
             allow_flush: true,
+            read_policy: ReadPolicy::Primary,
+            hedge_after: Duration::ZERO,
+            retry_budget: RetryBudgetConfig::default(),
         }
     }
 }

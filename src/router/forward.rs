@@ -10,15 +10,16 @@ use tokio::time::Instant;
 use super::call::Call;
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
-use super::Router;
-use crate::upstream::{Node, Reply, UpstreamError};
+use super::{select, Router};
+use crate::cluster::Shard;
+use crate::upstream::{Node, UpstreamError};
 
 /// What one attempt on a node produced.
 pub(super) type Outcome = Result<Bytes, UpstreamError>;
 
 /// Where the next attempt goes.
 pub(super) enum Target {
-    /// The slot's owner in the current map (`None`: any primary).
+    /// The slot's owner in the current map (`None`: any primary), by read policy for reads.
     Owner(Option<u16>),
     /// A node named by a redirect; `asking` for ASK.
     Redirected { node: Arc<Node>, asking: bool },
@@ -33,63 +34,138 @@ pub(super) struct Command {
     pub deadline: Instant,
 }
 
+/// The answer to "which node now?".
+pub(super) enum Candidate {
+    Node(Arc<Node>),
+    /// The slot has an owner but outlier detection ejected every node that could serve the
+    /// command: the client gets this error at once instead of queueing to the deadline.
+    Unusable(Bytes),
+    /// No map yet, or nobody owns the slot: wait for a refresh.
+    NoOwner,
+}
+
 impl Router {
-    /// Forwards `payload` (one encoded command) to the owner of `slot` (`None`: any primary).
+    /// Forwards `payload` (one encoded command) to the owner of `slot` (`None`: any primary);
+    /// reads go where `router.read_policy` says.
     ///
     /// The first attempt is queued on the node connection *now*, before this returns, so a
     /// client's commands reach each node in the order the client sent them. The returned [`Call`]
     /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
     /// client's commands on one connection per node (see [`Node::send`]).
     pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> Call<'_> {
-        let deadline = Instant::now() + self.config.op_timeout;
-        let first = self.send_to_owner(&payload, slot, lane);
         let command = Command {
             payload,
             slot,
             write,
             lane,
-            deadline,
+            deadline: Instant::now() + self.config.op_timeout,
         };
-        match first {
-            Some((node, reply)) => Call::sent(self, node, reply, command),
-            None => Call::slow(self.finish(command, None)),
+        match self.candidate(slot, write, &[]) {
+            Candidate::Node(node) => {
+                let reply = node.send(command.payload.clone(), false, lane);
+                if self.hedges(&command) {
+                    return Call::slow(self.hedged(command, node, reply));
+                }
+                Call::sent(self, node, reply, command)
+            }
+            Candidate::Unusable(reply) => Call::ready(reply),
+            Candidate::NoOwner => Call::slow(self.finish(command, None, Vec::new())),
         }
     }
 
-    /// The fast path: queue on the current owner if the map has one.
-    fn send_to_owner(
+    /// The node for an attempt at `slot`: the primary for writes, by read policy for reads,
+    /// preferring nodes not in `tried`; never an ejected one.
+    pub(super) fn candidate(
         &self,
-        payload: &Bytes,
         slot: Option<u16>,
-        lane: usize,
-    ) -> Option<(Arc<Node>, Reply)> {
-        let topology = self.cluster.topology()?;
-        let shard = match slot {
-            Some(slot) => topology.shard(slot)?,
-            None => topology.shards().first()?,
+        write: bool,
+        tried: &[Arc<Node>],
+    ) -> Candidate {
+        let Some(topology) = self.cluster.topology() else {
+            return Candidate::NoOwner;
         };
-        let reply = shard.primary.send(payload.clone(), false, lane);
-        Some((shard.primary.clone(), reply))
+        let Some(slot) = slot else {
+            // Keyless commands: any primary that is not ejected.
+            let shards = topology.shards();
+            return match shards.iter().find(|s| !s.primary.is_ejected()) {
+                Some(shard) => Candidate::Node(shard.primary.clone()),
+                None if shards.is_empty() => Candidate::NoOwner,
+                None => Candidate::Unusable(redcar_error(
+                    "every primary is ejected after consecutive failures (upstream.outlier)",
+                )),
+            };
+        };
+        let Some(shard) = topology.shard(slot) else {
+            return Candidate::NoOwner;
+        };
+        match select::pick(shard, self.config.read_policy, write, tried) {
+            Some(node) => Candidate::Node(node.clone()),
+            None => Candidate::Unusable(self.unusable(slot, shard, write)),
+        }
     }
 
-    /// Everything after the fast path: `first` is the outcome of the attempt already made (if
-    /// any); then redirects and retries until a final reply or the deadline.
-    pub(super) async fn finish(&self, command: Command, mut first: Option<Outcome>) -> Bytes {
+    /// Why no node of `shard` may serve the command (all candidates ejected).
+    fn unusable(&self, slot: u16, shard: &Shard, write: bool) -> Bytes {
+        let what = if write {
+            "this write".to_string()
+        } else {
+            format!(
+                "this read (read_policy: {})",
+                self.config.read_policy.name()
+            )
+        };
+        let state = |node: &Node| {
+            if node.is_ejected() {
+                format!(
+                    "{} ejected, next health check in {}ms",
+                    node.addr(),
+                    node.health().ejected_for().as_millis()
+                )
+            } else {
+                format!("{} up", node.addr())
+            }
+        };
+        let replicas: Vec<String> = shard.replicas.iter().map(|r| state(r)).collect();
+        let replicas = if replicas.is_empty() {
+            "none".to_string()
+        } else {
+            replicas.join(", ")
+        };
+        redcar_error(format_args!(
+            "no usable node for {what} in slot {slot}: primary {}; replicas: {replicas} \
+             (ejected after consecutive failures, upstream.outlier; failing fast)",
+            state(&shard.primary)
+        ))
+    }
+
+    /// Everything after the fast path: `first` is the attempt already made (if any) and its
+    /// outcome; then redirects and retries until a final reply or the deadline. A failed node
+    /// goes into `tried`, so the next attempt of a read prefers another replica, then the
+    /// primary; a node is tried again only after a back-off pause.
+    pub(super) async fn finish(
+        &self,
+        command: Command,
+        mut first: Option<(Arc<Node>, Outcome)>,
+        mut tried: Vec<Arc<Node>>,
+    ) -> Bytes {
         let mut target = Target::Owner(command.slot);
         let mut redirects = 0;
         let mut attempt: u32 = 0;
         loop {
-            let outcome = match first.take() {
-                Some(outcome) => outcome,
+            let (node, outcome) = match first.take() {
+                Some(first) => first,
                 None => {
-                    let (node, asking) = match self.resolve(&target, command.deadline).await {
+                    let (node, asking) = match self.resolve_for(&target, &command, &tried).await {
                         Ok(found) => found,
                         Err(reply) => return reply,
                     };
                     let reply = node.send(command.payload.clone(), asking, command.lane);
                     match tokio::time::timeout_at(command.deadline, reply).await {
-                        Ok(outcome) => outcome,
-                        Err(_elapsed) => return self.timed_out(&node),
+                        Ok(outcome) => (node, outcome),
+                        Err(_elapsed) => {
+                            node.health().record_failure("command timed out");
+                            return self.timed_out(&node);
+                        }
                     }
                 }
             };
@@ -122,30 +198,70 @@ impl Router {
                         };
                         continue;
                     }
-                    // The node did not run the command: wait a little and try again.
-                    Verdict::Transient => RetryCause::Reply(reply),
+                    // The node did not run the command: try again a little later (or elsewhere).
+                    Verdict::Transient => {
+                        if node_unavailable(&reply) {
+                            node.health()
+                                .record_failure("node is loading or has no primary");
+                            tried.push(node);
+                        }
+                        RetryCause::Reply(reply)
+                    }
                 },
                 Err(e) if e.never_sent() || !command.write => {
                     self.cluster.request_refresh();
+                    tried.push(node);
                     RetryCause::Upstream(e)
                 }
                 Err(e) => return lost_write(&e),
             };
             attempt += 1;
-            self.metrics.retry();
-            if !pause_before_retry(self.config.retry_backoff, attempt, command.deadline).await {
-                return error.into_reply();
+            if !self
+                .retry_budget
+                .try_spend(Instant::now(), self.metrics.requests_sent())
+            {
+                self.metrics.retry_budget_exhausted();
+                return error.into_reply(" (not retried: router.retry_budget is spent)");
             }
+            self.metrics.retry();
             // A retry goes back to the slot's current owner, which may have changed.
             target = Target::Owner(command.slot);
+            // Another replica (or the primary) is tried at once; the same node only after a pause.
+            let fresh = matches!(
+                self.candidate(command.slot, command.write, &tried),
+                Candidate::Node(next) if !select::was_tried(&next, &tried)
+            );
+            if !fresh
+                && !pause_before_retry(self.config.retry_backoff, attempt, command.deadline).await
+            {
+                return error.into_reply("");
+            }
         }
     }
 
     /// Finds the node for `target`, waiting (within the deadline) for a map that has an owner.
+    /// Used by transactions and dedicated connections: always the primary.
     pub(super) async fn resolve(
         &self,
         target: &Target,
         deadline: Instant,
+    ) -> Result<(Arc<Node>, bool), Bytes> {
+        let command = Command {
+            payload: Bytes::new(),
+            slot: None,
+            write: true,
+            lane: 0,
+            deadline,
+        };
+        self.resolve_for(target, &command, &[]).await
+    }
+
+    /// [`resolve`](Self::resolve) for one command: by read policy for reads, avoiding `tried`.
+    async fn resolve_for(
+        &self,
+        target: &Target,
+        command: &Command,
+        tried: &[Arc<Node>],
     ) -> Result<(Arc<Node>, bool), Bytes> {
         let slot = match target {
             Target::Redirected { node, asking } => return Ok((node.clone(), *asking)),
@@ -153,17 +269,14 @@ impl Router {
         };
         loop {
             let seen = self.cluster.version();
-            if let Some(topology) = self.cluster.topology() {
-                let shard = match slot {
-                    Some(slot) => topology.shard(slot),
-                    None => topology.shards().first(),
-                };
-                if let Some(shard) = shard {
-                    return Ok((shard.primary.clone(), false));
-                }
+            match self.candidate(slot, command.write, tried) {
+                Candidate::Node(node) => return Ok((node, false)),
+                Candidate::Unusable(reply) => return Err(reply),
+                Candidate::NoOwner => {}
             }
             self.cluster.request_refresh();
-            let waited = tokio::time::timeout_at(deadline, self.cluster.changed_since(seen)).await;
+            let waited =
+                tokio::time::timeout_at(command.deadline, self.cluster.changed_since(seen)).await;
             if waited.is_err() {
                 return Err(match slot {
                     Some(slot) => error_with_prefix(
@@ -187,6 +300,12 @@ impl Router {
     }
 }
 
+/// `-LOADING` and `-MASTERDOWN` say this node cannot serve now (another may); `-TRYAGAIN` and
+/// `-CLUSTERDOWN` are about the slot or the cluster, not the node.
+fn node_unavailable(reply: &[u8]) -> bool {
+    reply.starts_with(b"-LOADING") || reply.starts_with(b"-MASTERDOWN")
+}
+
 /// Sleeps before retry `attempt`; false when the deadline leaves no time for another try.
 pub(super) async fn pause_before_retry(base: Duration, attempt: u32, deadline: Instant) -> bool {
     let pause = base
@@ -207,11 +326,12 @@ enum RetryCause {
 }
 
 impl RetryCause {
-    fn into_reply(self) -> Bytes {
+    /// The client's reply; `note` is added to redcar's own errors.
+    fn into_reply(self, note: &str) -> Bytes {
         match self {
             // The node's own error (e.g. -CLUSTERDOWN) is the most precise answer.
             RetryCause::Reply(reply) => reply,
-            RetryCause::Upstream(e) => redcar_error(e),
+            RetryCause::Upstream(e) => redcar_error(format_args!("{e}{note}")),
         }
     }
 }

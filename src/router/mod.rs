@@ -7,6 +7,7 @@ mod dedicated;
 mod fanout;
 mod fanout_merge;
 mod forward;
+mod hedge;
 mod info;
 mod info_merge;
 mod learn;
@@ -16,8 +17,10 @@ mod pubsub_merge;
 mod redirect;
 mod replies;
 mod reply;
+mod retry_budget;
 mod scan_cursor;
 mod scripts;
+mod select;
 mod slowlog;
 mod split;
 mod transaction;
@@ -30,6 +33,8 @@ pub use multi::Multi;
 pub use plan::Plan;
 pub use redirect::{classify, Verdict};
 pub use reply::{error_with_prefix, redcar_error};
+pub use retry_budget::RetryBudgetConfig;
+pub use select::ReadPolicy;
 pub use transaction::transaction_payload;
 pub use wait::Written;
 
@@ -52,6 +57,8 @@ pub struct Router {
     learned: ArcSwapOption<CommandTable>,
     /// Scripts seen in EVAL and SCRIPT LOAD, to heal NOSCRIPT replies to EVALSHA.
     scripts: scripts::ScriptCache,
+    /// Caps retries to a share of the traffic.
+    retry_budget: retry_budget::RetryBudget,
     config: RouterConfig,
 }
 
@@ -68,6 +75,7 @@ impl Router {
             metrics,
             learned: ArcSwapOption::empty(),
             scripts: scripts::ScriptCache::default(),
+            retry_budget: retry_budget::RetryBudget::new(config.retry_budget.clone()),
             config,
         }
     }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::OutlierConfig;
 use crate::config::units;
 
 /// `upstream:` in the config file.
@@ -32,6 +33,9 @@ pub struct UpstreamConfig {
     pub idle_timeout: Duration,
     /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).
     pub dedicated: DedicatedConfig,
+    /// Outlier detection: ejecting nodes that keep failing, and the health checks that bring
+    /// them back.
+    pub outlier: OutlierConfig,
 }
 
 /// `upstream.dedicated:` in the config file.
@@ -82,6 +86,7 @@ impl Default for UpstreamConfig {
             max_connects_per_second: 100,
             idle_timeout: Duration::from_secs(300),
             dedicated: DedicatedConfig::default(),
+            outlier: OutlierConfig::default(),
         }
     }
 }

@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::health::Health;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
 use crate::protocol::{reply_frame_len, Limits};
@@ -38,6 +39,8 @@ pub(super) struct Pending {
 struct ReplyBatch {
     count: u64,
     latency: Duration,
+    /// At least one reply was not an error: the node is serving.
+    answered: bool,
 }
 
 /// A written command waiting for its reply.
@@ -54,28 +57,34 @@ struct InFlight {
     queued_at: Instant,
 }
 
+/// What every connection of one node shares: its settings, metrics and health.
+pub(super) struct NodeContext {
+    pub addr: Arc<str>,
+    pub config: UpstreamConfig,
+    pub limits: Limits,
+    pub metrics: NodeMetrics,
+    pub connect_limit: Arc<ConnectLimit>,
+    pub health: Arc<Health>,
+    /// Send `READONLY` after connecting, so a replica serves reads of its primary's slots.
+    pub readonly: bool,
+}
+
 /// Starts the task and returns its queue.
-pub(super) fn spawn(
-    addr: Arc<str>,
-    config: UpstreamConfig,
-    limits: Limits,
-    metrics: NodeMetrics,
-    connect_limit: Arc<ConnectLimit>,
-) -> mpsc::UnboundedSender<Pending> {
+pub(super) fn spawn(context: Arc<NodeContext>) -> mpsc::UnboundedSender<Pending> {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(run(addr, config, limits, metrics, connect_limit, rx));
+    tokio::spawn(run(context, rx));
     tx
 }
 
 /// Connects on demand and reconnects after failures, until every sender is gone.
-async fn run(
-    addr: Arc<str>,
-    config: UpstreamConfig,
-    limits: Limits,
-    metrics: NodeMetrics,
-    connect_limit: Arc<ConnectLimit>,
-    mut rx: mpsc::UnboundedReceiver<Pending>,
-) {
+async fn run(context: Arc<NodeContext>, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    let NodeContext {
+        addr,
+        config,
+        metrics,
+        health,
+        ..
+    } = &*context;
     let mut failures: u32 = 0;
     let mut retry_at = Instant::now();
     while let Some(first) = rx.recv().await {
@@ -84,21 +93,28 @@ async fn run(
             fail_queued(
                 first,
                 &mut rx,
-                &addr,
+                addr,
                 "reconnect back-off after a failed connect",
             );
             continue;
         }
-        match connect(&addr, &config, &connect_limit).await {
+        let connected = match connect(addr, config, &context.connect_limit).await {
+            Ok(stream) if context.readonly => readonly(stream, &context.limits).await,
+            other => other,
+        };
+        match connected {
             Ok(stream) => {
                 failures = 0;
                 tracing::debug!(node = %addr, "connected");
                 metrics.connections.inc();
-                let mut session = Session::new(addr.clone(), limits.clone(), metrics.clone());
-                let idle = config.idle_timeout;
-                if let Err(reason) = session.serve(stream, first, &mut rx, idle).await {
+                let mut session = Session::new(&context);
+                if let Err(reason) = session
+                    .serve(stream, first, &mut rx, config.idle_timeout)
+                    .await
+                {
                     tracing::warn!(node = %addr, %reason, "node connection closed");
                     metrics.errors.inc();
+                    health.record_failure(&reason);
                     session.fail_in_flight(&reason);
                 }
                 metrics.connections.dec();
@@ -109,8 +125,35 @@ async fn run(
                 retry_at = Instant::now() + backoff;
                 tracing::warn!(node = %addr, %reason, ?backoff, "connect failed");
                 metrics.errors.inc();
-                fail_queued(first, &mut rx, &addr, &reason);
+                health.record_failure(&reason);
+                fail_queued(first, &mut rx, addr, &reason);
             }
+        }
+    }
+}
+
+/// `READONLY` on a fresh connection: a replica then serves reads of its primary's slots instead
+/// of answering MOVED (harmless on a primary). Only sent when a read policy may use replicas.
+async fn readonly(mut stream: TcpStream, limits: &Limits) -> Result<TcpStream, String> {
+    const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
+    stream
+        .write_all(READONLY)
+        .await
+        .map_err(|e| format!("READONLY: write failed: {e}"))?;
+    let mut input = BytesMut::with_capacity(256);
+    loop {
+        if let Some(len) = frames_len(&input, 1, limits)? {
+            if &input[..len] != b"+OK\r\n" {
+                let reply = String::from_utf8_lossy(&input[..len]);
+                return Err(format!("READONLY refused: {}", reply.trim_end()));
+            }
+            return Ok(stream);
+        }
+        match stream.read_buf(&mut input).await {
+            Ok(0) => return Err("node closed the connection during READONLY".to_string()),
+            Ok(_) if input.len() > 4096 => return Err("oversized reply to READONLY".to_string()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("READONLY: read failed: {e}")),
         }
     }
 }
@@ -196,19 +239,21 @@ struct Session {
     /// Bytes actually written to the socket over the connection's life.
     written: u64,
     metrics: NodeMetrics,
+    health: Arc<Health>,
     /// The clock read for the batch being queued.
     batch_at: Instant,
 }
 
 impl Session {
-    fn new(addr: Arc<str>, limits: Limits, metrics: NodeMetrics) -> Session {
+    fn new(context: &NodeContext) -> Session {
         Session {
-            addr,
-            limits,
+            addr: context.addr.clone(),
+            limits: context.limits.clone(),
             in_flight: VecDeque::new(),
             queued: 0,
             written: 0,
-            metrics,
+            metrics: context.metrics.clone(),
+            health: context.health.clone(),
             batch_at: Instant::now(),
         }
     }
@@ -310,6 +355,7 @@ impl Session {
     /// Metrics are updated once per batch, not per command: fewer contended atomic operations.
     fn count_queued(&self, commands: usize) {
         self.metrics.requests.inc_by(commands as u64);
+        self.metrics.all_requests.inc_by(commands as u64);
         self.metrics.in_flight.inc_by(commands as i64);
     }
 
@@ -319,6 +365,13 @@ impl Session {
         let mut batch = ReplyBatch::default();
         let result = self.deliver_frames(input, now, &mut batch);
         self.metrics.record_replies(batch.count, batch.latency);
+        if batch.count > 0 {
+            self.health
+                .observe_latency(batch.latency / u32::try_from(batch.count).unwrap_or(u32::MAX));
+        }
+        if batch.answered {
+            self.health.record_success();
+        }
         result
     }
 
@@ -351,6 +404,7 @@ impl Session {
                 self.metrics.duration.observe(elapsed.as_secs_f64());
                 batch.count += 1;
                 batch.latency += elapsed;
+                batch.answered |= frame.first() != Some(&b'-');
                 // The waiter may have given up (deadline); its reply is dropped.
                 let _ = done.reply.send(Ok(frame));
             }

@@ -9,6 +9,8 @@ mod conn;
 mod connect_limit;
 mod dedicated;
 mod error;
+mod health;
+mod health_check;
 mod node;
 mod registry;
 
@@ -17,5 +19,7 @@ pub use conn::ASKING;
 pub use connect_limit::ConnectLimit;
 pub use dedicated::{Dedicated, DedicatedPool};
 pub use error::UpstreamError;
+pub use health::{Health, HealthSnapshot, OutlierConfig};
+pub use health_check::run_health_checks;
 pub use node::{Node, Reply};
 pub use registry::Upstreams;

@@ -8,10 +8,21 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use super::conn::{self, Pending};
+use super::conn::{self, NodeContext, Pending};
+use super::health::{Health, HealthMetrics};
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
 use crate::protocol::Limits;
+
+/// How a node is created: what its connections share beyond the node's own address.
+pub(super) struct NodeSettings<'a> {
+    pub config: &'a UpstreamConfig,
+    pub limits: &'a Limits,
+    pub connect_limit: &'a Arc<ConnectLimit>,
+    /// Bumped on every ejection of any node (health checker, topology refresher).
+    pub ejections: &'a Arc<tokio::sync::watch::Sender<u64>>,
+    pub readonly: bool,
+}
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
 /// the last handle is dropped and their in-flight replies are delivered.
@@ -20,30 +31,51 @@ pub struct Node {
     /// One queue per connection task; each task owns its socket. Unbounded because each client
     /// is already bounded by `client.max_in_flight`, and queueing must never wait (ordering).
     conns: Box<[mpsc::UnboundedSender<Pending>]>,
+    health: Arc<Health>,
 }
 
 impl Node {
     /// Starts the connection tasks (they connect lazily, on the first command).
-    pub fn spawn(
-        addr: &str,
-        config: &UpstreamConfig,
-        limits: &Limits,
-        metrics: NodeMetrics,
-        connect_limit: &Arc<ConnectLimit>,
-    ) -> Node {
+    pub(super) fn spawn(addr: &str, settings: &NodeSettings<'_>, metrics: NodeMetrics) -> Node {
         let addr: Arc<str> = Arc::from(addr);
-        let conns = (0..config.connections_per_node.max(1))
-            .map(|_| {
-                conn::spawn(
-                    addr.clone(),
-                    config.clone(),
-                    limits.clone(),
-                    metrics.clone(),
-                    connect_limit.clone(),
-                )
-            })
+        let health = Arc::new(Health::new(
+            addr.clone(),
+            settings.config.outlier.clone(),
+            HealthMetrics {
+                in_flight: metrics.in_flight.clone(),
+                ejections: metrics.ejections.clone(),
+                ejected: metrics.ejected.clone(),
+            },
+            settings.ejections.clone(),
+        ));
+        let context = Arc::new(NodeContext {
+            addr: addr.clone(),
+            config: settings.config.clone(),
+            limits: settings.limits.clone(),
+            metrics,
+            connect_limit: settings.connect_limit.clone(),
+            health: health.clone(),
+            readonly: settings.readonly,
+        });
+        let conns = (0..settings.config.connections_per_node.max(1))
+            .map(|_| conn::spawn(context.clone()))
             .collect();
-        Node { addr, conns }
+        Node {
+            addr,
+            conns,
+            health,
+        }
+    }
+
+    /// Whether the node takes traffic, and how loaded it is.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// True while outlier detection keeps the node out of selection.
+    #[inline]
+    pub fn is_ejected(&self) -> bool {
+        self.health.is_ejected()
     }
 
     /// The `host:port` this node was created for.

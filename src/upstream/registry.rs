@@ -3,6 +3,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::watch;
+
+use super::node::NodeSettings;
 use super::{ConnectLimit, DedicatedPool, Node, UpstreamConfig};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
@@ -16,10 +19,20 @@ pub struct Upstreams {
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
     dedicated: DedicatedPool,
     connect_limit: Arc<ConnectLimit>,
+    /// Send `READONLY` on new pipelined connections (a read policy may use replicas).
+    readonly: bool,
+    /// Bumped on every node ejection.
+    ejections: Arc<watch::Sender<u64>>,
 }
 
 impl Upstreams {
-    pub fn new(config: UpstreamConfig, limits: Limits, metrics: Arc<Metrics>) -> Upstreams {
+    /// `readonly`: pipelined connections send `READONLY` first, so replicas serve reads.
+    pub fn new(
+        config: UpstreamConfig,
+        limits: Limits,
+        metrics: Arc<Metrics>,
+        readonly: bool,
+    ) -> Upstreams {
         let connect_limit = Arc::new(ConnectLimit::new(config.max_connects_per_second));
         Upstreams {
             dedicated: DedicatedPool::new(
@@ -33,6 +46,8 @@ impl Upstreams {
             limits,
             metrics,
             nodes: Mutex::new(HashMap::new()),
+            readonly,
+            ejections: Arc::new(watch::channel(0).0),
         }
     }
 
@@ -43,13 +58,14 @@ impl Upstreams {
             return node.clone();
         }
         let metrics = self.metrics.node(addr);
-        let node = Arc::new(Node::spawn(
-            addr,
-            &self.config,
-            &self.limits,
-            metrics,
-            &self.connect_limit,
-        ));
+        let settings = NodeSettings {
+            config: &self.config,
+            limits: &self.limits,
+            connect_limit: &self.connect_limit,
+            ejections: &self.ejections,
+            readonly: self.readonly,
+        };
+        let node = Arc::new(Node::spawn(addr, &settings, metrics));
         nodes.insert(node.addr().clone(), node.clone());
         node
     }
@@ -57,6 +73,22 @@ impl Upstreams {
     /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).
     pub fn dedicated(&self) -> &DedicatedPool {
         &self.dedicated
+    }
+
+    /// Every node known right now (for health checks and the admin API).
+    pub fn all(&self) -> Vec<Arc<Node>> {
+        let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        nodes.values().cloned().collect()
+    }
+
+    /// Changes whenever any node is ejected.
+    pub fn ejections(&self) -> watch::Receiver<u64> {
+        self.ejections.subscribe()
+    }
+
+    /// The outlier-detection settings every node uses.
+    pub fn outlier(&self) -> &super::OutlierConfig {
+        &self.config.outlier
     }
 
     /// Forgets nodes for which `keep` is false; their connections close once no command or

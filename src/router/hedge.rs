@@ -1,0 +1,94 @@
+//! Hedged reads (`router.hedge_after`): a read that has not been answered after `hedge_after` is
+//! sent to a second node of its shard as well, and the first good reply wins. This is also how a
+//! read that times out on one replica is retried on another without waiting for the deadline.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::forward::{Candidate, Command, Outcome};
+use super::redirect::{classify, Verdict};
+use super::{select, Router};
+use crate::upstream::{Node, Reply};
+
+impl Router {
+    /// True when `command` is a read that may be hedged (opt-in: `hedge_after` > 0 and a read
+    /// policy that uses replicas). Hedged reads cost a boxed future each; the others, nothing.
+    pub(super) fn hedges(&self, command: &Command) -> bool {
+        !command.write
+            && !self.config.hedge_after.is_zero()
+            && self.config.read_policy.uses_replicas()
+    }
+
+    /// Waits for `first` (already queued on `node`); after `hedge_after` sends the read to a
+    /// second node and takes whichever good reply comes first. Failures and redirects go on
+    /// through [`Router::finish`], with the nodes that failed marked as tried.
+    pub(super) async fn hedged(
+        &self,
+        command: Command,
+        node: Arc<Node>,
+        mut first: Reply,
+    ) -> Bytes {
+        let hedge_at = (Instant::now() + self.config.hedge_after).min(command.deadline);
+        tokio::select! {
+            outcome = &mut first => return self.finish(command, Some((node, outcome)), Vec::new()).await,
+            () = tokio::time::sleep_until(hedge_at) => {}
+        }
+        let tried = vec![node.clone()];
+        let other = match self.candidate(command.slot, false, &tried) {
+            Candidate::Node(other) if !select::was_tried(&other, &tried) => other,
+            // Nobody else to ask: keep waiting for the first node.
+            _ => {
+                return match tokio::time::timeout_at(command.deadline, first).await {
+                    Ok(outcome) => {
+                        self.finish(command, Some((node, outcome)), Vec::new())
+                            .await
+                    }
+                    Err(_elapsed) => {
+                        node.health().record_failure("command timed out");
+                        self.timed_out(&node)
+                    }
+                }
+            }
+        };
+        self.metrics.hedge();
+        let mut second = other.send(command.payload.clone(), false, command.lane);
+        let deadline = tokio::time::sleep_until(command.deadline);
+        tokio::pin!(deadline);
+        let mut first_failed: Option<Outcome> = None;
+        let mut second_failed: Option<Outcome> = None;
+        loop {
+            tokio::select! {
+                outcome = &mut first, if first_failed.is_none() => {
+                    if is_good(&outcome) {
+                        return outcome.unwrap_or_default();
+                    }
+                    first_failed = Some(outcome);
+                }
+                outcome = &mut second, if second_failed.is_none() => {
+                    if is_good(&outcome) {
+                        return outcome.unwrap_or_default();
+                    }
+                    second_failed = Some(outcome);
+                }
+                () = &mut deadline => {
+                    let slow = if first_failed.is_none() { &node } else { &other };
+                    slow.health().record_failure("command timed out");
+                    return self.timed_out(slow);
+                }
+            }
+            if first_failed.is_some() {
+                if let Some(last) = second_failed.take() {
+                    // Both failed: the usual redirect/retry rules, the first node marked as tried.
+                    return self.finish(command, Some((other, last)), tried).await;
+                }
+            }
+        }
+    }
+}
+
+/// A reply the client can have as it is (not MOVED/ASK/transient, not a connection error).
+fn is_good(outcome: &Outcome) -> bool {
+    matches!(outcome, Ok(reply) if classify(reply) == Verdict::Done)
+}

@@ -1,0 +1,364 @@
+//! Whether a node should get traffic, and how loaded it is: consecutive-failure ejection with
+//! exponentially growing ejection times (ended by an active PING check), outstanding requests and
+//! a latency EWMA for picking among replicas.
+//!
+//! Everything here is a few atomics read on the hot path (one relaxed load to ask "ejected?");
+//! the rare transitions (eject, restore) take no lock either: a compare-and-swap on `ejected`
+//! makes exactly one caller perform each.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::units;
+
+/// `upstream.outlier:` in the config file.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutlierConfig {
+    /// Consecutive failures (connect errors, lost connections, timeouts, `-LOADING`,
+    /// `-MASTERDOWN`) that eject a node from selection; 0 turns ejection off.
+    pub consecutive_failures: u32,
+    /// How long the first ejection lasts; each further ejection doubles it.
+    #[serde(with = "units::duration")]
+    pub base_ejection_time: Duration,
+    /// Upper bound for the doubling. A node that stays healthy this long after coming back
+    /// starts again from `base_ejection_time`.
+    #[serde(with = "units::duration")]
+    pub max_ejection_time: Duration,
+    /// How often an ejected node is sent `PING` once its ejection time is over; the first
+    /// `PONG` brings it back.
+    #[serde(with = "units::duration")]
+    pub health_check_interval: Duration,
+}
+
+impl Default for OutlierConfig {
+    fn default() -> Self {
+        OutlierConfig {
+            consecutive_failures: 5,
+            base_ejection_time: Duration::from_secs(1),
+            max_ejection_time: Duration::from_secs(30),
+            health_check_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// The ejection time for the `nth` ejection in a row (1-based): base × 2^(nth-1), capped.
+pub fn ejection_time(config: &OutlierConfig, nth: u32) -> Duration {
+    let doublings = nth.saturating_sub(1).min(20);
+    config
+        .base_ejection_time
+        .saturating_mul(1 << doublings)
+        .min(config.max_ejection_time.max(config.base_ejection_time))
+}
+
+/// Health and load of one node, shared by its connections, the router and the health checker.
+pub struct Health {
+    addr: Arc<str>,
+    config: OutlierConfig,
+    /// The clock origin for the millisecond timestamps below.
+    origin: Instant,
+    failures: AtomicU32,
+    ejected: AtomicBool,
+    /// When the current ejection may end (ms since `origin`).
+    ejected_until_ms: AtomicU64,
+    /// Ejections in a row (reset once the node stays healthy for `max_ejection_time`).
+    ejections: AtomicU32,
+    restored_at_ms: AtomicU64,
+    /// Write-to-reply latency, exponentially weighted (µs); 0 until the first reply.
+    ewma_us: AtomicU64,
+    /// Commands written and not yet answered (the node's in-flight gauge, shared with metrics).
+    in_flight: Gauge,
+    ejections_total: Counter,
+    ejected_gauge: Gauge,
+    /// Bumped on every ejection, so the health checker and the topology refresher wake up.
+    events: Arc<watch::Sender<u64>>,
+}
+
+/// What [`Health::snapshot`] reports (admin API, error messages).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HealthSnapshot {
+    pub ejected: bool,
+    pub consecutive_failures: u32,
+    pub ejections: u32,
+    /// Time left in the ejection before health checks may bring the node back.
+    pub ejected_for_ms: u64,
+    pub latency_ewma_us: u64,
+    pub in_flight: i64,
+}
+
+/// The counters a node's health reports to (from its `NodeMetrics`).
+pub struct HealthMetrics {
+    pub in_flight: Gauge,
+    pub ejections: Counter,
+    pub ejected: Gauge,
+}
+
+impl Health {
+    pub fn new(
+        addr: Arc<str>,
+        config: OutlierConfig,
+        metrics: HealthMetrics,
+        events: Arc<watch::Sender<u64>>,
+    ) -> Health {
+        Health {
+            addr,
+            config,
+            origin: Instant::now(),
+            failures: AtomicU32::new(0),
+            ejected: AtomicBool::new(false),
+            ejected_until_ms: AtomicU64::new(0),
+            ejections: AtomicU32::new(0),
+            restored_at_ms: AtomicU64::new(0),
+            ewma_us: AtomicU64::new(0),
+            in_flight: metrics.in_flight,
+            ejections_total: metrics.ejections,
+            ejected_gauge: metrics.ejected,
+            events,
+        }
+    }
+
+    pub fn addr(&self) -> &Arc<str> {
+        &self.addr
+    }
+
+    /// True while the node is out of selection (the hot-path question: one relaxed load).
+    #[inline]
+    pub fn is_ejected(&self) -> bool {
+        self.ejected.load(Ordering::Relaxed)
+    }
+
+    /// A reply that was not an error arrived: the failure streak is over. Stores only when
+    /// there was a streak, so the common case is a read of a shared cache line, not a write.
+    #[inline]
+    pub fn record_success(&self) {
+        if self.failures.load(Ordering::Relaxed) != 0 {
+            self.failures.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// One failure; ejects the node when the streak reaches the threshold. Returns true for
+    /// the call that ejected it.
+    pub fn record_failure(&self, why: &str) -> bool {
+        let threshold = self.config.consecutive_failures;
+        if threshold == 0 {
+            return false;
+        }
+        let streak = self
+            .failures
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        if streak < threshold
+            || self
+                .ejected
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        let now = self.now_ms();
+        // A node that stayed healthy for `max_ejection_time` starts over from the base time.
+        let restored_at = self.restored_at_ms.load(Ordering::Relaxed);
+        let healthy_for = now.saturating_sub(restored_at);
+        if restored_at != 0 && healthy_for >= millis(self.config.max_ejection_time) {
+            self.ejections.store(0, Ordering::Relaxed);
+        }
+        let nth = self
+            .ejections
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let time = ejection_time(&self.config, nth);
+        self.ejected_until_ms
+            .store(now.saturating_add(millis(time)), Ordering::Relaxed);
+        self.ejections_total.inc();
+        self.ejected_gauge.set(1);
+        tracing::warn!(node = %self.addr, failures = streak, ejection = nth, ?time, last_failure = why, "node ejected");
+        self.events.send_modify(|n| *n = n.wrapping_add(1));
+        true
+    }
+
+    /// True when the node is ejected and its ejection time is over: time for a health check.
+    pub fn due_for_check(&self) -> bool {
+        self.is_ejected() && self.now_ms() >= self.ejected_until_ms.load(Ordering::Relaxed)
+    }
+
+    /// A health check succeeded: the node takes traffic again.
+    pub fn restore(&self) {
+        self.failures.store(0, Ordering::Relaxed);
+        self.restored_at_ms
+            .store(self.now_ms().max(1), Ordering::Relaxed);
+        if self.ejected.swap(false, Ordering::AcqRel) {
+            self.ejected_gauge.set(0);
+            tracing::info!(node = %self.addr, "node restored after a successful health check");
+        }
+    }
+
+    /// Feeds the latency EWMA with the mean latency of one read's replies (weight 1/8).
+    pub fn observe_latency(&self, mean: Duration) {
+        let sample = u64::try_from(mean.as_micros()).unwrap_or(u64::MAX).max(1);
+        let old = self.ewma_us.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            old - old / 8 + sample / 8
+        };
+        self.ewma_us.store(new, Ordering::Relaxed);
+    }
+
+    /// Lower is better: expected wait ≈ (outstanding + 1) × latency. Nodes never measured count
+    /// as fast (1 µs), so new replicas get tried.
+    pub fn load_score(&self) -> u64 {
+        let outstanding = u64::try_from(self.in_flight.get()).unwrap_or(0);
+        (outstanding + 1).saturating_mul(self.ewma_us.load(Ordering::Relaxed).max(1))
+    }
+
+    /// Time left before a health check may bring the node back (zero when not ejected).
+    pub fn ejected_for(&self) -> Duration {
+        if !self.is_ejected() {
+            return Duration::ZERO;
+        }
+        let until = self.ejected_until_ms.load(Ordering::Relaxed);
+        Duration::from_millis(until.saturating_sub(self.now_ms()))
+    }
+
+    pub fn snapshot(&self) -> HealthSnapshot {
+        HealthSnapshot {
+            ejected: self.is_ejected(),
+            consecutive_failures: self.failures.load(Ordering::Relaxed),
+            ejections: self.ejections.load(Ordering::Relaxed),
+            ejected_for_ms: millis(self.ejected_for()),
+            latency_ewma_us: self.ewma_us.load(Ordering::Relaxed),
+            in_flight: self.in_flight.get(),
+        }
+    }
+
+    pub fn config(&self) -> &OutlierConfig {
+        &self.config
+    }
+
+    fn now_ms(&self) -> u64 {
+        millis(self.origin.elapsed())
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health(threshold: u32) -> (Health, watch::Receiver<u64>) {
+        let (tx, rx) = watch::channel(0);
+        let config = OutlierConfig {
+            consecutive_failures: threshold,
+            base_ejection_time: Duration::from_millis(100),
+            max_ejection_time: Duration::from_millis(1000),
+            health_check_interval: Duration::from_millis(10),
+        };
+        let metrics = HealthMetrics {
+            in_flight: Gauge::default(),
+            ejections: Counter::default(),
+            ejected: Gauge::default(),
+        };
+        (
+            Health::new(Arc::from("n:1"), config, metrics, Arc::new(tx)),
+            rx,
+        )
+    }
+
+    #[test]
+    fn ejection_time_doubles_up_to_the_cap() {
+        let config = OutlierConfig {
+            base_ejection_time: Duration::from_secs(1),
+            max_ejection_time: Duration::from_secs(5),
+            ..OutlierConfig::default()
+        };
+        let times: Vec<u64> = (1..=5)
+            .map(|n| ejection_time(&config, n).as_secs())
+            .collect();
+        assert_eq!(times, vec![1, 2, 4, 5, 5]);
+        assert_eq!(ejection_time(&config, 1000), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn consecutive_failures_eject_once_and_successes_reset_the_streak() {
+        let (h, rx) = health(3);
+        assert!(!h.record_failure("x"));
+        assert!(!h.record_failure("x"));
+        h.record_success();
+        assert!(!h.record_failure("x"));
+        assert!(!h.record_failure("x"));
+        assert!(!h.is_ejected());
+        assert!(h.record_failure("x"), "third in a row ejects");
+        assert!(h.is_ejected());
+        assert!(!h.record_failure("x"), "already ejected: not again");
+        assert_eq!(*rx.borrow(), 1, "one ejection event");
+        assert_eq!(h.ejected_gauge.get(), 1);
+        assert_eq!(h.ejections_total.get(), 1);
+    }
+
+    #[test]
+    fn zero_threshold_never_ejects() {
+        let (h, _rx) = health(0);
+        for _ in 0..100 {
+            assert!(!h.record_failure("x"));
+        }
+        assert!(!h.is_ejected());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_health_check_is_due_only_after_the_ejection_time_and_restore_ends_it() {
+        let (h, _rx) = health(1);
+        assert!(h.record_failure("x"));
+        assert!(!h.due_for_check());
+        assert!(h.ejected_for() > Duration::ZERO);
+        tokio::time::advance(Duration::from_millis(101)).await;
+        assert!(h.due_for_check());
+        h.restore();
+        assert!(!h.is_ejected());
+        assert_eq!(h.ejected_gauge.get(), 0);
+        // Ejected again soon after: the second ejection lasts twice as long.
+        assert!(h.record_failure("x"));
+        tokio::time::advance(Duration::from_millis(150)).await;
+        assert!(!h.due_for_check(), "second ejection lasts 200ms");
+        tokio::time::advance(Duration::from_millis(60)).await;
+        assert!(h.due_for_check());
+        h.restore();
+        // Healthy for longer than max_ejection_time: back to the base time.
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        assert!(h.record_failure("x"));
+        tokio::time::advance(Duration::from_millis(101)).await;
+        assert!(h.due_for_check(), "streak forgotten: base time again");
+    }
+
+    #[test]
+    fn load_score_prefers_idle_fast_nodes() {
+        let (fast, _a) = health(1);
+        let (slow, _b) = health(1);
+        fast.observe_latency(Duration::from_micros(100));
+        slow.observe_latency(Duration::from_micros(2000));
+        assert!(fast.load_score() < slow.load_score());
+        fast.in_flight.set(100);
+        assert!(
+            fast.load_score() > slow.load_score(),
+            "a queue outweighs speed"
+        );
+    }
+
+    #[test]
+    fn ewma_moves_an_eighth_towards_each_sample() {
+        let (h, _rx) = health(1);
+        h.observe_latency(Duration::from_micros(800));
+        assert_eq!(h.snapshot().latency_ewma_us, 800);
+        h.observe_latency(Duration::from_micros(1600));
+        assert_eq!(h.snapshot().latency_ewma_us, 900);
+    }
+}

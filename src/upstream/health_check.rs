@@ -1,0 +1,56 @@
+//! The active health check: while a node is ejected, `PING` it every `health_check_interval` once
+//! its ejection time is over; the first `PONG` brings it back into selection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use super::{Node, Upstreams};
+
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+
+/// Runs until `shutdown`. Idle (no timer) while no node is ejected.
+pub async fn run_health_checks(upstreams: Arc<Upstreams>, mut shutdown: watch::Receiver<bool>) {
+    let interval = upstreams.outlier().health_check_interval;
+    let mut ejections = upstreams.ejections();
+    loop {
+        let ejected: Vec<Arc<Node>> = upstreams
+            .all()
+            .into_iter()
+            .filter(|node| node.is_ejected())
+            .collect();
+        if ejected.is_empty() {
+            tokio::select! {
+                changed = ejections.changed() => if changed.is_err() { return },
+                _ = shutdown.changed() => return,
+            }
+            continue;
+        }
+        for node in ejected {
+            if node.health().due_for_check() {
+                tokio::spawn(check(node, interval));
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// One `PING` through the node's own pipelined connection (so a node that accepts connections
+/// but never answers stays ejected), bounded by `timeout`.
+async fn check(node: Arc<Node>, timeout: Duration) {
+    let ping = node.call(Bytes::from_static(PING), false, 0);
+    match tokio::time::timeout(timeout, ping).await {
+        Ok(Ok(reply)) if reply.as_ref() == b"+PONG\r\n" => node.health().restore(),
+        Ok(Ok(reply)) => {
+            let reply = String::from_utf8_lossy(&reply);
+            tracing::debug!(node = %node.addr(), reply = %reply.trim_end(), "health check: not yet");
+        }
+        Ok(Err(error)) => tracing::debug!(node = %node.addr(), %error, "health check failed"),
+        Err(_) => tracing::debug!(node = %node.addr(), ?timeout, "health check timed out"),
+    }
+}
