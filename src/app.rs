@@ -103,7 +103,7 @@ pub async fn run(
         reply_limits.clone(),
         metrics.clone(),
     ));
-    let cluster = Arc::new(ClusterState::new());
+    let cluster = Arc::new(ClusterState::with_config(&config.cluster));
     let refresher = Refresher {
         state: cluster.clone(),
         upstreams: upstreams.clone(),
