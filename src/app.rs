@@ -129,7 +129,7 @@ pub async fn run(
         metrics.clone(),
         config.router.read_policy.uses_replicas(),
     ));
-    let cluster = Arc::new(ClusterState::new());
+    let cluster = Arc::new(ClusterState::with_config(&config.cluster));
     let refresher = Refresher {
         state: cluster.clone(),
         upstreams: upstreams.clone(),

@@ -14,6 +14,8 @@ use crate::upstream::Node;
 struct RangeView {
     start: u16,
     end: u16,
+    /// The primary's config epoch (0 when `CLUSTER NODES` could not be read).
+    epoch: Option<u64>,
     primary: Option<NodeView>,
     replicas: Vec<NodeView>,
 }
@@ -50,6 +52,7 @@ pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde
         .map(|(start, end, shard)| RangeView {
             start,
             end,
+            epoch: shard.map(|s| s.epoch),
             primary: shard.map(|s| node_view(&s.primary, &state.metrics)),
             replicas: shard.map_or_else(Vec::new, |s| {
                 s.replicas
@@ -63,6 +66,7 @@ pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde
         "ready": state.cluster.is_ready(),
         "owned_slots": topology.owned_slots(),
         "source": topology.source(),
+        "has_epochs": topology.has_epochs(),
         "ranges": ranges,
     }))
 }

@@ -15,12 +15,16 @@ pub struct ClusterConfig {
     /// Periodic topology refresh.
     #[serde(with = "units::duration")]
     pub refresh_interval: Duration,
-    /// Deadline for one `CLUSTER SLOTS` query.
+    /// Deadline for one `CLUSTER SLOTS` + `CLUSTER NODES` query.
     #[serde(with = "units::duration")]
     pub refresh_timeout: Duration,
     /// Minimum time between two refreshes, so a burst of MOVED replies triggers one refresh.
     #[serde(with = "units::duration")]
     pub refresh_min_gap: Duration,
+    /// Every this many MOVED replies ask for a refresh; 0: redirects never do.
+    pub redirect_refresh_threshold: u32,
+    /// Every this many upstream failures ask for a refresh; 0: failures never do.
+    pub failure_refresh_threshold: u32,
 }
 
 impl Default for ClusterConfig {
@@ -30,6 +34,8 @@ impl Default for ClusterConfig {
             refresh_interval: Duration::from_secs(5),
             refresh_timeout: Duration::from_secs(2),
             refresh_min_gap: Duration::from_millis(100),
+            redirect_refresh_threshold: 1,
+            failure_refresh_threshold: 3,
         }
     }
 }

@@ -2,13 +2,22 @@
 
 use crate::protocol::Frame;
 
-/// One entry of `CLUSTER SLOTS`: a slot range, its primary and replicas as `host:port`.
+/// One entry of `CLUSTER SLOTS`: a slot range, its primary and replicas.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotRange {
     pub start: u16,
     pub end: u16,
-    pub primary: Option<String>,
-    pub replicas: Vec<String>,
+    pub primary: Option<SlotNode>,
+    pub replicas: Vec<SlotNode>,
+}
+
+/// A node of a `CLUSTER SLOTS` entry: the address to use (it honours
+/// `cluster-preferred-endpoint-type`) and the node id, which joins it with `CLUSTER NODES`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotNode {
+    pub addr: String,
+    /// Absent only in replies of servers older than Redis 4.
+    pub id: Option<String>,
 }
 
 /// Parses the reply. `answered_by` is the `host:port` that was asked: an empty host in the reply
@@ -70,8 +79,8 @@ fn slot_number(frame: &Frame) -> Result<u16, String> {
         .ok_or_else(|| format!("slot {n} is out of range 0-16383"))
 }
 
-/// `[host, port, id, ...]` → `Some("host:port")`, or `None` for an unknown (`?`) endpoint.
-fn endpoint(frame: &Frame, answered_by: &str) -> Result<Option<String>, String> {
+/// `[host, port, id, ...]` → the node, or `None` for an unknown (`?`) endpoint.
+fn endpoint(frame: &Frame, answered_by: &str) -> Result<Option<SlotNode>, String> {
     let fields = frame.as_array().ok_or("node is not an array")?;
     let host = fields
         .first()
@@ -83,6 +92,7 @@ fn endpoint(frame: &Frame, answered_by: &str) -> Result<Option<String>, String> 
         .and_then(|p| u16::try_from(p).ok())
         .ok_or("node port is missing or invalid")?;
     let host = std::str::from_utf8(host).map_err(|_| "node host is not UTF-8")?;
+    let id = node_id(fields.get(2))?;
     if host == "?" {
         return Ok(None);
     }
@@ -91,10 +101,25 @@ fn endpoint(frame: &Frame, answered_by: &str) -> Result<Option<String>, String> 
     } else {
         host
     };
-    if host.contains(':') && !host.starts_with('[') {
-        return Ok(Some(format!("[{host}]:{port}")));
+    let addr = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    Ok(Some(SlotNode { addr, id }))
+}
+
+/// The optional third field of a node: its id, a non-empty string when present.
+fn node_id(frame: Option<&Frame>) -> Result<Option<String>, String> {
+    let Some(frame) = frame else {
+        return Ok(None);
+    };
+    let id = frame.as_bytes().ok_or("node id is not a string")?;
+    let id = std::str::from_utf8(id).map_err(|_| "node id is not UTF-8")?;
+    if id.is_empty() {
+        return Err("node id is empty".to_string());
     }
-    Ok(Some(format!("{host}:{port}")))
+    Ok(Some(id.to_string()))
 }
 
 #[cfg(test)]
@@ -108,6 +133,14 @@ mod tests {
             Frame::Integer(port),
             Frame::Bulk(Bytes::from_static(b"0123456789abcdef")),
         ])
+    }
+
+    fn addr(node: &Option<SlotNode>) -> Option<&str> {
+        node.as_ref().map(|n| n.addr.as_str())
+    }
+
+    fn addrs(nodes: &[SlotNode]) -> Vec<&str> {
+        nodes.iter().map(|n| n.addr.as_str()).collect()
     }
 
     fn entry(start: i64, end: i64, nodes: Vec<Frame>) -> Frame {
@@ -128,8 +161,8 @@ mod tests {
         ]);
         let ranges = parse_cluster_slots(&reply, "127.0.0.1:7000").expect("valid reply");
         assert_eq!(ranges.len(), 2);
-        assert_eq!(ranges[0].primary.as_deref(), Some("127.0.0.1:7000"));
-        assert_eq!(ranges[0].replicas, vec!["127.0.0.1:7003".to_string()]);
+        assert_eq!(addr(&ranges[0].primary), Some("127.0.0.1:7000"));
+        assert_eq!(addrs(&ranges[0].replicas), vec!["127.0.0.1:7003"]);
         assert_eq!((ranges[1].start, ranges[1].end), (5461, 16383));
         assert!(ranges[1].replicas.is_empty());
     }
@@ -138,7 +171,7 @@ mod tests {
     fn empty_host_means_the_node_that_answered() {
         let reply = Frame::Array(vec![entry(0, 16383, vec![node("", 7005)])]);
         let ranges = parse_cluster_slots(&reply, "10.1.2.3:7000").expect("valid reply");
-        assert_eq!(ranges[0].primary.as_deref(), Some("10.1.2.3:7005"));
+        assert_eq!(addr(&ranges[0].primary), Some("10.1.2.3:7005"));
     }
 
     #[test]
@@ -150,7 +183,24 @@ mod tests {
         )]);
         let ranges = parse_cluster_slots(&reply, "127.0.0.1:7000").expect("valid reply");
         assert_eq!(ranges[0].primary, None);
-        assert_eq!(ranges[0].replicas, vec!["127.0.0.1:7006".to_string()]);
+        assert_eq!(addrs(&ranges[0].replicas), vec!["127.0.0.1:7006"]);
+    }
+
+    #[test]
+    fn node_ids_are_kept_and_optional_for_old_servers() {
+        let old_style = Frame::Array(vec![
+            Frame::Bulk(Bytes::from_static(b"127.0.0.1")),
+            Frame::Integer(7001),
+        ]);
+        let reply = Frame::Array(vec![entry(
+            0,
+            16383,
+            vec![node("127.0.0.1", 7000), old_style],
+        )]);
+        let ranges = parse_cluster_slots(&reply, "127.0.0.1:7000").expect("valid reply");
+        let primary = ranges[0].primary.as_ref().expect("primary");
+        assert_eq!(primary.id.as_deref(), Some("0123456789abcdef"));
+        assert_eq!(ranges[0].replicas[0].id, None);
     }
 
     #[test]
@@ -163,6 +213,13 @@ mod tests {
         assert!(parse_cluster_slots(&no_primary, "x:1").is_err());
         let bad_port = Frame::Array(vec![entry(0, 5, vec![node("127.0.0.1", 70000)])]);
         assert!(parse_cluster_slots(&bad_port, "x:1").is_err());
+        let empty_id = Frame::Array(vec![
+            Frame::Bulk(Bytes::from_static(b"127.0.0.1")),
+            Frame::Integer(7000),
+            Frame::Bulk(Bytes::new()),
+        ]);
+        let empty_id = Frame::Array(vec![entry(0, 5, vec![empty_id])]);
+        assert!(parse_cluster_slots(&empty_id, "x:1").is_err());
         let error = Frame::Error(Bytes::from_static(
             b"ERR This instance has cluster support disabled",
         ));

@@ -1,86 +1,26 @@
-//! Keeps the slot map fresh: asks a known node for `CLUSTER SLOTS` periodically and on request
-//! (after a MOVED or a node failure), and swaps in the new snapshot atomically.
+//! Keeps the slot map fresh: asks a known node for `CLUSTER SLOTS` and `CLUSTER NODES`
+//! periodically and on request, and swaps in the new snapshot atomically — unless it is older
+//! than the current one, or a surprising change no second node confirms (see `safety`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use rand::seq::SliceRandom;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::parse::parse_cluster_slots;
-use super::{ClusterConfig, Topology};
+use super::nodes::{check_join, parse_cluster_nodes_reply, NodeStates};
+use super::parse::{parse_cluster_slots, SlotRange};
+use super::safety::{same_assignment, stale_slot, surprise, Surprise};
+use super::{ClusterConfig, ClusterState, Topology};
 use crate::metrics::Metrics;
-use crate::protocol::{Frame, Limits};
+use crate::protocol::{reply_frame_len, Frame, Limits};
 use crate::upstream::Upstreams;
 
-const CLUSTER_SLOTS: &[u8] = b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
-
-/// What the rest of redcar sees of the cluster: the current snapshot and a way to ask for a
-/// fresher one.
-pub struct ClusterState {
-    topology: ArcSwapOption<Topology>,
-    /// Wakes the refresher early; repeated requests before it runs coalesce into one refresh.
-    refresh_wanted: Notify,
-    /// Latched once a map covering all 16384 slots has been seen (readiness).
-    ready: AtomicBool,
-    /// Bumped on every adopted snapshot, so waiters can sleep until the map changes.
-    version: watch::Sender<u64>,
-}
-
-impl ClusterState {
-    pub fn new() -> ClusterState {
-        ClusterState {
-            topology: ArcSwapOption::empty(),
-            refresh_wanted: Notify::new(),
-            ready: AtomicBool::new(false),
-            version: watch::channel(0).0,
-        }
-    }
-
-    /// The current snapshot (lock-free).
-    pub fn topology(&self) -> Option<Arc<Topology>> {
-        self.topology.load_full()
-    }
-
-    /// Asks the refresher to run soon.
-    pub fn request_refresh(&self) {
-        self.refresh_wanted.notify_one();
-    }
-
-    /// True once a complete slot map has been known.
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-
-    /// Resolves when a new snapshot is adopted (or immediately if one was adopted since `seen`).
-    pub async fn changed_since(&self, seen: u64) -> u64 {
-        let mut rx = self.version.subscribe();
-        let result = rx.wait_for(|v| *v != seen).await;
-        result.map_or(seen, |v| *v)
-    }
-
-    /// The number of snapshots adopted so far.
-    pub fn version(&self) -> u64 {
-        *self.version.borrow()
-    }
-
-    fn adopt(&self, topology: Topology) {
-        if topology.is_complete() {
-            self.ready.store(true, Ordering::Release);
-        }
-        self.topology.store(Some(Arc::new(topology)));
-        self.version.send_modify(|v| *v += 1);
-    }
-}
-
-impl Default for ClusterState {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// `CLUSTER SLOTS` and `CLUSTER NODES`, pipelined in one write so both describe the same moment
+/// of the same node's view.
+const CLUSTER_SLOTS_AND_NODES: &[u8] =
+    b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n*2\r\n$7\r\nCLUSTER\r\n$5\r\nNODES\r\n";
 
 /// The refresh task.
 pub struct Refresher {
@@ -89,6 +29,15 @@ pub struct Refresher {
     pub config: ClusterConfig,
     pub limits: Limits,
     pub metrics: Arc<Metrics>,
+}
+
+/// What to do with a complete candidate map.
+enum Verdict {
+    Adopt,
+    /// Older than the current map: try the next node.
+    Stale,
+    /// Adopt only if another node agrees.
+    Confirm(Surprise),
 }
 
 impl Refresher {
@@ -100,7 +49,7 @@ impl Refresher {
             let next = started + self.config.refresh_min_gap;
             tokio::select! {
                 _ = tokio::time::sleep(self.config.refresh_interval) => {}
-                _ = self.state.refresh_wanted.notified() => {}
+                _ = self.state.refresh_wanted() => {}
                 _ = shutdown.changed() => return,
             }
             tokio::time::sleep_until(next).await;
@@ -109,6 +58,7 @@ impl Refresher {
 
     /// Asks known nodes (in random order), then the seeds, until one gives a usable map.
     pub async fn refresh_once(&self) -> bool {
+        self.state.refresh_started();
         let complete = self.try_refresh().await;
         self.metrics.refresh(complete);
         complete
@@ -116,8 +66,43 @@ impl Refresher {
 
     async fn try_refresh(&self) -> bool {
         let current = self.state.topology();
+        let current = current.as_deref();
+        let candidates = self.candidates(current);
+        let mut partial = None;
+        for (i, addr) in candidates.iter().enumerate() {
+            let Some(map) = self.fetch_logged(addr).await else {
+                continue;
+            };
+            if !map.is_complete() {
+                self.keep_partial(current, map, &mut partial);
+                continue;
+            }
+            let Some(current) = current else {
+                // The first map has nothing to be compared with.
+                self.publish(None, map);
+                return true;
+            };
+            match self.verdict(current, &map) {
+                Verdict::Adopt => {
+                    self.publish(Some(current), map);
+                    return true;
+                }
+                Verdict::Stale => continue,
+                Verdict::Confirm(why) => {
+                    return self.confirm(current, map, why, &candidates[i + 1..]).await;
+                }
+            }
+        }
+        // A partial map is better than none, but never replaces a complete one.
+        if let Some(map) = partial {
+            self.publish(current, map);
+        }
+        false
+    }
+
+    /// The current map's nodes in random order (spreading the load), then the seeds.
+    fn candidates(&self, current: Option<&Topology>) -> Vec<String> {
         let mut candidates: Vec<String> = current
-            .as_ref()
             .map(|t| t.addrs().map(|a| a.to_string()).collect())
             .unwrap_or_default();
         candidates.shuffle(&mut rand::rng());
@@ -126,40 +111,107 @@ impl Refresher {
                 candidates.push(seed.clone());
             }
         }
-        let mut partial = None;
-        for addr in candidates {
-            match self.fetch(&addr).await {
-                Ok(topology) if topology.is_complete() => {
-                    self.publish(current.as_deref(), topology);
-                    return true;
-                }
-                Ok(topology) => {
-                    tracing::warn!(node = %addr, owned = topology.owned_slots(), "partial slot map");
-                    partial.get_or_insert(topology);
-                }
-                Err(reason) => tracing::warn!(node = %addr, %reason, "topology refresh failed"),
-            }
+        candidates
+    }
+
+    /// Remembers the first acceptable partial map, to adopt if no complete one turns up.
+    fn keep_partial(&self, current: Option<&Topology>, map: Topology, kept: &mut Option<Topology>) {
+        let source = map.source().to_string();
+        tracing::warn!(node = %source, owned = map.owned_slots(), "partial slot map");
+        if current.is_some_and(Topology::is_complete) {
+            self.metrics.topology_rejected("partial");
+            return;
         }
-        // A partial map is better than none, but never replaces a complete one.
-        if let Some(topology) = partial {
-            if current.as_ref().is_none_or(|c| !c.is_complete()) {
-                self.publish(current.as_deref(), topology);
-            }
+        if current.is_some_and(|c| self.is_stale(c, &map)) {
+            return;
         }
+        kept.get_or_insert(map);
+    }
+
+    fn verdict(&self, current: &Topology, candidate: &Topology) -> Verdict {
+        if self.is_stale(current, candidate) {
+            return Verdict::Stale;
+        }
+        match surprise(current, candidate) {
+            Some(why) => Verdict::Confirm(why),
+            None => Verdict::Adopt,
+        }
+    }
+
+    /// Applies the epoch rule, logging and counting a rejection.
+    fn is_stale(&self, current: &Topology, candidate: &Topology) -> bool {
+        let Some(stale) = stale_slot(current, candidate) else {
+            return false;
+        };
+        tracing::warn!(
+            node = candidate.source(),
+            slot = stale.slot,
+            owner = %stale.owner,
+            epoch = stale.epoch,
+            current_owner = %stale.current_owner,
+            current_epoch = stale.current_epoch,
+            "rejected a stale slot map: the current owner has a higher config epoch"
+        );
+        self.metrics.topology_rejected("stale");
+        true
+    }
+
+    /// Adopts `candidate` only if the first of `others` that answers (not its own source) gives
+    /// the same slot → primary assignment; otherwise keeps the current map.
+    async fn confirm(
+        &self,
+        current: &Topology,
+        candidate: Topology,
+        why: Surprise,
+        others: &[String],
+    ) -> bool {
+        let others = others.iter().filter(|a| a.as_str() != candidate.source());
+        for addr in others {
+            let Some(second) = self.fetch_logged(addr).await else {
+                continue;
+            };
+            if same_assignment(&candidate, &second) {
+                tracing::info!(node = candidate.source(), confirmed_by = %addr, %why, "surprising slot map confirmed");
+                self.publish(Some(current), candidate);
+                return true;
+            }
+            tracing::warn!(node = candidate.source(), other = %addr, %why, "surprising slot map not confirmed by another node; keeping the current map");
+            self.metrics.topology_rejected("unconfirmed");
+            return false;
+        }
+        tracing::warn!(node = candidate.source(), %why, "surprising slot map, and no other node answered to confirm it; keeping the current map");
+        self.metrics.topology_rejected("unconfirmed");
         false
+    }
+
+    async fn fetch_logged(&self, addr: &str) -> Option<Topology> {
+        self.fetch(addr)
+            .await
+            .inspect_err(|reason| tracing::warn!(node = %addr, %reason, "topology refresh failed"))
+            .ok()
     }
 
     async fn fetch(&self, addr: &str) -> Result<Topology, String> {
         let node = self.upstreams.node(addr);
-        let call = node.call(Bytes::from_static(CLUSTER_SLOTS), false, 0);
+        let call = node.send_frames(Bytes::from_static(CLUSTER_SLOTS_AND_NODES), false, 0, 2);
         let reply = match tokio::time::timeout(self.config.refresh_timeout, call).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) => return Err(e.to_string()),
             Err(_) => return Err(format!("no reply within {:?}", self.config.refresh_timeout)),
         };
-        let frame = Frame::from_bytes(reply, &self.limits).map_err(|e| e.to_string())?;
-        let ranges = parse_cluster_slots(&frame, addr)?;
-        Ok(Topology::build(&ranges, &self.upstreams, Arc::from(addr)))
+        let (slots, nodes) = split_replies(reply, &self.limits)?;
+        let ranges = parse_cluster_slots(&slots, addr)?;
+        let states = joined_states(&ranges, &nodes)
+            .inspect_err(|reason| {
+                tracing::warn!(node = %addr, %reason, "cannot read CLUSTER NODES: this map's config epochs are unknown, so the stale-map check is skipped for it")
+            })
+            .ok();
+        Ok(Topology::build(
+            &ranges,
+            states.as_ref(),
+            &self.upstreams,
+            Arc::from(addr),
+        ))
     }
 
     fn publish(&self, previous: Option<&Topology>, topology: Topology) {
@@ -173,5 +225,41 @@ impl Refresher {
             keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr)
         });
         self.state.adopt(topology);
+    }
+}
+
+/// Cuts the two pipelined replies apart (one contiguous slice from the node connection).
+fn split_replies(reply: Bytes, limits: &Limits) -> Result<(Frame, Frame), String> {
+    let first = reply_frame_len(&reply, limits)
+        .map_err(|e| e.to_string())?
+        .ok_or("CLUSTER SLOTS reply is incomplete")?;
+    let slots = Frame::from_bytes(reply.slice(..first), limits).map_err(|e| e.to_string())?;
+    let nodes = Frame::from_bytes(reply.slice(first..), limits)
+        .map_err(|e| format!("CLUSTER NODES reply: {e}"))?;
+    Ok((slots, nodes))
+}
+
+/// `CLUSTER NODES` parsed and checked to cover every node `CLUSTER SLOTS` named.
+fn joined_states(ranges: &[SlotRange], nodes: &Frame) -> Result<NodeStates, String> {
+    let states = parse_cluster_nodes_reply(nodes)?;
+    check_join(ranges, &states)?;
+    Ok(states)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_two_replies_are_cut_apart() {
+        let limits = Limits::default();
+        let reply = Bytes::from_static(
+            b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n$5\r\nnodes\r\n",
+        );
+        let (slots, nodes) = split_replies(reply, &limits).expect("two frames");
+        assert_eq!(slots.as_array().map(<[Frame]>::len), Some(1));
+        assert_eq!(nodes.as_bytes().map(|b| b.as_ref()), Some(&b"nodes"[..]));
+        let one = Bytes::from_static(b"*0\r\n");
+        assert!(split_replies(one, &limits).is_err(), "NODES reply missing");
     }
 }

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use super::parse::SlotRange;
+use super::nodes::NodeStates;
+use super::parse::{SlotNode, SlotRange};
 use super::SLOT_COUNT;
 use crate::upstream::{Node, Upstreams};
 
@@ -13,7 +14,10 @@ const UNOWNED: u16 = u16::MAX;
 #[derive(Debug)]
 pub struct Shard {
     pub primary: Arc<Node>,
+    /// Replicas the cluster does not consider failed (`fail`, `handshake`, `noaddr`).
     pub replicas: Vec<Arc<Node>>,
+    /// The primary's config epoch (`CLUSTER NODES`); 0 when the map's epochs are unknown.
+    pub epoch: u64,
 }
 
 /// The slot map. Built whole, never mutated: a refresh swaps in a new one.
@@ -24,11 +28,20 @@ pub struct Topology {
     owned: usize,
     /// The node whose `CLUSTER SLOTS` reply this map came from.
     source: Arc<str>,
+    /// False when `CLUSTER NODES` could not be read: every epoch is 0 and means nothing.
+    has_epochs: bool,
 }
 
 impl Topology {
     /// Builds the map from parsed ranges, grouping ranges with the same primary into one shard.
-    pub fn build(ranges: &[SlotRange], upstreams: &Upstreams, source: Arc<str>) -> Topology {
+    /// `states` (from `CLUSTER NODES`, already joined by id) gives epochs and drops failed
+    /// replicas; without it every epoch is 0 and the map says it has none.
+    pub fn build(
+        ranges: &[SlotRange],
+        states: Option<&NodeStates>,
+        upstreams: &Upstreams,
+        source: Arc<str>,
+    ) -> Topology {
         let mut slots = vec![UNOWNED; SLOT_COUNT].into_boxed_slice();
         let mut shards: Vec<Shard> = Vec::new();
         let mut owned = 0;
@@ -38,14 +51,11 @@ impl Topology {
             };
             let index = match shards
                 .iter()
-                .position(|s| s.primary.addr().as_ref() == primary)
+                .position(|s| s.primary.addr().as_ref() == primary.addr)
             {
                 Some(index) => index,
                 None => {
-                    shards.push(Shard {
-                        primary: upstreams.node(primary),
-                        replicas: range.replicas.iter().map(|r| upstreams.node(r)).collect(),
-                    });
+                    shards.push(shard(primary, &range.replicas, states, upstreams));
                     shards.len() - 1
                 }
             };
@@ -61,7 +71,18 @@ impl Topology {
             shards,
             owned,
             source,
+            has_epochs: states.is_some(),
         }
+    }
+
+    /// The config epoch of the primary that owns `slot`, if any (0 when epochs are unknown).
+    pub fn epoch(&self, slot: u16) -> Option<u64> {
+        self.shard(slot).map(|s| s.epoch)
+    }
+
+    /// True when the shards' epochs were read from `CLUSTER NODES`.
+    pub fn has_epochs(&self) -> bool {
+        self.has_epochs
     }
 
     /// The shard that owns `slot`, if any.
@@ -133,12 +154,35 @@ impl Topology {
     }
 }
 
+/// One shard: its primary's epoch, and the replicas `CLUSTER NODES` does not flag as failed.
+fn shard(
+    primary: &SlotNode,
+    replicas: &[SlotNode],
+    states: Option<&NodeStates>,
+    upstreams: &Upstreams,
+) -> Shard {
+    let state = |node: &SlotNode| {
+        let id = node.id.as_ref()?;
+        states?.get(id).copied()
+    };
+    Shard {
+        primary: upstreams.node(&primary.addr),
+        replicas: replicas
+            .iter()
+            .filter(|r| state(r).is_none_or(|s| !s.unusable))
+            .map(|r| upstreams.node(&r.addr))
+            .collect(),
+        epoch: state(primary).map_or(0, |s| s.config_epoch),
+    }
+}
+
 impl std::fmt::Debug for Topology {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Topology")
             .field("owned", &self.owned)
             .field("shards", &self.shards)
             .field("source", &self.source)
+            .field("has_epochs", &self.has_epochs)
             .finish()
     }
 }

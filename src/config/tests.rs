@@ -175,3 +175,18 @@ fn custom_commands_are_read_and_checked_by_key() {
     let clash = format!("{MINIMAL}custom_commands:\n  - {{name: SET, first_key: 1}}\n");
     assert!(error_of(&clash).contains("custom_commands[0].name"));
 }
+
+#[test]
+fn refresh_thresholds_default_to_today_and_accept_zero() {
+    let config = Config::from_yaml(MINIMAL).expect("parses");
+    assert_eq!(config.cluster.redirect_refresh_threshold, 1);
+    assert_eq!(config.cluster.failure_refresh_threshold, 3);
+    let yaml =
+        format!("{MINIMAL}  redirect_refresh_threshold: 0\n  failure_refresh_threshold: 10\n");
+    let config = Config::from_yaml(&yaml).expect("parses");
+    config.validate().expect("0 is valid");
+    assert_eq!(config.cluster.redirect_refresh_threshold, 0);
+    assert_eq!(config.cluster.failure_refresh_threshold, 10);
+    let negative = format!("{MINIMAL}  failure_refresh_threshold: -1\n");
+    assert!(Config::from_yaml(&negative).is_err());
+}

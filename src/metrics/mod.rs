@@ -85,6 +85,11 @@ struct ResultLabel {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
 /// Every metric redcar exports.
 pub struct Metrics {
     registry: Registry,
@@ -114,6 +119,7 @@ pub struct Metrics {
     redirects: Family<RedirectLabel, Counter>,
     retries: Counter,
     refreshes: Family<ResultLabel, Counter>,
+    topology_rejected: Family<ReasonLabel, Counter>,
     slow_commands: Counter,
     /// Clients refused because `client.max_connections` were connected.
     pub clients_refused: Counter,
@@ -219,6 +225,7 @@ impl Metrics {
             redirects: Family::default(),
             retries: Counter::default(),
             refreshes: Family::default(),
+            topology_rejected: Family::default(),
             slow_commands: Counter::default(),
             clients_refused: Counter::default(),
             clients_closed_max_age: Counter::default(),
@@ -335,6 +342,11 @@ impl Metrics {
             "topology_refreshes",
             "Slot map refreshes, by result",
             self.refreshes.clone(),
+        );
+        r.register(
+            "topology_rejected",
+            "Slot maps read but not adopted, by reason (stale, unconfirmed, partial)",
+            self.topology_rejected.clone(),
         );
         r.register(
             "slow_commands",
@@ -471,6 +483,15 @@ impl Metrics {
     pub fn refresh(&self, ok: bool) {
         let result = if ok { "ok" } else { "failed" };
         self.refreshes.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// A slot map read but not adopted: `stale` (an owner with a lower config epoch),
+    /// `unconfirmed` (a surprising change no second node agreed with) or `partial` (unowned
+    /// slots while the current map is complete).
+    pub fn topology_rejected(&self, reason: &'static str) {
+        self.topology_rejected
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
     }
 }
 

@@ -15,6 +15,9 @@ fn recorded_commands_appear_in_the_exposition() {
     metrics.listener("tcp").connected.inc();
     metrics.redirect("moved", "127.0.0.1:7001");
     metrics.refresh(true);
+    metrics.topology_rejected("stale");
+    metrics.topology_rejected("stale");
+    metrics.topology_rejected("unconfirmed");
     let text = metrics.encode();
     for expected in [
         "redcar_commands_total{command=\"get\"} 2",
@@ -26,6 +29,8 @@ fn recorded_commands_appear_in_the_exposition() {
         "redcar_client_connections{listener=\"tcp\"} 1",
         "redcar_redirects_total{kind=\"moved\",node=\"127.0.0.1:7001\"} 1",
         "redcar_topology_refreshes_total{result=\"ok\"} 1",
+        "redcar_topology_rejected_total{reason=\"stale\"} 2",
+        "redcar_topology_rejected_total{reason=\"unconfirmed\"} 1",
         "redcar_uptime_seconds",
     ] {
         assert!(text.contains(expected), "missing {expected} in:\n{text}");

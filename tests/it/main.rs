@@ -18,4 +18,5 @@ mod multikey;
 mod proxy;
 mod pubsub;
 mod redirects;
+mod topology;
 mod transactions;

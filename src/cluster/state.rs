@@ -1,0 +1,204 @@
+//! What the rest of redcar sees of the cluster: the current slot-map snapshot, readiness, and
+//! the ways to ask the refresher for a fresher map.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use tokio::sync::{watch, Notify};
+
+use super::{ClusterConfig, Topology};
+
+/// The current snapshot and a way to ask for a fresher one.
+pub struct ClusterState {
+    topology: ArcSwapOption<Topology>,
+    /// Wakes the refresher early; repeated requests before it runs coalesce into one refresh.
+    refresh_wanted: Notify,
+    /// Latched once a map covering all 16384 slots has been seen (readiness).
+    ready: AtomicBool,
+    /// Bumped on every adopted snapshot, so waiters can sleep until the map changes.
+    version: watch::Sender<u64>,
+    /// MOVED replies since the last refresh (`cluster.redirect_refresh_threshold`).
+    redirects: EventCount,
+    /// Upstream failures since the last refresh (`cluster.failure_refresh_threshold`).
+    failures: EventCount,
+}
+
+/// Counts events until `threshold` of them ask for a refresh; 0 means never.
+struct EventCount {
+    count: AtomicU32,
+    threshold: u32,
+}
+
+impl ClusterState {
+    /// A state with the default refresh thresholds (tests and tools).
+    pub fn new() -> ClusterState {
+        ClusterState::with_config(&ClusterConfig::default())
+    }
+
+    /// A state whose `note_*` thresholds come from `config`.
+    pub fn with_config(config: &ClusterConfig) -> ClusterState {
+        ClusterState {
+            topology: ArcSwapOption::empty(),
+            refresh_wanted: Notify::new(),
+            ready: AtomicBool::new(false),
+            version: watch::channel(0).0,
+            redirects: EventCount::new(config.redirect_refresh_threshold),
+            failures: EventCount::new(config.failure_refresh_threshold),
+        }
+    }
+
+    /// The current snapshot (lock-free).
+    pub fn topology(&self) -> Option<Arc<Topology>> {
+        self.topology.load_full()
+    }
+
+    /// The config epoch of the primary that owns `slot` in the current map (0 when the map's
+    /// epochs are unknown), or `None` when nobody owns it.
+    pub fn epoch(&self, slot: u16) -> Option<u64> {
+        self.topology.load().as_ref()?.epoch(slot)
+    }
+
+    /// Asks the refresher to run soon (after `refresh_min_gap`). Called directly when a node is
+    /// ejected or anything else makes the map suspect.
+    pub fn request_refresh(&self) {
+        self.refresh_wanted.notify_one();
+    }
+
+    /// Counts one MOVED reply; every `redirect_refresh_threshold`-th asks for a refresh.
+    pub fn note_redirect(&self) {
+        if self.redirects.note() {
+            self.request_refresh();
+        }
+    }
+
+    /// Counts one upstream failure (connect failed, connection lost); every
+    /// `failure_refresh_threshold`-th asks for a refresh.
+    pub fn note_failure(&self) {
+        if self.failures.note() {
+            self.request_refresh();
+        }
+    }
+
+    /// True once a complete slot map has been known.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Resolves when a new snapshot is adopted (or immediately if one was adopted since `seen`).
+    pub async fn changed_since(&self, seen: u64) -> u64 {
+        let mut rx = self.version.subscribe();
+        let result = rx.wait_for(|v| *v != seen).await;
+        result.map_or(seen, |v| *v)
+    }
+
+    /// The number of snapshots adopted so far.
+    pub fn version(&self) -> u64 {
+        *self.version.borrow()
+    }
+
+    /// Resolves when someone asked for a refresh.
+    pub(super) async fn refresh_wanted(&self) {
+        self.refresh_wanted.notified().await;
+    }
+
+    /// A refresh is starting: what was counted so far is answered by it.
+    pub(super) fn refresh_started(&self) {
+        self.redirects.reset();
+        self.failures.reset();
+    }
+
+    pub(super) fn adopt(&self, topology: Topology) {
+        if topology.is_complete() {
+            self.ready.store(true, Ordering::Release);
+        }
+        self.topology.store(Some(Arc::new(topology)));
+        self.version.send_modify(|v| *v += 1);
+    }
+}
+
+impl Default for ClusterState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventCount {
+    fn new(threshold: u32) -> EventCount {
+        EventCount {
+            count: AtomicU32::new(0),
+            threshold,
+        }
+    }
+
+    /// Counts one event; true when it is the `threshold`-th, and the count starts again.
+    fn note(&self) -> bool {
+        let threshold = self.threshold;
+        if threshold == 0 {
+            return false;
+        }
+        // One atomic step, so of many concurrent callers exactly one sees the threshold reached.
+        let step = |n: u32| Some(if n + 1 >= threshold { 0 } else { n + 1 });
+        let (Ok(before) | Err(before)) =
+            self.count
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, step);
+        before + 1 >= threshold
+    }
+
+    fn reset(&self) {
+        self.count.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(threshold: u32, events: usize) -> Vec<bool> {
+        let count = EventCount::new(threshold);
+        (0..events).map(|_| count.note()).collect()
+    }
+
+    #[test]
+    fn every_threshold_th_event_asks_and_the_count_restarts() {
+        assert_eq!(counts(1, 3), [true, true, true]);
+        assert_eq!(
+            counts(3, 7),
+            [false, false, true, false, false, true, false]
+        );
+    }
+
+    #[test]
+    fn threshold_zero_never_asks() {
+        assert_eq!(counts(0, 5), [false; 5]);
+    }
+
+    #[test]
+    fn a_refresh_restarts_the_count() {
+        let count = EventCount::new(2);
+        assert!(!count.note());
+        count.reset();
+        assert!(!count.note());
+        assert!(count.note());
+    }
+
+    #[tokio::test]
+    async fn note_failure_wakes_the_refresher_at_the_threshold() {
+        let config = ClusterConfig {
+            failure_refresh_threshold: 2,
+            redirect_refresh_threshold: 0,
+            ..ClusterConfig::default()
+        };
+        let state = ClusterState::with_config(&config);
+        let woken = || async {
+            tokio::time::timeout(std::time::Duration::from_millis(20), state.refresh_wanted())
+                .await
+                .is_ok()
+        };
+        state.note_redirect();
+        state.note_failure();
+        assert!(!woken().await, "below both thresholds");
+        state.note_failure();
+        assert!(woken().await, "second failure reaches the threshold");
+    }
+}
