@@ -168,7 +168,7 @@ impl Router {
             match tx_verdict(&replies) {
                 Some(TxVerdict::Done(exec)) => exec,
                 Some(TxVerdict::Redirect(..)) => {
-                    self.cluster.request_refresh();
+                    self.cluster.note_redirect();
                     Bytes::from_static(NIL_ARRAY)
                 }
                 Some(TxVerdict::Transient(_)) => Bytes::from_static(NIL_ARRAY),
@@ -254,7 +254,7 @@ impl Router {
                 Ok(reply) if asking => skip_first_frame(reply),
                 Ok(reply) => reply,
                 Err(e) if e.never_sent() || !write => {
-                    self.cluster.request_refresh();
+                    self.cluster.note_failure();
                     attempt += 1;
                     if !pause_before_retry(self.config.retry_backoff, attempt, retry_deadline).await
                     {
@@ -275,7 +275,7 @@ impl Router {
                     )));
                 }
                 Verdict::Moved(addr) => {
-                    self.cluster.request_refresh();
+                    self.cluster.note_redirect();
                     Some((addr.to_string(), false))
                 }
                 Verdict::Ask(addr) => Some((addr.to_string(), true)),

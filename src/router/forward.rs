@@ -182,7 +182,7 @@ impl Router {
                     Verdict::Moved(addr) => {
                         redirects += 1;
                         self.metrics.redirect("moved", addr);
-                        self.cluster.request_refresh();
+                        self.cluster.note_redirect();
                         target = Target::Redirected {
                             node: self.upstreams.node(addr),
                             asking: false,
@@ -209,7 +209,7 @@ impl Router {
                     }
                 },
                 Err(e) if e.never_sent() || !command.write => {
-                    self.cluster.request_refresh();
+                    self.cluster.note_failure();
                     tried.push(node);
                     RetryCause::Upstream(e)
                 }

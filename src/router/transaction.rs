@@ -122,7 +122,7 @@ impl Router {
                         self.metrics
                             .redirect(if asking { "ask" } else { "moved" }, &addr);
                         if !asking {
-                            self.cluster.request_refresh();
+                            self.cluster.note_redirect();
                         }
                         target = Target::Redirected {
                             node: self.upstreams.node(&addr),
@@ -132,7 +132,7 @@ impl Router {
                     }
                     Ok(Some(TxVerdict::Transient(reply))) => reply,
                     Err(e) if e.never_sent() => {
-                        self.cluster.request_refresh();
+                        self.cluster.note_failure();
                         redcar_error(&e)
                     }
                     Err(e) => return lost_write(&e),

@@ -27,6 +27,7 @@ fn shard(up: &Upstreams, primary: &str, replicas: &[&str]) -> Shard {
     Shard {
         primary: up.node(primary),
         replicas: replicas.iter().map(|r| up.node(r)).collect(),
+        epoch: 0,
     }
 }
 
