@@ -2,7 +2,7 @@
 //! - `GET /healthz`: 200 while the process runs;
 //! - `GET /readyz`: 200 once a slot map covering all 16384 slots is known, else 503;
 //! - `GET /metrics`: Prometheus text exposition;
-//! - `GET /topology`: slot ranges → primary and replicas, with per-node connections and latency (JSON);
+//! - `GET /topology`: slot ranges → primary and replicas, with per-node connections, latency and health (JSON);
 //! - `GET /clients`: connected clients (JSON);
 //! - `GET /slowlog`: the slow log, newest first (JSON);
 //! - `GET /config`: the effective configuration (JSON; secrets redacted).

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::AdminState;
 use crate::metrics::Metrics;
-use crate::upstream::Node;
+use crate::upstream::{HealthSnapshot, Node};
 
 #[derive(Serialize)]
 struct RangeView {
@@ -28,6 +28,8 @@ struct NodeView {
     requests: u64,
     errors: u64,
     mean_latency_us: Option<u64>,
+    /// Outlier detection's view: ejected or not, failure streak, latency EWMA.
+    health: HealthSnapshot,
 }
 
 fn node_view(node: &Node, metrics: &Metrics) -> NodeView {
@@ -39,6 +41,7 @@ fn node_view(node: &Node, metrics: &Metrics) -> NodeView {
         requests: series.requests.get(),
         errors: series.errors.get(),
         mean_latency_us: series.mean_latency_us(),
+        health: node.health().snapshot(),
     }
 }
 

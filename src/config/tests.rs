@@ -190,3 +190,71 @@ fn refresh_thresholds_default_to_today_and_accept_zero() {
     let negative = format!("{MINIMAL}  failure_refresh_threshold: -1\n");
     assert!(Config::from_yaml(&negative).is_err());
 }
+
+#[test]
+fn read_policy_from_flag_and_file() {
+    let config = Config::load(&cli(&[
+        "--listen",
+        "127.0.0.1:6380",
+        "--cluster",
+        "127.0.0.1:7001",
+        "--read-policy",
+        "prefer-replica",
+    ]))
+    .expect("valid");
+    assert_eq!(
+        config.router.read_policy,
+        crate::router::ReadPolicy::PreferReplica
+    );
+    let yaml = format!("{MINIMAL}router:\n  read_policy: any\n  hedge_after: 5ms\n");
+    let config = Config::from_yaml(&yaml).expect("parses");
+    config.validate().expect("valid");
+    assert_eq!(config.router.read_policy, crate::router::ReadPolicy::Any);
+    assert!(Config::from_yaml(&format!("{MINIMAL}router:\n  read_policy: replicas\n")).is_err());
+    assert!(
+        Cli::try_parse_from(["redcar", "--read-policy", "secondary"]).is_err(),
+        "unknown policy refused by the flag parser"
+    );
+}
+
+#[test]
+fn resilience_settings_that_cannot_work_are_refused() {
+    let cases = [
+        (
+            "router:\n  hedge_after: 5ms\n",
+            "`router.hedge_after` is 5ms but `router.read_policy` is primary",
+        ),
+        (
+            "router:\n  read_policy: replica\n  hedge_after: 2s\n",
+            "is not shorter than `router.op_timeout`",
+        ),
+        (
+            "router:\n  retry_budget:\n    ratio: -1\n",
+            "`router.retry_budget.ratio` is -1",
+        ),
+        (
+            "upstream:\n  outlier:\n    base_ejection_time: 0s\n",
+            "`upstream.outlier.base_ejection_time` must be greater than zero",
+        ),
+        (
+            "upstream:\n  outlier:\n    health_check_interval: 0s\n",
+            "`upstream.outlier.health_check_interval` must be greater than zero",
+        ),
+        (
+            "upstream:\n  outlier:\n    base_ejection_time: 10s\n    max_ejection_time: 1s\n",
+            "`upstream.outlier.max_ejection_time` (1s) is shorter",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let message = error_of(&format!("{MINIMAL}{extra}"));
+        assert!(message.contains(expected), "{extra}: {message}");
+    }
+    // Ejection off: its timings do not matter.
+    let off = format!(
+        "{MINIMAL}upstream:\n  outlier:\n    consecutive_failures: 0\n    base_ejection_time: 0s\n"
+    );
+    Config::from_yaml(&off)
+        .expect("parses")
+        .validate()
+        .expect("valid");
+}

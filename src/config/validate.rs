@@ -12,6 +12,7 @@ impl Config {
         self.validate_cluster()?;
         self.validate_limits()?;
         self.validate_logging()?;
+        self.validate_resilience()?;
         crate::commands::custom::validate(&self.custom_commands).map_err(ConfigError)
     }
 
@@ -108,6 +109,52 @@ impl Config {
         )?;
         within("workers", self.workers, 0, 1024)?;
         positive("drain_timeout", self.drain_timeout)
+    }
+
+    /// Read policy, hedging, retry budget and outlier detection.
+    fn validate_resilience(&self) -> Result<(), ConfigError> {
+        let router = &self.router;
+        if !router.hedge_after.is_zero() && !router.read_policy.uses_replicas() {
+            return fail(format!(
+                "`router.hedge_after` is {:?} but `router.read_policy` is {}: hedged reads go \
+                 to a second node of the shard, so they need a read policy that uses replicas \
+                 (prefer-primary, replica, prefer-replica or any)",
+                router.hedge_after,
+                router.read_policy.name()
+            ));
+        }
+        if !router.hedge_after.is_zero() && router.hedge_after >= router.op_timeout {
+            return fail(format!(
+                "`router.hedge_after` ({:?}) is not shorter than `router.op_timeout` ({:?}): \
+                 no read would ever be hedged",
+                router.hedge_after, router.op_timeout
+            ));
+        }
+        let ratio = router.retry_budget.ratio;
+        if !(0.0..=10.0).contains(&ratio) {
+            return fail(format!(
+                "`router.retry_budget.ratio` is {ratio}: expected a share of the traffic from 0 to 10"
+            ));
+        }
+        let outlier = &self.upstream.outlier;
+        if outlier.consecutive_failures > 0 {
+            positive(
+                "upstream.outlier.base_ejection_time",
+                outlier.base_ejection_time,
+            )?;
+            positive(
+                "upstream.outlier.health_check_interval",
+                outlier.health_check_interval,
+            )?;
+            if outlier.max_ejection_time < outlier.base_ejection_time {
+                return fail(format!(
+                    "`upstream.outlier.max_ejection_time` ({:?}) is shorter than \
+                     `upstream.outlier.base_ejection_time` ({:?})",
+                    outlier.max_ejection_time, outlier.base_ejection_time
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn validate_logging(&self) -> Result<(), ConfigError> {

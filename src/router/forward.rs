@@ -226,11 +226,14 @@ impl Router {
             self.metrics.retry();
             // A retry goes back to the slot's current owner, which may have changed.
             target = Target::Owner(command.slot);
-            // Another replica (or the primary) is tried at once; the same node only after a pause.
-            let fresh = matches!(
-                self.candidate(command.slot, command.write, &tried),
-                Candidate::Node(next) if !select::was_tried(&next, &tried)
-            );
+            // After a failure of the node itself, another replica (or the primary) is tried at
+            // once; the same node, or any node after a slot-level error (TRYAGAIN,
+            // CLUSTERDOWN), only after a pause.
+            let fresh = error.is_node_failure()
+                && matches!(
+                    self.candidate(command.slot, command.write, &tried),
+                    Candidate::Node(next) if !select::was_tried(&next, &tried)
+                );
             if !fresh
                 && !pause_before_retry(self.config.retry_backoff, attempt, command.deadline).await
             {
@@ -326,6 +329,14 @@ enum RetryCause {
 }
 
 impl RetryCause {
+    /// True when the node failed (not the slot or the cluster): another node may do better.
+    fn is_node_failure(&self) -> bool {
+        match self {
+            RetryCause::Reply(reply) => node_unavailable(reply),
+            RetryCause::Upstream(_) => true,
+        }
+    }
+
     /// The client's reply; `note` is added to redcar's own errors.
     fn into_reply(self, note: &str) -> Bytes {
         match self {

@@ -15,6 +15,7 @@ mod fanout;
 mod harness;
 mod isolation;
 mod multikey;
+mod outlier;
 mod proxy;
 mod pubsub;
 mod redirects;
