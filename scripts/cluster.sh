@@ -4,6 +4,8 @@
 #   scripts/cluster.sh start DIR [BASEPORT]   start 6 nodes, create the cluster, wait for cluster_state:ok
 #   scripts/cluster.sh stop DIR               stop the nodes started in DIR
 #   scripts/cluster.sh status DIR             CLUSTER INFO summary of each node
+#   scripts/cluster.sh kill DIR PORT          SIGKILL one node (a crash, for failure drills)
+#   scripts/cluster.sh restart DIR PORT       start a killed node again (it rejoins from nodes.conf)
 #
 # BASEPORT 0 (default) picks free ports (each P with P+10000 free for the cluster bus);
 # otherwise BASEPORT..BASEPORT+5 are used and must be free.
@@ -22,7 +24,7 @@ REPLICAS=${CLUSTER_REPLICAS:-1}
 WAIT_SECS=${CLUSTER_WAIT:-30}
 
 usage() {
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -94,6 +96,33 @@ cluster_ok() { # PORT...: all nodes report cluster_state:ok, replicas' links are
     done
 }
 
+start_node() { # DIR PORT: one cluster node in DIR/node-PORT (keeps an existing nodes.conf)
+    local nd="$1/node-$2"
+    redis-server --port "$2" --bind 127.0.0.1 --protected-mode no \
+        --save "" --appendonly no --daemonize no \
+        --dir "$nd" --logfile "$nd/redis.log" \
+        --cluster-enabled yes --cluster-config-file nodes.conf \
+        --cluster-node-timeout "$NODE_TIMEOUT" \
+        --repl-diskless-sync-delay 0 --repl-ping-replica-period 1 \
+        </dev/null >/dev/null 2>&1 &
+    echo $! >"$nd/pid"
+}
+
+kill_node() { # DIR PORT
+    local pid
+    pid=$(cat "$1/node-$2/pid" 2>/dev/null) || die "no node $2 in $1"
+    is_pid_of "$pid" "redis-server.*:$2" || die "node $2 (pid $pid) is not running"
+    kill -KILL "$pid"
+    rm -f "$1/node-$2/pid"
+}
+
+restart_node() { # DIR PORT
+    [[ -f "$1/node-$2/nodes.conf" ]] || die "no node $2 in $1"
+    [[ -f "$1/node-$2/pid" ]] && die "node $2 is running"
+    start_node "$1" "$2"
+    wait_for 10 "node $2 to answer PING" redis-cli -h 127.0.0.1 -p "$2" PING
+}
+
 start_cluster() {
     local dir=$1 base=${2:-0}
     local n=$((PRIMARIES * (1 + REPLICAS)))
@@ -112,17 +141,9 @@ start_cluster() {
 
     local p
     for p in "${ports[@]}"; do
-        local nd="$dir/node-$p"
-        mkdir -p "$nd"
-        rm -f "$nd/nodes.conf"
-        redis-server --port "$p" --bind 127.0.0.1 --protected-mode no \
-            --save "" --appendonly no --daemonize no \
-            --dir "$nd" --logfile "$nd/redis.log" \
-            --cluster-enabled yes --cluster-config-file nodes.conf \
-            --cluster-node-timeout "$NODE_TIMEOUT" \
-            --repl-diskless-sync-delay 0 --repl-ping-replica-period 1 \
-            </dev/null >/dev/null 2>&1 &
-        echo $! >"$nd/pid"
+        mkdir -p "$dir/node-$p"
+        rm -f "$dir/node-$p/nodes.conf"
+        start_node "$dir" "$p"
     done
     for p in "${ports[@]}"; do
         if ! wait_for 10 "node $p to answer PING" redis-cli -h 127.0.0.1 -p "$p" PING; then
@@ -179,6 +200,14 @@ stop)
 status)
     [[ $# -ge 2 ]] || usage
     status_cluster "$2"
+    ;;
+kill)
+    [[ $# -ge 3 ]] || usage
+    kill_node "$2" "$3"
+    ;;
+restart)
+    [[ $# -ge 3 ]] || usage
+    restart_node "$2" "$3"
     ;;
 *) usage ;;
 esac

@@ -25,12 +25,14 @@ done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/redcar-demo.XXXXXX")
 REDCAR_PID=""
+DRILL_PID=""
 BENCH_PID=""
 cleanup() {
     local rc=$?
     trap - EXIT; trap "" INT TERM # finish cleaning up even on a second Ctrl-C
     [[ -n "$BENCH_PID" ]] && stop_pid "$BENCH_PID" redis-benchmark
     [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID"
+    [[ -n "$DRILL_PID" ]] && stop_pid "$DRILL_PID"
     "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true
     rm -rf "$TMP"
     if ((rc != 0)); then
@@ -240,3 +242,50 @@ printf '  %-17s %16s %20s\n' total "$total_d" "$total_a"
 echo
 echo "Without redcar every application process would hold its own connections to"
 echo "every primary; with redcar the cluster sees only redcar's $total_a connections."
+
+# ---------------------------------------------------------------- failure drill
+metric() { # ADMIN_PORT SERIES -> its value (0 when absent)
+    http_body 127.0.0.1 "$1" /metrics | awk -v s="$2" '$1 == s { v = $2 } END { print v + 0 }'
+}
+get_calls() { node "$1" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_get:calls=\([0-9]*\),.*/\1/p'; }
+
+VICTIM=""
+for p in "${NODE_PORTS[@]}"; do
+    [[ $(role_of "$p") == replica ]] && { VICTIM=$p; break; }
+done
+DRILL_PORT=$(free_port 8000 11000) || die "no free port"
+DRILL_ADMIN=$(free_port 11000 12000) || die "no free port"
+hr "Failure drill: a replica is killed (SIGKILL) under read load"
+echo "$REDCAR_BIN --listen 127.0.0.1:$DRILL_PORT --cluster $SEEDS --read-policy prefer-replica"
+"$REDCAR_BIN" --listen "127.0.0.1:$DRILL_PORT" --cluster "$SEEDS" --read-policy prefer-replica \
+    --admin "127.0.0.1:$DRILL_ADMIN" </dev/null >"$TMP/drill.log" 2>&1 &
+DRILL_PID=$!
+wait_for 30 "the drill redcar to be ready" http_ok 127.0.0.1 "$DRILL_ADMIN" /readyz
+DRILL_REQUESTS=$((REQUESTS * 10))
+redis-benchmark -h 127.0.0.1 -p "$DRILL_PORT" -t get -n "$DRILL_REQUESTS" -c "$CLIENTS" -r 100000 -q \
+    >"$TMP/drill-bench.out" 2>&1 &
+BENCH_PID=$!
+sleep 1
+echo "while $CLIENTS clients GET through it: scripts/cluster.sh kill <dir> $VICTIM   (replica $VICTIM)"
+"$ROOT/scripts/cluster.sh" kill "$TMP/cluster" "$VICTIM"
+sleep 0.5 # read it now: once the cluster flags the replica as failed, it leaves redcar's map
+ejected=$(metric "$DRILL_ADMIN" "redcar_node_ejections_total{node=\"127.0.0.1:$VICTIM\"}")
+wait "$BENCH_PID" || { cat "$TMP/drill-bench.out" >&2; die "redis-benchmark during the drill failed"; }
+BENCH_PID=""
+gets=$(metric "$DRILL_ADMIN" 'redcar_commands_total{command="get"}')
+errors=$(metric "$DRILL_ADMIN" 'redcar_command_errors_total{command="get"}')
+printf '  %-46s %s\n' "GETs answered through redcar:" "$gets"
+printf '  %-46s %s\n' "error replies to clients:" "$errors"
+printf '  %-46s %s\n' "reads retried on another node:" "$(metric "$DRILL_ADMIN" redcar_retries_total)"
+printf '  %-46s %s\n' "replica $VICTIM ejected (times, 0.5 s after):" "$ejected"
+echo "  (Envoy's redis_proxy had no retries: its users saw ~10 s of read errors per lost replica)"
+"$ROOT/scripts/cluster.sh" restart "$TMP/cluster" "$VICTIM"
+# Back in rotation once the cluster clears its failure flag, redcar's next map lists it again and
+# a health check (if it was still ejected) answered PONG: then it serves reads again.
+victim_serving() {
+    redis-benchmark -h 127.0.0.1 -p "$DRILL_PORT" -t get -n 2000 -c 5 -r 100000 -q >/dev/null 2>&1
+    (($(get_calls "$VICTIM") > 0))
+}
+wait_for 30 "replica $VICTIM to serve reads again" victim_serving
+echo "restarted: scripts/cluster.sh restart <dir> $VICTIM -> back in rotation" \
+    "($(get_calls "$VICTIM") GETs served by it since)"

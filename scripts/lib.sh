@@ -56,6 +56,15 @@ http_status() {
     echo "${2:-000}"
 }
 
+# http_body HOST PORT PATH: print the body of GET PATH (headers stripped; no curl needed).
+http_body() {
+    local host=$1 port=$2 path=$3
+    exec 4<>"/dev/tcp/$host/$port" || return 1
+    printf 'GET %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n\r\n' "$path" "$host" "$port" >&4
+    timeout 5 cat <&4 | tr -d '\r' | awk 'body { print } /^$/ { body = 1 }'
+    exec 4<&-
+}
+
 # http_ok HOST PORT PATH: true if GET PATH answers 200.
 http_ok() {
     [[ "$(http_status "$@" 2>/dev/null)" == 200 ]]

@@ -140,13 +140,22 @@ impl Topology {
         ranges
     }
 
-    /// A one-line description of who owns what, to log when the map changes.
+    /// A one-line description of who owns what (`start-end:primary+replica...`), to log when
+    /// the map changes.
     pub fn summary(&self) -> String {
         let parts: Vec<String> = self
             .ranges()
             .into_iter()
             .map(|(start, end, shard)| {
-                let who = shard.map_or("unowned", |s| s.primary.addr().as_ref());
+                let Some(shard) = shard else {
+                    return format!("{start}-{end}:unowned");
+                };
+                // Replicas too: a replica that joins or fails changes where reads may go.
+                let mut who = shard.primary.addr().to_string();
+                for replica in &shard.replicas {
+                    who.push('+');
+                    who.push_str(replica.addr());
+                }
                 format!("{start}-{end}:{who}")
             })
             .collect();

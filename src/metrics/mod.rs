@@ -339,6 +339,11 @@ impl Metrics {
             self.redirects.clone(),
         );
         r.register(
+            "retries",
+            "Commands sent again after a failure or a TRYAGAIN/CLUSTERDOWN/LOADING/MASTERDOWN reply",
+            self.retries.clone(),
+        );
+        r.register(
             "topology_refreshes",
             "Slot map refreshes, by result",
             self.refreshes.clone(),
@@ -439,6 +444,23 @@ impl Metrics {
             ejected: self.node_ejected.get_or_create_owned(&label),
             all_requests: self.requests_sent.clone(),
         }
+    }
+
+    /// Drops a node's series once redcar no longer knows the node (it left the cluster, or is
+    /// a failed replica), so dashboards do not show a gone node as stuck ejected or busy.
+    pub fn forget_node(&self, addr: &str) {
+        let label = NodeLabel {
+            node: addr.to_string(),
+        };
+        self.node_requests.remove(&label);
+        self.node_errors.remove(&label);
+        self.node_duration.remove(&label);
+        self.node_replies.remove(&label);
+        self.node_latency_us.remove(&label);
+        self.node_in_flight.remove(&label);
+        self.node_connections.remove(&label);
+        self.node_ejections.remove(&label);
+        self.node_ejected.remove(&label);
     }
 
     /// The series for one listener (`tcp` or `unix`).

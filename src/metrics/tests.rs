@@ -75,3 +75,37 @@ fn the_slow_log_keeps_the_newest_entries_over_the_threshold() {
     let disabled = SlowLog::new(Duration::ZERO, 10);
     assert!(!disabled.is_slow(Duration::from_secs(5)));
 }
+
+/// Every series docs/observability.md promises is registered (its `# TYPE` line is there even
+/// before anything is recorded), so a documented metric cannot silently be missing.
+#[test]
+fn every_documented_series_is_exported() {
+    let docs = include_str!("../../docs/observability.md");
+    let section = docs
+        .split("\n## ")
+        .find(|s| s.starts_with("Metrics"))
+        .unwrap_or_default();
+    let metrics = Metrics::default();
+    // Labelled families print nothing until they have a child: give each one.
+    metrics.record_command("get", Duration::from_micros(1), true);
+    metrics.node("127.0.0.1:7000");
+    metrics.listener("tcp");
+    metrics.redirect("moved", "127.0.0.1:7001");
+    metrics.refresh(true);
+    metrics.topology_rejected("stale");
+    let text = metrics.encode();
+    let mut documented = 0;
+    for line in section.lines().filter(|l| l.starts_with("| `redcar_")) {
+        let cell = line.split('|').nth(1).unwrap_or_default();
+        for name in cell.split('`').filter(|s| s.starts_with("redcar_")) {
+            documented += 1;
+            // Counters are declared without `_total` in the `# TYPE` line.
+            let family = name.strip_suffix("_total").unwrap_or(name);
+            assert!(
+                text.contains(&format!("# TYPE {family} ")),
+                "{name} is documented in docs/observability.md but not registered:\n{text}"
+            );
+        }
+    }
+    assert!(documented > 20, "found only {documented} documented series");
+}

@@ -95,6 +95,12 @@ impl Upstreams {
     /// snapshot still holds them.
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        nodes.retain(|addr, _| keep(addr));
+        nodes.retain(|addr, _| {
+            let kept = keep(addr);
+            if !kept {
+                self.metrics.forget_node(addr);
+            }
+            kept
+        });
     }
 }

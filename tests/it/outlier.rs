@@ -17,12 +17,13 @@ fn get_calls(node: &RedisServer) -> u64 {
         .unwrap_or(0)
 }
 
-/// The value of one Prometheus series in `/metrics` (0 when absent).
+/// The value of one Prometheus series in `/metrics`; a missing series fails the test (a typo or
+/// an unregistered metric must not read as zero).
 fn metric(redcar: &Redcar, series: &str) -> f64 {
     let (_, body) = redcar.http_get("/metrics").expect("scrape /metrics");
     body.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
+        .unwrap_or_else(|| panic!("no series {series} in /metrics:\n{body}"))
 }
 
 /// Sends `GET key` until the reply satisfies `done` or `within` passes; returns the last reply.
