@@ -18,5 +18,6 @@ mod multikey;
 mod proxy;
 mod pubsub;
 mod redirects;
+mod resilience;
 mod topology;
 mod transactions;
