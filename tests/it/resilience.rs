@@ -282,6 +282,7 @@ fn primary_kill() {
         .iter()
         .cloned()
         .partition(|w| w.at > after_kill);
+    let late_count = late.len();
     let mut must_survive = report.acked.clone();
     must_survive.extend(late);
     let lost = lost_writes(&cluster, &must_survive);
@@ -295,7 +296,8 @@ fn primary_kill() {
     let back_ms = shard_write_back.map_or(-1, |t| ms_after(killed, t));
     eprintln!(
         "{} promoted_ms={} adopted_ms={} shard_writes_back_ms={back_ms} \
-         unconfirmed_before_kill_lost={} ejections={} retries={}",
+         unconfirmed_after_kill={late_count} unconfirmed_before_kill_lost={} ejections={} \
+         retries={}",
         report.summary("primary_kill", lost.len(), &window(&report, killed)),
         promoted.map_or(-1, |t| ms_after(killed, t)),
         ms_after(killed, adopted),
@@ -442,6 +444,7 @@ fn replica_hang() {
     let primary = cluster.primary_ports()[0];
     let replica = cluster.replicas_of(primary)[0];
     let pid = replica.pid().expect("replica runs");
+    let replica_label = format!("node=\"{}\"", replica.addr());
     let tag = cluster.key_on_node("hg", primary);
     let load = Load::start(LoadOptions::new(redcar.addr()).focus(tag));
 
@@ -456,10 +459,11 @@ fn replica_hang() {
     drop(resume);
     thread::sleep(PHASE);
     let report = load.stop();
+    let still_ejected = metric_sum_with(&redcar, "redcar_node_ejected", &replica_label);
 
     let lost = lost_writes(&cluster, &report.acked);
     eprintln!(
-        "{} ejections_during_hang={ejections} hedged={}",
+        "{} ejections_during_hang={ejections} hedged={} ejected_at_end={still_ejected}",
         report.summary("replica_hang", lost.len(), &window(&report, stopped)),
         metric_sum(&redcar, "redcar_hedged_reads_total"),
     );
@@ -467,6 +471,12 @@ fn replica_hang() {
     assert!(
         ejections > 0,
         "the hung replica was never ejected\n{}",
+        metric_lines(&redcar, "redcar_node_")
+    );
+    assert_eq!(
+        still_ejected,
+        0,
+        "the resumed replica was not brought back by a health check\n{}",
         metric_lines(&redcar, "redcar_node_")
     );
 }
