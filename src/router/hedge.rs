@@ -62,12 +62,18 @@ impl Router {
             tokio::select! {
                 outcome = &mut first, if first_failed.is_none() => {
                     if is_good(&outcome) {
+                        if second_failed.is_none() {
+                            watch_abandoned(other, second, command.deadline);
+                        }
                         return outcome.unwrap_or_default();
                     }
                     first_failed = Some(outcome);
                 }
                 outcome = &mut second, if second_failed.is_none() => {
                     if is_good(&outcome) {
+                        if first_failed.is_none() {
+                            watch_abandoned(node, first, command.deadline);
+                        }
                         return outcome.unwrap_or_default();
                     }
                     second_failed = Some(outcome);
@@ -86,6 +92,19 @@ impl Router {
             }
         }
     }
+}
+
+/// The losing attempt of a hedged read still counts for its node's health: if it is not
+/// answered by the command's deadline, that is a timeout like any other (otherwise a hung node
+/// whose reads are always hedged away would never be ejected, and every read of its shard would
+/// wait `hedge_after` for as long as it hangs). Its reply is dropped either way; a late answer
+/// resets the failure streak on the connection as usual.
+fn watch_abandoned(node: Arc<Node>, reply: Reply, deadline: Instant) {
+    tokio::spawn(async move {
+        if tokio::time::timeout_at(deadline, reply).await.is_err() {
+            node.health().record_failure("command timed out");
+        }
+    });
 }
 
 /// A reply the client can have as it is (not MOVED/ASK/transient, not a connection error).

@@ -19,5 +19,6 @@ mod outlier;
 mod proxy;
 mod pubsub;
 mod redirects;
+mod resilience;
 mod topology;
 mod transactions;

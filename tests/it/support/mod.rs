@@ -6,6 +6,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod cluster;
+pub mod load;
 pub mod redcar;
 pub mod resp_client;
 pub mod server;
