@@ -13,6 +13,7 @@ mod differential;
 mod doctor;
 mod fanout;
 mod harness;
+mod hostile;
 mod isolation;
 mod multikey;
 mod outlier;
