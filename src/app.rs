@@ -143,10 +143,13 @@ pub async fn run(
         metrics.clone(),
         config.router.clone(),
     ));
+    let users = crate::auth::Users::from_config(&config.auth)
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let downstream = Arc::new(Downstream::new(
         router.clone(),
         config.client.clone(),
         metrics.clone(),
+        Arc::new(users),
     ));
 
     tokio::spawn(refresher.run(stop_rx.clone()));
@@ -215,8 +218,8 @@ pub async fn run(
     Ok(())
 }
 
-/// The configuration as `/config` shows it. There are no secrets in it yet; when auth lands,
-/// passwords are replaced here before anything leaves the process.
+/// The configuration as `/config` shows it. Passwords (`auth`) serialize as `(redacted)`, so no
+/// secret leaves the process.
 fn redacted(config: &Config) -> serde_json::Value {
     serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
 }

@@ -10,12 +10,14 @@
 //! - [`downstream`]: listeners and client sessions with in-order replies.
 //! - [`metrics`]: the Prometheus registry and the slow log.
 //! - [`admin`]: HTTP health, readiness, metrics, topology, clients, slow log, config.
+//! - [`auth`]: AUTH against `--requirepass` or configured users, and per-user command rules.
 //! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up.
 //! - [`app`]: wiring and graceful shutdown.
 //! - [`doctor`]: `redcar doctor`, a cluster configuration and latency diagnosis (a tool, not on the proxy's path).
 
 pub mod admin;
 pub mod app;
+pub mod auth;
 pub mod cluster;
 pub mod commands;
 pub mod config;

@@ -54,6 +54,8 @@ pub enum SubKind {
 /// Commands redcar answers without a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Local {
+    /// `AUTH [user] password`: checked against `auth` in the config.
+    Auth,
     Ping,
     Echo,
     Quit,
@@ -162,13 +164,13 @@ impl SplitMerge {
 
 pub const NODE_ADMIN: &str = "node administration is not allowed through the proxy";
 pub const FAN_OUT: &str = "needs a fan-out to every primary; not yet supported";
-pub const AUTH: &str = "authentication is not configured";
 pub const CONNECTION_STATE: &str =
     "changes server-side state of a connection shared by many clients";
 pub const CLUSTER_STATE: &str = "cluster connection state is managed by redcar";
 pub const KEYLESS: &str = "keyless command with no single target node";
 
 const LOCAL: &[(&str, Local)] = &[
+    ("auth", Local::Auth),
     ("client|getname", Local::ClientGetName),
     ("client|id", Local::ClientId),
     ("client|setname", Local::ClientSetName),
@@ -326,9 +328,7 @@ pub fn serve(spec: &CommandSpec) -> Serve {
 }
 
 fn refusal(name: &str, container: &str) -> Option<&'static str> {
-    Some(if name == "auth" {
-        AUTH
-    } else if ADMIN.contains(&container) && !admin_keyed(name) {
+    Some(if ADMIN.contains(&container) && !admin_keyed(name) {
         NODE_ADMIN
     } else if FAN_OUT_CMDS.contains(&container) {
         FAN_OUT

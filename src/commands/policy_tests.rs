@@ -37,7 +37,7 @@ const CASES: &[(&str, Serve)] = &[
     ("COMMAND LIST", Serve::Local(Local::CommandList)),
     ("TIME", Serve::AnyNode),
     ("COMMAND GETKEYS GET k", Serve::AnyNode),
-    ("AUTH pw", Serve::Unsupported(AUTH)),
+    ("AUTH pw", Serve::Local(Local::Auth)),
     ("BLPOP k 0", Serve::Blocking),
     ("BLMPOP 0 1 k LEFT", Serve::Blocking),
     ("XREAD STREAMS k 0", Serve::Keyed),

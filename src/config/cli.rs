@@ -47,6 +47,16 @@ pub struct Cli {
     /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).
     #[arg(long, env = "REDCAR_OP_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub op_timeout: Option<Duration>,
+    /// Password clients must give with AUTH (the `default` user), as redis-server's
+    /// --requirepass. Prefer `auth.requirepass` with `{file: ...}` or `{env: ...}` in the
+    /// config: a flag's value is visible in the process list.
+    #[arg(
+        long,
+        env = "REDCAR_REQUIREPASS",
+        value_name = "PASSWORD",
+        hide_env_values = true
+    )]
+    pub requirepass: Option<String>,
     /// Where reads go: primary, prefer-primary, replica, prefer-replica or any.
     #[arg(long, env = "REDCAR_READ_POLICY", value_name = "POLICY", value_enum)]
     pub read_policy: Option<crate::router::ReadPolicy>,
@@ -117,6 +127,9 @@ impl Cli {
         set(&mut config.workers, self.workers);
         set(&mut config.router.op_timeout, self.op_timeout);
         set(&mut config.router.read_policy, self.read_policy);
+        if let Some(password) = &self.requirepass {
+            config.auth.requirepass = Some(crate::auth::Secret::Plain(password.clone()));
+        }
         set(
             &mut config.upstream.connections_per_node,
             self.connections_per_node,

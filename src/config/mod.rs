@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::AuthConfig;
 use crate::cluster::ClusterConfig;
 use crate::commands::CustomCommand;
 use crate::downstream::ClientConfig;
@@ -49,6 +50,8 @@ pub struct Config {
     pub router: RouterConfig,
     pub client: ClientConfig,
     pub metrics: MetricsConfig,
+    /// Client authentication: `requirepass` and users with their command rules.
+    pub auth: AuthConfig,
     /// Commands redcar does not know and the cluster does not describe (module commands on older
     /// servers), routed by the key positions declared here.
     pub custom_commands: Vec<CustomCommand>,
@@ -70,6 +73,7 @@ impl Default for Config {
             router: RouterConfig::default(),
             client: ClientConfig::default(),
             metrics: MetricsConfig::default(),
+            auth: AuthConfig::default(),
             custom_commands: Vec::new(),
         }
     }

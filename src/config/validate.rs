@@ -13,6 +13,8 @@ impl Config {
         self.validate_limits()?;
         self.validate_logging()?;
         self.validate_resilience()?;
+        // Reads password files and variables now, so a missing secret stops start-up.
+        crate::auth::Users::from_config(&self.auth).map_err(ConfigError)?;
         crate::commands::custom::validate(&self.custom_commands).map_err(ConfigError)
     }
 

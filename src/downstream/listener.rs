@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::session;
 use super::ClientConfig;
+use crate::auth::Users;
 use crate::metrics::{ListenerMetrics, Metrics};
 use crate::router::Router;
 
@@ -20,6 +21,8 @@ pub struct Downstream {
     pub router: Arc<Router>,
     pub config: ClientConfig,
     pub metrics: Arc<Metrics>,
+    /// Who may connect (`auth`), resolved at start-up.
+    pub users: Arc<Users>,
     next_id: AtomicU64,
     /// Sessions running now, over all listeners (for `client.max_connections`).
     connected: AtomicUsize,
@@ -38,11 +41,17 @@ pub struct ClientInfo {
 }
 
 impl Downstream {
-    pub fn new(router: Arc<Router>, config: ClientConfig, metrics: Arc<Metrics>) -> Downstream {
+    pub fn new(
+        router: Arc<Router>,
+        config: ClientConfig,
+        metrics: Arc<Metrics>,
+        users: Arc<Users>,
+    ) -> Downstream {
         Downstream {
             router,
             config,
             metrics,
+            users,
             next_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),
             clients: Mutex::new(HashMap::new()),

@@ -1,13 +1,17 @@
 //! Commands redcar answers itself, because they concern the client's own connection (PING, ECHO,
 //! SELECT, HELLO, CLIENT SETNAME/GETNAME/ID, QUIT) rather than data on a node.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 
 use super::transaction::Transaction;
-use crate::commands::Local;
+use crate::auth::{self, User, Users};
+use crate::commands::{CommandSpec, Local};
 use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_null, write_simple,
 };
+use crate::router::Plan;
 use crate::router::{redcar_error, Written};
 
 /// Per-connection state that Redis would keep for the client.
@@ -20,29 +24,71 @@ pub struct ClientState {
     pub tx: Transaction,
     /// Where this client wrote (for WAIT).
     pub written: Written,
+    /// Who may connect and what they may run.
+    users: Arc<Users>,
+    /// The authenticated user; `None` until AUTH when authentication is required.
+    user: Option<Arc<User>>,
 }
 
 impl ClientState {
-    pub fn new(id: u64) -> ClientState {
+    pub fn new(id: u64, users: Arc<Users>) -> ClientState {
         ClientState {
             id,
             name: None,
             quit: false,
             tx: Transaction::default(),
             written: Written::default(),
+            user: users.anonymous(),
+            users,
         }
     }
 
-    /// RESET: back to a fresh connection's state (the router ends a WATCH separately).
+    /// RESET: back to a fresh connection's state (the router ends a WATCH separately), which
+    /// includes logging out when authentication is required, as in Redis.
     pub fn reset(&mut self) {
         self.name = None;
         self.tx.reset();
+        self.user = self.users.anonymous();
+    }
+
+    /// Authentication and per-user rules, before routing: a command the client may not run
+    /// becomes its refusal (inside MULTI that also makes EXEC abort, as in Redis). `spec` is
+    /// looked up only for restricted users, so open proxies pay one branch per command.
+    pub fn gate(&self, plan: Plan, spec: impl FnOnce() -> Option<&'static CommandSpec>) -> Plan {
+        match &self.user {
+            Some(user) if user.is_unrestricted() => plan,
+            Some(user) => match spec() {
+                Some(spec) if !user.may_run(spec) => Plan::Reply(user.refusal(spec)),
+                _ => plan,
+            },
+            None => match spec() {
+                Some(spec) if auth::allowed_before_auth(spec) => plan,
+                _ => Plan::Reply(Bytes::from_static(auth::NOAUTH)),
+            },
+        }
+    }
+
+    /// `AUTH [user] password`.
+    fn auth(&mut self, args: &[Bytes]) -> Bytes {
+        let (user, password) = match args {
+            [_, password] => (None, password),
+            [_, user, password] => (Some(user.as_ref()), password),
+            _ => return Bytes::from_static(b"-ERR syntax error\r\n"),
+        };
+        match self.users.login(user, password) {
+            Ok(user) => {
+                self.user = Some(user);
+                Bytes::from_static(b"+OK\r\n")
+            }
+            Err(refusal) => refusal,
+        }
     }
 
     /// The reply to a locally served command (`args[0]` is the command name).
     pub fn answer(&mut self, local: Local, args: &[Bytes]) -> Bytes {
         let mut out = BytesMut::with_capacity(64);
         match local {
+            Local::Auth => return self.auth(args),
             Local::Ping => match args.get(1) {
                 Some(message) => write_bulk(&mut out, message),
                 None => write_simple(&mut out, b"PONG"),
@@ -89,11 +135,25 @@ impl ClientState {
                     return reply;
                 }
             } else if option.eq_ignore_ascii_case(b"AUTH") {
-                return redcar_error("HELLO AUTH: authentication is not configured on this proxy");
+                let (Some(user), Some(password)) = (rest.next(), rest.next()) else {
+                    write_error(&mut out, b"ERR Syntax error in HELLO option 'auth'");
+                    return out.freeze();
+                };
+                match self.users.login(Some(user), password) {
+                    Ok(user) => self.user = Some(user),
+                    Err(refusal) => return refusal,
+                }
             } else {
                 write_error(&mut out, b"ERR Syntax error in HELLO option");
                 return out.freeze();
             }
+        }
+        if self.user.is_none() {
+            write_error(
+                &mut out,
+                b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+            );
+            return out.freeze();
         }
         let fields: [(&[u8], Field); 8] = [
             (b"server", Field::Text(b"redis")),
@@ -169,7 +229,7 @@ mod tests {
 
     #[test]
     fn ping_echo_and_select() {
-        let mut state = ClientState::new(7);
+        let mut state = ClientState::new(7, Arc::new(Users::open()));
         assert_eq!(
             &state.answer(Local::Ping, &args(&["PING"]))[..],
             b"+PONG\r\n"
@@ -193,7 +253,7 @@ mod tests {
 
     #[test]
     fn client_name_round_trip_and_validation() {
-        let mut state = ClientState::new(1);
+        let mut state = ClientState::new(1, Arc::new(Users::open()));
         assert_eq!(
             &state.answer(Local::ClientGetName, &args(&["CLIENT", "GETNAME"]))[..],
             b"$-1\r\n"
@@ -216,7 +276,7 @@ mod tests {
 
     #[test]
     fn hello_speaks_resp2_only() {
-        let mut state = ClientState::new(3);
+        let mut state = ClientState::new(3, Arc::new(Users::open()));
         let reply = state.answer(Local::Hello, &args(&["HELLO", "2", "SETNAME", "app"]));
         assert!(reply.starts_with(b"*16\r\n"), "{reply:?}");
         assert_eq!(state.name.as_deref(), Some(&b"app"[..]));
@@ -227,7 +287,7 @@ mod tests {
 
     #[test]
     fn quit_marks_the_session_for_closing() {
-        let mut state = ClientState::new(1);
+        let mut state = ClientState::new(1, Arc::new(Users::open()));
         assert_eq!(&state.answer(Local::Quit, &args(&["QUIT"]))[..], b"+OK\r\n");
         assert!(state.quit);
     }

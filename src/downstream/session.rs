@@ -39,7 +39,7 @@ pub async fn serve<S>(
     let config = &downstream.config;
     let limits = config.limits();
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let mut state = ClientState::new(id);
+    let mut state = ClientState::new(id, downstream.users.clone());
     // This client's connection to every node (see `Node::send`).
     let lane = state.id as usize;
     let keep_raw = metrics.slowlog.is_enabled();
@@ -89,6 +89,7 @@ pub async fn serve<S>(
                 },
             };
             let (plan, command) = router.plan(&request, &mut scratch);
+            let plan = state.gate(plan, || router.lookup(request.args()));
             let alone = state.tx.is_exclusive(&plan);
             if alone && !calls.is_empty() {
                 parked = Some(request);

@@ -4,6 +4,7 @@
 mod support;
 
 mod admin;
+mod auth;
 mod blocking;
 mod cli;
 mod clients;

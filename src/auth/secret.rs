@@ -1,0 +1,164 @@
+//! A password in the config: given in clear, as a SHA-256 hex digest, in a file or in an
+//! environment variable, and kept in memory only as its SHA-256 digest.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize, Serializer};
+use sha2::{Digest, Sha256};
+
+/// How a password is given (YAML): `password: s3cret`, `password: {sha256: <64 hex>}`,
+/// `password: {file: /run/secrets/redis}` (trailing newline ignored) or `password: {env: NAME}`.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Secret {
+    Plain(String),
+    Sha256 { sha256: String },
+    File { file: String },
+    Env { env: String },
+}
+
+/// Secrets never leave the process: `/config` and `--check-config` show this instead.
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(REDACTED)
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+const REDACTED: &str = "(redacted)";
+
+/// The SHA-256 of a password.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct PasswordDigest([u8; 32]);
+
+impl fmt::Debug for PasswordDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl PasswordDigest {
+    pub fn of(password: &[u8]) -> PasswordDigest {
+        PasswordDigest(Sha256::digest(password).into())
+    }
+
+    /// Compares in time independent of where the digests differ.
+    pub fn matches(&self, password: &[u8]) -> bool {
+        let candidate = PasswordDigest::of(password);
+        self.0
+            .iter()
+            .zip(candidate.0.iter())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+    }
+}
+
+impl Secret {
+    /// Reads the secret now (start-up), naming `key` in any error.
+    pub fn resolve(&self, key: &str) -> Result<PasswordDigest, String> {
+        match self {
+            Secret::Plain(password) => non_empty(key, password.as_bytes()),
+            Secret::Sha256 { sha256 } => parse_hex(sha256)
+                .map(PasswordDigest)
+                .ok_or_else(|| format!("`{key}.sha256` is not 64 hexadecimal characters")),
+            Secret::File { file } => {
+                let text = std::fs::read(file)
+                    .map_err(|e| format!("`{key}.file`: cannot read {file}: {e}"))?;
+                let text = text.strip_suffix(b"\n").unwrap_or(&text);
+                let text = text.strip_suffix(b"\r").unwrap_or(text);
+                non_empty(key, text)
+            }
+            Secret::Env { env } => {
+                let value = std::env::var_os(env)
+                    .ok_or_else(|| format!("`{key}.env`: environment variable {env} is not set"))?;
+                non_empty(key, value.as_encoded_bytes())
+            }
+        }
+    }
+}
+
+fn non_empty(key: &str, password: &[u8]) -> Result<PasswordDigest, String> {
+    if password.is_empty() {
+        return Err(format!("`{key}` is an empty password"));
+    }
+    Ok(PasswordDigest::of(password))
+}
+
+fn parse_hex(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(hex.chunks(2)) {
+        let text = std::str::from_utf8(pair).ok()?;
+        *byte = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_resolves_to_the_same_digest() {
+        let plain = Secret::Plain("s3cret".into()).resolve("k").expect("plain");
+        let hex: String = PasswordDigest::of(b"s3cret")
+            .0
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let hashed = Secret::Sha256 { sha256: hex }.resolve("k").expect("hash");
+        assert!(plain == hashed);
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("pw");
+        std::fs::write(&path, "s3cret\n").expect("write");
+        let file = Secret::File {
+            file: path.to_string_lossy().into_owned(),
+        };
+        assert!(file.resolve("k").expect("file") == plain);
+        assert!(plain.matches(b"s3cret"));
+        assert!(!plain.matches(b"s3cret "));
+        assert!(!plain.matches(b""));
+    }
+
+    #[test]
+    fn bad_secrets_are_refused_with_their_key() {
+        let short = Secret::Sha256 {
+            sha256: "ab".repeat(5),
+        };
+        assert!(short.resolve("auth.requirepass").is_err());
+        let not_hex = Secret::Sha256 {
+            sha256: "z".repeat(64),
+        };
+        let message = not_hex.resolve("auth.requirepass").expect_err("not hex");
+        assert!(message.contains("auth.requirepass.sha256"), "{message}");
+        let empty = Secret::Plain(String::new()).resolve("auth.users[0].password");
+        assert!(empty.expect_err("empty").contains("empty password"));
+        let missing = Secret::Env {
+            env: "REDCAR_TEST_NO_SUCH_VARIABLE".into(),
+        };
+        assert!(missing.resolve("k").expect_err("unset").contains("not set"));
+        let no_file = Secret::File {
+            file: "/nonexistent/redcar/pw".into(),
+        };
+        assert!(no_file
+            .resolve("k")
+            .expect_err("no file")
+            .contains("cannot read"));
+    }
+
+    #[test]
+    fn secrets_are_never_shown() {
+        let secret = Secret::Plain("s3cret".into());
+        assert_eq!(format!("{secret:?}"), "(redacted)");
+        let json = serde_json::to_string(&secret).expect("serialize");
+        assert_eq!(json, "\"(redacted)\"");
+    }
+}

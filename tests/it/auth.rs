@@ -1,0 +1,128 @@
+//! Client authentication through redcar: `--requirepass`, configured users with command rules,
+//! Redis's replies, and secrets that never leave the process.
+
+use crate::redirects::write_config;
+use crate::support::{Redcar, RedisCluster, Value};
+
+fn error(v: &Value) -> String {
+    v.error().unwrap_or_default().to_string()
+}
+
+#[test]
+fn requirepass_gates_every_command_until_auth() {
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--requirepass", "s3cret"]);
+    let mut c = redcar.client();
+    assert_eq!(
+        error(&c.q(&["GET", "k"])),
+        "NOAUTH Authentication required."
+    );
+    assert_eq!(error(&c.q(&["PING"])), "NOAUTH Authentication required.");
+    assert_eq!(
+        error(&c.q(&["NOSUCHCOMMAND"])),
+        "NOAUTH Authentication required."
+    );
+    assert_eq!(
+        error(&c.q(&["AUTH", "wrong"])),
+        "WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(c.q(&["AUTH", "s3cret"]), Value::simple("OK"));
+    assert_eq!(c.q(&["SET", "k", "v"]), Value::simple("OK"));
+    assert_eq!(c.q(&["GET", "k"]), Value::bulk("v"));
+    // RESET logs out, as in Redis.
+    assert_eq!(c.q(&["RESET"]), Value::simple("RESET"));
+    assert_eq!(
+        error(&c.q(&["GET", "k"])),
+        "NOAUTH Authentication required."
+    );
+
+    // HELLO must authenticate in the same breath.
+    let mut h = redcar.client();
+    assert!(error(&h.q(&["HELLO", "2"])).starts_with("NOAUTH HELLO must be called"));
+    let hello = h.q(&["HELLO", "2", "AUTH", "default", "s3cret"]);
+    assert!(hello.as_array().is_some(), "{hello:?}");
+    assert_eq!(h.q(&["GET", "k"]), Value::bulk("v"));
+    // QUIT needs no authentication.
+    let mut q = redcar.client();
+    assert_eq!(q.q(&["QUIT"]), Value::simple("OK"));
+}
+
+#[test]
+fn users_are_held_to_their_rules_and_secrets_stay_hidden() {
+    let cluster = RedisCluster::start(3, 1);
+    let config = write_config(
+        "auth:\n  users:\n\
+         \x20   - name: reader\n      password: r-pw\n      read_only: true\n\
+         \x20   - name: web\n      password: {sha256: 5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8}\n      deny: [\"@admin\", \"@dangerous\"]\n",
+    );
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+
+    let mut web = redcar.client();
+    assert_eq!(
+        error(&web.q(&["AUTH", "r-pw"])),
+        "WRONGPASS invalid username-password pair or user is disabled.",
+        "no default user configured"
+    );
+    assert_eq!(web.q(&["AUTH", "web", "password"]), Value::simple("OK"));
+    assert_eq!(web.q(&["SET", "{u}k", "1"]), Value::simple("OK"));
+    assert_eq!(
+        error(&web.q(&["KEYS", "*"])),
+        "NOPERM User web has no permissions to run the 'keys' command"
+    );
+    assert_eq!(
+        error(&web.q(&["FLUSHALL"])),
+        "NOPERM User web has no permissions to run the 'flushall' command"
+    );
+    assert_eq!(
+        cluster.primary_for_key("{u}k").cmd(&["GET", "{u}k"]),
+        Value::bulk("1"),
+        "nothing was flushed"
+    );
+
+    let mut reader = redcar.client();
+    assert_eq!(reader.q(&["AUTH", "reader", "r-pw"]), Value::simple("OK"));
+    assert_eq!(reader.q(&["GET", "{u}k"]), Value::bulk("1"));
+    assert_eq!(
+        error(&reader.q(&["INCR", "{u}k"])),
+        "NOPERM User reader has no permissions to run the 'incr' command"
+    );
+    // Refused inside MULTI: EXEC aborts, nothing runs.
+    assert_eq!(reader.q(&["MULTI"]), Value::simple("OK"));
+    assert_eq!(reader.q(&["GET", "{u}k"]), Value::simple("QUEUED"));
+    assert!(error(&reader.q(&["DEL", "{u}k"])).starts_with("NOPERM"));
+    assert!(error(&reader.q(&["EXEC"])).starts_with("EXECABORT"));
+    assert_eq!(reader.q(&["GET", "{u}k"]), Value::bulk("1"));
+
+    // /config shows no password or digest.
+    let (_, shown) = redcar.http_get("/config").expect("config");
+    assert!(shown.contains("(redacted)"), "{shown}");
+    assert!(
+        !shown.contains("r-pw") && !shown.contains("5e884898"),
+        "{shown}"
+    );
+    let log = redcar.log();
+    assert!(!log.contains("r-pw"), "secret in the log:\n{log}");
+}
+
+#[test]
+fn a_missing_password_file_stops_start_up_naming_the_key() {
+    let config = write_config("auth:\n  requirepass: {file: /nonexistent/redcar-pw}\n");
+    let out = std::process::Command::new(crate::support::redcar::redcar_bin())
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--cluster",
+            "127.0.0.1:7000",
+            "--config",
+            config.path_str(),
+            "--check-config",
+        ])
+        .output()
+        .expect("run redcar");
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`auth.requirepass.file`: cannot read /nonexistent/redcar-pw"),
+        "{stderr}"
+    );
+}
