@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build demo test bench fmt fmt-check clippy clean ensure-redis ensure-clients
+.PHONY: help all build demo test bench bench-connections fmt fmt-check clippy clean ensure-redis ensure-clients
 
 all: build
 
@@ -10,6 +10,8 @@ help:
 	@echo "make demo    - start a local 3+3 cluster + redcar, run a short workload (scripts/demo.sh)"
 	@echo "make test    - fmt check, clippy -D warnings, all tests (needs redis-server; CI runs this)"
 	@echo "make bench   - benchmark standalone vs cluster vs redcar, writes bench/RESULTS.md"
+	@echo "make bench-connections - per-request and rate-limit workloads, direct vs redcar, on loopback"
+	@echo "               and a simulated network; writes bench/RESULTS-connections.md"
 	@echo "make fmt     - cargo fmt --all"
 	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
 	@echo "make clean   - cargo clean"
@@ -41,6 +43,10 @@ test: ensure-redis ensure-clients fmt-check clippy
 
 bench: ensure-redis build
 	bench/run.sh
+
+# Not part of `make test`: a few minutes, needs php (phpredis, predis) and redis-py.
+bench-connections: ensure-redis ensure-clients build
+	bench/connections.sh
 
 clean:
 	$(CARGO) clean
