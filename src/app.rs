@@ -22,6 +22,8 @@ use crate::upstream::Upstreams;
 #[derive(Default)]
 pub struct Listeners {
     pub tcp: Option<TcpListener>,
+    /// The TCP socket for `tls.listen` (TLS starts once the proxy runs).
+    pub tls: Option<TcpListener>,
     pub unix: Option<UnixListener>,
     pub admin: Option<TcpListener>,
 }
@@ -38,6 +40,12 @@ impl Listeners {
         }
         if let Some(path) = &config.unix {
             listeners.unix = Some(bind_unix(path, &config.unix_permissions)?);
+        }
+        if let Some(addr) = &config.tls.listen {
+            let tls = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (`tls.listen`)"))?;
+            listeners.tls = Some(tls);
         }
         if let Some(addr) = &config.admin {
             let admin = TcpListener::bind(addr)
@@ -170,6 +178,25 @@ pub async fn run(
         tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
         tokio::spawn(serve_clients(
             tcp,
+            downstream.clone(),
+            stop_rx.clone(),
+            done_tx.clone(),
+        ));
+    }
+    if let Some(tcp) = listeners.tls {
+        let server_config = config
+            .tls
+            .server_config()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        tracing::info!(addr = %tcp.local_addr()?, "listening (TLS)");
+        let tls = crate::downstream::TlsListener::start(
+            tcp,
+            server_config,
+            config.tls.handshake_timeout,
+            stop_rx.clone(),
+        );
+        tokio::spawn(serve_clients(
+            tls,
             downstream.clone(),
             stop_rx.clone(),
             done_tx.clone(),

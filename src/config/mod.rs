@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::AuthConfig;
 use crate::cluster::ClusterConfig;
 use crate::commands::CustomCommand;
-use crate::downstream::ClientConfig;
+use crate::downstream::{ClientConfig, TlsConfig};
 use crate::metrics::MetricsConfig;
 use crate::router::RouterConfig;
 use crate::upstream::UpstreamConfig;
@@ -52,6 +52,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Client authentication: `requirepass` and users with their command rules.
     pub auth: AuthConfig,
+    /// A TLS listener for clients (certificate, key, optional client CA).
+    pub tls: TlsConfig,
     /// Commands redcar does not know and the cluster does not describe (module commands on older
     /// servers), routed by the key positions declared here.
     pub custom_commands: Vec<CustomCommand>,
@@ -74,6 +76,7 @@ impl Default for Config {
             client: ClientConfig::default(),
             metrics: MetricsConfig::default(),
             auth: AuthConfig::default(),
+            tls: TlsConfig::default(),
             custom_commands: Vec::new(),
         }
     }

@@ -19,8 +19,26 @@ impl Config {
     }
 
     fn validate_listeners(&self) -> Result<(), ConfigError> {
-        if self.listen.is_none() && self.unix.is_none() {
-            return fail("no listener: set `listen` (--listen ADDR) or `unix` (--unix PATH)");
+        if self.listen.is_none() && self.unix.is_none() && self.tls.listen.is_none() {
+            return fail(
+                "no listener: set `listen` (--listen ADDR), `unix` (--unix PATH) or `tls.listen`",
+            );
+        }
+        if let Some(tls) = &self.tls.listen {
+            let tls_addr = socket_addr("tls.listen", tls)?;
+            if let Some(listen) = &self.listen {
+                if socket_addr("listen", listen)? == tls_addr {
+                    return fail(format!(
+                        "`tls.listen` and `listen` are both {tls}: TLS needs its own port"
+                    ));
+                }
+            }
+            positive("tls.handshake_timeout", self.tls.handshake_timeout)?;
+            // Reads the certificate and key now, so a bad file stops start-up.
+            self.tls.server_config().map_err(ConfigError)?;
+        } else if self.tls.cert.is_some() || self.tls.key.is_some() || self.tls.client_ca.is_some()
+        {
+            return fail("`tls.cert`/`tls.key`/`tls.client_ca` are set but `tls.listen` is not");
         }
         if let Some(listen) = &self.listen {
             socket_addr("listen", listen)?;

@@ -7,7 +7,9 @@ mod local;
 mod pubsub;
 mod pubsub_conn;
 mod session;
+mod tls;
 mod transaction;
 
 pub use config::ClientConfig;
 pub use listener::{serve, Accept, Downstream};
+pub use tls::{TlsConfig, TlsListener};

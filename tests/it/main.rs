@@ -22,5 +22,6 @@ mod proxy;
 mod pubsub;
 mod redirects;
 mod resilience;
+mod tls;
 mod topology;
 mod transactions;

@@ -1,0 +1,171 @@
+//! The TLS listener (`tls:`): rustls with the server certificate from the config, optionally
+//! requiring client certificates signed by `client_ca`.
+//!
+//! Handshakes run in their own tasks, bounded by `handshake_timeout`, and only finished
+//! connections reach the accept loop, so a client that stalls mid-handshake holds up nobody.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Mutex};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+
+use super::listener::Accept;
+use crate::config::units;
+
+/// `tls:` in the config file.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// TCP address for TLS clients (in addition to `listen` and `unix`); off when absent.
+    pub listen: Option<String>,
+    /// PEM file with the server certificate chain (leaf first).
+    pub cert: Option<PathBuf>,
+    /// PEM file with the server's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+    /// PEM file of CA certificates; when set, clients must present a certificate signed by one
+    /// of them (mutual TLS).
+    pub client_ca: Option<PathBuf>,
+    /// A client that has not finished its handshake within this long is disconnected.
+    #[serde(with = "units::duration")]
+    pub handshake_timeout: Duration,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            listen: None,
+            cert: None,
+            key: None,
+            client_ca: None,
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl TlsConfig {
+    /// Reads the certificate, key and CA files and builds the rustls configuration; errors
+    /// name the key and the file.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, String> {
+        let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
+            return Err("`tls.listen` needs `tls.cert` and `tls.key`".to_string());
+        };
+        let chain = certificates("tls.cert", cert)?;
+        let key = private_key(key)?;
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?;
+        let builder = match &self.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => {
+                let mut roots = RootCertStore::empty();
+                for ca in certificates("tls.client_ca", path)? {
+                    roots
+                        .add(ca)
+                        .map_err(|e| format!("`tls.client_ca` {}: {e}", path.display()))?;
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                        .build()
+                        .map_err(|e| format!("`tls.client_ca` {}: {e}", path.display()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let config = builder
+            .with_single_cert(chain, key)
+            .map_err(|e| format!("`tls.cert`/`tls.key` do not make a usable pair: {e}"))?;
+        Ok(Arc::new(config))
+    }
+}
+
+fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem =
+        std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
+    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("`{key}` {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "`{key}` {}: no PEM certificate in it",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = std::fs::read(path)
+        .map_err(|e| format!("`tls.key`: cannot read {}: {e}", path.display()))?;
+    rustls_pemfile::private_key(&mut pem.as_slice())
+        .map_err(|e| format!("`tls.key` {}: {e}", path.display()))?
+        .ok_or_else(|| format!("`tls.key` {}: no PEM private key in it", path.display()))
+}
+
+/// Finished TLS connections, from a background task that accepts and handshakes.
+pub struct TlsListener {
+    ready: Mutex<mpsc::Receiver<(TlsStream<TcpStream>, String)>>,
+}
+
+impl TlsListener {
+    /// Starts accepting on `tcp`; stops when `shutdown` fires.
+    pub fn start(
+        tcp: TcpListener,
+        config: Arc<ServerConfig>,
+        handshake_timeout: Duration,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> TlsListener {
+        let (tx, ready) = mpsc::channel(64);
+        let acceptor = TlsAcceptor::from(config);
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    accepted = tcp.accept() => accepted,
+                    _ = shutdown.changed() => return,
+                };
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        tracing::warn!(%error, "TLS accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let acceptor = acceptor.clone();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, peer.to_string())).await;
+                        }
+                        Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        TlsListener {
+            ready: Mutex::new(ready),
+        }
+    }
+}
+
+impl Accept for TlsListener {
+    type Stream = TlsStream<TcpStream>;
+    const LABEL: &'static str = "tls";
+
+    async fn accept_client(&self) -> std::io::Result<(Self::Stream, String)> {
+        match self.ready.lock().await.recv().await {
+            Some(ready) => Ok(ready),
+            None => std::future::pending().await,
+        }
+    }
+}

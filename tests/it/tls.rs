@@ -1,0 +1,167 @@
+//! Clients over TLS (`tls.listen`), with and without client certificates, using certificates the
+//! test makes and Debian's TLS-enabled `redis-cli` as the client.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rcgen::{BasicConstraints, Certificate, CertificateParams, DnType, IsCa, KeyPair};
+
+use crate::redirects::write_config;
+use crate::support::{free_port, Redcar, RedisCluster};
+
+/// A CA, a server certificate for localhost/127.0.0.1 and a client certificate, as PEM files.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "redcar test CA");
+        let ca = ca_params.self_signed(&ca_key).expect("CA cert");
+        let leaf = |names: Vec<String>, cn: &str| -> (Certificate, KeyPair) {
+            let key = KeyPair::generate().expect("key");
+            let mut params = CertificateParams::new(names).expect("params");
+            params.distinguished_name.push(DnType::CommonName, cn);
+            (params.signed_by(&key, &ca, &ca_key).expect("signed"), key)
+        };
+        let (server, server_key) = leaf(
+            vec!["localhost".to_string(), "127.0.0.1".to_string()],
+            "localhost",
+        );
+        let (client, client_key) = leaf(vec!["app".to_string()], "app");
+        let write = |name: &str, pem: String| {
+            std::fs::write(dir.path().join(name), pem).expect("write pem")
+        };
+        write("ca.pem", ca.pem());
+        write("server.pem", server.pem());
+        write("server.key", server_key.serialize_pem());
+        write("client.pem", client.pem());
+        write("client.key", client_key.serialize_pem());
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+fn show(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// `redis-cli --tls` against `port`: its stdout, or its error output when it failed.
+fn tls_cli(pki: &Pki, port: u16, client_cert: bool, args: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["--tls", "--cacert"])
+        .arg(pki.path("ca.pem"))
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+    if client_cert {
+        cmd.arg("--cert")
+            .arg(pki.path("client.pem"))
+            .arg("--key")
+            .arg(pki.path("client.key"));
+    }
+    let out = cmd.args(args).output().expect("run redis-cli");
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.status.success() && !stdout.starts_with("Could not") && !stdout.contains("ERR") {
+        Ok(stdout)
+    } else {
+        Err(format!("{stdout} {stderr}"))
+    }
+}
+
+#[test]
+fn clients_talk_to_redcar_over_tls_and_mutual_tls_requires_a_client_certificate() {
+    let cluster = RedisCluster::start(3, 1);
+    let pki = Pki::new();
+
+    let port = free_port();
+    let config = write_config(&format!(
+        "tls:\n  listen: 127.0.0.1:{port}\n  cert: {}\n  key: {}\n",
+        show(&pki.path("server.pem")),
+        show(&pki.path("server.key")),
+    ));
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    assert_eq!(
+        tls_cli(&pki, port, false, &["SET", "tls:k", "v"]),
+        Ok("OK".to_string())
+    );
+    assert_eq!(
+        tls_cli(&pki, port, false, &["GET", "tls:k"]),
+        Ok("v".to_string())
+    );
+    // The plain listener keeps working next to it; the TLS port speaks only TLS.
+    assert_eq!(redcar.cli(&["GET", "tls:k"]), "v");
+    let (_, metrics) = redcar.http_get("/metrics").expect("scrape");
+    assert!(
+        metrics.contains("redcar_client_connections_accepted_total{listener=\"tls\"} 2"),
+        "{metrics}"
+    );
+
+    let mutual_port = free_port();
+    let mutual = write_config(&format!(
+        "tls:\n  listen: 127.0.0.1:{mutual_port}\n  cert: {}\n  key: {}\n  client_ca: {}\n",
+        show(&pki.path("server.pem")),
+        show(&pki.path("server.key")),
+        show(&pki.path("ca.pem")),
+    ));
+    let _mutual = Redcar::start_with(&cluster.seeds(), &["--config", mutual.path_str()]);
+    assert!(
+        tls_cli(&pki, mutual_port, false, &["PING"]).is_err(),
+        "no client certificate: refused"
+    );
+    assert_eq!(
+        tls_cli(&pki, mutual_port, true, &["GET", "tls:k"]),
+        Ok("v".to_string())
+    );
+}
+
+#[test]
+fn a_missing_or_bad_certificate_stops_start_up_naming_the_key() {
+    let pki = Pki::new();
+    let check = |yaml: &str| {
+        let config = write_config(yaml);
+        let out = Command::new(crate::support::redcar::redcar_bin())
+            .args([
+                "--cluster",
+                "127.0.0.1:7000",
+                "--config",
+                config.path_str(),
+                "--check-config",
+            ])
+            .output()
+            .expect("run redcar");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) =
+        check("tls:\n  listen: 127.0.0.1:0\n  cert: /nonexistent.pem\n  key: /nonexistent.key\n");
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(
+        stderr.contains("`tls.cert`: cannot read /nonexistent.pem"),
+        "{stderr}"
+    );
+    // A key that does not belong to the certificate.
+    let (code, stderr) = check(&format!(
+        "tls:\n  listen: 127.0.0.1:0\n  cert: {}\n  key: {}\n",
+        show(&pki.path("server.pem")),
+        show(&pki.path("client.key")),
+    ));
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(stderr.contains("do not make a usable pair"), "{stderr}");
+    let (code, stderr) = check(&format!(
+        "listen: 127.0.0.1:0\ntls:\n  cert: {}\n",
+        show(&pki.path("server.pem"))
+    ));
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(stderr.contains("`tls.listen` is not"), "{stderr}");
+}
