@@ -68,7 +68,7 @@ impl Router {
 }
 
 /// The plan for a known command; `allow_flush` is `router.allow_flush`.
-fn plan_command(
+pub(super) fn plan_command(
     spec: &'static CommandSpec,
     args: &[Bytes],
     scratch: &mut Vec<usize>,
