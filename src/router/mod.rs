@@ -6,6 +6,7 @@ mod config;
 mod dedicated;
 mod fanout;
 mod fanout_merge;
+mod fault;
 mod forward;
 mod hedge;
 mod info;
@@ -29,6 +30,7 @@ mod wait;
 pub use call::Call;
 pub use config::RouterConfig;
 pub use dedicated::Watch;
+pub use fault::{validate as validate_faults, FaultRule};
 pub use multi::Multi;
 pub use plan::Plan;
 pub use redirect::{classify, Verdict};
@@ -59,6 +61,8 @@ pub struct Router {
     scripts: scripts::ScriptCache,
     /// Caps retries to a share of the traffic.
     retry_budget: retry_budget::RetryBudget,
+    /// `router.faults`; `None` (the usual case) costs forwarding one check.
+    faults: Option<fault::Faults>,
     config: RouterConfig,
 }
 
@@ -69,6 +73,7 @@ impl Router {
         metrics: Arc<Metrics>,
         config: RouterConfig,
     ) -> Router {
+        let faults = fault::Faults::new(&config.faults, &metrics);
         Router {
             cluster,
             upstreams,
@@ -76,6 +81,7 @@ impl Router {
             learned: ArcSwapOption::empty(),
             scripts: scripts::ScriptCache::default(),
             retry_budget: retry_budget::RetryBudget::new(config.retry_budget.clone()),
+            faults,
             config,
         }
     }

@@ -11,6 +11,7 @@ mod connections;
 mod coverage;
 mod differential;
 mod doctor;
+mod economy;
 mod fanout;
 mod harness;
 mod isolation;
