@@ -161,6 +161,7 @@ pub async fn run(
     ));
 
     tokio::spawn(refresher.run(stop_rx.clone()));
+    tokio::spawn(downstream.clone().watch_latency(stop_rx.clone()));
     tokio::spawn(crate::upstream::run_health_checks(
         upstreams.clone(),
         stop_rx.clone(),

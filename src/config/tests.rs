@@ -258,3 +258,58 @@ fn resilience_settings_that_cannot_work_are_refused() {
         .validate()
         .expect("valid");
 }
+
+#[test]
+fn connection_economy_settings_default_to_today_and_are_bounded() {
+    let config = Config::from_yaml(MINIMAL).expect("parses");
+    assert_eq!(config.upstream.max_in_flight_per_connection, 4096);
+    assert_eq!(config.upstream.flush_interval, Duration::ZERO);
+    assert!(config.router.faults.is_empty());
+    assert!(!config.client.close_idle_when_slow);
+    let set = format!(
+        "{MINIMAL}upstream:\n  max_in_flight_per_connection: 1\n  flush_interval: 10ms\nclient:\n  close_idle_when_slow: true\n"
+    );
+    Config::from_yaml(&set)
+        .expect("parses")
+        .validate()
+        .expect("the bounds themselves are valid");
+    let zero = format!("{MINIMAL}upstream:\n  max_in_flight_per_connection: 0\n");
+    assert!(error_of(&zero).contains("upstream.max_in_flight_per_connection"));
+    let huge = format!("{MINIMAL}upstream:\n  max_in_flight_per_connection: 2000000\n");
+    assert!(error_of(&huge).contains("upstream.max_in_flight_per_connection"));
+    let window = format!("{MINIMAL}upstream:\n  flush_interval: 11ms\n");
+    let error = error_of(&window);
+    assert!(error.contains("upstream.flush_interval"), "{error}");
+}
+
+#[test]
+fn fault_rules_are_checked_at_start_up() {
+    let faults = |rule: &str| format!("{MINIMAL}router:\n  faults:\n    - {rule}\n");
+    let valid =
+        faults("{node: \"127.0.0.1:7000\", commands: [GET], percentage: 100, error: ERR x}");
+    Config::from_yaml(&valid)
+        .expect("parses")
+        .validate()
+        .expect("valid rule");
+    let cases = [
+        (
+            "{percentage: 101, delay: 1ms}",
+            "router.faults[0].percentage",
+        ),
+        (
+            "{node: \"7000\", percentage: 1, delay: 1ms}",
+            "router.faults[0].node",
+        ),
+        (
+            "{percentage: 1, error: \"ERR a\\nb\"}",
+            "router.faults[0].error",
+        ),
+        ("{percentage: 1}", "router.faults[0]"),
+    ];
+    for (rule, key) in cases {
+        let error = error_of(&faults(rule));
+        assert!(error.contains(key), "{rule}: {error}");
+    }
+    let typo = Config::from_yaml(&faults("{percent: 1, delay: 1ms}")).expect_err("unknown key");
+    assert!(typo.to_string().contains("percent"), "{typo}");
+}

@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use super::{Config, ConfigError};
 
+/// Longest write-coalescing window accepted (`upstream.flush_interval`).
+const MAX_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
+
 impl Config {
     /// Rejects missing, malformed or contradictory settings before anything starts.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -15,6 +18,7 @@ impl Config {
         self.validate_resilience()?;
         // Reads password files and variables now, so a missing secret stops start-up.
         crate::auth::Users::from_config(&self.auth).map_err(ConfigError)?;
+        crate::router::validate_faults(&self.router.faults).map_err(ConfigError)?;
         crate::commands::custom::validate(&self.custom_commands).map_err(ConfigError)
     }
 
@@ -97,6 +101,21 @@ impl Config {
             64,
         )?;
         positive("upstream.connect_timeout", up.connect_timeout)?;
+        within(
+            "upstream.max_in_flight_per_connection",
+            up.max_in_flight_per_connection,
+            1,
+            1 << 20,
+        )?;
+        // The window delays every command's write by up to its length; past a few milliseconds
+        // that is a latency bug, not batching.
+        if up.flush_interval > MAX_FLUSH_INTERVAL {
+            return fail(format!(
+                "`upstream.flush_interval` is {:?}: expected at most {MAX_FLUSH_INTERVAL:?} \
+                 (every command may wait this long before it is written)",
+                up.flush_interval
+            ));
+        }
         within("upstream.dedicated.max", up.dedicated.max, 1, 100_000)?;
         if up.dedicated.exhausted == crate::upstream::Exhausted::Wait {
             positive("upstream.dedicated.wait_timeout", up.dedicated.wait_timeout)?;

@@ -40,6 +40,10 @@ pub struct ClientConfig {
     /// goes through the load balancer again; 0 = never.
     #[serde(with = "units::duration")]
     pub max_age: Duration,
+    /// When this instance's recent command latency is well above its own baseline, close idle
+    /// clients (at a safe point) so they reconnect, possibly to another instance. The exact rule
+    /// is in docs/configuration.md.
+    pub close_idle_when_slow: bool,
 }
 
 impl Default for ClientConfig {
@@ -54,6 +58,7 @@ impl Default for ClientConfig {
             idle_timeout: Duration::ZERO,
             max_connections: 10_000,
             max_age: Duration::ZERO,
+            close_idle_when_slow: false,
         }
     }
 }

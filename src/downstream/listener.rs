@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use super::session;
+use super::slow::LatencyWatch;
 use super::ClientConfig;
 use crate::auth::Users;
 use crate::metrics::{ListenerMetrics, Metrics};
@@ -23,6 +24,8 @@ pub struct Downstream {
     pub metrics: Arc<Metrics>,
     /// Who may connect (`auth`), resolved at start-up.
     pub users: Arc<Users>,
+    /// `client.close_idle_when_slow`: fed by every session, sampled by [`Downstream::watch_latency`].
+    pub(super) latency: Option<Arc<LatencyWatch>>,
     next_id: AtomicU64,
     /// Sessions running now, over all listeners (for `client.max_connections`).
     connected: AtomicUsize,
@@ -47,14 +50,24 @@ impl Downstream {
         metrics: Arc<Metrics>,
         users: Arc<Users>,
     ) -> Downstream {
+        let latency = config.close_idle_when_slow.then(LatencyWatch::new);
         Downstream {
             router,
+            latency,
             config,
             metrics,
             users,
             next_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),
             clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// With `client.close_idle_when_slow`, samples the sessions' latency until `shutdown`;
+    /// without it, returns at once.
+    pub async fn watch_latency(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+        if let Some(latency) = self.latency.clone() {
+            latency.run(shutdown).await;
         }
     }
 

@@ -7,6 +7,7 @@ mod local;
 mod pubsub;
 mod pubsub_conn;
 mod session;
+mod slow;
 mod tls;
 mod transaction;
 

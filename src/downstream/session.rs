@@ -15,6 +15,7 @@ use tokio::time::{sleep_until, Instant};
 use super::listener::Downstream;
 use super::local::ClientState;
 use super::pubsub;
+use super::slow::LatencyWatch;
 use super::transaction::Step;
 use crate::commands::Local;
 use crate::metrics::Metrics;
@@ -64,6 +65,11 @@ pub async fn serve<S>(
     let mut age_timer = Box::pin(sleep_until(Instant::now() + config.max_age));
     let mut idle_timer = Box::pin(sleep_until(Instant::now() + config.idle_timeout));
     let mut aged = false;
+    // `client.close_idle_when_slow`: the latency watch if it is on, its state changes, and
+    // whether this client is to be closed at its next safe point.
+    let latency = downstream.latency.as_deref();
+    let mut slow = downstream.latency.as_ref().map(|watch| watch.subscribe());
+    let mut close_when_safe = false;
     loop {
         // Start every complete command already buffered, up to the in-flight limit. One clock
         // read serves the whole batch.
@@ -153,6 +159,14 @@ pub async fn serve<S>(
             tracing::debug!(client = state.id, "closing client at client.max_age");
             closing = true;
         }
+        if close_when_safe && !closing && at_safe_point(&calls, &out, &input, &parked, &state) {
+            downstream.metrics.clients_closed_slow().inc();
+            tracing::debug!(
+                client = state.id,
+                "closing idle client: latency above baseline"
+            );
+            closing = true;
+        }
         if closing && calls.is_empty() && out.is_empty() {
             let _ = writer.shutdown().await;
             return;
@@ -176,6 +190,7 @@ pub async fn serve<S>(
                 while let Some(bytes) = reply.take().or_else(|| calls.front_mut().and_then(|(call, _)| call.now_or_never())) {
                     if let Some((call, stamp)) = calls.pop_front() {
                         exclusive -= usize::from(stamp.alone);
+                        note_latency(latency, &stamp, now);
                         stamp.finish(metrics, &bytes, now, call.node(), peer);
                     }
                     out.extend_from_slice(&bytes);
@@ -205,6 +220,7 @@ pub async fn serve<S>(
                 while let Some(reply) = calls.front_mut().and_then(|(call, _)| call.expire()) {
                     if let Some((call, stamp)) = calls.pop_front() {
                         exclusive -= usize::from(stamp.alone);
+                        note_latency(latency, &stamp, now);
                         stamp.finish(metrics, &reply, now, call.node(), peer);
                     }
                     out.extend_from_slice(&reply);
@@ -227,6 +243,9 @@ pub async fn serve<S>(
                 aged = true;
             }
             _ = shutdown.changed(), if !closing => closing = true,
+            now_slow = slow_changed(&mut slow), if slow.is_some() && !closing => {
+                close_when_safe = now_slow;
+            }
         }
     }
 }
@@ -246,6 +265,25 @@ fn at_safe_point(
         && parked.is_none()
         && !state.tx.is_open()
         && state.tx.watch.slot().is_none()
+}
+
+/// Feeds `client.close_idle_when_slow` (one atomic add) when it is on.
+#[inline]
+fn note_latency(latency: Option<&LatencyWatch>, stamp: &Stamp, now: Instant) {
+    if let Some(watch) = latency {
+        watch.record(now.saturating_duration_since(stamp.started));
+    }
+}
+
+/// The next change of the latency state (true: slow). Never resolves without a watch, or once
+/// the watch is gone.
+async fn slow_changed(slow: &mut Option<watch::Receiver<bool>>) -> bool {
+    if let Some(receiver) = slow {
+        if receiver.changed().await.is_ok() {
+            return *receiver.borrow_and_update();
+        }
+    }
+    std::future::pending().await
 }
 
 /// Starts one planned command: forwarded commands are queued on their node right away.

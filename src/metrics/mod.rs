@@ -76,6 +76,11 @@ struct RedirectLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListenerLabel {
     listener: &'static str,
 }
@@ -106,6 +111,9 @@ pub struct Metrics {
     node_connections: Family<NodeLabel, Gauge>,
     node_ejections: Family<NodeLabel, Counter>,
     node_ejected: Family<NodeLabel, Gauge>,
+    node_in_flight_capped: Family<NodeLabel, Counter>,
+    faults: Family<KindLabel, Counter>,
+    clients_closed_slow: Counter,
     hedges: Counter,
     retry_budget_exhausted: Counter,
     /// Commands sent to any node (not exported: the sum of `node_requests`); the retry budget's
@@ -167,6 +175,8 @@ pub struct NodeMetrics {
     pub connections: Gauge,
     pub ejections: Counter,
     pub ejected: Gauge,
+    /// Batches that filled a connection up to `upstream.max_in_flight_per_connection`.
+    pub in_flight_capped: Counter,
     /// Shared by every node: commands sent anywhere.
     pub all_requests: Counter,
 }
@@ -215,6 +225,9 @@ impl Metrics {
             node_connections: Family::default(),
             node_ejections: Family::default(),
             node_ejected: Family::default(),
+            node_in_flight_capped: Family::default(),
+            faults: Family::default(),
+            clients_closed_slow: Counter::default(),
             hedges: Counter::default(),
             retry_budget_exhausted: Counter::default(),
             requests_sent: Counter::default(),
@@ -302,6 +315,21 @@ impl Metrics {
             "node_ejected",
             "1 while a node is ejected from selection (outlier detection), else 0",
             self.node_ejected.clone(),
+        );
+        r.register(
+            "node_in_flight_capped",
+            "Write batches that filled a node connection to upstream.max_in_flight_per_connection (it then waits for replies before taking more)",
+            self.node_in_flight_capped.clone(),
+        );
+        r.register(
+            "faults_injected",
+            "Commands delayed or answered with an error by router.faults, by kind (delay, error)",
+            self.faults.clone(),
+        );
+        r.register(
+            "clients_closed_slow",
+            "Idle clients closed because latency was above its baseline (client.close_idle_when_slow)",
+            self.clients_closed_slow.clone(),
         );
         r.register(
             "hedged_reads",
@@ -442,6 +470,7 @@ impl Metrics {
             connections: self.node_connections.get_or_create_owned(&label),
             ejections: self.node_ejections.get_or_create_owned(&label),
             ejected: self.node_ejected.get_or_create_owned(&label),
+            in_flight_capped: self.node_in_flight_capped.get_or_create_owned(&label),
             all_requests: self.requests_sent.clone(),
         }
     }
@@ -461,6 +490,7 @@ impl Metrics {
         self.node_connections.remove(&label);
         self.node_ejections.remove(&label);
         self.node_ejected.remove(&label);
+        self.node_in_flight_capped.remove(&label);
     }
 
     /// The series for one listener (`tcp` or `unix`).
@@ -494,6 +524,17 @@ impl Metrics {
     /// A read sent to a second node (`router.hedge_after`).
     pub fn hedge(&self) {
         self.hedges.inc();
+    }
+
+    /// The counter of injected faults of one `kind` (`delay` or `error`), made once at start-up
+    /// so injecting costs one atomic add.
+    pub fn faults(&self, kind: &'static str) -> Counter {
+        self.faults.get_or_create_owned(&KindLabel { kind })
+    }
+
+    /// The counter of idle clients closed by `client.close_idle_when_slow`.
+    pub fn clients_closed_slow(&self) -> Counter {
+        self.clients_closed_slow.clone()
     }
 
     /// A retry refused by `router.retry_budget`.

@@ -93,6 +93,7 @@ fn every_documented_series_is_exported() {
     metrics.redirect("moved", "127.0.0.1:7001");
     metrics.refresh(true);
     metrics.topology_rejected("stale");
+    metrics.faults("delay");
     let text = metrics.encode();
     let mut documented = 0;
     for line in section.lines().filter(|l| l.starts_with("| `redcar_")) {

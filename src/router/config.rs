@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::fault::FaultRule;
 use super::retry_budget::RetryBudgetConfig;
 use super::select::ReadPolicy;
 use crate::config::units;
@@ -34,6 +35,9 @@ pub struct RouterConfig {
     pub hedge_after: Duration,
     /// Bounds retries to a share of the traffic, so retries cannot amplify an outage.
     pub retry_budget: RetryBudgetConfig,
+    /// Fault injection for tests and drills: delays and error replies for chosen commands and
+    /// nodes. Empty (no cost) by default.
+    pub faults: Vec<FaultRule>,
 }
 
 impl Default for RouterConfig {
@@ -46,6 +50,7 @@ impl Default for RouterConfig {
             read_policy: ReadPolicy::Primary,
             hedge_after: Duration::ZERO,
             retry_budget: RetryBudgetConfig::default(),
+            faults: Vec::new(),
         }
     }
 }

@@ -62,6 +62,11 @@ impl Router {
         };
         match self.candidate(slot, write, &[]) {
             Candidate::Node(node) => {
+                if let Some(faults) = &self.faults {
+                    if let Some(picked) = faults.pick(&command.payload, node.addr()) {
+                        return self.inject(picked, command, node);
+                    }
+                }
                 let reply = node.send(command.payload.clone(), false, lane);
                 if self.hedges(&command) {
                     return Call::slow(self.hedged(command, node, reply));

@@ -27,11 +27,7 @@ pub fn fuzz_plan(data: &[u8]) {
             chosen
         }
     };
-    args.extend(
-        data[2..]
-            .split(|&b| b == 0)
-            .map(|part| Bytes::copy_from_slice(part)),
-    );
+    args.extend(data[2..].split(|&b| b == 0).map(Bytes::copy_from_slice));
     let found = commands::lookup(&args).map(|s| s.name);
     assert_eq!(found, Some(spec.name), "lookup of {:?}", args);
 

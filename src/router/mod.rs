@@ -6,6 +6,7 @@ mod config;
 mod dedicated;
 mod fanout;
 mod fanout_merge;
+mod fault;
 mod forward;
 mod fuzz;
 mod hedge;
@@ -30,6 +31,7 @@ mod wait;
 pub use call::Call;
 pub use config::RouterConfig;
 pub use dedicated::Watch;
+pub use fault::{validate as validate_faults, FaultRule};
 pub use fuzz::fuzz_plan;
 pub use multi::Multi;
 pub use plan::Plan;
@@ -61,6 +63,8 @@ pub struct Router {
     scripts: scripts::ScriptCache,
     /// Caps retries to a share of the traffic.
     retry_budget: retry_budget::RetryBudget,
+    /// `router.faults`; `None` (the usual case) costs forwarding one check.
+    faults: Option<fault::Faults>,
     config: RouterConfig,
 }
 
@@ -71,6 +75,7 @@ impl Router {
         metrics: Arc<Metrics>,
         config: RouterConfig,
     ) -> Router {
+        let faults = fault::Faults::new(&config.faults, &metrics);
         Router {
             cluster,
             upstreams,
@@ -78,6 +83,7 @@ impl Router {
             learned: ArcSwapOption::empty(),
             scripts: scripts::ScriptCache::default(),
             retry_budget: retry_budget::RetryBudget::new(config.retry_budget.clone()),
+            faults,
             config,
         }
     }

@@ -31,6 +31,14 @@ pub struct UpstreamConfig {
     /// a sidecar does not hold idle sockets to every node of a large cluster; 0 = never.
     #[serde(with = "units::duration")]
     pub idle_timeout: Duration,
+    /// Commands written to one node connection and not yet answered; at this many the
+    /// connection stops taking commands from its queue until replies come back (back-pressure:
+    /// queued commands wait, in order; none is dropped).
+    pub max_in_flight_per_connection: usize,
+    /// Write-coalescing window: after the first command of a batch, wait up to this long for
+    /// more before writing, so more clients share one write; 0 = write at the end of the turn.
+    #[serde(with = "units::duration")]
+    pub flush_interval: Duration,
     /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).
     pub dedicated: DedicatedConfig,
     /// Outlier detection: ejecting nodes that keep failing, and the health checks that bring
@@ -85,6 +93,8 @@ impl Default for UpstreamConfig {
             reconnect_backoff: Duration::from_millis(50),
             max_connects_per_second: 100,
             idle_timeout: Duration::from_secs(300),
+            max_in_flight_per_connection: 4096,
+            flush_interval: Duration::ZERO,
             dedicated: DedicatedConfig::default(),
             outlier: OutlierConfig::default(),
         }

@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::batch::Batching;
 use super::health::Health;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
@@ -19,9 +20,6 @@ use crate::protocol::{reply_frame_len, Limits};
 
 /// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
 pub const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
-/// Stop pulling new commands while this many bytes wait to be written: back-pressure instead of
-/// an unbounded write buffer when a node is slow to read.
-const WRITE_HIGH_WATER: usize = 256 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 
 /// A command waiting to be written, and where its reply goes.
@@ -242,6 +240,8 @@ struct Session {
     health: Arc<Health>,
     /// The clock read for the batch being queued.
     batch_at: Instant,
+    /// When to take more commands and when to write them (in-flight cap, flush window).
+    batching: Batching,
 }
 
 impl Session {
@@ -255,6 +255,7 @@ impl Session {
             metrics: context.metrics.clone(),
             health: context.health.clone(),
             batch_at: Instant::now(),
+            batching: Batching::new(&context.config, context.metrics.in_flight_capped.clone()),
         }
     }
 
@@ -293,14 +294,15 @@ impl Session {
                         input.reserve(READ_CHUNK);
                     }
                 }
-                wrote = writer.write(&out), if !out.is_empty() => {
+                wrote = writer.write(&out), if !out.is_empty() && self.batching.may_write() => {
                     let n = wrote.map_err(|e| format!("write failed: {e}"))?;
                     out.advance(n);
                     self.written += n as u64;
                 }
-                next = rx.recv(), if open && out.len() < WRITE_HIGH_WATER => match next {
+                next = rx.recv(), if open && self.batching.has_room(out.len(), self.in_flight.len()) => match next {
                     Some(pending) => {
                         let before = self.in_flight.len();
+                        let fresh = out.is_empty();
                         self.batch_at = Instant::now();
                         self.enqueue(pending, &mut out);
                         self.take_queued(rx, &mut out);
@@ -309,9 +311,15 @@ impl Session {
                         tokio::task::yield_now().await;
                         self.take_queued(rx, &mut out);
                         self.count_queued(self.in_flight.len() - before);
+                        self.batching.queued(fresh, out.len(), self.in_flight.len());
                     }
-                    None => open = false,
+                    None => {
+                        open = false;
+                        self.batching.release();
+                    }
                 },
+                // `upstream.flush_interval`: the batch waited long enough for company.
+                () = self.batching.window(), if self.batching.holding() => self.batching.release(),
                 // Polled only while nothing is in flight: no timer work under load.
                 () = &mut idle, if !idle_timeout.is_zero() && self.in_flight.is_empty() && out.is_empty() => {
                     let last_used = self.batch_at;
@@ -327,7 +335,7 @@ impl Session {
 
     /// Coalesce: takes everything already queued into the same write.
     fn take_queued(&mut self, rx: &mut mpsc::UnboundedReceiver<Pending>, out: &mut BytesMut) {
-        while out.len() < WRITE_HIGH_WATER {
+        while self.batching.has_room(out.len(), self.in_flight.len()) {
             match rx.try_recv() {
                 Ok(pending) => self.enqueue(pending, out),
                 Err(_) => break,

@@ -4,6 +4,7 @@
 //! that coalesces queued requests into one write and matches replies in FIFO order. This module
 //! knows addresses, never slots: the router decides where a command goes.
 
+mod batch;
 mod config;
 mod conn;
 mod connect_limit;

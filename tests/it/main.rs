@@ -12,6 +12,7 @@ mod connections;
 mod coverage;
 mod differential;
 mod doctor;
+mod economy;
 mod fanout;
 mod harness;
 mod hostile;
