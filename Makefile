@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build demo test bench bench-connections fmt fmt-check clippy clean ensure-redis ensure-clients
+.PHONY: help all build demo test fuzz bench bench-connections fmt fmt-check clippy clean ensure-redis ensure-clients
 
 all: build
 
@@ -10,6 +10,7 @@ help:
 	@echo "make demo    - start a local 3+3 cluster + redcar, run a short workload (scripts/demo.sh)"
 	@echo "make test    - fmt check, clippy -D warnings, all tests (needs redis-server; CI runs this)"
 	@echo "make bench   - benchmark standalone vs cluster vs redcar, writes bench/RESULTS.md"
+	@echo "make fuzz    - run the cargo-fuzz targets for FUZZ_SECONDS (default 300) each"
 	@echo "make bench-connections - per-request and rate-limit workloads, direct vs redcar, on loopback"
 	@echo "               and a simulated network; writes bench/RESULTS-connections.md"
 	@echo "make fmt     - cargo fmt --all"
@@ -40,6 +41,11 @@ clippy:
 
 test: ensure-redis ensure-clients fmt-check clippy
 	$(CARGO) test --all-targets
+	scripts/fuzz.sh
+
+# A long fuzz run (FUZZ_SECONDS per target; needs the nightly toolchain, installs cargo-fuzz).
+fuzz:
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} scripts/fuzz.sh
 
 bench: ensure-redis build
 	bench/run.sh
