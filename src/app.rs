@@ -131,12 +131,15 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let reply_limits = Limits::default();
     let metrics = Arc::new(Metrics::new(&config.metrics));
-    let upstreams = Arc::new(Upstreams::new(
-        config.upstream.clone(),
-        reply_limits.clone(),
-        metrics.clone(),
-        config.router.read_policy.uses_replicas(),
-    ));
+    let upstreams = Arc::new(
+        Upstreams::new(
+            config.upstream.clone(),
+            reply_limits.clone(),
+            metrics.clone(),
+            config.router.read_policy.uses_replicas(),
+        )
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
+    );
     let cluster = Arc::new(ClusterState::with_config(&config.cluster));
     let refresher = Refresher {
         state: cluster.clone(),

@@ -5,9 +5,7 @@
 //! With neither `requirepass` nor users configured, every client is the unrestricted default
 //! user and nothing here runs per command.
 
-mod secret;
-
-pub use secret::{PasswordDigest, Secret};
+pub use crate::config::secret::{PasswordDigest, Secret};
 
 use std::collections::HashMap;
 use std::sync::Arc;

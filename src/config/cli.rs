@@ -101,6 +101,23 @@ pub struct DoctorArgs {
     /// Bound on each connect and each command (e.g. 2s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// ACL user to authenticate as on every node (Redis 6+); needs --password.
+    #[arg(
+        long,
+        env = "REDCAR_UPSTREAM_USER",
+        value_name = "USER",
+        requires = "password"
+    )]
+    pub user: Option<String>,
+    /// Password for AUTH on every node (the `default` user's without --user). Prefer the
+    /// environment variable: a flag's value is visible in the process list.
+    #[arg(
+        long,
+        env = "REDCAR_UPSTREAM_PASSWORD",
+        value_name = "PASSWORD",
+        hide_env_values = true
+    )]
+    pub password: Option<String>,
 }
 
 impl Cli {
@@ -113,6 +130,13 @@ impl Cli {
             seeds: args.cluster.iter().map(|s| s.trim().to_string()).collect(),
             json: args.json,
             timeout: args.timeout,
+            credentials: args
+                .password
+                .clone()
+                .map(|password| crate::upstream::Credentials {
+                    username: args.user.clone(),
+                    password,
+                }),
         })
     }
 

@@ -7,6 +7,7 @@
 mod cli;
 mod validate;
 
+pub mod secret;
 pub mod units;
 
 pub use cli::{Cli, Command};

@@ -16,6 +16,8 @@ impl Config {
         self.validate_limits()?;
         self.validate_logging()?;
         self.validate_resilience()?;
+        // Reads the upstream password now, so a missing secret stops start-up.
+        self.upstream.credentials().map_err(ConfigError)?;
         // Reads password files and variables now, so a missing secret stops start-up.
         crate::auth::Users::from_config(&self.auth).map_err(ConfigError)?;
         crate::router::validate_faults(&self.router.faults).map_err(ConfigError)?;

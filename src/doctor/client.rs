@@ -9,22 +9,16 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use crate::protocol::{Frame, Limits, ProtocolError, Request};
+use crate::upstream::Credentials;
 
 /// How to reach a node.
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
     /// Bound on connecting, and on each command's round trip.
     pub timeout: Duration,
-    /// Sent with `AUTH` right after connecting. Nothing sets it yet: redcar has no upstream auth,
-    /// and doctor will take it from the same settings once it does.
+    /// Sent with `AUTH` right after connecting (`--user`, `--password`), as the proxy's
+    /// `upstream.username`/`upstream.password`.
     pub credentials: Option<Credentials>,
-}
-
-/// An ACL user (Redis 6+) or, with `username: None`, the legacy `requirepass` password.
-#[derive(Clone, Debug)]
-pub struct Credentials {
-    pub username: Option<String>,
-    pub password: String,
 }
 
 /// Why talking to a node failed.

@@ -38,6 +38,8 @@ pub struct Options {
     pub json: bool,
     /// Bound on each connect and each command.
     pub timeout: Duration,
+    /// `AUTH` on every node connection, when the cluster requires it.
+    pub credentials: Option<crate::upstream::Credentials>,
 }
 
 // === impl Options ===
@@ -72,7 +74,7 @@ pub async fn run(options: &Options) -> u8 {
     }
     let connect = ConnectOptions {
         timeout: options.timeout,
-        credentials: None,
+        credentials: options.credentials.clone(),
     };
     let seeds: Vec<String> = options.seeds.iter().map(|s| s.trim().to_string()).collect();
     let (seed, topology) = match gather::discover(&seeds, &connect).await {

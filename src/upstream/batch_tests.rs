@@ -122,7 +122,8 @@ async fn pipeline_through(cap: usize) -> (Vec<Bytes>, usize) {
         ..UpstreamConfig::default()
     };
     let metrics = Arc::new(Metrics::default());
-    let upstreams = Upstreams::new(config, Limits::default(), metrics, false);
+    let upstreams =
+        Upstreams::new(config, Limits::default(), metrics, false).expect("no credentials");
     let node = upstreams.node(&addr);
     let replies: Vec<_> = (0..40)
         .map(|i| {

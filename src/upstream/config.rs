@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::OutlierConfig;
+use crate::config::secret::Secret;
 use crate::config::units;
 
 /// `upstream:` in the config file.
@@ -44,6 +45,12 @@ pub struct UpstreamConfig {
     /// Outlier detection: ejecting nodes that keep failing, and the health checks that bring
     /// them back.
     pub outlier: OutlierConfig,
+    /// Redis 6+ ACL user redcar authenticates as on every node connection; without it, `AUTH`
+    /// uses the `default` user (`requirepass`).
+    pub username: Option<String>,
+    /// The password sent with `AUTH` on every node connection (in clear, `{file: PATH}` or
+    /// `{env: NAME}`; never shown).
+    pub password: Option<Secret>,
 }
 
 /// `upstream.dedicated:` in the config file.
@@ -84,6 +91,22 @@ impl Default for DedicatedConfig {
     }
 }
 
+impl UpstreamConfig {
+    /// The credentials to present to the nodes, read now; errors name the key.
+    pub fn credentials(&self) -> Result<Option<super::Credentials>, String> {
+        match (&self.username, &self.password) {
+            (None, None) => Ok(None),
+            (Some(_), None) => {
+                Err("`upstream.username` is set without `upstream.password`".to_string())
+            }
+            (username, Some(secret)) => Ok(Some(super::Credentials {
+                username: username.clone(),
+                password: secret.reveal("upstream.password")?,
+            })),
+        }
+    }
+}
+
 impl Default for UpstreamConfig {
     fn default() -> Self {
         UpstreamConfig {
@@ -97,6 +120,8 @@ impl Default for UpstreamConfig {
             flush_interval: Duration::ZERO,
             dedicated: DedicatedConfig::default(),
             outlier: OutlierConfig::default(),
+            username: None,
+            password: None,
         }
     }
 }

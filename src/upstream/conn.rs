@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::batch::Batching;
+use super::handshake::Handshake;
 use super::health::Health;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
@@ -63,8 +64,8 @@ pub(super) struct NodeContext {
     pub metrics: NodeMetrics,
     pub connect_limit: Arc<ConnectLimit>,
     pub health: Arc<Health>,
-    /// Send `READONLY` after connecting, so a replica serves reads of its primary's slots.
-    pub readonly: bool,
+    /// `AUTH` and/or `READONLY` (so a replica serves reads of its primary's slots) after connecting.
+    pub handshake: Handshake,
 }
 
 /// Starts the task and returns its queue.
@@ -97,8 +98,8 @@ async fn run(context: Arc<NodeContext>, mut rx: mpsc::UnboundedReceiver<Pending>
             continue;
         }
         let connected = match connect(addr, config, &context.connect_limit).await {
-            Ok(stream) if context.readonly => readonly(stream, &context.limits).await,
-            other => other,
+            Ok(stream) => context.handshake.run(stream, &context.limits).await,
+            Err(reason) => Err(reason),
         };
         match connected {
             Ok(stream) => {
@@ -126,32 +127,6 @@ async fn run(context: Arc<NodeContext>, mut rx: mpsc::UnboundedReceiver<Pending>
                 health.record_failure(&reason);
                 fail_queued(first, &mut rx, addr, &reason);
             }
-        }
-    }
-}
-
-/// `READONLY` on a fresh connection: a replica then serves reads of its primary's slots instead
-/// of answering MOVED (harmless on a primary). Only sent when a read policy may use replicas.
-async fn readonly(mut stream: TcpStream, limits: &Limits) -> Result<TcpStream, String> {
-    const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
-    stream
-        .write_all(READONLY)
-        .await
-        .map_err(|e| format!("READONLY: write failed: {e}"))?;
-    let mut input = BytesMut::with_capacity(256);
-    loop {
-        if let Some(len) = frames_len(&input, 1, limits)? {
-            if &input[..len] != b"+OK\r\n" {
-                let reply = String::from_utf8_lossy(&input[..len]);
-                return Err(format!("READONLY refused: {}", reply.trim_end()));
-            }
-            return Ok(stream);
-        }
-        match stream.read_buf(&mut input).await {
-            Ok(0) => return Err("node closed the connection during READONLY".to_string()),
-            Ok(_) if input.len() > 4096 => return Err("oversized reply to READONLY".to_string()),
-            Ok(_) => {}
-            Err(e) => return Err(format!("READONLY: read failed: {e}")),
         }
     }
 }

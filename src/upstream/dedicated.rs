@@ -37,6 +37,8 @@ struct Shared {
     permits: Arc<Semaphore>,
     /// New connections per second per node, shared with the pipelined connections.
     connect_limit: Arc<ConnectLimit>,
+    /// AUTH on each new connection, when upstream credentials are configured.
+    handshake: super::Handshake,
     /// Borrowers waiting for a permit.
     waiters: AtomicUsize,
     /// Idle connections by node, oldest first.
@@ -74,6 +76,7 @@ impl DedicatedPool {
         limits: Limits,
         metrics: Arc<Metrics>,
         connect_limit: Arc<ConnectLimit>,
+        handshake: super::Handshake,
     ) -> DedicatedPool {
         let permits = Arc::new(Semaphore::new(config.dedicated.max));
         DedicatedPool {
@@ -83,6 +86,7 @@ impl DedicatedPool {
                 metrics,
                 permits,
                 connect_limit,
+                handshake,
                 waiters: AtomicUsize::new(0),
                 idle: Mutex::new(HashMap::new()),
             }),
@@ -104,12 +108,14 @@ impl DedicatedPool {
                 self.wait_permit().await?
             }
         };
-        let stream = connect(addr, &shared.config, &shared.connect_limit)
-            .await
-            .map_err(|reason| UpstreamError::NotSent {
-                addr: addr.clone(),
-                reason,
-            })?;
+        let connected = match connect(addr, &shared.config, &shared.connect_limit).await {
+            Ok(stream) => shared.handshake.run(stream, &shared.limits).await,
+            Err(reason) => Err(reason),
+        };
+        let stream = connected.map_err(|reason| UpstreamError::NotSent {
+            addr: addr.clone(),
+            reason,
+        })?;
         Ok(shared.lend(stream, addr.clone(), permit))
     }
 

@@ -21,7 +21,8 @@ pub(super) struct NodeSettings<'a> {
     pub connect_limit: &'a Arc<ConnectLimit>,
     /// Bumped on every ejection of any node (health checker, topology refresher).
     pub ejections: &'a Arc<tokio::sync::watch::Sender<u64>>,
-    pub readonly: bool,
+    /// What each pipelined connection sends first (AUTH, READONLY).
+    pub handshake: &'a super::Handshake,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
@@ -55,7 +56,7 @@ impl Node {
             metrics,
             connect_limit: settings.connect_limit.clone(),
             health: health.clone(),
-            readonly: settings.readonly,
+            handshake: settings.handshake.clone(),
         });
         let conns = (0..settings.config.connections_per_node.max(1))
             .map(|_| conn::spawn(context.clone()))

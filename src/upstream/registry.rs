@@ -19,36 +19,44 @@ pub struct Upstreams {
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
     dedicated: DedicatedPool,
     connect_limit: Arc<ConnectLimit>,
-    /// Send `READONLY` on new pipelined connections (a read policy may use replicas).
-    readonly: bool,
+    /// What new pipelined connections send first: AUTH, and READONLY when a read policy may
+    /// use replicas.
+    handshake: super::Handshake,
     /// Bumped on every node ejection.
     ejections: Arc<watch::Sender<u64>>,
 }
 
 impl Upstreams {
-    /// `readonly`: pipelined connections send `READONLY` first, so replicas serve reads.
+    /// `readonly`: pipelined connections send `READONLY` first, so replicas serve reads. Fails
+    /// when the upstream password cannot be read (`upstream.password`).
     pub fn new(
         config: UpstreamConfig,
         limits: Limits,
         metrics: Arc<Metrics>,
         readonly: bool,
-    ) -> Upstreams {
+    ) -> Result<Upstreams, String> {
+        let credentials = config.credentials()?;
+        let handshake = super::Handshake::new(credentials.as_ref(), readonly);
+        // Dedicated connections carry blocking commands, WATCH and subscriptions for the
+        // primaries: they authenticate but never read from replicas.
+        let dedicated_handshake = super::Handshake::new(credentials.as_ref(), false);
         let connect_limit = Arc::new(ConnectLimit::new(config.max_connects_per_second));
-        Upstreams {
+        Ok(Upstreams {
             dedicated: DedicatedPool::new(
                 config.clone(),
                 limits.clone(),
                 metrics.clone(),
                 connect_limit.clone(),
+                dedicated_handshake,
             ),
             connect_limit,
             config,
             limits,
             metrics,
             nodes: Mutex::new(HashMap::new()),
-            readonly,
+            handshake,
             ejections: Arc::new(watch::channel(0).0),
-        }
+        })
     }
 
     /// The node at `addr`, created (with lazily connecting connections) on first use.
@@ -63,7 +71,7 @@ impl Upstreams {
             limits: &self.limits,
             connect_limit: &self.connect_limit,
             ejections: &self.ejections,
-            readonly: self.readonly,
+            handshake: &self.handshake,
         };
         let node = Arc::new(Node::spawn(addr, &settings, metrics));
         nodes.insert(node.addr().clone(), node.clone());

@@ -26,3 +26,4 @@ mod resilience;
 mod tls;
 mod topology;
 mod transactions;
+mod upstream_auth;

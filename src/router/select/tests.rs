@@ -19,7 +19,8 @@ fn upstreams_and_metrics() -> (Upstreams, Arc<Metrics>) {
         Limits::default(),
         metrics.clone(),
         true,
-    );
+    )
+    .expect("no upstream credentials to read");
     (up, metrics)
 }
 

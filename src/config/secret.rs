@@ -1,5 +1,6 @@
 //! A password in the config: given in clear, as a SHA-256 hex digest, in a file or in an
-//! environment variable, and kept in memory only as its SHA-256 digest.
+//! environment variable. Passwords clients present are kept only as their SHA-256 digest;
+//! passwords redcar itself presents to the nodes are read once at start-up.
 
 use std::fmt;
 
@@ -82,6 +83,33 @@ impl Secret {
     }
 }
 
+impl Secret {
+    /// The password itself, for redcar to send (`AUTH` to the nodes). A digest cannot be sent.
+    pub fn reveal(&self, key: &str) -> Result<String, String> {
+        let text = match self {
+            Secret::Plain(password) => password.clone(),
+            Secret::Sha256 { .. } => {
+                return Err(format!(
+                    "`{key}` cannot be a sha256 digest: redcar must send this password to the \
+                     nodes, so give it in clear, as {{file: PATH}} or as {{env: NAME}}"
+                ))
+            }
+            Secret::File { file } => {
+                let text = std::fs::read_to_string(file)
+                    .map_err(|e| format!("`{key}.file`: cannot read {file}: {e}"))?;
+                text.trim_end_matches(['\n', '\r']).to_string()
+            }
+            Secret::Env { env } => std::env::var(env).map_err(|_| {
+                format!("`{key}.env`: environment variable {env} is not set or not UTF-8")
+            })?,
+        };
+        if text.is_empty() {
+            return Err(format!("`{key}` is an empty password"));
+        }
+        Ok(text)
+    }
+}
+
 fn non_empty(key: &str, password: &[u8]) -> Result<PasswordDigest, String> {
     if password.is_empty() {
         return Err(format!("`{key}` is an empty password"));
@@ -152,6 +180,25 @@ mod tests {
             .resolve("k")
             .expect_err("no file")
             .contains("cannot read"));
+    }
+
+    #[test]
+    fn passwords_redcar_sends_are_revealed_except_digests() {
+        assert_eq!(Secret::Plain("pw".into()).reveal("k"), Ok("pw".to_string()));
+        let digest = Secret::Sha256 {
+            sha256: "ab".repeat(32),
+        };
+        assert!(digest
+            .reveal("upstream.password")
+            .expect_err("digest")
+            .contains("cannot be a sha256"));
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("pw");
+        std::fs::write(&path, "from-file\n").expect("write");
+        let file = Secret::File {
+            file: path.to_string_lossy().into_owned(),
+        };
+        assert_eq!(file.reveal("k"), Ok("from-file".to_string()));
     }
 
     #[test]
