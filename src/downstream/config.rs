@@ -32,6 +32,10 @@ pub struct ClientConfig {
     /// Close a client with nothing in flight after this long without a command; 0 = never.
     #[serde(with = "units::duration")]
     pub idle_timeout: Duration,
+    /// A request whose first byte arrived this long ago and that is still incomplete gets an
+    /// error and the client is closed (slowloris protection); 0 = never.
+    #[serde(with = "units::duration")]
+    pub request_timeout: Duration,
     /// Clients connected at once over all listeners; one more is told
     /// `-ERR redcar: max number of clients reached` and closed.
     pub max_connections: usize,
@@ -56,6 +60,7 @@ impl Default for ClientConfig {
             max_request_bytes: 1 << 30,
             max_reply_bytes: 64 << 20,
             idle_timeout: Duration::ZERO,
+            request_timeout: Duration::from_secs(30),
             max_connections: 10_000,
             max_age: Duration::ZERO,
             close_idle_when_slow: false,

@@ -64,6 +64,10 @@ pub async fn serve<S>(
     // (One timer made once: select! builds every branch's future on every turn, even disabled.)
     let mut age_timer = Box::pin(sleep_until(Instant::now() + config.max_age));
     let mut idle_timer = Box::pin(sleep_until(Instant::now() + config.idle_timeout));
+    // `client.request_timeout`: when the request now being received began, if it is incomplete.
+    // Completing a request resets it, so trickling one byte at a time does not keep it alive.
+    let mut partial_since: Option<Instant> = None;
+    let mut request_timer = Box::pin(sleep_until(Instant::now() + config.request_timeout));
     let mut aged = false;
     // `client.close_idle_when_slow`: the latency watch if it is on, its state changes, and
     // whether this client is to be closed at its next safe point.
@@ -78,8 +82,16 @@ pub async fn serve<S>(
             let request = match parked.take() {
                 Some(request) => request,
                 None => match parse_request(&mut input, &limits) {
-                    Ok(Some(request)) => request,
-                    Ok(None) if input.len() < config.max_request_bytes => break,
+                    Ok(Some(request)) => {
+                        partial_since = None;
+                        request
+                    }
+                    Ok(None) if input.len() < config.max_request_bytes => {
+                        if !input.is_empty() {
+                            partial_since.get_or_insert(now);
+                        }
+                        break;
+                    }
                     broken => {
                         // A protocol error, or a request too big to ever complete: say so, close.
                         let reason = match broken {
@@ -237,6 +249,22 @@ pub async fn serve<S>(
                     closing = true;
                 } else {
                     idle_timer.as_mut().reset(last_activity + idle);
+                }
+            }
+            () = &mut request_timer, if !config.request_timeout.is_zero() && partial_since.is_some() && !closing => {
+                // Re-armed from the request's start only when it fires, not on every read.
+                let started = partial_since.unwrap_or_else(Instant::now);
+                if started.elapsed() >= config.request_timeout {
+                    tracing::debug!(client = state.id, "closing client: request not completed within client.request_timeout");
+                    closing = true;
+                    let now = Instant::now();
+                    let call = Call::ready(crate::router::redcar_error(format_args!(
+                        "request not completed within {:?} (client.request_timeout); closing",
+                        config.request_timeout
+                    )));
+                    push(&mut calls, call, Stamp::none(now), &mut out, metrics, peer, now);
+                } else {
+                    request_timer.as_mut().reset(started + config.request_timeout);
                 }
             }
             () = &mut age_timer, if !config.max_age.is_zero() && !aged => {

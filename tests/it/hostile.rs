@@ -159,3 +159,57 @@ fn hostile_clients_are_refused_or_closed_while_a_good_client_is_served() {
     let (_, metrics) = redcar.http_get("/metrics").expect("scrape");
     assert!(metrics.contains("redcar_client_connections"), "{metrics}");
 }
+
+#[test]
+fn a_request_trickled_byte_by_byte_times_out_without_hurting_others() {
+    let cluster = RedisCluster::start(3, 1);
+    let config = crate::redirects::write_config("client:\n  request_timeout: 1s\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let addr = redcar.addr();
+
+    // A request split in two with a pause shorter than the timeout is served.
+    let mut split = TcpStream::connect(&addr).expect("connect");
+    split
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    split
+        .write_all(b"*3\r\n$3\r\nSET\r\n$5\r\nslow")
+        .expect("send");
+    std::thread::sleep(Duration::from_millis(300));
+    split.write_all(b"k\r\n$1\r\nv\r\n").expect("send");
+    let mut reply = [0u8; 5];
+    split.read_exact(&mut reply).expect("reply");
+    assert_eq!(&reply, b"+OK\r\n");
+
+    // A slowloris: one byte every 200 ms keeps the connection busy but never completes.
+    let mut slow = TcpStream::connect(&addr).expect("connect");
+    slow.set_read_timeout(Some(Duration::from_millis(50)))
+        .expect("timeout");
+    slow.write_all(b"*2\r\n$3\r\nGET\r\n$100\r\n")
+        .expect("send");
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let mut closed = false;
+    while started.elapsed() < Duration::from_secs(8) && !closed {
+        if slow.write_all(b"x").is_err() {
+            closed = true; // redcar closed it (reset on write)
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match slow.read(&mut buf) {
+            Ok(0) => closed = true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed = true,
+            Err(_) => {}
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let text = String::from_utf8_lossy(&got).to_string();
+    assert!(
+        text.starts_with("-ERR redcar: request not completed within 1s (client.request_timeout)"),
+        "{text:?}"
+    );
+    assert!(closed, "the slowloris connection is closed");
+    // Others are unaffected.
+    assert_eq!(redcar.cmd(&["GET", "slowk"]), Value::bulk("v"));
+}
