@@ -106,21 +106,10 @@ fn users_are_held_to_their_rules_and_secrets_stay_hidden() {
 
 #[test]
 fn a_missing_password_file_stops_start_up_naming_the_key() {
-    let config = write_config("auth:\n  requirepass: {file: /nonexistent/redcar-pw}\n");
-    let out = std::process::Command::new(crate::support::redcar::redcar_bin())
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--cluster",
-            "127.0.0.1:7000",
-            "--config",
-            config.path_str(),
-            "--check-config",
-        ])
-        .output()
-        .expect("run redcar");
-    assert_eq!(out.status.code(), Some(64));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (code, stderr) = crate::support::redcar::check_config_yaml(
+        "listen: 127.0.0.1:0\nauth:\n  requirepass: {file: /nonexistent/redcar-pw}\n",
+    );
+    assert_eq!(code, Some(64));
     assert!(
         stderr.contains("`auth.requirepass.file`: cannot read /nonexistent/redcar-pw"),
         "{stderr}"

@@ -4,17 +4,12 @@
 use std::time::{Duration, Instant};
 
 use crate::redirects::write_config;
+use crate::support::resp_client::command_calls;
 use crate::support::{Redcar, RedisCluster, RedisServer, Value};
 
 /// `GET` calls a node has served (INFO commandstats).
 fn get_calls(node: &RedisServer) -> u64 {
-    let stats = node.cli(&["INFO", "commandstats"]);
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    command_calls(&node.cli(&["INFO", "commandstats"]), "get")
 }
 
 /// The value of one Prometheus series in `/metrics`; a missing series fails the test (a typo or

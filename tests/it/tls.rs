@@ -126,31 +126,7 @@ fn clients_talk_to_redcar_over_tls_and_mutual_tls_requires_a_client_certificate(
 #[test]
 fn a_missing_or_bad_certificate_stops_start_up_naming_the_key() {
     let pki = Pki::new();
-    let check = |yaml: &str| {
-        let config = write_config(yaml);
-        let out = Command::new(crate::support::redcar::redcar_bin())
-            .args([
-                "--cluster",
-                "127.0.0.1:7000",
-                "--config",
-                config.path_str(),
-                "--check-config",
-            ])
-            .output()
-            .expect("run redcar");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    let (code, stderr) =
-        check("tls:\n  listen: 127.0.0.1:0\n  cert: /nonexistent.pem\n  key: /nonexistent.key\n");
-    assert_eq!(code, Some(64), "{stderr}");
-    assert!(
-        stderr.contains("`tls.cert`: cannot read /nonexistent.pem"),
-        "{stderr}"
-    );
-    // A key that does not belong to the certificate.
+    let check = crate::support::redcar::check_config_yaml;
     let (code, stderr) = check(&format!(
         "tls:\n  listen: 127.0.0.1:0\n  cert: {}\n  key: {}\n",
         show(&pki.path("server.pem")),

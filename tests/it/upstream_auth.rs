@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::redirects::write_config;
+use crate::support::resp_client::command_calls;
 use crate::support::{Redcar, RedisCluster, RespClient, Value};
 
 const DEFAULT_PW: &str = "node-pw";
@@ -40,13 +41,7 @@ fn authed(port: u16) -> RespClient {
 }
 
 fn get_calls(port: u16) -> u64 {
-    let stats = authed(port).q(&["INFO", "commandstats"]).to_text();
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    command_calls(&authed(port).q(&["INFO", "commandstats"]).to_text(), "get")
 }
 
 #[test]

@@ -220,3 +220,23 @@ impl Drop for Redcar {
         self.kill();
     }
 }
+
+/// `redcar --cluster 127.0.0.1:7000 --config <yaml> --check-config`: its exit code and stderr,
+/// for tests of start-up validation (nothing connects anywhere).
+pub fn check_config_yaml(yaml: &str) -> (Option<i32>, String) {
+    let config = crate::redirects::write_config(yaml);
+    let out = Command::new(redcar_bin())
+        .args([
+            "--cluster",
+            "127.0.0.1:7000",
+            "--config",
+            config.path_str(),
+            "--check-config",
+        ])
+        .output()
+        .expect("run redcar --check-config");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

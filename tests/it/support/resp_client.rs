@@ -343,3 +343,13 @@ fn proto(msg: &str) -> io::Error {
         format!("RESP protocol error: {msg}"),
     )
 }
+
+/// Calls of `command` in an `INFO commandstats` reply (0 when it never ran).
+pub fn command_calls(info: &str, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
