@@ -15,6 +15,10 @@
 #      CONN_CLIENTS      (default "phpredis-cluster predis-cluster redcar-tcp redcar-unix")
 #      CONN_NETWORKS     (default "loopback simulated") networks to run
 #      CONN_DELAY_US     (default 250) one-way delay of the simulated network
+#      CONN_FRAGMENT_SLOTS (default 16) emulate a big cluster's topology reply on the networks in
+#                        CONN_FRAGMENT_NETWORKS: deal the slots out to the 3 primaries round-robin
+#                        in runs of this many slots (16384/N ranges in CLUSTER SLOTS); 0 = off
+#      CONN_FRAGMENT_NETWORKS (default "simulated") networks run with the fragmented slot map
 #      CONN_RATE         (default 500) fixed rate of the rate-limit workload, requests/s
 #      CONN_RATE_SECONDS (default 5)   seconds per rate-limit run
 #      CONN_RATE_WORKERS (default 2)   client processes (the fixed rate is split over them)
@@ -35,6 +39,8 @@ WARMUP=${CONN_WARMUP:-20}
 CLIENTS=${CONN_CLIENTS:-phpredis-cluster predis-cluster redcar-tcp redcar-unix}
 NETWORKS=${CONN_NETWORKS:-loopback simulated}
 DELAY_US=${CONN_DELAY_US:-250}
+FRAGMENT_SLOTS=${CONN_FRAGMENT_SLOTS:-16}
+FRAGMENT_NETWORKS=${CONN_FRAGMENT_NETWORKS:-simulated}
 RATE=${CONN_RATE:-500}
 RATE_SECONDS=${CONN_RATE_SECONDS:-5}
 RATE_WORKERS=${CONN_RATE_WORKERS:-2}
@@ -58,10 +64,10 @@ php -r 'require "Predis/autoload.php"; exit(class_exists("Predis\\Client") ? 0 :
 [[ -x $PY ]] && "$PY" -c 'import redis' 2>/dev/null ||
     die "redis-py not found in target/pyenv: run scripts/ensure-clients.sh"
 [[ -x "$REDCAR_BIN" ]] || die "$REDCAR_BIN not found: build it first (make build)"
-for v in REQUESTS WARMUP DELAY_US RATE RATE_SECONDS RATE_WORKERS RUN_TIMEOUT; do
+for v in REQUESTS WARMUP DELAY_US FRAGMENT_SLOTS RATE RATE_SECONDS RATE_WORKERS RUN_TIMEOUT; do
     [[ "${!v}" =~ ^[0-9]+$ ]] || die "CONN_$v must be a whole number"
 done
-for n in $NETWORKS $RATE_NETWORKS; do
+for n in $NETWORKS $RATE_NETWORKS $FRAGMENT_NETWORKS; do
     [[ $n == loopback || $n == simulated ]] || die "unknown network '$n' (loopback, simulated)"
 done
 if [[ -z "${RELAY_BIN:-}" ]]; then
@@ -146,6 +152,105 @@ stop_redcar() {
     REDCAR_PID=""
 }
 
+# redcar's CPU time so far (user + system, in clock ticks).
+redcar_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$REDCAR_PID/stat"; }
+# Sum of one redcar counter (all label values).
+redcar_counter() { # NAME
+    http_body 127.0.0.1 "$ADMIN_PORT" /metrics 2>/dev/null |
+        awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $NF } END { print s + 0 }'
+}
+
+# ---------------------------------------------------------------- slot layouts
+# A layout is "FIRST LAST PRIMARY" lines (PRIMARY 0-2) covering slots 0-16383. `created` is what
+# redis-cli --cluster create makes (three contiguous ranges); `fragmented` deals the slots out to
+# the three primaries round-robin in runs of FRAGMENT_SLOTS, so CLUSTER SLOTS lists
+# 16384/FRAGMENT_SLOTS ranges: it emulates the big topology reply of a cluster with hundreds of
+# nodes (the cluster itself stays 3 primaries + 3 replicas).
+write_created_layout() { printf '0 5460 0\n5461 10922 1\n10923 16383 2\n' >"$1"; }
+write_fragmented_layout() { # RUN FILE
+    awk -v run="$1" 'BEGIN { for (s = 0; s < 16384; s += run) {
+        e = s + run - 1; if (e > 16383) e = 16383; print s, e, int(s / run) % 3 } }' >"$2"
+}
+# The layout's CLUSTER NODES view with primary indexes: "PRIMARY RANGE" lines, adjacent merged.
+layout_signature() { # FILE
+    awk '{ if (o == $3 && $1 == l + 1) { l = $2; next } if (o != "") print o, f, l; o = $3; f = $1; l = $2 }
+        END { print o, f, l }' "$1" | awk '{ print $1, ($2 == $3 ? $2 : $2 "-" $3) }' | sort
+}
+node_signature() { # PORT: that node's CLUSTER NODES view, node ids mapped to primary indexes
+    redis-cli -p "$1" CLUSTER NODES | awk -v ids="${PRIMARY_IDS[*]}" '
+        BEGIN { n = split(ids, a, " "); for (i = 1; i <= n; i++) idx[a[i]] = i - 1 }
+        $3 ~ /master/ { for (i = 9; i <= NF; i++) if ($i !~ /^\[/) print (($1 in idx) ? idx[$1] : "?" $1), $i }' | sort
+}
+node_count_ok() { # every node knows all nodes, 3 of them primaries with slots, and replicas are linked
+    local p
+    for p in "${NODE_PORTS[@]}"; do
+        [[ $(redis-cli -p "$p" CLUSTER NODES | awk '$8 == "connected"' | wc -l) == "${#NODE_PORTS[@]}" ]] || return 1
+        [[ $(node_signature "$p") == "$LAYOUT_WANT" ]] || return 1
+        redis-cli -p "$p" CLUSTER INFO | grep -q '^cluster_state:ok' || return 1
+        local repl
+        repl=$(redis-cli -p "$p" INFO replication)
+        if grep -q '^role:slave' <<<"$repl"; then grep -q '^master_link_status:up' <<<"$repl" || return 1; fi
+    done
+}
+# set_layout FILE NAME: re-form the cluster with this layout. Moving slots between live primaries
+# with CLUSTER SETSLOT ... NODE is refused by replicas, and without a config-epoch bump per move
+# the other nodes reject claims from a lower-epoch primary (and send it UPDATEs that undo the
+# move); so do what `redis-cli --cluster create` does, with our layout: FLUSHALL + CLUSTER RESET
+# HARD on every node (no data yet: the workload's keys are written after, through redcar), then
+# ADDSLOTSRANGE on the first 3 nodes, SET-CONFIG-EPOCH, MEET, REPLICATE (node 3+i replicates
+# node i), and wait until every node reports the layout, cluster_state:ok, replicas linked, and
+# `redis-cli --cluster check` passes. Same ports, new node ids.
+CURRENT_LAYOUT=created
+set_layout() {
+    local file=$1 name=$2 p i n=${#NODE_PORTS[@]}
+    [[ $CURRENT_LAYOUT == "$name" ]] && return 0
+    ((n == 6)) || die "set_layout expects 3 primaries + 3 replicas"
+    log "slot layout: $name ($(wc -l <"$file") ranges): re-forming the cluster"
+    for p in "${NODE_PORTS[@]}"; do
+        if redis-cli -p "$p" ROLE | head -n 1 | grep -q master; then
+            redis-cli -p "$p" FLUSHALL >/dev/null
+        fi
+    done
+    for p in "${NODE_PORTS[@]}"; do
+        [[ $(redis-cli -p "$p" CLUSTER RESET HARD) == OK ]] || die "CLUSTER RESET HARD on $p failed"
+    done
+    PRIMARY_IDS=()
+    for ((i = 0; i < 3; i++)); do
+        p=${NODE_PORTS[i]}
+        # shellcheck disable=SC2046
+        [[ $(redis-cli -p "$p" CLUSTER ADDSLOTSRANGE $(awk -v i="$i" '$3 == i { print $1, $2 }' "$file")) == OK ]] ||
+            die "CLUSTER ADDSLOTSRANGE on $p failed"
+        PRIMARY_IDS+=("$(redis-cli -p "$p" CLUSTER MYID)")
+    done
+    for ((i = 0; i < n; i++)); do
+        redis-cli -p "${NODE_PORTS[i]}" CLUSTER SET-CONFIG-EPOCH $((i + 1)) >/dev/null
+    done
+    for ((i = 1; i < n; i++)); do
+        redis-cli -p "${NODE_PORTS[i]}" CLUSTER MEET 127.0.0.1 "${NODE_PORTS[0]}" >/dev/null
+    done
+    known() { # every node knows all the others
+        local p
+        for p in "${NODE_PORTS[@]}"; do
+            [[ $(redis-cli -p "$p" CLUSTER NODES | wc -l) == "$n" ]] || return 1
+        done
+    }
+    wait_for 30 "every node to meet the others" known || die "CLUSTER MEET did not complete"
+    for ((i = 3; i < n; i++)); do
+        [[ $(redis-cli -p "${NODE_PORTS[i]}" CLUSTER REPLICATE "${PRIMARY_IDS[i - 3]}") == OK ]] ||
+            die "CLUSTER REPLICATE on ${NODE_PORTS[i]} failed"
+    done
+    LAYOUT_WANT=$(layout_signature "$file")
+    wait_for 60 "every node to agree on the $name layout" node_count_ok || {
+        for p in "${NODE_PORTS[@]}"; do node_signature "$p" | head -n 3 >&2; done
+        die "the nodes did not agree on the $name slot layout"
+    }
+    redis-cli --cluster check "127.0.0.1:${NODE_PORTS[0]}" >"$TMP/check.log" 2>&1 &&
+        grep -q 'All 16384 slots covered' "$TMP/check.log" && ! grep -q '^\[ERR\]' "$TMP/check.log" ||
+        { tail -n 20 "$TMP/check.log" >&2; die "redis-cli --cluster check failed after the $name layout"; }
+    CURRENT_LAYOUT=$name
+    log "slot layout: $name: all nodes agree, redis-cli --cluster check OK"
+}
+
 # per_request NET CLIENT: one run of the PHP per-request workload, with TIME_WAIT counts.
 per_request() {
     local net=$1 client=$2 target
@@ -204,9 +309,21 @@ USED_PORTS="${NODE_PORTS[*]}"
 REDCAR_PORT=$(fresh_port 8000 11000) || die "no free port" # below the ephemeral range
 ADMIN_PORT=$(fresh_port 11000 12000) || die "no free port"
 REDCAR_SOCK=$TMP/redcar.sock
+((FRAGMENT_SLOTS <= 16384)) || die "CONN_FRAGMENT_SLOTS must be 0..16384"
+write_created_layout "$TMP/layout-created"
+if ((FRAGMENT_SLOTS > 0)); then
+    write_fragmented_layout "$FRAGMENT_SLOTS" "$TMP/layout-fragmented"
+fi
 
 run_network() { # NET
     local net=$1 p c
+    if ((FRAGMENT_SLOTS > 0)) && [[ " $FRAGMENT_NETWORKS " == *" $net "* ]]; then
+        set_layout "$TMP/layout-fragmented" fragmented
+        echo "$net: slot layout fragmented: slots dealt to the 3 primaries round-robin in runs of $FRAGMENT_SLOTS ($(wc -l <"$TMP/layout-fragmented") ranges), cluster re-formed with CLUSTER ADDSLOTSRANGE (see set_layout)" >>"$RES/setup"
+    else
+        set_layout "$TMP/layout-created" created
+        echo "$net: slot layout as created by redis-cli --cluster create (3 ranges)" >>"$RES/setup"
+    fi
     if [[ $net == simulated ]]; then
         # One relay process, one listening port per node; every node announces its relay's port
         # (and its real bus port, so gossip stays direct), so CLUSTER SLOTS / NODES / MOVED all
@@ -254,15 +371,32 @@ run_network() { # NET
         # The relay's own cost: PING round trips to node 1, direct and through its relay
         php "$PHP_BENCH" ping "127.0.0.1:${NODE_PORTS[0]}" 500 >"$RES/ping-$net-direct.json"
         php "$PHP_BENCH" ping "127.0.0.1:${relay_ports[0]}" 500 >"$RES/ping-$net-relay.json"
+        php "$PHP_BENCH" slotscost "127.0.0.1:${relay_ports[0]}" 50 >"$RES/slotscost-$net.json"
     else
         CLIENT_PORTS="${NODE_PORTS[*]}"
         RELAYED_NODE_PORTS=""
         CLIENT_SEEDS=$NODE_SEEDS
         php "$PHP_BENCH" slots "127.0.0.1:${NODE_PORTS[0]}" >"$RES/slots-$net.txt"
         php "$PHP_BENCH" ping "127.0.0.1:${NODE_PORTS[0]}" 500 >"$RES/ping-$net-direct.json"
+        php "$PHP_BENCH" slotscost "127.0.0.1:${NODE_PORTS[0]}" 50 >"$RES/slotscost-$net.json"
     fi
+    log "$net: CLUSTER SLOTS cost: $(cat "$RES/slotscost-$net.json")"
     log "$net: starting redcar (seeds $CLIENT_SEEDS)"
+    local t0 ticks0
+    t0=$(date +%s%N)
     start_redcar "$CLIENT_SEEDS"
+    local ready_ms=$((($(date +%s%N) - t0) / 1000000))
+    # redcar's CPU while idle: 10 s, i.e. two periodic topology refreshes (every 5 s)
+    ticks0=$(redcar_cpu_ticks)
+    local refreshes0
+    refreshes0=$(redcar_counter redcar_topology_refreshes_total)
+    sleep 10
+    {
+        echo "ready_ms=$ready_ms"
+        echo "startup_cpu_ms=$((ticks0 * 1000 / $(getconf CLK_TCK)))"
+        echo "idle_cpu_ms=$((($(redcar_cpu_ticks) - ticks0) * 1000 / $(getconf CLK_TCK)))"
+        echo "idle_refreshes=$(($(redcar_counter redcar_topology_refreshes_total) - refreshes0))"
+    } >"$RES/redcar-$net.kv"
     echo "$net: ${REDCAR_CMD[*]}" >>"$RES/setup"
     [[ $net == simulated ]] && echo "$net: ${RELAY_CMD[*]}" >>"$RES/setup"
     php "$PHP_BENCH" setup "127.0.0.1:$REDCAR_PORT" >/dev/null || die "writing the workload's keys failed"
@@ -275,6 +409,14 @@ run_network() { # NET
             done
         done
     fi
+    {
+        echo "total_cpu_ms=$(($(redcar_cpu_ticks) * 1000 / $(getconf CLK_TCK)))"
+        echo "refreshes=$(redcar_counter redcar_topology_refreshes_total)"
+        echo "rejected=$(redcar_counter redcar_topology_rejected_total)"
+        echo "redirects=$(redcar_counter redcar_redirects_total)"
+        echo "errors=$(redcar_counter redcar_command_errors_total)"
+    } >>"$RES/redcar-$net.kv"
+    log "$net: redcar $(tr '\n' ' ' <"$RES/redcar-$net.kv")"
     stop_redcar
 }
 
@@ -300,8 +442,14 @@ REPORT=$TMP/RESULTS-connections.md
     echo "cluster: scripts/cluster.sh start DIR (3 primaries + 3 replicas): $NODE_SEEDS"
     cat "$RES/setup"
     for f in "$RES"/slots-*.txt; do
-        echo "CLUSTER SLOTS ($(basename "$f" .txt | sed 's/^slots-//')):"
-        sed 's/^/  /' "$f"
+        echo "CLUSTER SLOTS ($(basename "$f" .txt | sed 's/^slots-//'), $(wc -l <"$f") ranges):"
+        if (($(wc -l <"$f") > 8)); then
+            head -n 6 "$f" | sed 's/^/  /'
+            echo "  ..."
+            tail -n 1 "$f" | sed 's/^/  /'
+        else
+            sed 's/^/  /' "$f"
+        fi
     done
     echo '```'
     echo

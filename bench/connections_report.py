@@ -6,6 +6,8 @@ Files read (written by connections.sh):
     pr-NET-CLIENT.json   per_request.php output      pr-NET-CLIENT.tw   TIME_WAIT counts (k=v)
     ping-NET-direct.json, ping-simulated-relay.json  PING round trips (per_request.php ping)
     rl-NET-TARGET-SCENARIO-MODE.json                 ratelimit.py output
+    slotscost-NET.json   CLUSTER SLOTS size and fetch time (per_request.php slotscost)
+    redcar-NET.kv        redcar start-up / idle CPU, refreshes, redirects (k=v)
 """
 
 import json
@@ -216,6 +218,43 @@ def rate_limit(res, net):
         print()
 
 
+def topology(res):
+    rows = [n for n in NETS if os.path.exists(os.path.join(res, f"slotscost-{n}.json"))]
+    if not rows:
+        return
+    print("## The topology reply and redcar's cost")
+    print()
+    print("CLUSTER SLOTS as a client fetches it (phpredis `rawCommand`, i.e. read + build the PHP")
+    print("arrays), from the first node's address as clients see it; bytes = the RESP2 reply's size.")
+    print("`open`: on one open connection; `fresh`: connect + CLUSTER SLOTS + close, what a")
+    print("per-request cluster client pays before it can route its first command.")
+    print()
+    print("| network | ranges | bytes | open: mean ms | p50 | fresh: mean ms | p50 | p99 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for n in rows:
+        c = load_json(os.path.join(res, f"slotscost-{n}.json"))
+        o, f = c["open_ms"], c["fresh_ms"]
+        print(f"| {n} | {c['ranges']} | {c['bytes']} | {f2(o['mean'])} | {f2(o['p50'])} | "
+              f"{f2(f['mean'])} | {f2(f['p50'])} | {f2(f['p99'])} |")
+    print()
+    kvs = [(n, os.path.join(res, f"redcar-{n}.kv")) for n in rows]
+    kvs = [(n, load_kv(p)) for n, p in kvs if os.path.exists(p)]
+    if kvs:
+        print("redcar on the same cluster: start to /readyz, CPU (user + system, 10 ms ticks) at ready,")
+        print("over 10 idle seconds after (two periodic topology refreshes) and in total for the")
+        print("network's runs; topology refreshes, rejected topologies, MOVED/ASK redirects and")
+        print("command errors counted over the whole run.")
+        print()
+        print("| network | ready ms | CPU ms at ready | CPU ms idle 10 s | refreshes idle | CPU ms total | refreshes | rejected | redirects | errors |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n, kv in kvs:
+            g = lambda k: kv.get(k, "—")
+            print(f"| {n} | {g('ready_ms')} | {g('startup_cpu_ms')} | {g('idle_cpu_ms')} | "
+                  f"{g('idle_refreshes')} | {g('total_cpu_ms')} | {g('refreshes')} | {g('rejected')} | "
+                  f"{g('redirects')} | {g('errors')} |")
+        print()
+
+
 def main():
     res, delay_us = sys.argv[1], int(sys.argv[2])
     pr = {}
@@ -223,6 +262,7 @@ def main():
         pr[net] = per_request(res, net)
     targets(pr)
     relay_cost(res, delay_us)
+    topology(res)
     for net in NETS:
         rate_limit(res, net)
 

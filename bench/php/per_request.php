@@ -6,6 +6,8 @@
 //     php per_request.php setup TARGET                       write the keys the workload reads
 //     php per_request.php ping HOST:PORT COUNT               PING round trips on one connection
 //     php per_request.php slots HOST:PORT                    CLUSTER SLOTS, one line per range
+//     php per_request.php slotscost HOST:PORT COUNT          size of the CLUSTER SLOTS reply and
+//                                                            time to fetch + parse it (JSON)
 //
 // CLIENT and TARGET:
 //     phpredis-cluster  SEEDS (h:p,h:p,...)  phpredis RedisCluster, no persistent connections,
@@ -236,6 +238,65 @@ function slots(string $target): void
     $r->close();
 }
 
+/** Size in bytes of a RESP2 reply as phpredis returned it (arrays, integers, bulk strings). */
+function resp_bytes($v): int
+{
+    if (is_array($v)) {
+        $n = strlen('*' . count($v)) + 2;
+        foreach ($v as $x) {
+            $n += resp_bytes($x);
+        }
+        return $n;
+    }
+    if (is_int($v)) {
+        return strlen(":$v") + 2;
+    }
+    return strlen('$' . strlen((string) $v)) + 2 + strlen((string) $v) + 2;
+}
+
+/**
+ * What CLUSTER SLOTS costs a client: the reply's size and range count, the time to fetch and
+ * parse it (phpredis rawCommand: read + build the PHP arrays) on an open connection, and the
+ * time to connect + fetch + parse + close on a fresh connection (what a per-request cluster
+ * client pays for its topology before its first command, minus building its own slot table).
+ */
+function slotscost(string $target, int $n): void
+{
+    [$host, $port] = hostport($target);
+    $r = new Redis();
+    if (!$r->connect($host, $port, 1.0)) {
+        fail("connect to $target failed");
+    }
+    $ranges = $r->rawCommand('CLUSTER', 'SLOTS');
+    $bytes = resp_bytes($ranges);
+    $open = [];
+    for ($i = 0; $i < $n; $i++) {
+        $t = hrtime(true);
+        $x = $r->rawCommand('CLUSTER', 'SLOTS');
+        $open[] = (hrtime(true) - $t) / 1e6;
+    }
+    $r->close();
+    $fresh = [];
+    for ($i = 0; $i < $n; $i++) {
+        $t = hrtime(true);
+        $c = new Redis();
+        if (!$c->connect($host, $port, 1.0)) {
+            fail("connect to $target failed");
+        }
+        $x = $c->rawCommand('CLUSTER', 'SLOTS');
+        $c->close();
+        $fresh[] = (hrtime(true) - $t) / 1e6;
+    }
+    echo json_encode([
+        'target' => $target,
+        'count' => $n,
+        'ranges' => count($ranges),
+        'bytes' => $bytes,
+        'open_ms' => stats($open),
+        'fresh_ms' => stats($fresh),
+    ]), "\n";
+}
+
 if (!class_exists('Redis')) {
     fail("phpredis is not installed: run scripts/ensure-clients.sh (apt-get install php-redis)");
 }
@@ -246,12 +307,14 @@ try {
         setup($argv[2]);
     } elseif ($mode === 'slots' && $argc === 3) {
         slots($argv[2]);
+    } elseif ($mode === 'slotscost' && $argc === 4) {
+        slotscost($argv[2], (int) $argv[3]);
     } elseif ($mode === 'ping' && $argc === 4) {
         ping($argv[2], (int) $argv[3]);
     } elseif ($argc === 4 || $argc === 5) {
         run($mode, $argv[2], (int) $argv[3], (int) ($argv[4] ?? 20));
     } else {
-        fwrite(STDERR, "usage: php per_request.php CLIENT TARGET REQUESTS [WARMUP] | setup TARGET | ping HOST:PORT COUNT | slots HOST:PORT\n");
+        fwrite(STDERR, "usage: php per_request.php CLIENT TARGET REQUESTS [WARMUP] | setup TARGET | ping HOST:PORT COUNT | slots HOST:PORT | slotscost HOST:PORT COUNT\n");
         exit(2);
     }
 } catch (Throwable $e) {
