@@ -133,18 +133,7 @@ start_redcar() { # SEEDS
         --cluster "$1" --admin "127.0.0.1:$ADMIN_PORT" --log-level warn)
     "${REDCAR_CMD[@]}" </dev/null >>"$TMP/redcar.log" 2>&1 &
     REDCAR_PID=$!
-    local deadline=$((SECONDS + 30))
-    until http_ok 127.0.0.1 "$ADMIN_PORT" /readyz; do
-        kill -0 "$REDCAR_PID" 2>/dev/null || {
-            cat "$TMP/redcar.log" >&2
-            die "redcar exited"
-        }
-        ((SECONDS < deadline)) || {
-            tail -n 50 "$TMP/redcar.log" >&2
-            die "redcar not ready after 30 s"
-        }
-        sleep 0.1
-    done
+    wait_redcar_ready "$REDCAR_PID" "$ADMIN_PORT" "$TMP/redcar.log"
 }
 
 stop_redcar() {

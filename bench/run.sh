@@ -75,18 +75,7 @@ ADMIN_PORT=$(free_port 11000 12000) || die "no free port"
 REDCAR_CMD=("$REDCAR_BIN" --listen "127.0.0.1:$REDCAR_PORT" --cluster "$SEEDS" --admin "127.0.0.1:$ADMIN_PORT")
 "${REDCAR_CMD[@]}" </dev/null >"$TMP/redcar.log" 2>&1 &
 REDCAR_PID=$!
-deadline=$((SECONDS + 30))
-until http_ok 127.0.0.1 "$ADMIN_PORT" /readyz; do
-    kill -0 "$REDCAR_PID" 2>/dev/null || {
-        cat "$TMP/redcar.log" >&2
-        die "redcar exited"
-    }
-    ((SECONDS < deadline)) || {
-        tail -n 50 "$TMP/redcar.log" >&2
-        die "redcar not ready after 30 s"
-    }
-    sleep 0.1
-done
+wait_redcar_ready "$REDCAR_PID" "$ADMIN_PORT" "$TMP/redcar.log"
 
 TIMEOUT=()
 command -v timeout >/dev/null && TIMEOUT=(timeout "$RUN_TIMEOUT")

@@ -86,18 +86,7 @@ start_redcars() {
         log "  redcar $i: ${cmd[*]}"
     done
     for ((i = 0; i < INSTANCES; i++)); do
-        local deadline=$((SECONDS + 30))
-        until http_ok 127.0.0.1 "${admins[i]##*:}" /readyz; do
-            kill -0 "${REDCAR_PIDS[i]}" 2>/dev/null || {
-                cat "$TMP/redcar-$name-$i.log" >&2
-                die "redcar $i exited"
-            }
-            ((SECONDS < deadline)) || {
-                tail -n 50 "$TMP/redcar-$name-$i.log" >&2
-                die "redcar $i not ready after 30 s"
-            }
-            sleep 0.1
-        done
+        wait_redcar_ready "${REDCAR_PIDS[i]}" "${admins[i]##*:}" "$TMP/redcar-$name-$i.log" "redcar $i"
     done
     LISTENS=$(IFS=,; echo "${addrs[*]}")
     ADMINS=$(IFS=,; echo "${admins[*]}")

@@ -97,3 +97,21 @@ stop_pid() {
     # Reap it if it is our child; harmless otherwise.
     wait "$pid" 2>/dev/null || true
 }
+
+# wait_redcar_ready PID ADMIN_PORT LOGFILE [NAME]: wait up to 30 s for redcar's GET /readyz;
+# die with its log if it exits or is not ready in time.
+wait_redcar_ready() {
+    local pid=$1 admin=$2 logfile=$3 name=${4:-redcar}
+    local deadline=$((SECONDS + 30))
+    until http_ok 127.0.0.1 "$admin" /readyz; do
+        kill -0 "$pid" 2>/dev/null || {
+            cat "$logfile" >&2
+            die "$name exited"
+        }
+        ((SECONDS < deadline)) || {
+            tail -n 50 "$logfile" >&2
+            die "$name not ready after 30 s"
+        }
+        sleep 0.1
+    done
+}
