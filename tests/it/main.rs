@@ -10,6 +10,7 @@ mod cli;
 mod clients;
 mod connections;
 mod coverage;
+mod deploy;
 mod differential;
 mod doctor;
 mod economy;
