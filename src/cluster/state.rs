@@ -53,12 +53,6 @@ impl ClusterState {
         self.topology.load_full()
     }
 
-    /// The config epoch of the primary that owns `slot` in the current map (0 when the map's
-    /// epochs are unknown), or `None` when nobody owns it.
-    pub fn epoch(&self, slot: u16) -> Option<u64> {
-        self.topology.load().as_ref()?.epoch(slot)
-    }
-
     /// Asks the refresher to run soon (after `refresh_min_gap`). Called directly when a node is
     /// ejected or anything else makes the map suspect.
     pub fn request_refresh(&self) {

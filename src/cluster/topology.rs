@@ -75,11 +75,6 @@ impl Topology {
         }
     }
 
-    /// The config epoch of the primary that owns `slot`, if any (0 when epochs are unknown).
-    pub fn epoch(&self, slot: u16) -> Option<u64> {
-        self.shard(slot).map(|s| s.epoch)
-    }
-
     /// True when the shards' epochs were read from `CLUSTER NODES`.
     pub fn has_epochs(&self) -> bool {
         self.has_epochs

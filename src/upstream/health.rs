@@ -124,10 +124,6 @@ impl Health {
         }
     }
 
-    pub fn addr(&self) -> &Arc<str> {
-        &self.addr
-    }
-
     /// True while the node is out of selection (the hot-path question: one relaxed load).
     #[inline]
     pub fn is_ejected(&self) -> bool {
