@@ -195,3 +195,109 @@ fn new_node_connections_are_rate_limited_per_node() {
         "connects beyond the rate are refused: {replies:?}"
     );
 }
+
+/// Whether redcar closed `stream`: a read gives EOF (or a reset) rather than timing out.
+fn closed_by_peer(stream: &mut std::net::TcpStream, wait: Duration) -> bool {
+    use std::io::Read;
+    stream.set_read_timeout(Some(wait)).expect("timeout");
+    let mut byte = [0u8; 64];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(n) => panic!("unexpected bytes from redcar: {:?}", &byte[..n]),
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// Busy-waits inside the node for `ms` milliseconds (a Lua loop on TIME), stalling everything
+/// else the node serves, as a slow disk or a big KEYS call would.
+const STALL_SCRIPT: &str = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
+    while true do local n = redis.call('TIME') \
+    if n[1] * 1000000 + n[2] - t0 > tonumber(ARGV[1]) * 1000 then return 1 end end";
+
+#[test]
+fn close_idle_when_slow_closes_idle_clients_once_latency_jumps() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let cluster = RedisCluster::start(3, 0);
+    let config = write_config("client:\n  close_idle_when_slow: true\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+
+    // An idle client, connected before anything is slow.
+    let mut idle = std::net::TcpStream::connect(redcar.addr()).expect("connect");
+    idle.write_all(b"PING\r\n").expect("ping");
+    let mut pong = [0u8; 7];
+    std::io::Read::read_exact(&mut idle, &mut pong).expect("pong");
+    assert_eq!(&pong, b"+PONG\r\n");
+
+    // Steady traffic on every shard (well over 20 commands a second), reconnecting if closed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let reconnects = Arc::new(AtomicU64::new(0));
+    let traffic = {
+        let (stop, reconnects, addr) = (stop.clone(), reconnects.clone(), redcar.addr());
+        thread::spawn(move || {
+            let mut c = RespClient::connect(&addr).expect("connect");
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                if c.cmd(&["GET", &format!("slow:{}", i % 50)]).is_err() {
+                    reconnects.fetch_add(1, Ordering::Relaxed);
+                    c = RespClient::connect(&addr).expect("reconnect");
+                }
+                thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+
+    // The baseline needs more than 10 one-second samples; nothing is slow yet, so nobody is closed.
+    thread::sleep(Duration::from_secs(13));
+    assert!(
+        !closed_by_peer(&mut idle, Duration::from_millis(100)),
+        "an idle client was closed while latency was steady"
+    );
+    assert_eq!(reconnects.load(Ordering::Relaxed), 0);
+
+    // Every primary now stalls 30 ms at a time, so commands through redcar wait ~15 ms on average.
+    let stallers: Vec<_> = cluster
+        .primary_ports()
+        .into_iter()
+        .map(|port| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut node = RespClient::connect(("127.0.0.1", port)).expect("node");
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = node.cmd(&["EVAL", STALL_SCRIPT, "0", "30"]);
+                }
+            })
+        })
+        .collect();
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let closed = loop {
+        if closed_by_peer(&mut idle, Duration::from_millis(250)) {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+    };
+    stop.store(true, Ordering::Relaxed);
+    traffic.join().expect("traffic");
+    for s in stallers {
+        s.join().expect("staller");
+    }
+    assert!(
+        closed,
+        "the idle client was not closed after latency jumped; log:\n{}",
+        redcar.log()
+    );
+    assert!(counter(&redcar, "redcar_clients_closed_slow_total") >= 1);
+    assert!(
+        redcar.log().contains("latency state changed"),
+        "the change of state is logged"
+    );
+}
