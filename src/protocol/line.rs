@@ -23,7 +23,7 @@ pub(crate) enum LineEnd {
 /// that only ever grows, so the outcome does not depend on how the input was chunked.
 pub(crate) fn find_crlf(buf: &[u8], from: usize, max: usize) -> LineEnd {
     let rest = buf.get(from..).unwrap_or_default();
-    match memchr(b'\r', rest) {
+    match first_cr(rest) {
         Some(len) if len > max => LineEnd::TooLong,
         Some(len) => match rest.get(len + 1) {
             None => LineEnd::Incomplete,
@@ -33,6 +33,19 @@ pub(crate) fn find_crlf(buf: &[u8], from: usize, max: usize) -> LineEnd {
         None if rest.len() > max => LineEnd::TooLong,
         None => LineEnd::Incomplete,
     }
+}
+
+/// Header lines are short (`$3`, `*2`, at most 20 digits and a sign): look at this many bytes
+/// one by one before handing the rest to `memchr`, whose set-up costs more than such a line.
+const SHORT_LINE: usize = 24;
+
+/// Index of the first `\r` in `bytes`, exactly as `memchr` would find it.
+#[inline]
+fn first_cr(bytes: &[u8]) -> Option<usize> {
+    let (head, tail) = bytes.split_at(bytes.len().min(SHORT_LINE));
+    head.iter()
+        .position(|&b| b == b'\r')
+        .or_else(|| memchr(b'\r', tail).map(|i| i + head.len()))
 }
 
 /// Parse a decimal `i64` with Redis's `string2ll` rules: optional `-`, no `+`, no leading zeros,
@@ -128,6 +141,19 @@ mod tests {
             (b"1a", None),
         ] {
             assert_eq!(parse_i64(s), want, "{:?}", s.escape_ascii().to_string());
+        }
+    }
+
+    #[test]
+    fn first_cr_agrees_with_memchr_on_both_sides_of_the_short_window() {
+        for len in [0, 1, SHORT_LINE - 1, SHORT_LINE, SHORT_LINE + 1, 100] {
+            for at in 0..=len {
+                let mut bytes = vec![b'7'; len];
+                if at < len {
+                    bytes[at] = b'\r';
+                }
+                assert_eq!(first_cr(&bytes), memchr(b'\r', &bytes), "len {len} at {at}");
+            }
         }
     }
 

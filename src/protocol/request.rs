@@ -152,14 +152,34 @@ enum Scan {
     },
 }
 
+/// Commands with at most this many arguments (nearly all) are parsed in one pass, their argument
+/// ranges kept on the stack; longer ones are measured first and then parsed.
+const STACK_ARGS: usize = 8;
+
 fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Step, ProtocolError> {
-    // First pass only measures, so an incomplete request costs no allocation; the second pass,
-    // over the frozen bytes, records where each argument lies.
-    match scan_multibulk(buf, limits, |_| {})? {
+    // One pass records ranges on the stack while it measures; it gives up on the stack after
+    // STACK_ARGS arguments and then only measures, so an incomplete request never allocates.
+    let mut stack: [Range<usize>; STACK_ARGS] = std::array::from_fn(|_| 0..0);
+    let mut seen = 0;
+    let scan = scan_multibulk(buf, limits, |arg| {
+        if let Some(slot) = stack.get_mut(seen) {
+            *slot = arg;
+        }
+        seen += 1;
+    })?;
+    match scan {
         Scan::Incomplete => Ok(Step::Incomplete),
         Scan::Empty(len) => {
             buf.advance(len);
             Ok(Step::Skipped)
+        }
+        Scan::Complete { len, count } if count <= STACK_ARGS => {
+            let raw = buf.split_to(len).freeze();
+            let args = stack[..count]
+                .iter()
+                .map(|r| raw.slice(r.clone()))
+                .collect();
+            Ok(Step::Parsed(Request { raw, args }))
         }
         Scan::Complete { len, count } => {
             let raw = buf.split_to(len).freeze();
