@@ -115,3 +115,14 @@ fn table_matches_the_running_server() {
         );
     }
 }
+
+#[test]
+fn the_builtin_index_finds_every_command_and_nothing_else() {
+    for spec in super::COMMANDS {
+        let found = super::find_builtin(spec.name).expect("builtin found");
+        assert!(std::ptr::eq(found, spec), "{}", spec.name);
+    }
+    for absent in ["", "gett", "ge", "client|setname", "nosuchcommand"] {
+        assert!(super::find_builtin(absent).is_none(), "{absent}");
+    }
+}

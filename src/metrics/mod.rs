@@ -10,6 +10,7 @@ pub use slowlog::{SlowEntry, SlowLog};
 pub use totals::Totals;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::RwLock;
 use std::time::Duration;
 
@@ -143,7 +144,9 @@ pub struct Metrics {
     started: Instant,
     pub slowlog: SlowLog,
     /// Per-command handles by name, so recording a command costs one lookup.
-    commands: RwLock<HashMap<&'static str, CommandSeries>>,
+    /// Keyed by command name with FNV rather than SipHash: looked up on every command, and the
+    /// names are the command table's, not chosen by clients.
+    commands: RwLock<HashMap<&'static str, CommandSeries, BuildHasherDefault<NameHasher>>>,
 }
 
 #[derive(Clone)]
@@ -248,7 +251,7 @@ impl Metrics {
             uptime: Gauge::default(),
             started: Instant::now(),
             slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
-            commands: RwLock::new(HashMap::new()),
+            commands: RwLock::new(HashMap::default()),
         };
         metrics.register();
         metrics
@@ -561,6 +564,27 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new(&MetricsConfig::default())
+    }
+}
+
+/// FNV-1a over the bytes of a command name (see `Metrics::commands`).
+struct NameHasher(u64);
+
+impl Default for NameHasher {
+    fn default() -> Self {
+        NameHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
