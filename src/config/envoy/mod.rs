@@ -134,3 +134,6 @@ fn safety_notes(doc: &Value, draft: &mut Draft) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests;
