@@ -177,7 +177,7 @@ fn note_prefixes(routes: &[Route], chosen: &str, draft: &mut Draft) {
         draft.note(
             "",
             format!(
-                "prefix_routes not served here (convert again with --cluster NAME): {}",
+                "prefix_routes not served here (convert again with --cluster NAME, and give that redcar its own listener): {}",
                 others.join(", ")
             ),
         );
