@@ -85,8 +85,11 @@ fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
 
 /// Converts Envoy YAML text; `source` names it in the output's header.
 pub fn convert(text: &str, source: &str, options: &Options) -> Result<Conversion, ConvertError> {
-    let doc: Value = serde_yaml::from_str(text)
+    let mut doc: Value = serde_yaml::from_str(text)
         .map_err(|e| ConvertError(format!("{source} is not valid YAML: {e}")))?;
+    // Envoy configs often share blocks with anchors and `<<:` merge keys.
+    doc.apply_merge()
+        .map_err(|e| ConvertError(format!("{source}: bad YAML merge key: {e}")))?;
     // A bootstrap keeps them under `static_resources`; a bare {listeners, clusters} works too.
     let resources = if doc["static_resources"].is_mapping() {
         &doc["static_resources"]

@@ -358,6 +358,20 @@ fn unusable_input_is_refused_with_a_reason() {
 }
 
 #[test]
+fn yaml_merge_keys_are_applied() {
+    let text = BASE.replace(
+        "settings: { op_timeout: 1s, enable_redirection: true }",
+        "settings: { <<: *pool, op_timeout: 2s }",
+    );
+    let text = format!("pool: &pool {{ enable_redirection: true, read_policy: ANY }}\n{text}");
+    let out = convert(&text, "merge.yaml", &Options::default()).expect("converts");
+    let config = config(&out);
+    assert_eq!(config.router.read_policy, crate::router::ReadPolicy::Any);
+    assert_eq!(config.router.op_timeout.as_secs(), 2);
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+}
+
+#[test]
 fn pipe_listeners_become_unix_sockets() {
     let mut doc = base();
     listener(&mut doc)["address"] = yaml("{pipe: {path: /run/r.sock, mode: 0o600}}");
