@@ -11,7 +11,8 @@
 //! - [`metrics`]: the Prometheus registry and the slow log.
 //! - [`admin`]: HTTP health, readiness, metrics, topology, clients, slow log, config.
 //! - [`auth`]: AUTH against `--requirepass` or configured users, and per-user command rules.
-//! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up.
+//! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up (and
+//!   `config::envoy`, the `redcar config convert-envoy` tool).
 //! - [`app`]: wiring and graceful shutdown.
 //! - [`doctor`]: `redcar doctor`, a cluster configuration and latency diagnosis (a tool, not on the proxy's path).
 

@@ -1,11 +1,11 @@
 //! The `redcar` binary: parse flags, load and validate the config, start the runtime, run
-//! (or run the `doctor` or `top` tool instead).
+//! (or run the `doctor`, `top` or `config convert-envoy` tool instead).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use redcar::app::{self, Listeners};
-use redcar::config::{Cli, Command, Config};
+use redcar::config::{Cli, Command, Config, ConfigCommand};
 use redcar::doctor;
 
 /// Exit status for a configuration error (EX_USAGE), distinct from a runtime failure.
@@ -18,6 +18,9 @@ fn main() -> ExitCode {
     };
     if let Some(options) = cli.doctor_options() {
         return run_doctor(&options);
+    }
+    if let Some(Command::Config(ConfigCommand::ConvertEnvoy(args))) = &cli.command {
+        return ExitCode::from(redcar::config::envoy::run(&args.options()));
     }
     if let Some(Command::Top(args)) = cli.command {
         return run_tool("top", redcar::top::run(args));

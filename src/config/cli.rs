@@ -81,6 +81,41 @@ pub enum Command {
     /// A live terminal view of a running redcar (commands/s, latency per command and node,
     /// errors, connections), read from its admin `/metrics`.
     Top(crate::top::TopArgs),
+    /// Config file tools: convert another proxy's configuration into redcar's.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `redcar config ...` tools (see docs/migrating-from-envoy.md).
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the redcar config equivalent to an Envoy redis_proxy listener and its
+    /// envoy.clusters.redis cluster. Exit status: 0 converted (warnings on stderr), 1 not.
+    ConvertEnvoy(ConvertEnvoyArgs),
+}
+
+/// Flags of `redcar config convert-envoy`.
+#[derive(Debug, Args)]
+pub struct ConvertEnvoyArgs {
+    /// Envoy YAML (a bootstrap with static_resources); `-` reads stdin.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The listener to convert when several have a redis_proxy filter.
+    #[arg(long, value_name = "NAME")]
+    pub listener: Option<String>,
+    /// The upstream cluster to convert when prefix_routes send keys to several.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+}
+
+impl ConvertEnvoyArgs {
+    pub fn options(&self) -> super::envoy::Options {
+        super::envoy::Options {
+            file: self.file.clone(),
+            listener: self.listener.clone(),
+            cluster: self.cluster.clone(),
+        }
+    }
 }
 
 /// Flags of `redcar doctor` (see docs/doctor.md).

@@ -7,10 +7,11 @@
 mod cli;
 mod validate;
 
+pub mod envoy;
 pub mod secret;
 pub mod units;
 
-pub use cli::{Cli, Command};
+pub use cli::{Cli, Command, ConfigCommand};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

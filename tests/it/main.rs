@@ -9,6 +9,7 @@ mod blocking;
 mod cli;
 mod clients;
 mod connections;
+mod convert_envoy;
 mod coverage;
 mod deploy;
 mod differential;

@@ -1,0 +1,247 @@
+//! An `envoy.clusters.redis` cluster → `cluster.*` (seeds, refresh) and `upstream.*`
+//! (connect timeout, keepalive, outlier detection).
+
+use std::time::Duration;
+
+use serde_yaml::Value;
+
+use super::draft::Draft;
+use super::listener::typed_config;
+use super::source::{duration_text, number, require_number, socket_address};
+use super::ConvertError;
+
+/// redcar's defaults that the refresh and ejection settings must stay consistent with.
+const REDCAR_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
+const REDCAR_BASE_EJECTION: Duration = Duration::from_secs(1);
+const REDCAR_MAX_EJECTION: Duration = Duration::from_secs(30);
+
+/// `outlier_detection` keys mapped (or explained) below; the others get a note.
+const OUTLIER_KEYS: &[&str] = &[
+    "consecutive_5xx",
+    "base_ejection_time",
+    "max_ejection_time",
+    "interval",
+    "enforcing_consecutive_5xx",
+];
+
+/// Finds the cluster named by the filter's route and converts it.
+pub(super) fn convert(clusters: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertError> {
+    let cluster = clusters
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"].as_str() == Some(name))
+        .ok_or_else(|| {
+            ConvertError(format!(
+                "the redis_proxy filter routes to cluster `{name}`, which is not defined"
+            ))
+        })?;
+    let kind = cluster["cluster_type"]["name"].as_str();
+    if kind != Some("envoy.clusters.redis") {
+        let shown = kind.or(cluster["type"].as_str()).unwrap_or("STATIC");
+        return Err(ConvertError(format!(
+            "cluster `{name}` is of type {shown}, not envoy.clusters.redis: Envoy shards keys over \
+             standalone servers itself there, and redcar fronts a Redis Cluster only"
+        )));
+    }
+    seeds(cluster, name, draft)?;
+    if !cluster["connect_timeout"].is_null() {
+        let (_, text) = duration_text(&cluster["connect_timeout"], "connect_timeout")?;
+        draft.set(&["upstream", "connect_timeout"], text);
+    }
+    refresh(typed_config(&cluster["cluster_type"]), draft)?;
+    outlier(&cluster["outlier_detection"], draft)?;
+    keepalive(cluster, draft)?;
+    super::auth::upstream(cluster, draft)?;
+    notes(cluster, draft);
+    Ok(())
+}
+
+/// Every endpoint (`load_assignment`, or the v2 `hosts`) becomes a seed.
+fn seeds(cluster: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertError> {
+    let mut seeds = Vec::new();
+    for locality in cluster["load_assignment"]["endpoints"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+    {
+        for endpoint in locality["lb_endpoints"].as_sequence().into_iter().flatten() {
+            let address = &endpoint["endpoint"]["address"]["socket_address"];
+            seeds.push(socket_address(
+                address,
+                &format!("cluster {name} endpoint"),
+            )?);
+        }
+    }
+    for host in cluster["hosts"].as_sequence().into_iter().flatten() {
+        seeds.push(socket_address(
+            &host["socket_address"],
+            &format!("cluster {name} hosts"),
+        )?);
+    }
+    if seeds.is_empty() {
+        return Err(ConvertError(format!(
+            "cluster `{name}` has no endpoints (load_assignment) to use as seeds"
+        )));
+    }
+    seeds.dedup();
+    draft.set(&["cluster", "seeds"], seeds);
+    Ok(())
+}
+
+/// `RedisClusterConfig` → `cluster.*`.
+fn refresh(config: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
+    let mut interval = REDCAR_REFRESH_INTERVAL;
+    for (envoy, redcar) in [
+        ("cluster_refresh_rate", "refresh_interval"),
+        ("cluster_refresh_timeout", "refresh_timeout"),
+    ] {
+        if !config[envoy].is_null() {
+            let (d, text) = duration_text(&config[envoy], envoy)?;
+            if d.is_zero() {
+                draft.note("cluster", format!("{envoy} is 0s: kept redcar's default"));
+                continue;
+            }
+            if envoy == "cluster_refresh_rate" {
+                interval = d;
+            }
+            draft.set(&["cluster", redcar], text);
+        }
+    }
+    if !config["redirect_refresh_interval"].is_null() {
+        let (gap, mut text) = duration_text(
+            &config["redirect_refresh_interval"],
+            "redirect_refresh_interval",
+        )?;
+        if gap > interval {
+            // redcar refuses a minimum gap longer than the periodic interval.
+            text = crate::config::units::format_duration(interval);
+            draft.note(
+                "cluster",
+                "redirect_refresh_interval is longer than the refresh interval: \
+                 cluster.refresh_min_gap set to the refresh interval, the most redcar accepts",
+            );
+        }
+        draft.set(&["cluster", "refresh_min_gap"], text);
+    }
+    for field in ["redirect_refresh_threshold", "failure_refresh_threshold"] {
+        if !config[field].is_null() {
+            draft.set(&["cluster", field], require_number(&config[field], field)?);
+        }
+    }
+    if !config["host_degraded_refresh_threshold"].is_null() {
+        draft.note(
+            "cluster",
+            "host_degraded_refresh_threshold: no key; while a primary is ejected redcar \
+             refreshes every upstream.outlier.health_check_interval",
+        );
+    }
+    Ok(())
+}
+
+/// `outlier_detection` → `upstream.outlier.*`.
+fn outlier(od: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
+    if od.is_null() {
+        return Ok(());
+    }
+    let enforcing = od["enforcing_consecutive_5xx"].is_null()
+        || number(&od["enforcing_consecutive_5xx"]).is_some_and(|n| n > 0);
+    if !enforcing {
+        draft.set(&["upstream", "outlier", "consecutive_failures"], 0);
+        draft.note(
+            "upstream",
+            "outlier_detection.enforcing_consecutive_5xx is 0 (detect only): ejection turned off",
+        );
+    } else if !od["consecutive_5xx"].is_null() {
+        let n = require_number(&od["consecutive_5xx"], "outlier_detection.consecutive_5xx")?;
+        draft.set(&["upstream", "outlier", "consecutive_failures"], n);
+    }
+    let mut base = REDCAR_BASE_EJECTION;
+    if !od["base_ejection_time"].is_null() {
+        let (d, text) = duration_text(
+            &od["base_ejection_time"],
+            "outlier_detection.base_ejection_time",
+        )?;
+        base = d;
+        draft.set(&["upstream", "outlier", "base_ejection_time"], text);
+    }
+    let max = if od["max_ejection_time"].is_null() {
+        REDCAR_MAX_EJECTION
+    } else {
+        let (d, text) = duration_text(
+            &od["max_ejection_time"],
+            "outlier_detection.max_ejection_time",
+        )?;
+        draft.set(&["upstream", "outlier", "max_ejection_time"], text);
+        d
+    };
+    if max < base {
+        let text = crate::config::units::format_duration(base);
+        draft.set(&["upstream", "outlier", "max_ejection_time"], text);
+        draft.note(
+            "upstream",
+            "outlier_detection: max_ejection_time raised to base_ejection_time (redcar refuses a \
+             cap below the first ejection)",
+        );
+    }
+    if !od["interval"].is_null() {
+        draft.note(
+            "upstream",
+            "outlier_detection.interval: not converted; Envoy's analysis sweep has no \
+             counterpart: redcar ejects on the failure itself and PINGs ejected nodes every \
+             upstream.outlier.health_check_interval",
+        );
+    }
+    for key in od
+        .as_mapping()
+        .into_iter()
+        .flat_map(|m| m.keys())
+        .filter_map(Value::as_str)
+    {
+        if !OUTLIER_KEYS.contains(&key) {
+            draft.note(
+                "upstream",
+                format!("outlier_detection.{key}: not converted (no redcar equivalent)"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `upstream_connection_options.tcp_keepalive.keepalive_time` (seconds) → `upstream.tcp_keepalive`.
+fn keepalive(cluster: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
+    let time = &cluster["upstream_connection_options"]["tcp_keepalive"]["keepalive_time"];
+    if !time.is_null() {
+        let seconds = require_number(
+            time,
+            "upstream_connection_options.tcp_keepalive.keepalive_time",
+        )?;
+        draft.set(&["upstream", "tcp_keepalive"], format!("{seconds}s"));
+    }
+    Ok(())
+}
+
+/// Cluster settings with no counterpart that change behaviour enough to mention.
+fn notes(cluster: &Value, draft: &mut Draft) {
+    if !cluster["transport_socket"].is_null() {
+        draft.note(
+            "upstream",
+            "cluster transport_socket (TLS to the nodes): not yet; redcar connects to nodes in \
+             plain TCP, so the nodes must accept it",
+        );
+    }
+    if !cluster["health_checks"].is_null() {
+        draft.note(
+            "upstream",
+            "cluster health_checks: not converted; redcar PINGs only ejected nodes \
+             (upstream.outlier.health_check_interval)",
+        );
+    }
+    if !cluster["circuit_breakers"].is_null() {
+        draft.note(
+            "upstream",
+            "cluster circuit_breakers: not converted; see client.max_connections, \
+             client.max_in_flight and upstream.max_in_flight_per_connection",
+        );
+    }
+}

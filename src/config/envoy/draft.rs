@@ -1,0 +1,120 @@
+//! The redcar config being built from an Envoy file: keys set so far, plus one note per Envoy
+//! setting that has no equivalent or was approximated, rendered as commented YAML.
+
+use serde_yaml::{Mapping, Value};
+
+/// Top-level keys in the order a person would read them; anything else follows.
+const ORDER: &[&str] = &[
+    "listen",
+    "unix",
+    "unix_permissions",
+    "tls",
+    "cluster",
+    "upstream",
+    "router",
+    "metrics",
+    "auth",
+];
+
+/// A redcar config under construction.
+#[derive(Debug, Default)]
+pub(super) struct Draft {
+    root: Mapping,
+    notes: Vec<Note>,
+}
+
+/// Something the reader must know about one converted (or dropped) Envoy setting.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Note {
+    /// The top-level redcar key the note is printed above; empty: the file header.
+    pub section: &'static str,
+    /// One line; never holds a secret (callers name where a secret is, never its value).
+    pub text: String,
+}
+
+// === impl Draft ===
+
+impl Draft {
+    /// Sets `path` (e.g. `["upstream", "outlier", "base_ejection_time"]`), creating sections.
+    pub fn set(&mut self, path: &[&str], value: impl Into<Value>) {
+        let Some((last, parents)) = path.split_last() else {
+            return;
+        };
+        let mut map = &mut self.root;
+        for key in parents {
+            let entry = map
+                .entry(Value::from(*key))
+                .or_insert_with(|| Value::Mapping(Mapping::new()));
+            if !entry.is_mapping() {
+                *entry = Value::Mapping(Mapping::new());
+            }
+            let Value::Mapping(inner) = entry else {
+                return;
+            };
+            map = inner;
+        }
+        map.insert(Value::from(*last), value.into());
+    }
+
+    /// The value at `path`, if set.
+    pub fn get(&self, path: &[&str]) -> Option<&Value> {
+        let mut value = self.root.get(*path.first()?)?;
+        for key in &path[1..] {
+            value = value.as_mapping()?.get(*key)?;
+        }
+        Some(value)
+    }
+
+    /// Records a note printed above `section` (a top-level key; "" for the header).
+    pub fn note(&mut self, section: &'static str, text: impl Into<String>) {
+        // A comment must stay on one line.
+        let text = text.into().replace(['\r', '\n'], " ");
+        self.notes.push(Note { section, text });
+    }
+
+    pub fn notes(&self) -> &[Note] {
+        &self.notes
+    }
+
+    /// The config as YAML: a header, then each section with its notes as comments above it.
+    pub fn render(&self, source: &str) -> Result<String, serde_yaml::Error> {
+        let mut out = format!(
+            "# redcar config converted from {source} by `redcar config convert-envoy`.\n\
+             # Settings the Envoy file leaves out take redcar's defaults (docs/configuration.md).\n"
+        );
+        self.comments(&mut out, "");
+        let mut keys: Vec<&str> = ORDER
+            .iter()
+            .copied()
+            .filter(|key| self.root.contains_key(*key))
+            .collect();
+        keys.extend(
+            self.root
+                .keys()
+                .filter_map(Value::as_str)
+                .filter(|key| !ORDER.contains(key)),
+        );
+        for key in keys {
+            let Some(value) = self.root.get(key) else {
+                continue;
+            };
+            let mut one = Mapping::new();
+            one.insert(Value::from(key), value.clone());
+            self.comments(&mut out, key);
+            out.push_str(&serde_yaml::to_string(&one)?);
+        }
+        // Notes for a section that ended up with no key still reach the reader.
+        for note in &self.notes {
+            if !note.section.is_empty() && !self.root.contains_key(note.section) {
+                out.push_str(&format!("# {}\n", note.text));
+            }
+        }
+        Ok(out)
+    }
+
+    fn comments(&self, out: &mut String, section: &str) {
+        for note in self.notes.iter().filter(|n| n.section == section) {
+            out.push_str(&format!("# {}\n", note.text));
+        }
+    }
+}

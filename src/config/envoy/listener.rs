@@ -1,0 +1,209 @@
+//! Finding the one `redis_proxy` filter to convert, and turning its listener's address (and TLS)
+//! into `listen`, `unix` or `tls.*`.
+
+use serde_yaml::Value;
+
+use super::draft::Draft;
+use super::source::{flag, number, socket_address};
+use super::ConvertError;
+
+/// A `redis_proxy` filter and the listener (and filter chain) it sits in.
+pub(super) struct Found<'a> {
+    pub listener_name: String,
+    pub listener: &'a Value,
+    pub chain: &'a Value,
+    /// The filter's `RedisProxy` message (unwrapped from `typed_config`).
+    pub proxy: &'a Value,
+}
+
+/// Names under which Envoy knows the filter (v3 name, the deprecated v2 one) and its types.
+fn is_redis_proxy(filter: &Value) -> bool {
+    let name = filter["name"].as_str().unwrap_or_default();
+    let kind = filter["typed_config"]["@type"].as_str().unwrap_or_default();
+    matches!(
+        name,
+        "envoy.filters.network.redis_proxy" | "envoy.redis_proxy"
+    ) || kind.ends_with("redis_proxy.v3.RedisProxy")
+        || kind.ends_with("redis_proxy.v2.RedisProxy")
+}
+
+/// The message inside a filter or extension: `typed_config` (or its `value` when it is a
+/// `google.protobuf.Struct`), or the v2 `config`.
+pub(super) fn typed_config(holder: &Value) -> &Value {
+    let typed = &holder["typed_config"];
+    if typed["value"].is_mapping() {
+        return &typed["value"];
+    }
+    if typed.is_mapping() {
+        return typed;
+    }
+    &holder["config"]
+}
+
+/// The one filter to convert. Several (in one or more listeners) need `--listener NAME`, and
+/// that listener must hold exactly one.
+pub(super) fn find<'a>(
+    listeners: &'a Value,
+    wanted: Option<&str>,
+) -> Result<Found<'a>, ConvertError> {
+    let mut found = Vec::new();
+    for (i, listener) in listeners.as_sequence().into_iter().flatten().enumerate() {
+        let name = listener["name"]
+            .as_str()
+            .map_or_else(|| format!("#{i}"), str::to_owned);
+        for chain in listener["filter_chains"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            for filter in chain["filters"].as_sequence().into_iter().flatten() {
+                if is_redis_proxy(filter) {
+                    found.push(Found {
+                        listener_name: name.clone(),
+                        listener,
+                        chain,
+                        proxy: typed_config(filter),
+                    });
+                }
+            }
+        }
+    }
+    let names = |found: &[Found]| {
+        let list: Vec<&str> = found.iter().map(|f| f.listener_name.as_str()).collect();
+        list.join(", ")
+    };
+    if found.is_empty() {
+        return Err(ConvertError(
+            "no listener with an envoy.filters.network.redis_proxy filter found".to_owned(),
+        ));
+    }
+    if let Some(wanted) = wanted {
+        let all = names(&found);
+        found.retain(|f| f.listener_name == wanted);
+        if found.is_empty() {
+            return Err(ConvertError(format!(
+                "no listener named `{wanted}` has a redis_proxy filter (listeners with one: {all})"
+            )));
+        }
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        n if wanted.is_some() => Err(ConvertError(format!(
+            "listener `{}` has {n} redis_proxy filters; convert-envoy converts one per run",
+            names(&found[..1])
+        ))),
+        n => Err(ConvertError(format!(
+            "{n} redis_proxy filters found (listeners: {}): pick one with --listener NAME \
+             (one redcar serves one listener and one cluster)",
+            names(&found)
+        ))),
+    }
+}
+
+/// `address` → `listen` (TCP) or `unix` (+ `unix_permissions`); a TLS filter chain → `tls.*`.
+pub(super) fn convert_address(found: &Found, draft: &mut Draft) -> Result<(), ConvertError> {
+    let address = &found.listener["address"];
+    let key = format!("listener {}.address", found.listener_name);
+    let tls = &found.chain["transport_socket"];
+    if let Some(pipe) = address["pipe"].as_mapping() {
+        if tls.is_mapping() {
+            return Err(ConvertError(format!(
+                "`{key}`: TLS on a pipe listener is not supported by redcar"
+            )));
+        }
+        return convert_pipe(pipe, &key, draft);
+    }
+    let listen = socket_address(&address["socket_address"], &key)?;
+    if tls.is_mapping() {
+        convert_tls(tls, &key, draft)?;
+        draft.set(&["tls", "listen"], listen);
+    } else {
+        draft.set(&["listen"], listen);
+    }
+    if !found.listener["additional_addresses"].is_null() {
+        draft.note(
+            "",
+            "listener additional_addresses: not converted: redcar has one TCP, one Unix and one \
+             TLS listener",
+        );
+    }
+    Ok(())
+}
+
+fn convert_pipe(
+    pipe: &serde_yaml::Mapping,
+    key: &str,
+    draft: &mut Draft,
+) -> Result<(), ConvertError> {
+    let path = pipe
+        .get("path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| ConvertError(format!("`{key}.pipe.path` is missing")))?;
+    if path.starts_with('@') {
+        return Err(ConvertError(format!(
+            "`{key}.pipe.path` {path} is an abstract socket: redcar listens on socket files only"
+        )));
+    }
+    draft.set(&["unix"], path);
+    if let Some(mode) = pipe.get("mode").and_then(number) {
+        // YAML reads `0660` as the decimal 660; both spellings mean rw-rw----.
+        let octal = if mode > 0o777 {
+            u32::from_str_radix(&mode.to_string(), 8).ok()
+        } else {
+            u32::try_from(mode).ok()
+        };
+        match octal.filter(|m| *m <= 0o777) {
+            Some(bits) => draft.set(&["unix_permissions"], format!("{bits:o}")),
+            None => {
+                return Err(ConvertError(format!(
+                    "`{key}.pipe.mode` {mode} is not permission bits such as 0660"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `DownstreamTlsContext` whose certificate, key and CA are files → `tls.cert`/`key`/`client_ca`.
+fn convert_tls(socket: &Value, key: &str, draft: &mut Draft) -> Result<(), ConvertError> {
+    let context = typed_config(socket);
+    let common = &context["common_tls_context"];
+    let cert = &common["tls_certificates"][0];
+    let file = |value: &Value, what: &str| {
+        value["filename"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                ConvertError(format!(
+                "`{key}`: the listener's TLS {what} is not a filename; redcar reads PEM files, so \
+                 write it to a file and name it there"
+            ))
+            })
+    };
+    draft.set(
+        &["tls", "cert"],
+        file(&cert["certificate_chain"], "certificate")?,
+    );
+    draft.set(&["tls", "key"], file(&cert["private_key"], "private key")?);
+    if common["tls_certificates"]
+        .as_sequence()
+        .is_some_and(|s| s.len() > 1)
+    {
+        draft.note(
+            "tls",
+            "tls_certificates: only the first certificate is converted",
+        );
+    }
+    let ca = &common["validation_context"]["trusted_ca"];
+    if flag(&context["require_client_certificate"]) {
+        draft.set(&["tls", "client_ca"], file(ca, "trusted CA")?);
+    } else if !ca.is_null() {
+        draft.note(
+            "tls",
+            "validation_context without require_client_certificate: not converted; redcar \
+             checks client certificates only when it requires them (tls.client_ca)",
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! `redcar config convert-envoy FILE`: an Envoy bootstrap (a listener with the `redis_proxy`
+//! filter and its `envoy.clusters.redis` cluster) turned into the equivalent redcar config,
+//! following the table in docs/migrating-from-envoy.md.
+//!
+//! Settings with no equivalent, or only an approximate one, become comment lines above the
+//! section they concern and warnings on stderr. Anything that would make the result accept
+//! clients Envoy refused, or read and write other keys, stops the conversion instead.
+
+mod auth;
+mod cluster;
+mod draft;
+mod faults;
+mod listener;
+mod proxy;
+mod routes;
+mod source;
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use serde_yaml::Value;
+
+use draft::Draft;
+
+/// What to convert, from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The Envoy YAML file; `-` reads stdin.
+    pub file: PathBuf,
+    /// The listener to convert when several carry a `redis_proxy` filter.
+    pub listener: Option<String>,
+    /// The upstream cluster to convert when prefix routes send keys to several.
+    pub cluster: Option<String>,
+}
+
+/// A finished conversion: the YAML to print, and the notes it carries as comments.
+#[derive(Debug)]
+pub struct Conversion {
+    pub yaml: String,
+    pub warnings: Vec<String>,
+}
+
+/// Why nothing could be converted; the message names the Envoy setting.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConvertError(pub String);
+
+/// Exit status when the input cannot be read or converted.
+pub const EXIT_FAILED: u8 = 1;
+
+/// Runs the subcommand: the config on stdout, warnings and errors on stderr.
+pub fn run(options: &Options) -> u8 {
+    let result = read_input(options).and_then(|(text, source)| convert(&text, &source, options));
+    match result {
+        Ok(conversion) => {
+            for warning in &conversion.warnings {
+                eprintln!("redcar config convert-envoy: warning: {warning}");
+            }
+            print!("{}", conversion.yaml);
+            0
+        }
+        Err(error) => {
+            eprintln!("redcar config convert-envoy: {error}");
+            EXIT_FAILED
+        }
+    }
+}
+
+fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
+    if options.file.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| ConvertError(format!("cannot read stdin: {e}")))?;
+        return Ok((text, "stdin".to_owned()));
+    }
+    let text = std::fs::read_to_string(&options.file)
+        .map_err(|e| ConvertError(format!("cannot read {}: {e}", options.file.display())))?;
+    let source = options.file.file_name().map_or_else(
+        || options.file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    Ok((text, source))
+}
+
+/// Converts Envoy YAML text; `source` names it in the output's header.
+pub fn convert(text: &str, source: &str, options: &Options) -> Result<Conversion, ConvertError> {
+    let mut doc: Value = serde_yaml::from_str(text)
+        .map_err(|e| ConvertError(format!("{source} is not valid YAML: {e}")))?;
+    // Envoy configs often share blocks with anchors and `<<:` merge keys.
+    doc.apply_merge()
+        .map_err(|e| ConvertError(format!("{source}: bad YAML merge key: {e}")))?;
+    // A bootstrap keeps them under `static_resources`; a bare {listeners, clusters} works too.
+    let resources = if doc["static_resources"].is_mapping() {
+        &doc["static_resources"]
+    } else {
+        &doc
+    };
+    let mut draft = Draft::default();
+    let found = listener::find(&resources["listeners"], options.listener.as_deref())?;
+    listener::convert_address(&found, &mut draft)?;
+    let cluster_name = routes::pick_cluster(found.proxy, options.cluster.as_deref(), &mut draft)?;
+    cluster::convert(&resources["clusters"], &cluster_name, &mut draft)?;
+    proxy::convert(found.proxy, &mut draft)?;
+    auth::downstream(found.proxy, &mut draft)?;
+    faults::convert(found.proxy, &mut draft)?;
+    safety_notes(&doc, &mut draft);
+    let yaml = draft
+        .render(source)
+        .map_err(|e| ConvertError(format!("cannot write the redcar config: {e}")))?;
+    // Every key written must be one redcar knows: a wrong one here is a converter bug.
+    crate::config::Config::from_yaml(&yaml)
+        .map_err(|e| ConvertError(format!("bug: the converted config does not parse: {e}")))?;
+    let warnings = draft.notes().iter().map(|n| n.text.clone()).collect();
+    Ok(Conversion { yaml, warnings })
+}
+
+/// Things worth saying about the result as a whole.
+fn safety_notes(doc: &Value, draft: &mut Draft) {
+    let exposed = draft
+        .get(&["listen"])
+        .and_then(Value::as_str)
+        .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+        .is_some_and(|a| !a.ip().is_loopback());
+    if exposed && draft.get(&["auth"]).is_none() {
+        draft.note(
+            "listen",
+            "listen: reachable from other hosts without client auth (as in the Envoy file); \
+             consider auth.requirepass or tls",
+        );
+    }
+    if doc["admin"].is_mapping() {
+        draft.note(
+            "",
+            "admin: Envoy's admin interface is not converted; set `admin: 127.0.0.1:PORT` for \
+             /readyz and /metrics",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;
