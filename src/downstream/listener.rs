@@ -223,13 +223,15 @@ fn spawn_session<S>(
         tokio::spawn(refuse(stream));
         return;
     }
-    tokio::spawn(async move {
+    // Boxed: the session's state machine is a few KiB, and an unboxed future is copied whole
+    // each time tokio moves it into its task cell; a box moves as one pointer.
+    tokio::spawn(Box::pin(async move {
         let client = downstream.connect(peer.clone(), listener, &gauges);
         session::serve(stream, &downstream, client.id, &peer, shutdown).await;
         drop(client);
         downstream.connected.fetch_sub(1, Ordering::SeqCst);
         drop(done);
-    });
+    }));
 }
 
 /// Tells a client over `client.max_connections` why, as Redis does over `maxclients`, and closes.
