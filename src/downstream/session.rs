@@ -128,6 +128,7 @@ pub async fn serve<S>(
                         config.max_reply_bytes,
                         &mut shutdown,
                         lane,
+                        &state,
                     )
                     .await;
                     last_activity = Instant::now();
