@@ -148,6 +148,13 @@ impl Config {
             1024,
             usize::MAX,
         )?;
+        if client.max_buffered_bytes_total != 0 && client.max_buffered_bytes_total < 1 << 20 {
+            return fail(format!(
+                "`client.max_buffered_bytes_total` is {} bytes: use 0 (no global budget) or at \
+                 least 1mb, or ordinary clients would be paused all the time",
+                client.max_buffered_bytes_total
+            ));
+        }
         within("workers", self.workers, 0, 1024)?;
         positive("drain_timeout", self.drain_timeout)
     }
