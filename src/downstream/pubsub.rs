@@ -203,9 +203,7 @@ impl<'r> Mode<'r> {
         metrics: &Metrics,
     ) -> Control {
         let (plan, name) = self.router.plan(&request, &mut Vec::new());
-        let plan = self
-            .state
-            .gate(plan, || self.router.lookup(request.args()));
+        let plan = self.state.gate(plan, || self.router.lookup(request.args()));
         metrics.record_command(name, Duration::ZERO, false);
         match plan {
             Plan::Sub(sub) => self.subscription(sub, request, out).await,

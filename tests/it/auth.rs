@@ -152,7 +152,10 @@ fn subscribe_mode_commands_are_checked_against_the_users_rules() {
     // Nothing was subscribed behind the refusal: a pattern message does not arrive, a channel
     // one does.
     let mut publisher = redcar.client();
-    assert_eq!(publisher.q(&["AUTH", "listener", "l-pw"]), Value::simple("OK"));
+    assert_eq!(
+        publisher.q(&["AUTH", "listener", "l-pw"]),
+        Value::simple("OK")
+    );
     assert!(error(&publisher.q(&["PUBLISH", "news", "x"])).starts_with("NOPERM"));
     for node in cluster.nodes() {
         node.cmd(&["PUBLISH", "pattern-match", "no"]);
@@ -164,7 +167,11 @@ fn subscribe_mode_commands_are_checked_against_the_users_rules() {
     let got = c.read_reply().expect("the channel message");
     let items = got.as_array().expect("a message array");
     assert_eq!(items[0], Value::bulk("message"), "{got:?}");
-    assert_eq!(items[2], Value::bulk("yes"), "only the allowed subscription");
+    assert_eq!(
+        items[2],
+        Value::bulk("yes"),
+        "only the allowed subscription"
+    );
     // Allowed commands still work in subscribe mode.
     let unsubscribed = c.q(&["UNSUBSCRIBE", "news"]);
     assert_eq!(
