@@ -21,6 +21,7 @@ impl Config {
         // Reads password files and variables now, so a missing secret stops start-up.
         crate::auth::Users::from_config(&self.auth).map_err(ConfigError)?;
         crate::router::validate_faults(&self.router.faults).map_err(ConfigError)?;
+        crate::router::validate_node_admin(&self.router.allow_node_admin).map_err(ConfigError)?;
         crate::commands::custom::validate(&self.custom_commands).map_err(ConfigError)
     }
 

@@ -19,6 +19,7 @@ mod harness;
 mod hostile;
 mod isolation;
 mod multikey;
+mod node_admin;
 mod outlier;
 mod proxy;
 mod pubsub;
