@@ -96,6 +96,10 @@ fn hostile_clients_are_refused_or_closed_while_a_good_client_is_served() {
             "bad type byte in a multibulk",
             b"*1\r\n?3\r\nfoo\r\n".to_vec(),
         ),
+        (
+            "an integer where a bulk string must be",
+            b"*2\r\n$3\r\nGET\r\n:1\r\n".to_vec(),
+        ),
         ("non-numeric multibulk length", b"*x\r\n".to_vec()),
         ("non-numeric bulk length", b"*1\r\n$abc\r\n".to_vec()),
         ("negative bulk length", b"*1\r\n$-5\r\n".to_vec()),
@@ -112,6 +116,19 @@ fn hostile_clients_are_refused_or_closed_while_a_good_client_is_served() {
         );
         assert!(closed, "{what}: the client must be closed");
     }
+
+    // A negative multibulk length is skipped, as Redis does (`*-1` is a null array), and the
+    // connection goes on.
+    let mut skipped = TcpStream::connect(&addr).expect("connect");
+    skipped
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    skipped
+        .write_all(b"*-5\r\n*1\r\n$4\r\nPING\r\n")
+        .expect("send");
+    let mut pong = [0u8; 7];
+    skipped.read_exact(&mut pong).expect("reply");
+    assert_eq!(&pong, b"+PONG\r\n", "negative multibulk length");
 
     // 100k pipelined PINGs, never read: redcar stops reading them (back-pressure), it does not
     // buffer 100k replies.
