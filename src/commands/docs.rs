@@ -50,7 +50,7 @@ fn header(out: &mut String) {
          - **fan-out** ({fan_out}): keyless, sent to every primary (SCAN: one at a time) and the replies merged;\n\
          - **session** ({dedicated}): blocking commands, transactions and subscriptions, which keep state on a \
          connection: see [architecture.md](architecture.md#connection-state-transactions-blocking-commands-and-pubsub);\n\
-         - **unsupported** ({refused}): refused with `-ERR redcar: <CMD> is not supported (<reason>)`.\n\n\
+         - **unsupported** ({refused}): refused with `-ERR redcar: <CMD> is not supported (<reason>)`; node administration can be allowed command by command with `router.allow_node_admin` (except what a proxy can never serve: see [configuration.md](configuration.md#router-deadlines-redirects-retries)).\n\n\
          Keys: `yes` = key specs; `channel` = shard channel (a `not_key` spec that redcar routes by); \
          `incomplete` = the specs may miss keys (the node still rejects cross-slot use).\n\n\
          | Command | Arity | Flags | Keys | Served |\n\

@@ -98,6 +98,10 @@ fn bad_values_name_the_key() {
     assert!(error.contains("expected `wait` or `fail`"), "{error}");
     let clients = format!("{MINIMAL}client:\n  max_connections: 0\n");
     assert!(error_of(&clients).contains("client.max_connections"));
+    let budget = format!("{MINIMAL}client:\n  max_buffered_bytes_total: 64kb\n");
+    assert!(error_of(&budget).contains("client.max_buffered_bytes_total"));
+    let off = format!("{MINIMAL}client:\n  max_buffered_bytes_total: 0\n");
+    assert!(Config::from_yaml(&off).expect("parses").validate().is_ok());
     let timeout = format!("{MINIMAL}router:\n  op_timeout: 0s\n");
     assert!(error_of(&timeout).contains("router.op_timeout"));
     let same = format!("{MINIMAL}admin: 127.0.0.1:6380\n");

@@ -21,6 +21,7 @@ impl Config {
         // Reads password files and variables now, so a missing secret stops start-up.
         crate::auth::Users::from_config(&self.auth).map_err(ConfigError)?;
         crate::router::validate_faults(&self.router.faults).map_err(ConfigError)?;
+        crate::router::validate_node_admin(&self.router.allow_node_admin).map_err(ConfigError)?;
         crate::commands::custom::validate(&self.custom_commands).map_err(ConfigError)
     }
 
@@ -148,6 +149,13 @@ impl Config {
             1024,
             usize::MAX,
         )?;
+        if client.max_buffered_bytes_total != 0 && client.max_buffered_bytes_total < 1 << 20 {
+            return fail(format!(
+                "`client.max_buffered_bytes_total` is {} bytes: use 0 (no global budget) or at \
+                 least 1mb, or ordinary clients would be paused all the time",
+                client.max_buffered_bytes_total
+            ));
+        }
         within("workers", self.workers, 0, 1024)?;
         positive("drain_timeout", self.drain_timeout)
     }

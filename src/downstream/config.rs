@@ -29,6 +29,11 @@ pub struct ClientConfig {
     /// Reply bytes waiting for a slow client before redcar stops reading its commands.
     #[serde(with = "units::size")]
     pub max_reply_bytes: usize,
+    /// Unparsed request bytes and unwritten reply bytes of every client together; over it,
+    /// clients holding more than a little stop being read until the total falls (see
+    /// `downstream/budget.rs`); 0 = no global budget.
+    #[serde(with = "units::size")]
+    pub max_buffered_bytes_total: usize,
     /// Close a client with nothing in flight after this long without a command; 0 = never.
     #[serde(with = "units::duration")]
     pub idle_timeout: Duration,
@@ -59,6 +64,7 @@ impl Default for ClientConfig {
             max_inline_len: 64 << 10,
             max_request_bytes: 1 << 30,
             max_reply_bytes: 64 << 20,
+            max_buffered_bytes_total: 512 << 20,
             idle_timeout: Duration::ZERO,
             request_timeout: Duration::from_secs(30),
             max_connections: 10_000,

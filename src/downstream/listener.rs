@@ -10,6 +10,7 @@ use serde::Serialize;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
+use super::budget::Budget;
 use super::session;
 use super::slow::LatencyWatch;
 use super::ClientConfig;
@@ -26,6 +27,8 @@ pub struct Downstream {
     pub users: Arc<Users>,
     /// `client.close_idle_when_slow`: fed by every session, sampled by [`Downstream::watch_latency`].
     pub(super) latency: Option<Arc<LatencyWatch>>,
+    /// `client.max_buffered_bytes_total`, shared by every session.
+    pub(super) budget: Budget,
     next_id: AtomicU64,
     /// Sessions running now, over all listeners (for `client.max_connections`).
     connected: AtomicUsize,
@@ -51,7 +54,14 @@ impl Downstream {
         users: Arc<Users>,
     ) -> Downstream {
         let latency = config.close_idle_when_slow.then(LatencyWatch::new);
+        let budget = Budget::new(
+            config.max_buffered_bytes_total,
+            metrics.client_buffered.clone(),
+            metrics.clients_paused.clone(),
+            metrics.client_read_pauses.clone(),
+        );
         Downstream {
+            budget,
             router,
             latency,
             config,

@@ -1,6 +1,7 @@
 //! Client-facing side: listeners (TCP and Unix socket) and one session per client that answers a
 //! pipeline in order while its commands run in parallel on different nodes.
 
+mod budget;
 mod config;
 mod listener;
 mod local;

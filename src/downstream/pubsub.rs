@@ -15,6 +15,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
+use super::local::ClientState;
 use super::pubsub_conn::{Pushed, SubConn, PUSH_QUEUE};
 use crate::cluster::key_slot;
 use crate::commands::policy::{Sub, SubKind};
@@ -62,13 +63,14 @@ pub async fn serve<R, W>(
     max_reply_bytes: usize,
     shutdown: &mut watch::Receiver<bool>,
     pick: usize,
+    state: &ClientState,
 ) -> Left
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let (pushed, mut from_nodes) = mpsc::channel(PUSH_QUEUE);
-    let mut mode = Mode::new(router, pick, pushed);
+    let mut mode = Mode::new(router, pick, pushed, state);
     let mut control = mode.command(first, out, metrics).await;
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
@@ -128,6 +130,8 @@ where
 /// The client's subscriptions and the node connections holding them.
 struct Mode<'r> {
     router: &'r Router,
+    /// Who the client is: every command here is checked against the user's rules, as outside.
+    state: &'r ClientState,
     pick: usize,
     pushed: mpsc::Sender<Pushed>,
     /// The connection for channels and patterns, and its node.
@@ -160,9 +164,15 @@ struct Current {
 }
 
 impl<'r> Mode<'r> {
-    fn new(router: &'r Router, pick: usize, pushed: mpsc::Sender<Pushed>) -> Mode<'r> {
+    fn new(
+        router: &'r Router,
+        pick: usize,
+        pushed: mpsc::Sender<Pushed>,
+        state: &'r ClientState,
+    ) -> Mode<'r> {
         Mode {
             router,
+            state,
             pick,
             pushed,
             global: None,
@@ -193,6 +203,7 @@ impl<'r> Mode<'r> {
         metrics: &Metrics,
     ) -> Control {
         let (plan, name) = self.router.plan(&request, &mut Vec::new());
+        let plan = self.state.gate(plan, || self.router.lookup(request.args()));
         metrics.record_command(name, Duration::ZERO, false);
         match plan {
             Plan::Sub(sub) => self.subscription(sub, request, out).await,

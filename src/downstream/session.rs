@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant};
 
+use super::budget;
 use super::listener::Downstream;
 use super::local::ClientState;
 use super::pubsub;
@@ -23,6 +24,9 @@ use crate::protocol::{parse_request, Limits, Request};
 use crate::router::{Call, Plan, Router};
 
 const READ_CHUNK: usize = 16 * 1024;
+
+/// How often a session paused by `client.max_buffered_bytes_total` looks at the total again.
+const BUDGET_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
 /// proxy drains.
@@ -74,11 +78,27 @@ pub async fn serve<S>(
     let latency = downstream.latency.as_deref();
     let mut slow = downstream.latency.as_ref().map(|watch| watch.subscribe());
     let mut close_when_safe = false;
+    // This session's part of `client.max_buffered_bytes_total`, and a timer to look again at
+    // the total while paused by it (made once, reset only while paused).
+    let mut share = downstream.budget.share(id);
+    let mut budget_timer = Box::pin(sleep_until(Instant::now()));
+    let mut budget_paused = false;
     loop {
         // Start every complete command already buffered, up to the in-flight limit. One clock
         // read serves the whole batch.
         let now = Instant::now();
-        while !closing && calls.len() < config.max_in_flight && exclusive == 0 {
+        // `client.max_buffered_bytes_total`, once per turn (a read, a write or a batch of
+        // replies), not per command. Over it, a client owing us reads starts no more commands
+        // either: their replies would pile up here (its buffered commands may be tiny, its
+        // replies not).
+        share.set(input.len() + out.len());
+        let paused_now = !share.may_read(partial_since.is_some());
+        if paused_now && !budget_paused {
+            budget_timer.as_mut().reset(Instant::now() + BUDGET_RECHECK);
+        }
+        budget_paused = paused_now;
+        let starved = budget_paused && out.len() > budget::FLOOR;
+        while !closing && calls.len() < config.max_in_flight && exclusive == 0 && !starved {
             let request = match parked.take() {
                 Some(request) => request,
                 None => match parse_request(&mut input, &limits) {
@@ -128,6 +148,7 @@ pub async fn serve<S>(
                         config.max_reply_bytes,
                         &mut shutdown,
                         lane,
+                        &state,
                     )
                     .await;
                     last_activity = Instant::now();
@@ -186,6 +207,7 @@ pub async fn serve<S>(
         // While a command runs alone, read only enough to notice the client leaving.
         let waiting_alone = exclusive > 0 || parked.is_some();
         let can_read = !closing
+            && !budget_paused
             && calls.len() < config.max_in_flight
             && out.len() < config.max_reply_bytes
             && (!waiting_alone || input.len() < READ_CHUNK);
@@ -266,6 +288,10 @@ pub async fn serve<S>(
                 } else {
                     request_timer.as_mut().reset(started + config.request_timeout);
                 }
+            }
+            () = &mut budget_timer, if budget_paused => {
+                // Other sessions release bytes without telling anyone: look again now and then.
+                budget_timer.as_mut().reset(Instant::now() + BUDGET_RECHECK);
             }
             () = &mut age_timer, if !config.max_age.is_zero() && !aged => {
                 aged = true;

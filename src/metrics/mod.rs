@@ -134,6 +134,11 @@ pub struct Metrics {
     pub clients_refused: Counter,
     /// Clients closed at a safe point because they reached `client.max_age`.
     pub clients_closed_max_age: Counter,
+    /// Bytes held in client buffers over all sessions (`client.max_buffered_bytes_total`).
+    pub client_buffered: Gauge,
+    /// Sessions not reading their client because of that budget, and pauses since start.
+    pub clients_paused: Gauge,
+    pub client_read_pauses: Counter,
     /// Dedicated connections (blocking commands, WATCH, pub/sub) lent to a client right now.
     pub dedicated_busy: Gauge,
     /// Dedicated connections kept open for reuse.
@@ -245,6 +250,9 @@ impl Metrics {
             slow_commands: Counter::default(),
             clients_refused: Counter::default(),
             clients_closed_max_age: Counter::default(),
+            client_buffered: Gauge::default(),
+            clients_paused: Gauge::default(),
+            client_read_pauses: Counter::default(),
             dedicated_busy: Gauge::default(),
             dedicated_idle: Gauge::default(),
             dedicated_exhausted: Counter::default(),
@@ -398,6 +406,21 @@ impl Metrics {
             "clients_closed_max_age",
             "Clients closed at a safe point after client.max_age (load-balancer rebalancing)",
             self.clients_closed_max_age.clone(),
+        );
+        r.register(
+            "client_buffered_bytes",
+            "Unparsed request and unwritten reply bytes held for all clients (client.max_buffered_bytes_total)",
+            self.client_buffered.clone(),
+        );
+        r.register(
+            "clients_paused",
+            "Clients not being read because client.max_buffered_bytes_total is exceeded",
+            self.clients_paused.clone(),
+        );
+        r.register(
+            "client_read_pauses",
+            "Times a client stopped being read because client.max_buffered_bytes_total was exceeded",
+            self.client_read_pauses.clone(),
         );
         r.register(
             "dedicated_connections_busy",

@@ -26,6 +26,9 @@ pub struct RouterConfig {
     /// Serve FLUSHALL and FLUSHDB (sent to every primary). When false they are refused with
     /// `-ERR redcar: FLUSHALL is disabled (router.allow_flush: false)`.
     pub allow_flush: bool,
+    /// Node-administration commands (`config|get`, `config|set`, ...) served by sending them
+    /// to every node of the map; any other is refused. Checked at start-up.
+    pub allow_node_admin: Vec<String>,
     /// Where reads go: `primary`, `prefer-primary`, `replica`, `prefer-replica` or `any`.
     /// Anything but `primary` makes redcar send `READONLY` on its node connections.
     pub read_policy: ReadPolicy,
@@ -47,6 +50,7 @@ impl Default for RouterConfig {
             max_redirects: 5,
             retry_backoff: Duration::from_millis(10),
             allow_flush: true,
+            allow_node_admin: Vec::new(),
             read_policy: ReadPolicy::Primary,
             hedge_after: Duration::ZERO,
             retry_budget: RetryBudgetConfig::default(),

@@ -109,14 +109,19 @@ fn all_have(replies: &[NodeReply]) -> Result<Bytes, Bytes> {
 
 /// The reply every primary gave, or an error naming the first that differs.
 fn agree(name: &str, replies: &[NodeReply]) -> Result<Bytes, Bytes> {
+    agree_among(name, "primaries", replies)
+}
+
+/// The reply every node asked gave, or an error naming the first that differs from the first.
+pub(super) fn agree_among(name: &str, nodes: &str, replies: &[NodeReply]) -> Result<Bytes, Bytes> {
     let mut all = bodies(replies);
     let Some((first_part, first)) = all.next() else {
-        return Err(redcar_error(format_args!("{name}: no primary replied")));
+        return Err(redcar_error(format_args!("{name}: no node replied")));
     };
     match all.find(|(_, body)| body != &first) {
         None => Ok(first.clone()),
         Some((other, body)) => Err(redcar_error(format_args!(
-            "{name}: primaries replied differently ({}: {}, {}: {})",
+            "{name}: {nodes} replied differently ({}: {}, {}: {})",
             first_part.addr,
             String::from_utf8_lossy(first).trim_end(),
             other.addr,

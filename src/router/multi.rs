@@ -18,6 +18,8 @@ pub(super) enum Job {
     Split(Box<Split>),
     /// Keyless, to every primary (SCAN, RANDOMKEY: one at a time).
     FanOut(FanOut),
+    /// Node administration listed in `router.allow_node_admin`: to every node.
+    NodeAdmin,
     /// EVAL / EVAL_RO: remember the script for NOSCRIPT healing, then forward.
     Eval { slot: Option<u16>, write: bool },
     /// EVALSHA / EVALSHA_RO: forward; heal a NOSCRIPT reply once.
@@ -47,6 +49,7 @@ impl Router {
         match multi.0 {
             Job::Split(split) => self.start_split(*split, lane),
             Job::FanOut(kind) => self.start_fan_out(kind, request, lane),
+            Job::NodeAdmin => self.start_node_admin(request, lane),
             Job::Eval { slot, write } => self.start_eval(request, slot, write, lane),
             Job::EvalSha { slot, write } => self.start_evalsha(request, slot, write, lane),
         }

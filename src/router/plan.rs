@@ -63,16 +63,24 @@ impl Router {
         args: &[Bytes],
         scratch: &mut Vec<usize>,
     ) -> Plan {
-        plan_command(spec, args, scratch, self.config.allow_flush)
+        plan_command(
+            spec,
+            args,
+            scratch,
+            self.config.allow_flush,
+            &self.config.allow_node_admin,
+        )
     }
 }
 
-/// The plan for a known command; `allow_flush` is `router.allow_flush`.
+/// The plan for a known command; `allow_flush` is `router.allow_flush`, `allow_node_admin`
+/// `router.allow_node_admin`.
 pub(super) fn plan_command(
     spec: &'static CommandSpec,
     args: &[Bytes],
     scratch: &mut Vec<usize>,
     allow_flush: bool,
+    allow_node_admin: &[String],
 ) -> Plan {
     {
         if !arity_ok(spec, args.len()) {
@@ -125,6 +133,9 @@ pub(super) fn plan_command(
             },
             Serve::Transaction(tx) => Plan::Tx(tx, None),
             Serve::Subscription(sub) => Plan::Sub(sub),
+            Serve::Unsupported(commands::policy::NODE_ADMIN) => {
+                super::node_admin::plan(spec, allow_node_admin)
+            }
             Serve::Unsupported(reason) => Plan::Reply(redcar_error(format_args!(
                 "{} is not supported ({reason})",
                 display_name(spec)
@@ -323,7 +334,7 @@ mod tests {
             let args = args(line);
             let spec = commands::lookup(&args).expect("known");
             let mut keys = Vec::new();
-            plan_command(spec, &args, &mut keys, true)
+            plan_command(spec, &args, &mut keys, true, &[])
         };
         let slot = key_slot(b"k");
         assert_eq!(

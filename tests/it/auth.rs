@@ -115,3 +115,68 @@ fn a_missing_password_file_stops_start_up_naming_the_key() {
         "{stderr}"
     );
 }
+
+/// Commands sent while already in subscribe mode are held to the user's rules like any other:
+/// a user allowed SUBSCRIBE but not PSUBSCRIBE or SSUBSCRIBE cannot get them by subscribing
+/// first.
+#[test]
+fn subscribe_mode_commands_are_checked_against_the_users_rules() {
+    let cluster = RedisCluster::start(3, 0);
+    let config = write_config(
+        "auth:\n  users:\n\
+         \x20   - name: listener\n      password: l-pw\n      deny: [psubscribe, ssubscribe, publish]\n",
+    );
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["AUTH", "listener", "l-pw"]), Value::simple("OK"));
+    assert_eq!(
+        error(&c.q(&["PSUBSCRIBE", "p*"])),
+        "NOPERM User listener has no permissions to run the 'psubscribe' command",
+        "refused outside subscribe mode"
+    );
+    let subscribed = c.q(&["SUBSCRIBE", "news"]);
+    assert_eq!(
+        subscribed.as_array().map(|a| a.len()),
+        Some(3),
+        "{subscribed:?}"
+    );
+    // Now in subscribe mode: the same rules apply.
+    assert_eq!(
+        error(&c.q(&["PSUBSCRIBE", "p*"])),
+        "NOPERM User listener has no permissions to run the 'psubscribe' command"
+    );
+    assert_eq!(
+        error(&c.q(&["SSUBSCRIBE", "{s}chan"])),
+        "NOPERM User listener has no permissions to run the 'ssubscribe' command"
+    );
+    // Nothing was subscribed behind the refusal: a pattern message does not arrive, a channel
+    // one does.
+    let mut publisher = redcar.client();
+    assert_eq!(
+        publisher.q(&["AUTH", "listener", "l-pw"]),
+        Value::simple("OK")
+    );
+    assert!(error(&publisher.q(&["PUBLISH", "news", "x"])).starts_with("NOPERM"));
+    for node in cluster.nodes() {
+        node.cmd(&["PUBLISH", "pattern-match", "no"]);
+        node.cmd(&["SPUBLISH", "{s}chan", "no"]);
+    }
+    cluster.nodes()[0].cmd(&["PUBLISH", "news", "yes"]);
+    c.set_timeout(std::time::Duration::from_secs(5))
+        .expect("timeout");
+    let got = c.read_reply().expect("the channel message");
+    let items = got.as_array().expect("a message array");
+    assert_eq!(items[0], Value::bulk("message"), "{got:?}");
+    assert_eq!(
+        items[2],
+        Value::bulk("yes"),
+        "only the allowed subscription"
+    );
+    // Allowed commands still work in subscribe mode.
+    let unsubscribed = c.q(&["UNSUBSCRIBE", "news"]);
+    assert_eq!(
+        unsubscribed.as_array().map(|a| a[0].clone()),
+        Some(Value::bulk("unsubscribe"))
+    );
+    assert!(c.q(&["PING"]).as_array().is_none(), "back to normal mode");
+}

@@ -49,6 +49,25 @@ fn send_and_drain(addr: &str, bytes: &[u8], within: Duration) -> (Vec<u8>, bool)
     (got, false)
 }
 
+/// A well-behaved client running SET/GET pairs on many slots until `stop`; returns how many
+/// pairs it got answered and the slowest one.
+fn bystander(redcar: &Redcar, stop: &Arc<AtomicBool>) -> std::thread::JoinHandle<(u32, Duration)> {
+    let stop = stop.clone();
+    let mut good = redcar.client();
+    std::thread::spawn(move || {
+        let (mut served, mut slowest) = (0u32, Duration::ZERO);
+        while !stop.load(Ordering::Relaxed) {
+            let key = format!("good:{served}");
+            let started = Instant::now();
+            assert_eq!(good.q(&["SET", &key, "v"]), Value::simple("OK"));
+            assert_eq!(good.q(&["GET", &key]), Value::bulk("v"));
+            slowest = slowest.max(started.elapsed());
+            served += 1;
+        }
+        (served, slowest)
+    })
+}
+
 /// The error line redcar sent first, as text.
 fn first_line(reply: &[u8]) -> String {
     let text = String::from_utf8_lossy(reply);
@@ -68,22 +87,7 @@ fn hostile_clients_are_refused_or_closed_while_a_good_client_is_served() {
 
     // A well-behaved client keeps working the whole time, on every node.
     let stop = Arc::new(AtomicBool::new(false));
-    let bystander = {
-        let stop = stop.clone();
-        let mut good = redcar.client();
-        std::thread::spawn(move || {
-            let (mut served, mut slowest) = (0u32, Duration::ZERO);
-            while !stop.load(Ordering::Relaxed) {
-                let key = format!("good:{served}");
-                let started = Instant::now();
-                assert_eq!(good.q(&["SET", &key, "v"]), Value::simple("OK"));
-                assert_eq!(good.q(&["GET", &key]), Value::bulk("v"));
-                slowest = slowest.max(started.elapsed());
-                served += 1;
-            }
-            (served, slowest)
-        })
-    };
+    let bystander = bystander(&redcar, &stop);
 
     // Each hostile input must get a protocol error and be closed.
     let ten_mb_line = vec![b'a'; 10 << 20];
@@ -91,6 +95,10 @@ fn hostile_clients_are_refused_or_closed_while_a_good_client_is_served() {
         (
             "bad type byte in a multibulk",
             b"*1\r\n?3\r\nfoo\r\n".to_vec(),
+        ),
+        (
+            "an integer where a bulk string must be",
+            b"*2\r\n$3\r\nGET\r\n:1\r\n".to_vec(),
         ),
         ("non-numeric multibulk length", b"*x\r\n".to_vec()),
         ("non-numeric bulk length", b"*1\r\n$abc\r\n".to_vec()),
@@ -108,6 +116,19 @@ fn hostile_clients_are_refused_or_closed_while_a_good_client_is_served() {
         );
         assert!(closed, "{what}: the client must be closed");
     }
+
+    // A negative multibulk length is skipped, as Redis does (`*-1` is a null array), and the
+    // connection goes on.
+    let mut skipped = TcpStream::connect(&addr).expect("connect");
+    skipped
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    skipped
+        .write_all(b"*-5\r\n*1\r\n$4\r\nPING\r\n")
+        .expect("send");
+    let mut pong = [0u8; 7];
+    skipped.read_exact(&mut pong).expect("reply");
+    assert_eq!(&pong, b"+PONG\r\n", "negative multibulk length");
 
     // 100k pipelined PINGs, never read: redcar stops reading them (back-pressure), it does not
     // buffer 100k replies.
@@ -212,4 +233,83 @@ fn a_request_trickled_byte_by_byte_times_out_without_hurting_others() {
     assert!(closed, "the slowloris connection is closed");
     // Others are unaffected.
     assert_eq!(redcar.cmd(&["GET", "slowk"]), Value::bulk("v"));
+}
+
+/// `client.max_buffered_bytes_total`: clients pipelining big GETs and SETs and never reading
+/// fill their reply buffers up to `max_reply_bytes` each (64 MB by default) — unless the global
+/// budget pauses them first. With an 8 MB budget redcar's memory stays near it, and a small
+/// client is still served. (With the budget at 0 the same run grows by hundreds of MB.)
+#[test]
+fn the_global_buffer_budget_pauses_clients_that_do_not_read() {
+    let cluster = RedisCluster::start(3, 0);
+    let budget = std::env::var("REDCAR_IT_BUDGET").unwrap_or_else(|_| "8mb".into());
+    let config = crate::redirects::write_config(&format!(
+        "client:\n  max_buffered_bytes_total: {budget}\n  max_in_flight: 4\n"
+    ));
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let value = "v".repeat(1 << 20);
+    assert_eq!(redcar.cmd(&["SET", "big", &value]), Value::simple("OK"));
+    let rss_before = rss_kib(&redcar);
+    let stop = Arc::new(AtomicBool::new(false));
+    let bystander = bystander(&redcar, &stop);
+
+    // Six clients ask for the 1 MB value 200 times each, two send 1 MB SETs; none reads a reply.
+    let gets: Vec<u8> = (0..200)
+        .flat_map(|_| encode_command(&["GET", "big"]))
+        .collect();
+    let sets: Vec<u8> = (0..40)
+        .flat_map(|_| encode_command(&["SET", "big2", &value]))
+        .collect();
+    let hogs: Vec<_> = (0..8)
+        .map(|i| {
+            let addr = redcar.addr();
+            let bytes = if i < 6 { gets.clone() } else { sets.clone() };
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(addr).expect("hog connects");
+                stream
+                    .set_write_timeout(Some(Duration::from_secs(3)))
+                    .expect("timeout");
+                let _ = stream.write_all(&bytes); // stalls once redcar stops reading
+                stream // kept open, never read
+            })
+        })
+        .collect();
+    let hogs: Vec<TcpStream> = hogs
+        .into_iter()
+        .map(|h| h.join().expect("hog thread"))
+        .collect();
+
+    let (_, metrics) = redcar.http_get("/metrics").expect("scrape");
+    let pauses = metric(&metrics, "redcar_client_read_pauses_total");
+    let paused = metric(&metrics, "redcar_clients_paused");
+    let buffered = metric(&metrics, "redcar_client_buffered_bytes");
+    let rss_after = rss_kib(&redcar);
+    stop.store(true, Ordering::Relaxed);
+    let (served, slowest) = bystander.join().expect("bystander thread");
+    eprintln!(
+        "budget {budget}: RSS {rss_before} -> {rss_after} KiB, buffered {buffered} B, \
+         {paused} paused, {pauses} pauses; bystander {served} pairs, slowest {slowest:?}"
+    );
+    assert!(served > 10, "the good client kept being served ({served})");
+    assert!(slowest < Duration::from_secs(2), "stalled for {slowest:?}");
+    assert!(pauses > 0.0, "clients were paused by the budget");
+    assert!(paused > 0.0, "the hogs are still paused");
+    // 8 MB of budget plus up to 4 replies of 1 MB in flight per hog (not counted until they
+    // arrive) and allocator slack: far below the 6 × 64 MB the reply buffers reach without the
+    // budget (about 450 MB of RSS, measured with REDCAR_IT_BUDGET=0).
+    assert!(buffered < 48e6, "{buffered} bytes buffered");
+    assert!(
+        rss_after < rss_before + 150 * 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB"
+    );
+    drop(hogs);
+    assert_eq!(redcar.cmd(&["GET", "good:0"]), Value::bulk("v"));
+}
+
+/// The value of an unlabelled series in a Prometheus text exposition.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
 }

@@ -20,6 +20,7 @@ mod harness;
 mod hostile;
 mod isolation;
 mod multikey;
+mod node_admin;
 mod outlier;
 mod proxy;
 mod pubsub;
