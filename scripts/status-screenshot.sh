@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Takes the README's picture of the status page: starts a local 3+3 Redis Cluster and redcar,
-# runs some traffic (redis-benchmark plus a few deliberately slow EVALs), kills one replica
-# so the page shows an ejected node, then saves a headless-Chromium screenshot of
+# runs some traffic (redis-benchmark plus a few deliberately slow EVALs), kills one replica (its
+# reads fail once, redcar ejects it), and saves a headless-Chromium screenshot of
 # http://127.0.0.1:ADMIN/ to docs/img/status-page.png (or $1).
 #
 #   scripts/status-screenshot.sh [OUT.png]
@@ -37,7 +37,6 @@ cleanup() {
     trap "" INT TERM
     for pid in "${BENCH_PIDS[@]}"; do stop_pid "$pid" redis-benchmark; done
     [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID" redcar
-    [[ -n ${KEEP:-} ]] && { echo "kept $TMP"; cp "$TMP/redcar.log" /tmp/shot-redcar.log; }
     "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true
     rm -rf "$TMP"
     exit "$rc"
@@ -45,8 +44,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A long node timeout keeps the killed replica in the cluster's map (not yet `fail`), so the
-# page shows it ejected by redcar rather than gone.
+# A long node timeout keeps the cluster from flagging the killed replica `fail` (which would take
+# it out of the slot map: the page would list it as gone), so the picture shows it ejected.
 log "starting a 3+3 cluster"
 CLUSTER_NODE_TIMEOUT=60000 "$ROOT/scripts/cluster.sh" start "$TMP/cluster" 0
 SEEDS=$(cat "$TMP/cluster/seeds")
@@ -54,7 +53,7 @@ mapfile -t PORTS <"$TMP/cluster/ports"
 
 LISTEN=$(free_port 8000 11000) || die "no free port"
 ADMIN=$(free_port 11000 12000) || die "no free port"
-# Reads prefer replicas so every node has traffic; one failure ejects; slow log from 2 ms.
+# Reads prefer replicas so every node has traffic; one failure ejects; slow log from 40 ms.
 cat >"$TMP/redcar.yaml" <<YAML
 router:
   read_policy: prefer-replica
@@ -64,7 +63,7 @@ upstream:
     base_ejection_time: 120s
     max_ejection_time: 120s
 metrics:
-  slowlog_threshold: 2ms
+  slowlog_threshold: 40ms
 YAML
 log "starting redcar on 127.0.0.1:$LISTEN (admin $ADMIN)"
 "$REDCAR_BIN" --config "$TMP/redcar.yaml" --listen "127.0.0.1:$LISTEN" --cluster "$SEEDS" \
@@ -79,14 +78,14 @@ for spec in get:4 set:2 hset:1 incr:1 mset:1 lpush:1; do
         -t "${spec%:*}" >/dev/null 2>&1 &
     BENCH_PIDS+=($!)
 done
-# A few slow commands for the slow-log panel: a Lua busy loop of a few milliseconds.
-for i in 1 2 3 4 5; do
-    redis-cli -p "$LISTEN" EVAL 'local n = 0 for i = 1, 400000 do n = n + i end return n' \
-        1 "report:$i" >/dev/null
-done
+# Replicas appear in CLUSTER SLOTS a little after the cluster is created.
+all_replicas() {
+    [[ $(http_body 127.0.0.1 "$ADMIN" /status.json | grep -o '"role":"replica"' | wc -l) -eq 3 ]]
+}
+wait_for 30 "redcar's map to list the 3 replicas" all_replicas
 sleep 2
 
-# The first replica listed by a primary's ROLE reply.
+# The first replica (ROLE answers "slave" first on a replica).
 replica=""
 for p in "${PORTS[@]}"; do
     if [[ $(redis-cli -p "$p" ROLE | head -1) == slave ]]; then
@@ -95,18 +94,26 @@ for p in "${PORTS[@]}"; do
     fi
 done
 [[ -n $replica ]] || die "no replica found"
+
+# The event log says when redcar ejected it (the first read that failed on it).
+ejected() {
+    http_body 127.0.0.1 "$ADMIN" /status.json | grep -q "\"kind\":\"node_ejected\",\"node\":\"127.0.0.1:$replica\""
+}
 log "killing replica 127.0.0.1:$replica"
 "$ROOT/scripts/cluster.sh" kill "$TMP/cluster" "$replica"
-# Redis drops an unreachable replica from CLUSTER SLOTS within seconds; the page then lists it
-# as gone. Either way it must show up as not healthy.
-ejected() { http_body 127.0.0.1 "$ADMIN" /status.json | grep -q '"health":"ejected"'; }
-wait_for 20 "the killed replica to be ejected" ejected
-sleep 6 # let the rates and percentiles fill a window
+wait_for 30 "the killed replica to be ejected" ejected
+
+# A few slow commands for the slow-log panel: a Lua busy loop of some tens of milliseconds.
+for i in 1 2 3 4 5 6; do
+    redis-cli -p "$LISTEN" EVAL 'local n = 0 for i = 1, 5000000 do n = n + i end return n' \
+        1 "report:$i" >/dev/null || true
+done
+sleep 4 # let the rates and percentiles fill a window
 
 log "screenshot → $OUT"
 mkdir -p "$(dirname "$OUT")"
 "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars \
-    --user-data-dir="$TMP/chromium" --window-size=1280,900 --virtual-time-budget=4000 \
+    --user-data-dir="$TMP/chromium" --window-size=1280,1150 --virtual-time-budget=4000 \
     --screenshot="$OUT" "http://127.0.0.1:$ADMIN/" >"$TMP/chromium.log" 2>&1 ||
     {
         cat "$TMP/chromium.log" >&2

@@ -306,7 +306,7 @@ fn the_page_in_a_browser_covers_every_slot_and_shows_a_killed_node_unhealthy() {
     let shown = loop {
         let dom = dump_dom(&browser, &url, dir.path());
         let health = health_on_page(&dom, &replica_addr);
-        // Ejected by redcar, or listed as gone once Redis drops it from CLUSTER SLOTS.
+        // Ejected by redcar, or listed as gone if a refresh already left it out of the map.
         if matches!(health.as_deref(), Some("ejected" | "gone")) {
             break health;
         }

@@ -168,7 +168,7 @@ function slowlog(s) {
     el("td", { class: "num" }, us(e.duration_us)),
     el("td", {}, e.command.toUpperCase()),
     el("td", {}, e.key),
-    el("td", {}, e.node),
+    el("td", {}, e.node || "–"),
     el("td", {}, e.client)));
   $("slowlog").replaceChildren(...(rows.length ? rows
     : [el("tr", {}, el("td", { class: "empty", colspan: 6 }, "no slow commands"))]));
