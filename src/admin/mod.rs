@@ -19,6 +19,8 @@ mod sampler;
 mod status;
 mod topology;
 
+pub use sampler::Sampler;
+
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -31,7 +33,6 @@ use tokio::sync::watch;
 use crate::cluster::ClusterState;
 use crate::downstream::Downstream;
 use crate::metrics::Metrics;
-pub use sampler::Sampler;
 
 /// What the admin endpoints read (never write).
 pub struct AdminState {
