@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build demo test fuzz bench bench-connections fmt fmt-check clippy clean ensure-redis ensure-clients
+.PHONY: help all build demo test fuzz bench bench-connections fmt fmt-check clippy clean ensure-redis ensure-clients ensure-browser status-screenshot
 
 all: build
 
@@ -13,12 +13,17 @@ help:
 	@echo "make fuzz    - run the cargo-fuzz targets for FUZZ_SECONDS (default 300) each"
 	@echo "make bench-connections - per-request and rate-limit workloads, direct vs redcar, on loopback"
 	@echo "               and a simulated network; writes bench/RESULTS-connections.md"
+	@echo "make status-screenshot - re-take docs/img/status-page.png (scripts/status-screenshot.sh)"
 	@echo "make fmt     - cargo fmt --all"
 	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
 	@echo "make clean   - cargo clean"
 
 ensure-redis:
 	scripts/ensure-redis.sh
+
+# chromium (headless) for tests/it/status_page.rs and scripts/status-screenshot.sh
+ensure-browser:
+	scripts/ensure-browser.sh
 
 # php-cli + phpredis + predis (apt) and redis-py + hiredis (target/pyenv) for tests/it/clients.rs
 ensure-clients:
@@ -39,7 +44,7 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 
-test: ensure-redis ensure-clients fmt-check clippy
+test: ensure-redis ensure-clients ensure-browser fmt-check clippy
 	$(CARGO) test --all-targets
 	scripts/fuzz.sh
 
@@ -53,6 +58,11 @@ bench: ensure-redis build
 # Not part of `make test`: a few minutes, needs php (phpredis, predis) and redis-py.
 bench-connections: ensure-redis ensure-clients build
 	bench/connections.sh
+
+# Re-take docs/img/status-page.png (a local cluster, traffic, one replica killed).
+status-screenshot: ensure-redis ensure-browser
+	$(CARGO) build
+	scripts/status-screenshot.sh
 
 clean:
 	$(CARGO) clean

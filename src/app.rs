@@ -222,6 +222,7 @@ pub async fn run(
             downstream: downstream.clone(),
             metrics: metrics.clone(),
             config: redacted(&config),
+            sampler: Default::default(),
         };
         tokio::spawn(crate::admin::serve(admin, state, stop_rx.clone()));
     }

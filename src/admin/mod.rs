@@ -1,4 +1,10 @@
 //! The HTTP admin endpoint (loopback by default):
+//! - `GET /`: the status page (HTML + CSS + JS built into the binary, `page`), which polls
+//!   `/status.json` every second;
+//! - `GET /status.json`: what the page draws, in one document: slot ranges by shard, per-node
+//!   role, health, p50/p99 latency, request and error rates, in-flight and connections, command
+//!   rates, recent events (topology changes, ejections) and slow commands (`status`; rates come
+//!   from counters sampled every second by `sampler`);
 //! - `GET /healthz`: 200 while the process runs;
 //! - `GET /readyz`: 200 once a slot map covering all 16384 slots is known, else 503;
 //! - `GET /metrics`: Prometheus text exposition;
@@ -7,7 +13,13 @@
 //! - `GET /slowlog`: the slow log, newest first (JSON);
 //! - `GET /config`: the effective configuration (JSON; secrets redacted).
 
+mod departed;
+mod page;
+mod sampler;
+mod status;
 mod topology;
+
+pub use sampler::Sampler;
 
 use std::sync::Arc;
 
@@ -29,11 +41,22 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     /// The effective configuration, already redacted.
     pub config: serde_json::Value,
+    /// Recent counter samples, for the status page's rates (filled by a task `serve` starts).
+    pub sampler: Arc<Sampler>,
 }
 
 /// Serves the admin API on `listener` until `shutdown` fires.
 pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch::Receiver<bool>) {
+    tokio::spawn(state.sampler.clone().run(
+        state.cluster.clone(),
+        state.metrics.clone(),
+        shutdown.clone(),
+    ));
     let app = axum::Router::new()
+        .route("/", get(page::index))
+        .route("/status.css", get(page::css))
+        .route("/status.js", get(page::js))
+        .route("/status.json", get(status::status))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

@@ -5,6 +5,7 @@
 //! adopts a map older than the current one (config epochs) and confirms surprising changes with a
 //! second node first (`safety`).
 
+mod change;
 mod config;
 mod nodes;
 mod parse;

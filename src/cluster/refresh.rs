@@ -9,11 +9,12 @@ use rand::seq::SliceRandom;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::change::{describe_change, describe_first};
 use super::nodes::{check_join, parse_cluster_nodes_reply, NodeStates};
 use super::parse::{parse_cluster_slots, SlotRange};
 use super::safety::{same_assignment, stale_slot, surprise, Surprise};
 use super::{ClusterConfig, ClusterState, Topology};
-use crate::metrics::Metrics;
+use crate::metrics::{EventKind, Metrics};
 use crate::protocol::{reply_frame_len, Frame, Limits};
 use crate::upstream::Upstreams;
 
@@ -119,7 +120,11 @@ impl Refresher {
         let source = map.source().to_string();
         tracing::warn!(node = %source, owned = map.owned_slots(), "partial slot map");
         if current.is_some_and(Topology::is_complete) {
-            self.metrics.topology_rejected("partial");
+            self.reject(
+                "partial",
+                &source,
+                format!("owns {} of 16384 slots", map.owned_slots()),
+            );
             return;
         }
         if current.is_some_and(|c| self.is_stale(c, &map)) {
@@ -152,7 +157,14 @@ impl Refresher {
             current_epoch = stale.current_epoch,
             "rejected a stale slot map: the current owner has a higher config epoch"
         );
-        self.metrics.topology_rejected("stale");
+        self.reject(
+            "stale",
+            candidate.source(),
+            format!(
+                "slot {} owner {} has epoch {} < current owner {}'s {}",
+                stale.slot, stale.owner, stale.epoch, stale.current_owner, stale.current_epoch
+            ),
+        );
         true
     }
 
@@ -176,11 +188,19 @@ impl Refresher {
                 return true;
             }
             tracing::warn!(node = candidate.source(), other = %addr, %why, "surprising slot map not confirmed by another node; keeping the current map");
-            self.metrics.topology_rejected("unconfirmed");
+            self.reject(
+                "unconfirmed",
+                candidate.source(),
+                format!("{why}; {addr} disagrees"),
+            );
             return false;
         }
         tracing::warn!(node = candidate.source(), %why, "surprising slot map, and no other node answered to confirm it; keeping the current map");
-        self.metrics.topology_rejected("unconfirmed");
+        self.reject(
+            "unconfirmed",
+            candidate.source(),
+            format!("{why}; no other node answered"),
+        );
         false
     }
 
@@ -218,6 +238,16 @@ impl Refresher {
         let summary = topology.summary();
         if previous.is_none_or(|p| p.summary() != summary) {
             tracing::info!(source = topology.source(), slots = %summary, "adopted new slot map");
+            let nodes: Vec<&str> = topology.addrs().map(|a| a.as_ref()).collect();
+            let detail = match previous {
+                None => describe_first(&topology, &nodes),
+                Some(p) => {
+                    let before: Vec<&str> = p.addrs().map(|a| a.as_ref()).collect();
+                    describe_change(p, &before, &topology, &nodes)
+                }
+            };
+            let events = &self.metrics.events;
+            events.push(EventKind::TopologyAdopted, topology.source(), detail);
         }
         let seeds = &self.config.seeds;
         let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
@@ -225,6 +255,15 @@ impl Refresher {
             keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr)
         });
         self.state.adopt(topology);
+    }
+
+    /// Counts a map not adopted and records it in the event log.
+    fn reject(&self, reason: &'static str, source: &str, detail: String) {
+        self.metrics.topology_rejected(reason);
+        let detail = format!("{reason}: {detail}");
+        self.metrics
+            .events
+            .push(EventKind::TopologyRejected, source, detail);
     }
 }
 

@@ -3,15 +3,19 @@
 //! Handles are created once where possible (per node, per listener) so the hot path only does
 //! atomic adds; per-command series are looked up by the command's static name.
 
+mod events;
+mod latency;
 mod slowlog;
 mod totals;
 
+pub use events::{Event, EventKind, EventLog, EVENT_LOG_LEN};
+pub use latency::{quantile_us, BucketCounts, LatencyHistogram};
 pub use slowlog::{SlowEntry, SlowLog};
 pub use totals::Totals;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -25,13 +29,8 @@ use tokio::time::Instant;
 
 use crate::config::units;
 
-/// Latency buckets (seconds): 50µs to 2.5s, dense where a proxy hop lives.
-const LATENCY_BUCKETS: [f64; 14] = [
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5,
-];
-
 fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY_BUCKETS)
+    Histogram::new(latency::LATENCY_BUCKETS)
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -105,7 +104,8 @@ pub struct Metrics {
     command_duration: HistogramFamily<CommandLabel>,
     node_requests: Family<NodeLabel, Counter>,
     node_errors: Family<NodeLabel, Counter>,
-    node_duration: HistogramFamily<NodeLabel>,
+    /// Per reply on the hot path, and read back by the status page: the lock-free kind.
+    node_duration: Family<NodeLabel, LatencyHistogram>,
     node_replies: Family<NodeLabel, Counter>,
     node_latency_us: Family<NodeLabel, Counter>,
     node_in_flight: Family<NodeLabel, Gauge>,
@@ -148,6 +148,8 @@ pub struct Metrics {
     uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
     started: Instant,
     pub slowlog: SlowLog,
+    /// Topology changes and node ejections (status page); shared with every node's health.
+    pub events: Arc<EventLog>,
     /// Per-command handles by name, so recording a command costs one lookup.
     /// Keyed by command name with FNV rather than SipHash: looked up on every command, and the
     /// names are the command table's, not chosen by clients.
@@ -176,7 +178,7 @@ impl CommandSeries {
 pub struct NodeMetrics {
     pub requests: Counter,
     pub errors: Counter,
-    pub duration: Histogram,
+    pub duration: LatencyHistogram,
     pub replies: Counter,
     pub latency_us: Counter,
     pub in_flight: Gauge,
@@ -187,6 +189,8 @@ pub struct NodeMetrics {
     pub in_flight_capped: Counter,
     /// Shared by every node: commands sent anywhere.
     pub all_requests: Counter,
+    /// Where ejections and restorations are recorded.
+    pub events: Arc<EventLog>,
 }
 
 impl NodeMetrics {
@@ -226,7 +230,7 @@ impl Metrics {
             command_duration: Family::new_with_constructor(latency_histogram),
             node_requests: Family::default(),
             node_errors: Family::default(),
-            node_duration: Family::new_with_constructor(latency_histogram),
+            node_duration: Family::default(),
             node_replies: Family::default(),
             node_latency_us: Family::default(),
             node_in_flight: Family::default(),
@@ -259,6 +263,7 @@ impl Metrics {
             uptime: Gauge::default(),
             started: Instant::now(),
             slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
+            events: Arc::new(EventLog::new()),
             commands: RwLock::new(HashMap::default()),
         };
         metrics.register();
@@ -498,7 +503,17 @@ impl Metrics {
             ejected: self.node_ejected.get_or_create_owned(&label),
             in_flight_capped: self.node_in_flight_capped.get_or_create_owned(&label),
             all_requests: self.requests_sent.clone(),
+            events: self.events.clone(),
         }
+    }
+
+    /// Calls so far per command seen (status page rates); empty when command stats are off.
+    pub fn command_calls(&self) -> Vec<(&'static str, u64)> {
+        let known = self.commands.read().unwrap_or_else(|e| e.into_inner());
+        known
+            .iter()
+            .map(|(name, series)| (*name, series.calls.get()))
+            .collect()
     }
 
     /// Drops a node's series once redcar no longer knows the node (it left the cluster, or is

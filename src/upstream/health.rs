@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::units;
+use crate::metrics::{EventKind, EventLog};
 
 /// `upstream.outlier:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -77,6 +78,8 @@ pub struct Health {
     in_flight: Gauge,
     ejections_total: Counter,
     ejected_gauge: Gauge,
+    /// Ejections and restorations, for the status page (written on transitions only).
+    event_log: Arc<EventLog>,
     /// Bumped on every ejection, so the health checker and the topology refresher wake up.
     events: Arc<watch::Sender<u64>>,
 }
@@ -98,6 +101,7 @@ pub struct HealthMetrics {
     pub in_flight: Gauge,
     pub ejections: Counter,
     pub ejected: Gauge,
+    pub events: Arc<EventLog>,
 }
 
 impl Health {
@@ -120,6 +124,7 @@ impl Health {
             in_flight: metrics.in_flight,
             ejections_total: metrics.ejections,
             ejected_gauge: metrics.ejected,
+            event_log: metrics.events,
             events,
         }
     }
@@ -175,6 +180,11 @@ impl Health {
         self.ejections_total.inc();
         self.ejected_gauge.set(1);
         tracing::warn!(node = %self.addr, failures = streak, ejection = nth, ?time, last_failure = why, "node ejected");
+        self.event_log.push(
+            EventKind::NodeEjected,
+            &self.addr,
+            format!("{streak} failure(s) in a row, last: {why}; out for {time:?} (ejection {nth})"),
+        );
         self.events.send_modify(|n| *n = n.wrapping_add(1));
         true
     }
@@ -192,6 +202,11 @@ impl Health {
         if self.ejected.swap(false, Ordering::AcqRel) {
             self.ejected_gauge.set(0);
             tracing::info!(node = %self.addr, "node restored after a successful health check");
+            self.event_log.push(
+                EventKind::NodeRestored,
+                &self.addr,
+                "a health check (PING) succeeded".to_string(),
+            );
         }
     }
 
@@ -263,6 +278,7 @@ mod tests {
             in_flight: Gauge::default(),
             ejections: Counter::default(),
             ejected: Gauge::default(),
+            events: Arc::new(EventLog::new()),
         };
         (
             Health::new(Arc::from("n:1"), config, metrics, Arc::new(tx)),
@@ -299,6 +315,15 @@ mod tests {
         assert_eq!(*rx.borrow(), 1, "one ejection event");
         assert_eq!(h.ejected_gauge.get(), 1);
         assert_eq!(h.ejections_total.get(), 1);
+        let events = h.event_log.entries();
+        assert_eq!(events.len(), 1, "one event log entry: {events:?}");
+        assert_eq!(events[0].kind, EventKind::NodeEjected);
+        assert_eq!(events[0].node, "n:1");
+        h.restore();
+        h.restore();
+        let events = h.event_log.entries();
+        assert_eq!(events.len(), 2, "one restoration, not two: {events:?}");
+        assert_eq!(events[0].kind, EventKind::NodeRestored);
     }
 
     #[test]

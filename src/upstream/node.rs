@@ -46,6 +46,7 @@ impl Node {
                 in_flight: metrics.in_flight.clone(),
                 ejections: metrics.ejections.clone(),
                 ejected: metrics.ejected.clone(),
+                events: metrics.events.clone(),
             },
             settings.ejections.clone(),
         ));

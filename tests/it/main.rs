@@ -26,6 +26,7 @@ mod proxy;
 mod pubsub;
 mod redirects;
 mod resilience;
+mod status_page;
 mod tls;
 mod topology;
 mod transactions;

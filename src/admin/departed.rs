@@ -1,0 +1,144 @@
+//! Nodes that recently left the slot map, remembered for a while so the status page shows them
+//! as gone instead of silently dropping their rows: Redis leaves a replica it cannot reach out
+//! of `CLUSTER SLOTS` within seconds, and a failed primary once it is replaced.
+//!
+//! Fed by the sampler once a second (a walk over the map's nodes), never by the data path.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::cluster::Topology;
+
+/// How long a departed node is shown.
+pub const SHOWN_FOR: Duration = Duration::from_secs(600);
+
+/// Where a node was in the last map that had it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Place {
+    pub role: &'static str,
+    /// The first slot of its shard, to find the shard that owns those slots now.
+    pub slot: u16,
+}
+
+/// A node no longer in the map.
+#[derive(Clone, Debug, Serialize)]
+pub struct Gone {
+    pub addr: String,
+    pub role: &'static str,
+    pub slot: u16,
+    /// Unix time (ms) the map without it was first seen.
+    pub since_ms: u64,
+    #[serde(skip)]
+    at: Instant,
+}
+
+#[derive(Default)]
+pub struct Departed {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    last: HashMap<String, Place>,
+    gone: HashMap<String, Gone>,
+}
+
+// === impl Departed ===
+
+impl Departed {
+    /// Compares the current map's nodes with the previous call's.
+    pub fn observe(&self, now: HashMap<String, Place>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let at = Instant::now();
+        let since_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let last = std::mem::take(&mut state.last);
+        for (addr, place) in last {
+            if !now.contains_key(&addr) {
+                let gone = Gone {
+                    addr: addr.clone(),
+                    role: place.role,
+                    slot: place.slot,
+                    since_ms,
+                    at,
+                };
+                state.gone.insert(addr, gone);
+            }
+        }
+        state
+            .gone
+            .retain(|addr, g| !now.contains_key(addr) && at.duration_since(g.at) < SHOWN_FOR);
+        state.last = now;
+    }
+
+    /// Departed nodes, by address.
+    pub fn list(&self) -> Vec<Gone> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut list: Vec<Gone> = state.gone.values().cloned().collect();
+        list.sort_by(|a, b| a.addr.cmp(&b.addr));
+        list
+    }
+}
+
+/// Every node of `topology` with its role and its shard's first slot.
+pub fn places(topology: &Topology) -> HashMap<String, Place> {
+    let mut first_slot = vec![None; topology.shards().len()];
+    for (start, _, shard) in topology.ranges() {
+        let Some(shard) = shard else { continue };
+        let index = topology
+            .shards()
+            .iter()
+            .position(|s| std::ptr::eq(s, shard));
+        if let Some(i) = index {
+            first_slot[i].get_or_insert(start);
+        }
+    }
+    let mut places = HashMap::new();
+    for (shard, slot) in topology.shards().iter().zip(first_slot) {
+        let slot = slot.unwrap_or(0);
+        let role = "primary";
+        places.insert(shard.primary.addr().to_string(), Place { role, slot });
+        for replica in &shard.replicas {
+            let role = "replica";
+            places.insert(replica.addr().to_string(), Place { role, slot });
+        }
+    }
+    places
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(nodes: &[(&str, &'static str)]) -> HashMap<String, Place> {
+        nodes
+            .iter()
+            .map(|&(addr, role)| (addr.to_string(), Place { role, slot: 7 }))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_node_missing_from_the_map_is_listed_until_it_returns_or_expires() {
+        let departed = Departed::default();
+        departed.observe(map(&[("a:1", "primary"), ("b:1", "replica")]));
+        assert!(departed.list().is_empty());
+        departed.observe(map(&[("a:1", "primary")]));
+        let list = departed.list();
+        assert_eq!(list.len(), 1);
+        assert_eq!(
+            (list[0].addr.as_str(), list[0].role, list[0].slot),
+            ("b:1", "replica", 7)
+        );
+        departed.observe(map(&[("a:1", "primary"), ("b:1", "replica")]));
+        assert!(departed.list().is_empty(), "back in the map");
+        departed.observe(map(&[("a:1", "primary")]));
+        tokio::time::advance(SHOWN_FOR + Duration::from_secs(1)).await;
+        departed.observe(map(&[("a:1", "primary")]));
+        assert!(departed.list().is_empty(), "forgotten after SHOWN_FOR");
+    }
+}

@@ -1,0 +1,169 @@
+//! `GET /status.json`: everything the status page draws, in one document — slot ranges by
+//! shard, each node's role, health, latency, load and rates, command rates, the event log and
+//! the newest slow commands.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Json;
+use serde::Serialize;
+
+use super::sampler::{NodeRates, Rates};
+use super::AdminState;
+use crate::cluster::Topology;
+use crate::metrics::Metrics;
+use crate::upstream::Node;
+
+/// Slow commands included (the full list is at `/slowlog`).
+const SLOW_SHOWN: usize = 20;
+
+#[derive(Serialize)]
+struct Range {
+    start: u16,
+    end: u16,
+    /// Index into `shards`, or `None` for unowned slots.
+    shard: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct ShardView {
+    index: usize,
+    epoch: u64,
+    slots: usize,
+    nodes: Vec<NodeStatus>,
+}
+
+#[derive(Serialize)]
+struct NodeStatus {
+    addr: String,
+    role: &'static str,
+    /// `healthy`, `failing` (a failure streak below the ejection threshold) or `ejected`.
+    health: &'static str,
+    connections: i64,
+    in_flight: i64,
+    requests_per_s: Option<f64>,
+    errors_per_s: Option<f64>,
+    p50_us: Option<u64>,
+    p99_us: Option<u64>,
+    latency_ewma_us: u64,
+    consecutive_failures: u32,
+    ejections: u32,
+    ejected_for_ms: u64,
+}
+
+#[derive(Serialize)]
+struct CommandRate {
+    command: &'static str,
+    per_s: f64,
+}
+
+pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
+    let rates = state.sampler.rates();
+    let topology = state.cluster.topology();
+    let (ranges, shards) = match topology.as_deref() {
+        Some(t) => (ranges(t), shards(t, &state.metrics, &rates)),
+        None => (Vec::new(), Vec::new()),
+    };
+    let commands: Vec<CommandRate> = rates
+        .commands
+        .iter()
+        .map(|&(command, per_s)| CommandRate { command, per_s })
+        .collect();
+    let mut slow = state.metrics.slowlog.entries();
+    slow.truncate(SLOW_SHOWN);
+    let totals = state.metrics.totals();
+    Json(serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_s": totals.uptime.as_secs(),
+        "ready": state.cluster.is_ready(),
+        "topology_version": state.cluster.version(),
+        "source": topology.as_deref().map(Topology::source),
+        "owned_slots": topology.as_deref().map_or(0, Topology::owned_slots),
+        "clients": totals.clients,
+        "commands_per_s": rates.commands_per_s,
+        "commands_per_s_history": state.sampler.rate_history(),
+        "latency_window_s": rates.latency_window_s,
+        "ranges": ranges,
+        "shards": shards,
+        "departed": state.sampler.departed.list(),
+        "commands": commands,
+        "events": state.metrics.events.entries(),
+        "slowlog": slow,
+    }))
+}
+
+fn ranges(topology: &Topology) -> Vec<Range> {
+    let index_of = |primary: &str| {
+        topology
+            .shards()
+            .iter()
+            .position(|s| s.primary.addr().as_ref() == primary)
+    };
+    topology
+        .ranges()
+        .into_iter()
+        .map(|(start, end, shard)| Range {
+            start,
+            end,
+            shard: shard.and_then(|s| index_of(s.primary.addr())),
+        })
+        .collect()
+}
+
+fn shards(topology: &Topology, metrics: &Metrics, rates: &Rates) -> Vec<ShardView> {
+    let mut slots = vec![0usize; topology.shards().len()];
+    for range in ranges(topology) {
+        if let Some(i) = range.shard {
+            slots[i] += usize::from(range.end - range.start) + 1;
+        }
+    }
+    topology
+        .shards()
+        .iter()
+        .enumerate()
+        .map(|(index, shard)| {
+            let primary = node_status(&shard.primary, "primary", metrics, rates);
+            let replicas = shard
+                .replicas
+                .iter()
+                .map(|r| node_status(r, "replica", metrics, rates));
+            ShardView {
+                index,
+                epoch: shard.epoch,
+                slots: slots[index],
+                nodes: std::iter::once(primary).chain(replicas).collect(),
+            }
+        })
+        .collect()
+}
+
+fn node_status(node: &Node, role: &'static str, metrics: &Metrics, rates: &Rates) -> NodeStatus {
+    let series = metrics.node(node.addr());
+    let health = node.health().snapshot();
+    let live = rates
+        .nodes
+        .get(node.addr().as_ref())
+        .copied()
+        .unwrap_or(NodeRates::default());
+    NodeStatus {
+        addr: node.addr().to_string(),
+        role,
+        health: if health.ejected {
+            "ejected"
+        } else if health.consecutive_failures > 0 {
+            "failing"
+        } else {
+            "healthy"
+        },
+        connections: series.connections.get(),
+        in_flight: series.in_flight.get(),
+        requests_per_s: live.requests_per_s,
+        errors_per_s: live.errors_per_s,
+        p50_us: live.p50_us,
+        p99_us: live.p99_us,
+        latency_ewma_us: health.latency_ewma_us,
+        consecutive_failures: health.consecutive_failures,
+        ejections: health.ejections,
+        ejected_for_ms: health.ejected_for_ms,
+    }
+}
