@@ -22,18 +22,11 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::config::units;
-
-fn latency_histogram() -> Histogram {
-    Histogram::new(latency::LATENCY_BUCKETS)
-}
-
-type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// `metrics:` and `slowlog:` settings.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -101,7 +94,8 @@ pub struct Metrics {
     command_stats: bool,
     command_calls: Family<CommandLabel, Counter>,
     command_errors: Family<CommandLabel, Counter>,
-    command_duration: HistogramFamily<CommandLabel>,
+    /// Per command on the hot path: the lock-free kind (no mutex shared by every worker).
+    command_duration: Family<CommandLabel, LatencyHistogram>,
     node_requests: Family<NodeLabel, Counter>,
     node_errors: Family<NodeLabel, Counter>,
     /// Per reply on the hot path, and read back by the status page: the lock-free kind.
@@ -160,7 +154,7 @@ pub struct Metrics {
 struct CommandSeries {
     calls: Counter,
     errors: Counter,
-    duration: Histogram,
+    duration: LatencyHistogram,
 }
 
 impl CommandSeries {
@@ -227,7 +221,7 @@ impl Metrics {
             command_stats: config.command_stats,
             command_calls: Family::default(),
             command_errors: Family::default(),
-            command_duration: Family::new_with_constructor(latency_histogram),
+            command_duration: Family::default(),
             node_requests: Family::default(),
             node_errors: Family::default(),
             node_duration: Family::default(),
