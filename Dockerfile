@@ -13,8 +13,7 @@
 # (docs/security.md): anyone who reaches the port can run commands against the whole cluster.
 
 # --- build: the same command as `make build` (tests/it/deploy.rs checks that they agree) ---
-# 1.88: the highest `rust-version` among the crates in Cargo.lock (time, proptest); redcar
-# itself needs 1.85.
+# 1.88: Cargo.toml's `rust-version` (the highest any crate in Cargo.lock needs: time, proptest).
 FROM rust:1.88-bookworm AS build
 WORKDIR /src
 COPY . .
