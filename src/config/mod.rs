@@ -7,6 +7,7 @@
 mod cli;
 mod validate;
 
+pub mod pem;
 pub mod secret;
 pub mod units;
 
