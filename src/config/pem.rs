@@ -50,16 +50,16 @@ mod tests {
     fn missing_and_empty_files_name_the_key() {
         let dir = tempfile::tempdir().expect("temp dir");
         let missing = dir.path().join("nope.pem");
-        let err = certificates("upstream.tls.ca_file", &missing).unwrap_err();
+        let err = certificates("upstream.tls.ca_file", &missing).expect_err("missing file");
         assert!(
             err.starts_with("`upstream.tls.ca_file`: cannot read"),
             "{err}"
         );
         let empty = dir.path().join("empty.pem");
         std::fs::write(&empty, "not pem at all\n").expect("write");
-        let err = certificates("tls.cert", &empty).unwrap_err();
+        let err = certificates("tls.cert", &empty).expect_err("no certificate");
         assert!(err.contains("no PEM certificate"), "{err}");
-        let err = private_key("upstream.tls.key_file", &empty).unwrap_err();
+        let err = private_key("upstream.tls.key_file", &empty).expect_err("no key");
         assert!(err.contains("`upstream.tls.key_file`"), "{err}");
         assert!(err.contains("no PEM private key"), "{err}");
     }
