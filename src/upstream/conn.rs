@@ -220,13 +220,14 @@ enum Wrote {
     Flushed,
 }
 
-/// Writes from `out`, or, with `FLUSH` (TLS) once `out` is empty, flushes what the writer still
+/// Writes from `out`, or, with `FLUSH` (TLS) and `flush`, pushes out what the writer still
 /// holds. Without `FLUSH` this is exactly one `write`.
 async fn write_or_flush<W: AsyncWrite + Unpin, const FLUSH: bool>(
     writer: &mut W,
     out: &[u8],
+    flush: bool,
 ) -> std::io::Result<Wrote> {
-    if FLUSH && out.is_empty() {
+    if FLUSH && flush {
         writer.flush().await.map(|()| Wrote::Flushed)
     } else {
         writer.write(out).await.map(Wrote::Bytes)
@@ -318,6 +319,9 @@ impl Session {
             if !open && out.is_empty() && self.in_flight.is_empty() {
                 return Ok(());
             }
+            // TLS: what was written must reach the node before the loop waits for anything
+            // else — everything queued is written, or the flush window holds the rest.
+            let flush_now = FLUSH && unflushed && (out.is_empty() || !self.batching.may_write());
             tokio::select! {
                 biased;
                 read = reader.read_buf(&mut input) => {
@@ -330,9 +334,8 @@ impl Session {
                         input.reserve(READ_CHUNK);
                     }
                 }
-                wrote = write_or_flush::<_, FLUSH>(&mut writer, &out),
-                    if (!out.is_empty() && self.batching.may_write())
-                        || (FLUSH && unflushed && out.is_empty()) =>
+                wrote = write_or_flush::<_, FLUSH>(&mut writer, &out, flush_now),
+                    if flush_now || (!out.is_empty() && self.batching.may_write()) =>
                 {
                     match wrote.map_err(|e| format!("write failed: {e}"))? {
                         Wrote::Bytes(n) => {

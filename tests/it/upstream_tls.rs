@@ -89,6 +89,18 @@ fn plain_clients_reach_a_tls_only_cluster_through_redcar() {
     let expected: Vec<Value> = keys.iter().map(Value::bulk).collect();
     assert_eq!(c.q(&mget), Value::Array(Some(expected)));
 
+    // A deep pipeline of large values: many TLS records per write, partial writes.
+    let value = "x".repeat(4096);
+    let sets: Vec<Vec<String>> = (0..2000)
+        .map(|i| vec!["SET".into(), format!("tls:bulk:{i}"), value.clone()])
+        .collect();
+    let replies = c.pipeline(&sets).expect("pipeline");
+    assert!(
+        replies.iter().all(|r| *r == Value::simple("OK")),
+        "{replies:?}"
+    );
+    assert_eq!(c.q(&["GET", "tls:bulk:1999"]), Value::bulk(&value));
+
     // A blocking command on a dedicated connection, woken by a push from another client.
     let mut blocked = redcar.client();
     let waiter = thread::spawn(move || blocked.q(&["BLPOP", "tls:queue", "10"]));
@@ -145,8 +157,12 @@ fn nodes_requiring_client_certificates_and_a_password() {
     }
     let seeds = cluster.seeds();
 
-    // Client certificate and AUTH, on pipelined and dedicated connections.
-    let good = write_config(&format!("{}  password: node-pw\n", tls_yaml(&pki, true)));
+    // Client certificate and AUTH, on pipelined and dedicated connections; a write-coalescing
+    // window makes the TLS writer flush while the window holds the next batch.
+    let good = write_config(&format!(
+        "{}  password: node-pw\n  flush_interval: 2ms\n",
+        tls_yaml(&pki, true)
+    ));
     let redcar = Redcar::start_with(&seeds, &["--config", good.path_str()]);
     let mut c = redcar.client();
     assert_eq!(c.q(&["SET", "mtls:k", "v"]), Value::simple("OK"));
