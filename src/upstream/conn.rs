@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::batch::Batching;
 use super::handshake::Handshake;
 use super::health::Health;
-use super::stream::NodeStream;
+use super::stream::{FlushOnEmpty, NodeStream};
 use super::{ConnectLimit, UpstreamConfig, UpstreamError, UpstreamTls};
 use crate::metrics::NodeMetrics;
 use crate::protocol::{reply_frame_len, Limits};
@@ -214,26 +214,6 @@ pub(super) async fn connect(
     }
 }
 
-/// What one turn of a connection's writer did.
-enum Wrote {
-    Bytes(usize),
-    Flushed,
-}
-
-/// Writes from `out`, or, with `FLUSH` (TLS) and `flush`, pushes out what the writer still
-/// holds. Without `FLUSH` this is exactly one `write`.
-async fn write_or_flush<W: AsyncWrite + Unpin, const FLUSH: bool>(
-    writer: &mut W,
-    out: &[u8],
-    flush: bool,
-) -> std::io::Result<Wrote> {
-    if FLUSH && flush {
-        writer.flush().await.map(|()| Wrote::Flushed)
-    } else {
-        writer.write(out).await.map(Wrote::Bytes)
-    }
-}
-
 /// The state of one established connection.
 struct Session {
     addr: Arc<str>,
@@ -284,13 +264,16 @@ impl Session {
             }
             NodeStream::Tls(tls) => {
                 let (reader, writer) = tokio::io::split(tls);
+                let writer = FlushOnEmpty(writer);
                 self.serve_halves::<_, _, true>(reader, writer, first, rx, idle_timeout)
                     .await
             }
         }
     }
 
-    /// The connection's loop over one reader and one writer; `FLUSH` after every write.
+    /// The connection's loop over one reader and one writer. With `FLUSH` (TLS), the writer is
+    /// flushed by an empty write ([`FlushOnEmpty`]) once all queued bytes are written, so plain
+    /// TCP runs exactly the same `write` future as before TLS existed.
     async fn serve_halves<R, W, const FLUSH: bool>(
         &mut self,
         mut reader: R,
@@ -334,16 +317,16 @@ impl Session {
                         input.reserve(READ_CHUNK);
                     }
                 }
-                wrote = write_or_flush::<_, FLUSH>(&mut writer, &out, flush_now),
+                wrote = writer.write(if flush_now { &[] } else { &out[..] }),
                     if flush_now || (!out.is_empty() && self.batching.may_write()) =>
                 {
-                    match wrote.map_err(|e| format!("write failed: {e}"))? {
-                        Wrote::Bytes(n) => {
-                            out.advance(n);
-                            self.written += n as u64;
-                            unflushed = FLUSH;
-                        }
-                        Wrote::Flushed => unflushed = false,
+                    let n = wrote.map_err(|e| format!("write failed: {e}"))?;
+                    if flush_now {
+                        unflushed = false;
+                    } else {
+                        out.advance(n);
+                        self.written += n as u64;
+                        unflushed = FLUSH;
                     }
                 }
                 next = rx.recv(), if open && self.batching.has_room(out.len(), self.in_flight.len()) => match next {

@@ -17,6 +17,11 @@ pub enum NodeStream {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
+/// A write half whose empty write means "flush": the pipelined connection loop can then flush
+/// TLS through the same `write` call it uses for data (one borrow of the writer per `select!`),
+/// and plain TCP, which never needs it, keeps the plain `write`.
+pub struct FlushOnEmpty<W>(pub W);
+
 // === impl NodeStream ===
 
 impl NodeStream {
@@ -66,5 +71,29 @@ impl AsyncWrite for NodeStream {
             NodeStream::Tcp(tcp) => Pin::new(tcp).poll_shutdown(cx),
             NodeStream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+// === impl FlushOnEmpty ===
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for FlushOnEmpty<W> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let inner = Pin::new(&mut self.get_mut().0);
+        if buf.is_empty() {
+            return inner.poll_flush(cx).map_ok(|()| 0);
+        }
+        inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
     }
 }
