@@ -67,8 +67,8 @@ impl Options {
     }
 }
 
-/// The TLS settings are checked by the proxy's code, whose messages name config keys; the
-/// doctor's user typed flags.
+/// TLS settings are checked, and handshake failures explained, by the proxy's code, whose
+/// messages name config keys; the doctor's user typed flags.
 fn flag_names(message: &str) -> String {
     message
         .replace("`upstream.tls.ca_file`", "--cacert")
@@ -100,10 +100,10 @@ pub async fn run(options: &Options) -> u8 {
     let (seed, topology) = match gather::discover(&seeds, &connect).await {
         Ok(found) => found,
         Err(error) => {
+            let error = flag_names(&error.to_string());
             eprintln!("redcar doctor: {error}");
             if options.json {
-                let doc =
-                    serde_json::json!({ "error": error.to_string(), "exit_code": EXIT_NO_SEED });
+                let doc = serde_json::json!({ "error": error, "exit_code": EXIT_NO_SEED });
                 println!("{doc:#}");
             }
             return EXIT_NO_SEED;

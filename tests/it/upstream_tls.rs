@@ -143,6 +143,31 @@ fn plain_clients_reach_a_tls_only_cluster_through_redcar() {
     assert!(text.contains("3 nodes (3 primaries"), "{text}");
     let (code, text) = doctor(&["--cluster", &seeds, "--timeout", "1s"]);
     assert_eq!(code, 3, "plain TCP to a TLS port:\n{text}");
+
+    // `server_name` replaces the node's IP as the name verified: one the certificate holds
+    // works, another is refused naming the mismatch.
+    let named = write_config(&format!(
+        "{}    server_name: localhost\n",
+        tls_yaml(&pki, false)
+    ));
+    let by_name = Redcar::start_with(&seeds, &["--config", named.path_str()]);
+    assert_eq!(by_name.client().q(&["GET", moved]), Value::bulk("v"));
+    let ca = pki.show("ca.pem");
+    let (code, text) = doctor(&[
+        "--cluster",
+        &seeds,
+        "--tls",
+        "--cacert",
+        &ca,
+        "--sni",
+        "x.test",
+    ]);
+    assert_eq!(code, 3, "{text}");
+    assert!(
+        text.contains("certificate not valid for name \"x.test\""),
+        "{text}"
+    );
+    assert!(text.contains("--sni"), "doctor names its own flags: {text}");
 }
 
 #[test]
