@@ -207,7 +207,10 @@ impl Refresher {
     async fn fetch_logged(&self, addr: &str) -> Option<Topology> {
         self.fetch(addr)
             .await
-            .inspect_err(|reason| tracing::warn!(node = %addr, %reason, "topology refresh failed"))
+            .inspect_err(|reason| {
+                tracing::warn!(node = %addr, %reason, "topology refresh failed");
+                self.state.note_refresh_error(format!("{addr}: {reason}"));
+            })
             .ok()
     }
 

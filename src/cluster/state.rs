@@ -22,6 +22,9 @@ pub struct ClusterState {
     redirects: EventCount,
     /// Upstream failures since the last refresh (`cluster.failure_refresh_threshold`).
     failures: EventCount,
+    /// Why the last query for a map failed, until a map is adopted: while none ever was,
+    /// clients are told this (a TLS or AUTH problem, say) rather than only "slot not served".
+    refresh_error: ArcSwapOption<String>,
 }
 
 /// Counts events until `threshold` of them ask for a refresh; 0 means never.
@@ -45,6 +48,7 @@ impl ClusterState {
             version: watch::channel(0).0,
             redirects: EventCount::new(config.redirect_refresh_threshold),
             failures: EventCount::new(config.failure_refresh_threshold),
+            refresh_error: ArcSwapOption::empty(),
         }
     }
 
@@ -102,7 +106,17 @@ impl ClusterState {
         self.failures.reset();
     }
 
+    /// Why the last failed query for a map failed (`node: reason`), if none succeeded since.
+    pub fn refresh_error(&self) -> Option<Arc<String>> {
+        self.refresh_error.load_full()
+    }
+
+    pub(super) fn note_refresh_error(&self, error: String) {
+        self.refresh_error.store(Some(Arc::new(error)));
+    }
+
     pub(super) fn adopt(&self, topology: Topology) {
+        self.refresh_error.store(None);
         if topology.is_complete() {
             self.ready.store(true, Ordering::Release);
         }

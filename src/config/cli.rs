@@ -153,6 +153,21 @@ pub struct DoctorArgs {
         hide_env_values = true
     )]
     pub password: Option<String>,
+    /// Connect to the nodes over TLS (as `upstream.tls.enabled`); needs --cacert.
+    #[arg(long, requires = "cacert")]
+    pub tls: bool,
+    /// PEM file of the CA that signed the nodes' certificates (`upstream.tls.ca_file`).
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    pub cacert: Option<PathBuf>,
+    /// PEM client certificate, for nodes with `tls-auth-clients yes`; needs --key.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
+    pub cert: Option<PathBuf>,
+    /// PEM private key of --cert.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
+    pub key: Option<PathBuf>,
+    /// Name to send as SNI and verify in the nodes' certificates (default: each node's host).
+    #[arg(long, value_name = "NAME", requires = "tls")]
+    pub sni: Option<String>,
 }
 
 impl Cli {
@@ -172,6 +187,13 @@ impl Cli {
                     username: args.user.clone(),
                     password,
                 }),
+            tls: crate::upstream::UpstreamTlsConfig {
+                enabled: args.tls,
+                ca_file: args.cacert.clone(),
+                server_name: args.sni.clone(),
+                cert_file: args.cert.clone(),
+                key_file: args.key.clone(),
+            },
         })
     }
 

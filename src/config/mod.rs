@@ -8,6 +8,7 @@ mod cli;
 mod validate;
 
 pub mod envoy;
+pub mod pem;
 pub mod secret;
 pub mod units;
 

@@ -18,6 +18,8 @@ impl Config {
         self.validate_resilience()?;
         // Reads the upstream password now, so a missing secret stops start-up.
         self.upstream.credentials().map_err(ConfigError)?;
+        // Reads the CA, certificate and key now, so a bad file stops start-up.
+        self.upstream.tls.connector().map_err(ConfigError)?;
         // Reads password files and variables now, so a missing secret stops start-up.
         crate::auth::Users::from_config(&self.auth).map_err(ConfigError)?;
         crate::router::validate_faults(&self.router.faults).map_err(ConfigError)?;

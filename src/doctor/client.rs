@@ -9,7 +9,7 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use crate::protocol::{Frame, Limits, ProtocolError, Request};
-use crate::upstream::Credentials;
+use crate::upstream::{Credentials, NodeStream, UpstreamTls};
 
 /// How to reach a node.
 #[derive(Clone, Debug)]
@@ -19,6 +19,8 @@ pub struct ConnectOptions {
     /// Sent with `AUTH` right after connecting (`--user`, `--password`), as the proxy's
     /// `upstream.username`/`upstream.password`.
     pub credentials: Option<Credentials>,
+    /// TLS towards the nodes (`--tls --cacert ...`), as the proxy's `upstream.tls`.
+    pub tls: Option<UpstreamTls>,
 }
 
 /// Why talking to a node failed.
@@ -28,6 +30,9 @@ pub enum ClientError {
     Timeout(Duration, &'static str),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The TLS handshake failed (certificate, CA, server name).
+    #[error("{0}")]
+    Tls(String),
     #[error("connection closed by the node")]
     Closed,
     #[error("unreadable reply: {0}")]
@@ -39,7 +44,7 @@ pub enum ClientError {
 
 /// One connection to one node.
 pub struct NodeClient {
-    stream: TcpStream,
+    stream: NodeStream,
     /// Bytes read but not yet parsed into a reply.
     buf: BytesMut,
     timeout: Duration,
@@ -56,6 +61,14 @@ impl NodeClient {
             .map_err(|_| ClientError::Timeout(options.timeout, "connecting"))??;
         // Commands are small and sent one at a time: don't let Nagle hold them back.
         stream.set_nodelay(true)?;
+        let stream = match &options.tls {
+            None => NodeStream::Tcp(stream),
+            Some(tls) => NodeStream::Tls(Box::new(
+                tls.handshake(addr, stream, options.timeout)
+                    .await
+                    .map_err(ClientError::Tls)?,
+            )),
+        };
         let mut client = NodeClient {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),
@@ -83,6 +96,7 @@ impl NodeClient {
         let limit = self.timeout;
         let frame = timeout(limit, async {
             self.stream.write_all(request.raw()).await?;
+            self.stream.flush().await?;
             self.read_frame().await
         })
         .await

@@ -40,6 +40,8 @@ pub struct Options {
     pub timeout: Duration,
     /// `AUTH` on every node connection, when the cluster requires it.
     pub credentials: Option<crate::upstream::Credentials>,
+    /// TLS towards the nodes (`--tls`, `--cacert`, `--cert`, `--key`, `--sni`).
+    pub tls: crate::upstream::UpstreamTlsConfig,
 }
 
 // === impl Options ===
@@ -65,6 +67,16 @@ impl Options {
     }
 }
 
+/// TLS settings are checked, and handshake failures explained, by the proxy's code, whose
+/// messages name config keys; the doctor's user typed flags.
+fn flag_names(message: &str) -> String {
+    message
+        .replace("`upstream.tls.ca_file`", "--cacert")
+        .replace("`upstream.tls.cert_file`", "--cert")
+        .replace("`upstream.tls.key_file`", "--key")
+        .replace("`upstream.tls.server_name`", "--sni")
+}
+
 /// Runs the diagnosis, prints the report on stdout (errors on stderr) and returns the exit
 /// status: 0 ok/info, 1 warn, 2 critical, 3 no seed reachable, 64 bad arguments.
 pub async fn run(options: &Options) -> u8 {
@@ -72,18 +84,26 @@ pub async fn run(options: &Options) -> u8 {
         eprintln!("redcar doctor: {message}");
         return EXIT_USAGE;
     }
+    let tls = match options.tls.connector() {
+        Ok(tls) => tls,
+        Err(message) => {
+            eprintln!("redcar doctor: {}", flag_names(&message));
+            return EXIT_USAGE;
+        }
+    };
     let connect = ConnectOptions {
         timeout: options.timeout,
         credentials: options.credentials.clone(),
+        tls,
     };
     let seeds: Vec<String> = options.seeds.iter().map(|s| s.trim().to_string()).collect();
     let (seed, topology) = match gather::discover(&seeds, &connect).await {
         Ok(found) => found,
         Err(error) => {
+            let error = flag_names(&error.to_string());
             eprintln!("redcar doctor: {error}");
             if options.json {
-                let doc =
-                    serde_json::json!({ "error": error.to_string(), "exit_code": EXIT_NO_SEED });
+                let doc = serde_json::json!({ "error": error, "exit_code": EXIT_NO_SEED });
                 println!("{doc:#}");
             }
             return EXIT_NO_SEED;

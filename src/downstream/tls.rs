@@ -4,21 +4,20 @@
 //! Handshakes run in their own tasks, bounded by `handshake_timeout`, and only finished
 //! connections reach the accept loop, so a client that stalls mid-handshake holds up nobody.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Mutex};
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
-use tokio_rustls::rustls::{RootCertStore, ServerConfig};
+use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::listener::Accept;
-use crate::config::units;
+use crate::config::{pem, units};
 
 /// `tls:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -57,8 +56,8 @@ impl TlsConfig {
         let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
             return Err("`tls.listen` needs `tls.cert` and `tls.key`".to_string());
         };
-        let chain = certificates("tls.cert", cert)?;
-        let key = private_key(key)?;
+        let chain = pem::certificates("tls.cert", cert)?;
+        let key = pem::private_key("tls.key", key)?;
         let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -66,12 +65,7 @@ impl TlsConfig {
         let builder = match &self.client_ca {
             None => builder.with_no_client_auth(),
             Some(path) => {
-                let mut roots = RootCertStore::empty();
-                for ca in certificates("tls.client_ca", path)? {
-                    roots
-                        .add(ca)
-                        .map_err(|e| format!("`tls.client_ca` {}: {e}", path.display()))?;
-                }
+                let roots = pem::roots("tls.client_ca", path)?;
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                         .build()
@@ -84,29 +78,6 @@ impl TlsConfig {
             .map_err(|e| format!("`tls.cert`/`tls.key` do not make a usable pair: {e}"))?;
         Ok(Arc::new(config))
     }
-}
-
-fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem =
-        std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
-    let certs = rustls_pemfile::certs(&mut pem.as_slice())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("`{key}` {}: {e}", path.display()))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "`{key}` {}: no PEM certificate in it",
-            path.display()
-        ));
-    }
-    Ok(certs)
-}
-
-fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let pem = std::fs::read(path)
-        .map_err(|e| format!("`tls.key`: cannot read {}: {e}", path.display()))?;
-    rustls_pemfile::private_key(&mut pem.as_slice())
-        .map_err(|e| format!("`tls.key` {}: {e}", path.display()))?
-        .ok_or_else(|| format!("`tls.key` {}: no PEM private key in it", path.display()))
 }
 
 /// Finished TLS connections, from a background task that accepts and handshakes.

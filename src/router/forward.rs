@@ -286,14 +286,21 @@ impl Router {
             let waited =
                 tokio::time::timeout_at(command.deadline, self.cluster.changed_since(seen)).await;
             if waited.is_err() {
+                // With no map at all, the refresher's last failure is the useful part.
+                let why = match (self.cluster.topology(), self.cluster.refresh_error()) {
+                    (None, Some(error)) => format!("; no slot map yet, last refresh: {error}"),
+                    _ => String::new(),
+                };
                 return Err(match slot {
                     Some(slot) => error_with_prefix(
                         "CLUSTERDOWN ",
-                        format_args!("Hash slot not served (redcar: no node owns slot {slot})"),
+                        format_args!(
+                            "Hash slot not served (redcar: no node owns slot {slot}{why})"
+                        ),
                     ),
-                    None => redcar_error(
-                        "no cluster topology known yet (are the seed nodes reachable?)",
-                    ),
+                    None => redcar_error(format_args!(
+                        "no cluster topology known yet (are the seed nodes reachable?){why}"
+                    )),
                 });
             }
         }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::OutlierConfig;
+use super::{OutlierConfig, UpstreamTlsConfig};
 use crate::config::secret::Secret;
 use crate::config::units;
 
@@ -51,6 +51,8 @@ pub struct UpstreamConfig {
     /// The password sent with `AUTH` on every node connection (in clear, `{file: PATH}` or
     /// `{env: NAME}`; never shown).
     pub password: Option<Secret>,
+    /// TLS on every node connection: CA, server name, optional client certificate.
+    pub tls: UpstreamTlsConfig,
 }
 
 /// `upstream.dedicated:` in the config file.
@@ -122,6 +124,7 @@ impl Default for UpstreamConfig {
             outlier: OutlierConfig::default(),
             username: None,
             password: None,
+            tls: UpstreamTlsConfig::default(),
         }
     }
 }

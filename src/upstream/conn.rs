@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use socket2::{SockRef, TcpKeepalive};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -15,7 +15,8 @@ use tokio::time::Instant;
 use super::batch::Batching;
 use super::handshake::Handshake;
 use super::health::Health;
-use super::{ConnectLimit, UpstreamConfig, UpstreamError};
+use super::stream::{FlushOnEmpty, NodeStream};
+use super::{ConnectLimit, UpstreamConfig, UpstreamError, UpstreamTls};
 use crate::metrics::NodeMetrics;
 use crate::protocol::{reply_frame_len, Limits};
 
@@ -66,6 +67,8 @@ pub(super) struct NodeContext {
     pub health: Arc<Health>,
     /// `AUTH` and/or `READONLY` (so a replica serves reads of its primary's slots) after connecting.
     pub handshake: Handshake,
+    /// `upstream.tls`: every connection is wrapped in TLS when set.
+    pub tls: Option<UpstreamTls>,
 }
 
 /// Starts the task and returns its queue.
@@ -97,7 +100,7 @@ async fn run(context: Arc<NodeContext>, mut rx: mpsc::UnboundedReceiver<Pending>
             );
             continue;
         }
-        let connected = match connect(addr, config, &context.connect_limit).await {
+        let connected = match connect(addr, config, &context.connect_limit, &context.tls).await {
             Ok(stream) => context.handshake.run(stream, &context.limits).await,
             Err(reason) => Err(reason),
         };
@@ -165,11 +168,14 @@ fn fail_queued(
     }
 }
 
+/// A new connection to `addr`: TCP within `connect_timeout`, then TLS (within as long again)
+/// when `upstream.tls` is on.
 pub(super) async fn connect(
     addr: &str,
     config: &UpstreamConfig,
     limit: &ConnectLimit,
-) -> Result<TcpStream, String> {
+    tls: &Option<UpstreamTls>,
+) -> Result<NodeStream, String> {
     if let Err(wait) = limit.admit(addr, config.connect_timeout).await {
         return Err(format!(
             "connect rate limit reached (upstream.max_connects_per_second = {}; next slot in {wait:?})",
@@ -199,7 +205,13 @@ pub(super) async fn connect(
             .set_tcp_keepalive(&keepalive)
             .map_err(|e| format!("TCP keepalive: {e}"))?;
     }
-    Ok(stream)
+    match tls {
+        None => Ok(NodeStream::Tcp(stream)),
+        Some(tls) => {
+            let stream = tls.handshake(addr, stream, config.connect_timeout).await?;
+            Ok(NodeStream::Tls(Box::new(stream)))
+        }
+    }
 }
 
 /// The state of one established connection.
@@ -235,14 +247,47 @@ impl Session {
     }
 
     /// Runs until the connection fails (Err) or the queue closes and all replies are in (Ok).
+    /// Plain TCP gets its owned halves (no lock, no flush); TLS is split through a lock and
+    /// flushed after each write, since rustls may hold encrypted records back.
     async fn serve(
         &mut self,
-        stream: TcpStream,
+        stream: NodeStream,
         first: Pending,
         rx: &mut mpsc::UnboundedReceiver<Pending>,
         idle_timeout: Duration,
     ) -> Result<(), String> {
-        let (mut reader, mut writer) = stream.into_split();
+        match stream {
+            NodeStream::Tcp(tcp) => {
+                let (reader, writer) = tcp.into_split();
+                self.serve_halves::<_, _, false>(reader, writer, first, rx, idle_timeout)
+                    .await
+            }
+            NodeStream::Tls(tls) => {
+                let (reader, writer) = tokio::io::split(tls);
+                let writer = FlushOnEmpty(writer);
+                self.serve_halves::<_, _, true>(reader, writer, first, rx, idle_timeout)
+                    .await
+            }
+        }
+    }
+
+    /// The connection's loop over one reader and one writer. With `FLUSH` (TLS), the writer is
+    /// flushed by an empty write ([`FlushOnEmpty`]) once all queued bytes are written, so plain
+    /// TCP runs exactly the same `write` future as before TLS existed.
+    async fn serve_halves<R, W, const FLUSH: bool>(
+        &mut self,
+        mut reader: R,
+        mut writer: W,
+        first: Pending,
+        rx: &mut mpsc::UnboundedReceiver<Pending>,
+        idle_timeout: Duration,
+    ) -> Result<(), String>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        // Bytes handed to the writer that it may still hold (TLS records not yet sent).
+        let mut unflushed = false;
         let mut out = BytesMut::with_capacity(READ_CHUNK);
         let mut input = BytesMut::with_capacity(READ_CHUNK);
         let mut open = true;
@@ -257,6 +302,9 @@ impl Session {
             if !open && out.is_empty() && self.in_flight.is_empty() {
                 return Ok(());
             }
+            // TLS: what was written must reach the node before the loop waits for anything
+            // else — everything queued is written, or the flush window holds the rest.
+            let flush_now = FLUSH && unflushed && (out.is_empty() || !self.batching.may_write());
             tokio::select! {
                 biased;
                 read = reader.read_buf(&mut input) => {
@@ -269,10 +317,17 @@ impl Session {
                         input.reserve(READ_CHUNK);
                     }
                 }
-                wrote = writer.write(&out), if !out.is_empty() && self.batching.may_write() => {
+                wrote = writer.write(if flush_now { &[] } else { &out[..] }),
+                    if flush_now || (!out.is_empty() && self.batching.may_write()) =>
+                {
                     let n = wrote.map_err(|e| format!("write failed: {e}"))?;
-                    out.advance(n);
-                    self.written += n as u64;
+                    if flush_now {
+                        unflushed = false;
+                    } else {
+                        out.advance(n);
+                        self.written += n as u64;
+                        unflushed = FLUSH;
+                    }
                 }
                 next = rx.recv(), if open && self.batching.has_room(out.len(), self.in_flight.len()) => match next {
                     Some(pending) => {

@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::conn::{connect, frames_len};
-use super::{ConnectLimit, Exhausted, UpstreamConfig, UpstreamError};
+use super::stream::NodeStream;
+use super::{ConnectLimit, Exhausted, UpstreamConfig, UpstreamError, UpstreamTls};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
 
@@ -39,6 +39,8 @@ struct Shared {
     connect_limit: Arc<ConnectLimit>,
     /// AUTH on each new connection, when upstream credentials are configured.
     handshake: super::Handshake,
+    /// `upstream.tls`, when on.
+    tls: Option<UpstreamTls>,
     /// Borrowers waiting for a permit.
     waiters: AtomicUsize,
     /// Idle connections by node, oldest first.
@@ -46,14 +48,14 @@ struct Shared {
 }
 
 struct Idle {
-    stream: TcpStream,
+    stream: NodeStream,
     permit: OwnedSemaphorePermit,
     since: Instant,
 }
 
 /// A connection lent to one client. Not `Clone`: exactly one owner talks on it.
 pub struct Dedicated {
-    stream: TcpStream,
+    stream: NodeStream,
     input: BytesMut,
     addr: Arc<str>,
     permit: OwnedSemaphorePermit,
@@ -77,6 +79,7 @@ impl DedicatedPool {
         metrics: Arc<Metrics>,
         connect_limit: Arc<ConnectLimit>,
         handshake: super::Handshake,
+        tls: Option<UpstreamTls>,
     ) -> DedicatedPool {
         let permits = Arc::new(Semaphore::new(config.dedicated.max));
         DedicatedPool {
@@ -87,6 +90,7 @@ impl DedicatedPool {
                 permits,
                 connect_limit,
                 handshake,
+                tls,
                 waiters: AtomicUsize::new(0),
                 idle: Mutex::new(HashMap::new()),
             }),
@@ -108,10 +112,11 @@ impl DedicatedPool {
                 self.wait_permit().await?
             }
         };
-        let connected = match connect(addr, &shared.config, &shared.connect_limit).await {
-            Ok(stream) => shared.handshake.run(stream, &shared.limits).await,
-            Err(reason) => Err(reason),
-        };
+        let connected =
+            match connect(addr, &shared.config, &shared.connect_limit, &shared.tls).await {
+                Ok(stream) => shared.handshake.run(stream, &shared.limits).await,
+                Err(reason) => Err(reason),
+            };
         let stream = connected.map_err(|reason| UpstreamError::NotSent {
             addr: addr.clone(),
             reason,
@@ -158,7 +163,7 @@ impl DedicatedPool {
 impl Shared {
     fn lend(
         self: &Arc<Self>,
-        stream: TcpStream,
+        stream: NodeStream,
         addr: Arc<str>,
         permit: OwnedSemaphorePermit,
     ) -> Dedicated {
@@ -205,7 +210,7 @@ impl Shared {
     }
 
     /// Keeps a connection given back clean, after dropping the ones idle too long.
-    fn give_back(&self, addr: Arc<str>, stream: TcpStream, permit: OwnedSemaphorePermit) {
+    fn give_back(&self, addr: Arc<str>, stream: NodeStream, permit: OwnedSemaphorePermit) {
         let max_idle = self.config.dedicated.idle_timeout;
         if max_idle.is_zero() || self.waiters.load(Ordering::SeqCst) > 0 {
             return;
@@ -227,10 +232,12 @@ impl Shared {
     }
 }
 
-/// An idle connection is usable only if the node has not closed it (Redis's `timeout`).
-fn is_open(stream: &TcpStream) -> bool {
+/// An idle connection is usable only if the node has not closed it (Redis's `timeout`). Probes
+/// the TCP socket even under TLS: an idle node sends nothing, so any byte (a close_notify) or
+/// EOF means it is going away, and such a connection is dropped, never read from again.
+fn is_open(stream: &NodeStream) -> bool {
     let mut probe = [0u8; 1];
-    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    matches!(stream.tcp().try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 impl Dedicated {
@@ -241,10 +248,12 @@ impl Dedicated {
     /// Writes `payload` (one or more encoded commands). A failure here may leave part of it
     /// written, so it counts as possibly executed.
     pub async fn send(&mut self, payload: &[u8]) -> Result<(), UpstreamError> {
-        self.stream
-            .write_all(payload)
-            .await
-            .map_err(|e| self.lost(format!("write failed: {e}")))
+        let written = match self.stream.write_all(payload).await {
+            // TLS holds the records until flushed; for TCP this does nothing.
+            Ok(()) => self.stream.flush().await,
+            Err(e) => Err(e),
+        };
+        written.map_err(|e| self.lost(format!("write failed: {e}")))
     }
 
     /// Reads the next `frames` reply frames, as one slice.

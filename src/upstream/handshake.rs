@@ -1,10 +1,11 @@
 //! What a new node connection says before it carries commands: `AUTH` with the upstream
 //! credentials and, on connections that may read from replicas, `READONLY` — pipelined in one
-//! write, each reply must be `+OK`.
+//! write, each reply must be `+OK`. Over TLS with neither, a `PING` (`+PONG`) confirms the
+//! session: a node that refuses the client certificate says so only after a TLS 1.3 client
+//! thinks the handshake is done, and that must fail the connect, not the first command.
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::conn::frames_len;
 use crate::protocol::{encode_command, Limits};
@@ -31,12 +32,16 @@ impl std::fmt::Debug for Credentials {
 pub struct Handshake {
     payload: Bytes,
     replies: u32,
+    /// The one command is `PING` (TLS confirmation): its reply must be `+PONG`.
+    ping: bool,
     /// What the commands are, for error messages (never the password).
     names: &'static str,
 }
 
 impl Handshake {
-    pub fn new(credentials: Option<&Credentials>, readonly: bool) -> Handshake {
+    /// `confirm`: when nothing else is sent, send `PING`, so a session the node refuses after
+    /// the TLS handshake (a missing client certificate) fails here.
+    pub fn new(credentials: Option<&Credentials>, readonly: bool, confirm: bool) -> Handshake {
         let mut payload = BytesMut::new();
         let mut replies = 0;
         if let Some(credentials) = credentials {
@@ -52,21 +57,31 @@ impl Handshake {
             payload.extend_from_slice(b"*1\r\n$8\r\nREADONLY\r\n");
             replies += 1;
         }
+        let ping = confirm && replies == 0;
+        if ping {
+            payload.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+            replies = 1;
+        }
         let names = match (credentials.is_some(), readonly) {
             (true, true) => "AUTH and READONLY",
             (true, false) => "AUTH",
             (false, true) => "READONLY",
+            (false, false) if ping => "PING",
             (false, false) => "",
         };
         Handshake {
             payload: payload.freeze(),
             replies,
+            ping,
             names,
         }
     }
 
-    /// Sends the commands on a fresh connection and checks every reply is `+OK`.
-    pub async fn run(&self, mut stream: TcpStream, limits: &Limits) -> Result<TcpStream, String> {
+    /// Sends the commands on a fresh connection and checks every reply is `+OK` (`+PONG`).
+    pub async fn run<S>(&self, mut stream: S, limits: &Limits) -> Result<S, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
         if self.replies == 0 {
             return Ok(stream);
         }
@@ -75,10 +90,16 @@ impl Handshake {
             .write_all(&self.payload)
             .await
             .map_err(|e| format!("{names}: write failed: {e}"))?;
+        // TLS holds the records until flushed; for TCP this does nothing.
+        stream
+            .flush()
+            .await
+            .map_err(|e| format!("{names}: write failed: {e}"))?;
         let mut input = BytesMut::with_capacity(256);
         loop {
             if let Some(len) = frames_len(&input, self.replies, limits)? {
-                return match first_refusal(&input[..len], self.replies, limits)? {
+                let expected: &[u8] = if self.ping { b"+PONG\r\n" } else { b"+OK\r\n" };
+                return match first_refusal(&input[..len], self.replies, expected, limits)? {
                     None => Ok(stream),
                     Some(reply) => Err(format!("{names} refused by the node: {reply}")),
                 };
@@ -93,14 +114,19 @@ impl Handshake {
     }
 }
 
-/// The first reply among `count` that is not `+OK`, as text.
-fn first_refusal(replies: &[u8], count: u32, limits: &Limits) -> Result<Option<String>, String> {
+/// The first reply among `count` that is not `expected`, as text.
+fn first_refusal(
+    replies: &[u8],
+    count: u32,
+    expected: &[u8],
+    limits: &Limits,
+) -> Result<Option<String>, String> {
     let mut rest = replies;
     for _ in 0..count {
         let Some(len) = frames_len(rest, 1, limits)? else {
             return Err("incomplete handshake reply".to_string());
         };
-        if &rest[..len] != b"+OK\r\n" {
+        if &rest[..len] != expected {
             return Ok(Some(
                 String::from_utf8_lossy(&rest[..len]).trim_end().to_string(),
             ));
@@ -120,7 +146,7 @@ mod tests {
             username: Some("redcar".into()),
             password: "pw".into(),
         };
-        let both = Handshake::new(Some(&credentials), true);
+        let both = Handshake::new(Some(&credentials), true, true);
         assert_eq!(
             &both.payload[..],
             &b"*3\r\n$4\r\nAUTH\r\n$6\r\nredcar\r\n$2\r\npw\r\n*1\r\n$8\r\nREADONLY\r\n"[..]
@@ -131,10 +157,13 @@ mod tests {
             password: "pw".into(),
         };
         assert_eq!(
-            &Handshake::new(Some(&legacy), false).payload[..],
+            &Handshake::new(Some(&legacy), false, true).payload[..],
             b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"
         );
-        assert_eq!(Handshake::new(None, false).replies, 0);
+        assert_eq!(Handshake::new(None, false, false).replies, 0);
+        let ping = Handshake::new(None, false, true);
+        assert_eq!(&ping.payload[..], b"*1\r\n$4\r\nPING\r\n");
+        assert_eq!((ping.replies, ping.ping), (1, true));
         assert!(
             !format!("{credentials:?}").contains("pw\""),
             "password never in Debug"
@@ -146,11 +175,18 @@ mod tests {
         let limits = Limits::default();
         let replies = b"-WRONGPASS invalid username-password pair\r\n+OK\r\n";
         assert_eq!(
-            first_refusal(replies, 2, &limits),
+            first_refusal(replies, 2, b"+OK\r\n", &limits),
             Ok(Some(
                 "-WRONGPASS invalid username-password pair".to_string()
             ))
         );
-        assert_eq!(first_refusal(b"+OK\r\n+OK\r\n", 2, &limits), Ok(None));
+        assert_eq!(
+            first_refusal(b"+OK\r\n+OK\r\n", 2, b"+OK\r\n", &limits),
+            Ok(None)
+        );
+        assert_eq!(
+            first_refusal(b"+PONG\r\n", 1, b"+PONG\r\n", &limits),
+            Ok(None)
+        );
     }
 }

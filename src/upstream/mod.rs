@@ -2,7 +2,8 @@
 //!
 //! A [`Node`] owns a few long-lived connections to one address; each connection is a single task
 //! that coalesces queued requests into one write and matches replies in FIFO order. This module
-//! knows addresses, never slots: the router decides where a command goes.
+//! knows addresses, never slots: the router decides where a command goes. Every connection is
+//! plain TCP or, with `upstream.tls`, TLS (`tls`, `stream`).
 
 mod batch;
 mod config;
@@ -15,6 +16,8 @@ mod health;
 mod health_check;
 mod node;
 mod registry;
+mod stream;
+mod tls;
 
 pub use config::{DedicatedConfig, Exhausted, UpstreamConfig};
 pub use conn::ASKING;
@@ -26,3 +29,5 @@ pub use health::{Health, HealthSnapshot, OutlierConfig};
 pub use health_check::run_health_checks;
 pub use node::{Node, Reply};
 pub use registry::Upstreams;
+pub use stream::NodeStream;
+pub use tls::{UpstreamTls, UpstreamTlsConfig};

@@ -23,6 +23,8 @@ pub(super) struct NodeSettings<'a> {
     pub ejections: &'a Arc<tokio::sync::watch::Sender<u64>>,
     /// What each pipelined connection sends first (AUTH, READONLY).
     pub handshake: &'a super::Handshake,
+    /// `upstream.tls`, when on.
+    pub tls: &'a Option<super::UpstreamTls>,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
@@ -58,6 +60,7 @@ impl Node {
             connect_limit: settings.connect_limit.clone(),
             health: health.clone(),
             handshake: settings.handshake.clone(),
+            tls: settings.tls.clone(),
         });
         let conns = (0..settings.config.connections_per_node.max(1))
             .map(|_| conn::spawn(context.clone()))

@@ -22,13 +22,16 @@ pub struct Upstreams {
     /// What new pipelined connections send first: AUTH, and READONLY when a read policy may
     /// use replicas.
     handshake: super::Handshake,
+    /// `upstream.tls`: the rustls client settings, when on.
+    tls: Option<super::UpstreamTls>,
     /// Bumped on every node ejection.
     ejections: Arc<watch::Sender<u64>>,
 }
 
 impl Upstreams {
     /// `readonly`: pipelined connections send `READONLY` first, so replicas serve reads. Fails
-    /// when the upstream password cannot be read (`upstream.password`).
+    /// when the upstream password or a TLS file cannot be read (`upstream.password`,
+    /// `upstream.tls.*`).
     pub fn new(
         config: UpstreamConfig,
         limits: Limits,
@@ -36,10 +39,11 @@ impl Upstreams {
         readonly: bool,
     ) -> Result<Upstreams, String> {
         let credentials = config.credentials()?;
-        let handshake = super::Handshake::new(credentials.as_ref(), readonly);
+        let tls = config.tls.connector()?;
+        let handshake = super::Handshake::new(credentials.as_ref(), readonly, tls.is_some());
         // Dedicated connections carry blocking commands, WATCH and subscriptions for the
         // primaries: they authenticate but never read from replicas.
-        let dedicated_handshake = super::Handshake::new(credentials.as_ref(), false);
+        let dedicated_handshake = super::Handshake::new(credentials.as_ref(), false, tls.is_some());
         let connect_limit = Arc::new(ConnectLimit::new(config.max_connects_per_second));
         Ok(Upstreams {
             dedicated: DedicatedPool::new(
@@ -48,6 +52,7 @@ impl Upstreams {
                 metrics.clone(),
                 connect_limit.clone(),
                 dedicated_handshake,
+                tls.clone(),
             ),
             connect_limit,
             config,
@@ -55,6 +60,7 @@ impl Upstreams {
             metrics,
             nodes: Mutex::new(HashMap::new()),
             handshake,
+            tls,
             ejections: Arc::new(watch::channel(0).0),
         })
     }
@@ -72,6 +78,7 @@ impl Upstreams {
             connect_limit: &self.connect_limit,
             ejections: &self.ejections,
             handshake: &self.handshake,
+            tls: &self.tls,
         };
         let node = Arc::new(Node::spawn(addr, &settings, metrics));
         nodes.insert(node.addr().clone(), node.clone());

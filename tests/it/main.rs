@@ -31,3 +31,4 @@ mod tls;
 mod topology;
 mod transactions;
 mod upstream_auth;
+mod upstream_tls;

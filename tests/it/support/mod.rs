@@ -7,11 +7,15 @@
 
 pub mod cluster;
 pub mod load;
+pub mod pki;
 pub mod redcar;
 pub mod resp_client;
 pub mod server;
+pub mod tls_cluster;
 
 pub use cluster::{Migration, NodeInfo, RedisCluster, SlotRange};
+pub use pki::Pki;
 pub use redcar::Redcar;
 pub use resp_client::{RespClient, Value};
 pub use server::{free_cluster_port, free_port, RedisServer};
+pub use tls_cluster::TlsCluster;

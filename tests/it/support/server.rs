@@ -77,6 +77,68 @@ pub fn free_cluster_port() -> u16 {
 struct Spec {
     cluster_node_timeout_ms: Option<u64>,
     extra_args: Vec<String>,
+    /// TLS only (`--port 0 --tls-port P`): readiness is checked with `redis-cli --tls`.
+    tls: Option<TlsNode>,
+}
+
+/// The certificates of a TLS-only node, and how the harness talks to it (`redis-cli --tls`
+/// with the client certificate, so `tls-auth-clients yes` nodes answer too).
+#[derive(Clone, Debug)]
+pub struct TlsNode {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    /// `tls-auth-clients`: `yes` (a client certificate is required) or `optional`.
+    pub auth_clients: &'static str,
+}
+
+impl TlsNode {
+    /// `redis-cli --tls ... -p port args`: stdout, or what went wrong.
+    pub fn cli(&self, port: u16, args: &[&str]) -> Result<String, String> {
+        let out = Command::new("redis-cli")
+            .arg("--tls")
+            .arg("--cacert")
+            .arg(&self.ca)
+            .arg("--cert")
+            .arg(&self.client_cert)
+            .arg("--key")
+            .arg(&self.client_key)
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("run redis-cli: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && !stdout.starts_with("Could not connect") {
+            Ok(stdout)
+        } else {
+            Err(format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+
+    fn args(&self, port: u16) -> Vec<String> {
+        let path = |p: &PathBuf| p.display().to_string();
+        vec![
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            path(&self.cert),
+            "--tls-key-file".into(),
+            path(&self.key),
+            "--tls-ca-cert-file".into(),
+            path(&self.ca),
+            "--tls-auth-clients".into(),
+            self.auth_clients.into(),
+            "--tls-cluster".into(),
+            "yes".into(),
+            "--tls-replication".into(),
+            "yes".into(),
+        ]
+    }
 }
 
 /// A running `redis-server` child.
@@ -98,6 +160,7 @@ impl RedisServer {
         RedisServer::launch(Spec {
             cluster_node_timeout_ms: None,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            tls: None,
         })
     }
 
@@ -107,7 +170,23 @@ impl RedisServer {
         RedisServer::launch(Spec {
             cluster_node_timeout_ms: Some(node_timeout_ms),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            tls: None,
         })
+    }
+
+    /// A cluster-enabled node that speaks TLS only (no plain port), for nodes, clients and
+    /// replication alike.
+    pub fn start_tls_cluster_node(node_timeout_ms: u64, tls: &TlsNode) -> RedisServer {
+        RedisServer::launch(Spec {
+            cluster_node_timeout_ms: Some(node_timeout_ms),
+            extra_args: Vec::new(),
+            tls: Some(tls.clone()),
+        })
+    }
+
+    /// How to reach this node when it is TLS only.
+    pub fn tls(&self) -> Option<&TlsNode> {
+        self.spec.tls.as_ref()
     }
 
     fn launch(spec: Spec) -> RedisServer {
@@ -142,9 +221,11 @@ impl RedisServer {
     }
 
     fn args(&self) -> Vec<String> {
-        let mut a: Vec<String> = vec![
-            "--port".into(),
-            self.port.to_string(),
+        let mut a: Vec<String> = match &self.spec.tls {
+            None => vec!["--port".into(), self.port.to_string()],
+            Some(tls) => tls.args(self.port),
+        };
+        a.extend::<[String; 14]>([
             "--bind".into(),
             "127.0.0.1".into(),
             "--protected-mode".into(),
@@ -159,7 +240,7 @@ impl RedisServer {
             self.log_path().display().to_string(),
             "--daemonize".into(),
             "no".into(),
-        ];
+        ]);
         if let Some(t) = self.spec.cluster_node_timeout_ms {
             a.extend(
                 [
@@ -216,7 +297,13 @@ impl RedisServer {
                     ));
                 }
             }
-            if let Ok(mut c) = RespClient::connect_timeout(self.addr(), Duration::from_millis(200))
+            if let Some(tls) = &self.spec.tls {
+                let info = tls.cli(self.port, &["INFO", "server"]).unwrap_or_default();
+                if info.contains(&format!("process_id:{pid}")) {
+                    return Ok(());
+                }
+            } else if let Ok(mut c) =
+                RespClient::connect_timeout(self.addr(), Duration::from_millis(200))
             {
                 let _ = c.set_timeout(Duration::from_secs(2));
                 if let Ok(Value::Simple(s)) = c.cmd(&["PING"]) {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Instructions redcar executes per command, counted by callgrind: unlike ops/s, the count does not
+# depend on what else the machine is doing, so two builds can be compared on a busy box.
+#
+#   bench/callgrind.sh BIN [BIN...]
+#
+# Starts one 3+3 cluster (scripts/cluster.sh), then for each BIN in turn: redcar --workers 1
+# under `valgrind --tool=callgrind`, a 2,000-request warm-up, and for each scenario (test,
+# pipeline depth, requests[, clients, default 10]) counters zeroed, `redis-benchmark -r 100000`
+# run, counters dumped; prints instructions per request. Env: CALLGRIND_SCENARIOS (default
+# "get:16:20000 set:16:20000 get:1:5000"; `get:1:3000:1` is one client, the steadiest),
+# REDCAR_CONFIG (a config file passed to every BIN), CALLGRIND_KEEP=1 (keep the dumps for
+# callgrind_annotate).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SCENARIOS=${CALLGRIND_SCENARIOS:-"get:16:20000 set:16:20000 get:1:5000"}
+[[ $# -ge 1 ]] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+WORK=$(mktemp -d -t redcar-callgrind-XXXXXX)
+REDCAR_PID=
+cleanup() {
+    [[ -n "$REDCAR_PID" ]] && kill "$REDCAR_PID" 2>/dev/null && wait "$REDCAR_PID" 2>/dev/null
+    "$ROOT/scripts/cluster.sh" stop "$WORK/cluster" >/dev/null 2>&1 || true
+    if [[ -n "${CALLGRIND_KEEP:-}" ]]; then echo "dumps kept in $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+"$ROOT/scripts/cluster.sh" start "$WORK/cluster" 0 >/dev/null
+SEEDS=$(cat "$WORK/cluster/seeds")
+
+for BIN in "$@"; do
+    PORT=$(free_port)
+    ADMIN=$(free_port)
+    OUT="$WORK/$(basename "$BIN")-$PORT"
+    mkdir -p "$OUT"
+    args=(--workers 1 --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --cluster "$SEEDS")
+    [[ -n "${REDCAR_CONFIG:-}" ]] && args+=(--config "$REDCAR_CONFIG")
+    valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" \
+        "$BIN" "${args[@]}" >"$OUT/log" 2>&1 &
+    REDCAR_PID=$!
+    for _ in $(seq 1 600); do
+        curl -sf "http://127.0.0.1:$ADMIN/readyz" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    redis-benchmark -p "$PORT" -t set,get -c 10 -n 2000 -r 100000 -q >/dev/null 2>&1
+    for scenario in $SCENARIOS; do
+        IFS=: read -r test depth requests clients <<<"$scenario"
+        clients=${clients:-10}
+        callgrind_control -z "$REDCAR_PID" >/dev/null 2>&1
+        redis-benchmark -p "$PORT" -t "$test" -c "$clients" -P "$depth" -n "$requests" -r 100000 -q >/dev/null 2>&1
+        callgrind_control -d "$REDCAR_PID" >/dev/null 2>&1
+        sleep 0.5
+        dump=$(ls -t "$OUT"/callgrind.out.* | head -1)
+        total=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
+        echo "$BIN $test -c $clients -P $depth n=$requests: $((total / requests)) instructions/request"
+    done
+    kill "$REDCAR_PID" 2>/dev/null || true
+    wait "$REDCAR_PID" 2>/dev/null || true
+    REDCAR_PID=
+done
