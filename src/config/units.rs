@@ -61,9 +61,9 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
 /// Formats a duration the way the parser reads it back.
 pub fn format_duration(d: Duration) -> String {
     let micros = d.as_micros();
-    if micros % 1_000_000 == 0 {
+    if micros.is_multiple_of(1_000_000) {
         format!("{}s", micros / 1_000_000)
-    } else if micros % 1000 == 0 {
+    } else if micros.is_multiple_of(1000) {
         format!("{}ms", micros / 1000)
     } else {
         format!("{micros}us")

@@ -49,7 +49,7 @@ pub(super) fn plan(
     keys: &[usize],
 ) -> Result<Split, Bytes> {
     let step = merge.step();
-    if keys.iter().any(|&i| i + step > args.len()) || (step == 2 && args.len() % 2 == 0) {
+    if keys.iter().any(|&i| i + step > args.len()) || (step == 2 && args.len().is_multiple_of(2)) {
         return Err(error_with_prefix(
             "ERR ",
             format_args!("wrong number of arguments for '{}' command", spec.name),

@@ -357,7 +357,7 @@ fn connect(addr: &str) -> std::io::Result<RespClient> {
 /// The `n`-th key: focus keys carry the tag, the rest spread over all slots.
 fn key_for(options: &LoadOptions, n: u64) -> String {
     match &options.focus_tag {
-        Some(tag) if n % options.focus_every.max(1) == 0 => format!("{{{tag}}}:w{n}"),
+        Some(tag) if n.is_multiple_of(options.focus_every.max(1)) => format!("{{{tag}}}:w{n}"),
         _ => format!("load:w{n}"),
     }
 }
