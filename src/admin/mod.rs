@@ -27,8 +27,8 @@ pub struct AdminState {
     pub cluster: Arc<ClusterState>,
     pub downstream: Arc<Downstream>,
     pub metrics: Arc<Metrics>,
-    /// The effective configuration, already redacted.
-    pub config: serde_json::Value,
+    /// The configuration in effect, already redacted; a reload (SIGHUP) replaces it.
+    pub config: Arc<arc_swap::ArcSwap<serde_json::Value>>,
 }
 
 /// Serves the admin API on `listener` until `shutdown` fires.
@@ -103,5 +103,5 @@ async fn slowlog(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value
 }
 
 async fn config(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
-    Json(state.config.clone())
+    Json(serde_json::Value::clone(&state.config.load()))
 }

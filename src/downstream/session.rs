@@ -37,10 +37,11 @@ pub async fn serve<S>(
 {
     let router: &Router = &downstream.router;
     let metrics: &Metrics = &downstream.metrics;
-    let config = &downstream.config;
-    let limits = config.limits();
+    // The reloadable settings this session uses, renewed when a reload bumps the generation.
+    let (mut generation, mut config, users) = downstream.snapshot();
+    let mut limits = config.limits();
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let mut state = ClientState::new(id, downstream.users.clone());
+    let mut state = ClientState::new(id, users);
     // This client's connection to every node (see `Node::send`).
     let lane = state.id as usize;
     let keep_raw = metrics.slowlog.is_enabled();
@@ -62,7 +63,8 @@ pub async fn serve<S>(
     let mut exclusive = 0usize;
     // `client.max_age`: once reached, the client is closed at the next safe point.
     // (One timer made once: select! builds every branch's future on every turn, even disabled.)
-    let mut age_timer = Box::pin(sleep_until(Instant::now() + config.max_age));
+    let connected_at = Instant::now();
+    let mut age_timer = Box::pin(sleep_until(connected_at + config.max_age));
     let mut idle_timer = Box::pin(sleep_until(Instant::now() + config.idle_timeout));
     // `client.request_timeout`: when the request now being received began, if it is incomplete.
     // Completing a request resets it, so trickling one byte at a time does not keep it alive.
@@ -71,10 +73,21 @@ pub async fn serve<S>(
     let mut aged = false;
     // `client.close_idle_when_slow`: the latency watch if it is on, its state changes, and
     // whether this client is to be closed at its next safe point.
-    let latency = downstream.latency.as_deref();
-    let mut slow = downstream.latency.as_ref().map(|watch| watch.subscribe());
+    let mut latency = config.close_idle_when_slow.then_some(&*downstream.latency);
+    let mut slow = Some(downstream.latency.subscribe());
     let mut close_when_safe = false;
     loop {
+        if downstream.generation() != generation {
+            // A reload: new limits and timeouts from now on, and the user is checked again.
+            let users;
+            (generation, config, users) = downstream.snapshot();
+            limits = config.limits();
+            latency = config.close_idle_when_slow.then_some(&*downstream.latency);
+            close_when_safe &= config.close_idle_when_slow;
+            aged = false;
+            age_timer.as_mut().reset(connected_at + config.max_age);
+            state.reauthorize(users);
+        }
         // Start every complete command already buffered, up to the in-flight limit. One clock
         // read serves the whole batch.
         let now = Instant::now();
@@ -272,7 +285,7 @@ pub async fn serve<S>(
             }
             _ = shutdown.changed(), if !closing => closing = true,
             now_slow = slow_changed(&mut slow), if slow.is_some() && !closing => {
-                close_when_safe = now_slow;
+                close_when_safe = now_slow && config.close_idle_when_slow;
             }
         }
     }

@@ -53,22 +53,24 @@ impl Router {
     /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
     /// client's commands on one connection per node (see [`Node::send`]).
     pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> Call<'_> {
+        // One snapshot of the reloadable settings for the whole dispatch.
+        let live = self.live.load();
         let command = Command {
             payload,
             slot,
             write,
             lane,
-            deadline: Instant::now() + self.config.op_timeout,
+            deadline: Instant::now() + live.config.op_timeout,
         };
         match self.candidate(slot, write, &[]) {
             Candidate::Node(node) => {
-                if let Some(faults) = &self.faults {
+                if let Some(faults) = &live.faults {
                     if let Some(picked) = faults.pick(&command.payload, node.addr()) {
                         return self.inject(picked, command, node);
                     }
                 }
                 let reply = node.send(command.payload.clone(), false, lane);
-                if self.hedges(&command) {
+                if Router::hedges(&live.config, &command) {
                     return Call::slow(self.hedged(command, node, reply));
                 }
                 Call::sent(self, node, reply, command)
@@ -103,7 +105,7 @@ impl Router {
         let Some(shard) = topology.shard(slot) else {
             return Candidate::NoOwner;
         };
-        match select::pick(shard, self.config.read_policy, write, tried) {
+        match select::pick(shard, self.read_policy(), write, tried) {
             Some(node) => Candidate::Node(node.clone()),
             None => Candidate::Unusable(self.unusable(slot, shard, write)),
         }
@@ -114,10 +116,7 @@ impl Router {
         let what = if write {
             "this write".to_string()
         } else {
-            format!(
-                "this read (read_policy: {})",
-                self.config.read_policy.name()
-            )
+            format!("this read (read_policy: {})", self.read_policy().name())
         };
         let state = |node: &Node| {
             if node.is_ejected() {
@@ -178,7 +177,7 @@ impl Router {
                 Ok(reply) => match classify(&reply) {
                     Verdict::Done => return reply,
                     Verdict::Moved(addr) | Verdict::Ask(addr)
-                        if redirects >= self.config.max_redirects =>
+                        if redirects >= self.max_redirects() =>
                     {
                         return redcar_error(format_args!(
                             "gave up after {redirects} redirects (last to {addr})"
@@ -239,8 +238,7 @@ impl Router {
                     self.candidate(command.slot, command.write, &tried),
                     Candidate::Node(next) if !select::was_tried(&next, &tried)
                 );
-            if !fresh
-                && !pause_before_retry(self.config.retry_backoff, attempt, command.deadline).await
+            if !fresh && !pause_before_retry(self.retry_backoff(), attempt, command.deadline).await
             {
                 return error.into_reply("");
             }
@@ -302,7 +300,7 @@ impl Router {
     pub(super) fn timed_out(&self, node: &Node) -> Bytes {
         redcar_error(format_args!(
             "timed out after {:?} waiting for {}",
-            self.config.op_timeout,
+            self.op_timeout(),
             node.addr()
         ))
     }

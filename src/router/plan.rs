@@ -63,7 +63,7 @@ impl Router {
         args: &[Bytes],
         scratch: &mut Vec<usize>,
     ) -> Plan {
-        plan_command(spec, args, scratch, self.config.allow_flush)
+        plan_command(spec, args, scratch, self.allow_flush())
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use serde::{Deserialize, Serialize};
@@ -61,7 +62,9 @@ pub fn ejection_time(config: &OutlierConfig, nth: u32) -> Duration {
 /// Health and load of one node, shared by its connections, the router and the health checker.
 pub struct Health {
     addr: Arc<str>,
-    config: OutlierConfig,
+    /// `upstream.outlier`, shared by every node and swapped by a reload; read on failures and
+    /// restores only, never per command.
+    config: Arc<ArcSwap<OutlierConfig>>,
     /// The clock origin for the millisecond timestamps below.
     origin: Instant,
     failures: AtomicU32,
@@ -103,7 +106,7 @@ pub struct HealthMetrics {
 impl Health {
     pub fn new(
         addr: Arc<str>,
-        config: OutlierConfig,
+        config: Arc<ArcSwap<OutlierConfig>>,
         metrics: HealthMetrics,
         events: Arc<watch::Sender<u64>>,
     ) -> Health {
@@ -142,7 +145,8 @@ impl Health {
     /// One failure; ejects the node when the streak reaches the threshold. Returns true for
     /// the call that ejected it.
     pub fn record_failure(&self, why: &str) -> bool {
-        let threshold = self.config.consecutive_failures;
+        let config = self.config.load();
+        let threshold = config.consecutive_failures;
         if threshold == 0 {
             return false;
         }
@@ -162,14 +166,14 @@ impl Health {
         // A node that stayed healthy for `max_ejection_time` starts over from the base time.
         let restored_at = self.restored_at_ms.load(Ordering::Relaxed);
         let healthy_for = now.saturating_sub(restored_at);
-        if restored_at != 0 && healthy_for >= millis(self.config.max_ejection_time) {
+        if restored_at != 0 && healthy_for >= millis(config.max_ejection_time) {
             self.ejections.store(0, Ordering::Relaxed);
         }
         let nth = self
             .ejections
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1);
-        let time = ejection_time(&self.config, nth);
+        let time = ejection_time(&config, nth);
         self.ejected_until_ms
             .store(now.saturating_add(millis(time)), Ordering::Relaxed);
         self.ejections_total.inc();
@@ -234,8 +238,8 @@ impl Health {
         }
     }
 
-    pub fn config(&self) -> &OutlierConfig {
-        &self.config
+    pub fn config(&self) -> Arc<OutlierConfig> {
+        self.config.load_full()
     }
 
     fn now_ms(&self) -> u64 {
@@ -265,7 +269,12 @@ mod tests {
             ejected: Gauge::default(),
         };
         (
-            Health::new(Arc::from("n:1"), config, metrics, Arc::new(tx)),
+            Health::new(
+                Arc::from("n:1"),
+                Arc::new(ArcSwap::from_pointee(config)),
+                metrics,
+                Arc::new(tx),
+            ),
             rx,
         )
     }

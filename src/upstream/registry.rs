@@ -3,10 +3,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::node::NodeSettings;
-use super::{ConnectLimit, DedicatedPool, Node, UpstreamConfig};
+use super::{ConnectLimit, DedicatedPool, Node, OutlierConfig, UpstreamConfig};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
 
@@ -24,6 +25,9 @@ pub struct Upstreams {
     handshake: super::Handshake,
     /// Bumped on every node ejection.
     ejections: Arc<watch::Sender<u64>>,
+    /// `upstream.outlier`, shared with every node's health; a reload swaps it
+    /// ([`Upstreams::set_outlier`]). `config.outlier` keeps the start-up value.
+    outlier: Arc<ArcSwap<OutlierConfig>>,
 }
 
 impl Upstreams {
@@ -50,6 +54,7 @@ impl Upstreams {
                 dedicated_handshake,
             ),
             connect_limit,
+            outlier: Arc::new(ArcSwap::from_pointee(config.outlier.clone())),
             config,
             limits,
             metrics,
@@ -72,6 +77,7 @@ impl Upstreams {
             connect_limit: &self.connect_limit,
             ejections: &self.ejections,
             handshake: &self.handshake,
+            outlier: &self.outlier,
         };
         let node = Arc::new(Node::spawn(addr, &settings, metrics));
         nodes.insert(node.addr().clone(), node.clone());
@@ -94,9 +100,15 @@ impl Upstreams {
         self.ejections.subscribe()
     }
 
-    /// The outlier-detection settings every node uses.
-    pub fn outlier(&self) -> &super::OutlierConfig {
-        &self.config.outlier
+    /// The outlier-detection settings every node uses now.
+    pub fn outlier(&self) -> Arc<OutlierConfig> {
+        self.outlier.load_full()
+    }
+
+    /// Reloaded outlier settings: every node uses them from its next failure or health check;
+    /// a node already ejected keeps the ejection time it was given.
+    pub fn set_outlier(&self, config: OutlierConfig) {
+        self.outlier.store(Arc::new(config));
     }
 
     /// Forgets nodes for which `keep` is false; their connections close once no command or
