@@ -170,8 +170,10 @@ pub async fn serve<S>(
                 out.extend_from_slice(&reply);
                 continue;
             }
-            if !timer_armed {
-                if let Some(deadline) = call.deadline() {
+            if let Some(deadline) = call.deadline() {
+                // Earlier than the armed deadline only after a reload shortened op_timeout (or
+                // when the timer is left armed from finished calls).
+                if !timer_armed || deadline < timer.deadline() {
                     timer.as_mut().reset(deadline);
                     timer_armed = true;
                 }

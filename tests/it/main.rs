@@ -23,6 +23,7 @@ mod outlier;
 mod proxy;
 mod pubsub;
 mod redirects;
+mod reload;
 mod resilience;
 mod tls;
 mod topology;
