@@ -103,16 +103,18 @@ async fn learn_commands(router: Arc<Router>) {
 }
 
 /// An ejected primary usually means a failover is coming: ask for a fresh slot map at once, then
-/// every `interval` while any primary of the map is ejected, so the promoted replica is found
-/// within one interval of the promotion rather than at the next periodic refresh.
+/// every `upstream.outlier.health_check_interval` while any primary of the map is ejected, so
+/// the promoted replica is found within one interval of the promotion rather than at the next
+/// periodic refresh.
 async fn refresh_while_ejected(
     cluster: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,
-    interval: std::time::Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut ejections = upstreams.ejections();
     loop {
+        // Read each round: a reload may change it.
+        let interval = upstreams.outlier().health_check_interval;
         let primary_ejected = cluster
             .topology()
             .is_some_and(|t| t.shards().iter().any(|s| s.primary.is_ejected()));
@@ -179,7 +181,6 @@ pub async fn run(
     tokio::spawn(refresh_while_ejected(
         cluster.clone(),
         upstreams.clone(),
-        config.upstream.outlier.health_check_interval,
         stop_rx.clone(),
     ));
     router.declare_commands(&config.custom_commands);

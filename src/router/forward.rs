@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::call::Call;
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
-use super::{select, Router};
+use super::{select, ReadPolicy, Router};
 use crate::cluster::Shard;
 use crate::upstream::{Node, UpstreamError};
 
@@ -62,7 +62,7 @@ impl Router {
             lane,
             deadline: Instant::now() + live.config.op_timeout,
         };
-        match self.candidate(slot, write, &[]) {
+        match self.candidate_by(live.config.read_policy, slot, write, &[]) {
             Candidate::Node(node) => {
                 if let Some(faults) = &live.faults {
                     if let Some(picked) = faults.pick(&command.payload, node.addr()) {
@@ -88,6 +88,17 @@ impl Router {
         write: bool,
         tried: &[Arc<Node>],
     ) -> Candidate {
+        self.candidate_by(self.read_policy(), slot, write, tried)
+    }
+
+    /// [`Router::candidate`] with the read policy already loaded (the first attempt).
+    fn candidate_by(
+        &self,
+        read_policy: ReadPolicy,
+        slot: Option<u16>,
+        write: bool,
+        tried: &[Arc<Node>],
+    ) -> Candidate {
         let Some(topology) = self.cluster.topology() else {
             return Candidate::NoOwner;
         };
@@ -105,7 +116,7 @@ impl Router {
         let Some(shard) = topology.shard(slot) else {
             return Candidate::NoOwner;
         };
-        match select::pick(shard, self.read_policy(), write, tried) {
+        match select::pick(shard, read_policy, write, tried) {
             Some(node) => Candidate::Node(node.clone()),
             None => Candidate::Unusable(self.unusable(slot, shard, write)),
         }

@@ -63,16 +63,17 @@ impl Router {
         args: &[Bytes],
         scratch: &mut Vec<usize>,
     ) -> Plan {
-        plan_command(spec, args, scratch, self.allow_flush())
+        plan_command(spec, args, scratch, || self.allow_flush())
     }
 }
 
-/// The plan for a known command; `allow_flush` is `router.allow_flush`.
+/// The plan for a known command; `allow_flush` reads `router.allow_flush` (only for FLUSHALL and
+/// FLUSHDB, so other commands do not load the reloadable settings here).
 pub(super) fn plan_command(
     spec: &'static CommandSpec,
     args: &[Bytes],
     scratch: &mut Vec<usize>,
-    allow_flush: bool,
+    allow_flush: impl Fn() -> bool,
 ) -> Plan {
     {
         if !arity_ok(spec, args.len()) {
@@ -89,7 +90,7 @@ pub(super) fn plan_command(
                     keyed_special(spec, args, plan)
                 }
             }
-            Serve::FanOut(FanOut::Flush) if !allow_flush => {
+            Serve::FanOut(FanOut::Flush) if !allow_flush() => {
                 Plan::Reply(redcar_error(format_args!(
                     "{} is disabled (router.allow_flush: false)",
                     display_name(spec)
@@ -323,7 +324,7 @@ mod tests {
             let args = args(line);
             let spec = commands::lookup(&args).expect("known");
             let mut keys = Vec::new();
-            plan_command(spec, &args, &mut keys, true)
+            plan_command(spec, &args, &mut keys, || true)
         };
         let slot = key_slot(b"k");
         assert_eq!(
