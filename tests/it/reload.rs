@@ -165,7 +165,10 @@ fn an_invalid_config_is_refused_and_the_running_one_stays() {
     let cluster = RedisCluster::start(3, 0);
     let good = "auth:\n  requirepass: pw\nrouter:\n  allow_flush: false\n";
     let config = write_config(good);
-    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &["--config", config.path_str(), "--op-timeout", "3s"],
+    );
     let mut c = redcar.client();
     assert_eq!(c.q(&["AUTH", "pw"]), Value::simple("OK"));
     let before = config_json(&redcar);
@@ -177,8 +180,8 @@ fn an_invalid_config_is_refused_and_the_running_one_stays() {
             "no_such_key",
         ),
         (
-            "auth:\n  requirepass: other\nrouter:\n  op_timeout: 0s\n",
-            "router.op_timeout",
+            "auth:\n  requirepass: other\nrouter:\n  max_redirects: 0\n",
+            "router.max_redirects",
         ),
     ];
     for (i, (yaml, why)) in bad.iter().enumerate() {
@@ -198,13 +201,18 @@ fn an_invalid_config_is_refused_and_the_running_one_stays() {
     assert!(redcar.log().contains("config reload refused"));
     assert_eq!(reloads(&redcar, "ok"), 0);
 
-    // A good file after the bad ones applies; a restart-only key keeps its running value.
-    let next = "auth:\n  requirepass: pw\nrouter:\n  allow_flush: true\nupstream:\n  connections_per_node: 5\n";
+    // A good file after the bad ones applies; a restart-only key keeps its running value, and a
+    // flag still overrides the file.
+    let next = "auth:\n  requirepass: pw\nrouter:\n  allow_flush: true\n  op_timeout: 100ms\nupstream:\n  connections_per_node: 5\n";
     reload(&redcar, &config, next, "ok", 1);
     assert_eq!(c.q(&["FLUSHALL"]), Value::simple("OK"));
     let shown = config_json(&redcar);
     assert!(shown.contains("\"allow_flush\":true"), "{shown}");
     assert!(shown.contains("\"connections_per_node\":2"), "{shown}");
+    assert!(
+        shown.contains("\"op_timeout\":\"3s\""),
+        "--op-timeout wins: {shown}"
+    );
     assert!(
         redcar.log().contains("upstream.connections_per_node")
             && redcar.log().contains("needs a restart"),
