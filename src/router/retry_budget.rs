@@ -123,6 +123,19 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_reloaded_budget_applies_to_the_next_retry() {
+        let b = budget(0.0, 1);
+        let now = Instant::now();
+        assert_eq!((0..50).filter(|_| b.try_spend(now, 0)).count(), 10);
+        b.set_config(RetryBudgetConfig {
+            ratio: 0.0,
+            min_per_second: 3,
+        });
+        // The 10 already spent still count against the new floor of 30.
+        assert_eq!((0..50).filter(|_| b.try_spend(now, 0)).count(), 20);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_floor_allows_retries_without_traffic() {
         let b = budget(0.0, 2);
         let now = Instant::now();
