@@ -139,6 +139,7 @@ pub async fn run(
     source: ConfigSource,
 ) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
+    let hangup = reload::watch_sighup();
     let reply_limits = Limits::default();
     let metrics = Arc::new(Metrics::new(&config.metrics));
     let upstreams = Arc::new(
@@ -234,7 +235,9 @@ pub async fn run(
         shown: shown.clone(),
         current: current.clone(),
     };
-    tokio::spawn(reload::on_sighup(parts, source, stop_rx.clone()));
+    if let Some(hangup) = hangup {
+        tokio::spawn(reload::on_sighup(hangup, parts, source, stop_rx.clone()));
+    }
     if let Some(admin) = listeners.admin {
         tracing::info!(addr = %admin.local_addr()?, "admin listening");
         let state = AdminState {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use serde_json::Value;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::auth::Users;
@@ -35,20 +36,25 @@ pub(super) struct Reloadable {
     pub current: Arc<ArcSwap<Config>>,
 }
 
-/// Waits for SIGHUP and reloads, until `shutdown`.
+/// Takes over SIGHUP (whose default action ends the process). Called before anything is
+/// served, so a SIGHUP sent once redcar is ready never kills it.
+pub(super) fn watch_sighup() -> Option<Signal> {
+    match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(error) => {
+            tracing::error!(%error, "cannot watch SIGHUP: config reload is off");
+            None
+        }
+    }
+}
+
+/// Reloads on each SIGHUP, until `shutdown`.
 pub(super) async fn on_sighup(
+    mut hangup: Signal,
     parts: Reloadable,
     source: ConfigSource,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangup = match signal(SignalKind::hangup()) {
-        Ok(hangup) => hangup,
-        Err(error) => {
-            tracing::error!(%error, "cannot watch SIGHUP: config reload is off");
-            return;
-        }
-    };
     loop {
         tokio::select! {
             got = hangup.recv() => if got.is_none() { return },

@@ -26,7 +26,7 @@ pub struct Downstream {
     config: ArcSwap<ClientConfig>,
     /// Who may connect (`auth`), resolved at start-up and at each reload.
     users: ArcSwap<Users>,
-    /// Bumped after each reload: a session compares it (one relaxed load per batch of commands)
+    /// Bumped after each reload: a session compares it (one atomic load per batch of commands)
     /// and takes a new snapshot of `config` and `users` only when it moved.
     generation: AtomicU64,
     /// `client.close_idle_when_slow`: fed by every session while it is on, sampled by
