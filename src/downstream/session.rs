@@ -73,8 +73,9 @@ pub async fn serve<S>(
     let mut aged = false;
     // `client.close_idle_when_slow`: the latency watch if it is on, its state changes, and
     // whether this client is to be closed at its next safe point.
+    // (Off, the select! below has no latency branch to poll: that costs every turn.)
     let mut latency = config.close_idle_when_slow.then_some(&*downstream.latency);
-    let mut slow = Some(downstream.latency.subscribe());
+    let mut slow = latency.map(LatencyWatch::subscribe);
     let mut close_when_safe = false;
     loop {
         if downstream.generation() != generation {
@@ -83,7 +84,12 @@ pub async fn serve<S>(
             (generation, config, users) = downstream.snapshot();
             limits = config.limits();
             latency = config.close_idle_when_slow.then_some(&*downstream.latency);
-            close_when_safe &= config.close_idle_when_slow;
+            if latency.is_none() {
+                slow = None;
+                close_when_safe = false;
+            } else if slow.is_none() {
+                slow = latency.map(LatencyWatch::subscribe);
+            }
             aged = false;
             age_timer.as_mut().reset(connected_at + config.max_age);
             state.reauthorize(users);
@@ -287,7 +293,7 @@ pub async fn serve<S>(
             }
             _ = shutdown.changed(), if !closing => closing = true,
             now_slow = slow_changed(&mut slow), if slow.is_some() && !closing => {
-                close_when_safe = now_slow && config.close_idle_when_slow;
+                close_when_safe = now_slow;
             }
         }
     }
