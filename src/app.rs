@@ -1,4 +1,9 @@
-//! Wiring: builds every part from the config, runs the listeners, and drains on shutdown.
+//! Wiring: builds every part from the config, runs the listeners, reloads on SIGHUP, and drains
+//! on shutdown.
+
+mod reload;
+
+pub use reload::ConfigSource;
 
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
@@ -6,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use arc_swap::ArcSwap;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
@@ -97,16 +103,18 @@ async fn learn_commands(router: Arc<Router>) {
 }
 
 /// An ejected primary usually means a failover is coming: ask for a fresh slot map at once, then
-/// every `interval` while any primary of the map is ejected, so the promoted replica is found
-/// within one interval of the promotion rather than at the next periodic refresh.
+/// every `upstream.outlier.health_check_interval` while any primary of the map is ejected, so
+/// the promoted replica is found within one interval of the promotion rather than at the next
+/// periodic refresh.
 async fn refresh_while_ejected(
     cluster: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,
-    interval: std::time::Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut ejections = upstreams.ejections();
     loop {
+        // Read each round: a reload may change it.
+        let interval = upstreams.outlier().health_check_interval;
         let primary_ejected = cluster
             .topology()
             .is_some_and(|t| t.shards().iter().any(|s| s.primary.is_ejected()));
@@ -122,13 +130,16 @@ async fn refresh_while_ejected(
 }
 
 /// Runs the proxy until `shutdown` completes, then drains: listeners stop, sessions finish the
-/// replies they owe (bounded by `drain_timeout`).
+/// replies they owe (bounded by `drain_timeout`). On SIGHUP the config is loaded again from
+/// `source` and applied (see `reload`).
 pub async fn run(
     config: Config,
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
+    source: ConfigSource,
 ) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
+    let hangup = reload::watch_sighup();
     let reply_limits = Limits::default();
     let metrics = Arc::new(Metrics::new(&config.metrics));
     let upstreams = Arc::new(
@@ -144,7 +155,6 @@ pub async fn run(
     let refresher = Refresher {
         state: cluster.clone(),
         upstreams: upstreams.clone(),
-        config: config.cluster.clone(),
         limits: reply_limits,
         metrics: metrics.clone(),
     };
@@ -172,7 +182,6 @@ pub async fn run(
     tokio::spawn(refresh_while_ejected(
         cluster.clone(),
         upstreams.clone(),
-        config.upstream.outlier.health_check_interval,
         stop_rx.clone(),
     ));
     router.declare_commands(&config.custom_commands);
@@ -215,13 +224,27 @@ pub async fn run(
             done_tx.clone(),
         ));
     }
+    let shown = Arc::new(ArcSwap::from_pointee(redacted(&config)));
+    let current = Arc::new(ArcSwap::from_pointee(config.clone()));
+    let parts = reload::Reloadable {
+        router: router.clone(),
+        downstream: downstream.clone(),
+        upstreams: upstreams.clone(),
+        cluster: cluster.clone(),
+        metrics: metrics.clone(),
+        shown: shown.clone(),
+        current: current.clone(),
+    };
+    if let Some(hangup) = hangup {
+        tokio::spawn(reload::on_sighup(hangup, parts, source, stop_rx.clone()));
+    }
     if let Some(admin) = listeners.admin {
         tracing::info!(addr = %admin.local_addr()?, "admin listening");
         let state = AdminState {
             cluster: cluster.clone(),
             downstream: downstream.clone(),
             metrics: metrics.clone(),
-            config: redacted(&config),
+            config: shown,
             sampler: Default::default(),
         };
         tokio::spawn(crate::admin::serve(admin, state, stop_rx.clone()));
@@ -235,7 +258,8 @@ pub async fn run(
     );
     let _ = stop_tx.send(true);
     // Every session and accept loop holds a `done` sender; `recv` returns None when all are gone.
-    if tokio::time::timeout(config.drain_timeout, done_rx.recv())
+    // A reload may have changed `drain_timeout`.
+    if tokio::time::timeout(current.load().drain_timeout, done_rx.recv())
         .await
         .is_err()
     {

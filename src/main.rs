@@ -53,9 +53,12 @@ fn main() -> ExitCode {
         .worker_threads(config.worker_threads())
         .enable_all()
         .build();
+    // SIGHUP reloads with the same flags (and `REDCAR_*` variables as read at start-up), so a
+    // flag keeps overriding the file exactly as it did at start-up.
+    let source: app::ConfigSource = std::sync::Arc::new(move || Config::load(&cli));
     let result = runtime
         .map_err(anyhow::Error::from)
-        .and_then(|rt| rt.block_on(start(config)));
+        .and_then(|rt| rt.block_on(start(config, source)));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -101,9 +104,9 @@ fn run_tool(name: &str, tool: impl std::future::Future<Output = ExitCode>) -> Ex
     }
 }
 
-async fn start(config: Config) -> anyhow::Result<()> {
+async fn start(config: Config, source: app::ConfigSource) -> anyhow::Result<()> {
     let listeners = Listeners::bind(&config).await?;
-    app::run(config, listeners, shutdown_signal()).await
+    app::run(config, listeners, shutdown_signal(), source).await
 }
 
 /// Resolves on SIGTERM or SIGINT.

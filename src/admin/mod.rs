@@ -39,8 +39,8 @@ pub struct AdminState {
     pub cluster: Arc<ClusterState>,
     pub downstream: Arc<Downstream>,
     pub metrics: Arc<Metrics>,
-    /// The effective configuration, already redacted.
-    pub config: serde_json::Value,
+    /// The configuration in effect, already redacted; a reload (SIGHUP) replaces it.
+    pub config: Arc<arc_swap::ArcSwap<serde_json::Value>>,
     /// Recent counter samples, for the status page's rates (filled by a task `serve` starts).
     pub sampler: Arc<Sampler>,
 }
@@ -126,5 +126,5 @@ async fn slowlog(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value
 }
 
 async fn config(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
-    Json(state.config.clone())
+    Json(serde_json::Value::clone(&state.config.load()))
 }

@@ -203,6 +203,20 @@ impl Users {
         self.anonymous.clone()
     }
 
+    /// `user` as this (reloaded) set defines it: the same name with the same password, else
+    /// `None` (removed, or the password changed). The open default user only matches the open
+    /// default user, so turning `requirepass` on logs out clients that never authenticated.
+    pub fn renewed(&self, user: &User) -> Option<Arc<User>> {
+        let candidate = if user.name == "default" {
+            self.default.as_ref().or(self.anonymous.as_ref())
+        } else {
+            self.named.get(&user.name)
+        };
+        candidate
+            .filter(|found| found.digest == user.digest)
+            .cloned()
+    }
+
     /// `AUTH [user] password`: the user, or the reply refusing it.
     pub fn login(&self, user: Option<&[u8]>, password: &[u8]) -> Result<Arc<User>, Bytes> {
         let candidate = match user {

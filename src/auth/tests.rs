@@ -177,3 +177,40 @@ fn commands_allowed_before_auth_are_redis_own() {
         assert!(!allowed_before_auth(spec(refused)), "{refused}");
     }
 }
+
+#[test]
+fn a_reload_keeps_a_login_only_while_the_user_and_its_password_stay() {
+    let before = users(AuthConfig {
+        requirepass: Some(Secret::Plain("old".into())),
+        users: vec![user("alice", false, &[], &[]), user("bob", false, &[], &[])],
+    });
+    let alice = before.login(Some(b"alice"), b"alice-pw").expect("alice");
+    let bob = before.login(Some(b"bob"), b"bob-pw").expect("bob");
+    let default = before.login(None, b"old").expect("default");
+    let mut bob_changed = user("bob", false, &[], &[]);
+    bob_changed.password = Secret::Plain("new".into());
+    // alice is now read-only: she stays logged in with the new rules.
+    let after = users(AuthConfig {
+        requirepass: Some(Secret::Plain("new".into())),
+        users: vec![user("alice", true, &[], &[]), bob_changed],
+    });
+    let renewed = after.renewed(&alice).expect("alice unchanged password");
+    assert!(!renewed.may_run(spec("SET k v")), "alice's new rules apply");
+    assert!(after.renewed(&bob).is_none(), "bob's password changed");
+    assert!(after.renewed(&default).is_none(), "requirepass changed");
+    // Gone entirely.
+    let without_alice = users(AuthConfig {
+        requirepass: Some(Secret::Plain("old".into())),
+        users: vec![],
+    });
+    assert!(without_alice.renewed(&alice).is_none());
+    assert!(
+        without_alice.renewed(&default).is_some(),
+        "same requirepass"
+    );
+    // Turning authentication on logs out the open default user.
+    let open = users(AuthConfig::default());
+    let anonymous = open.anonymous().expect("open");
+    assert!(open.renewed(&anonymous).is_some());
+    assert!(before.renewed(&anonymous).is_none());
+}

@@ -13,7 +13,7 @@ use super::change::{describe_change, describe_first};
 use super::nodes::{check_join, parse_cluster_nodes_reply, NodeStates};
 use super::parse::{parse_cluster_slots, SlotRange};
 use super::safety::{same_assignment, stale_slot, surprise, Surprise};
-use super::{ClusterConfig, ClusterState, Topology};
+use super::{ClusterState, Topology};
 use crate::metrics::{EventKind, Metrics};
 use crate::protocol::{reply_frame_len, Frame, Limits};
 use crate::upstream::Upstreams;
@@ -27,7 +27,6 @@ const CLUSTER_SLOTS_AND_NODES: &[u8] =
 pub struct Refresher {
     pub state: Arc<ClusterState>,
     pub upstreams: Arc<Upstreams>,
-    pub config: ClusterConfig,
     pub limits: Limits,
     pub metrics: Arc<Metrics>,
 }
@@ -47,9 +46,11 @@ impl Refresher {
         loop {
             let started = Instant::now();
             self.refresh_once().await;
-            let next = started + self.config.refresh_min_gap;
+            // Read each round, so reloaded intervals apply from the next one.
+            let config = self.state.config();
+            let next = started + config.refresh_min_gap;
             tokio::select! {
-                _ = tokio::time::sleep(self.config.refresh_interval) => {}
+                _ = tokio::time::sleep(config.refresh_interval) => {}
                 _ = self.state.refresh_wanted() => {}
                 _ = shutdown.changed() => return,
             }
@@ -107,7 +108,7 @@ impl Refresher {
             .map(|t| t.addrs().map(|a| a.to_string()).collect())
             .unwrap_or_default();
         candidates.shuffle(&mut rand::rng());
-        for seed in &self.config.seeds {
+        for seed in &self.state.config().seeds {
             if !candidates.contains(seed) {
                 candidates.push(seed.clone());
             }
@@ -217,10 +218,11 @@ impl Refresher {
     async fn fetch(&self, addr: &str) -> Result<Topology, String> {
         let node = self.upstreams.node(addr);
         let call = node.send_frames(Bytes::from_static(CLUSTER_SLOTS_AND_NODES), false, 0, 2);
-        let reply = match tokio::time::timeout(self.config.refresh_timeout, call).await {
+        let timeout = self.state.config().refresh_timeout;
+        let reply = match tokio::time::timeout(timeout, call).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) => return Err(e.to_string()),
-            Err(_) => return Err(format!("no reply within {:?}", self.config.refresh_timeout)),
+            Err(_) => return Err(format!("no reply within {timeout:?}")),
         };
         let (slots, nodes) = split_replies(reply, &self.limits)?;
         let ranges = parse_cluster_slots(&slots, addr)?;
@@ -252,7 +254,8 @@ impl Refresher {
             let events = &self.metrics.events;
             events.push(EventKind::TopologyAdopted, topology.source(), detail);
         }
-        let seeds = &self.config.seeds;
+        let config = self.state.config();
+        let seeds = &config.seeds;
         let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
         self.upstreams.retain(|addr| {
             keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr)

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::{watch, Notify};
 
 use super::{ClusterConfig, Topology};
@@ -25,12 +25,15 @@ pub struct ClusterState {
     /// Why the last query for a map failed, until a map is adopted: while none ever was,
     /// clients are told this (a TLS or AUTH problem, say) rather than only "slot not served".
     refresh_error: ArcSwapOption<String>,
+    /// `cluster:` settings; a reload swaps them.
+    config: ArcSwap<ClusterConfig>,
 }
 
 /// Counts events until `threshold` of them ask for a refresh; 0 means never.
 struct EventCount {
     count: AtomicU32,
-    threshold: u32,
+    /// Atomic so a reload can change it.
+    threshold: AtomicU32,
 }
 
 impl ClusterState {
@@ -49,7 +52,23 @@ impl ClusterState {
             redirects: EventCount::new(config.redirect_refresh_threshold),
             failures: EventCount::new(config.failure_refresh_threshold),
             refresh_error: ArcSwapOption::empty(),
+            config: ArcSwap::from_pointee(config.clone()),
         }
+    }
+
+    /// `cluster:` as it is now (read by the refresher once per refresh).
+    pub fn config(&self) -> Arc<ClusterConfig> {
+        self.config.load_full()
+    }
+
+    /// Reloaded `cluster:` settings: intervals and timeouts from the next refresh, thresholds
+    /// from the next event.
+    pub fn reconfigure(&self, config: ClusterConfig) {
+        self.redirects
+            .set_threshold(config.redirect_refresh_threshold);
+        self.failures
+            .set_threshold(config.failure_refresh_threshold);
+        self.config.store(Arc::new(config));
     }
 
     /// The current snapshot (lock-free).
@@ -135,13 +154,17 @@ impl EventCount {
     fn new(threshold: u32) -> EventCount {
         EventCount {
             count: AtomicU32::new(0),
-            threshold,
+            threshold: AtomicU32::new(threshold),
         }
+    }
+
+    fn set_threshold(&self, threshold: u32) {
+        self.threshold.store(threshold, Ordering::Relaxed);
     }
 
     /// Counts one event; true when it is the `threshold`-th, and the count starts again.
     fn note(&self) -> bool {
-        let threshold = self.threshold;
+        let threshold = self.threshold.load(Ordering::Relaxed);
         if threshold == 0 {
             return false;
         }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
@@ -21,13 +22,18 @@ use crate::router::Router;
 /// What every session shares.
 pub struct Downstream {
     pub router: Arc<Router>,
-    pub config: ClientConfig,
     pub metrics: Arc<Metrics>,
-    /// Who may connect (`auth`), resolved at start-up.
-    pub users: Arc<Users>,
-    /// `client.close_idle_when_slow`: fed by every session, sampled by [`Downstream::watch_latency`].
-    pub(super) latency: Option<Arc<LatencyWatch>>,
-    /// `client.max_buffered_bytes_total`, shared by every session.
+    /// `client:` as it is now; a reload swaps it (see [`Downstream::reconfigure`]).
+    config: ArcSwap<ClientConfig>,
+    /// Who may connect (`auth`), resolved at start-up and at each reload.
+    users: ArcSwap<Users>,
+    /// Bumped after each reload: a session compares it (one atomic load per batch of commands)
+    /// and takes a new snapshot of `config` and `users` only when it moved.
+    generation: AtomicU64,
+    /// `client.close_idle_when_slow`: fed by every session while it is on, sampled by
+    /// [`Downstream::watch_latency`]. Always present, so a reload can turn the setting on.
+    pub(super) latency: Arc<LatencyWatch>,
+    /// `client.max_buffered_bytes_total`, shared by every session (fixed at start-up).
     pub(super) budget: Budget,
     next_id: AtomicU64,
     /// Sessions running now, over all listeners (for `client.max_connections`).
@@ -53,7 +59,6 @@ impl Downstream {
         metrics: Arc<Metrics>,
         users: Arc<Users>,
     ) -> Downstream {
-        let latency = config.close_idle_when_slow.then(LatencyWatch::new);
         let budget = Budget::new(
             config.max_buffered_bytes_total,
             metrics.client_buffered.clone(),
@@ -63,22 +68,43 @@ impl Downstream {
         Downstream {
             budget,
             router,
-            latency,
-            config,
+            latency: LatencyWatch::new(),
+            config: ArcSwap::from_pointee(config),
             metrics,
-            users,
+            users: ArcSwap::new(users),
+            generation: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),
             clients: Mutex::new(HashMap::new()),
         }
     }
 
-    /// With `client.close_idle_when_slow`, samples the sessions' latency until `shutdown`;
-    /// without it, returns at once.
+    /// Samples the sessions' latency until `shutdown` (for `client.close_idle_when_slow`; while
+    /// it is off, sessions record nothing and each sample is skipped).
     pub async fn watch_latency(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
-        if let Some(latency) = self.latency.clone() {
-            latency.run(shutdown).await;
-        }
+        self.latency.clone().run(shutdown).await;
+    }
+
+    /// Applies reloaded `client:` settings and users. New clients use them at once; connected
+    /// clients at their next batch of commands (see `ClientState::reauthorize` for what happens
+    /// to a logged-in user).
+    pub fn reconfigure(&self, config: ClientConfig, users: Arc<Users>) {
+        self.config.store(Arc::new(config));
+        self.users.store(users);
+        // After both stores: a session that sees the new number reads both new values.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Which reload the current settings come from.
+    #[inline]
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The current settings and users, with their generation.
+    pub(super) fn snapshot(&self) -> (u64, Arc<ClientConfig>, Arc<Users>) {
+        let generation = self.generation();
+        (generation, self.config.load_full(), self.users.load_full())
     }
 
     /// Clients connected right now.
@@ -226,10 +252,11 @@ fn spawn_session<S>(
     let done = done.clone();
     let gauges = gauges.clone();
     let count = downstream.connected.fetch_add(1, Ordering::SeqCst);
-    if count >= downstream.config.max_connections {
+    let max = downstream.config.load().max_connections;
+    if count >= max {
         downstream.connected.fetch_sub(1, Ordering::SeqCst);
         downstream.metrics.clients_refused.inc();
-        tracing::warn!(%peer, max = downstream.config.max_connections, "client refused: client.max_connections reached");
+        tracing::warn!(%peer, max, "client refused: client.max_connections reached");
         tokio::spawn(refuse(stream));
         return;
     }

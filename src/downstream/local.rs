@@ -51,6 +51,23 @@ impl ClientState {
         self.user = self.users.anonymous();
     }
 
+    /// After a reload: the client keeps its login only if its user still exists with the same
+    /// password (then with the user's new rules); a user that was removed, or whose password
+    /// changed, is logged out, so its next command gets `-NOAUTH` until it authenticates again
+    /// (or it becomes the open default user when authentication was turned off). A login must
+    /// not outlive the credential that granted it.
+    pub fn reauthorize(&mut self, users: Arc<Users>) {
+        let renewed = self.user.as_deref().and_then(|user| users.renewed(user));
+        if renewed.is_none() && self.user.is_some() && users.anonymous().is_none() {
+            tracing::info!(
+                client = self.id,
+                "client logged out by a config reload: its user was removed or its password changed"
+            );
+        }
+        self.user = renewed.or_else(|| users.anonymous());
+        self.users = users;
+    }
+
     /// Authentication and per-user rules, before routing: a command the client may not run
     /// becomes its refusal (inside MULTI that also makes EXEC abort, as in Redis). `spec` is
     /// looked up only for restricted users, so open proxies pay one branch per command.

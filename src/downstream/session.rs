@@ -41,10 +41,11 @@ pub async fn serve<S>(
 {
     let router: &Router = &downstream.router;
     let metrics: &Metrics = &downstream.metrics;
-    let config = &downstream.config;
-    let limits = config.limits();
+    // The reloadable settings this session uses, renewed when a reload bumps the generation.
+    let (mut generation, mut config, users) = downstream.snapshot();
+    let mut limits = config.limits();
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let mut state = ClientState::new(id, downstream.users.clone());
+    let mut state = ClientState::new(id, users);
     // This client's connection to every node (see `Node::send`).
     let lane = state.id as usize;
     let keep_raw = metrics.slowlog.is_enabled();
@@ -66,7 +67,8 @@ pub async fn serve<S>(
     let mut exclusive = 0usize;
     // `client.max_age`: once reached, the client is closed at the next safe point.
     // (One timer made once: select! builds every branch's future on every turn, even disabled.)
-    let mut age_timer = Box::pin(sleep_until(Instant::now() + config.max_age));
+    let connected_at = Instant::now();
+    let mut age_timer = Box::pin(sleep_until(connected_at + config.max_age));
     let mut idle_timer = Box::pin(sleep_until(Instant::now() + config.idle_timeout));
     // `client.request_timeout`: when the request now being received began, if it is incomplete.
     // Completing a request resets it, so trickling one byte at a time does not keep it alive.
@@ -75,8 +77,9 @@ pub async fn serve<S>(
     let mut aged = false;
     // `client.close_idle_when_slow`: the latency watch if it is on, its state changes, and
     // whether this client is to be closed at its next safe point.
-    let latency = downstream.latency.as_deref();
-    let mut slow = downstream.latency.as_ref().map(|watch| watch.subscribe());
+    // (Off, the select! below has no latency branch to poll: that costs every turn.)
+    let mut latency = config.close_idle_when_slow.then_some(&*downstream.latency);
+    let mut slow = latency.map(LatencyWatch::subscribe);
     let mut close_when_safe = false;
     // This session's part of `client.max_buffered_bytes_total`, and a timer to look again at
     // the total while paused by it (made once, reset only while paused).
@@ -84,6 +87,22 @@ pub async fn serve<S>(
     let mut budget_timer = Box::pin(sleep_until(Instant::now()));
     let mut budget_paused = false;
     loop {
+        if downstream.generation() != generation {
+            // A reload: new limits and timeouts from now on, and the user is checked again.
+            let users;
+            (generation, config, users) = downstream.snapshot();
+            limits = config.limits();
+            latency = config.close_idle_when_slow.then_some(&*downstream.latency);
+            if latency.is_none() {
+                slow = None;
+                close_when_safe = false;
+            } else if slow.is_none() {
+                slow = latency.map(LatencyWatch::subscribe);
+            }
+            aged = false;
+            age_timer.as_mut().reset(connected_at + config.max_age);
+            state.reauthorize(users);
+        }
         // Start every complete command already buffered, up to the in-flight limit. One clock
         // read serves the whole batch.
         let now = Instant::now();
@@ -178,8 +197,10 @@ pub async fn serve<S>(
                 out.extend_from_slice(&reply);
                 continue;
             }
-            if !timer_armed {
-                if let Some(deadline) = call.deadline() {
+            if let Some(deadline) = call.deadline() {
+                // Earlier than the armed deadline only after a reload shortened op_timeout (or
+                // when the timer is left armed from finished calls).
+                if !timer_armed || deadline < timer.deadline() {
                     timer.as_mut().reset(deadline);
                     timer_armed = true;
                 }

@@ -140,6 +140,10 @@ pub struct Metrics {
     /// Requests for a dedicated connection that found the pool exhausted (failed or waited out).
     pub dedicated_exhausted: Counter,
     uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Config reloads (SIGHUP), by result (`ok`, `error`).
+    config_reloads: Family<ResultLabel, Counter>,
+    /// Unix time of the last config that was loaded and applied (start-up or reload).
+    config_loaded_at: Gauge<f64, std::sync::atomic::AtomicU64>,
     started: Instant,
     pub slowlog: SlowLog,
     /// Topology changes and node ejections (status page); shared with every node's health.
@@ -255,12 +259,15 @@ impl Metrics {
             dedicated_idle: Gauge::default(),
             dedicated_exhausted: Counter::default(),
             uptime: Gauge::default(),
+            config_reloads: Family::default(),
+            config_loaded_at: Gauge::default(),
             started: Instant::now(),
             slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
             events: Arc::new(EventLog::new()),
             commands: RwLock::new(HashMap::default()),
         };
         metrics.register();
+        metrics.config_loaded_at.set(unix_now());
         metrics
     }
 
@@ -437,6 +444,16 @@ impl Metrics {
             self.dedicated_exhausted.clone(),
         );
         r.register("uptime_seconds", "Seconds since start", self.uptime.clone());
+        r.register(
+            "config_reloads",
+            "Config reloads (SIGHUP), by result (ok, error)",
+            self.config_reloads.clone(),
+        );
+        r.register(
+            "config_last_reload_success_timestamp_seconds",
+            "Unix time the config in effect was loaded (start-up or the last good reload)",
+            self.config_loaded_at.clone(),
+        );
     }
 
     /// The Prometheus text exposition.
@@ -578,6 +595,17 @@ impl Metrics {
     }
 
     /// A topology refresh that succeeded or failed.
+    /// One config reload: `ok` (applied) or `error` (refused; the old config stays).
+    pub fn config_reload(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.config_reloads
+            .get_or_create(&ResultLabel { result })
+            .inc();
+        if ok {
+            self.config_loaded_at.set(unix_now());
+        }
+    }
+
     pub fn refresh(&self, ok: bool) {
         let result = if ok { "ok" } else { "failed" };
         self.refreshes.get_or_create(&ResultLabel { result }).inc();
@@ -591,6 +619,13 @@ impl Metrics {
             .get_or_create(&ReasonLabel { reason })
             .inc();
     }
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl Default for Metrics {

@@ -94,6 +94,7 @@ fn every_documented_series_is_exported() {
     metrics.refresh(true);
     metrics.topology_rejected("stale");
     metrics.faults("delay");
+    metrics.config_reload(true);
     let text = metrics.encode();
     let mut documented = 0;
     for line in section.lines().filter(|l| l.starts_with("| `redcar_")) {

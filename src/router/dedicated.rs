@@ -51,7 +51,7 @@ impl Router {
         timeout: Option<Duration>,
     ) -> Call<'_> {
         Call::slow(async move {
-            let patience = timeout.map(|t| t + self.config.op_timeout);
+            let patience = timeout.map(|t| t + self.op_timeout());
             match self.on_dedicated(&payload, slot, write, patience).await {
                 Ok((conn, reply)) => {
                     conn.release();
@@ -78,7 +78,7 @@ impl Router {
                         ),
                     );
                 }
-                let deadline = Instant::now() + self.config.op_timeout;
+                let deadline = Instant::now() + self.op_timeout();
                 return match tokio::time::timeout_at(deadline, current.conn.request(&payload, 1))
                     .await
                 {
@@ -114,7 +114,7 @@ impl Router {
             let Some(mut pinned) = watch.0.lock().await.take() else {
                 return Bytes::from_static(reply);
             };
-            let deadline = Instant::now() + self.config.op_timeout;
+            let deadline = Instant::now() + self.op_timeout();
             let done = tokio::time::timeout_at(deadline, pinned.conn.request(UNWATCH, 1)).await;
             if matches!(&done, Ok(Ok(ok)) if ok.starts_with(b"+OK")) {
                 pinned.conn.release();
@@ -149,7 +149,7 @@ impl Router {
                     ),
                 );
             }
-            let deadline = Instant::now() + self.config.op_timeout;
+            let deadline = Instant::now() + self.op_timeout();
             let outcome =
                 tokio::time::timeout_at(deadline, pinned.conn.request(&payload, frames)).await;
             let replies = match outcome {
@@ -159,7 +159,7 @@ impl Router {
                 Err(_) => {
                     return redcar_error(format_args!(
                         "timed out after {:?} waiting for EXEC on {}; the transaction may have run",
-                        self.config.op_timeout,
+                        self.op_timeout(),
                         pinned.conn.addr()
                     ))
                 }
@@ -215,7 +215,7 @@ impl Router {
         write: bool,
         patience: Option<Duration>,
     ) -> Result<(Dedicated, Bytes), Bytes> {
-        let retry_deadline = Instant::now() + self.config.op_timeout;
+        let retry_deadline = Instant::now() + self.op_timeout();
         let mut target = Target::Owner(Some(slot));
         let (mut redirects, mut attempt) = (0, 0);
         loop {
@@ -256,8 +256,7 @@ impl Router {
                 Err(e) if e.never_sent() || !write => {
                     self.cluster.note_failure();
                     attempt += 1;
-                    if !pause_before_retry(self.config.retry_backoff, attempt, retry_deadline).await
-                    {
+                    if !pause_before_retry(self.retry_backoff(), attempt, retry_deadline).await {
                         return Err(redcar_error(e));
                     }
                     target = Target::Owner(Some(slot));
@@ -267,9 +266,7 @@ impl Router {
             };
             let next = match classify(&reply) {
                 Verdict::Done => return Ok((conn, reply)),
-                Verdict::Moved(addr) | Verdict::Ask(addr)
-                    if redirects >= self.config.max_redirects =>
-                {
+                Verdict::Moved(addr) | Verdict::Ask(addr) if redirects >= self.max_redirects() => {
                     return Err(redcar_error(format_args!(
                         "gave up after {redirects} redirects (last to {addr})"
                     )));
@@ -295,8 +292,7 @@ impl Router {
                 None => {
                     attempt += 1;
                     self.metrics.retry();
-                    if !pause_before_retry(self.config.retry_backoff, attempt, retry_deadline).await
-                    {
+                    if !pause_before_retry(self.retry_backoff(), attempt, retry_deadline).await {
                         return Err(reply);
                     }
                     target = Target::Owner(Some(slot));

@@ -52,7 +52,7 @@ impl Router {
         };
         let name = display_name(request.args(), words);
         let sent = send_to_all(primaries.iter(), request, lane);
-        let op_timeout = self.config.op_timeout;
+        let op_timeout = self.op_timeout();
         Call::slow(async move { merge(kind, &name, &collect(sent, op_timeout).await) })
     }
 
@@ -105,7 +105,7 @@ impl Router {
         }));
         let reply = node.send(payload, false, lane);
         let (addr, shards) = (node.addr().clone(), primaries.len());
-        let op_timeout = self.config.op_timeout;
+        let op_timeout = self.op_timeout();
         Call::slow(async move {
             let deadline = Instant::now() + op_timeout;
             let reply = await_reply(&addr, reply, deadline, op_timeout).await;
@@ -123,7 +123,7 @@ impl Router {
         order.shuffle(&mut rand::rng());
         let payload = request.raw().clone();
         let first = order[0].send(payload.clone(), false, lane);
-        let op_timeout = self.config.op_timeout;
+        let op_timeout = self.op_timeout();
         Call::slow(async move {
             let deadline = Instant::now() + op_timeout;
             let mut first = Some(first);

@@ -51,10 +51,11 @@ pub(super) struct Faults {
     errors: Counter,
 }
 
-/// A rule that fired for one command.
-pub(super) struct Picked<'r> {
-    faults: &'r Faults,
-    rule: &'r Rule,
+/// What a rule that fired does to one command. Owned (a `Bytes` clone), so the command does not
+/// borrow the rules, which a reload may replace while it runs.
+pub(super) struct Picked {
+    delay: Duration,
+    error: Option<Bytes>,
 }
 
 /// A prepared rule: upper-case names, the error already encoded.
@@ -81,14 +82,24 @@ impl Faults {
         })
     }
 
-    /// The first rule that matches `payload` (one encoded command) on `node` and fires.
-    pub fn pick(&self, payload: &[u8], node: &str) -> Option<Picked<'_>> {
+    /// The first rule that matches `payload` (one encoded command) on `node` and fires; counted
+    /// here, as it is always injected.
+    pub fn pick(&self, payload: &[u8], node: &str) -> Option<Picked> {
         let name = command_name(payload);
         let rule = self
             .rules
             .iter()
             .find(|rule| rule.matches(name, node) && rule.fires())?;
-        Some(Picked { faults: self, rule })
+        if !rule.delay.is_zero() {
+            self.delays.inc();
+        }
+        if rule.error.is_some() {
+            self.errors.inc();
+        }
+        Some(Picked {
+            delay: rule.delay,
+            error: rule.error.clone(),
+        })
     }
 }
 
@@ -126,25 +137,16 @@ impl Router {
     /// Serves a command a fault rule picked: an error is final (the command never reaches a
     /// node, so it is not retried); a delay holds the reply, not the send, so the command keeps
     /// its place in the client's order on the node — like a slow node, not a reordering.
-    pub(super) fn inject<'r>(
-        &'r self,
-        picked: Picked<'r>,
-        command: Command,
-        node: Arc<Node>,
-    ) -> Call<'r> {
-        let Picked { faults, rule } = picked;
-        let until = Instant::now() + rule.delay;
-        if !rule.delay.is_zero() {
-            faults.delays.inc();
-        }
-        if let Some(error) = &rule.error {
-            faults.errors.inc();
-            if rule.delay.is_zero() {
-                return Call::ready(error.clone());
+    pub(super) fn inject(&self, picked: Picked, command: Command, node: Arc<Node>) -> Call<'_> {
+        let Picked { delay, error } = picked;
+        let until = Instant::now() + delay;
+        if let Some(error) = error {
+            if delay.is_zero() {
+                return Call::ready(error);
             }
             return Call::slow(async move {
                 sleep_until(until).await;
-                error.clone()
+                error
             });
         }
         let reply = node.send(command.payload.clone(), false, command.lane);

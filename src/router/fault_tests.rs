@@ -35,7 +35,7 @@ fn rules_match_by_command_any_case_and_by_node() {
     let faults = Faults::new(&rules, &metrics).expect("rules");
     let picked = faults.pick(GET, "127.0.0.1:7000").expect("GET is picked");
     assert_eq!(
-        picked.rule.error.as_deref(),
+        picked.error.as_deref(),
         Some(&b"-ERR injected fault\r\n"[..])
     );
     assert!(
@@ -45,7 +45,7 @@ fn rules_match_by_command_any_case_and_by_node() {
     let delayed = faults
         .pick(SET, "127.0.0.1:7001")
         .expect("any command on 7001");
-    assert_eq!(delayed.rule.delay, Duration::from_millis(5));
+    assert_eq!(delayed.delay, Duration::from_millis(5));
 }
 
 #[test]

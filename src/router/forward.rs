@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::call::Call;
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
-use super::{select, Router};
+use super::{select, ReadPolicy, Router};
 use crate::cluster::Shard;
 use crate::upstream::{Node, UpstreamError};
 
@@ -53,22 +53,24 @@ impl Router {
     /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
     /// client's commands on one connection per node (see [`Node::send`]).
     pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> Call<'_> {
+        // One snapshot of the reloadable settings for the whole dispatch.
+        let live = self.live.load();
         let command = Command {
             payload,
             slot,
             write,
             lane,
-            deadline: Instant::now() + self.config.op_timeout,
+            deadline: Instant::now() + live.config.op_timeout,
         };
-        match self.candidate(slot, write, &[]) {
+        match self.candidate_by(live.config.read_policy, slot, write, &[]) {
             Candidate::Node(node) => {
-                if let Some(faults) = &self.faults {
+                if let Some(faults) = &live.faults {
                     if let Some(picked) = faults.pick(&command.payload, node.addr()) {
                         return self.inject(picked, command, node);
                     }
                 }
                 let reply = node.send(command.payload.clone(), false, lane);
-                if self.hedges(&command) {
+                if Router::hedges(&live.config, &command) {
                     return Call::slow(self.hedged(command, node, reply));
                 }
                 Call::sent(self, node, reply, command)
@@ -82,6 +84,17 @@ impl Router {
     /// preferring nodes not in `tried`; never an ejected one.
     pub(super) fn candidate(
         &self,
+        slot: Option<u16>,
+        write: bool,
+        tried: &[Arc<Node>],
+    ) -> Candidate {
+        self.candidate_by(self.read_policy(), slot, write, tried)
+    }
+
+    /// [`Router::candidate`] with the read policy already loaded (the first attempt).
+    fn candidate_by(
+        &self,
+        read_policy: ReadPolicy,
         slot: Option<u16>,
         write: bool,
         tried: &[Arc<Node>],
@@ -103,7 +116,7 @@ impl Router {
         let Some(shard) = topology.shard(slot) else {
             return Candidate::NoOwner;
         };
-        match select::pick(shard, self.config.read_policy, write, tried) {
+        match select::pick(shard, read_policy, write, tried) {
             Some(node) => Candidate::Node(node.clone()),
             None => Candidate::Unusable(self.unusable(slot, shard, write)),
         }
@@ -114,10 +127,7 @@ impl Router {
         let what = if write {
             "this write".to_string()
         } else {
-            format!(
-                "this read (read_policy: {})",
-                self.config.read_policy.name()
-            )
+            format!("this read (read_policy: {})", self.read_policy().name())
         };
         let state = |node: &Node| {
             if node.is_ejected() {
@@ -178,7 +188,7 @@ impl Router {
                 Ok(reply) => match classify(&reply) {
                     Verdict::Done => return reply,
                     Verdict::Moved(addr) | Verdict::Ask(addr)
-                        if redirects >= self.config.max_redirects =>
+                        if redirects >= self.max_redirects() =>
                     {
                         return redcar_error(format_args!(
                             "gave up after {redirects} redirects (last to {addr})"
@@ -239,8 +249,7 @@ impl Router {
                     self.candidate(command.slot, command.write, &tried),
                     Candidate::Node(next) if !select::was_tried(&next, &tried)
                 );
-            if !fresh
-                && !pause_before_retry(self.config.retry_backoff, attempt, command.deadline).await
+            if !fresh && !pause_before_retry(self.retry_backoff(), attempt, command.deadline).await
             {
                 return error.into_reply("");
             }
@@ -309,7 +318,7 @@ impl Router {
     pub(super) fn timed_out(&self, node: &Node) -> Bytes {
         redcar_error(format_args!(
             "timed out after {:?} waiting for {}",
-            self.config.op_timeout,
+            self.op_timeout(),
             node.addr()
         ))
     }

@@ -39,7 +39,13 @@ pub fn fuzz_plan(data: &[u8]) {
         );
     }
     let mut scratch = Vec::new();
-    let plan = plan_command(spec, &args, &mut scratch, pick % 2 == 0, &[]);
+    let plan = plan_command(
+        spec,
+        &args,
+        &mut scratch,
+        || pick % 2 == 0,
+        |spec| super::node_admin::plan(spec, &[]),
+    );
     let slot = match plan {
         Plan::Slot { slot, .. } | Plan::Blocking { slot, .. } => slot,
         _ => return,

@@ -9,16 +9,14 @@ use tokio::time::Instant;
 
 use super::forward::{Candidate, Command, Outcome};
 use super::redirect::{classify, Verdict};
-use super::{select, Router};
+use super::{select, Router, RouterConfig};
 use crate::upstream::{Node, Reply};
 
 impl Router {
     /// True when `command` is a read that may be hedged (opt-in: `hedge_after` > 0 and a read
     /// policy that uses replicas). Hedged reads cost a boxed future each; the others, nothing.
-    pub(super) fn hedges(&self, command: &Command) -> bool {
-        !command.write
-            && !self.config.hedge_after.is_zero()
-            && self.config.read_policy.uses_replicas()
+    pub(super) fn hedges(config: &RouterConfig, command: &Command) -> bool {
+        !command.write && !config.hedge_after.is_zero() && config.read_policy.uses_replicas()
     }
 
     /// Waits for `first` (already queued on `node`); after `hedge_after` sends the read to a
@@ -30,7 +28,7 @@ impl Router {
         node: Arc<Node>,
         mut first: Reply,
     ) -> Bytes {
-        let hedge_at = (Instant::now() + self.config.hedge_after).min(command.deadline);
+        let hedge_at = (Instant::now() + self.hedge_after()).min(command.deadline);
         tokio::select! {
             outcome = &mut first => return self.finish(command, Some((node, outcome)), Vec::new()).await,
             () = tokio::time::sleep_until(hedge_at) => {}

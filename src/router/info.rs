@@ -56,7 +56,7 @@ impl Router {
             Err(reply) => return Call::ready(reply),
         };
         let sent = send_to_all(primaries.iter(), request, lane);
-        let op_timeout = self.config.op_timeout;
+        let op_timeout = self.op_timeout();
         Call::slow(async move {
             let replies = collect(sent, op_timeout).await;
             let mut texts: Vec<Bytes> = Vec::with_capacity(replies.len());

@@ -42,7 +42,7 @@ impl Router {
         let topology = self.cluster.topology().ok_or("no slot map yet")?;
         let shard = topology.shards().first().ok_or("no shard known")?;
         let call = shard.primary.call(Bytes::from_static(COMMAND), false, 0);
-        let reply = tokio::time::timeout(self.config.op_timeout * 5, call)
+        let reply = tokio::time::timeout(self.op_timeout() * 5, call)
             .await
             .map_err(|_| "COMMAND timed out".to_string())?
             .map_err(|e| e.to_string())?;

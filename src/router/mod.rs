@@ -45,9 +45,10 @@ pub use transaction::transaction_payload;
 pub use wait::Written;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::cluster::ClusterState;
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 
 use crate::commands::{self, CommandSpec, CommandTable};
 use crate::metrics::Metrics;
@@ -65,9 +66,16 @@ pub struct Router {
     scripts: scripts::ScriptCache,
     /// Caps retries to a share of the traffic.
     retry_budget: retry_budget::RetryBudget,
+    /// `router:` as it is now; a reload (SIGHUP) swaps it whole, so a command never sees half
+    /// of one reload. Read lock-free, without allocating, where each setting is needed.
+    live: ArcSwap<Live>,
+}
+
+/// The router settings a reload can change, prepared once per reload.
+struct Live {
+    config: RouterConfig,
     /// `router.faults`; `None` (the usual case) costs forwarding one check.
     faults: Option<fault::Faults>,
-    config: RouterConfig,
 }
 
 impl Router {
@@ -85,9 +93,16 @@ impl Router {
             learned: ArcSwapOption::empty(),
             scripts: scripts::ScriptCache::default(),
             retry_budget: retry_budget::RetryBudget::new(config.retry_budget.clone()),
-            faults,
-            config,
+            live: ArcSwap::from_pointee(Live { config, faults }),
         }
+    }
+
+    /// Applies reloaded `router:` settings: commands dispatched from now on use them; commands
+    /// already running keep the deadline they started with.
+    pub fn reconfigure(&self, config: RouterConfig) {
+        self.retry_budget.set_config(config.retry_budget.clone());
+        let faults = fault::Faults::new(&config.faults, &self.metrics);
+        self.live.store(Arc::new(Live { config, faults }));
     }
 
     pub fn cluster(&self) -> &Arc<ClusterState> {
@@ -100,7 +115,27 @@ impl Router {
     }
 
     /// The deadline applied to each command.
-    pub fn op_timeout(&self) -> std::time::Duration {
-        self.config.op_timeout
+    pub fn op_timeout(&self) -> Duration {
+        self.live.load().config.op_timeout
+    }
+
+    fn retry_backoff(&self) -> Duration {
+        self.live.load().config.retry_backoff
+    }
+
+    fn max_redirects(&self) -> usize {
+        self.live.load().config.max_redirects
+    }
+
+    fn hedge_after(&self) -> Duration {
+        self.live.load().config.hedge_after
+    }
+
+    fn read_policy(&self) -> ReadPolicy {
+        self.live.load().config.read_policy
+    }
+
+    fn allow_flush(&self) -> bool {
+        self.live.load().config.allow_flush
     }
 }

@@ -139,7 +139,7 @@ impl Router {
         };
         let name = display_name(request.args(), 2.min(request.args().len()));
         let sent = send_to_all(nodes.iter(), request, lane);
-        let op_timeout = self.config.op_timeout;
+        let op_timeout = self.op_timeout();
         Call::slow(async move {
             let replies = collect(sent, op_timeout).await;
             let failed = replies

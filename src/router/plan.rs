@@ -67,20 +67,21 @@ impl Router {
             spec,
             args,
             scratch,
-            self.config.allow_flush,
-            &self.config.allow_node_admin,
+            || self.allow_flush(),
+            |spec| super::node_admin::plan(spec, &self.live.load().config.allow_node_admin),
         )
     }
 }
 
-/// The plan for a known command; `allow_flush` is `router.allow_flush`, `allow_node_admin`
-/// `router.allow_node_admin`.
+/// The plan for a known command; `allow_flush` reads `router.allow_flush` (only for FLUSHALL and
+/// FLUSHDB) and `node_admin` plans a command `router.allow_node_admin` may allow (only for node
+/// administration), so other commands do not load the reloadable settings here.
 pub(super) fn plan_command(
     spec: &'static CommandSpec,
     args: &[Bytes],
     scratch: &mut Vec<usize>,
-    allow_flush: bool,
-    allow_node_admin: &[String],
+    allow_flush: impl Fn() -> bool,
+    node_admin: impl Fn(&'static CommandSpec) -> Plan,
 ) -> Plan {
     {
         if !arity_ok(spec, args.len()) {
@@ -97,7 +98,7 @@ pub(super) fn plan_command(
                     keyed_special(spec, args, plan)
                 }
             }
-            Serve::FanOut(FanOut::Flush) if !allow_flush => {
+            Serve::FanOut(FanOut::Flush) if !allow_flush() => {
                 Plan::Reply(redcar_error(format_args!(
                     "{} is disabled (router.allow_flush: false)",
                     display_name(spec)
@@ -133,9 +134,7 @@ pub(super) fn plan_command(
             },
             Serve::Transaction(tx) => Plan::Tx(tx, None),
             Serve::Subscription(sub) => Plan::Sub(sub),
-            Serve::Unsupported(commands::policy::NODE_ADMIN) => {
-                super::node_admin::plan(spec, allow_node_admin)
-            }
+            Serve::Unsupported(commands::policy::NODE_ADMIN) => node_admin(spec),
             Serve::Unsupported(reason) => Plan::Reply(redcar_error(format_args!(
                 "{} is not supported ({reason})",
                 display_name(spec)
@@ -334,7 +333,13 @@ mod tests {
             let args = args(line);
             let spec = commands::lookup(&args).expect("known");
             let mut keys = Vec::new();
-            plan_command(spec, &args, &mut keys, true, &[])
+            plan_command(
+                spec,
+                &args,
+                &mut keys,
+                || true,
+                |spec| crate::router::node_admin::plan(spec, &[]),
+            )
         };
         let slot = key_slot(b"k");
         assert_eq!(

@@ -34,11 +34,12 @@ impl Default for RetryBudgetConfig {
 }
 
 pub(super) struct RetryBudget {
-    config: RetryBudgetConfig,
     window: Mutex<Window>,
 }
 
 struct Window {
+    /// Under the same mutex as the counts, so a reload can change it (`set_config`).
+    config: RetryBudgetConfig,
     started: Instant,
     /// The request counter's value when this window started.
     requests_at_start: u64,
@@ -50,8 +51,8 @@ struct Window {
 impl RetryBudget {
     pub fn new(config: RetryBudgetConfig) -> RetryBudget {
         RetryBudget {
-            config,
             window: Mutex::new(Window {
+                config,
                 started: Instant::now(),
                 requests_at_start: 0,
                 retries: 0,
@@ -59,6 +60,11 @@ impl RetryBudget {
                 previous_retries: 0,
             }),
         }
+    }
+
+    /// Reloaded settings; the counts of the current window are kept.
+    pub fn set_config(&self, config: RetryBudgetConfig) {
+        self.window.lock().unwrap_or_else(|e| e.into_inner()).config = config;
     }
 
     /// Takes one retry from the budget if there is one. `requests` is the running total of
@@ -84,8 +90,8 @@ impl RetryBudget {
         let current_requests = requests.saturating_sub(w.requests_at_start) as f64;
         let recent_requests = w.previous_requests as f64 * overlap + current_requests;
         let recent_retries = w.previous_retries as f64 * overlap + w.retries as f64;
-        let allowed = f64::from(self.config.min_per_second) * WINDOW.as_secs_f64()
-            + self.config.ratio * recent_requests;
+        let allowed = f64::from(w.config.min_per_second) * WINDOW.as_secs_f64()
+            + w.config.ratio * recent_requests;
         if recent_retries + 1.0 > allowed {
             return false;
         }
@@ -114,6 +120,19 @@ mod tests {
         // More requests earn more retries.
         let granted = (0..100).filter(|_| b.try_spend(now, 200)).count();
         assert_eq!(granted, 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reloaded_budget_applies_to_the_next_retry() {
+        let b = budget(0.0, 1);
+        let now = Instant::now();
+        assert_eq!((0..50).filter(|_| b.try_spend(now, 0)).count(), 10);
+        b.set_config(RetryBudgetConfig {
+            ratio: 0.0,
+            min_per_second: 3,
+        });
+        // The 10 already spent still count against the new floor of 30.
+        assert_eq!((0..50).filter(|_| b.try_spend(now, 0)).count(), 20);
     }
 
     #[tokio::test(start_paused = true)]

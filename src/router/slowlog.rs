@@ -46,7 +46,7 @@ impl Router {
             return Call::ready(redcar_error("SLOWLOG GET: count must be an integer"));
         };
         let sent = send_to_all(primaries.iter(), request, lane);
-        let op_timeout = self.config.op_timeout;
+        let op_timeout = self.op_timeout();
         Call::slow(async move {
             let mut frames = Vec::with_capacity(sent.len());
             for NodeReply { addr, reply } in collect(sent, op_timeout).await {

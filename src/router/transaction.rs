@@ -87,7 +87,7 @@ impl Router {
             Some((primary, reply))
         });
         Call::slow(async move {
-            let deadline = Instant::now() + self.config.op_timeout;
+            let deadline = Instant::now() + self.op_timeout();
             let mut first = first;
             let mut target = Target::Owner(slot);
             let (mut redirects, mut attempt) = (0, 0);
@@ -110,9 +110,7 @@ impl Router {
                 let why = match outcome.map(|replies| tx_verdict(&replies)) {
                     Ok(Some(TxVerdict::Done(exec))) => return exec,
                     Ok(None) => return redcar_error("malformed reply to a transaction"),
-                    Ok(Some(TxVerdict::Redirect(addr, _)))
-                        if redirects >= self.config.max_redirects =>
-                    {
+                    Ok(Some(TxVerdict::Redirect(addr, _))) if redirects >= self.max_redirects() => {
                         return redcar_error(format_args!(
                             "gave up after {redirects} redirects (last to {addr})"
                         ));
@@ -139,7 +137,7 @@ impl Router {
                 };
                 attempt += 1;
                 self.metrics.retry();
-                if !pause_before_retry(self.config.retry_backoff, attempt, deadline).await {
+                if !pause_before_retry(self.retry_backoff(), attempt, deadline).await {
                     return why;
                 }
                 target = Target::Owner(slot);

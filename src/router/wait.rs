@@ -174,7 +174,7 @@ impl Router {
         lane: usize,
     ) -> Result<Bytes, Bytes> {
         let reply = node.send_frames(payload, false, lane, frames);
-        tokio::time::timeout(blocks + self.config.op_timeout, reply)
+        tokio::time::timeout(blocks + self.op_timeout(), reply)
             .await
             .map_err(|_| self.timed_out(node))?
             .map_err(redcar_error)

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use serde::{Deserialize, Serialize};
@@ -62,7 +63,9 @@ pub fn ejection_time(config: &OutlierConfig, nth: u32) -> Duration {
 /// Health and load of one node, shared by its connections, the router and the health checker.
 pub struct Health {
     addr: Arc<str>,
-    config: OutlierConfig,
+    /// `upstream.outlier`, shared by every node and swapped by a reload; read on failures and
+    /// restores only, never per command.
+    config: Arc<ArcSwap<OutlierConfig>>,
     /// The clock origin for the millisecond timestamps below.
     origin: Instant,
     failures: AtomicU32,
@@ -107,7 +110,7 @@ pub struct HealthMetrics {
 impl Health {
     pub fn new(
         addr: Arc<str>,
-        config: OutlierConfig,
+        config: Arc<ArcSwap<OutlierConfig>>,
         metrics: HealthMetrics,
         events: Arc<watch::Sender<u64>>,
     ) -> Health {
@@ -147,7 +150,8 @@ impl Health {
     /// One failure; ejects the node when the streak reaches the threshold. Returns true for
     /// the call that ejected it.
     pub fn record_failure(&self, why: &str) -> bool {
-        let threshold = self.config.consecutive_failures;
+        let config = self.config.load();
+        let threshold = config.consecutive_failures;
         if threshold == 0 {
             return false;
         }
@@ -167,14 +171,14 @@ impl Health {
         // A node that stayed healthy for `max_ejection_time` starts over from the base time.
         let restored_at = self.restored_at_ms.load(Ordering::Relaxed);
         let healthy_for = now.saturating_sub(restored_at);
-        if restored_at != 0 && healthy_for >= millis(self.config.max_ejection_time) {
+        if restored_at != 0 && healthy_for >= millis(config.max_ejection_time) {
             self.ejections.store(0, Ordering::Relaxed);
         }
         let nth = self
             .ejections
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1);
-        let time = ejection_time(&self.config, nth);
+        let time = ejection_time(&config, nth);
         self.ejected_until_ms
             .store(now.saturating_add(millis(time)), Ordering::Relaxed);
         self.ejections_total.inc();
@@ -249,8 +253,8 @@ impl Health {
         }
     }
 
-    pub fn config(&self) -> &OutlierConfig {
-        &self.config
+    pub fn config(&self) -> Arc<OutlierConfig> {
+        self.config.load_full()
     }
 
     fn now_ms(&self) -> u64 {
@@ -281,7 +285,12 @@ mod tests {
             events: Arc::new(EventLog::new()),
         };
         (
-            Health::new(Arc::from("n:1"), config, metrics, Arc::new(tx)),
+            Health::new(
+                Arc::from("n:1"),
+                Arc::new(ArcSwap::from_pointee(config)),
+                metrics,
+                Arc::new(tx),
+            ),
             rx,
         )
     }

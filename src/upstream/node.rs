@@ -25,6 +25,8 @@ pub(super) struct NodeSettings<'a> {
     pub handshake: &'a super::Handshake,
     /// `upstream.tls`, when on.
     pub tls: &'a Option<super::UpstreamTls>,
+    /// `upstream.outlier` as it is now (a reload may swap it).
+    pub outlier: &'a Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
@@ -43,7 +45,7 @@ impl Node {
         let addr: Arc<str> = Arc::from(addr);
         let health = Arc::new(Health::new(
             addr.clone(),
-            settings.config.outlier.clone(),
+            settings.outlier.clone(),
             HealthMetrics {
                 in_flight: metrics.in_flight.clone(),
                 ejections: metrics.ejections.clone(),

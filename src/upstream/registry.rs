@@ -3,10 +3,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::node::NodeSettings;
-use super::{ConnectLimit, DedicatedPool, Node, UpstreamConfig};
+use super::{ConnectLimit, DedicatedPool, Node, OutlierConfig, UpstreamConfig};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
 
@@ -26,6 +27,9 @@ pub struct Upstreams {
     tls: Option<super::UpstreamTls>,
     /// Bumped on every node ejection.
     ejections: Arc<watch::Sender<u64>>,
+    /// `upstream.outlier`, shared with every node's health; a reload swaps it
+    /// ([`Upstreams::set_outlier`]). `config.outlier` keeps the start-up value.
+    outlier: Arc<ArcSwap<OutlierConfig>>,
 }
 
 impl Upstreams {
@@ -55,6 +59,7 @@ impl Upstreams {
                 tls.clone(),
             ),
             connect_limit,
+            outlier: Arc::new(ArcSwap::from_pointee(config.outlier.clone())),
             config,
             limits,
             metrics,
@@ -79,6 +84,7 @@ impl Upstreams {
             ejections: &self.ejections,
             handshake: &self.handshake,
             tls: &self.tls,
+            outlier: &self.outlier,
         };
         let node = Arc::new(Node::spawn(addr, &settings, metrics));
         nodes.insert(node.addr().clone(), node.clone());
@@ -101,9 +107,15 @@ impl Upstreams {
         self.ejections.subscribe()
     }
 
-    /// The outlier-detection settings every node uses.
-    pub fn outlier(&self) -> &super::OutlierConfig {
-        &self.config.outlier
+    /// The outlier-detection settings every node uses now.
+    pub fn outlier(&self) -> Arc<OutlierConfig> {
+        self.outlier.load_full()
+    }
+
+    /// Reloaded outlier settings: every node uses them from its next failure or health check;
+    /// a node already ejected keeps the ejection time it was given.
+    pub fn set_outlier(&self, config: OutlierConfig) {
+        self.outlier.store(Arc::new(config));
     }
 
     /// Forgets nodes for which `keep` is false; their connections close once no command or

@@ -25,6 +25,7 @@ mod outlier;
 mod proxy;
 mod pubsub;
 mod redirects;
+mod reload;
 mod resilience;
 mod status_page;
 mod tls;

@@ -1,0 +1,205 @@
+//! SIGHUP: load the config again exactly as at start-up, refuse it if invalid, else apply what
+//! can change while running and keep (with a warning) what needs a restart.
+//!
+//! Each running part holds its reloadable settings behind an `ArcSwap` (or atomics) and offers a
+//! `reconfigure`; this module only decides what goes where. The running config is owned by the
+//! one reload task, so two SIGHUPs never apply concurrently.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use serde_json::Value;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::watch;
+
+use crate::auth::Users;
+use crate::cluster::ClusterState;
+use crate::config::{Config, ConfigError};
+use crate::downstream::Downstream;
+use crate::metrics::Metrics;
+use crate::router::Router;
+use crate::upstream::Upstreams;
+
+/// Loads the config the way start-up did (file, then the same flags, then validation).
+pub type ConfigSource = Arc<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+
+/// The running parts a reload reconfigures.
+pub(super) struct Reloadable {
+    pub router: Arc<Router>,
+    pub downstream: Arc<Downstream>,
+    pub upstreams: Arc<Upstreams>,
+    pub cluster: Arc<ClusterState>,
+    pub metrics: Arc<Metrics>,
+    /// What `/config` shows (redacted); also read at shutdown for `drain_timeout`.
+    pub shown: Arc<ArcSwap<Value>>,
+    /// The config in effect; `drain_timeout` is read from it at shutdown.
+    pub current: Arc<ArcSwap<Config>>,
+}
+
+/// Takes over SIGHUP (whose default action ends the process). Called before anything is
+/// served, so a SIGHUP sent once redcar is ready never kills it.
+pub(super) fn watch_sighup() -> Option<Signal> {
+    match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(error) => {
+            tracing::error!(%error, "cannot watch SIGHUP: config reload is off");
+            None
+        }
+    }
+}
+
+/// Reloads on each SIGHUP, until `shutdown`.
+pub(super) async fn on_sighup(
+    mut hangup: Signal,
+    parts: Reloadable,
+    source: ConfigSource,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            got = hangup.recv() => if got.is_none() { return },
+            _ = shutdown.changed() => return,
+        }
+        tracing::info!("SIGHUP: reloading the config");
+        let source = source.clone();
+        // Reading files (config, password files, certificates) blocks.
+        let loaded = match tokio::task::spawn_blocking(move || source()).await {
+            Ok(loaded) => loaded,
+            Err(error) => Err(ConfigError(format!("the config loader failed: {error}"))),
+        };
+        match loaded.and_then(|config| parts.apply(config)) {
+            Ok(()) => parts.metrics.config_reload(true),
+            Err(error) => {
+                parts.metrics.config_reload(false);
+                tracing::error!(%error, "config reload refused; the running config stays");
+            }
+        }
+    }
+}
+
+impl Reloadable {
+    /// Applies a loaded, validated config; logs what changed and what needs a restart.
+    fn apply(&self, loaded: Config) -> Result<(), ConfigError> {
+        let running = self.current.load_full();
+        let (config, restart) = effective(&running, loaded);
+        // Resolved again here (password files and variables), as start-up does.
+        let users = Users::from_config(&config.auth).map_err(ConfigError)?;
+        for key in &restart {
+            tracing::warn!(
+                key = %key,
+                "config reload: `{key}` changed in the file but needs a restart; the running value stays"
+            );
+        }
+        let changed = changed_keys(&running, &config);
+        self.router.reconfigure(config.router.clone());
+        self.downstream
+            .reconfigure(config.client.clone(), Arc::new(users));
+        self.upstreams.set_outlier(config.upstream.outlier.clone());
+        self.cluster.reconfigure(config.cluster.clone());
+        self.shown.store(Arc::new(super::redacted(&config)));
+        self.current.store(Arc::new(config));
+        if changed.is_empty() {
+            tracing::info!("config reloaded: nothing to change");
+        } else {
+            tracing::info!(changed = %changed.join(", "), "config reloaded");
+        }
+        Ok(())
+    }
+}
+
+/// The config to run with after a reload: `loaded`, except that settings needing a restart keep
+/// their running values. Also returns those settings' keys where the file changed them.
+fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
+    let mut config = loaded;
+    let mut restart = Vec::new();
+    macro_rules! keep {
+        ($($field:ident).+) => {
+            if config.$($field).+ != running.$($field).+ {
+                restart.extend(changed_paths(&running.$($field).+, &config.$($field).+, stringify!($($field).+)));
+                config.$($field).+ = running.$($field).+.clone();
+            }
+        };
+    }
+    // Sockets, threads, the log subscriber and the metrics registry are set up once.
+    keep!(listen);
+    keep!(unix);
+    keep!(unix_permissions);
+    keep!(admin);
+    keep!(workers);
+    keep!(log_level);
+    keep!(log_format);
+    keep!(metrics);
+    keep!(tls);
+    keep!(custom_commands);
+    // The budget's gauges and limit are shared by every session from the start.
+    keep!(client.max_buffered_bytes_total);
+    // Node connections are built once (count, handshake, buffers); only outlier detection is
+    // shared settings that every node reads when it needs them.
+    let outlier = std::mem::replace(
+        &mut config.upstream.outlier,
+        running.upstream.outlier.clone(),
+    );
+    keep!(upstream);
+    config.upstream.outlier = outlier;
+    // READONLY is sent when a node connection opens: a policy that starts or stops using
+    // replicas needs new connections.
+    if config.router.read_policy.uses_replicas() != running.router.read_policy.uses_replicas() {
+        restart.push("router.read_policy".to_string());
+        config.router.read_policy = running.router.read_policy;
+    }
+    (config, restart)
+}
+
+/// Dotted keys whose values differ between two configs (for the log).
+fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
+    let mut keys = changed_paths(old, new, "");
+    // Secrets serialize redacted: a changed password shows up only through `PartialEq`.
+    if old.auth != new.auth && !keys.iter().any(|k| k.starts_with("auth")) {
+        keys.push("auth (a password)".to_string());
+    }
+    if old.upstream != new.upstream && !keys.iter().any(|k| k.starts_with("upstream")) {
+        keys.push("upstream (a password)".to_string());
+    }
+    keys
+}
+
+/// Leaf paths under `prefix` where the serialized values differ; `prefix` itself when the
+/// values differ but serialize alike (a secret).
+fn changed_paths<T: serde::Serialize + PartialEq>(old: &T, new: &T, prefix: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let (Ok(a), Ok(b)) = (serde_json::to_value(old), serde_json::to_value(new)) else {
+        return vec![prefix.to_string()];
+    };
+    diff(&a, &b, prefix, &mut paths);
+    if paths.is_empty() && old != new && !prefix.is_empty() {
+        paths.push(prefix.to_string());
+    }
+    paths
+}
+
+fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys = a.keys().chain(b.keys().filter(|k| !a.contains_key(*k)));
+            for key in keys {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                diff(
+                    a.get(key).unwrap_or(&Value::Null),
+                    b.get(key).unwrap_or(&Value::Null),
+                    &child,
+                    out,
+                );
+            }
+        }
+        _ if a != b => out.push(path.to_string()),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+#[path = "reload_tests.rs"]
+mod tests;

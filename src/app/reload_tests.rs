@@ -1,0 +1,69 @@
+use std::time::Duration;
+
+use super::*;
+use crate::router::ReadPolicy;
+
+fn running() -> Config {
+    Config::from_yaml(
+        "listen: 127.0.0.1:6380\ncluster:\n  seeds: [127.0.0.1:7000]\nauth:\n  requirepass: old\n",
+    )
+    .expect("valid")
+}
+
+#[test]
+fn live_settings_are_taken_and_restart_only_ones_keep_their_running_values() {
+    let running = running();
+    let mut loaded = running.clone();
+    loaded.listen = Some("127.0.0.1:6399".into());
+    loaded.upstream.connections_per_node = 7;
+    loaded.upstream.outlier.consecutive_failures = 9;
+    loaded.router.op_timeout = Duration::from_millis(250);
+    loaded.client.idle_timeout = Duration::from_secs(60);
+    loaded.cluster.refresh_interval = Duration::from_secs(1);
+    let (config, restart) = effective(&running, loaded);
+    assert_eq!(
+        restart,
+        ["listen", "upstream.connections_per_node"],
+        "only the restart-only keys the file changed"
+    );
+    assert_eq!(config.listen, running.listen);
+    assert_eq!(
+        config.upstream.connections_per_node,
+        running.upstream.connections_per_node
+    );
+    assert_eq!(config.upstream.outlier.consecutive_failures, 9);
+    assert_eq!(config.router.op_timeout, Duration::from_millis(250));
+    assert_eq!(config.client.idle_timeout, Duration::from_secs(60));
+    assert_eq!(config.cluster.refresh_interval, Duration::from_secs(1));
+}
+
+#[test]
+fn a_read_policy_change_applies_unless_it_starts_or_stops_using_replicas() {
+    let mut running = running();
+    running.router.read_policy = ReadPolicy::Replica;
+    let mut loaded = running.clone();
+    loaded.router.read_policy = ReadPolicy::Any;
+    let (config, restart) = effective(&running, loaded.clone());
+    assert!(restart.is_empty());
+    assert_eq!(config.router.read_policy, ReadPolicy::Any);
+    loaded.router.read_policy = ReadPolicy::Primary;
+    let (config, restart) = effective(&running, loaded);
+    assert_eq!(restart, ["router.read_policy"]);
+    assert_eq!(config.router.read_policy, ReadPolicy::Replica);
+}
+
+#[test]
+fn changed_keys_name_each_leaf_and_notice_a_new_password() {
+    let old = running();
+    let mut new = old.clone();
+    new.router.allow_flush = false;
+    new.client.max_age = Duration::from_secs(5);
+    assert_eq!(
+        changed_keys(&old, &new),
+        ["client.max_age", "router.allow_flush"]
+    );
+    let mut new = old.clone();
+    new.auth.requirepass = Some(crate::auth::Secret::Plain("new".into()));
+    assert_eq!(changed_keys(&old, &new), ["auth (a password)"]);
+    assert!(changed_keys(&old, &old.clone()).is_empty());
+}
