@@ -6,16 +6,17 @@
 #
 # Starts one 3+3 cluster (scripts/cluster.sh), then for each BIN in turn: redcar --workers 1
 # under `valgrind --tool=callgrind`, a 2,000-request warm-up, and for each scenario (test,
-# pipeline depth, requests[, clients, default 10]) counters zeroed, `redis-benchmark -r 100000`
+# pipeline depth, requests[, clients, default 10[, keep-alive 1|0, default 1]]) counters zeroed, `redis-benchmark -r 100000`
 # run, counters dumped; prints instructions per request. Env: CALLGRIND_SCENARIOS (default
-# "get:16:20000 set:16:20000 get:1:5000"; `get:1:3000:1` is one client, the steadiest),
+# "get:16:20000 set:16:20000 get:1:5000"; `get:1:3000:1` is one client, the steadiest;
+# `get:1:3000:10:0` opens a new connection per request, the per-request PHP worker's pattern),
 # REDCAR_CONFIG (a config file passed to every BIN), CALLGRIND_KEEP=1 (keep the dumps for
 # callgrind_annotate).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCENARIOS=${CALLGRIND_SCENARIOS:-"get:16:20000 set:16:20000 get:1:5000"}
-[[ $# -ge 1 ]] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 WORK=$(mktemp -d -t redcar-callgrind-XXXXXX)
 REDCAR_PID=
@@ -47,15 +48,16 @@ for BIN in "$@"; do
     done
     redis-benchmark -p "$PORT" -t set,get -c 10 -n 2000 -r 100000 -q >/dev/null 2>&1
     for scenario in $SCENARIOS; do
-        IFS=: read -r test depth requests clients <<<"$scenario"
+        IFS=: read -r test depth requests clients keepalive <<<"$scenario"
         clients=${clients:-10}
+        keepalive=${keepalive:-1}
         callgrind_control -z "$REDCAR_PID" >/dev/null 2>&1
-        redis-benchmark -p "$PORT" -t "$test" -c "$clients" -P "$depth" -n "$requests" -r 100000 -q >/dev/null 2>&1
+        redis-benchmark -p "$PORT" -t "$test" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r 100000 -q >/dev/null 2>&1
         callgrind_control -d "$REDCAR_PID" >/dev/null 2>&1
         sleep 0.5
         dump=$(ls -t "$OUT"/callgrind.out.* | head -1)
         total=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
-        echo "$BIN $test -c $clients -P $depth n=$requests: $((total / requests)) instructions/request"
+        echo "$BIN $test -c $clients -P $depth -k $keepalive n=$requests: $((total / requests)) instructions/request"
     done
     kill "$REDCAR_PID" 2>/dev/null || true
     wait "$REDCAR_PID" 2>/dev/null || true
