@@ -219,6 +219,7 @@ redis-benchmark --cluster -h 127.0.0.1 -p "$NODE1" -t set,get -n "$REQUESTS" -c 
 hr "Summary"
 echo "Cluster: ${#NODE_PORTS[@]} redis-server nodes ($SEEDS)"
 echo "redcar:  127.0.0.1:$LISTEN_PORT (admin 127.0.0.1:$ADMIN_PORT), pid $REDCAR_PID"
+echo "status page: http://127.0.0.1:$ADMIN_PORT/ (slot map, node health, rates, events; gone when the demo ends)"
 echo
 printf '%-24s %12s %12s %12s %12s\n' "target" "SET ops/s" "GET ops/s" "SET p50 ms" "GET p50 ms"
 for t in redcar direct; do
