@@ -10,7 +10,7 @@ use crate::support::redcar::redcar_bin;
 use crate::support::{RedisCluster, Value};
 
 /// Runs `redcar doctor ARGS`; returns (exit status, stdout, stderr).
-fn doctor(args: &[&str]) -> (i32, String, String) {
+pub(crate) fn doctor(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(redcar_bin())
         .arg("doctor")
         .args(args)

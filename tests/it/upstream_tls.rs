@@ -3,12 +3,11 @@
 //! certificate works when the nodes require one and its absence, or a wrong CA, is a clear error
 //! rather than a hang; TLS and AUTH together; `redcar doctor --tls`.
 
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::redirects::write_config;
-use crate::support::redcar::{check_config_yaml, redcar_bin};
+use crate::support::redcar::check_config_yaml;
 use crate::support::{Pki, Redcar, TlsCluster, Value};
 
 /// `upstream.tls` with the CA of `pki` and, when `client_cert`, its client certificate.
@@ -29,18 +28,8 @@ fn tls_yaml(pki: &Pki, client_cert: bool) -> String {
 
 /// Runs `redcar doctor ARGS`; returns (exit status, stdout + stderr).
 fn doctor(args: &[&str]) -> (i32, String) {
-    let out = Command::new(redcar_bin())
-        .arg("doctor")
-        .args(args)
-        .env_remove("REDCAR_CLUSTER")
-        .output()
-        .expect("run redcar doctor");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let (code, stdout, stderr) = crate::doctor::doctor(args);
+    (code, stdout + &stderr)
 }
 
 /// `/readyz` stays 503 for `wait`, and the log ends up containing `expected`.
