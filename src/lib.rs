@@ -27,5 +27,6 @@ pub mod downstream;
 pub mod metrics;
 pub mod protocol;
 pub mod router;
+pub mod sentinel;
 pub mod top;
 pub mod upstream;

@@ -134,7 +134,9 @@ impl ClusterState {
         self.refresh_error.store(Some(Arc::new(error)));
     }
 
-    pub(super) fn adopt(&self, topology: Topology) {
+    /// Installs a new snapshot. The refresher calls it after its safety checks; other topology
+    /// sources (Sentinel, a static standalone node) call it directly.
+    pub fn adopt(&self, topology: Topology) {
         self.refresh_error.store(None);
         if topology.is_complete() {
             self.ready.store(true, Ordering::Release);

@@ -75,6 +75,29 @@ impl Topology {
         }
     }
 
+    /// A map in which one primary (with these replicas) owns all 16384 slots: how a
+    /// non-cluster backend (a standalone node, a Sentinel-managed primary) looks to the router,
+    /// so pipelining, read policies, retries and health work for it unchanged.
+    pub fn single_shard(
+        primary: &str,
+        replicas: &[String],
+        upstreams: &Upstreams,
+        source: Arc<str>,
+    ) -> Topology {
+        let shard = Shard {
+            primary: upstreams.node(primary),
+            replicas: replicas.iter().map(|r| upstreams.node(r)).collect(),
+            epoch: 0,
+        };
+        Topology {
+            slots: vec![0; SLOT_COUNT].into_boxed_slice(),
+            shards: vec![shard],
+            owned: SLOT_COUNT,
+            source,
+            has_epochs: false,
+        }
+    }
+
     /// True when the shards' epochs were read from `CLUSTER NODES`.
     pub fn has_epochs(&self) -> bool {
         self.has_epochs
