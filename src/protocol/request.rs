@@ -4,6 +4,7 @@ use std::fmt;
 use std::ops::Range;
 
 use bytes::{Buf, Bytes, BytesMut};
+use smallvec::SmallVec;
 
 use super::encode::{bulk_encoded_len, header_encoded_len, put_header};
 use super::line::{payload_end, read_header};
@@ -18,8 +19,14 @@ use super::{inline, Limits, ProtocolError};
 #[derive(Clone, PartialEq, Eq)]
 pub struct Request {
     raw: Bytes,
-    args: Vec<Bytes>,
+    args: Args,
 }
+
+/// Arguments kept inline up to this many (`SET key value`, `HSET key field value`), so parsing
+/// the commands that make up most traffic allocates nothing; longer ones spill to the heap.
+const INLINE_ARGS: usize = 4;
+
+type Args = SmallVec<[Bytes; INLINE_ARGS]>;
 
 impl Request {
     /// The RESP multibulk encoding of the whole command.

@@ -9,12 +9,13 @@ use bytes::{Buf, Bytes, BytesMut};
 use socket2::{SockRef, TcpKeepalive};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::batch::Batching;
 use super::handshake::Handshake;
 use super::health::Health;
+use super::queue;
+use super::reply_slot::ReplySender;
 use super::stream::{FlushOnEmpty, NodeStream};
 use super::{ConnectLimit, UpstreamConfig, UpstreamError, UpstreamTls};
 use crate::metrics::NodeMetrics;
@@ -31,7 +32,7 @@ pub(super) struct Pending {
     /// Reply frames the payload produces (1 for one command; `MULTI … EXEC` sends several). They
     /// are handed over together, as one contiguous slice.
     pub frames: u32,
-    pub reply: oneshot::Sender<Result<Bytes, UpstreamError>>,
+    pub reply: ReplySender,
 }
 
 /// Replies delivered in one read, for the node metrics.
@@ -45,7 +46,7 @@ struct ReplyBatch {
 
 /// A written command waiting for its reply.
 struct InFlight {
-    reply: oneshot::Sender<Result<Bytes, UpstreamError>>,
+    reply: ReplySender,
     /// Replies to discard before ours (the `+OK` of a leading `ASKING`).
     skip: u8,
     /// Reply frames that make up our reply.
@@ -72,14 +73,14 @@ pub(super) struct NodeContext {
 }
 
 /// Starts the task and returns its queue.
-pub(super) fn spawn(context: Arc<NodeContext>) -> mpsc::UnboundedSender<Pending> {
-    let (tx, rx) = mpsc::unbounded_channel();
+pub(super) fn spawn(context: Arc<NodeContext>) -> queue::Sender<Pending> {
+    let (tx, rx) = queue::channel();
     tokio::spawn(run(context, rx));
     tx
 }
 
 /// Connects on demand and reconnects after failures, until every sender is gone.
-async fn run(context: Arc<NodeContext>, mut rx: mpsc::UnboundedReceiver<Pending>) {
+async fn run(context: Arc<NodeContext>, mut rx: queue::Receiver<Pending>) {
     let NodeContext {
         addr,
         config,
@@ -152,19 +153,14 @@ pub(super) fn frames_len(
 }
 
 /// Fails `first` and everything already queued behind it: none of it was sent.
-fn fail_queued(
-    first: Pending,
-    rx: &mut mpsc::UnboundedReceiver<Pending>,
-    addr: &Arc<str>,
-    reason: &str,
-) {
+fn fail_queued(first: Pending, rx: &mut queue::Receiver<Pending>, addr: &Arc<str>, reason: &str) {
     let error = UpstreamError::NotSent {
         addr: addr.clone(),
         reason: reason.to_string(),
     };
-    let _ = first.reply.send(Err(error.clone()));
-    while let Ok(pending) = rx.try_recv() {
-        let _ = pending.reply.send(Err(error.clone()));
+    first.reply.send(Err(error.clone()));
+    while let Some(pending) = rx.try_recv() {
+        pending.reply.send(Err(error.clone()));
     }
 }
 
@@ -253,7 +249,7 @@ impl Session {
         &mut self,
         stream: NodeStream,
         first: Pending,
-        rx: &mut mpsc::UnboundedReceiver<Pending>,
+        rx: &mut queue::Receiver<Pending>,
         idle_timeout: Duration,
     ) -> Result<(), String> {
         match stream {
@@ -279,7 +275,7 @@ impl Session {
         mut reader: R,
         mut writer: W,
         first: Pending,
-        rx: &mut mpsc::UnboundedReceiver<Pending>,
+        rx: &mut queue::Receiver<Pending>,
         idle_timeout: Duration,
     ) -> Result<(), String>
     where
@@ -364,11 +360,11 @@ impl Session {
     }
 
     /// Coalesce: takes everything already queued into the same write.
-    fn take_queued(&mut self, rx: &mut mpsc::UnboundedReceiver<Pending>, out: &mut BytesMut) {
+    fn take_queued(&mut self, rx: &mut queue::Receiver<Pending>, out: &mut BytesMut) {
         while self.batching.has_room(out.len(), self.in_flight.len()) {
             match rx.try_recv() {
-                Ok(pending) => self.enqueue(pending, out),
-                Err(_) => break,
+                Some(pending) => self.enqueue(pending, out),
+                None => break,
             }
         }
     }
@@ -444,7 +440,7 @@ impl Session {
                 batch.latency += elapsed;
                 batch.answered |= frame.first() != Some(&b'-');
                 // The waiter may have given up (deadline); its reply is dropped.
-                let _ = done.reply.send(Ok(frame));
+                done.reply.send(Ok(frame));
             }
         }
     }
@@ -464,7 +460,7 @@ impl Session {
                     reason: reason.to_string(),
                 }
             };
-            let _ = waiting.reply.send(Err(error));
+            waiting.reply.send(Err(error));
         }
     }
 }

@@ -15,7 +15,9 @@ mod handshake;
 mod health;
 mod health_check;
 mod node;
+mod queue;
 mod registry;
+mod reply_slot;
 mod stream;
 mod tls;
 

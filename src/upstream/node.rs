@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{self, NodeContext, Pending};
 use super::health::{Health, HealthMetrics};
+use super::queue;
+use super::reply_slot::{self, ReplyReceiver};
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
 use crate::protocol::Limits;
@@ -35,7 +36,7 @@ pub struct Node {
     addr: Arc<str>,
     /// One queue per connection task; each task owns its socket. Unbounded because each client
     /// is already bounded by `client.max_in_flight`, and queueing must never wait (ordering).
-    conns: Box<[mpsc::UnboundedSender<Pending>]>,
+    conns: Box<[queue::Sender<Pending>]>,
     health: Arc<Health>,
 }
 
@@ -104,7 +105,7 @@ impl Node {
     /// [`send`](Self::send) for a payload of several commands written contiguously (a whole
     /// `MULTI … EXEC`): resolves once all `frames` replies are in, as one slice.
     pub fn send_frames(&self, payload: Bytes, asking: bool, lane: usize, frames: u32) -> Reply {
-        let (reply, receive) = oneshot::channel();
+        let (reply, receive) = reply_slot::channel();
         let pending = Pending {
             payload,
             asking,
@@ -133,7 +134,7 @@ impl Node {
 /// wait with its own deadline.
 pub struct Reply {
     /// `None` when the connection task was gone, so nothing was sent.
-    receive: Option<oneshot::Receiver<Result<Bytes, UpstreamError>>>,
+    receive: Option<ReplyReceiver>,
     addr: Arc<str>,
 }
 

@@ -1,0 +1,218 @@
+//! The queue from client sessions to one node connection: unbounded, first in first out, and
+//! allocation-free once warm.
+//!
+//! `tokio::sync::mpsc::unbounded_channel` stores messages in linked blocks of 32 and frees or
+//! recycles a block only when the receiver has caught up; with sessions and the connection on
+//! different worker threads it allocated a fresh block for roughly every other batch. Here the
+//! senders push into one `VecDeque` under a mutex and the connection swaps the whole deque for
+//! its (empty) spare one, so both keep their capacity and a batch costs the connection a single
+//! lock. The connection is woken only when a push finds the queue empty and the connection
+//! waiting: further pushes before it runs cost no wake-up.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+struct Shared<T> {
+    inner: Mutex<Inner<T>>,
+}
+
+struct Inner<T> {
+    items: VecDeque<T>,
+    /// The sending side (the node handle) is gone: once drained, the connection ends.
+    sender_gone: bool,
+    /// The connection task ended: pushes are refused so callers learn nothing was sent.
+    receiver_gone: bool,
+    /// The connection, parked until something is queued.
+    waker: Option<Waker>,
+}
+
+impl<T> Shared<T> {
+    /// Nothing panics while holding the lock, so a poisoned one is still consistent.
+    fn lock(&self) -> MutexGuard<'_, Inner<T>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The sessions' end (held by the node handle).
+pub(super) struct Sender<T> {
+    shared: Arc<Shared<T>>,
+}
+
+/// The connection task's end.
+pub(super) struct Receiver<T> {
+    shared: Arc<Shared<T>>,
+    /// Items taken from the shared deque in one swap, handed out one by one.
+    taken: VecDeque<T>,
+}
+
+pub(super) fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared {
+        inner: Mutex::new(Inner {
+            items: VecDeque::new(),
+            sender_gone: false,
+            receiver_gone: false,
+            waker: None,
+        }),
+    });
+    (
+        Sender {
+            shared: shared.clone(),
+        },
+        Receiver {
+            shared,
+            taken: VecDeque::new(),
+        },
+    )
+}
+
+impl<T> Sender<T> {
+    /// Queues `item` now; gives it back if the connection task has ended.
+    pub fn send(&self, item: T) -> Result<(), T> {
+        let waker = {
+            let mut inner = self.shared.lock();
+            if inner.receiver_gone {
+                return Err(item);
+            }
+            inner.items.push_back(item);
+            inner.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut inner = self.shared.lock();
+            inner.sender_gone = true;
+            inner.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// The next item without waiting, if one is queued.
+    pub fn try_recv(&mut self) -> Option<T> {
+        if self.taken.is_empty() {
+            let mut inner = self.shared.lock();
+            std::mem::swap(&mut inner.items, &mut self.taken);
+        }
+        self.taken.pop_front()
+    }
+
+    /// The next item; `None` once the sender is gone and everything was taken. Cancel-safe:
+    /// dropping the future loses nothing.
+    pub async fn recv(&mut self) -> Option<T> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        if let Some(item) = self.taken.pop_front() {
+            return Poll::Ready(Some(item));
+        }
+        let mut inner = self.shared.lock();
+        std::mem::swap(&mut inner.items, &mut self.taken);
+        if let Some(item) = self.taken.pop_front() {
+            return Poll::Ready(Some(item));
+        }
+        if inner.sender_gone {
+            return Poll::Ready(None);
+        }
+        match &inner.waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => inner.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        self.shared.lock().receiver_gone = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn items_come_out_in_order_across_swaps() {
+        let (tx, mut rx) = channel();
+        for i in 0..5 {
+            tx.send(i).expect("open");
+        }
+        assert_eq!(rx.try_recv(), Some(0));
+        tx.send(5).expect("open");
+        let mut got = Vec::new();
+        while let Some(i) = rx.try_recv() {
+            got.push(i);
+        }
+        assert_eq!(got, [1, 2, 3, 4, 5]);
+        assert_eq!(rx.try_recv(), None);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_receiver_wakes_on_send_and_ends_when_the_sender_goes() {
+        let (tx, mut rx) = channel();
+        let receiver = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(i) = rx.recv().await {
+                got.push(i);
+            }
+            got
+        });
+        tokio::task::yield_now().await;
+        tx.send(1).expect("open");
+        tokio::task::yield_now().await;
+        tx.send(2).expect("open");
+        tx.send(3).expect("open");
+        drop(tx);
+        assert_eq!(receiver.await.expect("receiver task"), [1, 2, 3]);
+    }
+
+    #[test]
+    fn sends_after_the_receiver_is_gone_are_given_back() {
+        let (tx, rx) = channel();
+        drop(rx);
+        assert_eq!(tx.send(7), Err(7));
+    }
+
+    #[tokio::test]
+    async fn items_sent_from_other_threads_all_arrive() {
+        let (tx, mut rx) = channel();
+        let tx = Arc::new(tx);
+        let senders: Vec<_> = (0..4)
+            .map(|t| {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1000 {
+                        tx.send(t * 1000 + i).expect("open");
+                    }
+                })
+            })
+            .collect();
+        for sender in senders {
+            sender.join().expect("sender thread");
+        }
+        drop(tx);
+        let mut got = Vec::new();
+        while let Some(i) = rx.recv().await {
+            got.push(i);
+        }
+        assert_eq!(got.len(), 4000);
+        // Each thread's items stay in that thread's order.
+        for t in 0..4 {
+            let mine: Vec<_> = got.iter().filter(|i| **i / 1000 == t).collect();
+            assert!(mine.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+}
