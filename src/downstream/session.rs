@@ -25,6 +25,9 @@ use crate::router::{Call, Plan, Router};
 
 const READ_CHUNK: usize = 16 * 1024;
 
+/// Replies held back for company at most this big: past it, writing now is cheap per reply.
+const HOLD_MAX: usize = 64 * 1024;
+
 /// How often a session paused by `client.max_buffered_bytes_total` looks at the total again.
 const BUDGET_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
 
@@ -65,6 +68,8 @@ pub async fn serve<S>(
     // commands before it to finish; and how many such commands are in `calls`.
     let mut parked: Option<Request> = None;
     let mut exclusive = 0usize;
+    // Replies waited one scheduler turn for the rest of the pipeline's replies (see below).
+    let mut held = false;
     // `client.max_age`: once reached, the client is closed at the next safe point.
     // (One timer made once: select! builds every branch's future on every turn, even disabled.)
     let connected_at = Instant::now();
@@ -232,6 +237,15 @@ pub async fn serve<S>(
             && calls.len() < config.max_in_flight
             && out.len() < config.max_reply_bytes
             && (!waiting_alone || input.len() < READ_CHUNK);
+        // A pipeline spread over several nodes gets its replies from several node connections,
+        // usually within the same scheduler turn. Writing what is here at once would cost the
+        // client one write (and one wake-up of the client) per node; waiting one turn for the
+        // others, once, usually makes it one. A lone command never waits.
+        if !held && !out.is_empty() && !calls.is_empty() && out.len() < HOLD_MAX {
+            held = true;
+            tokio::task::yield_now().await;
+            continue;
+        }
         let idle = config.idle_timeout;
         tokio::select! {
             biased;
@@ -255,6 +269,7 @@ pub async fn serve<S>(
                 Ok(n) if n > 0 => {
                     metrics.bytes_sent.inc_by(n as u64);
                     out.advance(n);
+                    held = false;
                 }
                 _ => return, // client gone: owed replies are dropped with the session
             },
