@@ -70,13 +70,16 @@ done
 for n in $NETWORKS $RATE_NETWORKS $FRAGMENT_NETWORKS; do
     [[ $n == loopback || $n == simulated ]] || die "unknown network '$n' (loopback, simulated)"
 done
-if [[ -z "${RELAY_BIN:-}" ]]; then
-    log "building the latency relay (bench/relay)"
-    CARGO_TARGET_DIR="$ROOT/target/relay" cargo build --release --quiet \
-        --manifest-path "$ROOT/bench/relay/Cargo.toml" || die "building bench/relay failed"
-    RELAY_BIN=$ROOT/target/relay/release/relay
+# Only the simulated network needs the relay (`make bench` runs this on loopback only).
+if [[ " $NETWORKS " == *" simulated "* ]]; then
+    if [[ -z "${RELAY_BIN:-}" ]]; then
+        log "building the latency relay (bench/relay)"
+        CARGO_TARGET_DIR="$ROOT/target/relay" cargo build --release --quiet \
+            --manifest-path "$ROOT/bench/relay/Cargo.toml" || die "building bench/relay failed"
+        RELAY_BIN=$ROOT/target/relay/release/relay
+    fi
+    [[ -x "$RELAY_BIN" ]] || die "$RELAY_BIN not found"
 fi
-[[ -x "$RELAY_BIN" ]] || die "$RELAY_BIN not found"
 
 TIMEOUT=()
 command -v timeout >/dev/null && TIMEOUT=(timeout "$RUN_TIMEOUT")
