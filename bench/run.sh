@@ -17,6 +17,8 @@
 #                      unloaded cost of the extra hop (no CPU contention, no queueing)
 #      BENCH_KEYSPACE (default 100000) -r: random keys, so traffic spreads over all slots
 #      BENCH_MULTI_REQUESTS (default BENCH_REQUESTS/4) requests per MSET/MGET test; 0 skips them
+#      BENCH_ROUNDS   (default 1)     runs of every test, interleaved; each row reports the run with
+#                      the median ops/s (the lower middle one for an even count)
 #      BENCH_NUTCRACKER (default 1)   0 skips the nutcracker rows
 #      BENCH_SCALING_WORKERS (default "1 2") redcar --workers values of the scaling run; "" skips it
 #      BENCH_CONNECTIONS (default 1)  0 skips the per-request and rate-limit workloads
@@ -36,6 +38,7 @@ CLIENTS=${BENCH_CLIENTS:-50}
 SCENARIOS=${BENCH_SCENARIOS:-$CLIENTS:1 $CLIENTS:16 1:1}
 KEYSPACE=${BENCH_KEYSPACE:-100000}
 MULTI_REQUESTS=${BENCH_MULTI_REQUESTS:-$((REQUESTS / 4))}
+ROUNDS=${BENCH_ROUNDS:-1}
 NUTCRACKER=${BENCH_NUTCRACKER:-1}
 SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2}
 CONNECTIONS=${BENCH_CONNECTIONS:-1}
@@ -51,7 +54,7 @@ for tool in redis-server redis-cli redis-benchmark; do
     command -v "$tool" >/dev/null || die "$tool not found (run scripts/ensure-redis.sh)"
 done
 [[ -x "$REDCAR_BIN" ]] || die "$REDCAR_BIN not found: build it first (make build)"
-for v in REQUESTS CLIENTS KEYSPACE MULTI_REQUESTS RUN_TIMEOUT; do
+for v in REQUESTS CLIENTS KEYSPACE MULTI_REQUESTS RUN_TIMEOUT ROUNDS; do
     [[ "${!v}" =~ ^[0-9]+$ ]] || die "BENCH_$v must be a whole number"
 done
 for w in $SCALING_WORKERS; do
@@ -184,12 +187,13 @@ target_args() { # TARGET -> redis-benchmark connection args
 
 declare -A CMDS
 ORDER=()
-# run_one KEY TARGET N CMD...: one redis-benchmark run (one test); keeps its CSV in $TMP/KEY.csv
-# and "N PROXY_TICKS SERVER_TICKS" (the CPU the run cost) in $TMP/KEY.cpu.
+ROUND=1
+# run_one KEY TARGET N CMD...: one redis-benchmark run (one test) of round ROUND; keeps its CSV in
+# $TMP/KEY.rROUND.csv and "N PROXY_TICKS SERVER_TICKS" (the CPU the run cost) in $TMP/KEY.rROUND.cpu.
 run_one() {
-    local key=$1 t=$2 n=$3 pp sp p0 s0 pd=- start=$SECONDS
+    local name=$1 key=$1.r$ROUND t=$2 n=$3 pp sp p0 s0 pd=- start=$SECONDS
     shift 3
-    CMDS[$key]="$*"
+    CMDS[$name]="$*"
     ORDER+=("$key")
     log "$key: $*"
     pp=$(proxy_pids "$t")
@@ -206,7 +210,7 @@ run_one() {
     [[ -z $pp ]] || pd=$(($(cpu_ticks $pp) - p0))
     # shellcheck disable=SC2086
     echo "$n $pd $(($(cpu_ticks $sp) - s0))" >"$TMP/$key.cpu"
-    log "  done in $((SECONDS - start)) s: $(field "$key" rps) ops/s"
+    log "  done in $((SECONDS - start)) s: $(csv_field "$TMP/$key.csv" rps) ops/s"
 }
 # bench_setget TARGET P [KEY PREFIX]: SET then GET (separate runs, so each has its own CPU figure).
 bench_setget() {
@@ -221,17 +225,33 @@ bench_setget() {
 }
 
 # ---------------------------------------------------------------- report helpers
-# field KEY rps|p50|p99 -> from that run's CSV (its one data row; p50/p99 in ms). With --cluster,
-# redis-benchmark prints the primaries it found before the CSV header.
-field() {
-    local col f=$TMP/$1.csv
-    [[ -f $f ]] || return 0
+# csv_field FILE rps|p50|p99 -> from a redis-benchmark CSV (its one data row; p50/p99 in ms).
+# With --cluster, redis-benchmark prints the primaries it found before the CSV header.
+csv_field() {
+    local col
+    [[ -f $1 ]] || return 0
     case $2 in rps) col=2 ;; p50) col=5 ;; p99) col=7 ;; esac
-    awk -F'","' -v c="$col" '/^"/ && $1 != "\"test" { gsub(/"/, "", $c); print $c; exit }' "$f"
+    awk -F'","' -v c="$col" '/^"/ && $1 != "\"test" { gsub(/"/, "", $c); print $c; exit }' "$1"
+}
+# pick KEY -> $TMP/KEY.rN of the round to report: the one with the median ops/s (the lower middle
+# for an even count), so a row's ops/s, latency and CPU all come from the same run.
+pick() {
+    local f
+    for f in "$TMP/$1".r*.csv; do
+        if [[ -f $f ]]; then echo "$(csv_field "$f" rps) ${f%.csv}"; fi
+    done | sort -n | awk '{ run[NR] = $2 } END { if (NR > 0) print run[int((NR + 1) / 2)] }'
+}
+field() { # KEY rps|p50|p99 -> of the reported round of KEY
+    local run
+    run=$(pick "$1")
+    [[ -n $run ]] && csv_field "$run.csv" "$2"
+    return 0
 }
 cpu_m() { # KEY proxy|servers -> CPU seconds per million commands of that run (empty if not measured)
-    local f=$TMP/$1.cpu n pt st ticks
-    [[ -f $f ]] || return 0
+    local run f n pt st ticks
+    run=$(pick "$1")
+    f=$run.cpu
+    [[ -n $run && -f $f ]] || return 0
     read -r n pt st <"$f"
     ticks=$([[ $2 == proxy ]] && echo "$pt" || echo "$st")
     [[ $ticks == - ]] && return 0
@@ -318,8 +338,10 @@ evaluate_targets() {
 # ---------------------------------------------------------------- runs
 TARGETS=(standalone cluster redcar)
 [[ $NUTCRACKER == 1 ]] && TARGETS+=(nutcracker)
-for p in $SCENARIOS; do
-    for t in "${TARGETS[@]}"; do bench_setget "$t" "$p"; done
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+    for p in $SCENARIOS; do
+        for t in "${TARGETS[@]}"; do bench_setget "$t" "$p"; done
+    done
 done
 
 # Multi-key: 10 keys per command, each `key:__rand_int__` drawn separately, so they land in
@@ -341,7 +363,7 @@ if [[ $NUTCRACKER == 1 ]]; then
 fi
 MGET_ARGS=(MGET)
 for _ in 1 2 3 4 5 6 7 8 9 10; do MGET_ARGS+=("key:__rand_int__"); done
-if ((MULTI_REQUESTS > 0)); then
+for ((ROUND = 1; ROUND <= ROUNDS && MULTI_REQUESTS > 0; ROUND++)); do
     for p in $SCENARIOS; do
         for t in "${MULTI_TARGETS[@]}"; do
             for test in "${MULTI_TESTS[@]}"; do
@@ -356,7 +378,7 @@ if ((MULTI_REQUESTS > 0)); then
             done
         done
     done
-fi
+done
 
 # Scaling: the same redcar with a fixed number of worker threads (the default is one per core).
 SCALING_SCENARIOS="$P16 $P1"
@@ -364,7 +386,9 @@ for w in $SCALING_WORKERS; do
     stop_redcar
     start_redcar --workers "$w"
     CMDS[redcar-w$w]="${REDCAR_CMD[*]}"
-    for p in $SCALING_SCENARIOS; do bench_setget redcar "$p" "redcar-w$w"; done
+    for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+        for p in $SCALING_SCENARIOS; do bench_setget redcar "$p" "redcar-w$w"; done
+    done
 done
 stop_redcar
 
@@ -404,6 +428,7 @@ REPORT="$TMP/RESULTS.md"
         echo "- nutcracker: $NC_NOTE"
     fi
     echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
+    echo "- rounds: $ROUNDS (every test run $ROUNDS time(s), interleaved; each row is the run with the median ops/s, the raw CSV has all)"
     echo "- workload: SET and GET (separate runs), $REQUESTS requests per test ($((REQUESTS / 10)) with one client), keyspace $KEYSPACE (-r), scenarios (clients:pipeline): $SCENARIOS"
     ((MULTI_REQUESTS == 0)) || echo "- multi-key workload: MSET and MGET of 10 random keys, $MULTI_REQUESTS requests per test ($((MULTI_REQUESTS / 10)) with one client)"
     echo "- CPU s/M: user + system CPU seconds (/proc/PID/stat, $CLK_TCK ticks/s) per million client commands, read before and after each run; \"proxy\" is redcar's or nutcracker's process, \"redis-servers\" the nodes behind the target (all six cluster nodes, replicas included, for cluster and redcar)"
@@ -508,7 +533,7 @@ REPORT="$TMP/RESULTS.md"
     echo "## Commands"
     echo
     echo '```'
-    for k in "${ORDER[@]}"; do echo "${CMDS[$k]}"; done
+    for k in "${ORDER[@]}"; do [[ $k != *.r1 ]] || echo "${CMDS[${k%.r1}]}"; done
     echo '```'
     echo
     if [[ $CONNECTIONS == 1 ]]; then
