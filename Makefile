@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build demo test fuzz bench bench-connections fmt fmt-check clippy clean ensure-redis ensure-clients ensure-browser status-screenshot
+.PHONY: help all build demo test fuzz bench bench-connections flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-browser status-screenshot
 
 all: build
 
@@ -9,7 +9,10 @@ help:
 	@echo "make build   - cargo build --release (target/release/redcar)"
 	@echo "make demo    - start a local 3+3 cluster + redcar, run a short workload (scripts/demo.sh)"
 	@echo "make test    - fmt check, clippy -D warnings, all tests (needs redis-server; CI runs this)"
-	@echo "make bench   - benchmark standalone vs cluster vs redcar, writes bench/RESULTS.md"
+	@echo "make bench   - the benchmark suite: standalone, direct cluster, redcar and nutcracker; CPU per"
+	@echo "               command, worker scaling, per-request and rate-limit workloads; checks the"
+	@echo "               performance targets and writes bench/RESULTS.md (~10 min; bench/README.md)"
+	@echo "make flamegraph - perf flame graphs of redcar under GET/SET -P 16 into docs/perf/"
 	@echo "make fuzz    - run the cargo-fuzz targets for FUZZ_SECONDS (default 300) each"
 	@echo "make bench-connections - per-request and rate-limit workloads, direct vs redcar, on loopback"
 	@echo "               and a simulated network; writes bench/RESULTS-connections.md"
@@ -52,8 +55,15 @@ test: ensure-redis ensure-clients ensure-browser fmt-check clippy
 fuzz:
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-300} scripts/fuzz.sh
 
+# nutcracker is installed by bench/run.sh itself (scripts/ensure-nutcracker.sh; skipped with a note
+# when it cannot be); the clients only when the connection workloads run (BENCH_CONNECTIONS=0 skips).
 bench: ensure-redis build
+	@if [ "$${BENCH_CONNECTIONS:-1}" != 0 ]; then scripts/ensure-clients.sh; fi
 	bench/run.sh
+
+# Not part of `make test`: needs perf (linux-perf) and inferno; builds --profile profiling.
+flamegraph: ensure-redis
+	bench/flamegraph.sh
 
 # Not part of `make test`: a few minutes, needs php (phpredis, predis) and redis-py.
 bench-connections: ensure-redis ensure-clients build

@@ -70,13 +70,16 @@ done
 for n in $NETWORKS $RATE_NETWORKS $FRAGMENT_NETWORKS; do
     [[ $n == loopback || $n == simulated ]] || die "unknown network '$n' (loopback, simulated)"
 done
-if [[ -z "${RELAY_BIN:-}" ]]; then
-    log "building the latency relay (bench/relay)"
-    CARGO_TARGET_DIR="$ROOT/target/relay" cargo build --release --quiet \
-        --manifest-path "$ROOT/bench/relay/Cargo.toml" || die "building bench/relay failed"
-    RELAY_BIN=$ROOT/target/relay/release/relay
+# Only the simulated network needs the relay (`make bench` runs this on loopback only).
+if [[ " $NETWORKS " == *" simulated "* ]]; then
+    if [[ -z "${RELAY_BIN:-}" ]]; then
+        log "building the latency relay (bench/relay)"
+        CARGO_TARGET_DIR="$ROOT/target/relay" cargo build --release --quiet \
+            --manifest-path "$ROOT/bench/relay/Cargo.toml" || die "building bench/relay failed"
+        RELAY_BIN=$ROOT/target/relay/release/relay
+    fi
+    [[ -x "$RELAY_BIN" ]] || die "$RELAY_BIN not found"
 fi
-[[ -x "$RELAY_BIN" ]] || die "$RELAY_BIN not found"
 
 TIMEOUT=()
 command -v timeout >/dev/null && TIMEOUT=(timeout "$RUN_TIMEOUT")
@@ -252,13 +255,16 @@ per_request() {
     local cmd=(php "$PHP_BENCH" "$client" "$target" "$REQUESTS" "$WARMUP")
     echo "$net: ${cmd[*]}" >>"$RES/commands"
     log "$net $client: $REQUESTS requests"
-    local conns_before start=$SECONDS
+    local conns_before start=$SECONDS ticks0
     conns_before=$(node_connections)
     tw_snapshot >"$TMP/tw.before"
+    ticks0=$(redcar_cpu_ticks)
     if ! "${TIMEOUT[@]}" "${cmd[@]}" >"$RES/pr-$net-$client.json" 2>"$TMP/pr.err"; then
         tail -n 20 "$TMP/pr.err" >&2
         die "per-request workload with $client ($net) failed"
     fi
+    # redcar's CPU for the run (warm-up included: it is in the process's total too).
+    [[ $client == redcar-* ]] && echo "$(($(redcar_cpu_ticks) - ticks0)) $((REQUESTS + WARMUP))" >"$RES/pr-$net-$client.cpu"
     sleep 0.5 # let the last closes finish their FIN exchange (through the relay too)
     tw_snapshot >"$TMP/tw.after"
     {
@@ -283,10 +289,13 @@ rate_limit() {
     local cmd=("$PY" "$RATE_BENCH" "$spec" "$scenario" "$mode" "$RATE_SECONDS" "$RATE_WORKERS")
     echo "$net: ${cmd[*]}" >>"$RES/commands"
     log "$net rate-limit $scenario $mode $target"
+    local ticks0
+    ticks0=$(redcar_cpu_ticks)
     if ! "${TIMEOUT[@]}" "${cmd[@]}" >"$RES/rl-$net-$target-$scenario-$mode.json" 2>"$TMP/rl.err"; then
         tail -n 20 "$TMP/rl.err" >&2
         die "rate-limit workload $scenario $mode against $target ($net) failed"
     fi
+    [[ $target == cluster ]] || echo "$(($(redcar_cpu_ticks) - ticks0))" >"$RES/rl-$net-$target-$scenario-$mode.cpu"
 }
 
 # ---------------------------------------------------------------- setup

@@ -8,6 +8,8 @@ Files read (written by connections.sh):
     rl-NET-TARGET-SCENARIO-MODE.json                 ratelimit.py output
     slotscost-NET.json   CLUSTER SLOTS size and fetch time (per_request.php slotscost)
     redcar-NET.kv        redcar start-up / idle CPU, refreshes, redirects (k=v)
+    pr-NET-CLIENT.cpu    redcar's CPU clock ticks over a per-request run, and its requests
+    rl-NET-TARGET-SCENARIO-MODE.cpu  redcar's CPU clock ticks over a rate-limit run
 """
 
 import json
@@ -36,6 +38,19 @@ def load_json(path):
 def load_kv(path):
     with open(path) as f:
         return dict(line.strip().split("=", 1) for line in f if "=" in line)
+
+
+# Commands per rate-limit request: INCRBY + EXPIRE per key (bench/ratelimit.py SCENARIOS).
+RL_COMMANDS = {"fixed": 2, "mixed2": 4, "mixed10": 20}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def read_words(path):
+    """The whitespace-separated numbers in PATH, or None when it does not exist."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return [int(w) for w in f.read().split()]
 
 
 def f2(x):
@@ -89,9 +104,11 @@ def per_request(res, net):
     extra = " | TIME_WAIT relay→node" if net == "simulated" else ""
     print(
         "| client | ms/request mean | p50 | p99 | connect→first reply ms mean | p50 | p99 "
-        f"| TIME_WAIT → cluster | TIME_WAIT → redcar{extra} | redcar node connections before → after |"
+        f"| TIME_WAIT → cluster | TIME_WAIT → redcar{extra} | redcar node connections before → after "
+        "| redcar CPU µs/request |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else "") + "---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else "") + "---|---:|")
+    cpu_note = "redcar CPU µs/request: redcar's user + system CPU over the run (warm-up included) per request: accept, 10 commands, close."
     for c, (j, tw) in runs.items():
         q, f = j["req_ms"], j["first_ms"]
         cells = [
@@ -101,7 +118,11 @@ def per_request(res, net):
         if extra:
             cells.append(tw["relay_node"])
         cells.append(f"{tw['node_conns_before']} → {tw['node_conns_after']}")
+        cpu = read_words(os.path.join(res, f"pr-{net}-{c}.cpu"))
+        cells.append(f"{cpu[0] / CLK_TCK * 1e6 / cpu[1]:.0f}" if cpu and cpu[1] else "")
         print("| " + " | ".join(cells) + " |")
+    print()
+    print(cpu_note)
     print()
     direct = [c for c in DIRECT if c in runs]
     if not direct:
@@ -179,6 +200,9 @@ def rate_limit(res, net):
     for name in sorted(os.listdir(res)):
         if name.startswith(f"rl-{net}-") and name.endswith(".json"):
             j = load_json(os.path.join(res, name))
+            cpu = read_words(os.path.join(res, name[: -len(".json")] + ".cpu"))
+            commands = j["requests"] * RL_COMMANDS.get(j["scenario"], 0)
+            j["cpu_per_m"] = f"{cpu[0] / CLK_TCK / (commands / 1e6):.1f}" if cpu and commands else ""
             found[(j["scenario"], j["mode"], j["target"])] = j
     if not found:
         return
@@ -189,13 +213,15 @@ def rate_limit(res, net):
     print("scheduled start (a client that cannot keep up shows it in latency and in req/s below the rate).")
     print("`max`: the same client processes in a closed loop, as fast as they go.")
     print()
-    print("| scenario | rate | client | req/s | avg ms | p50 ms | p99 ms | max ms | errors |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    print("redcar CPU s/M: redcar's CPU seconds per million commands (INCRBY and EXPIRE each count).")
+    print()
+    print("| scenario | rate | client | req/s | avg ms | p50 ms | p99 ms | max ms | errors | redcar CPU s/M |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     order = {"fixed": 0, "mixed2": 1, "mixed10": 2}
     for (s, m, t), j in sorted(found.items(), key=lambda kv: (order[kv[0][0]], kv[0][1] == "max", kv[0][2])):
         print(
             f"| {s} | {m} | {LABEL.get(t, t)} | {j['rps']:.0f} | {j['avg_ms']:.2f} | {j['p50_ms']:.2f} "
-            f"| {j['p99_ms']:.2f} | {j['max_ms']:.2f} | {j['errors']} |"
+            f"| {j['p99_ms']:.2f} | {j['max_ms']:.2f} | {j['errors']} | {j['cpu_per_m']} |"
         )
     print()
     pairs = [(s, m) for (s, m, t) in found if t == "cluster"]

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# redcar benchmark: redis-benchmark SET/GET against
-#   (a) a standalone redis-server,
-#   (b) a 3+3 Redis Cluster directly (redis-benchmark --cluster),
+# redcar benchmark suite (`make bench`): redis-benchmark against
+#   (a) a standalone redis-server (the physical limit of this machine),
+#   (b) a 3+3 Redis Cluster directly (redis-benchmark --cluster, a cluster-aware client),
 #   (c) redcar in front of that same cluster,
-# with pipeline depth 1 and 16; then MSET and MGET of 10 keys spread over all slots against
-# (a) and (c) only (a cluster-aware client cannot send a cross-slot MSET/MGET at all);
-# then writes bench/RESULTS.md.
+#   (d) nutcracker (twemproxy) over 3 plain redis-servers (bench/nutcracker.sh), a reference proxy hop,
+# SET and GET per CLIENTS:PIPELINE scenario; then MSET and MGET of 10 keys spread over all slots
+# against (a), (c) and (d) (a cluster-aware client cannot send a cross-slot MSET/MGET at all);
+# CPU seconds per million commands of every proxy (and of the redis-servers behind each target),
+# read from /proc/PID/stat around each run; a scaling run with redcar --workers 1 and 2; then the
+# per-request and rate-limit workloads (bench/connections.sh on loopback); writes bench/RESULTS.md
+# with the ratios and which of the performance targets (issue 8) are met.
 #
 # Env: BENCH_REQUESTS (default 200000) requests per test
 #      BENCH_CLIENTS  (default 50)     parallel connections
@@ -13,9 +17,16 @@
 #                      unloaded cost of the extra hop (no CPU contention, no queueing)
 #      BENCH_KEYSPACE (default 100000) -r: random keys, so traffic spreads over all slots
 #      BENCH_MULTI_REQUESTS (default BENCH_REQUESTS/4) requests per MSET/MGET test; 0 skips them
+#      BENCH_ROUNDS   (default 1)     runs of every test, interleaved; each row reports the run with
+#                      the median ops/s (the lower middle one for an even count)
+#      BENCH_NUTCRACKER (default 1)   0 skips the nutcracker rows
+#      BENCH_SCALING_WORKERS (default "1 2") redcar --workers values of the scaling run; "" skips it
+#      BENCH_CONNECTIONS (default 1)  0 skips the per-request and rate-limit workloads
 #      BENCH_OUT      (default bench/RESULTS.md)
 #      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
 #      BENCH_RUN_TIMEOUT (default 120) seconds before one redis-benchmark run is killed
+#      CONN_*         passed on to bench/connections.sh (the suite's defaults: CONN_NETWORKS=loopback
+#                     CONN_RATE_NETWORKS=loopback CONN_REQUESTS=300 CONN_RATE_SECONDS=3)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,16 +38,35 @@ CLIENTS=${BENCH_CLIENTS:-50}
 SCENARIOS=${BENCH_SCENARIOS:-$CLIENTS:1 $CLIENTS:16 1:1}
 KEYSPACE=${BENCH_KEYSPACE:-100000}
 MULTI_REQUESTS=${BENCH_MULTI_REQUESTS:-$((REQUESTS / 4))}
+ROUNDS=${BENCH_ROUNDS:-1}
+NUTCRACKER=${BENCH_NUTCRACKER:-1}
+SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2}
+CONNECTIONS=${BENCH_CONNECTIONS:-1}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120} # seconds per redis-benchmark run
+CLK_TCK=$(getconf CLK_TCK)
+# The scenarios the issue's targets are stated for (50 clients, -P 16 and -P 1).
+P16="$CLIENTS:16"
+P1="$CLIENTS:1"
 
 for tool in redis-server redis-cli redis-benchmark; do
     command -v "$tool" >/dev/null || die "$tool not found (run scripts/ensure-redis.sh)"
 done
 [[ -x "$REDCAR_BIN" ]] || die "$REDCAR_BIN not found: build it first (make build)"
-[[ "$REQUESTS" =~ ^[0-9]+$ ]] || die "BENCH_REQUESTS must be a number"
-[[ "$MULTI_REQUESTS" =~ ^[0-9]+$ ]] || die "BENCH_MULTI_REQUESTS must be a number"
+for v in REQUESTS CLIENTS KEYSPACE MULTI_REQUESTS RUN_TIMEOUT ROUNDS; do
+    [[ "${!v}" =~ ^[0-9]+$ ]] || die "BENCH_$v must be a whole number"
+done
+for w in $SCALING_WORKERS; do
+    [[ "$w" =~ ^[1-9][0-9]*$ ]] || die "BENCH_SCALING_WORKERS: '$w' is not a worker count"
+done
+if [[ $CONNECTIONS == 1 ]]; then
+    # Checked now rather than after the rest of the suite has run (bench/connections.sh checks too).
+    if ! php -r 'require "Predis/autoload.php"; exit(class_exists("RedisCluster") && class_exists("Predis\\Client") ? 0 : 1);' \
+        >/dev/null 2>&1 || ! "$ROOT/target/pyenv/bin/python" -c 'import redis' >/dev/null 2>&1; then
+        die "the per-request and rate-limit workloads need php + phpredis + predis and redis-py in target/pyenv: run scripts/ensure-clients.sh, or set BENCH_CONNECTIONS=0 to skip them"
+    fi
+fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/redcar-bench.XXXXXX")
 STANDALONE_PID=""
@@ -46,6 +76,7 @@ cleanup() {
     trap - EXIT; trap "" INT TERM # finish cleaning up even on a second Ctrl-C
     [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID"
     [[ -n "$STANDALONE_PID" ]] && stop_pid "$STANDALONE_PID" redis-server
+    "$ROOT/bench/nutcracker.sh" stop "$TMP/nutcracker" 2>/dev/null || true
     "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true
     rm -rf "$TMP"
     ((rc == 0)) || printf 'bench failed (exit %s); everything it started has been stopped.\n' "$rc" >&2
@@ -53,6 +84,18 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+BENCH_START=$SECONDS
+
+NC_NOTE=""
+if [[ $NUTCRACKER == 1 ]]; then
+    if ! "$ROOT/scripts/ensure-nutcracker.sh" 2>"$TMP/ensure-nutcracker.err"; then
+        NUTCRACKER=0
+        NC_NOTE="nutcracker is not installed ($(tail -n 1 "$TMP/ensure-nutcracker.err")): its rows are skipped"
+        log "$NC_NOTE"
+    fi
+else
+    NC_NOTE="BENCH_NUTCRACKER=0: the nutcracker rows are skipped"
+fi
 
 # ---------------------------------------------------------------- setup
 log "starting standalone redis-server"
@@ -68,48 +111,236 @@ log "starting 3+3 cluster"
 "$ROOT/scripts/cluster.sh" start "$TMP/cluster" 0
 SEEDS=$(cat "$TMP/cluster/seeds")
 CLUSTER_PORT=$(head -n 1 "$TMP/cluster/ports")
+CLUSTER_PIDS=()
+for f in "$TMP"/cluster/node-*/pid; do CLUSTER_PIDS+=("$(cat "$f")"); done
 
-log "starting redcar"
-REDCAR_PORT=$(free_port 8000 11000) || die "no free port" # below the ephemeral range
-ADMIN_PORT=$(free_port 11000 12000) || die "no free port"
-REDCAR_CMD=("$REDCAR_BIN" --listen "127.0.0.1:$REDCAR_PORT" --cluster "$SEEDS" --admin "127.0.0.1:$ADMIN_PORT")
-"${REDCAR_CMD[@]}" </dev/null >"$TMP/redcar.log" 2>&1 &
-REDCAR_PID=$!
-wait_redcar_ready "$REDCAR_PID" "$ADMIN_PORT" "$TMP/redcar.log"
+NC_PORT=""
+NC_PID=""
+NC_SERVER_PIDS=()
+if [[ $NUTCRACKER == 1 ]]; then
+    log "starting nutcracker over 3 plain redis-servers"
+    "$ROOT/bench/nutcracker.sh" start "$TMP/nutcracker" 3
+    NC_PORT=$(cat "$TMP/nutcracker/port")
+    NC_PID=$(cat "$TMP/nutcracker/nutcracker.pid")
+    mapfile -t NC_SERVER_PIDS <"$TMP/nutcracker/server-pids"
+fi
 
 TIMEOUT=()
 command -v timeout >/dev/null && TIMEOUT=(timeout "$RUN_TIMEOUT")
 
-# Warm up redcar's upstream connections (not measured).
-"${TIMEOUT[@]}" redis-benchmark -h 127.0.0.1 -p "$REDCAR_PORT" -t set,get -n 5000 -c "$CLIENTS" \
-    -r "$KEYSPACE" -q >/dev/null 2>&1 || log "warning: warm-up through redcar failed"
+REDCAR_PORT=$(free_port 8000 11000) || die "no free port" # below the ephemeral range
+ADMIN_PORT=$(free_port 11000 12000) || die "no free port"
+start_redcar() { # [EXTRA ARGS...]: start redcar, wait for /readyz, warm up its node connections
+    REDCAR_CMD=("$REDCAR_BIN" --listen "127.0.0.1:$REDCAR_PORT" --cluster "$SEEDS" --admin "127.0.0.1:$ADMIN_PORT" "$@")
+    log "starting ${REDCAR_CMD[*]}"
+    "${REDCAR_CMD[@]}" </dev/null >>"$TMP/redcar.log" 2>&1 &
+    REDCAR_PID=$!
+    wait_redcar_ready "$REDCAR_PID" "$ADMIN_PORT" "$TMP/redcar.log"
+    # Warm up redcar's upstream connections (not measured).
+    "${TIMEOUT[@]}" redis-benchmark -h 127.0.0.1 -p "$REDCAR_PORT" -t set,get -n 5000 -c "$CLIENTS" \
+        -r "$KEYSPACE" -q >/dev/null 2>&1 || log "warning: warm-up through redcar failed"
+}
+stop_redcar() {
+    stop_pid "$REDCAR_PID" redcar
+    REDCAR_PID=""
+}
+start_redcar
+REDCAR_MAIN_CMD="${REDCAR_CMD[*]}"
+if [[ $NUTCRACKER == 1 ]]; then
+    "${TIMEOUT[@]}" redis-benchmark -h 127.0.0.1 -p "$NC_PORT" -t set,get -n 5000 -c "$CLIENTS" \
+        -r "$KEYSPACE" -q >/dev/null 2>&1 || log "warning: warm-up through nutcracker failed"
+fi
 
-# ---------------------------------------------------------------- runs
-declare -A CMDS
+# ---------------------------------------------------------------- measuring
+# cpu_ticks PID...: user + system CPU of these processes (all their threads) so far, in clock
+# ticks (/proc/PID/stat fields 14 and 15, counted after the ")" that ends the command name).
+cpu_ticks() {
+    local t=0 p s stat
+    for p in "$@"; do
+        s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        read -r -a stat <<<"${s##*) }"
+        t=$((t + stat[11] + stat[12]))
+    done
+    echo "$t"
+}
+proxy_pids() { # TARGET -> the proxy process measured for it (none for the direct targets)
+    case $1 in
+    redcar*) echo "$REDCAR_PID" ;;
+    nutcracker) echo "$NC_PID" ;;
+    esac
+}
+server_pids() { # TARGET -> the redis-servers that serve it
+    case $1 in
+    standalone) echo "$STANDALONE_PID" ;;
+    cluster | redcar*) echo "${CLUSTER_PIDS[*]}" ;;
+    nutcracker) echo "${NC_SERVER_PIDS[*]}" ;;
+    esac
+}
 target_args() { # TARGET -> redis-benchmark connection args
     case $1 in
     standalone) echo "-h 127.0.0.1 -p $STANDALONE_PORT" ;;
     cluster) echo "--cluster -h 127.0.0.1 -p $CLUSTER_PORT" ;;
-    redcar) echo "-h 127.0.0.1 -p $REDCAR_PORT" ;;
+    redcar*) echo "-h 127.0.0.1 -p $REDCAR_PORT" ;;
+    nutcracker) echo "-h 127.0.0.1 -p $NC_PORT" ;;
     esac
 }
+
+declare -A CMDS
+ORDER=()
+ROUND=1
+# run_one KEY TARGET N CMD...: one redis-benchmark run (one test) of round ROUND; keeps its CSV in
+# $TMP/KEY.rROUND.csv and "N PROXY_TICKS SERVER_TICKS" (the CPU the run cost) in $TMP/KEY.rROUND.cpu.
+run_one() {
+    local name=$1 key=$1.r$ROUND t=$2 n=$3 pp sp p0 s0 pd=- start=$SECONDS
+    shift 3
+    CMDS[$name]="$*"
+    ORDER+=("$key")
+    log "$key: $*"
+    pp=$(proxy_pids "$t")
+    sp=$(server_pids "$t")
+    # shellcheck disable=SC2086 # the PID lists are meant to split
+    p0=$(cpu_ticks $pp)
+    # shellcheck disable=SC2086
+    s0=$(cpu_ticks $sp)
+    if ! "${TIMEOUT[@]}" "$@" >"$TMP/$key.csv" 2>"$TMP/$key.err"; then
+        tail -n 20 "$TMP/$key.err" >&2
+        die "redis-benchmark failed: $key"
+    fi
+    # shellcheck disable=SC2086
+    [[ -z $pp ]] || pd=$(($(cpu_ticks $pp) - p0))
+    # shellcheck disable=SC2086
+    echo "$n $pd $(($(cpu_ticks $sp) - s0))" >"$TMP/$key.cpu"
+    log "  done in $((SECONDS - start)) s: $(csv_field "$TMP/$key.csv" rps) ops/s"
+}
+# bench_setget TARGET P [KEY PREFIX]: SET then GET (separate runs, so each has its own CPU figure).
+bench_setget() {
+    local t=$1 p=$2 prefix=${3:-$1} clients=${2%%:*} n=$REQUESTS test args
+    ((clients > 1)) || n=$((REQUESTS / 10)) # one client is slow; latency needs fewer samples
+    # shellcheck disable=SC2207
+    args=($(target_args "$t"))
+    for test in set get; do
+        run_one "$prefix-$p-$test" "$t" "$n" redis-benchmark "${args[@]}" -t "$test" -c "$clients" \
+            -n "$n" -r "$KEYSPACE" -P "${p##*:}" --csv
+    done
+}
+
+# ---------------------------------------------------------------- report helpers
+# csv_field FILE rps|p50|p99 -> from a redis-benchmark CSV (its one data row; p50/p99 in ms).
+# With --cluster, redis-benchmark prints the primaries it found before the CSV header.
+csv_field() {
+    local col
+    [[ -f $1 ]] || return 0
+    case $2 in rps) col=2 ;; p50) col=5 ;; p99) col=7 ;; esac
+    awk -F'","' -v c="$col" '/^"/ && $1 != "\"test" { gsub(/"/, "", $c); print $c; exit }' "$1"
+}
+# pick KEY -> $TMP/KEY.rN of the round to report: the one with the median ops/s (the lower middle
+# for an even count), so a row's ops/s, latency and CPU all come from the same run.
+pick() {
+    local f
+    for f in "$TMP/$1".r*.csv; do
+        if [[ -f $f ]]; then echo "$(csv_field "$f" rps) ${f%.csv}"; fi
+    done | sort -n | awk '{ run[NR] = $2 } END { if (NR > 0) print run[int((NR + 1) / 2)] }'
+}
+field() { # KEY rps|p50|p99 -> of the reported round of KEY
+    local run
+    run=$(pick "$1")
+    [[ -n $run ]] && csv_field "$run.csv" "$2"
+    return 0
+}
+cpu_m() { # KEY proxy|servers -> CPU seconds per million commands of that run (empty if not measured)
+    local run f n pt st ticks
+    run=$(pick "$1")
+    f=$run.cpu
+    [[ -n $run && -f $f ]] || return 0
+    read -r n pt st <"$f"
+    ticks=$([[ $2 == proxy ]] && echo "$pt" || echo "$st")
+    [[ $ticks == - ]] && return 0
+    awk -v t="$ticks" -v hz="$CLK_TCK" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", t / hz / (n / 1e6) }'
+}
+ratio() { # A B -> A/B, 2 decimals (empty if either is missing)
+    [[ -n $1 && -n $2 ]] || return 0
+    awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 != 0) printf "%.2f", a / b }'
+}
+added_us() { # A_MS B_MS -> A-B in µs, signed (empty if either is missing)
+    [[ -n $1 && -n $2 ]] || return 0
+    awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.0f", (a - b) * 1000 }'
+}
+label() {
+    case $1 in
+    cluster) echo "cluster (direct, --cluster)" ;;
+    nutcracker) echo "nutcracker (3 plain nodes)" ;;
+    *) echo "$1" ;;
+    esac
+}
+has_scenario() { [[ " $SCENARIOS " == *" $1 "* ]]; }
+
+# target NAME VALUE OP LIMIT DETAIL: one row of the Targets table; met when VALUE OP LIMIT holds.
+TARGET_ROWS=()
+TARGETS_MET=0
+TARGETS_TOTAL=0
+target() {
+    local name=$1 value=$2 op=$3 limit=$4 detail=$5 verdict
+    TARGETS_TOTAL=$((TARGETS_TOTAL + 1))
+    if [[ -z $value || -z $limit ]]; then
+        verdict="not measured"
+    elif awk -v v="$value" -v l="$limit" -v op="$op" 'BEGIN {
+        ok = (op == ">=") ? v >= l : (op == "<=") ? v <= l : v < l; exit !ok }'; then
+        verdict="**met**"
+        TARGETS_MET=$((TARGETS_MET + 1))
+    else
+        verdict="not met"
+    fi
+    TARGET_ROWS+=("| $name | $detail | $verdict |")
+}
+
+evaluate_targets() {
+    local test r c s n v key
+    for test in set get; do
+        r=$(field "redcar-$P16-$test" rps)
+        c=$(field "cluster-$P16-$test" rps)
+        v=$(ratio "$r" "$c")
+        target "\`-P 16\` ${test^^}, $CLIENTS clients: ≥ 1.0× direct cluster" "$v" ">=" 1.0 \
+            "redcar ${r:-?} / direct cluster ${c:-?} ops/s = ${v:-?}×"
+    done
+    for test in set get; do
+        r=$(field "redcar-$P1-$test" rps)
+        c=$(field "cluster-$P1-$test" rps)
+        v=$(ratio "$r" "$c")
+        target "\`-P 1\` ${test^^}, $CLIENTS clients: ≥ 0.9× direct cluster" "$v" ">=" 0.9 \
+            "redcar ${r:-?} / direct cluster ${c:-?} ops/s = ${v:-?}×"
+    done
+    for test in set get; do
+        r=$(field "redcar-$P1-$test" p99)
+        c=$(field "cluster-$P1-$test" p99)
+        v=$(added_us "$r" "$c")
+        target "\`-P 1\` ${test^^}, $CLIENTS clients: p99 added over direct cluster ≤ 150 µs" "$v" "<=" 150 \
+            "p99 redcar ${r:-?} ms, direct cluster ${c:-?} ms: ${v:-?} µs"
+    done
+    for p in $P1 $P16; do
+        for test in mset mget; do
+            r=$(field "redcar-$p-$test" rps)
+            s=$(field "standalone-$p-$test" rps)
+            v=$(ratio "$r" "$s")
+            target "10-key ${test^^} across slots, $p: ≥ 0.5× one standalone node" "$v" ">=" 0.5 \
+                "redcar ${r:-?} / standalone ${s:-?} ops/s = ${v:-?}×"
+        done
+    done
+    for p in $P1 $P16; do
+        for test in set get; do
+            r=$(cpu_m "redcar-$p-$test" proxy)
+            n=$(cpu_m "nutcracker-$p-$test" proxy)
+            target "CPU per million ${test^^}, $p: redcar < nutcracker" "$r" "<" "$n" \
+                "redcar ${r:-?} s, nutcracker ${n:-?} s per million commands"
+        done
+    done
+}
+
+# ---------------------------------------------------------------- runs
 TARGETS=(standalone cluster redcar)
-for p in $SCENARIOS; do
-    for t in "${TARGETS[@]}"; do
-        # shellcheck disable=SC2207
-        args=($(target_args "$t"))
-        clients=${p%%:*}
-        n=$REQUESTS
-        ((clients > 1)) || n=$((REQUESTS / 10)) # one client is slow; latency needs fewer samples
-        cmd=(redis-benchmark "${args[@]}" -t set,get -c "$clients" -n "$n" -r "$KEYSPACE" -P "${p##*:}" --csv)
-        CMDS[$t-$p]="${cmd[*]}"
-        log "P=$p $t: ${cmd[*]}"
-        start=$SECONDS
-        if ! "${TIMEOUT[@]}" "${cmd[@]}" >"$TMP/$t-$p.csv" 2>"$TMP/$t-$p.err"; then
-            tail -n 20 "$TMP/$t-$p.err" >&2
-            die "redis-benchmark against $t (P=$p) failed"
-        fi
-        log "  done in $((SECONDS - start)) s: $(grep -E '^"(SET|GET)"' "$TMP/$t-$p.csv" | cut -d, -f1,2 | tr '\n' ' ')"
+[[ $NUTCRACKER == 1 ]] && TARGETS+=(nutcracker)
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+    for p in $SCENARIOS; do
+        for t in "${TARGETS[@]}"; do bench_setget "$t" "$p"; done
     done
 done
 
@@ -118,9 +349,21 @@ done
 # all ten under one {hash tag}: a different workload), MGET is a custom command line.
 MULTI_TESTS=(mset mget)
 MULTI_TARGETS=(standalone redcar)
+NC_MULTI_NOTE=""
+if [[ $NUTCRACKER == 1 ]]; then
+    # nutcracker splits MGET (and DEL) over its servers; MSET is served too since 0.4. Probe both
+    # rather than trust the version: a proxy that refused them would close the connection.
+    if [[ $(redis-cli -p "$NC_PORT" MSET redcar:a 1 redcar:b 2 redcar:c 3 2>&1) == OK &&
+        $(redis-cli -p "$NC_PORT" MGET redcar:a redcar:b redcar:c 2>&1 | tr '\n' ' ') == "1 2 3 " ]]; then
+        MULTI_TARGETS+=(nutcracker)
+    else
+        NC_MULTI_NOTE="nutcracker did not answer a probe MSET/MGET correctly: no multi-key rows for it"
+        log "$NC_MULTI_NOTE"
+    fi
+fi
 MGET_ARGS=(MGET)
 for _ in 1 2 3 4 5 6 7 8 9 10; do MGET_ARGS+=("key:__rand_int__"); done
-if ((MULTI_REQUESTS > 0)); then
+for ((ROUND = 1; ROUND <= ROUNDS && MULTI_REQUESTS > 0; ROUND++)); do
     for p in $SCENARIOS; do
         for t in "${MULTI_TARGETS[@]}"; do
             for test in "${MULTI_TESTS[@]}"; do
@@ -131,96 +374,103 @@ if ((MULTI_REQUESTS > 0)); then
                 ((clients > 1)) || n=$((MULTI_REQUESTS / 10))
                 cmd=(redis-benchmark "${args[@]}" -c "$clients" -n "$n" -r "$KEYSPACE" -P "${p##*:}" --csv)
                 if [[ $test == mset ]]; then cmd+=(-t mset); else cmd+=("${MGET_ARGS[@]}"); fi
-                CMDS[$t-$p-$test]="${cmd[*]}"
-                log "P=$p $t $test: ${cmd[*]}"
-                start=$SECONDS
-                if ! "${TIMEOUT[@]}" "${cmd[@]}" >"$TMP/$t-$p-$test.csv" 2>"$TMP/$t-$p-$test.err"; then
-                    tail -n 20 "$TMP/$t-$p-$test.err" >&2
-                    die "redis-benchmark $test against $t (P=$p) failed"
-                fi
-                log "  done in $((SECONDS - start)) s: $(sed -n 2p "$TMP/$t-$p-$test.csv" | cut -d, -f2)"
+                run_one "$t-$p-$test" "$t" "$n" "${cmd[@]}"
             done
         done
     done
+done
+
+# Scaling: the same redcar with a fixed number of worker threads (the default is one per core).
+SCALING_SCENARIOS="$P16 $P1"
+for w in $SCALING_WORKERS; do
+    stop_redcar
+    start_redcar --workers "$w"
+    CMDS[redcar-w$w]="${REDCAR_CMD[*]}"
+    for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+        for p in $SCALING_SCENARIOS; do bench_setget redcar "$p" "redcar-w$w"; done
+    done
+done
+stop_redcar
+
+# The connection workloads start their own cluster and redcar: stop ours so they have the CPUs.
+stop_pid "$STANDALONE_PID" redis-server
+STANDALONE_PID=""
+"$ROOT/bench/nutcracker.sh" stop "$TMP/nutcracker"
+"$ROOT/scripts/cluster.sh" stop "$TMP/cluster"
+
+CONN_NOTE=""
+CONN_CMD=""
+if [[ $CONNECTIONS == 1 ]]; then
+    conn_env=(CONN_NETWORKS="${CONN_NETWORKS:-loopback}" CONN_RATE_NETWORKS="${CONN_RATE_NETWORKS:-loopback}"
+        CONN_REQUESTS="${CONN_REQUESTS:-300}" CONN_RATE_SECONDS="${CONN_RATE_SECONDS:-3}"
+        REDCAR_BIN="$REDCAR_BIN" CONN_OUT="$TMP/connections.md")
+    CONN_CMD="${conn_env[*]:0:4} bench/connections.sh"
+    log "per-request and rate-limit workloads: $CONN_CMD"
+    env "${conn_env[@]}" "$ROOT/bench/connections.sh" || die "bench/connections.sh failed"
+else
+    CONN_NOTE="BENCH_CONNECTIONS=0: the per-request and rate-limit workloads were skipped (run \`make bench-connections\`)."
 fi
 
-# field TARGET P TEST NAME -> value from the CSV (rps, p50, p99)
-field() {
-    local col
-    case $4 in rps) col=2 ;; p50) col=5 ;; p99) col=7 ;; esac
-    awk -F'","' -v t="\"$3" -v c="$col" '$1 == t { gsub(/"/, "", $c); print $c; exit }' "$TMP/$1-$2.csv"
-}
-# mfield TARGET P TEST NAME -> value from a multi-key CSV (its one data row)
-mfield() {
-    local col
-    case $4 in rps) col=2 ;; p50) col=5 ;; p99) col=7 ;; esac
-    awk -F'","' -v c="$col" 'NR == 2 { gsub(/"/, "", $c); print $c; exit }' "$TMP/$1-$2-$3.csv"
-}
-calc() { awk "BEGIN { printf \"$1\", $2 }" 2>/dev/null || echo "n/a"; }
-
 # ---------------------------------------------------------------- report
+evaluate_targets
 CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 REPORT="$TMP/RESULTS.md"
 {
     echo "# redcar benchmark results"
     echo
-    echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-    echo "- machine: $(nproc) CPUs, ${CPU:-unknown CPU}, $(uname -sr)"
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); the suite took $((SECONDS - BENCH_START)) s"
+    echo "- command: \`$(env | grep -E '^(BENCH_|REDCAR_BIN=|CONN_)' | sort | tr '\n' ' ')bench/run.sh\`"
+    echo "- machine: $(nproc) CPUs, ${CPU:-unknown CPU}, $(uname -sr), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- redis: $(redis-server --version | sed 's/ sha=.*//')"
-    echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
-    echo "- workload: SET and GET, $REQUESTS requests per test ($((REQUESTS / 10)) with one client), keyspace $KEYSPACE (-r), scenarios (clients:pipeline): $SCENARIOS"
-    ((MULTI_REQUESTS == 0)) || echo "- multi-key workload: MSET and MGET of 10 random keys, $MULTI_REQUESTS requests per test ($((MULTI_REQUESTS / 10)) with one client), standalone and redcar only"
-    echo "- note: benchmark client, all redis-server processes and redcar share the same $(nproc) CPUs"
-    echo
-    echo "## Setup"
-    echo
-    echo '```'
-    echo "standalone: redis-server --port $STANDALONE_PORT --save \"\" --appendonly no"
-    echo "cluster:    scripts/cluster.sh start DIR  (3 primaries + 3 replicas, node timeout 2000 ms): $SEEDS"
-    echo "redcar:     ${REDCAR_CMD[*]}"
-    echo '```'
-    echo
-    echo "## Commands"
-    echo
-    echo '```'
-    for p in $SCENARIOS; do for t in "${TARGETS[@]}"; do echo "${CMDS[$t-$p]}"; done; done
-    if ((MULTI_REQUESTS > 0)); then
-        for p in $SCENARIOS; do
-            for t in "${MULTI_TARGETS[@]}"; do
-                for test in "${MULTI_TESTS[@]}"; do echo "${CMDS[$t-$p-$test]}"; done
-            done
-        done
+    if [[ $NUTCRACKER == 1 ]]; then
+        echo "- nutcracker: $("$(command -v nutcracker || echo /usr/sbin/nutcracker)" --version 2>&1 | head -n 1)"
+    else
+        echo "- nutcracker: $NC_NOTE"
     fi
-    echo '```'
+    echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
+    echo "- rounds: $ROUNDS (every test run $ROUNDS time(s), interleaved; each row is the run with the median ops/s, the raw CSV has all)"
+    echo "- workload: SET and GET (separate runs), $REQUESTS requests per test ($((REQUESTS / 10)) with one client), keyspace $KEYSPACE (-r), scenarios (clients:pipeline): $SCENARIOS"
+    ((MULTI_REQUESTS == 0)) || echo "- multi-key workload: MSET and MGET of 10 random keys, $MULTI_REQUESTS requests per test ($((MULTI_REQUESTS / 10)) with one client)"
+    echo "- CPU s/M: user + system CPU seconds (/proc/PID/stat, $CLK_TCK ticks/s) per million client commands, read before and after each run; \"proxy\" is redcar's or nutcracker's process, \"redis-servers\" the nodes behind the target (all six cluster nodes, replicas included, for cluster and redcar)"
+    echo "- note: benchmark client, all redis-server processes and the proxies share the same $(nproc) CPUs"
+    echo
+    echo "## Targets (issue 8)"
+    echo
+    echo "$TARGETS_MET of $TARGETS_TOTAL met, computed by bench/run.sh from the tables below."
+    echo
+    echo "| target | measured | verdict |"
+    echo "|---|---|---|"
+    printf '%s\n' "${TARGET_ROWS[@]}"
     echo
     echo "## Results"
     echo
-    echo "| clients:pipeline | test | target | ops/s | p50 ms | p99 ms |"
-    echo "|---:|---|---|---:|---:|---:|"
+    echo "| clients:pipeline | test | target | ops/s | p50 ms | p99 ms | proxy CPU s/M | redis-servers CPU s/M |"
+    echo "|---:|---|---|---:|---:|---:|---:|---:|"
     for p in $SCENARIOS; do
-        for test in SET GET; do
+        for test in set get; do
             for t in "${TARGETS[@]}"; do
-                label=$t
-                [[ $t == cluster ]] && label="cluster (direct, --cluster)"
-                echo "| $p | $test | $label | $(field "$t" "$p" "$test" rps) | $(field "$t" "$p" "$test" p50) | $(field "$t" "$p" "$test" p99) |"
+                k=$t-$p-$test
+                echo "| $p | ${test^^} | $(label "$t") | $(field "$k" rps) | $(field "$k" p50) | $(field "$k" p99) | $(cpu_m "$k" proxy) | $(cpu_m "$k" servers) |"
             done
         done
     done
     echo
-    echo "## redcar relative to the alternatives"
+    echo "## Relative to the alternatives"
     echo
-    echo "| clients:pipeline | test | ops/s redcar / direct cluster | ops/s redcar / standalone | p50 added over direct cluster (µs) | p99 added over direct cluster (µs) |"
-    echo "|---:|---|---:|---:|---:|---:|"
+    echo "nutcracker's own baseline is its 3 plain nodes (no cluster); standalone and the direct cluster are the two references both proxies are compared with."
+    echo
+    echo "| clients:pipeline | test | redcar / direct cluster | redcar / standalone | nutcracker / standalone | nutcracker / direct cluster | CPU/M redcar / nutcracker | p50 added over direct cluster (µs) | p99 added over direct cluster (µs) |"
+    echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
     for p in $SCENARIOS; do
-        for test in SET GET; do
-            r=$(field redcar "$p" "$test" rps)
-            c=$(field cluster "$p" "$test" rps)
-            s=$(field standalone "$p" "$test" rps)
-            r50=$(field redcar "$p" "$test" p50)
-            c50=$(field cluster "$p" "$test" p50)
-            r99=$(field redcar "$p" "$test" p99)
-            c99=$(field cluster "$p" "$test" p99)
-            echo "| $p | $test | $(calc '%.2f' "${r:-0} / ${c:-1}") | $(calc '%.2f' "${r:-0} / ${s:-1}") | $(calc '%+.0f' "(${r50:-0} - ${c50:-0}) * 1000") | $(calc '%+.0f' "(${r99:-0} - ${c99:-0}) * 1000") |"
+        for test in set get; do
+            r=$(field "redcar-$p-$test" rps)
+            c=$(field "cluster-$p-$test" rps)
+            s=$(field "standalone-$p-$test" rps)
+            nc=$(field "nutcracker-$p-$test" rps)
+            echo "| $p | ${test^^} | $(ratio "$r" "$c") | $(ratio "$r" "$s") | $(ratio "$nc" "$s") | $(ratio "$nc" "$c") |" \
+                "$(ratio "$(cpu_m "redcar-$p-$test" proxy)" "$(cpu_m "nutcracker-$p-$test" proxy)") |" \
+                "$(added_us "$(field "redcar-$p-$test" p50)" "$(field "cluster-$p-$test" p50)") |" \
+                "$(added_us "$(field "redcar-$p-$test" p99)" "$(field "cluster-$p-$test" p99)") |"
         done
     done
     echo
@@ -228,39 +478,87 @@ REPORT="$TMP/RESULTS.md"
         echo "## Multi-key commands: 10 keys over all slots"
         echo
         echo "MSET and MGET of 10 random keys each. A cluster-aware client cannot send these to a cluster"
-        echo "at all (the keys are in different slots: \`-CROSSSLOT\`), so redcar is compared with one"
+        echo "at all (the keys are in different slots: \`-CROSSSLOT\`), so the proxies are compared with one"
         echo "standalone redis-server. Through redcar each command becomes up to 10 per-slot commands on"
-        echo "the 3 primaries, sent in parallel and merged in key order."
+        echo "the 3 primaries, sent in parallel and merged in key order; nutcracker splits it per server."
+        [[ -z $NC_MULTI_NOTE ]] || echo "Note: $NC_MULTI_NOTE."
         echo
-        echo "| clients:pipeline | test | target | ops/s | p50 ms | p99 ms | ops/s redcar / standalone |"
-        echo "|---:|---|---|---:|---:|---:|---:|"
+        echo "| clients:pipeline | test | target | ops/s | p50 ms | p99 ms | proxy CPU s/M | ops/s / standalone |"
+        echo "|---:|---|---|---:|---:|---:|---:|---:|"
         for p in $SCENARIOS; do
             for test in "${MULTI_TESTS[@]}"; do
-                s=$(mfield standalone "$p" "$test" rps)
-                r=$(mfield redcar "$p" "$test" rps)
-                label="${test^^} (10 keys)"
-                echo "| $p | $label | standalone | $s | $(mfield standalone "$p" "$test" p50) | $(mfield standalone "$p" "$test" p99) | |"
-                echo "| $p | $label | redcar | $r | $(mfield redcar "$p" "$test" p50) | $(mfield redcar "$p" "$test" p99) | $(calc '%.2f' "${r:-0} / ${s:-1}") |"
+                s=$(field "standalone-$p-$test" rps)
+                for t in "${MULTI_TARGETS[@]}"; do
+                    k=$t-$p-$test
+                    rel=""
+                    [[ $t == standalone ]] || rel=$(ratio "$(field "$k" rps)" "$s")
+                    echo "| $p | ${test^^} (10 keys) | $(label "$t") | $(field "$k" rps) | $(field "$k" p50) | $(field "$k" p99) | $(cpu_m "$k" proxy) | $rel |"
+                done
             done
         done
         echo
     fi
+    if [[ -n $SCALING_WORKERS ]]; then
+        echo "## Scaling: redcar worker threads"
+        echo
+        echo "redcar restarted with \`--workers N\` (otherwise the same command); \"default\" is the main run above (one worker per core: $(nproc))."
+        echo
+        echo "| workers | clients:pipeline | test | ops/s | p50 ms | p99 ms | redcar CPU s/M | ops/s / direct cluster |"
+        echo "|---|---:|---|---:|---:|---:|---:|---:|"
+        for p in $SCALING_SCENARIOS; do
+            for test in set get; do
+                c=$(field "cluster-$p-$test" rps)
+                for w in default $SCALING_WORKERS; do
+                    k=redcar-w$w-$p-$test
+                    [[ $w == default ]] && k=redcar-$p-$test
+                    echo "| $w | $p | ${test^^} | $(field "$k" rps) | $(field "$k" p50) | $(field "$k" p99) | $(cpu_m "$k" proxy) | $(ratio "$(field "$k" rps)" "$c") |"
+                done
+            done
+        done
+        echo
+    fi
+    echo "## Setup"
+    echo
+    echo '```'
+    echo "standalone: redis-server --port $STANDALONE_PORT --save \"\" --appendonly no"
+    echo "cluster:    scripts/cluster.sh start DIR  (3 primaries + 3 replicas, node timeout 2000 ms): $SEEDS"
+    echo "redcar:     $REDCAR_MAIN_CMD"
+    for w in $SCALING_WORKERS; do echo "redcar:     ${CMDS[redcar-w$w]}"; done
+    if [[ $NUTCRACKER == 1 ]]; then
+        echo "nutcracker: bench/nutcracker.sh start DIR 3  (3 plain redis-servers, --save \"\" --appendonly no), pool:"
+        sed 's/^/  /' "$TMP/nutcracker/nutcracker.yml"
+    fi
+    echo '```'
+    echo
+    echo "## Commands"
+    echo
+    echo '```'
+    for k in "${ORDER[@]}"; do [[ $k != *.r1 ]] || echo "${CMDS[${k%.r1}]}"; done
+    echo '```'
+    echo
+    if [[ $CONNECTIONS == 1 ]]; then
+        echo "## Per-request and rate-limit workloads"
+        echo
+        echo "Run by the suite after everything above was stopped: \`$CONN_CMD\` (loopback only; the"
+        echo "simulated data-centre network and the big-topology emulation: \`make bench-connections\`,"
+        echo "[RESULTS-connections.md](RESULTS-connections.md)). Its report, headings one level down:"
+        echo
+        sed '1d; s/^#/##/' "$TMP/connections.md"
+        echo
+    else
+        echo "## Per-request and rate-limit workloads"
+        echo
+        echo "$CONN_NOTE"
+        echo
+    fi
     echo "## Raw CSV (redis-benchmark --csv)"
     echo
-    for p in $SCENARIOS; do
-        for t in "${TARGETS[@]}"; do
-            echo "### $t, clients:pipeline $p"
-            echo
-            echo '```'
-            grep -E '^"' "$TMP/$t-$p.csv" || true
-            if ((MULTI_REQUESTS > 0)) && [[ $t != cluster ]]; then
-                for test in "${MULTI_TESTS[@]}"; do grep -E '^"[^t]' "$TMP/$t-$p-$test.csv" || true; done
-            fi
-            echo '```'
-            echo
-        done
+    echo '```'
+    for k in "${ORDER[@]}"; do
+        grep -E '^"[^t]' "$TMP/$k.csv" | sed "s/^/$k: /" || true
     done
+    echo '```'
 } >"$REPORT"
 cp "$REPORT" "$OUT"
-log "wrote $OUT"
-sed -n '/^## Results/,/^## Raw/p' "$OUT" | sed '$d'
+log "wrote $OUT in $((SECONDS - BENCH_START)) s"
+sed -n '/^## Targets/,/^## Setup/p' "$OUT" | sed '$d'
