@@ -189,9 +189,11 @@ pub async fn run(
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     if let Some(tcp) = listeners.tcp {
         tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
+        let facade = facade(&config.cluster_facade, false, "TCP");
         tokio::spawn(serve_clients(
             tcp,
             downstream.clone(),
+            facade,
             stop_rx.clone(),
             done_tx.clone(),
         ));
@@ -208,18 +210,22 @@ pub async fn run(
             config.tls.handshake_timeout,
             stop_rx.clone(),
         );
+        let facade = facade(&config.tls.cluster_facade, true, "TLS");
         tokio::spawn(serve_clients(
             tls,
             downstream.clone(),
+            facade,
             stop_rx.clone(),
             done_tx.clone(),
         ));
     }
     if let Some(unix) = listeners.unix {
         tracing::info!(path = ?config.unix, "listening (Unix socket)");
+        // Never a facade: a Unix socket cannot be announced as a cluster node (see validate.rs).
         tokio::spawn(serve_clients(
             unix,
             downstream.clone(),
+            None,
             stop_rx.clone(),
             done_tx.clone(),
         ));
@@ -276,6 +282,21 @@ pub async fn run(
 
 /// The configuration as `/config` shows it. Passwords (`auth`) serialize as `(redacted)`, so no
 /// secret leaves the process.
+/// A listener's cluster facade, logged when it is on.
+fn facade(
+    config: &crate::downstream::FacadeConfig,
+    tls: bool,
+    listener: &str,
+) -> Option<Arc<crate::downstream::Facade>> {
+    let facade = crate::downstream::Facade::new(config, tls)?;
+    tracing::info!(
+        listener,
+        announce = %facade.describe(),
+        "cluster facade on: answering CLUSTER SLOTS/SHARDS/NODES/INFO/MYID as a one-node cluster"
+    );
+    Some(facade)
+}
+
 fn redacted(config: &Config) -> serde_json::Value {
     serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
 }

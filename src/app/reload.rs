@@ -122,6 +122,7 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     }
     // Sockets, threads, the log subscriber and the metrics registry are set up once.
     keep!(listen);
+    keep!(cluster_facade);
     keep!(unix);
     keep!(unix_permissions);
     keep!(admin);

@@ -67,3 +67,18 @@ fn changed_keys_name_each_leaf_and_notice_a_new_password() {
     assert_eq!(changed_keys(&old, &new), ["auth (a password)"]);
     assert!(changed_keys(&old, &old.clone()).is_empty());
 }
+
+#[test]
+fn the_cluster_facade_needs_a_restart() {
+    let running = running();
+    let mut loaded = running.clone();
+    loaded.cluster_facade.enabled = true;
+    loaded.tls.cluster_facade.announce = Some("h:1".into());
+    let (config, restart) = effective(&running, loaded);
+    assert_eq!(
+        restart,
+        ["cluster_facade.enabled", "tls.cluster_facade.announce"]
+    );
+    assert!(!config.cluster_facade.enabled);
+    assert_eq!(config.tls.cluster_facade.announce, None);
+}

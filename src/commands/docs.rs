@@ -51,6 +51,9 @@ fn header(out: &mut String) {
          - **session** ({dedicated}): blocking commands, transactions and subscriptions, which keep state on a \
          connection: see [architecture.md](architecture.md#connection-state-transactions-blocking-commands-and-pubsub);\n\
          - **unsupported** ({refused}): refused with `-ERR redcar: <CMD> is not supported (<reason>)`; node administration can be allowed command by command with `router.allow_node_admin` (except what a proxy can never serve: see [configuration.md](configuration.md#router-deadlines-redirects-retries)).\n\n\
+         On a listener with the cluster facade (`--cluster-facade`), `CLUSTER SLOTS`, `SHARDS`, `NODES`, `INFO` and `MYID` \
+         are answered by redcar as a one-node cluster, and `READONLY`, `READWRITE` and `ASKING` get `+OK`: \
+         see [cluster-facade.md](cluster-facade.md). The table shows the other listeners.\n\n\
          Keys: `yes` = key specs; `channel` = shard channel (a `not_key` spec that redcar routes by); \
          `incomplete` = the specs may miss keys (the node still rejects cross-slot use).\n\n\
          | Command | Arity | Flags | Keys | Served |\n\

@@ -18,6 +18,14 @@ pub struct Cli {
     /// TCP address to accept clients on, e.g. 127.0.0.1:6380.
     #[arg(long, env = "REDCAR_LISTEN", value_name = "ADDR")]
     pub listen: Option<String>,
+    /// Present the --listen listener as a one-node Redis Cluster owning every slot, for clients
+    /// that insist on cluster mode (`cluster_facade.enabled`).
+    #[arg(long, env = "REDCAR_CLUSTER_FACADE")]
+    pub cluster_facade: bool,
+    /// HOST:PORT the cluster facade announces instead of the address each client reached
+    /// (`cluster_facade.announce`; behind NAT, Docker or Kubernetes).
+    #[arg(long, env = "REDCAR_CLUSTER_FACADE_ANNOUNCE", value_name = "HOST:PORT")]
+    pub cluster_facade_announce: Option<String>,
     /// Unix socket path to accept clients on.
     #[arg(long, env = "REDCAR_UNIX", value_name = "PATH")]
     pub unix: Option<PathBuf>,
@@ -200,6 +208,13 @@ impl Cli {
     /// Overrides `config` with every flag that was given.
     pub fn apply(&self, config: &mut Config) -> Result<(), ConfigError> {
         set(&mut config.listen, self.listen.clone().map(Some));
+        if self.cluster_facade {
+            config.cluster_facade.enabled = true;
+        }
+        set(
+            &mut config.cluster_facade.announce,
+            self.cluster_facade_announce.clone().map(Some),
+        );
         set(&mut config.unix, self.unix.clone().map(Some));
         set(&mut config.unix_permissions, self.unix_permissions.clone());
         set(&mut config.admin, self.admin.clone().map(Some));

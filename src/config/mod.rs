@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::AuthConfig;
 use crate::cluster::ClusterConfig;
 use crate::commands::CustomCommand;
-use crate::downstream::{ClientConfig, TlsConfig};
+use crate::downstream::{ClientConfig, FacadeConfig, TlsConfig};
 use crate::metrics::MetricsConfig;
 use crate::router::RouterConfig;
 use crate::upstream::UpstreamConfig;
@@ -33,6 +33,8 @@ use crate::upstream::UpstreamConfig;
 pub struct Config {
     /// TCP address clients connect to, e.g. `127.0.0.1:6380`.
     pub listen: Option<String>,
+    /// Present the `listen` listener as a one-node Redis Cluster (docs/cluster-facade.md).
+    pub cluster_facade: FacadeConfig,
     /// Unix socket path clients connect to (in addition to, or instead of, `listen`).
     pub unix: Option<PathBuf>,
     /// Octal permission bits applied to the Unix socket file.
@@ -66,6 +68,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: None,
+            cluster_facade: FacadeConfig::default(),
             unix: None,
             unix_permissions: "660".to_string(),
             admin: None,

@@ -317,3 +317,25 @@ fn fault_rules_are_checked_at_start_up() {
     let typo = Config::from_yaml(&faults("{percent: 1, delay: 1ms}")).expect_err("unknown key");
     assert!(typo.to_string().contains("percent"), "{typo}");
 }
+
+#[test]
+fn cluster_facade_flags_turn_it_on_for_the_listen_listener() {
+    let config = Config::load(&cli(&[
+        "--listen",
+        "0.0.0.0:6380",
+        "--cluster",
+        "127.0.0.1:7000",
+        "--cluster-facade",
+        "--cluster-facade-announce",
+        "redcar.svc:6380",
+    ]))
+    .expect("valid");
+    assert!(config.cluster_facade.enabled);
+    assert_eq!(
+        config.cluster_facade.announce.as_deref(),
+        Some("redcar.svc:6380")
+    );
+    assert!(!config.tls.cluster_facade.enabled, "each listener opts in");
+    let unix_only = "unix: /tmp/r.sock\ncluster:\n  seeds: [127.0.0.1:7000]\ncluster_facade:\n  enabled: true\n";
+    assert!(error_of(unix_only).contains("`cluster_facade.enabled` needs `listen`"));
+}

@@ -62,6 +62,16 @@ impl Config {
                 }
             }
         }
+        self.cluster_facade
+            .check("cluster_facade", ("listen", self.listen.is_some()))
+            .map_err(ConfigError)?;
+        self.tls
+            .cluster_facade
+            .check(
+                "tls.cluster_facade",
+                ("tls.listen", self.tls.listen.is_some()),
+            )
+            .map_err(ConfigError)?;
         if let Some(path) = &self.unix {
             if path.as_os_str().is_empty() {
                 return fail("`unix` is an empty path");

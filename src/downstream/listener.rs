@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use super::budget::Budget;
+use super::facade::{Endpoint, Facade};
 use super::session;
 use super::slow::LatencyWatch;
 use super::ClientConfig;
@@ -183,6 +184,10 @@ pub trait Accept {
     fn accept_client(
         &self,
     ) -> impl std::future::Future<Output = std::io::Result<(Self::Stream, String)>> + Send;
+    /// The address the client reached (what a cluster facade announces); none for a Unix socket.
+    fn local_addr(_stream: &Self::Stream) -> Option<std::net::SocketAddr> {
+        None
+    }
 }
 
 impl Accept for TcpListener {
@@ -194,6 +199,10 @@ impl Accept for TcpListener {
         // Small replies must not wait for Nagle; the session batches its own writes.
         let _ = stream.set_nodelay(true);
         Ok((stream, peer.to_string()))
+    }
+
+    fn local_addr(stream: &Self::Stream) -> Option<std::net::SocketAddr> {
+        stream.local_addr().ok()
     }
 }
 
@@ -208,10 +217,12 @@ impl Accept for UnixListener {
 }
 
 /// Accepts clients until `shutdown`. Each session holds a clone of `done`; the caller knows
-/// every session has ended when all clones are dropped.
+/// every session has ended when all clones are dropped. With a `facade`, sessions answer as a
+/// one-node cluster at the address each client reached (see `facade.rs`).
 pub async fn serve<L: Accept>(
     listener: L,
     downstream: Arc<Downstream>,
+    facade: Option<Arc<Facade>>,
     mut shutdown: watch::Receiver<bool>,
     done: mpsc::Sender<()>,
 ) {
@@ -222,24 +233,43 @@ pub async fn serve<L: Accept>(
             _ = shutdown.changed() => return,
         };
         match accepted {
-            Ok((stream, peer)) => spawn_session(
-                stream,
-                peer,
-                L::LABEL,
-                &gauges,
-                &downstream,
-                &shutdown,
-                &done,
-            ),
+            Ok((stream, peer)) => {
+                let endpoint = facade
+                    .as_ref()
+                    .and_then(|f| announced::<L>(f, &stream, &peer));
+                let session = Session {
+                    peer,
+                    listener: L::LABEL,
+                    facade: endpoint,
+                };
+                spawn_session(stream, session, &gauges, &downstream, &shutdown, &done)
+            }
             Err(e) => accept_failed(e).await,
         }
     }
 }
 
-fn spawn_session<S>(
-    stream: S,
+/// What a new session is told about its client.
+struct Session {
     peer: String,
     listener: &'static str,
+    /// Set on a cluster-facade listener: the node the client is told it talks to.
+    facade: Option<Endpoint>,
+}
+
+/// The facade's endpoint for a new client; without one (no announce address and the socket
+/// cannot say its own), the client is served as on an ordinary listener.
+fn announced<L: Accept>(facade: &Facade, stream: &L::Stream, peer: &str) -> Option<Endpoint> {
+    let endpoint = facade.endpoint(L::local_addr(stream));
+    if endpoint.is_none() {
+        tracing::warn!(%peer, "cluster facade: the client's local address is unknown; serving it without the facade");
+    }
+    endpoint
+}
+
+fn spawn_session<S>(
+    stream: S,
+    session: Session,
     gauges: &ListenerMetrics,
     downstream: &Arc<Downstream>,
     shutdown: &watch::Receiver<bool>,
@@ -256,6 +286,7 @@ fn spawn_session<S>(
     if count >= max {
         downstream.connected.fetch_sub(1, Ordering::SeqCst);
         downstream.metrics.clients_refused.inc();
+        let peer = &session.peer;
         tracing::warn!(%peer, max, "client refused: client.max_connections reached");
         tokio::spawn(refuse(stream));
         return;
@@ -263,8 +294,13 @@ fn spawn_session<S>(
     // Boxed: the session's state machine is a few KiB, and an unboxed future is copied whole
     // each time tokio moves it into its task cell; a box moves as one pointer.
     tokio::spawn(Box::pin(async move {
+        let Session {
+            peer,
+            listener,
+            facade,
+        } = session;
         let client = downstream.connect(peer.clone(), listener, &gauges);
-        session::serve(stream, &downstream, client.id, &peer, shutdown).await;
+        session::serve(stream, &downstream, client.id, &peer, facade, shutdown).await;
         drop(client);
         downstream.connected.fetch_sub(1, Ordering::SeqCst);
         drop(done);

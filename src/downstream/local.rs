@@ -20,6 +20,8 @@ pub struct ClientState {
     pub name: Option<Bytes>,
     /// Set by QUIT: reply, then close.
     pub quit: bool,
+    /// On a cluster-facade listener: HELLO says `mode: cluster`, as a cluster node would.
+    pub cluster_mode: bool,
     /// MULTI … EXEC and WATCH.
     pub tx: Transaction,
     /// Where this client wrote (for WAIT).
@@ -36,6 +38,7 @@ impl ClientState {
             id,
             name: None,
             quit: false,
+            cluster_mode: false,
             tx: Transaction::default(),
             written: Written::default(),
             user: users.anonymous(),
@@ -132,7 +135,8 @@ impl ClientState {
         out.freeze()
     }
 
-    /// `HELLO [2 [AUTH u p] [SETNAME n]]`: describes redcar as a standalone Redis speaking RESP2.
+    /// `HELLO [2 [AUTH u p] [SETNAME n]]`: describes redcar as a Redis speaking RESP2, standalone
+    /// (or a cluster node, on a cluster-facade listener).
     fn hello(&mut self, args: &[Bytes]) -> Bytes {
         let mut out = BytesMut::with_capacity(256);
         if let Some(version) = args.get(1) {
@@ -177,7 +181,14 @@ impl ClientState {
             (b"version", Field::Text(b"7.0.0")),
             (b"proto", Field::Int(2)),
             (b"id", Field::Int(self.id as i64)),
-            (b"mode", Field::Text(b"standalone")),
+            (
+                b"mode",
+                Field::Text(if self.cluster_mode {
+                    b"cluster"
+                } else {
+                    b"standalone"
+                }),
+            ),
             (b"role", Field::Text(b"master")),
             (b"modules", Field::EmptyArray),
             (

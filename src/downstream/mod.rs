@@ -1,8 +1,11 @@
 //! Client-facing side: listeners (TCP and Unix socket) and one session per client that answers a
-//! pipeline in order while its commands run in parallel on different nodes.
+//! pipeline in order while its commands run in parallel on different nodes; optionally a cluster
+//! facade (`facade`) that presents redcar as a one-node cluster.
 
 mod budget;
 mod config;
+mod facade;
+mod facade_reply;
 mod listener;
 mod local;
 mod pubsub;
@@ -13,5 +16,6 @@ mod tls;
 mod transaction;
 
 pub use config::ClientConfig;
+pub use facade::{Facade, FacadeConfig};
 pub use listener::{serve, Accept, Downstream};
 pub use tls::{TlsConfig, TlsListener};

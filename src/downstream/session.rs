@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant};
 
 use super::budget;
+use super::facade::Endpoint;
 use super::listener::Downstream;
 use super::local::ClientState;
 use super::pubsub;
@@ -32,12 +33,13 @@ const HOLD_MAX: usize = 64 * 1024;
 const BUDGET_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
-/// proxy drains.
+/// proxy drains. `facade`: the client came in on a cluster-facade listener.
 pub async fn serve<S>(
     stream: S,
     downstream: &Downstream,
     id: u64,
     peer: &str,
+    facade: Option<Endpoint>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin,
@@ -49,6 +51,7 @@ pub async fn serve<S>(
     let mut limits = config.limits();
     let (mut reader, mut writer) = tokio::io::split(stream);
     let mut state = ClientState::new(id, users);
+    state.cluster_mode = facade.is_some();
     // This client's connection to every node (see `Node::send`).
     let lane = state.id as usize;
     let keep_raw = metrics.slowlog.is_enabled();
@@ -151,6 +154,10 @@ pub async fn serve<S>(
                 },
             };
             let (plan, command) = router.plan(&request, &mut scratch);
+            let plan = match &facade {
+                Some(facade) => facade_plan(facade, plan, command, &request, router, &state),
+                None => plan,
+            };
             let plan = state.gate(plan, || router.lookup(request.args()));
             let alone = state.tx.is_exclusive(&plan);
             if alone && !calls.is_empty() {
@@ -374,6 +381,27 @@ async fn slow_changed(slow: &mut Option<watch::Receiver<bool>>) -> bool {
         }
     }
     std::future::pending().await
+}
+
+/// On a cluster-facade listener, the facade's own reply replaces the plan of the commands it
+/// answers (still subject to authentication, which runs after). Inside MULTI the usual plan
+/// stands: those commands cannot be queued through redcar.
+fn facade_plan(
+    facade: &Endpoint,
+    plan: Plan,
+    command: &str,
+    request: &Request,
+    router: &Router,
+    state: &ClientState,
+) -> Plan {
+    if state.tx.is_open() {
+        return plan;
+    }
+    let ready = || router.cluster().is_ready();
+    match facade.answer(command, request.args(), ready) {
+        Some(reply) => Plan::Reply(reply),
+        None => plan,
+    }
 }
 
 /// Starts one planned command: forwarded commands are queued on their node right away.

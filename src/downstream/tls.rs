@@ -16,6 +16,7 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::facade::FacadeConfig;
 use super::listener::Accept;
 use crate::config::{pem, units};
 
@@ -35,6 +36,8 @@ pub struct TlsConfig {
     /// A client that has not finished its handshake within this long is disconnected.
     #[serde(with = "units::duration")]
     pub handshake_timeout: Duration,
+    /// Present this listener as a one-node Redis Cluster (see docs/cluster-facade.md).
+    pub cluster_facade: FacadeConfig,
 }
 
 impl Default for TlsConfig {
@@ -45,6 +48,7 @@ impl Default for TlsConfig {
             key: None,
             client_ca: None,
             handshake_timeout: Duration::from_secs(10),
+            cluster_facade: FacadeConfig::default(),
         }
     }
 }
@@ -132,6 +136,10 @@ impl TlsListener {
 impl Accept for TlsListener {
     type Stream = TlsStream<TcpStream>;
     const LABEL: &'static str = "tls";
+
+    fn local_addr(stream: &Self::Stream) -> Option<std::net::SocketAddr> {
+        stream.get_ref().0.local_addr().ok()
+    }
 
     async fn accept_client(&self) -> std::io::Result<(Self::Stream, String)> {
         match self.ready.lock().await.recv().await {

@@ -29,7 +29,7 @@ fn script(name: &str) -> PathBuf {
     manifest_dir().join("tests/clients").join(name)
 }
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let python = std::env::var_os("REDCAR_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest_dir().join("target/pyenv/bin/python"));
@@ -41,14 +41,14 @@ fn python() -> PathBuf {
     python
 }
 
-fn php() -> PathBuf {
+pub(crate) fn php() -> PathBuf {
     std::env::var_os("REDCAR_PHP")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("php"))
 }
 
 /// Check that `program -r/-c probe` works, else fail naming what to install.
-fn require(program: &Path, args: &[&str], what: &str) {
+pub(crate) fn require(program: &Path, args: &[&str], what: &str) {
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -81,11 +81,16 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> thread::JoinHandle<String>
     })
 }
 
-/// Start a cluster and redcar, run `program script 127.0.0.1 PORT` with a timeout, and assert
-/// it exits 0; on failure show its output and redcar's log.
+/// Start a cluster and redcar, then [`run_script`].
 fn run_smoke(program: &Path, script_name: &str) {
     let cluster = RedisCluster::start(3, 1);
     let redcar = Redcar::start(&cluster.seeds());
+    run_script(program, script_name, &redcar);
+}
+
+/// Run `program tests/clients/<script> 127.0.0.1 PORT` against `redcar` with a timeout, and
+/// assert it exits 0; on failure show its output and redcar's log.
+pub(crate) fn run_script(program: &Path, script_name: &str, redcar: &Redcar) {
     let path = script(script_name);
     let t0 = Instant::now();
     let mut child: Child = Command::new(program)

@@ -15,6 +15,7 @@ mod deploy;
 mod differential;
 mod doctor;
 mod economy;
+mod facade;
 mod fanout;
 mod harness;
 mod hostile;

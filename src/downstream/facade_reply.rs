@@ -1,0 +1,109 @@
+//! The cluster facade's replies, in the shapes Redis 7.0 gives them, for a one-node cluster that
+//! owns every slot. Cluster clients parse these strictly, so the field sets match a real node's.
+
+use bytes::{Bytes, BytesMut};
+
+use super::facade::Endpoint;
+use crate::protocol::{write_array_len, write_bulk, write_integer};
+
+/// The last slot: the facade owns `0..=LAST_SLOT`.
+const LAST_SLOT: i64 = 16383;
+
+/// `CLUSTER SLOTS`: one range, `[0, 16383, [host, port, id, {}]]`. The fourth element of the
+/// node entry is Redis 7's networking metadata; left empty (the host is the preferred endpoint).
+pub fn slots(node: &Endpoint) -> Bytes {
+    let mut out = BytesMut::with_capacity(128);
+    write_array_len(&mut out, 1);
+    write_array_len(&mut out, 3);
+    write_integer(&mut out, 0);
+    write_integer(&mut out, LAST_SLOT);
+    write_array_len(&mut out, 4);
+    write_bulk(&mut out, node.host.as_bytes());
+    write_integer(&mut out, i64::from(node.port));
+    write_bulk(&mut out, node.id.as_bytes());
+    write_array_len(&mut out, 0);
+    out.freeze()
+}
+
+/// `CLUSTER SHARDS`: one shard with `slots` `[0, 16383]` and one primary. A TLS listener's port
+/// is given as `tls-port`, a plain one's as `port`, as a node with only that port would.
+pub fn shards(node: &Endpoint) -> Bytes {
+    let mut out = BytesMut::with_capacity(320);
+    write_array_len(&mut out, 1);
+    write_array_len(&mut out, 4);
+    write_bulk(&mut out, b"slots");
+    write_array_len(&mut out, 2);
+    write_integer(&mut out, 0);
+    write_integer(&mut out, LAST_SLOT);
+    write_bulk(&mut out, b"nodes");
+    write_array_len(&mut out, 1);
+    let pairs = 7 + usize::from(node.hostname.is_some());
+    write_array_len(&mut out, pairs * 2);
+    write_bulk(&mut out, b"id");
+    write_bulk(&mut out, node.id.as_bytes());
+    write_bulk(&mut out, if node.tls { b"tls-port" } else { b"port" });
+    write_integer(&mut out, i64::from(node.port));
+    write_bulk(&mut out, b"ip");
+    write_bulk(&mut out, node.ip.as_bytes());
+    write_bulk(&mut out, b"endpoint");
+    write_bulk(&mut out, node.host.as_bytes());
+    if let Some(hostname) = &node.hostname {
+        write_bulk(&mut out, b"hostname");
+        write_bulk(&mut out, hostname.as_bytes());
+    }
+    write_bulk(&mut out, b"role");
+    write_bulk(&mut out, b"master");
+    write_bulk(&mut out, b"replication-offset");
+    write_integer(&mut out, 0);
+    write_bulk(&mut out, b"health");
+    write_bulk(&mut out, b"online");
+    out.freeze()
+}
+
+/// `CLUSTER NODES`: one line, `id host:port@cport myself,master - 0 0 1 connected 0-16383`.
+/// The bus port is the usual port + 10000 (0 when that does not fit); nobody can use it.
+pub fn nodes(node: &Endpoint) -> Bytes {
+    let bus = node.port.checked_add(10000).unwrap_or(0);
+    let line = format!(
+        "{} {}:{}@{bus} myself,master - 0 0 1 connected 0-{LAST_SLOT}\n",
+        node.id, node.host, node.port
+    );
+    bulk(line.as_bytes())
+}
+
+/// `CLUSTER INFO`, Redis 7.0's fields. `ready`: redcar has a complete slot map; before that the
+/// facade says `cluster_state:fail` with every slot failing, so clients wait as they would for
+/// a real cluster that is not up yet.
+pub fn info(ready: bool) -> Bytes {
+    let (state, ok, fail) = match ready {
+        true => ("ok", LAST_SLOT + 1, 0),
+        false => ("fail", 0, LAST_SLOT + 1),
+    };
+    let text = format!(
+        "cluster_state:{state}\r\n\
+         cluster_slots_assigned:{}\r\n\
+         cluster_slots_ok:{ok}\r\n\
+         cluster_slots_pfail:0\r\n\
+         cluster_slots_fail:{fail}\r\n\
+         cluster_known_nodes:1\r\n\
+         cluster_size:1\r\n\
+         cluster_current_epoch:1\r\n\
+         cluster_my_epoch:1\r\n\
+         cluster_stats_messages_sent:0\r\n\
+         cluster_stats_messages_received:0\r\n\
+         total_cluster_links_buffer_limit_exceeded:0\r\n",
+        LAST_SLOT + 1
+    );
+    bulk(text.as_bytes())
+}
+
+/// `CLUSTER MYID`.
+pub fn myid(node: &Endpoint) -> Bytes {
+    bulk(node.id.as_bytes())
+}
+
+fn bulk(text: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(text.len() + 16);
+    write_bulk(&mut out, text);
+    out.freeze()
+}
