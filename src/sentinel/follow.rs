@@ -109,7 +109,7 @@ impl Follower {
     /// A sentinel that missed a failover (partitioned, restarted) still names the old primary
     /// with the old, lower config epoch: following it would send writes to a demoted node.
     fn is_stale(&self, view: &View) -> bool {
-        self.current.as_ref().is_some_and(|c| view.epoch < c.epoch)
+        behind(self.current.as_ref(), view)
     }
 
     fn reject_stale(&self, addr: &str, view: &View) {
@@ -152,6 +152,12 @@ impl Follower {
     }
 }
 
+/// True when `view` comes from a sentinel that has not seen the failover `current` came from.
+/// An equal epoch is not behind: replicas change without a failover.
+fn behind(current: Option<&View>, view: &View) -> bool {
+    current.is_some_and(|c| view.epoch < c.epoch)
+}
+
 /// One line for the event log: the first primary, or what changed.
 fn describe(master: &str, previous: Option<&View>, next: &View) -> String {
     let replicas = if next.replicas.is_empty() {
@@ -182,6 +188,18 @@ mod tests {
             replicas: replicas.iter().map(|r| r.to_string()).collect(),
             epoch,
         }
+    }
+
+    #[test]
+    fn a_view_with_an_older_config_epoch_is_behind() {
+        let current = view("b:2", &[], 2);
+        assert!(
+            !behind(None, &view("a:1", &[], 0)),
+            "the first view is taken"
+        );
+        assert!(behind(Some(&current), &view("a:1", &[], 1)));
+        assert!(!behind(Some(&current), &view("b:2", &["a:1"], 2)));
+        assert!(!behind(Some(&current), &view("c:3", &[], 3)));
     }
 
     #[test]

@@ -24,6 +24,19 @@ fn redcar_for(setup: &SentinelSetup, extra: &[&str]) -> Redcar {
     Redcar::start_with("", &args)
 }
 
+/// Polls redcar's log until it contains `needle`.
+fn wait_log(redcar: &Redcar, needle: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !redcar.log().contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "redcar never logged {needle:?}; log:\n{}",
+            redcar.log()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Polls `/topology` until its primary is `addr`.
 fn wait_topology_primary(redcar: &Redcar, addr: &str, timeout: Duration) {
     let deadline = Instant::now() + timeout;
@@ -185,6 +198,15 @@ fn a_forced_failover_under_load_loses_no_acknowledged_write() {
     wait_more_acks(&tally, 200, Duration::from_secs(30));
     stop.store(true, Ordering::Relaxed);
     handle.join().expect("writer thread");
+    // The subscription heard the switch (the periodic query may have been quicker).
+    wait_log(
+        &redcar,
+        "sentinel announced +switch-master",
+        Duration::from_secs(15),
+    );
+    let (_, status) = redcar.http_get("/status.json").expect("status");
+    let event = format!("primary {} → {new_addr}", setup.node_by_port(old).addr());
+    assert!(status.contains(&event), "failover event recorded: {status}");
 
     let acked = tally.acked.load(Ordering::Relaxed);
     let counter = |port: u16| setup.node_by_port(port).cli(&["GET", "counter"]);
