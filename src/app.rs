@@ -173,7 +173,17 @@ pub async fn run(
         Arc::new(users),
     ));
 
-    tokio::spawn(refresher.run(stop_rx.clone()));
+    // A Sentinel-managed primary replaces cluster discovery for the default backend.
+    match &config.sentinel {
+        Some(sentinel) => tokio::spawn(crate::sentinel::follow(
+            sentinel.clone(),
+            cluster.clone(),
+            upstreams.clone(),
+            metrics.clone(),
+            stop_rx.clone(),
+        )),
+        None => tokio::spawn(refresher.run(stop_rx.clone())),
+    };
     tokio::spawn(downstream.clone().watch_latency(stop_rx.clone()));
     tokio::spawn(crate::upstream::run_health_checks(
         upstreams.clone(),

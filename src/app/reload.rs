@@ -132,6 +132,8 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(metrics);
     keep!(tls);
     keep!(custom_commands);
+    // The Sentinel follower is started once with its sentinels and credentials.
+    keep!(sentinel);
     // The budget's gauges and limit are shared by every session from the start.
     keep!(client.max_buffered_bytes_total);
     // Node connections are built once (count, handshake, buffers); only outlier detection is

@@ -114,8 +114,9 @@ impl ClusterState {
         *self.version.borrow()
     }
 
-    /// Resolves when someone asked for a refresh.
-    pub(super) async fn refresh_wanted(&self) {
+    /// Resolves when someone asked for a refresh (the refresher, or another topology source
+    /// such as the Sentinel follower, waits on it).
+    pub async fn refresh_wanted(&self) {
         self.refresh_wanted.notified().await;
     }
 
@@ -130,7 +131,8 @@ impl ClusterState {
         self.refresh_error.load_full()
     }
 
-    pub(super) fn note_refresh_error(&self, error: String) {
+    /// Records why the last query for a map failed (shown to clients while no map is known).
+    pub fn note_refresh_error(&self, error: String) {
         self.refresh_error.store(Some(Arc::new(error)));
     }
 

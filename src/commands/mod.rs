@@ -19,7 +19,7 @@ pub mod spec;
 mod table;
 
 #[cfg(test)]
-mod test_server;
+pub(crate) mod test_server;
 #[cfg(test)]
 mod tests;
 

@@ -18,6 +18,7 @@ pub enum Reply {
 /// A redis-server on a free port in a temp dir; killed on drop.
 pub struct TestServer {
     child: Child,
+    port: u16,
     _dir: tempfile::TempDir,
     conn: BufReader<TcpStream>,
 }
@@ -26,6 +27,11 @@ impl TestServer {
     /// Starts a server, or `None` (after printing why) when `redis-server` is unavailable,
     /// so the cross-checks degrade to a skip on machines without Redis.
     pub fn start() -> Option<Self> {
+        TestServer::start_with(&[])
+    }
+
+    /// [`start`](Self::start) with extra `redis-server` arguments (e.g. `--replicaof`).
+    pub fn start_with(extra: &[&str]) -> Option<Self> {
         let dir = tempfile::tempdir().ok()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .ok()?
@@ -42,6 +48,7 @@ impl TestServer {
                 "",
             ])
             .args(["--appendonly", "no"])
+            .args(extra)
             .current_dir(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -55,6 +62,7 @@ impl TestServer {
             if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
                 return Some(TestServer {
                     child,
+                    port,
                     _dir: dir,
                     conn: BufReader::new(stream),
                 });
@@ -67,6 +75,11 @@ impl TestServer {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// `127.0.0.1:PORT`
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// Sends one command and reads its reply.

@@ -40,6 +40,18 @@ pub struct Cli {
         value_delimiter = ','
     )]
     pub cluster: Vec<String>,
+    /// Follow a Sentinel-managed primary instead of a cluster: the sentinels, comma separated
+    /// (HOST:PORT[,HOST:PORT...]); needs --sentinel-master.
+    #[arg(
+        long,
+        env = "REDCAR_SENTINEL",
+        value_name = "SENTINELS",
+        value_delimiter = ','
+    )]
+    pub sentinel: Vec<String>,
+    /// The primary's name as the sentinels monitor it (`sentinel monitor <name> ...`).
+    #[arg(long, env = "REDCAR_SENTINEL_MASTER", value_name = "NAME")]
+    pub sentinel_master: Option<String>,
     /// HTTP admin address serving /healthz and /readyz.
     #[arg(long, env = "REDCAR_ADMIN", value_name = "ADDR")]
     pub admin: Option<String>,
@@ -238,7 +250,25 @@ impl Cli {
                 .filter(|s| !s.is_empty())
                 .collect();
         }
+        self.apply_sentinel(config);
         Ok(())
+    }
+
+    /// `--sentinel` and `--sentinel-master` create or override the `sentinel:` section.
+    fn apply_sentinel(&self, config: &mut Config) {
+        if self.sentinel.is_empty() && self.sentinel_master.is_none() {
+            return;
+        }
+        let sentinel = config.sentinel.get_or_insert_with(Default::default);
+        if !self.sentinel.is_empty() {
+            sentinel.sentinels = self
+                .sentinel
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        set(&mut sentinel.master, self.sentinel_master.clone());
     }
 }
 

@@ -25,6 +25,7 @@ use crate::commands::CustomCommand;
 use crate::downstream::{ClientConfig, FacadeConfig, TlsConfig};
 use crate::metrics::MetricsConfig;
 use crate::router::RouterConfig;
+use crate::sentinel::SentinelConfig;
 use crate::upstream::UpstreamConfig;
 
 /// The whole configuration. `Default` holds the documented defaults.
@@ -51,6 +52,9 @@ pub struct Config {
     #[serde(with = "units::duration")]
     pub drain_timeout: Duration,
     pub cluster: ClusterConfig,
+    /// Follow one Sentinel-managed primary instead of a cluster (exclusive with
+    /// `cluster.seeds`).
+    pub sentinel: Option<SentinelConfig>,
     pub upstream: UpstreamConfig,
     pub router: RouterConfig,
     pub client: ClientConfig,
@@ -77,6 +81,7 @@ impl Default for Config {
             log_format: "text".to_string(),
             drain_timeout: Duration::from_secs(10),
             cluster: ClusterConfig::default(),
+            sentinel: None,
             upstream: UpstreamConfig::default(),
             router: RouterConfig::default(),
             client: ClientConfig::default(),

@@ -339,3 +339,46 @@ fn cluster_facade_flags_turn_it_on_for_the_listen_listener() {
     let unix_only = "unix: /tmp/r.sock\ncluster:\n  seeds: [127.0.0.1:7000]\ncluster_facade:\n  enabled: true\n";
     assert!(error_of(unix_only).contains("`cluster_facade.enabled` needs `listen`"));
 }
+
+#[test]
+fn sentinel_flags_replace_the_cluster() {
+    let config = Config::load(&cli(&[
+        "--listen",
+        "127.0.0.1:6380",
+        "--sentinel",
+        "127.0.0.1:26379, 127.0.0.1:26380",
+        "--sentinel-master",
+        "mymaster",
+    ]))
+    .expect("valid");
+    let sentinel = config.sentinel.expect("sentinel set");
+    assert_eq!(sentinel.sentinels, ["127.0.0.1:26379", "127.0.0.1:26380"]);
+    assert_eq!(sentinel.master, "mymaster");
+    assert_eq!(sentinel.query_interval, Duration::from_secs(1));
+    assert!(config.cluster.seeds.is_empty());
+}
+
+#[test]
+fn sentinel_from_the_file_is_checked_by_key() {
+    let base = "listen: 127.0.0.1:6380\n";
+    let yaml = format!(
+        "{base}sentinel:\n  sentinels: [127.0.0.1:26379]\n  master: m\n  query_interval: 250ms\n  sentinel_password: pw\n"
+    );
+    let config = Config::from_yaml(&yaml).expect("parses");
+    config.validate().expect("valid");
+    let sentinel = config.sentinel.expect("set");
+    assert_eq!(sentinel.query_interval, Duration::from_millis(250));
+    let both = format!("{MINIMAL}sentinel:\n  sentinels: [127.0.0.1:26379]\n  master: m\n");
+    assert!(error_of(&both).contains("`cluster.seeds`"));
+    let empty = format!("{base}sentinel:\n  sentinels: []\n  master: m\n");
+    assert!(error_of(&empty).contains("`sentinel.sentinels` is empty"));
+    let unnamed = format!("{base}sentinel:\n  sentinels: [h:1]\n  master: \"\"\n");
+    assert!(error_of(&unnamed).contains("`sentinel.master`"));
+    let typo = format!("{base}sentinel:\n  sentinels: [h:1]\n  master: m\n  mastr: x\n");
+    assert!(
+        Config::from_yaml(&typo).is_err(),
+        "unknown keys are refused"
+    );
+    let neither = error_of(base);
+    assert!(neither.contains("--sentinel"), "{neither}");
+}

@@ -88,9 +88,23 @@ impl Config {
 
     fn validate_cluster(&self) -> Result<(), ConfigError> {
         let cluster = &self.cluster;
-        if cluster.seeds.is_empty() {
+        if let Some(sentinel) = &self.sentinel {
+            if !cluster.seeds.is_empty() {
+                return fail(
+                    "both `sentinel` (--sentinel) and `cluster.seeds` (--cluster) are set: redcar \
+                     follows either one Sentinel-managed primary or a cluster; remove one",
+                );
+            }
+            sentinel.validate("sentinel").map_err(|e| {
+                ConfigError(format!(
+                    "{e} (flags: --sentinel HOST:PORT[,HOST:PORT...] --sentinel-master NAME)"
+                ))
+            })?;
+        } else if cluster.seeds.is_empty() {
             return fail(
-                "no cluster seeds: set `cluster.seeds` (--cluster HOST:PORT[,HOST:PORT...])",
+                "no cluster seeds: set `cluster.seeds` (--cluster HOST:PORT[,HOST:PORT...]), or \
+                 `sentinel` (--sentinel HOST:PORT[,...] --sentinel-master NAME) for a \
+                 Sentinel-managed primary",
             );
         }
         for seed in &cluster.seeds {

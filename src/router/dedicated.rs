@@ -277,6 +277,11 @@ impl Router {
                 }
                 Verdict::Ask(addr) => Some((addr.to_string(), true)),
                 Verdict::Transient => None,
+                // A demoted primary: the command did not run; retry once the map is fresh.
+                Verdict::ReadOnly => {
+                    self.cluster.request_refresh();
+                    None
+                }
             };
             conn.release();
             match next {

@@ -222,6 +222,12 @@ impl Router {
                         }
                         RetryCause::Reply(reply)
                     }
+                    // A failover demoted the node the map names as primary; the write did not
+                    // run. Once the map names the new primary, the retry goes there.
+                    Verdict::ReadOnly => {
+                        self.cluster.request_refresh();
+                        RetryCause::Reply(reply)
+                    }
                 },
                 Err(e) if e.never_sent() || !command.write => {
                     self.cluster.note_failure();
@@ -374,3 +380,7 @@ pub(super) fn lost_write(error: &UpstreamError) -> Bytes {
         "{error}; the write may have been applied, so it was not retried"
     ))
 }
+
+#[cfg(test)]
+#[path = "readonly_tests.rs"]
+mod readonly_tests;

@@ -9,9 +9,12 @@ pub enum Verdict<'a> {
     Moved(&'a str),
     /// `-ASK <slot> <addr>`: for this command only, ask `addr` (with `ASKING`).
     Ask(&'a str),
-    /// `-TRYAGAIN`, `-CLUSTERDOWN`, `-LOADING`, `-MASTERDOWN`: the command did not run; it may
-    /// run if retried a little later.
+    /// `-TRYAGAIN`, `-CLUSTERDOWN`, `-LOADING`, `-MASTERDOWN`, `-NOREPLICAS`: the command did
+    /// not run; it may run if retried a little later.
     Transient,
+    /// `-READONLY`: the write reached a replica, so the map is stale (a Sentinel failover
+    /// demoted the node it names as primary). The write did not run: refresh, then retry.
+    ReadOnly,
 }
 
 /// Classifies a raw reply frame by its first bytes only (no parsing for ordinary replies).
@@ -26,9 +29,20 @@ pub fn classify(reply: &[u8]) -> Verdict<'_> {
     if let Some(rest) = line.strip_prefix(b"ASK ") {
         return target(rest).map_or(Verdict::Done, Verdict::Ask);
     }
-    const TRANSIENT: [&[u8]; 4] = [b"TRYAGAIN", b"CLUSTERDOWN", b"LOADING", b"MASTERDOWN"];
+    // NOREPLICAS (`min-replicas-to-write`): a primary that lost its replicas, which is also
+    // what an old primary says at once when a failover took its replica away.
+    const TRANSIENT: [&[u8]; 5] = [
+        b"TRYAGAIN",
+        b"CLUSTERDOWN",
+        b"LOADING",
+        b"MASTERDOWN",
+        b"NOREPLICAS",
+    ];
     if TRANSIENT.iter().any(|prefix| line.starts_with(prefix)) {
         return Verdict::Transient;
+    }
+    if line.starts_with(b"READONLY ") {
+        return Verdict::ReadOnly;
     }
     Verdict::Done
 }
@@ -67,6 +81,19 @@ mod tests {
             classify(b"-LOADING Redis is loading the dataset in memory\r\n"),
             Verdict::Transient
         );
+        assert_eq!(
+            classify(b"-NOREPLICAS Not enough good replicas to write.\r\n"),
+            Verdict::Transient
+        );
+    }
+
+    #[test]
+    fn a_write_refused_by_a_replica_means_the_map_is_stale() {
+        assert_eq!(
+            classify(b"-READONLY You can't write against a read only replica.\r\n"),
+            Verdict::ReadOnly
+        );
+        assert_eq!(classify(b"+READONLY\r\n"), Verdict::Done);
     }
 
     #[test]

@@ -24,7 +24,8 @@ pub(super) enum TxVerdict {
     Done(Bytes),
     /// Not run: a queued command was redirected (address, ASK?) — the whole unit can go there.
     Redirect(String, bool),
-    /// Not run: a queued command met TRYAGAIN / CLUSTERDOWN / LOADING; it may run later.
+    /// Not run: a queued command met TRYAGAIN / CLUSTERDOWN / LOADING / READONLY; it may run
+    /// later.
     Transient(Bytes),
 }
 
@@ -41,7 +42,9 @@ pub(super) fn tx_verdict(replies: &Bytes) -> Option<TxVerdict> {
             Verdict::Done => {}
             Verdict::Moved(addr) => return Some(TxVerdict::Redirect(addr.to_string(), false)),
             Verdict::Ask(addr) => return Some(TxVerdict::Redirect(addr.to_string(), true)),
-            Verdict::Transient => return Some(TxVerdict::Transient(queued.clone())),
+            Verdict::Transient | Verdict::ReadOnly => {
+                return Some(TxVerdict::Transient(queued.clone()))
+            }
         }
     }
     Some(TxVerdict::Done(exec))
@@ -128,7 +131,13 @@ impl Router {
                         };
                         continue;
                     }
-                    Ok(Some(TxVerdict::Transient(reply))) => reply,
+                    Ok(Some(TxVerdict::Transient(reply))) => {
+                        // A queued write met a demoted primary: the map is stale.
+                        if reply.starts_with(b"-READONLY") {
+                            self.cluster.request_refresh();
+                        }
+                        reply
+                    }
                     Err(e) if e.never_sent() => {
                         self.cluster.note_failure();
                         redcar_error(&e)

@@ -3,12 +3,18 @@
 //! write, each reply must be `+OK`. Over TLS with neither, a `PING` (`+PONG`) confirms the
 //! session: a node that refuses the client certificate says so only after a TLS 1.3 client
 //! thinks the handshake is done, and that must fail the connect, not the first command.
+//! A node without cluster support (a Sentinel-managed replica) refuses `READONLY`; it serves
+//! reads anyway, so that refusal is accepted.
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::conn::frames_len;
 use crate::protocol::{encode_command, Limits};
+
+/// A non-cluster node's answer to `READONLY`. Such a replica serves reads without it
+/// (`replica-read-only` is about writes), so this is not a refusal.
+const CLUSTER_DISABLED: &[u8] = b"-ERR This instance has cluster support disabled\r\n";
 
 /// Credentials redcar presents to every node (`upstream.username`, `upstream.password`).
 #[derive(Clone)]
@@ -34,6 +40,8 @@ pub struct Handshake {
     replies: u32,
     /// The one command is `PING` (TLS confirmation): its reply must be `+PONG`.
     ping: bool,
+    /// The last command is `READONLY` (its reply may be [`CLUSTER_DISABLED`]).
+    readonly: bool,
     /// What the commands are, for error messages (never the password).
     names: &'static str,
 }
@@ -73,6 +81,7 @@ impl Handshake {
             payload: payload.freeze(),
             replies,
             ping,
+            readonly,
             names,
         }
     }
@@ -99,7 +108,9 @@ impl Handshake {
         loop {
             if let Some(len) = frames_len(&input, self.replies, limits)? {
                 let expected: &[u8] = if self.ping { b"+PONG\r\n" } else { b"+OK\r\n" };
-                return match first_refusal(&input[..len], self.replies, expected, limits)? {
+                let refusal =
+                    first_refusal(&input[..len], self.replies, expected, self.readonly, limits)?;
+                return match refusal {
                     None => Ok(stream),
                     Some(reply) => Err(format!("{names} refused by the node: {reply}")),
                 };
@@ -114,19 +125,23 @@ impl Handshake {
     }
 }
 
-/// The first reply among `count` that is not `expected`, as text.
+/// The first reply among `count` that is not `expected`, as text. `readonly_last`: the last
+/// reply answers `READONLY`, which a node without cluster support refuses harmlessly.
 fn first_refusal(
     replies: &[u8],
     count: u32,
     expected: &[u8],
+    readonly_last: bool,
     limits: &Limits,
 ) -> Result<Option<String>, String> {
     let mut rest = replies;
-    for _ in 0..count {
+    for i in 0..count {
         let Some(len) = frames_len(rest, 1, limits)? else {
             return Err("incomplete handshake reply".to_string());
         };
-        if &rest[..len] != expected {
+        let reply = &rest[..len];
+        let tolerated = readonly_last && i + 1 == count && reply == CLUSTER_DISABLED;
+        if reply != expected && !tolerated {
             return Ok(Some(
                 String::from_utf8_lossy(&rest[..len]).trim_end().to_string(),
             ));
@@ -175,18 +190,42 @@ mod tests {
         let limits = Limits::default();
         let replies = b"-WRONGPASS invalid username-password pair\r\n+OK\r\n";
         assert_eq!(
-            first_refusal(replies, 2, b"+OK\r\n", &limits),
+            first_refusal(replies, 2, b"+OK\r\n", false, &limits),
             Ok(Some(
                 "-WRONGPASS invalid username-password pair".to_string()
             ))
         );
         assert_eq!(
-            first_refusal(b"+OK\r\n+OK\r\n", 2, b"+OK\r\n", &limits),
+            first_refusal(b"+OK\r\n+OK\r\n", 2, b"+OK\r\n", false, &limits),
             Ok(None)
         );
         assert_eq!(
-            first_refusal(b"+PONG\r\n", 1, b"+PONG\r\n", &limits),
+            first_refusal(b"+PONG\r\n", 1, b"+PONG\r\n", false, &limits),
             Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_non_cluster_replica_may_refuse_readonly_but_not_auth() {
+        let limits = Limits::default();
+        let disabled = b"+OK\r\n-ERR This instance has cluster support disabled\r\n";
+        assert_eq!(
+            first_refusal(disabled, 2, b"+OK\r\n", true, &limits),
+            Ok(None),
+            "READONLY refused by a non-cluster node is fine"
+        );
+        assert!(
+            first_refusal(disabled, 2, b"+OK\r\n", false, &limits)
+                .expect("parses")
+                .is_some(),
+            "without READONLY sent, the same reply is a refusal"
+        );
+        let auth_refused = b"-ERR This instance has cluster support disabled\r\n+OK\r\n";
+        assert!(
+            first_refusal(auth_refused, 2, b"+OK\r\n", true, &limits)
+                .expect("parses")
+                .is_some(),
+            "only the last reply (READONLY's) is tolerated"
         );
     }
 }

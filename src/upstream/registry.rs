@@ -70,6 +70,11 @@ impl Upstreams {
         })
     }
 
+    /// `upstream.connect_timeout` (also bounds other sources' connects, e.g. to the sentinels).
+    pub fn connect_timeout(&self) -> std::time::Duration {
+        self.config.connect_timeout
+    }
+
     /// The node at `addr`, created (with lazily connecting connections) on first use.
     pub fn node(&self, addr: &str) -> Arc<Node> {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,74 @@
+//! Keeps one connection to a sentinel subscribed to `+switch-master`, so a failover is followed
+//! as soon as Sentinel announces it instead of at the next periodic query. When the connection
+//! drops, the next sentinel in the list is tried.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use super::conn::{SentinelAuth, SentinelConn};
+use super::reply::switched;
+
+/// What the subscription needs to know.
+pub(super) struct Switches {
+    pub sentinels: Vec<String>,
+    pub master: String,
+    pub auth: Option<SentinelAuth>,
+    /// Bounds the connect, AUTH and the SUBSCRIBE confirmation.
+    pub timeout: Duration,
+    /// Pause before trying the next sentinel after a failure.
+    pub retry: Duration,
+    /// Names the sentinel that announced a switch (or that a new subscription started, since
+    /// an event may have been missed meanwhile); the follower queries it first.
+    pub notify: mpsc::Sender<String>,
+}
+
+// === impl Switches ===
+
+impl Switches {
+    /// Subscribes to each sentinel in turn until `shutdown`.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        for addr in self.sentinels.iter().cycle() {
+            tokio::select! {
+                reason = self.listen(addr) => {
+                    tracing::warn!(sentinel = %addr, %reason, "+switch-master subscription lost; trying the next sentinel");
+                }
+                _ = shutdown.changed() => return,
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.retry) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Subscribes on `addr` and reports events for this primary; returns why it stopped.
+    async fn listen(&self, addr: &str) -> String {
+        let mut conn = match SentinelConn::open(addr, self.auth.as_ref(), self.timeout).await {
+            Ok(conn) => conn,
+            Err(reason) => return reason,
+        };
+        let subscribe: Vec<&[u8]> = vec![b"SUBSCRIBE", b"+switch-master"];
+        match conn.request(&[subscribe], self.timeout).await {
+            Ok(replies) if replies.iter().any(|r| r.is_error()) => {
+                return format!("SUBSCRIBE refused: {replies:?}");
+            }
+            Ok(_) => {}
+            Err(reason) => return reason,
+        }
+        tracing::debug!(sentinel = %addr, "subscribed to +switch-master");
+        // A failover may have happened while no subscription was up.
+        let _ = self.notify.try_send(addr.to_string());
+        loop {
+            let frame = match conn.next_frame().await {
+                Ok(frame) => frame,
+                Err(reason) => return reason,
+            };
+            if let Some(primary) = switched(&self.master, &frame) {
+                tracing::info!(sentinel = %addr, master = %self.master, %primary, "sentinel announced +switch-master");
+                // A full channel means a query is already due: it will see the switch.
+                let _ = self.notify.try_send(addr.to_string());
+            }
+        }
+    }
+}
