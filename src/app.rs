@@ -16,6 +16,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use crate::admin::AdminState;
+use crate::backends::Backends;
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
 use crate::downstream::{serve as serve_clients, Downstream};
@@ -147,11 +148,27 @@ pub async fn run(
             config.upstream.clone(),
             reply_limits.clone(),
             metrics.clone(),
-            config.router.read_policy.uses_replicas(),
+            reads_replicas(&config),
         )
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
     );
     let cluster = Arc::new(ClusterState::with_config(&config.cluster));
+    let has_default = !config.cluster.seeds.is_empty();
+    let context = crate::backends::Context {
+        upstreams: upstreams.clone(),
+        metrics: metrics.clone(),
+        limits: reply_limits.clone(),
+        cluster: config.cluster.clone(),
+    };
+    let backends = Backends::start(
+        &config.backends,
+        has_default.then(|| cluster.clone()),
+        &context,
+    );
+    // Validation checked that `catch_all` names a backend.
+    let catch_all = backends
+        .state(&config.catch_all)
+        .unwrap_or_else(|| cluster.clone());
     let refresher = Refresher {
         state: cluster.clone(),
         upstreams: upstreams.clone(),
@@ -159,11 +176,13 @@ pub async fn run(
         metrics: metrics.clone(),
     };
     let router = Arc::new(Router::new(
-        cluster.clone(),
+        catch_all.clone(),
         upstreams.clone(),
         metrics.clone(),
         config.router.clone(),
     ));
+    router.set_routes(backends.table(&config.routes, config.routes_ignore_case, &metrics));
+    let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
     let users = crate::auth::Users::from_config(&config.auth)
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let downstream = Arc::new(Downstream::new(
@@ -173,7 +192,9 @@ pub async fn run(
         Arc::new(users),
     ));
 
-    tokio::spawn(refresher.run(stop_rx.clone()));
+    if has_default {
+        tokio::spawn(refresher.run(stop_rx.clone()));
+    }
     tokio::spawn(downstream.clone().watch_latency(stop_rx.clone()));
     tokio::spawn(crate::upstream::run_health_checks(
         upstreams.clone(),
@@ -231,6 +252,9 @@ pub async fn run(
         downstream: downstream.clone(),
         upstreams: upstreams.clone(),
         cluster: cluster.clone(),
+        backends,
+        backend_states: backend_states.clone(),
+        context,
         metrics: metrics.clone(),
         shown: shown.clone(),
         current: current.clone(),
@@ -241,7 +265,8 @@ pub async fn run(
     if let Some(admin) = listeners.admin {
         tracing::info!(addr = %admin.local_addr()?, "admin listening");
         let state = AdminState {
-            cluster: cluster.clone(),
+            cluster: catch_all.clone(),
+            backends: backend_states,
             downstream: downstream.clone(),
             metrics: metrics.clone(),
             config: shown,
@@ -272,6 +297,16 @@ pub async fn run(
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// True when some read policy (`router.read_policy` or a route's) reads from replicas: node
+/// connections then send READONLY first.
+pub(crate) fn reads_replicas(config: &Config) -> bool {
+    config.router.read_policy.uses_replicas()
+        || config
+            .routes
+            .iter()
+            .any(|r| r.read_policy.is_some_and(|p| p.uses_replicas()))
 }
 
 /// The configuration as `/config` shows it. Passwords (`auth`) serialize as `(redacted)`, so no

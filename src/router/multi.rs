@@ -2,6 +2,7 @@
 //! scripts), and starting them.
 
 use super::call::Call;
+use super::routes::Routed;
 use super::split::Split;
 use super::Router;
 use crate::commands::policy::FanOut;
@@ -24,6 +25,8 @@ pub(super) enum Job {
     Eval { slot: Option<u16>, write: bool },
     /// EVALSHA / EVALSHA_RO: forward; heal a NOSCRIPT reply once.
     EvalSha { slot: Option<u16>, write: bool },
+    /// A command whose keys belong to one route: to that route's backend (and its mirror).
+    Routed(Box<Routed>),
 }
 
 impl Multi {
@@ -52,6 +55,7 @@ impl Router {
             Job::NodeAdmin => self.start_node_admin(request, lane),
             Job::Eval { slot, write } => self.start_eval(request, slot, write, lane),
             Job::EvalSha { slot, write } => self.start_evalsha(request, slot, write, lane),
+            Job::Routed(routed) => self.start_routed(*routed, request, lane),
         }
     }
 }

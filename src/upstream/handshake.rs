@@ -126,7 +126,7 @@ fn first_refusal(
         let Some(len) = frames_len(rest, 1, limits)? else {
             return Err("incomplete handshake reply".to_string());
         };
-        if &rest[..len] != expected {
+        if &rest[..len] != expected && !non_cluster_readonly(&rest[..len]) {
             return Ok(Some(
                 String::from_utf8_lossy(&rest[..len]).trim_end().to_string(),
             ));
@@ -134,6 +134,12 @@ fn first_refusal(
         rest = &rest[len..];
     }
     Ok(None)
+}
+
+/// A node without cluster mode (a standalone or Sentinel-managed replica) answers READONLY with
+/// this error; it serves reads anyway, so the connection is fine. Only READONLY can get it.
+fn non_cluster_readonly(reply: &[u8]) -> bool {
+    reply.starts_with(b"-ERR") && reply.windows(24).any(|w| w == b"cluster support disabled")
 }
 
 #[cfg(test)]
@@ -188,5 +194,8 @@ mod tests {
             first_refusal(b"+PONG\r\n", 1, b"+PONG\r\n", &limits),
             Ok(None)
         );
+        // READONLY to a node without cluster mode (a standalone replica) is not a refusal.
+        let standalone = b"+OK\r\n-ERR This instance has cluster support disabled\r\n";
+        assert_eq!(first_refusal(standalone, 2, b"+OK\r\n", &limits), Ok(None));
     }
 }

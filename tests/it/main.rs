@@ -27,6 +27,7 @@ mod pubsub;
 mod redirects;
 mod reload;
 mod resilience;
+mod routes;
 mod status_page;
 mod tls;
 mod topology;

@@ -1,0 +1,218 @@
+//! Planning a command against the route table. Keys of one route: the ordinary plan, made on the
+//! forwarded keys (prefix removed when the route says so) and tied to the route's backend. Keys
+//! of several routes: split by (route, slot) when the command can be split, refused otherwise.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::Route;
+use crate::commands::policy::{self, Tx};
+use crate::commands::{self, CommandSpec};
+use crate::protocol::{write_array_len, write_bulk, Request};
+use crate::router::call::Call;
+use crate::router::multi::{Job, Multi};
+use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::{split, Plan, Router};
+
+/// A single-slot command for a route's backend.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Routed {
+    pub route: Arc<Route>,
+    /// The request with the prefix removed from its keys; `None`: the client's bytes unchanged.
+    pub payload: Option<Bytes>,
+    /// `None`: any primary of the backend (a keyed command whose keys redcar could not read).
+    pub slot: Option<u16>,
+    pub write: bool,
+}
+
+/// The key as the route's backend stores it; `None` when removing the prefix leaves nothing.
+pub(in crate::router) fn forwarded_key(route: Option<&Route>, key: &Bytes) -> Option<Bytes> {
+    match route {
+        Some(route) if route.strip => {
+            let rest = key.slice(route.prefix.len().min(key.len())..);
+            (!rest.is_empty()).then_some(rest)
+        }
+        _ => Some(key.clone()),
+    }
+}
+
+fn same_route(a: Option<&Arc<Route>>, b: Option<&Arc<Route>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Plans that carry keys; the others (local answers, MULTI/EXEC, subscriptions) stay as they are.
+fn has_keys(plan: &Plan) -> bool {
+    match plan {
+        Plan::Slot { .. } | Plan::AnyNode | Plan::Blocking { .. } | Plan::Reply(_) => true,
+        Plan::Multi(_) | Plan::Tx(Tx::Watch, _) => true,
+        _ => false,
+    }
+}
+
+impl Router {
+    /// `plan` (made for the catch-all backend) re-planned by the route table. Only called when
+    /// routes are configured.
+    pub(in crate::router) fn route(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        scratch: &mut Vec<usize>,
+        plan: Plan,
+    ) -> Plan {
+        if !has_keys(&plan) {
+            return plan;
+        }
+        let table = self.routes.load();
+        scratch.clear();
+        if commands::routing_indices(spec, args, scratch).is_err() {
+            return plan;
+        }
+        let Some(&first) = scratch.first() else {
+            return plan;
+        };
+        let route = table.find(&args[first]);
+        if !scratch[1..]
+            .iter()
+            .all(|&i| same_route(table.find(&args[i]), route))
+        {
+            let keys = std::mem::take(scratch);
+            let planned = self.route_apart(spec, args, &keys, |key| table.find(key).cloned());
+            *scratch = keys;
+            return planned;
+        }
+        let Some(route) = route.cloned() else {
+            return plan;
+        };
+        if !route.strip {
+            return wrap(spec, route, plan, None);
+        }
+        let mut stripped = args.to_vec();
+        for &i in scratch.iter() {
+            match forwarded_key(Some(&route), &args[i]) {
+                Some(key) => stripped[i] = key,
+                None => return Plan::Reply(empty_key(&route, &args[i])),
+            }
+        }
+        let plan = self.plan_spec(spec, &stripped, scratch);
+        wrap(spec, route, plan, Some(encode(&stripped)))
+    }
+
+    /// Keys of several routes: split by (route, slot) if the command splits, else refused.
+    fn route_apart(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        keys: &[usize],
+        route_of: impl Fn(&[u8]) -> Option<Arc<Route>>,
+    ) -> Plan {
+        if let Some(merge) = policy::split_merge(spec) {
+            return match split::plan_routed(spec, merge, args, keys, route_of) {
+                Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
+                Err(reply) => Plan::Reply(reply),
+            };
+        }
+        let shown: Vec<String> = keys
+            .iter()
+            .take(4)
+            .map(|&i| {
+                let backend = match route_of(&args[i]) {
+                    Some(route) => route.target.backend.to_string(),
+                    None => "catch_all".to_string(),
+                };
+                format!("'{}' -> {backend}", String::from_utf8_lossy(&args[i]))
+            })
+            .collect();
+        Plan::Reply(error_with_prefix(
+            "CROSSSLOT ",
+            format_args!(
+                "Keys in request don't map to the same backend (redcar: {}; {} cannot be split across backends)",
+                shown.join(", "),
+                spec.name.to_ascii_uppercase()
+            ),
+        ))
+    }
+
+    /// Queues a routed command on its backend now (and its mirror copy, if any).
+    pub(in crate::router) fn start_routed(
+        &self,
+        routed: Routed,
+        request: &Request,
+        lane: usize,
+    ) -> Call<'_> {
+        let payload = routed.payload.unwrap_or_else(|| request.raw().clone());
+        let target = Some(routed.route.target.clone());
+        let call = self.forward_to(target, payload.clone(), routed.slot, routed.write, lane);
+        self.mirror(&routed.route, payload, routed.slot, routed.write, lane);
+        call
+    }
+
+    /// Sends a copy to the route's mirror when it wants this command.
+    pub(in crate::router) fn mirror(
+        &self,
+        route: &Route,
+        payload: Bytes,
+        slot: Option<u16>,
+        write: bool,
+        lane: usize,
+    ) {
+        if let Some(mirror) = &route.mirror {
+            if mirror.wants(write) {
+                mirror.send(payload, slot, lane, self.op_timeout());
+            }
+        }
+    }
+}
+
+/// Ties a plan made for the forwarded keys to the route's backend.
+fn wrap(spec: &CommandSpec, route: Arc<Route>, plan: Plan, payload: Option<Bytes>) -> Plan {
+    let routed = |slot, write| {
+        Plan::Multi(Multi(Job::Routed(Box::new(Routed {
+            route: route.clone(),
+            payload: payload.clone(),
+            slot,
+            write,
+        }))))
+    };
+    match plan {
+        Plan::Slot { slot, write } => routed(Some(slot), write),
+        Plan::AnyNode => routed(None, true),
+        Plan::Multi(Multi(Job::Split(mut split))) => {
+            split.route_all(&route);
+            Plan::Multi(Multi(Job::Split(split)))
+        }
+        // Scripts go like any command of their keys' slot (NOSCRIPT is not healed here).
+        Plan::Multi(Multi(Job::Eval { slot, write } | Job::EvalSha { slot, write })) => {
+            routed(slot, write)
+        }
+        Plan::Reply(reply) => Plan::Reply(reply),
+        _ => Plan::Reply(redcar_error(format_args!(
+            "{} on keys of route {} is not supported: blocking commands and WATCH run only on \
+             the catch_all backend",
+            spec.name.to_ascii_uppercase(),
+            route.describe()
+        ))),
+    }
+}
+
+fn empty_key(route: &Route, key: &[u8]) -> Bytes {
+    redcar_error(format_args!(
+        "key '{}' is only the prefix of route {} (strip_prefix would leave an empty key)",
+        String::from_utf8_lossy(key),
+        route.describe()
+    ))
+}
+
+/// The command again, as RESP (after keys were rewritten).
+fn encode(args: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::new();
+    write_array_len(&mut out, args.len());
+    for arg in args {
+        write_bulk(&mut out, arg);
+    }
+    out.freeze()
+}
