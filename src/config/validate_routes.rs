@@ -160,3 +160,63 @@ fn validate_backend(name: &str, backend: &BackendConfig) -> Result<(), ConfigErr
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LISTEN: &str = "listen: 127.0.0.1:6390\n";
+
+    fn load(yaml: &str) -> Result<Config, ConfigError> {
+        let config = Config::from_yaml(&format!("{LISTEN}{yaml}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn every_backend_kind_parses_and_a_named_catch_all_needs_no_seeds() {
+        let config = load(
+            "backends:\n  c: {kind: cluster, seeds: [\"127.0.0.1:7000\"]}\n  \
+             s: {kind: standalone, primary: \"127.0.0.1:6379\"}\n  \
+             l: {kind: sentinel, sentinels: [\"127.0.0.1:26379\"], master: m}\n\
+             routes:\n  - {prefix: \"a:\", backend: s, mirror: {backend: l}}\n\
+             catch_all: c\n",
+        )
+        .expect("valid");
+        let kinds: Vec<&str> = config.backends.values().map(|b| b.kind()).collect();
+        assert_eq!(kinds, ["cluster", "sentinel", "standalone"]);
+        let mirror = config.routes[0].mirror.as_ref().expect("mirror");
+        assert_eq!(
+            (mirror.percent, mirror.reads, mirror.max_in_flight),
+            (100, false, 1000)
+        );
+        assert!(!config.uses_default_backend());
+    }
+
+    #[test]
+    fn unknown_fields_inside_a_backend_are_refused() {
+        for yaml in [
+            "backends:\n  s: {kind: standalone, primary: \"127.0.0.1:1\", typo: 1}\n",
+            "backends:\n  l: {kind: sentinel, sentinels: [\"127.0.0.1:2\"], master: m, typo: 1}\n",
+            "backends:\n  c: {kind: cluster, seeds: [\"127.0.0.1:3\"], typo: 1}\n",
+        ] {
+            let error = load(yaml).expect_err(yaml).to_string();
+            assert!(error.contains("typo"), "{yaml}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_default_backend_is_needed_only_when_something_uses_it() {
+        let error = load("backends:\n  s: {kind: standalone, primary: \"127.0.0.1:1\"}\n")
+            .expect_err("catch_all default without seeds")
+            .to_string();
+        assert!(error.contains("or set `catch_all`"), "{error}");
+        let error = load(
+            "backends:\n  s: {kind: standalone, primary: \"127.0.0.1:1\"}\ncatch_all: s\n\
+             routes:\n  - {prefix: \"a:\", backend: default}\n",
+        )
+        .expect_err("a route to default without seeds")
+        .to_string();
+        assert!(error.contains("no cluster seeds"), "{error}");
+    }
+}

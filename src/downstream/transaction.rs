@@ -162,6 +162,11 @@ impl Transaction {
                 }
             }
             Plan::Multi(multi) if multi.is_split() => Some(Bytes::from_static(CROSSSLOT)),
+            // Transactions run on the catch-all backend's connections only.
+            Plan::Multi(multi) if multi.is_routed() => Some(redcar_error(
+                "keys of a prefix route (routes:) cannot be queued in a transaction through \
+                 redcar; only catch_all keys can",
+            )),
             // Keyless commands with the same answer on any node run in the transaction's node;
             // WAIT there answers at once, as in Redis.
             Plan::AnyNode | Plan::Wait { .. } | Plan::Local(Local::Ping | Local::Echo) => None,

@@ -43,6 +43,11 @@ impl Multi {
     pub fn is_split(&self) -> bool {
         matches!(self.0, Job::Split(_))
     }
+
+    /// True for a command on the keys of a route (`routes:`), served by that route's backend.
+    pub fn is_routed(&self) -> bool {
+        matches!(self.0, Job::Routed(_))
+    }
 }
 
 impl Router {

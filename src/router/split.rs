@@ -181,6 +181,18 @@ impl Router {
 }
 
 impl Split {
+    /// Each part's backend (`None`: catch-all), slot and key positions (tests).
+    #[cfg(test)]
+    pub(super) fn parts_summary(&self) -> Vec<(Option<String>, u16, Vec<usize>)> {
+        self.parts
+            .iter()
+            .map(|p| {
+                let backend = p.route.as_ref().map(|r| r.target.backend.to_string());
+                (backend, p.slot, p.positions.clone())
+            })
+            .collect()
+    }
+
     /// Ties every part to `route` (all keys of one route).
     pub(super) fn route_all(&mut self, route: &Arc<Route>) {
         for part in &mut self.parts {

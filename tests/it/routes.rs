@@ -130,6 +130,30 @@ fn prefix_routes_send_keys_to_a_cluster_or_a_standalone_node_and_split_multi_key
         "{blocking:?}"
     );
 
+    // Transactions queue only catch-all keys.
+    assert_eq!(c.q(&["MULTI"]), Value::simple("OK"));
+    let queued = c.q(&["SET", "sess:t", "1"]);
+    assert!(
+        queued.error().unwrap_or_default().contains("transaction"),
+        "{queued:?}"
+    );
+    let exec = c.q(&["EXEC"]);
+    assert!(
+        exec.error().unwrap_or_default().starts_with("EXECABORT"),
+        "{exec:?}"
+    );
+    assert!(get(&standalone, "t").is_nil());
+    // Shard channels stay with the subscriptions, on the catch-all backend.
+    assert_eq!(c.q(&["SPUBLISH", "sess:chan", "m"]), Value::Int(0));
+
+    // /topology lists every backend.
+    let (status, body) = redcar.http_get("/topology").expect("/topology");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("\"name\":\"default\"") && body.contains("\"name\":\"sessions\""),
+        "{body}"
+    );
+
     // Keyless commands go to the catch-all backend: DBSIZE counts the cluster's keys only.
     let cluster_keys: i64 = cluster
         .primary_ports()

@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::Route;
 use crate::commands::policy::{self, Tx};
+use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec};
 use crate::protocol::{write_array_len, write_bulk, Request};
 use crate::router::call::Call;
@@ -46,7 +47,12 @@ fn same_route(a: Option<&Arc<Route>>, b: Option<&Arc<Route>>) -> bool {
 }
 
 /// Plans that carry keys; the others (local answers, MULTI/EXEC, subscriptions) stay as they are.
-fn has_keys(plan: &Plan) -> bool {
+/// Pub/sub commands stay on the catch-all backend even with shard channels (SPUBLISH), where
+/// the subscriptions are.
+fn has_keys(spec: &CommandSpec, plan: &Plan) -> bool {
+    if spec.flags & flags::PUBSUB != 0 {
+        return false;
+    }
     match plan {
         Plan::Slot { .. } | Plan::AnyNode | Plan::Blocking { .. } | Plan::Reply(_) => true,
         Plan::Multi(_) | Plan::Tx(Tx::Watch, _) => true,
@@ -64,7 +70,7 @@ impl Router {
         scratch: &mut Vec<usize>,
         plan: Plan,
     ) -> Plan {
-        if !has_keys(&plan) {
+        if !has_keys(spec, &plan) {
             return plan;
         }
         let table = self.routes.load();
@@ -216,3 +222,7 @@ fn encode(args: &[Bytes]) -> Bytes {
     }
     out.freeze()
 }
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
