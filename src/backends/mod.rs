@@ -108,10 +108,15 @@ impl Backends {
     ) -> RouteTable {
         let target = |name: &str, read_policy| {
             let state = self.state(name)?;
+            let single_node = self
+                .running
+                .get(name)
+                .is_some_and(|b| !matches!(b.config, BackendConfig::Cluster(_)));
             Some(Arc::new(RouteTarget {
                 backend: Arc::from(name),
                 state,
                 read_policy,
+                single_node,
             }))
         };
         let mut built = Vec::with_capacity(routes.len());

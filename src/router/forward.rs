@@ -332,10 +332,18 @@ impl Router {
                 tokio::time::timeout_at(command.deadline, cluster.changed_since(seen)).await;
             if waited.is_err() {
                 // With no map at all, the refresher's last failure is the useful part.
-                let why = match (cluster.topology(), cluster.refresh_error()) {
+                let mut why = match (cluster.topology(), cluster.refresh_error()) {
                     (None, Some(error)) => format!("; no slot map yet, last refresh: {error}"),
                     _ => String::new(),
                 };
+                if let Some(target) = &command.target {
+                    let map = if cluster.topology().is_none() {
+                        ", which has no map yet"
+                    } else {
+                        ""
+                    };
+                    why = format!(" of backend {}{map}{why}", target.backend);
+                }
                 return Err(match slot {
                     Some(slot) => error_with_prefix(
                         "CLUSTERDOWN ",

@@ -114,6 +114,10 @@ fn prefix_routes_send_keys_to_a_cluster_or_a_standalone_node_and_split_multi_key
         "{text}"
     );
     assert_eq!(get(&standalone, "a"), bulk("1"));
+    // One standalone node takes keys of different slots in one command, as Redis itself does.
+    assert_eq!(c.q(&["RENAME", "sess:a", "sess:a2"]), Value::simple("OK"));
+    assert_eq!(get(&standalone, "a2"), bulk("1"));
+    assert_eq!(c.q(&["RENAME", "sess:a2", "sess:a"]), Value::simple("OK"));
     // Stripping must leave a key.
     let empty = c.q(&["GET", "sess:"]);
     assert!(

@@ -114,6 +114,7 @@ mod tests {
             backend: Arc::from("m"),
             state: Arc::new(ClusterState::new()),
             read_policy: None,
+            single_node: false,
         });
         Mirror::new(target, percent, reads, 10, MirrorCounters::default())
     }

@@ -25,6 +25,9 @@ pub struct RouteTarget {
     pub state: Arc<ClusterState>,
     /// `routes[].read_policy`; `None`: `router.read_policy`.
     pub read_policy: Option<ReadPolicy>,
+    /// One node without cluster mode (standalone, Sentinel): keys in different slots may still
+    /// go together in one command, as a plain Redis server allows.
+    pub single_node: bool,
 }
 
 /// One entry of `routes:`, ready to use.

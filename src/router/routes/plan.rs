@@ -7,9 +7,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use super::Route;
+use crate::cluster::key_slot;
 use crate::commands::policy::{self, Tx};
 use crate::commands::spec::flags;
-use crate::commands::{self, CommandSpec};
+use crate::commands::{self, CommandSpec, Serve};
 use crate::protocol::{write_array_len, write_bulk, Request};
 use crate::router::call::Call;
 use crate::router::multi::{Job, Multi};
@@ -95,6 +96,7 @@ impl Router {
             return plan;
         };
         if !route.strip {
+            let plan = one_node(spec, &route, plan, &args[first]);
             return wrap(spec, route, plan, None);
         }
         let mut stripped = args.to_vec();
@@ -105,6 +107,7 @@ impl Router {
             }
         }
         let plan = self.plan_spec(spec, &stripped, scratch);
+        let plan = one_node(spec, &route, plan, &stripped[first]);
         wrap(spec, route, plan, Some(encode(&stripped)))
     }
 
@@ -171,6 +174,26 @@ impl Router {
                 mirror.send(payload, slot, lane, self.op_timeout());
             }
         }
+    }
+}
+
+/// On a single node (standalone, Sentinel) keys in different slots may go together: a split or a
+/// CROSSSLOT refusal becomes one command, unchanged. Not for blocking commands or WATCH, which
+/// need a dedicated connection.
+fn one_node(spec: &CommandSpec, route: &Route, plan: Plan, first_key: &[u8]) -> Plan {
+    let cross_slot = match &plan {
+        Plan::Reply(reply) => reply.starts_with(b"-CROSSSLOT"),
+        Plan::Multi(multi) => multi.is_split(),
+        _ => false,
+    };
+    let plain = spec.flags & flags::BLOCKING == 0 && matches!(commands::serve(spec), Serve::Keyed);
+    if !(route.target.single_node && cross_slot && plain) {
+        return plan;
+    }
+    Plan::Slot {
+        slot: key_slot(first_key),
+        // Scripts carry neither flag and may write: never re-send one that may have run.
+        write: !spec.has_flag(flags::READONLY),
     }
 }
 

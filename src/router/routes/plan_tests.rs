@@ -12,6 +12,10 @@ use crate::router::{RouteTable, RouteTarget, RouterConfig};
 use crate::upstream::{UpstreamConfig, Upstreams};
 
 fn route(prefix: &str, backend: &str, strip: bool) -> Route {
+    single(prefix, backend, strip, false)
+}
+
+fn single(prefix: &str, backend: &str, strip: bool, single_node: bool) -> Route {
     Route {
         prefix: Box::from(prefix.as_bytes()),
         strip,
@@ -19,12 +23,14 @@ fn route(prefix: &str, backend: &str, strip: bool) -> Route {
             backend: Arc::from(backend),
             state: Arc::new(ClusterState::new()),
             read_policy: None,
+            single_node,
         }),
         mirror: None,
     }
 }
 
-/// A router whose catch-all has no map, with `sess:` (stripped) → sessions and `raw:` → raw.
+/// A router whose catch-all has no map, with `sess:` (stripped) → sessions, `raw:` → raw and
+/// `one:` (stripped) → a single-node backend.
 fn router() -> Router {
     let metrics = Arc::new(Metrics::new(&MetricsConfig::default()));
     let upstreams = Upstreams::new(
@@ -43,6 +49,7 @@ fn router() -> Router {
     let routes = vec![
         route("sess:", "sessions", true),
         route("raw:", "raw", false),
+        single("one:", "standalone", true, true),
     ];
     router.set_routes(RouteTable::new(routes, false));
     router
@@ -157,4 +164,29 @@ fn route_keys_that_need_connection_state_are_refused_with_the_reason() {
         panic!("arity");
     };
     assert!(arity.starts_with(b"-ERR wrong number of arguments"));
+}
+
+#[test]
+fn a_single_node_backend_takes_keys_of_several_slots_in_one_command() {
+    let router = router();
+    let r = routed(plan(&router, "RENAME one:a one:b"));
+    assert_eq!(&*r.route.target.backend, "standalone");
+    assert_eq!((r.slot, r.write), (Some(key_slot(b"a")), true));
+    assert_eq!(
+        r.payload.as_deref(),
+        Some(&b"*3\r\n$6\r\nRENAME\r\n$1\r\na\r\n$1\r\nb\r\n"[..])
+    );
+    // Not split either: one MGET, a read.
+    let r = routed(plan(&router, "MGET one:a one:b one:c"));
+    assert_eq!((r.slot, r.write), (Some(key_slot(b"a")), false));
+    // On a cluster backend the same command is still refused.
+    assert!(matches!(
+        plan(&router, "RENAME raw:a raw:b"),
+        Plan::Reply(_)
+    ));
+    // Blocking commands still need a dedicated connection: refused on a route.
+    assert!(matches!(
+        plan(&router, "BLPOP one:a one:b 1"),
+        Plan::Reply(_)
+    ));
 }
