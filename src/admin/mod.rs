@@ -34,12 +34,15 @@ use crate::cluster::ClusterState;
 use crate::downstream::Downstream;
 use crate::metrics::Metrics;
 
+/// Every backend's slot map by name, as `/readyz` and `/topology` read it; a reload swaps it.
+pub type BackendStates = arc_swap::ArcSwap<Vec<(String, Arc<ClusterState>)>>;
+
 /// What the admin endpoints read (never write).
 pub struct AdminState {
     /// The catch-all backend (the only one without `backends:`).
     pub cluster: Arc<ClusterState>,
     /// Every backend by name (`default` is the `cluster.seeds` cluster); a reload replaces it.
-    pub backends: Arc<arc_swap::ArcSwap<Vec<(String, Arc<ClusterState>)>>>,
+    pub backends: Arc<BackendStates>,
     pub downstream: Arc<Downstream>,
     pub metrics: Arc<Metrics>,
     /// The configuration in effect, already redacted; a reload (SIGHUP) replaces it.

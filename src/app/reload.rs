@@ -33,7 +33,7 @@ pub(super) struct Reloadable {
     /// The named backends: a reload starts new ones and stops removed ones.
     pub backends: Backends,
     /// What `/readyz` checks; replaced with `backends`.
-    pub backend_states: Arc<ArcSwap<Vec<(String, Arc<ClusterState>)>>>,
+    pub backend_states: Arc<crate::admin::BackendStates>,
     /// What starting a backend needs.
     pub context: Context,
     pub metrics: Arc<Metrics>,

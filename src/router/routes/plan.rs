@@ -54,11 +54,15 @@ fn has_keys(spec: &CommandSpec, plan: &Plan) -> bool {
     if spec.flags & flags::PUBSUB != 0 {
         return false;
     }
-    match plan {
-        Plan::Slot { .. } | Plan::AnyNode | Plan::Blocking { .. } | Plan::Reply(_) => true,
-        Plan::Multi(_) | Plan::Tx(Tx::Watch, _) => true,
-        _ => false,
-    }
+    matches!(
+        plan,
+        Plan::Slot { .. }
+            | Plan::AnyNode
+            | Plan::Blocking { .. }
+            | Plan::Reply(_)
+            | Plan::Multi(_)
+            | Plan::Tx(Tx::Watch, _)
+    )
 }
 
 impl Router {

@@ -22,7 +22,7 @@ impl PrefixMatcher {
             .map(|(route, prefix)| (Box::from(prefix), route))
             .collect();
         // Stable: equal lengths keep their config order.
-        prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        prefixes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         PrefixMatcher {
             prefixes,
             ignore_case,
