@@ -87,6 +87,7 @@ impl Transaction {
             Plan::Blocking { .. } | Plan::Wait { .. } | Plan::Sub(_) | Plan::Tx(Tx::Watch, _) => {
                 true
             }
+            Plan::Multi(multi) => multi.is_blocking(),
             Plan::Tx(Tx::Unwatch, _) => self.watching(),
             _ => false,
         }

@@ -14,7 +14,7 @@ use super::forward::{lost_write, pause_before_retry, Target};
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
 use super::transaction::{tx_verdict, TxVerdict};
-use super::Router;
+use super::{RouteTarget, Router};
 use crate::protocol::{reply_frame_len, Limits};
 use crate::upstream::{Dedicated, ASKING};
 
@@ -50,9 +50,24 @@ impl Router {
         write: bool,
         timeout: Option<Duration>,
     ) -> Call<'_> {
+        self.blocking_on(None, payload, slot, write, timeout)
+    }
+
+    /// [`blocking`](Self::blocking) in a route's backend (`None`: the catch-all backend).
+    pub(super) fn blocking_on(
+        &self,
+        backend: Option<Arc<RouteTarget>>,
+        payload: Bytes,
+        slot: u16,
+        write: bool,
+        timeout: Option<Duration>,
+    ) -> Call<'_> {
         Call::slow(async move {
             let patience = timeout.map(|t| t + self.op_timeout());
-            match self.on_dedicated(&payload, slot, write, patience).await {
+            match self
+                .on_dedicated(backend, &payload, slot, write, patience)
+                .await
+            {
                 Ok((conn, reply)) => {
                     conn.release();
                     reply
@@ -93,7 +108,7 @@ impl Router {
                     }
                 };
             }
-            match self.on_dedicated(&payload, slot, false, None).await {
+            match self.on_dedicated(None, &payload, slot, false, None).await {
                 Ok((conn, reply)) => {
                     if reply.starts_with(b"+OK") {
                         *pinned = Some(Pinned { slot, conn });
@@ -210,6 +225,7 @@ impl Router {
     /// forever; connecting and retrying are bounded by `op_timeout` regardless).
     async fn on_dedicated(
         &self,
+        backend: Option<Arc<RouteTarget>>,
         payload: &[u8],
         slot: u16,
         write: bool,
@@ -219,7 +235,9 @@ impl Router {
         let mut target = Target::Owner(Some(slot));
         let (mut redirects, mut attempt) = (0, 0);
         loop {
-            let (node, asking) = self.resolve(&target, retry_deadline).await?;
+            let (node, asking) = self
+                .resolve_on(backend.clone(), &target, retry_deadline)
+                .await?;
             let mut conn = self
                 .upstreams
                 .dedicated()
@@ -254,7 +272,7 @@ impl Router {
                 Ok(reply) if asking => skip_first_frame(reply),
                 Ok(reply) => reply,
                 Err(e) if e.never_sent() || !write => {
-                    self.cluster.note_failure();
+                    self.state(&backend).note_failure();
                     attempt += 1;
                     if !pause_before_retry(self.retry_backoff(), attempt, retry_deadline).await {
                         return Err(redcar_error(e));
@@ -272,7 +290,7 @@ impl Router {
                     )));
                 }
                 Verdict::Moved(addr) => {
-                    self.cluster.note_redirect();
+                    self.state(&backend).note_redirect();
                     Some((addr.to_string(), false))
                 }
                 Verdict::Ask(addr) => Some((addr.to_string(), true)),

@@ -297,13 +297,23 @@ impl Router {
         target: &Target,
         deadline: Instant,
     ) -> Result<(Arc<Node>, bool), Bytes> {
+        self.resolve_on(None, target, deadline).await
+    }
+
+    /// [`resolve`](Self::resolve) in a route's backend (`None`: the catch-all backend).
+    pub(super) async fn resolve_on(
+        &self,
+        backend: Option<Arc<RouteTarget>>,
+        target: &Target,
+        deadline: Instant,
+    ) -> Result<(Arc<Node>, bool), Bytes> {
         let command = Command {
             payload: Bytes::new(),
             slot: None,
             write: true,
             lane: 0,
             deadline,
-            target: None,
+            target: backend,
         };
         self.resolve_for(target, &command, &[]).await
     }

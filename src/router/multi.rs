@@ -48,6 +48,12 @@ impl Multi {
     pub fn is_routed(&self) -> bool {
         matches!(self.0, Job::Routed(_))
     }
+
+    /// True for a blocking command on a route's keys: like `Plan::Blocking`, it runs with
+    /// nothing else of the client's in flight.
+    pub fn is_blocking(&self) -> bool {
+        matches!(&self.0, Job::Routed(routed) if routed.blocking.is_some())
+    }
 }
 
 impl Router {

@@ -1,6 +1,7 @@
 //! Named backends and key-prefix routes (docs/routing.md): commands reach a cluster or a
 //! standalone node by key prefix (checked by reading each backend directly), multi-key commands
-//! split by route, cross-backend commands that cannot split are refused, a route reads from a
+//! split by route, cross-backend commands that cannot split are refused, blocking commands reach
+//! the route's backend, a route reads from a
 //! standalone replica, mirroring copies writes, and a reload adds a route under a live client.
 
 use std::thread;
@@ -124,15 +125,25 @@ fn prefix_routes_send_keys_to_a_cluster_or_a_standalone_node_and_split_multi_key
         empty.error().unwrap_or_default().contains("empty key"),
         "{empty:?}"
     );
-    // Blocking commands on a route's keys are refused with the reason.
-    let blocking = c.q(&["BLPOP", "sess:list", "1"]);
-    assert!(
-        blocking
-            .error()
-            .unwrap_or_default()
-            .contains("not supported"),
-        "{blocking:?}"
+    // Blocking commands run on a dedicated connection to the route's backend: a BLPOP waiting
+    // there is served by a push through another client.
+    let waiter = {
+        let mut blocked = redcar.client();
+        thread::spawn(move || blocked.q(&["BLPOP", "raw:queue", "5"]))
+    };
+    eventually("the BLPOP to block on the standalone node", || {
+        standalone
+            .info_field("clients", "blocked_clients")
+            .as_deref()
+            == Some("1")
+    });
+    assert_eq!(c.q(&["LPUSH", "raw:queue", "job"]), Value::Int(1));
+    let popped = waiter.join().expect("waiter");
+    assert_eq!(
+        popped,
+        Value::Array(Some(vec![bulk("raw:queue"), bulk("job")]))
     );
+    assert_eq!(c.q(&["BLPOP", "sess:none", "0.1"]), Value::Array(None));
 
     // Transactions queue only catch-all keys.
     assert_eq!(c.q(&["MULTI"]), Value::simple("OK"));

@@ -3,6 +3,7 @@
 //! of several routes: split by (route, slot) when the command can be split, refused otherwise.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
@@ -26,6 +27,9 @@ pub struct Routed {
     /// `None`: any primary of the backend (a keyed command whose keys redcar could not read).
     pub slot: Option<u16>,
     pub write: bool,
+    /// A blocking command (on a dedicated connection, never mirrored) and its own timeout
+    /// (`Some(None)`: it may block forever).
+    pub blocking: Option<Option<Duration>>,
 }
 
 /// The key as the route's backend stores it; `None` when removing the prefix leaves nothing.
@@ -159,6 +163,10 @@ impl Router {
     ) -> Call<'_> {
         let payload = routed.payload.unwrap_or_else(|| request.raw().clone());
         let target = Some(routed.route.target.clone());
+        if let (Some(timeout), Some(slot)) = (routed.blocking, routed.slot) {
+            // A copy that blocks would hold up the mirror's shared connection: never mirrored.
+            return self.blocking_on(target, payload, slot, routed.write, timeout);
+        }
         let call = self.forward_to(target, payload.clone(), routed.slot, routed.write, lane);
         self.mirror(&routed.route, payload, routed.slot, routed.write, lane);
         call
@@ -203,29 +211,35 @@ fn one_node(spec: &CommandSpec, route: &Route, plan: Plan, first_key: &[u8]) -> 
 
 /// Ties a plan made for the forwarded keys to the route's backend.
 fn wrap(spec: &CommandSpec, route: Arc<Route>, plan: Plan, payload: Option<Bytes>) -> Plan {
-    let routed = |slot, write| {
+    let routed = |slot, write, blocking| {
         Plan::Multi(Multi(Job::Routed(Box::new(Routed {
             route: route.clone(),
             payload: payload.clone(),
             slot,
             write,
+            blocking,
         }))))
     };
     match plan {
-        Plan::Slot { slot, write } => routed(Some(slot), write),
-        Plan::AnyNode => routed(None, true),
+        Plan::Slot { slot, write } => routed(Some(slot), write, None),
+        Plan::AnyNode => routed(None, true, None),
+        Plan::Blocking {
+            slot,
+            write,
+            timeout,
+        } => routed(Some(slot), write, Some(timeout)),
         Plan::Multi(Multi(Job::Split(mut split))) => {
             split.route_all(&route);
             Plan::Multi(Multi(Job::Split(split)))
         }
         // Scripts go like any command of their keys' slot (NOSCRIPT is not healed here).
         Plan::Multi(Multi(Job::Eval { slot, write } | Job::EvalSha { slot, write })) => {
-            routed(slot, write)
+            routed(slot, write, None)
         }
         Plan::Reply(reply) => Plan::Reply(reply),
         _ => Plan::Reply(redcar_error(format_args!(
-            "{} on keys of route {} is not supported: blocking commands and WATCH run only on \
-             the catch_all backend",
+            "{} on keys of route {} is not supported: WATCH and transactions run only on the \
+             catch_all backend",
             spec.name.to_ascii_uppercase(),
             route.describe()
         ))),

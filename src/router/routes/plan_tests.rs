@@ -148,7 +148,7 @@ fn keys_of_several_routes_split_by_route_and_slot_or_are_refused() {
 #[test]
 fn route_keys_that_need_connection_state_are_refused_with_the_reason() {
     let router = router();
-    for line in ["BLPOP sess:l 1", "WATCH raw:k"] {
+    for line in ["WATCH raw:k", "WATCH sess:k"] {
         let Plan::Reply(reply) = plan(&router, line) else {
             panic!("{line} not refused");
         };
