@@ -384,6 +384,7 @@ fn dispatch<'r>(
             payload,
             frames,
             slot,
+            backend: None,
         } => {
             match slot {
                 Some(slot) => state.written.note(slot),
@@ -391,6 +392,13 @@ fn dispatch<'r>(
             }
             router.exec(payload, frames, slot, lane)
         }
+        // A prefix route's backend: WAIT does not follow it (as for other routed writes).
+        Step::Exec {
+            payload,
+            frames,
+            slot,
+            backend,
+        } => router.exec_on(backend, payload, frames, slot, lane),
         Step::ExecWatched {
             payload,
             frames,

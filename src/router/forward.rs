@@ -290,17 +290,9 @@ impl Router {
         }
     }
 
-    /// Finds the node for `target`, waiting (within the deadline) for a map that has an owner.
-    /// Used by transactions and dedicated connections: always the primary.
-    pub(super) async fn resolve(
-        &self,
-        target: &Target,
-        deadline: Instant,
-    ) -> Result<(Arc<Node>, bool), Bytes> {
-        self.resolve_on(None, target, deadline).await
-    }
-
-    /// [`resolve`](Self::resolve) in a route's backend (`None`: the catch-all backend).
+    /// Finds the node for `target` in `backend` (`None`: the catch-all backend), waiting
+    /// (within the deadline) for a map that has an owner. Used by transactions and dedicated
+    /// connections: always the primary.
     pub(super) async fn resolve_on(
         &self,
         backend: Option<Arc<RouteTarget>>,

@@ -1,10 +1,14 @@
 //! Plans that take more than one forward or a follow-up step (cross-slot splits, fan-outs,
 //! scripts), and starting them.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+
 use super::call::Call;
 use super::routes::Routed;
 use super::split::Split;
-use super::Router;
+use super::{RouteTarget, Router};
 use crate::commands::policy::FanOut;
 use crate::protocol::Request;
 
@@ -47,6 +51,20 @@ impl Multi {
     /// True for a command on the keys of a route (`routes:`), served by that route's backend.
     pub fn is_routed(&self) -> bool {
         matches!(self.0, Job::Routed(_))
+    }
+
+    /// For a command on a route's keys, what a transaction queues: the route's backend, the
+    /// slot (`None`: keys redcar could not read) and the request as forwarded (`None`: the
+    /// client's bytes).
+    pub fn routed_for_tx(&self) -> Option<(Arc<RouteTarget>, Option<u16>, Option<Bytes>)> {
+        match &self.0 {
+            Job::Routed(routed) => Some((
+                routed.route.target.clone(),
+                routed.slot,
+                routed.payload.clone(),
+            )),
+            _ => None,
+        }
     }
 
     /// True for a blocking command on a route's keys: like `Plan::Blocking`, it runs with

@@ -24,6 +24,8 @@ fn get(server: &RedisServer, key: &str) -> Value {
     server.cmd(&["GET", key])
 }
 
+const QUEUED: &str = "QUEUED";
+
 fn bulk(s: &str) -> Value {
     Value::bulk(s)
 }
@@ -145,19 +147,30 @@ fn prefix_routes_send_keys_to_a_cluster_or_a_standalone_node_and_split_multi_key
     );
     assert_eq!(c.q(&["BLPOP", "sess:none", "0.1"]), Value::Array(None));
 
-    // Transactions queue only catch-all keys.
+    // A transaction runs on the backend of its keys (stripped keys, any slots on one node).
+    let queued = QUEUED.to_string();
     assert_eq!(c.q(&["MULTI"]), Value::simple("OK"));
-    let queued = c.q(&["SET", "sess:t", "1"]);
+    assert_eq!(c.q(&["SET", "sess:t", "1"]), Value::simple(&queued));
+    assert_eq!(c.q(&["INCR", "sess:t"]), Value::simple(&queued));
+    assert_eq!(c.q(&["SET", "sess:u", "x"]), Value::simple(&queued));
+    let exec = c.q(&["EXEC"]);
+    let expected = vec![Value::simple("OK"), Value::Int(2), Value::simple("OK")];
+    assert_eq!(exec, Value::Array(Some(expected)));
+    assert_eq!(get(&standalone, "t"), bulk("2"));
+    // Keys of two backends in one transaction: refused at queue time, nothing runs.
+    assert_eq!(c.q(&["MULTI"]), Value::simple("OK"));
+    assert_eq!(c.q(&["SET", "sess:t", "3"]), Value::simple(&queued));
+    let mixed = c.q(&["SET", "other", "4"]);
     assert!(
-        queued.error().unwrap_or_default().contains("transaction"),
-        "{queued:?}"
+        mixed.error().unwrap_or_default().contains("one backend"),
+        "{mixed:?}"
     );
     let exec = c.q(&["EXEC"]);
     assert!(
         exec.error().unwrap_or_default().starts_with("EXECABORT"),
         "{exec:?}"
     );
-    assert!(get(&standalone, "t").is_nil());
+    assert_eq!(get(&standalone, "t"), bulk("2"));
     // Shard channels stay with the subscriptions, on the catch-all backend.
     assert_eq!(c.q(&["SPUBLISH", "sess:chan", "m"]), Value::Int(0));
 

@@ -238,8 +238,7 @@ fn wrap(spec: &CommandSpec, route: Arc<Route>, plan: Plan, payload: Option<Bytes
         }
         Plan::Reply(reply) => Plan::Reply(reply),
         _ => Plan::Reply(redcar_error(format_args!(
-            "{} on keys of route {} is not supported: WATCH and transactions run only on the \
-             catch_all backend",
+            "{} on keys of route {} is not supported: WATCH runs only on the catch_all backend",
             spec.name.to_ascii_uppercase(),
             route.describe()
         ))),
