@@ -403,8 +403,16 @@ fn dispatch<'r>(
             payload,
             frames,
             slot,
-        } => router.exec_watched(state.tx.watch.clone(), payload, frames, slot),
-        Step::Watch { slot } => router.watch(state.tx.watch.clone(), request.raw().clone(), slot),
+            backend,
+        } => router.exec_watched(state.tx.watch.clone(), payload, frames, slot, backend),
+        Step::Watch {
+            slot,
+            backend,
+            payload,
+        } => {
+            let payload = payload.unwrap_or_else(|| request.raw().clone());
+            router.watch_on(state.tx.watch.clone(), backend, payload, slot)
+        }
         Step::Unwatch { reply } => {
             if reply.starts_with(b"+RESET") {
                 state.reset();

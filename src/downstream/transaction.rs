@@ -57,9 +57,14 @@ pub enum Step {
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
+        backend: Option<Arc<RouteTarget>>,
     },
-    /// WATCH keys of `slot`.
-    Watch { slot: u16 },
+    /// WATCH keys of `slot` (in a prefix route's backend; `payload`: the request as forwarded).
+    Watch {
+        slot: u16,
+        backend: Option<Arc<RouteTarget>>,
+        payload: Option<Bytes>,
+    },
     /// End the watch (UNWATCH, DISCARD, RESET), then answer `reply`.
     Unwatch { reply: &'static [u8] },
 }
@@ -115,7 +120,7 @@ impl Transaction {
             Plan::Blocking { .. } | Plan::Wait { .. } | Plan::Sub(_) | Plan::Tx(Tx::Watch, _) => {
                 true
             }
-            Plan::Multi(multi) => multi.is_blocking(),
+            Plan::Multi(multi) => multi.is_blocking() || multi.routed_watch().is_some(),
             Plan::Tx(Tx::Unwatch, _) => self.watching(),
             _ => false,
         }
@@ -138,7 +143,6 @@ impl Transaction {
             Plan::Multi(multi) => multi.routed_for_tx(),
             _ => None,
         };
-        let watched = routed.is_some() && self.watching();
         let Some(queued) = self.open.as_mut() else {
             return match plan {
                 Plan::Tx(Tx::Multi, _) => {
@@ -151,7 +155,21 @@ impl Transaction {
                 Plan::Tx(Tx::Discard, _) => {
                     Step::Reply(error_with_prefix("ERR ", "DISCARD without MULTI"))
                 }
-                Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch { slot },
+                Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch {
+                    slot,
+                    backend: None,
+                    payload: None,
+                },
+                Plan::Multi(multi) if multi.routed_watch().is_some() => {
+                    match multi.routed_watch() {
+                        Some((backend, slot, payload)) => Step::Watch {
+                            slot,
+                            backend: Some(backend),
+                            payload,
+                        },
+                        None => Step::Serve(Plan::Multi(multi)),
+                    }
+                }
                 Plan::Tx(Tx::Unwatch, _) if watching => Step::Unwatch { reply: OK },
                 Plan::Tx(Tx::Unwatch, _) => Step::Reply(Bytes::from_static(OK)),
                 Plan::Local(Local::Reset) if watching => Step::Unwatch {
@@ -163,6 +181,12 @@ impl Transaction {
         let refused = match plan {
             Plan::Tx(Tx::Multi, _) => {
                 return Step::Reply(error_with_prefix("ERR ", "MULTI calls can not be nested"))
+            }
+            Plan::Multi(ref multi) if multi.routed_watch().is_some() => {
+                return Step::Reply(error_with_prefix(
+                    "ERR ",
+                    "WATCH inside MULTI is not allowed",
+                ))
             }
             Plan::Tx(Tx::Watch, _) => {
                 return Step::Reply(error_with_prefix(
@@ -198,13 +222,12 @@ impl Transaction {
                 }
             }
             Plan::Multi(multi) if multi.is_split() => Some(Bytes::from_static(CROSSSLOT)),
+            // After WATCH, EXEC checks the watched backend and slot.
             Plan::Multi(multi) if multi.is_routed() => match &routed {
-                Some((backend, Some(slot), _)) if !watched => {
-                    queued.claim_on(Some(backend.clone()), *slot)
-                }
+                Some((backend, Some(slot), _)) => queued.claim_on(Some(backend.clone()), *slot),
                 _ => Some(redcar_error(
-                    "keys of a prefix route (routes:) cannot be queued in a transaction after \
-                     WATCH through redcar (the watch holds a catch_all connection)",
+                    "this command on keys of a prefix route (routes:) cannot be queued in a \
+                     transaction through redcar",
                 )),
             },
             // Keyless commands with the same answer on any node run in the transaction's node;
@@ -255,6 +278,7 @@ impl Transaction {
                 payload,
                 frames,
                 slot: queued.slot,
+                backend: queued.backend,
             },
             false => Step::Exec {
                 payload,

@@ -127,7 +127,7 @@ fn watch_and_blocking_commands_run_alone_outside_multi_only() {
     );
     assert!(matches!(
         tx.step(Plan::Tx(Tx::Watch, Some(1)), &raw("w"), 10),
-        Step::Watch { slot: 1 }
+        Step::Watch { slot: 1, .. }
     ));
     tx.step(Plan::Tx(Tx::Multi, None), &raw("m"), 10);
     assert!(!tx.is_exclusive(&blocking), "queued, not run, inside MULTI");

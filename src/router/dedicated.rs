@@ -29,7 +29,17 @@ pub struct Watch(Arc<Mutex<Option<Pinned>>>);
 
 struct Pinned {
     slot: u16,
+    /// A prefix route's backend (`None`: the catch-all backend).
+    backend: Option<Arc<RouteTarget>>,
     conn: Dedicated,
+}
+
+fn same_backend(a: &Option<Arc<RouteTarget>>, b: &Option<Arc<RouteTarget>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 impl Watch {
@@ -80,9 +90,27 @@ impl Router {
     /// WATCH: on the watch's connection, or a new one to the owner of `slot`, which then stays
     /// with the client until EXEC, DISCARD or UNWATCH.
     pub fn watch(&self, watch: Watch, payload: Bytes, slot: u16) -> Call<'_> {
+        self.watch_on(watch, None, payload, slot)
+    }
+
+    /// [`watch`](Self::watch) in a route's backend (`None`: the catch-all backend).
+    pub fn watch_on(
+        &self,
+        watch: Watch,
+        backend: Option<Arc<RouteTarget>>,
+        payload: Bytes,
+        slot: u16,
+    ) -> Call<'_> {
         Call::slow(async move {
             let mut pinned = watch.0.lock().await;
             if let Some(current) = pinned.as_mut() {
+                if !same_backend(&current.backend, &backend) {
+                    return error_with_prefix(
+                        "CROSSSLOT ",
+                        "Keys in request don't hash to the same slot (redcar: all WATCH keys \
+                         of a transaction must belong to one backend of routes:)",
+                    );
+                }
                 if current.slot != slot {
                     return error_with_prefix(
                         "CROSSSLOT ",
@@ -108,10 +136,17 @@ impl Router {
                     }
                 };
             }
-            match self.on_dedicated(None, &payload, slot, false, None).await {
+            match self
+                .on_dedicated(backend.clone(), &payload, slot, false, None)
+                .await
+            {
                 Ok((conn, reply)) => {
                     if reply.starts_with(b"+OK") {
-                        *pinned = Some(Pinned { slot, conn });
+                        *pinned = Some(Pinned {
+                            slot,
+                            backend,
+                            conn,
+                        });
                     } else {
                         conn.release();
                     }
@@ -149,11 +184,19 @@ impl Router {
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
+        backend: Option<Arc<RouteTarget>>,
     ) -> Call<'_> {
         Call::slow(async move {
             let Some(mut pinned) = watch.0.lock().await.take() else {
                 return redcar_error("the watch was lost before EXEC");
             };
+            if slot.is_some() && !same_backend(&pinned.backend, &backend) {
+                return error_with_prefix(
+                    "CROSSSLOT ",
+                    "Keys in request don't hash to the same slot (redcar: a transaction after \
+                     WATCH must use keys of the watched backend)",
+                );
+            }
             if slot.is_some_and(|slot| slot != pinned.slot) {
                 return error_with_prefix(
                     "CROSSSLOT ",

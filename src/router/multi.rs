@@ -67,6 +67,18 @@ impl Multi {
         }
     }
 
+    /// For WATCH on a route's keys: the backend, the slot and the request as forwarded.
+    pub fn routed_watch(&self) -> Option<(Arc<RouteTarget>, u16, Option<Bytes>)> {
+        match &self.0 {
+            Job::Routed(routed) if routed.watch => Some((
+                routed.route.target.clone(),
+                routed.slot?,
+                routed.payload.clone(),
+            )),
+            _ => None,
+        }
+    }
+
     /// True for a blocking command on a route's keys: like `Plan::Blocking`, it runs with
     /// nothing else of the client's in flight.
     pub fn is_blocking(&self) -> bool {

@@ -1,8 +1,8 @@
 //! Named backends and key-prefix routes (docs/routing.md): commands reach a cluster or a
 //! standalone node by key prefix (checked by reading each backend directly), multi-key commands
-//! split by route, cross-backend commands that cannot split are refused, blocking commands reach
-//! the route's backend, a route reads from a
-//! standalone replica, mirroring copies writes, and a reload adds a route under a live client.
+//! split by route, cross-backend commands that cannot split are refused, blocking commands,
+//! MULTI/EXEC and WATCH run on the route's backend, a route reads from a standalone replica,
+//! mirroring copies writes, and a reload adds a route under a live client.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -171,6 +171,31 @@ fn prefix_routes_send_keys_to_a_cluster_or_a_standalone_node_and_split_multi_key
         "{exec:?}"
     );
     assert_eq!(get(&standalone, "t"), bulk("2"));
+    // WATCH holds a dedicated connection to the route's backend: a change made there directly
+    // aborts the transaction, an untouched watch lets it run.
+    assert_eq!(c.q(&["WATCH", "sess:w"]), Value::simple("OK"));
+    standalone.cmd(&["SET", "w", "changed"]);
+    assert_eq!(c.q(&["MULTI"]), Value::simple("OK"));
+    assert_eq!(c.q(&["SET", "sess:w", "mine"]), Value::simple(&queued));
+    assert_eq!(c.q(&["EXEC"]), Value::Array(None));
+    assert_eq!(get(&standalone, "w"), bulk("changed"));
+    assert_eq!(c.q(&["WATCH", "sess:w"]), Value::simple("OK"));
+    assert_eq!(c.q(&["MULTI"]), Value::simple("OK"));
+    assert_eq!(c.q(&["SET", "sess:w", "mine"]), Value::simple(&queued));
+    let exec = c.q(&["EXEC"]);
+    assert_eq!(exec, Value::Array(Some(vec![Value::simple("OK")])));
+    assert_eq!(get(&standalone, "w"), bulk("mine"));
+    // A transaction after WATCH must stay in the watched backend.
+    assert_eq!(c.q(&["WATCH", "sess:w"]), Value::simple("OK"));
+    assert_eq!(c.q(&["MULTI"]), Value::simple("OK"));
+    assert_eq!(c.q(&["SET", "other", "5"]), Value::simple(&queued));
+    let exec = c.q(&["EXEC"]);
+    assert!(
+        exec.error().unwrap_or_default().contains("watched backend"),
+        "{exec:?}"
+    );
+    assert_eq!(get(cluster.primary_for_key("other"), "other"), bulk("3"));
+
     // Shard channels stay with the subscriptions, on the catch-all backend.
     assert_eq!(c.q(&["SPUBLISH", "sess:chan", "m"]), Value::Int(0));
 

@@ -30,6 +30,8 @@ pub struct Routed {
     /// A blocking command (on a dedicated connection, never mirrored) and its own timeout
     /// (`Some(None)`: it may block forever).
     pub blocking: Option<Option<Duration>>,
+    /// WATCH: the session pins a dedicated connection through [`Router::watch_on`].
+    pub watch: bool,
 }
 
 /// The key as the route's backend stores it; `None` when removing the prefix leaves nothing.
@@ -211,34 +213,36 @@ fn one_node(spec: &CommandSpec, route: &Route, plan: Plan, first_key: &[u8]) -> 
 
 /// Ties a plan made for the forwarded keys to the route's backend.
 fn wrap(spec: &CommandSpec, route: Arc<Route>, plan: Plan, payload: Option<Bytes>) -> Plan {
-    let routed = |slot, write, blocking| {
+    let routed = |slot, write, blocking, watch| {
         Plan::Multi(Multi(Job::Routed(Box::new(Routed {
             route: route.clone(),
             payload: payload.clone(),
             slot,
             write,
             blocking,
+            watch,
         }))))
     };
     match plan {
-        Plan::Slot { slot, write } => routed(Some(slot), write, None),
-        Plan::AnyNode => routed(None, true, None),
+        Plan::Slot { slot, write } => routed(Some(slot), write, None, false),
+        Plan::AnyNode => routed(None, true, None, false),
         Plan::Blocking {
             slot,
             write,
             timeout,
-        } => routed(Some(slot), write, Some(timeout)),
+        } => routed(Some(slot), write, Some(timeout), false),
+        Plan::Tx(Tx::Watch, Some(slot)) => routed(Some(slot), false, None, true),
         Plan::Multi(Multi(Job::Split(mut split))) => {
             split.route_all(&route);
             Plan::Multi(Multi(Job::Split(split)))
         }
         // Scripts go like any command of their keys' slot (NOSCRIPT is not healed here).
         Plan::Multi(Multi(Job::Eval { slot, write } | Job::EvalSha { slot, write })) => {
-            routed(slot, write, None)
+            routed(slot, write, None, false)
         }
         Plan::Reply(reply) => Plan::Reply(reply),
         _ => Plan::Reply(redcar_error(format_args!(
-            "{} on keys of route {} is not supported: WATCH runs only on the catch_all backend",
+            "{} on keys of route {} is not supported",
             spec.name.to_ascii_uppercase(),
             route.describe()
         ))),

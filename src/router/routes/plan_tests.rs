@@ -146,15 +146,24 @@ fn keys_of_several_routes_split_by_route_and_slot_or_are_refused() {
 }
 
 #[test]
-fn route_keys_that_need_connection_state_are_refused_with_the_reason() {
+fn watch_on_a_route_keeps_the_route_and_the_forwarded_key() {
     let router = router();
-    for line in ["WATCH raw:k", "WATCH sess:k"] {
-        let Plan::Reply(reply) = plan(&router, line) else {
-            panic!("{line} not refused");
-        };
-        let text = String::from_utf8_lossy(&reply);
-        assert!(text.contains("not supported"), "{line}: {text}");
-    }
+    let r = routed(plan(&router, "WATCH sess:k"));
+    assert!(r.watch && r.blocking.is_none());
+    assert_eq!(r.slot, Some(key_slot(b"k")));
+    let Plan::Multi(multi) = plan(&router, "WATCH raw:k") else {
+        panic!("not routed");
+    };
+    let (backend, slot, payload) = multi.routed_watch().expect("a routed WATCH");
+    assert_eq!(
+        (&*backend.backend, slot, payload),
+        ("raw", key_slot(b"raw:k"), None)
+    );
+}
+
+#[test]
+fn route_keys_that_cannot_be_served_are_refused_with_the_reason() {
+    let router = router();
     let Plan::Reply(empty) = plan(&router, "GET sess:") else {
         panic!("empty key not refused");
     };
