@@ -31,8 +31,12 @@ fn bulk(s: &str) -> Value {
 }
 
 /// Waits up to 5 s for `check` (fire-and-forget copies land a little after the reply).
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+fn eventually(what: &str, check: impl FnMut() -> bool) {
+    eventually_within(Duration::from_secs(5), what, check);
+}
+
+fn eventually_within(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         thread::sleep(Duration::from_millis(20));
@@ -225,7 +229,8 @@ fn prefix_routes_send_keys_to_a_cluster_or_a_standalone_node_and_split_multi_key
 
 #[test]
 fn a_route_reads_from_a_standalone_replica() {
-    let primary = RedisServer::start();
+    // Diskless sync waits 5 s for more replicas by default; this test has one.
+    let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = primary.port().to_string();
     // Writable so the test can tell the replica's answer from the primary's.
     let replica = RedisServer::start_with(&[
@@ -235,7 +240,7 @@ fn a_route_reads_from_a_standalone_replica() {
         "--replica-read-only",
         "no",
     ]);
-    eventually("the replica to sync", || {
+    eventually_within(Duration::from_secs(30), "the replica to sync", || {
         replica
             .info_field("replication", "master_link_status")
             .as_deref()
