@@ -16,6 +16,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use crate::admin::AdminState;
+use crate::backends::Backends;
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
 use crate::downstream::{serve as serve_clients, Downstream};
@@ -147,11 +148,27 @@ pub async fn run(
             config.upstream.clone(),
             reply_limits.clone(),
             metrics.clone(),
-            config.router.read_policy.uses_replicas(),
+            reads_replicas(&config),
         )
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
     );
     let cluster = Arc::new(ClusterState::with_config(&config.cluster));
+    let has_default = !config.cluster.seeds.is_empty() || config.sentinel.is_some();
+    let context = crate::backends::Context {
+        upstreams: upstreams.clone(),
+        metrics: metrics.clone(),
+        limits: reply_limits.clone(),
+        cluster: config.cluster.clone(),
+    };
+    let backends = Backends::start(
+        &config.backends,
+        has_default.then(|| cluster.clone()),
+        &context,
+    );
+    // Validation checked that `catch_all` names a backend.
+    let catch_all = backends
+        .state(&config.catch_all)
+        .unwrap_or_else(|| cluster.clone());
     let refresher = Refresher {
         state: cluster.clone(),
         upstreams: upstreams.clone(),
@@ -159,11 +176,13 @@ pub async fn run(
         metrics: metrics.clone(),
     };
     let router = Arc::new(Router::new(
-        cluster.clone(),
+        catch_all.clone(),
         upstreams.clone(),
         metrics.clone(),
         config.router.clone(),
     ));
+    router.set_routes(backends.table(&config.routes, config.routes_ignore_case, &metrics));
+    let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
     let users = crate::auth::Users::from_config(&config.auth)
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let downstream = Arc::new(Downstream::new(
@@ -173,17 +192,22 @@ pub async fn run(
         Arc::new(users),
     ));
 
-    // A Sentinel-managed primary replaces cluster discovery for the default backend.
+    // The default backend: the `cluster.seeds` cluster, or a Sentinel-managed primary.
     match &config.sentinel {
-        Some(sentinel) => tokio::spawn(crate::sentinel::follow(
-            sentinel.clone(),
-            cluster.clone(),
-            upstreams.clone(),
-            metrics.clone(),
-            stop_rx.clone(),
-        )),
-        None => tokio::spawn(refresher.run(stop_rx.clone())),
-    };
+        Some(sentinel) => {
+            tokio::spawn(crate::sentinel::follow(
+                sentinel.clone(),
+                cluster.clone(),
+                upstreams.clone(),
+                metrics.clone(),
+                stop_rx.clone(),
+            ));
+        }
+        None if has_default => {
+            tokio::spawn(refresher.run(stop_rx.clone()));
+        }
+        None => {}
+    }
     tokio::spawn(downstream.clone().watch_latency(stop_rx.clone()));
     tokio::spawn(crate::upstream::run_health_checks(
         upstreams.clone(),
@@ -247,6 +271,9 @@ pub async fn run(
         downstream: downstream.clone(),
         upstreams: upstreams.clone(),
         cluster: cluster.clone(),
+        backends,
+        backend_states: backend_states.clone(),
+        context,
         metrics: metrics.clone(),
         shown: shown.clone(),
         current: current.clone(),
@@ -257,7 +284,8 @@ pub async fn run(
     if let Some(admin) = listeners.admin {
         tracing::info!(addr = %admin.local_addr()?, "admin listening");
         let state = AdminState {
-            cluster: cluster.clone(),
+            cluster: catch_all.clone(),
+            backends: backend_states,
             downstream: downstream.clone(),
             metrics: metrics.clone(),
             config: shown,
@@ -290,8 +318,16 @@ pub async fn run(
     Ok(())
 }
 
-/// The configuration as `/config` shows it. Passwords (`auth`) serialize as `(redacted)`, so no
-/// secret leaves the process.
+/// True when some read policy (`router.read_policy` or a route's) reads from replicas: node
+/// connections then send READONLY first.
+pub(crate) fn reads_replicas(config: &Config) -> bool {
+    config.router.read_policy.uses_replicas()
+        || config
+            .routes
+            .iter()
+            .any(|r| r.read_policy.is_some_and(|p| p.uses_replicas()))
+}
+
 /// A listener's cluster facade, logged when it is on.
 fn facade(
     config: &crate::downstream::FacadeConfig,
@@ -307,6 +343,8 @@ fn facade(
     Some(facade)
 }
 
+/// The configuration as `/config` shows it. Passwords (`auth`) serialize as `(redacted)`, so no
+/// secret leaves the process.
 fn redacted(config: &Config) -> serde_json::Value {
     serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
 }

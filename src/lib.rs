@@ -6,7 +6,9 @@
 //! - [`commands`]: the one command table (arity, flags, key specs, how redcar serves it).
 //! - [`cluster`]: CRC16 slots, the immutable slot map, topology discovery and refresh.
 //! - [`upstream`]: per-node shared, pipelined connections with FIFO reply matching.
-//! - [`router`]: slot → node, MOVED/ASK, retries within the command deadline.
+//! - [`router`]: slot → node, MOVED/ASK, retries within the command deadline; key-prefix routes.
+//! - [`backends`]: named backends (cluster, standalone, sentinel), each with its topology source,
+//!   and the route table built over them.
 //! - [`downstream`]: listeners and client sessions with in-order replies.
 //! - [`metrics`]: the Prometheus registry and the slow log.
 //! - [`admin`]: HTTP health, readiness, metrics, topology, clients, slow log, config.
@@ -19,6 +21,7 @@
 pub mod admin;
 pub mod app;
 pub mod auth;
+pub mod backends;
 pub mod cluster;
 pub mod commands;
 pub mod config;

@@ -34,9 +34,15 @@ use crate::cluster::ClusterState;
 use crate::downstream::Downstream;
 use crate::metrics::Metrics;
 
+/// Every backend's slot map by name, as `/readyz` and `/topology` read it; a reload swaps it.
+pub type BackendStates = arc_swap::ArcSwap<Vec<(String, Arc<ClusterState>)>>;
+
 /// What the admin endpoints read (never write).
 pub struct AdminState {
+    /// The catch-all backend (the only one without `backends:`).
     pub cluster: Arc<ClusterState>,
+    /// Every backend by name (`default` is the `cluster.seeds` cluster); a reload replaces it.
+    pub backends: Arc<BackendStates>,
     pub downstream: Arc<Downstream>,
     pub metrics: Arc<Metrics>,
     /// The configuration in effect, already redacted; a reload (SIGHUP) replaces it.
@@ -76,9 +82,16 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
     }
 }
 
-/// 200 once every slot has had an owner; 503 before, so a sidecar is not sent traffic it would
-/// have to refuse.
+/// 200 once every slot has had an owner, in every backend; 503 before, so a sidecar is not sent
+/// traffic it would have to refuse.
 async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, String) {
+    let backends = state.backends.load();
+    if let Some((name, _)) = backends.iter().find(|(_, b)| !b.is_ready()) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: backend {name} has no complete map yet\n"),
+        );
+    }
     if !state.cluster.is_ready() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -86,9 +99,13 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, String) {
         );
     }
     let owned = state.cluster.topology().map_or(0, |t| t.owned_slots());
+    let others = match backends.len() {
+        0 | 1 => String::new(),
+        n => format!(" ({n} backends ready)"),
+    };
     (
         StatusCode::OK,
-        format!("ready: {owned} of 16384 slots owned\n"),
+        format!("ready: {owned} of 16384 slots owned{others}\n"),
     )
 }
 

@@ -45,9 +45,31 @@ fn node_view(node: &Node, metrics: &Metrics) -> NodeView {
     }
 }
 
+/// Every backend by name, in brief (the ranges above are the catch-all backend's).
+fn backends(state: &AdminState) -> Vec<serde_json::Value> {
+    state
+        .backends
+        .load()
+        .iter()
+        .map(|(name, backend)| {
+            let topology = backend.topology();
+            serde_json::json!({
+                "name": name,
+                "ready": backend.is_ready(),
+                "owned_slots": topology.as_ref().map_or(0, |t| t.owned_slots()),
+                "summary": topology.map(|t| t.summary()),
+            })
+        })
+        .collect()
+}
+
 pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
     let Some(topology) = state.cluster.topology() else {
-        return Json(serde_json::json!({ "ready": false, "ranges": [] }));
+        return Json(serde_json::json!({
+            "ready": false,
+            "ranges": [],
+            "backends": backends(&state),
+        }));
     };
     let ranges: Vec<RangeView> = topology
         .ranges()
@@ -71,5 +93,6 @@ pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde
         "source": topology.source(),
         "has_epochs": topology.has_epochs(),
         "ranges": ranges,
+        "backends": backends(&state),
     }))
 }

@@ -13,6 +13,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::auth::Users;
+use crate::backends::{Backends, Context};
 use crate::cluster::ClusterState;
 use crate::config::{Config, ConfigError};
 use crate::downstream::Downstream;
@@ -29,6 +30,12 @@ pub(super) struct Reloadable {
     pub downstream: Arc<Downstream>,
     pub upstreams: Arc<Upstreams>,
     pub cluster: Arc<ClusterState>,
+    /// The named backends: a reload starts new ones and stops removed ones.
+    pub backends: Backends,
+    /// What `/readyz` checks; replaced with `backends`.
+    pub backend_states: Arc<crate::admin::BackendStates>,
+    /// What starting a backend needs.
+    pub context: Context,
     pub metrics: Arc<Metrics>,
     /// What `/config` shows (redacted); also read at shutdown for `drain_timeout`.
     pub shown: Arc<ArcSwap<Value>>,
@@ -51,7 +58,7 @@ pub(super) fn watch_sighup() -> Option<Signal> {
 /// Reloads on each SIGHUP, until `shutdown`.
 pub(super) async fn on_sighup(
     mut hangup: Signal,
-    parts: Reloadable,
+    mut parts: Reloadable,
     source: ConfigSource,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -79,7 +86,7 @@ pub(super) async fn on_sighup(
 
 impl Reloadable {
     /// Applies a loaded, validated config; logs what changed and what needs a restart.
-    fn apply(&self, loaded: Config) -> Result<(), ConfigError> {
+    fn apply(&mut self, loaded: Config) -> Result<(), ConfigError> {
         let running = self.current.load_full();
         let (config, restart) = effective(&running, loaded);
         // Resolved again here (password files and variables), as start-up does.
@@ -96,6 +103,13 @@ impl Reloadable {
             .reconfigure(config.client.clone(), Arc::new(users));
         self.upstreams.set_outlier(config.upstream.outlier.clone());
         self.cluster.reconfigure(config.cluster.clone());
+        self.context.cluster = config.cluster.clone();
+        self.backends.update(&config.backends, &self.context);
+        let table = self
+            .backends
+            .table(&config.routes, config.routes_ignore_case, &self.metrics);
+        self.router.set_routes(table);
+        self.backend_states.store(Arc::new(self.backends.states()));
         self.shown.store(Arc::new(super::redacted(&config)));
         self.current.store(Arc::new(config));
         if changed.is_empty() {
@@ -149,6 +163,20 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     if config.router.read_policy.uses_replicas() != running.router.read_policy.uses_replicas() {
         restart.push("router.read_policy".to_string());
         config.router.read_policy = running.router.read_policy;
+    }
+    if super::reads_replicas(&config) != super::reads_replicas(running) {
+        restart.push("routes (a read_policy that starts or stops reading replicas)".to_string());
+        config.routes = running.routes.clone();
+    }
+    // The router holds the catch-all backend's state from the start: that backend keeps
+    // running as it is.
+    keep!(catch_all);
+    let name = &running.catch_all;
+    if config.backends.get(name) != running.backends.get(name) {
+        if let Some(backend) = running.backends.get(name) {
+            restart.push(format!("backends.{name} (the catch_all backend)"));
+            config.backends.insert(name.clone(), backend.clone());
+        }
     }
     (config, restart)
 }

@@ -82,3 +82,35 @@ fn the_cluster_facade_needs_a_restart() {
     assert!(!config.cluster_facade.enabled);
     assert_eq!(config.tls.cluster_facade.announce, None);
 }
+
+#[test]
+fn routes_and_backends_change_live_but_the_catch_all_backend_stays() {
+    let with =
+        |yaml: &str| Config::from_yaml(&format!("listen: 127.0.0.1:6380\n{yaml}")).expect("valid");
+    let running = with(
+        "backends:\n  main: {kind: standalone, primary: \"127.0.0.1:1\"}\n  \
+         side: {kind: standalone, primary: \"127.0.0.1:2\"}\ncatch_all: main\n",
+    );
+    let loaded = with(
+        "backends:\n  main: {kind: standalone, primary: \"127.0.0.1:9\"}\n  \
+         side: {kind: standalone, primary: \"127.0.0.1:3\"}\n  \
+         new: {kind: cluster, seeds: [\"127.0.0.1:4\"]}\n\
+         routes:\n  - {prefix: \"a:\", backend: new}\n  - {prefix: \"r:\", backend: side, read_policy: replica}\n\
+         catch_all: side\n",
+    );
+    let (config, restart) = effective(&running, loaded.clone());
+    assert_eq!(config.catch_all, "main");
+    assert_eq!(config.backends.get("main"), running.backends.get("main"));
+    assert_eq!(config.backends.get("side"), loaded.backends.get("side"));
+    assert!(config.backends.contains_key("new"));
+    // A route that starts reading replicas needs READONLY on new connections: all routes wait.
+    assert_eq!(config.routes, running.routes);
+    assert_eq!(
+        restart,
+        [
+            "routes (a read_policy that starts or stops reading replicas)",
+            "catch_all",
+            "backends.main (the catch_all backend)"
+        ]
+    );
+}

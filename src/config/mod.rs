@@ -6,6 +6,7 @@
 
 mod cli;
 mod validate;
+mod validate_routes;
 
 pub mod envoy;
 pub mod pem;
@@ -14,12 +15,14 @@ pub mod units;
 
 pub use cli::{Cli, Command, ConfigCommand};
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthConfig;
+use crate::backends::{BackendConfig, RouteConfig, DEFAULT_BACKEND};
 use crate::cluster::ClusterConfig;
 use crate::commands::CustomCommand;
 use crate::downstream::{ClientConfig, FacadeConfig, TlsConfig};
@@ -66,6 +69,14 @@ pub struct Config {
     /// Commands redcar does not know and the cluster does not describe (module commands on older
     /// servers), routed by the key positions declared here.
     pub custom_commands: Vec<CustomCommand>,
+    /// Named backends (`kind: cluster | standalone | sentinel`); `cluster.seeds` is `default`.
+    pub backends: BTreeMap<String, BackendConfig>,
+    /// Key-prefix routes to the backends (longest prefix wins).
+    pub routes: Vec<RouteConfig>,
+    /// The backend for keys no route matches and for keyless commands.
+    pub catch_all: String,
+    /// Match route prefixes without regard to ASCII case.
+    pub routes_ignore_case: bool,
 }
 
 impl Default for Config {
@@ -89,6 +100,10 @@ impl Default for Config {
             auth: AuthConfig::default(),
             tls: TlsConfig::default(),
             custom_commands: Vec::new(),
+            backends: BTreeMap::new(),
+            routes: Vec::new(),
+            catch_all: DEFAULT_BACKEND.to_string(),
+            routes_ignore_case: false,
         }
     }
 }

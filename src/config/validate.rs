@@ -13,6 +13,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_listeners()?;
         self.validate_cluster()?;
+        self.validate_routes()?;
         self.validate_limits()?;
         self.validate_logging()?;
         self.validate_resilience()?;
@@ -91,8 +92,9 @@ impl Config {
         if let Some(sentinel) = &self.sentinel {
             if !cluster.seeds.is_empty() {
                 return fail(
-                    "both `sentinel` (--sentinel) and `cluster.seeds` (--cluster) are set: redcar \
-                     follows either one Sentinel-managed primary or a cluster; remove one",
+                    "both `sentinel` (--sentinel) and `cluster.seeds` (--cluster) are set: the \
+                     default backend follows either one Sentinel-managed primary or a cluster; \
+                     remove one (more backends go under `backends:`)",
                 );
             }
             sentinel.validate("sentinel").map_err(|e| {
@@ -100,12 +102,18 @@ impl Config {
                     "{e} (flags: --sentinel HOST:PORT[,HOST:PORT...] --sentinel-master NAME)"
                 ))
             })?;
-        } else if cluster.seeds.is_empty() {
-            return fail(
+        } else if cluster.seeds.is_empty() && self.uses_default_backend() {
+            let hint = if self.backends.is_empty() {
+                ""
+            } else {
+                ", or set `catch_all` to one of `backends:` (the `default` backend is the \
+                 `cluster.seeds` cluster)"
+            };
+            return fail(format!(
                 "no cluster seeds: set `cluster.seeds` (--cluster HOST:PORT[,HOST:PORT...]), or \
                  `sentinel` (--sentinel HOST:PORT[,...] --sentinel-master NAME) for a \
-                 Sentinel-managed primary",
-            );
+                 Sentinel-managed primary{hint}"
+            ));
         }
         for seed in &cluster.seeds {
             host_port("cluster.seeds", seed)?;
@@ -252,7 +260,7 @@ impl Config {
     }
 }
 
-fn fail<T>(message: impl Into<String>) -> Result<T, ConfigError> {
+pub(super) fn fail<T>(message: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(message.into()))
 }
 
@@ -265,7 +273,7 @@ fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
 }
 
 /// Seeds may be host names, so only the shape HOST:PORT is checked here.
-fn host_port(key: &str, value: &str) -> Result<(), ConfigError> {
+pub(super) fn host_port(key: &str, value: &str) -> Result<(), ConfigError> {
     let port = value
         .rsplit_once(':')
         .map(|(host, port)| (host, port.parse::<u16>()));
@@ -277,14 +285,14 @@ fn host_port(key: &str, value: &str) -> Result<(), ConfigError> {
     }
 }
 
-fn positive(key: &str, value: Duration) -> Result<(), ConfigError> {
+pub(super) fn positive(key: &str, value: Duration) -> Result<(), ConfigError> {
     if value.is_zero() {
         return fail(format!("`{key}` must be greater than zero"));
     }
     Ok(())
 }
 
-fn within(key: &str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
+pub(super) fn within(key: &str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
     if value < min || value > max {
         return fail(format!(
             "`{key}` is {value}: expected a value from {min} to {max}"

@@ -427,6 +427,7 @@ fn dispatch<'r>(
             payload,
             frames,
             slot,
+            backend: None,
         } => {
             match slot {
                 Some(slot) => state.written.note(slot),
@@ -434,12 +435,27 @@ fn dispatch<'r>(
             }
             router.exec(payload, frames, slot, lane)
         }
+        // A prefix route's backend: WAIT does not follow it (as for other routed writes).
+        Step::Exec {
+            payload,
+            frames,
+            slot,
+            backend,
+        } => router.exec_on(backend, payload, frames, slot, lane),
         Step::ExecWatched {
             payload,
             frames,
             slot,
-        } => router.exec_watched(state.tx.watch.clone(), payload, frames, slot),
-        Step::Watch { slot } => router.watch(state.tx.watch.clone(), request.raw().clone(), slot),
+            backend,
+        } => router.exec_watched(state.tx.watch.clone(), payload, frames, slot, backend),
+        Step::Watch {
+            slot,
+            backend,
+            payload,
+        } => {
+            let payload = payload.unwrap_or_else(|| request.raw().clone());
+            router.watch_on(state.tx.watch.clone(), backend, payload, slot)
+        }
         Step::Unwatch { reply } => {
             if reply.starts_with(b"+RESET") {
                 state.reset();

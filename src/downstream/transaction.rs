@@ -1,11 +1,15 @@
 //! A client's MULTI … EXEC as the session keeps it: commands are checked and queued here, each
 //! answered `+QUEUED` like Redis does, and EXEC hands the whole unit to the router at once.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 
 use crate::commands::policy::Tx;
 use crate::commands::Local;
-use crate::router::{error_with_prefix, redcar_error, transaction_payload, Plan, Watch};
+use crate::router::{
+    error_with_prefix, redcar_error, transaction_payload, Plan, RouteTarget, Watch,
+};
 
 const OK: &[u8] = b"+OK\r\n";
 const QUEUED: &[u8] = b"+QUEUED\r\n";
@@ -28,6 +32,8 @@ struct Queued {
     count: u32,
     /// The slot every queued keyed command must share.
     slot: Option<u16>,
+    /// The backend of that slot: a prefix route's (`routes:`), or `None` for the catch-all.
+    backend: Option<Arc<RouteTarget>>,
     /// A command was refused while queueing: EXEC will abort, as in Redis.
     dirty: bool,
 }
@@ -43,15 +49,22 @@ pub enum Step {
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
+        /// A prefix route's backend (`None`: the catch-all backend).
+        backend: Option<Arc<RouteTarget>>,
     },
     /// EXEC after WATCH: the whole unit on the watch's dedicated connection.
     ExecWatched {
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
+        backend: Option<Arc<RouteTarget>>,
     },
-    /// WATCH keys of `slot`.
-    Watch { slot: u16 },
+    /// WATCH keys of `slot` (in a prefix route's backend; `payload`: the request as forwarded).
+    Watch {
+        slot: u16,
+        backend: Option<Arc<RouteTarget>>,
+        payload: Option<Bytes>,
+    },
     /// End the watch (UNWATCH, DISCARD, RESET), then answer `reply`.
     Unwatch { reply: &'static [u8] },
 }
@@ -59,10 +72,30 @@ pub enum Step {
 impl Queued {
     /// Takes `slot` as the transaction's slot; the refusal if it already has another.
     fn claim(&mut self, slot: u16) -> Option<Bytes> {
+        self.claim_on(None, slot)
+    }
+
+    /// [`claim`](Self::claim) in `backend` (`None`: the catch-all): one transaction runs on
+    /// one node, so all its keys share one backend and one slot.
+    fn claim_on(&mut self, backend: Option<Arc<RouteTarget>>, slot: u16) -> Option<Bytes> {
+        let same_backend = match (&self.backend, &backend) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
         match self.slot {
-            Some(first) if first != slot => Some(Bytes::from_static(CROSSSLOT)),
+            Some(_) if !same_backend => Some(error_with_prefix(
+                "CROSSSLOT ",
+                "Keys in request don't hash to the same slot (redcar: all keys of a \
+                 transaction must belong to one backend of routes:)",
+            )),
+            // One node without cluster mode runs keys of any slots together.
+            Some(first) if first != slot && !backend.as_ref().is_some_and(|b| b.single_node) => {
+                Some(Bytes::from_static(CROSSSLOT))
+            }
             _ => {
-                self.slot = Some(slot);
+                self.slot.get_or_insert(slot);
+                self.backend = backend;
                 None
             }
         }
@@ -87,6 +120,7 @@ impl Transaction {
             Plan::Blocking { .. } | Plan::Wait { .. } | Plan::Sub(_) | Plan::Tx(Tx::Watch, _) => {
                 true
             }
+            Plan::Multi(multi) => multi.is_blocking() || multi.routed_watch().is_some(),
             Plan::Tx(Tx::Unwatch, _) => self.watching(),
             _ => false,
         }
@@ -103,6 +137,12 @@ impl Transaction {
             Plan::Tx(..) | Plan::Local(Local::Reset) => self.watching(),
             _ => false,
         };
+        // A command on a route's keys queues its forwarded form (prefix removed) and claims its
+        // backend; not under WATCH, whose connection is the catch-all backend's.
+        let routed = match &plan {
+            Plan::Multi(multi) => multi.routed_for_tx(),
+            _ => None,
+        };
         let Some(queued) = self.open.as_mut() else {
             return match plan {
                 Plan::Tx(Tx::Multi, _) => {
@@ -115,7 +155,21 @@ impl Transaction {
                 Plan::Tx(Tx::Discard, _) => {
                     Step::Reply(error_with_prefix("ERR ", "DISCARD without MULTI"))
                 }
-                Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch { slot },
+                Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch {
+                    slot,
+                    backend: None,
+                    payload: None,
+                },
+                Plan::Multi(multi) if multi.routed_watch().is_some() => {
+                    match multi.routed_watch() {
+                        Some((backend, slot, payload)) => Step::Watch {
+                            slot,
+                            backend: Some(backend),
+                            payload,
+                        },
+                        None => Step::Serve(Plan::Multi(multi)),
+                    }
+                }
                 Plan::Tx(Tx::Unwatch, _) if watching => Step::Unwatch { reply: OK },
                 Plan::Tx(Tx::Unwatch, _) => Step::Reply(Bytes::from_static(OK)),
                 Plan::Local(Local::Reset) if watching => Step::Unwatch {
@@ -127,6 +181,12 @@ impl Transaction {
         let refused = match plan {
             Plan::Tx(Tx::Multi, _) => {
                 return Step::Reply(error_with_prefix("ERR ", "MULTI calls can not be nested"))
+            }
+            Plan::Multi(ref multi) if multi.routed_watch().is_some() => {
+                return Step::Reply(error_with_prefix(
+                    "ERR ",
+                    "WATCH inside MULTI is not allowed",
+                ))
             }
             Plan::Tx(Tx::Watch, _) => {
                 return Step::Reply(error_with_prefix(
@@ -162,6 +222,14 @@ impl Transaction {
                 }
             }
             Plan::Multi(multi) if multi.is_split() => Some(Bytes::from_static(CROSSSLOT)),
+            // After WATCH, EXEC checks the watched backend and slot.
+            Plan::Multi(multi) if multi.is_routed() => match &routed {
+                Some((backend, Some(slot), _)) => queued.claim_on(Some(backend.clone()), *slot),
+                _ => Some(redcar_error(
+                    "this command on keys of a prefix route (routes:) cannot be queued in a \
+                     transaction through redcar",
+                )),
+            },
             // Keyless commands with the same answer on any node run in the transaction's node;
             // WAIT there answers at once, as in Redis.
             Plan::AnyNode | Plan::Wait { .. } | Plan::Local(Local::Ping | Local::Echo) => None,
@@ -182,6 +250,7 @@ impl Transaction {
                 "transaction too large (client.max_request_bytes); it will be discarded",
             ));
         }
+        let raw = routed.as_ref().and_then(|r| r.2.as_ref()).unwrap_or(raw);
         queued.commands.extend_from_slice(raw);
         queued.count += 1;
         Step::Reply(Bytes::from_static(QUEUED))
@@ -209,11 +278,13 @@ impl Transaction {
                 payload,
                 frames,
                 slot: queued.slot,
+                backend: queued.backend,
             },
             false => Step::Exec {
                 payload,
                 frames,
                 slot: queued.slot,
+                backend: queued.backend,
             },
         }
     }

@@ -37,7 +37,9 @@ fn queues_commands_of_one_slot_and_execs_them_as_one_unit() {
             payload,
             frames,
             slot,
+            backend,
         } => {
+            assert!(backend.is_none());
             assert_eq!(frames, 4);
             assert_eq!(slot, Some(7));
             assert_eq!(&payload[..], b"*1\r\n$5\r\nMULTI\r\nAB*1\r\n$4\r\nEXEC\r\n");
@@ -125,7 +127,7 @@ fn watch_and_blocking_commands_run_alone_outside_multi_only() {
     );
     assert!(matches!(
         tx.step(Plan::Tx(Tx::Watch, Some(1)), &raw("w"), 10),
-        Step::Watch { slot: 1 }
+        Step::Watch { slot: 1, .. }
     ));
     tx.step(Plan::Tx(Tx::Multi, None), &raw("m"), 10);
     assert!(!tx.is_exclusive(&blocking), "queued, not run, inside MULTI");

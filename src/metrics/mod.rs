@@ -5,11 +5,13 @@
 
 mod events;
 mod latency;
+mod mirror;
 mod slowlog;
 mod totals;
 
 pub use events::{Event, EventKind, EventLog, EVENT_LOG_LEN};
 pub use latency::{quantile_us, BucketCounts, LatencyHistogram};
+pub use mirror::{MirrorCounters, MirrorMetrics};
 pub use slowlog::{SlowEntry, SlowLog};
 pub use totals::Totals;
 
@@ -111,6 +113,8 @@ pub struct Metrics {
     clients_closed_slow: Counter,
     hedges: Counter,
     retry_budget_exhausted: Counter,
+    /// Request mirroring (`routes[].mirror`).
+    pub mirror: MirrorMetrics,
     /// Commands sent to any node (not exported: the sum of `node_requests`); the retry budget's
     /// measure of traffic.
     requests_sent: Counter,
@@ -240,6 +244,7 @@ impl Metrics {
             clients_closed_slow: Counter::default(),
             hedges: Counter::default(),
             retry_budget_exhausted: Counter::default(),
+            mirror: MirrorMetrics::default(),
             requests_sent: Counter::default(),
             client_connections: Family::default(),
             client_connections_total: Family::default(),
@@ -273,6 +278,7 @@ impl Metrics {
 
     fn register(&mut self) {
         let r = &mut self.registry;
+        self.mirror.register(r);
         r.register(
             "commands",
             "Commands received, by command",

@@ -14,7 +14,7 @@ use super::forward::{lost_write, pause_before_retry, Target};
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
 use super::transaction::{tx_verdict, TxVerdict};
-use super::Router;
+use super::{RouteTarget, Router};
 use crate::protocol::{reply_frame_len, Limits};
 use crate::upstream::{Dedicated, ASKING};
 
@@ -29,7 +29,17 @@ pub struct Watch(Arc<Mutex<Option<Pinned>>>);
 
 struct Pinned {
     slot: u16,
+    /// A prefix route's backend (`None`: the catch-all backend).
+    backend: Option<Arc<RouteTarget>>,
     conn: Dedicated,
+}
+
+fn same_backend(a: &Option<Arc<RouteTarget>>, b: &Option<Arc<RouteTarget>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 impl Watch {
@@ -50,9 +60,24 @@ impl Router {
         write: bool,
         timeout: Option<Duration>,
     ) -> Call<'_> {
+        self.blocking_on(None, payload, slot, write, timeout)
+    }
+
+    /// [`blocking`](Self::blocking) in a route's backend (`None`: the catch-all backend).
+    pub(super) fn blocking_on(
+        &self,
+        backend: Option<Arc<RouteTarget>>,
+        payload: Bytes,
+        slot: u16,
+        write: bool,
+        timeout: Option<Duration>,
+    ) -> Call<'_> {
         Call::slow(async move {
             let patience = timeout.map(|t| t + self.op_timeout());
-            match self.on_dedicated(&payload, slot, write, patience).await {
+            match self
+                .on_dedicated(backend, &payload, slot, write, patience)
+                .await
+            {
                 Ok((conn, reply)) => {
                     conn.release();
                     reply
@@ -65,9 +90,27 @@ impl Router {
     /// WATCH: on the watch's connection, or a new one to the owner of `slot`, which then stays
     /// with the client until EXEC, DISCARD or UNWATCH.
     pub fn watch(&self, watch: Watch, payload: Bytes, slot: u16) -> Call<'_> {
+        self.watch_on(watch, None, payload, slot)
+    }
+
+    /// [`watch`](Self::watch) in a route's backend (`None`: the catch-all backend).
+    pub fn watch_on(
+        &self,
+        watch: Watch,
+        backend: Option<Arc<RouteTarget>>,
+        payload: Bytes,
+        slot: u16,
+    ) -> Call<'_> {
         Call::slow(async move {
             let mut pinned = watch.0.lock().await;
             if let Some(current) = pinned.as_mut() {
+                if !same_backend(&current.backend, &backend) {
+                    return error_with_prefix(
+                        "CROSSSLOT ",
+                        "Keys in request don't hash to the same slot (redcar: all WATCH keys \
+                         of a transaction must belong to one backend of routes:)",
+                    );
+                }
                 if current.slot != slot {
                     return error_with_prefix(
                         "CROSSSLOT ",
@@ -93,10 +136,17 @@ impl Router {
                     }
                 };
             }
-            match self.on_dedicated(&payload, slot, false, None).await {
+            match self
+                .on_dedicated(backend.clone(), &payload, slot, false, None)
+                .await
+            {
                 Ok((conn, reply)) => {
                     if reply.starts_with(b"+OK") {
-                        *pinned = Some(Pinned { slot, conn });
+                        *pinned = Some(Pinned {
+                            slot,
+                            backend,
+                            conn,
+                        });
                     } else {
                         conn.release();
                     }
@@ -134,11 +184,19 @@ impl Router {
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
+        backend: Option<Arc<RouteTarget>>,
     ) -> Call<'_> {
         Call::slow(async move {
             let Some(mut pinned) = watch.0.lock().await.take() else {
                 return redcar_error("the watch was lost before EXEC");
             };
+            if slot.is_some() && !same_backend(&pinned.backend, &backend) {
+                return error_with_prefix(
+                    "CROSSSLOT ",
+                    "Keys in request don't hash to the same slot (redcar: a transaction after \
+                     WATCH must use keys of the watched backend)",
+                );
+            }
             if slot.is_some_and(|slot| slot != pinned.slot) {
                 return error_with_prefix(
                     "CROSSSLOT ",
@@ -210,6 +268,7 @@ impl Router {
     /// forever; connecting and retrying are bounded by `op_timeout` regardless).
     async fn on_dedicated(
         &self,
+        backend: Option<Arc<RouteTarget>>,
         payload: &[u8],
         slot: u16,
         write: bool,
@@ -219,7 +278,9 @@ impl Router {
         let mut target = Target::Owner(Some(slot));
         let (mut redirects, mut attempt) = (0, 0);
         loop {
-            let (node, asking) = self.resolve(&target, retry_deadline).await?;
+            let (node, asking) = self
+                .resolve_on(backend.clone(), &target, retry_deadline)
+                .await?;
             let mut conn = self
                 .upstreams
                 .dedicated()
@@ -254,7 +315,7 @@ impl Router {
                 Ok(reply) if asking => skip_first_frame(reply),
                 Ok(reply) => reply,
                 Err(e) if e.never_sent() || !write => {
-                    self.cluster.note_failure();
+                    self.state(&backend).note_failure();
                     attempt += 1;
                     if !pause_before_retry(self.retry_backoff(), attempt, retry_deadline).await {
                         return Err(redcar_error(e));
@@ -272,7 +333,7 @@ impl Router {
                     )));
                 }
                 Verdict::Moved(addr) => {
-                    self.cluster.note_redirect();
+                    self.state(&backend).note_redirect();
                     Some((addr.to_string(), false))
                 }
                 Verdict::Ask(addr) => Some((addr.to_string(), true)),

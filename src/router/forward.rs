@@ -10,8 +10,8 @@ use tokio::time::Instant;
 use super::call::Call;
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
-use super::{select, ReadPolicy, Router};
-use crate::cluster::Shard;
+use super::{select, ReadPolicy, RouteTarget, Router};
+use crate::cluster::{ClusterState, Shard};
 use crate::upstream::{Node, UpstreamError};
 
 /// What one attempt on a node produced.
@@ -32,6 +32,8 @@ pub(super) struct Command {
     pub write: bool,
     pub lane: usize,
     pub deadline: Instant,
+    /// A route's backend; `None`: the catch-all backend (`Router::cluster`).
+    pub target: Option<Arc<RouteTarget>>,
 }
 
 /// The answer to "which node now?".
@@ -53,16 +55,37 @@ impl Router {
     /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
     /// client's commands on one connection per node (see [`Node::send`]).
     pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> Call<'_> {
+        self.forward_to(None, payload, slot, write, lane)
+    }
+
+    /// [`forward`](Self::forward) to a route's backend (`None`: the catch-all backend).
+    pub(super) fn forward_to(
+        &self,
+        target: Option<Arc<RouteTarget>>,
+        payload: Bytes,
+        slot: Option<u16>,
+        write: bool,
+        lane: usize,
+    ) -> Call<'_> {
         // One snapshot of the reloadable settings for the whole dispatch.
         let live = self.live.load();
+        let read_policy = match target.as_deref() {
+            Some(RouteTarget {
+                read_policy: Some(policy),
+                ..
+            }) => *policy,
+            _ => live.config.read_policy,
+        };
+        let candidate = self.candidate_by(read_policy, self.state(&target), slot, write, &[]);
         let command = Command {
             payload,
             slot,
             write,
             lane,
             deadline: Instant::now() + live.config.op_timeout,
+            target,
         };
-        match self.candidate_by(live.config.read_policy, slot, write, &[]) {
+        match candidate {
             Candidate::Node(node) => {
                 if let Some(faults) = &live.faults {
                     if let Some(picked) = faults.pick(&command.payload, node.addr()) {
@@ -84,22 +107,33 @@ impl Router {
     /// preferring nodes not in `tried`; never an ejected one.
     pub(super) fn candidate(
         &self,
+        target: &Option<Arc<RouteTarget>>,
         slot: Option<u16>,
         write: bool,
         tried: &[Arc<Node>],
     ) -> Candidate {
-        self.candidate_by(self.read_policy(), slot, write, tried)
+        let read_policy = target
+            .as_ref()
+            .and_then(|t| t.read_policy)
+            .unwrap_or_else(|| self.read_policy());
+        self.candidate_by(read_policy, self.state(target), slot, write, tried)
+    }
+
+    /// The slot map a command goes by: its route's backend, or the catch-all one.
+    pub(super) fn state<'a>(&'a self, target: &'a Option<Arc<RouteTarget>>) -> &'a ClusterState {
+        target.as_ref().map_or(&self.cluster, |t| &t.state)
     }
 
     /// [`Router::candidate`] with the read policy already loaded (the first attempt).
     fn candidate_by(
         &self,
         read_policy: ReadPolicy,
+        cluster: &ClusterState,
         slot: Option<u16>,
         write: bool,
         tried: &[Arc<Node>],
     ) -> Candidate {
-        let Some(topology) = self.cluster.topology() else {
+        let Some(topology) = cluster.topology() else {
             return Candidate::NoOwner;
         };
         let Some(slot) = slot else {
@@ -197,7 +231,7 @@ impl Router {
                     Verdict::Moved(addr) => {
                         redirects += 1;
                         self.metrics.redirect("moved", addr);
-                        self.cluster.note_redirect();
+                        self.state(&command.target).note_redirect();
                         target = Target::Redirected {
                             node: self.upstreams.node(addr),
                             asking: false,
@@ -230,7 +264,7 @@ impl Router {
                     }
                 },
                 Err(e) if e.never_sent() || !command.write => {
-                    self.cluster.note_failure();
+                    self.state(&command.target).note_failure();
                     tried.push(node);
                     RetryCause::Upstream(e)
                 }
@@ -252,7 +286,7 @@ impl Router {
             // CLUSTERDOWN), only after a pause.
             let fresh = error.is_node_failure()
                 && matches!(
-                    self.candidate(command.slot, command.write, &tried),
+                    self.candidate(&command.target, command.slot, command.write, &tried),
                     Candidate::Node(next) if !select::was_tried(&next, &tried)
                 );
             if !fresh && !pause_before_retry(self.retry_backoff(), attempt, command.deadline).await
@@ -262,10 +296,12 @@ impl Router {
         }
     }
 
-    /// Finds the node for `target`, waiting (within the deadline) for a map that has an owner.
-    /// Used by transactions and dedicated connections: always the primary.
-    pub(super) async fn resolve(
+    /// Finds the node for `target` in `backend` (`None`: the catch-all backend), waiting
+    /// (within the deadline) for a map that has an owner. Used by transactions and dedicated
+    /// connections: always the primary.
+    pub(super) async fn resolve_on(
         &self,
+        backend: Option<Arc<RouteTarget>>,
         target: &Target,
         deadline: Instant,
     ) -> Result<(Arc<Node>, bool), Bytes> {
@@ -275,6 +311,7 @@ impl Router {
             write: true,
             lane: 0,
             deadline,
+            target: backend,
         };
         self.resolve_for(target, &command, &[]).await
     }
@@ -290,22 +327,31 @@ impl Router {
             Target::Redirected { node, asking } => return Ok((node.clone(), *asking)),
             Target::Owner(slot) => *slot,
         };
+        let cluster = self.state(&command.target);
         loop {
-            let seen = self.cluster.version();
-            match self.candidate(slot, command.write, tried) {
+            let seen = cluster.version();
+            match self.candidate(&command.target, slot, command.write, tried) {
                 Candidate::Node(node) => return Ok((node, false)),
                 Candidate::Unusable(reply) => return Err(reply),
                 Candidate::NoOwner => {}
             }
-            self.cluster.request_refresh();
+            cluster.request_refresh();
             let waited =
-                tokio::time::timeout_at(command.deadline, self.cluster.changed_since(seen)).await;
+                tokio::time::timeout_at(command.deadline, cluster.changed_since(seen)).await;
             if waited.is_err() {
                 // With no map at all, the refresher's last failure is the useful part.
-                let why = match (self.cluster.topology(), self.cluster.refresh_error()) {
+                let mut why = match (cluster.topology(), cluster.refresh_error()) {
                     (None, Some(error)) => format!("; no slot map yet, last refresh: {error}"),
                     _ => String::new(),
                 };
+                if let Some(target) = &command.target {
+                    let map = if cluster.topology().is_none() {
+                        ", which has no map yet"
+                    } else {
+                        ""
+                    };
+                    why = format!(" of backend {}{map}{why}", target.backend);
+                }
                 return Err(match slot {
                     Some(slot) => error_with_prefix(
                         "CLUSTERDOWN ",

@@ -34,7 +34,7 @@ impl Router {
             () = tokio::time::sleep_until(hedge_at) => {}
         }
         let tried = vec![node.clone()];
-        let other = match self.candidate(command.slot, false, &tried) {
+        let other = match self.candidate(&command.target, command.slot, false, &tried) {
             Candidate::Node(other) if !select::was_tried(&other, &tried) => other,
             // Nobody else to ask: keep waiting for the first node.
             _ => {

@@ -21,6 +21,7 @@ mod redirect;
 mod replies;
 mod reply;
 mod retry_budget;
+mod routes;
 mod scan_cursor;
 mod scripts;
 mod select;
@@ -40,10 +41,12 @@ pub use plan::Plan;
 pub use redirect::{classify, Verdict};
 pub use reply::{error_with_prefix, redcar_error};
 pub use retry_budget::RetryBudgetConfig;
+pub use routes::{Mirror, Route, RouteTable, RouteTarget};
 pub use select::ReadPolicy;
 pub use transaction::transaction_payload;
 pub use wait::Written;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,6 +72,11 @@ pub struct Router {
     /// `router:` as it is now; a reload (SIGHUP) swaps it whole, so a command never sees half
     /// of one reload. Read lock-free, without allocating, where each setting is needed.
     live: ArcSwap<Live>,
+    /// `routes:` over the named backends; `cluster` above is the catch-all backend. Swapped
+    /// whole on reload.
+    routes: ArcSwap<RouteTable>,
+    /// True when `routes` has entries: the one branch a config without routes pays per command.
+    routed: AtomicBool,
 }
 
 /// The router settings a reload can change, prepared once per reload.
@@ -94,7 +102,16 @@ impl Router {
             scripts: scripts::ScriptCache::default(),
             retry_budget: retry_budget::RetryBudget::new(config.retry_budget.clone()),
             live: ArcSwap::from_pointee(Live { config, faults }),
+            routes: ArcSwap::from_pointee(RouteTable::default()),
+            routed: AtomicBool::new(false),
         }
+    }
+
+    /// Installs a route table (start-up and reload): commands planned from now on use it.
+    pub fn set_routes(&self, table: RouteTable) {
+        let routed = !table.is_empty();
+        self.routes.store(Arc::new(table));
+        self.routed.store(routed, Ordering::Relaxed);
     }
 
     /// Applies reloaded `router:` settings: commands dispatched from now on use them; commands

@@ -1,9 +1,14 @@
 //! Plans that take more than one forward or a follow-up step (cross-slot splits, fan-outs,
 //! scripts), and starting them.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+
 use super::call::Call;
+use super::routes::Routed;
 use super::split::Split;
-use super::Router;
+use super::{RouteTarget, Router};
 use crate::commands::policy::FanOut;
 use crate::protocol::Request;
 
@@ -24,6 +29,8 @@ pub(super) enum Job {
     Eval { slot: Option<u16>, write: bool },
     /// EVALSHA / EVALSHA_RO: forward; heal a NOSCRIPT reply once.
     EvalSha { slot: Option<u16>, write: bool },
+    /// A command whose keys belong to one route: to that route's backend (and its mirror).
+    Routed(Box<Routed>),
 }
 
 impl Multi {
@@ -40,6 +47,43 @@ impl Multi {
     pub fn is_split(&self) -> bool {
         matches!(self.0, Job::Split(_))
     }
+
+    /// True for a command on the keys of a route (`routes:`), served by that route's backend.
+    pub fn is_routed(&self) -> bool {
+        matches!(self.0, Job::Routed(_))
+    }
+
+    /// For a command on a route's keys, what a transaction queues: the route's backend, the
+    /// slot (`None`: keys redcar could not read) and the request as forwarded (`None`: the
+    /// client's bytes).
+    pub fn routed_for_tx(&self) -> Option<(Arc<RouteTarget>, Option<u16>, Option<Bytes>)> {
+        match &self.0 {
+            Job::Routed(routed) => Some((
+                routed.route.target.clone(),
+                routed.slot,
+                routed.payload.clone(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// For WATCH on a route's keys: the backend, the slot and the request as forwarded.
+    pub fn routed_watch(&self) -> Option<(Arc<RouteTarget>, u16, Option<Bytes>)> {
+        match &self.0 {
+            Job::Routed(routed) if routed.watch => Some((
+                routed.route.target.clone(),
+                routed.slot?,
+                routed.payload.clone(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// True for a blocking command on a route's keys: like `Plan::Blocking`, it runs with
+    /// nothing else of the client's in flight.
+    pub fn is_blocking(&self) -> bool {
+        matches!(&self.0, Job::Routed(routed) if routed.blocking.is_some())
+    }
 }
 
 impl Router {
@@ -52,6 +96,7 @@ impl Router {
             Job::NodeAdmin => self.start_node_admin(request, lane),
             Job::Eval { slot, write } => self.start_eval(request, slot, write, lane),
             Job::EvalSha { slot, write } => self.start_evalsha(request, slot, write, lane),
+            Job::Routed(routed) => self.start_routed(*routed, request, lane),
         }
     }
 }

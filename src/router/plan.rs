@@ -54,10 +54,14 @@ impl Router {
         let Some(spec) = self.lookup(args) else {
             return (Plan::Reply(unknown_command(args)), "unknown");
         };
-        (self.plan_spec(spec, args, scratch), spec.name)
+        let plan = self.plan_spec(spec, args, scratch);
+        if !self.routed.load(std::sync::atomic::Ordering::Relaxed) {
+            return (plan, spec.name);
+        }
+        (self.route(spec, args, scratch, plan), spec.name)
     }
 
-    fn plan_spec(
+    pub(super) fn plan_spec(
         &self,
         spec: &'static CommandSpec,
         args: &[Bytes],

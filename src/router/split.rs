@@ -1,11 +1,14 @@
 //! Splitting a multi-key command whose keys span several slots (MGET, MSET, DEL, UNLINK, EXISTS,
 //! TOUCH) into one command per slot, and merging the parts' replies in the client's key order.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 
 use super::call::Call;
 use super::replies::{array_items, display_name, encode_array, error_text, integer};
 use super::reply::{error_with_prefix, redcar_error};
+use super::routes::{forwarded_key, Route};
 use super::Router;
 use crate::cluster::key_slot;
 use crate::commands::policy::SplitMerge;
@@ -24,9 +27,11 @@ pub struct Split {
     parts: Vec<Part>,
 }
 
-/// The command for one slot.
+/// The command for one slot (of one route's backend).
 #[derive(Debug, PartialEq, Eq)]
 struct Part {
+    /// The route whose backend serves this part; `None`: the catch-all backend.
+    route: Option<Arc<Route>>,
     slot: u16,
     payload: Bytes,
     /// Position (in the client's key order) of each key of this part, in the part's order.
@@ -48,6 +53,18 @@ pub(super) fn plan(
     args: &[Bytes],
     keys: &[usize],
 ) -> Result<Split, Bytes> {
+    plan_routed(spec, merge, args, keys, |_| None)
+}
+
+/// [`plan`] with keys of several routes: one part per (route, slot), keys as each route's
+/// backend stores them (`strip_prefix`).
+pub(super) fn plan_routed(
+    spec: &CommandSpec,
+    merge: SplitMerge,
+    args: &[Bytes],
+    keys: &[usize],
+    route_of: impl Fn(&[u8]) -> Option<Arc<Route>>,
+) -> Result<Split, Bytes> {
     let step = merge.step();
     if keys.iter().any(|&i| i + step > args.len()) || (step == 2 && args.len().is_multiple_of(2)) {
         return Err(error_with_prefix(
@@ -55,12 +72,33 @@ pub(super) fn plan(
             format_args!("wrong number of arguments for '{}' command", spec.name),
         ));
     }
-    let parts = group_by_slot(args, keys)
+    let mut groups: Vec<Group> = Vec::new();
+    for (position, &index) in keys.iter().enumerate() {
+        let route = route_of(&args[index]);
+        let Some(key) = forwarded_key(route.as_deref(), &args[index]) else {
+            return Err(redcar_error(format_args!(
+                "key '{}' is only the prefix of its route (strip_prefix would leave an empty key)",
+                String::from_utf8_lossy(&args[index])
+            )));
+        };
+        let slot = key_slot(&key);
+        let same = |g: &&mut Group| g.slot == slot && same_route(&g.route, &route);
+        match groups.iter_mut().find(same) {
+            Some(group) => group.keys.push((position, key)),
+            None => groups.push(Group {
+                route,
+                slot,
+                keys: vec![(position, key)],
+            }),
+        }
+    }
+    let parts = groups
         .into_iter()
-        .map(|(slot, positions)| Part {
-            slot,
-            payload: encode_part(args, keys, &positions, step),
-            positions,
+        .map(|group| Part {
+            payload: encode_part(args, keys, &group.keys, step),
+            positions: group.keys.iter().map(|(p, _)| *p).collect(),
+            route: group.route,
+            slot: group.slot,
         })
         .collect();
     Ok(Split {
@@ -72,27 +110,30 @@ pub(super) fn plan(
     })
 }
 
-/// Key positions grouped by slot, groups in order of their first key, positions ascending.
-fn group_by_slot(args: &[Bytes], keys: &[usize]) -> Vec<(u16, Vec<usize>)> {
-    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-    for (position, &index) in keys.iter().enumerate() {
-        let slot = key_slot(&args[index]);
-        match groups.iter_mut().find(|(s, _)| *s == slot) {
-            Some((_, positions)) => positions.push(position),
-            None => groups.push((slot, vec![position])),
-        }
+/// Keys (position in the client's order, key as forwarded) bound for one (route, slot).
+struct Group {
+    route: Option<Arc<Route>>,
+    slot: u16,
+    keys: Vec<(usize, Bytes)>,
+}
+
+fn same_route(a: &Option<Arc<Route>>, b: &Option<Arc<Route>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
     }
-    groups
 }
 
 /// The command name followed by each key of the part (and its value for MSET).
-fn encode_part(args: &[Bytes], keys: &[usize], positions: &[usize], step: usize) -> Bytes {
+fn encode_part(args: &[Bytes], keys: &[usize], part: &[(usize, Bytes)], step: usize) -> Bytes {
     let mut out = BytesMut::new();
-    write_array_len(&mut out, 1 + positions.len() * step);
+    write_array_len(&mut out, 1 + part.len() * step);
     write_bulk(&mut out, &args[0]);
-    for &position in positions {
-        let index = keys[position];
-        for arg in &args[index..index + step] {
+    for (position, key) in part {
+        let index = keys[*position];
+        write_bulk(&mut out, key);
+        for arg in &args[index + 1..index + step] {
             write_bulk(&mut out, arg);
         }
     }
@@ -103,14 +144,29 @@ impl Router {
     /// Queues every part now (so they keep their place among the client's commands and parts for
     /// one node pipeline on its connection), then merges the replies.
     pub(super) fn start_split(&self, split: Split, lane: usize) -> Call<'_> {
-        let topology = self.cluster.topology();
         let mut calls = Vec::with_capacity(split.parts.len());
         for part in &split.parts {
-            let addr = topology
+            let target = part.route.as_ref().map(|r| r.target.clone());
+            let state = target.as_ref().map_or(&self.cluster, |t| &t.state);
+            let mut addr = state
+                .topology()
                 .as_ref()
                 .and_then(|t| t.shard(part.slot))
                 .map_or_else(|| "no owner".to_string(), |s| s.primary.addr().to_string());
-            let call = self.forward(part.payload.clone(), Some(part.slot), split.write, lane);
+            if let Some(target) = &target {
+                addr = format!("backend {}, {addr}", target.backend);
+            }
+            let payload = part.payload.clone();
+            let call = self.forward_to(target, payload, Some(part.slot), split.write, lane);
+            if let Some(route) = &part.route {
+                self.mirror(
+                    route,
+                    part.payload.clone(),
+                    Some(part.slot),
+                    split.write,
+                    lane,
+                );
+            }
             calls.push((part.slot, addr, call));
         }
         Call::slow(async move {
@@ -125,6 +181,25 @@ impl Router {
 }
 
 impl Split {
+    /// Each part's backend (`None`: catch-all), slot and key positions (tests).
+    #[cfg(test)]
+    pub(super) fn parts_summary(&self) -> Vec<(Option<String>, u16, Vec<usize>)> {
+        self.parts
+            .iter()
+            .map(|p| {
+                let backend = p.route.as_ref().map(|r| r.target.backend.to_string());
+                (backend, p.slot, p.positions.clone())
+            })
+            .collect()
+    }
+
+    /// Ties every part to `route` (all keys of one route).
+    pub(super) fn route_all(&mut self, route: &Arc<Route>) {
+        for part in &mut self.parts {
+            part.route = Some(route.clone());
+        }
+    }
+
     /// The client's reply from the parts' replies (same order as `parts`).
     pub(super) fn merge_replies(&self, replies: &[PartReply]) -> Bytes {
         let merged = match self.merge {

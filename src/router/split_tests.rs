@@ -30,12 +30,17 @@ fn reply(slot: u16, bytes: &'static [u8]) -> PartReply {
 #[test]
 fn groups_keys_by_slot_in_first_seen_order() {
     // {a} and {b} hash to different slots; same tag, same slot.
-    let args = args("MGET {a}1 {b}1 {a}2 {b}2 {c}1");
-    let groups = group_by_slot(&args, &[1, 2, 3, 4, 5]);
+    let split = planned("MGET {a}1 {b}1 {a}2 {b}2 {c}1");
+    let groups: Vec<(u16, Vec<usize>)> = split
+        .parts
+        .iter()
+        .map(|p| (p.slot, p.positions.clone()))
+        .collect();
     assert_eq!(groups.len(), 3);
     assert_eq!(groups[0], (key_slot(b"a"), vec![0, 2]));
     assert_eq!(groups[1], (key_slot(b"b"), vec![1, 3]));
     assert_eq!(groups[2], (key_slot(b"c"), vec![4]));
+    assert!(split.parts.iter().all(|p| p.route.is_none()));
 }
 
 #[test]

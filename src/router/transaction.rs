@@ -3,6 +3,8 @@
 //! atomically at EXEC, so this is atomic even on a connection other clients share — no dedicated
 //! connection is needed unless the client used WATCH (see `dedicated.rs`).
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
@@ -10,7 +12,7 @@ use super::call::Call;
 use super::forward::{lost_write, pause_before_retry, Target};
 use super::redirect::{classify, Verdict};
 use super::reply::redcar_error;
-use super::Router;
+use super::{RouteTarget, Router};
 use crate::protocol::{reply_frame_len, Limits};
 
 /// `MULTI\r\n` and `EXEC\r\n` as RESP, around the queued commands.
@@ -78,9 +80,21 @@ impl Router {
     /// whole (redirect, TRYAGAIN) is sent again, since none of it ran; one whose connection broke
     /// after sending is not, since all of it may have run.
     pub fn exec(&self, payload: Bytes, frames: u32, slot: Option<u16>, lane: usize) -> Call<'_> {
+        self.exec_on(None, payload, frames, slot, lane)
+    }
+
+    /// [`exec`](Self::exec) in a route's backend (`None`: the catch-all backend).
+    pub fn exec_on(
+        &self,
+        backend: Option<Arc<RouteTarget>>,
+        payload: Bytes,
+        frames: u32,
+        slot: Option<u16>,
+        lane: usize,
+    ) -> Call<'_> {
         // The first attempt is queued now, like any forwarded command, so the unit reaches the
         // node before whatever the client pipelined after EXEC.
-        let first = self.cluster.topology().and_then(|topology| {
+        let first = self.state(&backend).topology().and_then(|topology| {
             let shard = match slot {
                 Some(slot) => topology.shard(slot)?,
                 None => topology.shards().first()?,
@@ -98,10 +112,11 @@ impl Router {
                 let (node, reply) = match first.take() {
                     Some(sent) => sent,
                     None => {
-                        let (node, asking) = match self.resolve(&target, deadline).await {
-                            Ok(found) => found,
-                            Err(reply) => return reply,
-                        };
+                        let (node, asking) =
+                            match self.resolve_on(backend.clone(), &target, deadline).await {
+                                Ok(found) => found,
+                                Err(reply) => return reply,
+                            };
                         let reply = node.send_frames(payload.clone(), asking, lane, frames);
                         (node, reply)
                     }
@@ -123,7 +138,7 @@ impl Router {
                         self.metrics
                             .redirect(if asking { "ask" } else { "moved" }, &addr);
                         if !asking {
-                            self.cluster.note_redirect();
+                            self.state(&backend).note_redirect();
                         }
                         target = Target::Redirected {
                             node: self.upstreams.node(&addr),
@@ -139,7 +154,7 @@ impl Router {
                         reply
                     }
                     Err(e) if e.never_sent() => {
-                        self.cluster.note_failure();
+                        self.state(&backend).note_failure();
                         redcar_error(&e)
                     }
                     Err(e) => return lost_write(&e),

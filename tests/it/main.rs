@@ -28,6 +28,7 @@ mod pubsub;
 mod redirects;
 mod reload;
 mod resilience;
+mod routes;
 mod sentinel;
 mod status_page;
 mod tls;

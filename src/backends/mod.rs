@@ -1,0 +1,199 @@
+//! Named backends (`backends:`) and the route table over them (`routes:`): each backend is a
+//! `ClusterState` with its own topology source, started and stopped as a unit, so the router
+//! serves a standalone node or a Sentinel-managed primary exactly like a cluster (a one-shard
+//! map owning every slot).
+
+mod config;
+
+pub use config::{
+    BackendConfig, ClusterBackend, MirrorConfig, RouteConfig, StandaloneBackend, DEFAULT_BACKEND,
+};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::cluster::{ClusterConfig, ClusterState, Refresher, Topology};
+use crate::metrics::Metrics;
+use crate::protocol::Limits;
+use crate::router::{Mirror, Route, RouteTable, RouteTarget};
+use crate::upstream::Upstreams;
+
+/// One running backend.
+pub struct Backend {
+    pub name: Arc<str>,
+    pub config: BackendConfig,
+    pub state: Arc<ClusterState>,
+    /// Held only to be dropped: the topology source waits on the receiver and stops when the
+    /// backend is dropped (a reload removed or changed it).
+    _stop: watch::Sender<bool>,
+}
+
+/// What starting a backend needs from the rest of the proxy.
+#[derive(Clone)]
+pub struct Context {
+    pub upstreams: Arc<Upstreams>,
+    pub metrics: Arc<Metrics>,
+    pub limits: Limits,
+    /// `cluster:` timings, shared by every `kind: cluster` backend.
+    pub cluster: ClusterConfig,
+}
+
+/// The running backends by name; the `cluster.seeds` cluster is added as `default`.
+#[derive(Default)]
+pub struct Backends {
+    running: BTreeMap<String, Arc<Backend>>,
+    /// The `default` backend's state (run by the wiring itself), when `cluster.seeds` is set.
+    default: Option<Arc<ClusterState>>,
+}
+
+impl Backends {
+    /// Starts every backend of `configs`; `default` is the `cluster.seeds` cluster, if any.
+    pub fn start(
+        configs: &BTreeMap<String, BackendConfig>,
+        default: Option<Arc<ClusterState>>,
+        context: &Context,
+    ) -> Backends {
+        let mut backends = Backends {
+            running: BTreeMap::new(),
+            default,
+        };
+        backends.update(configs, context);
+        backends
+    }
+
+    /// Brings the running set in line with `configs` (a reload): unchanged backends keep
+    /// running (and their maps), changed ones restart, removed ones stop.
+    pub fn update(&mut self, configs: &BTreeMap<String, BackendConfig>, context: &Context) {
+        self.running
+            .retain(|name, b| configs.get(name) == Some(&b.config));
+        for (name, config) in configs {
+            if !self.running.contains_key(name) {
+                tracing::info!(backend = %name, kind = config.kind(), "starting backend");
+                let backend = start(name, config, context);
+                self.running.insert(name.clone(), Arc::new(backend));
+            }
+        }
+    }
+
+    /// A backend's slot map by name (`default` included).
+    pub fn state(&self, name: &str) -> Option<Arc<ClusterState>> {
+        if name == DEFAULT_BACKEND {
+            return self.default.clone();
+        }
+        self.running.get(name).map(|b| b.state.clone())
+    }
+
+    /// Every backend with its state, `default` first (readiness, admin pages).
+    pub fn states(&self) -> Vec<(String, Arc<ClusterState>)> {
+        let default = self
+            .default
+            .iter()
+            .map(|s| (DEFAULT_BACKEND.to_string(), s.clone()));
+        let named = self
+            .running
+            .iter()
+            .map(|(name, b)| (name.clone(), b.state.clone()));
+        default.chain(named).collect()
+    }
+
+    /// The route table for `routes` over the running backends. Validation has checked that
+    /// every name exists; a name that does not is skipped with an error in the log.
+    pub fn table(
+        &self,
+        routes: &[RouteConfig],
+        ignore_case: bool,
+        metrics: &Metrics,
+    ) -> RouteTable {
+        let target = |name: &str, read_policy| {
+            let state = self.state(name)?;
+            let single_node = self
+                .running
+                .get(name)
+                .is_some_and(|b| !matches!(b.config, BackendConfig::Cluster(_)));
+            Some(Arc::new(RouteTarget {
+                backend: Arc::from(name),
+                state,
+                read_policy,
+                single_node,
+            }))
+        };
+        let mut built = Vec::with_capacity(routes.len());
+        for route in routes {
+            let Some(main) = target(&route.backend, route.read_policy) else {
+                tracing::error!(backend = %route.backend, "route to an unknown backend skipped");
+                continue;
+            };
+            let mirror = route.mirror.as_ref().and_then(|m| {
+                let to = target(&m.backend, None)?;
+                let counters = metrics.mirror.counters(&m.backend);
+                Some(Mirror::new(
+                    to,
+                    m.percent,
+                    m.reads,
+                    m.max_in_flight,
+                    counters,
+                ))
+            });
+            built.push(Route {
+                prefix: Box::from(route.prefix.as_bytes()),
+                strip: route.strip_prefix,
+                target: main,
+                mirror,
+            });
+        }
+        RouteTable::new(built, ignore_case)
+    }
+}
+
+/// Starts one backend's topology source.
+fn start(name: &str, config: &BackendConfig, context: &Context) -> Backend {
+    let (stop, stopped) = watch::channel(false);
+    let state = match config {
+        BackendConfig::Cluster(cluster) => {
+            let settings = ClusterConfig {
+                seeds: cluster.seeds.clone(),
+                ..context.cluster.clone()
+            };
+            let state = Arc::new(ClusterState::with_config(&settings));
+            let refresher = Refresher {
+                state: state.clone(),
+                upstreams: context.upstreams.clone(),
+                limits: context.limits.clone(),
+                metrics: context.metrics.clone(),
+            };
+            tokio::spawn(refresher.run(stopped));
+            state
+        }
+        BackendConfig::Standalone(standalone) => {
+            // A fixed map: nothing to follow, so nothing to stop.
+            let state = Arc::new(ClusterState::with_config(&context.cluster));
+            let source: Arc<str> = Arc::from(standalone.primary.as_str());
+            state.adopt(Topology::single_shard(
+                &standalone.primary,
+                &standalone.replicas,
+                &context.upstreams,
+                source,
+            ));
+            state
+        }
+        BackendConfig::Sentinel(sentinel) => {
+            let state = Arc::new(ClusterState::with_config(&context.cluster));
+            tokio::spawn(crate::sentinel::follow(
+                sentinel.clone(),
+                state.clone(),
+                context.upstreams.clone(),
+                context.metrics.clone(),
+                stopped,
+            ));
+            state
+        }
+    };
+    Backend {
+        name: Arc::from(name),
+        config: config.clone(),
+        state,
+        _stop: stop,
+    }
+}

@@ -1,0 +1,60 @@
+//! Request mirroring series: copies sent, failed and dropped, by mirror backend.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabel {
+    backend: String,
+}
+
+/// The three families; a route takes its handles once (at start-up or reload), so a mirrored
+/// command only does atomic adds.
+#[derive(Default)]
+pub struct MirrorMetrics {
+    sent: Family<BackendLabel, Counter>,
+    errors: Family<BackendLabel, Counter>,
+    dropped: Family<BackendLabel, Counter>,
+}
+
+/// One mirror backend's counters.
+#[derive(Clone, Debug, Default)]
+pub struct MirrorCounters {
+    pub sent: Counter,
+    pub errors: Counter,
+    pub dropped: Counter,
+}
+
+impl MirrorMetrics {
+    pub(super) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "mirror_sent",
+            "Copies of commands queued on a mirror backend",
+            self.sent.clone(),
+        );
+        registry.register(
+            "mirror_errors",
+            "Mirrored copies that failed or timed out (the client never sees them)",
+            self.errors.clone(),
+        );
+        registry.register(
+            "mirror_dropped",
+            "Copies not sent: the mirror had no map, no usable node, or too many in flight",
+            self.dropped.clone(),
+        );
+    }
+
+    /// The counters for mirror backend `backend`.
+    pub fn counters(&self, backend: &str) -> MirrorCounters {
+        let label = BackendLabel {
+            backend: backend.to_string(),
+        };
+        MirrorCounters {
+            sent: self.sent.get_or_create(&label).clone(),
+            errors: self.errors.get_or_create(&label).clone(),
+            dropped: self.dropped.get_or_create(&label).clone(),
+        }
+    }
+}

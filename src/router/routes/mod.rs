@@ -1,0 +1,92 @@
+//! Key-prefix routes over named backends: which backend serves a key, whether the prefix is
+//! removed first, how its reads are spread, and where its commands are mirrored.
+//!
+//! The table is built by the wiring (`backends`) from `routes:` and swapped whole on reload; the
+//! router reads it only when it is not empty, so a config without routes pays one branch.
+
+mod mirror;
+mod plan;
+mod prefix;
+
+pub use mirror::Mirror;
+pub use prefix::PrefixMatcher;
+
+pub(super) use plan::{forwarded_key, Routed};
+
+use std::sync::Arc;
+
+use super::ReadPolicy;
+use crate::cluster::ClusterState;
+
+/// Where a routed command goes: one backend's slot map, with the route's read policy.
+pub struct RouteTarget {
+    /// The backend's name (errors, metrics).
+    pub backend: Arc<str>,
+    pub state: Arc<ClusterState>,
+    /// `routes[].read_policy`; `None`: `router.read_policy`.
+    pub read_policy: Option<ReadPolicy>,
+    /// One node without cluster mode (standalone, Sentinel): keys in different slots may still
+    /// go together in one command, as a plain Redis server allows.
+    pub single_node: bool,
+}
+
+/// One entry of `routes:`, ready to use.
+pub struct Route {
+    pub prefix: Box<[u8]>,
+    /// `strip_prefix`: keys lose `prefix` before forwarding.
+    pub strip: bool,
+    pub target: Arc<RouteTarget>,
+    pub mirror: Option<Mirror>,
+}
+
+/// All routes, matched longest prefix first.
+#[derive(Default)]
+pub struct RouteTable {
+    routes: Vec<Arc<Route>>,
+    matcher: PrefixMatcher,
+}
+
+impl RouteTable {
+    pub fn new(routes: Vec<Route>, ignore_case: bool) -> RouteTable {
+        let matcher = PrefixMatcher::new(routes.iter().map(|r| &r.prefix[..]), ignore_case);
+        RouteTable {
+            routes: routes.into_iter().map(Arc::new).collect(),
+            matcher,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The route for `key`; `None` means the catch-all backend.
+    pub fn find(&self, key: &[u8]) -> Option<&Arc<Route>> {
+        self.matcher.find(key).and_then(|i| self.routes.get(i))
+    }
+}
+
+impl Route {
+    /// The route's name in messages: its prefix and backend.
+    pub fn describe(&self) -> String {
+        format!(
+            "prefix '{}' -> {}",
+            String::from_utf8_lossy(&self.prefix),
+            self.target.backend
+        )
+    }
+}
+
+// Plans compare and print routes by what identifies them (tests, `Plan`'s derives).
+impl PartialEq for Route {
+    fn eq(&self, other: &Route) -> bool {
+        self.prefix == other.prefix && self.target.backend == other.target.backend
+    }
+}
+
+impl Eq for Route {}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}

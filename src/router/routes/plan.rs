@@ -1,0 +1,272 @@
+//! Planning a command against the route table. Keys of one route: the ordinary plan, made on the
+//! forwarded keys (prefix removed when the route says so) and tied to the route's backend. Keys
+//! of several routes: split by (route, slot) when the command can be split, refused otherwise.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use super::Route;
+use crate::cluster::key_slot;
+use crate::commands::policy::{self, Tx};
+use crate::commands::spec::flags;
+use crate::commands::{self, CommandSpec, Serve};
+use crate::protocol::{write_array_len, write_bulk, Request};
+use crate::router::call::Call;
+use crate::router::multi::{Job, Multi};
+use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::{split, Plan, Router};
+
+/// A single-slot command for a route's backend.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Routed {
+    pub route: Arc<Route>,
+    /// The request with the prefix removed from its keys; `None`: the client's bytes unchanged.
+    pub payload: Option<Bytes>,
+    /// `None`: any primary of the backend (a keyed command whose keys redcar could not read).
+    pub slot: Option<u16>,
+    pub write: bool,
+    /// A blocking command (on a dedicated connection, never mirrored) and its own timeout
+    /// (`Some(None)`: it may block forever).
+    pub blocking: Option<Option<Duration>>,
+    /// WATCH: the session pins a dedicated connection through [`Router::watch_on`].
+    pub watch: bool,
+}
+
+/// The key as the route's backend stores it; `None` when removing the prefix leaves nothing.
+pub(in crate::router) fn forwarded_key(route: Option<&Route>, key: &Bytes) -> Option<Bytes> {
+    match route {
+        Some(route) if route.strip => {
+            let rest = key.slice(route.prefix.len().min(key.len())..);
+            (!rest.is_empty()).then_some(rest)
+        }
+        _ => Some(key.clone()),
+    }
+}
+
+fn same_route(a: Option<&Arc<Route>>, b: Option<&Arc<Route>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Plans that carry keys; the others (local answers, MULTI/EXEC, subscriptions) stay as they are.
+/// Pub/sub commands stay on the catch-all backend even with shard channels (SPUBLISH), where
+/// the subscriptions are.
+fn has_keys(spec: &CommandSpec, plan: &Plan) -> bool {
+    if spec.flags & flags::PUBSUB != 0 {
+        return false;
+    }
+    matches!(
+        plan,
+        Plan::Slot { .. }
+            | Plan::AnyNode
+            | Plan::Blocking { .. }
+            | Plan::Reply(_)
+            | Plan::Multi(_)
+            | Plan::Tx(Tx::Watch, _)
+    )
+}
+
+impl Router {
+    /// `plan` (made for the catch-all backend) re-planned by the route table. Only called when
+    /// routes are configured.
+    pub(in crate::router) fn route(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        scratch: &mut Vec<usize>,
+        plan: Plan,
+    ) -> Plan {
+        if !has_keys(spec, &plan) {
+            return plan;
+        }
+        let table = self.routes.load();
+        scratch.clear();
+        if commands::routing_indices(spec, args, scratch).is_err() {
+            return plan;
+        }
+        let Some(&first) = scratch.first() else {
+            return plan;
+        };
+        let route = table.find(&args[first]);
+        if !scratch[1..]
+            .iter()
+            .all(|&i| same_route(table.find(&args[i]), route))
+        {
+            let keys = std::mem::take(scratch);
+            let planned = self.route_apart(spec, args, &keys, |key| table.find(key).cloned());
+            *scratch = keys;
+            return planned;
+        }
+        let Some(route) = route.cloned() else {
+            return plan;
+        };
+        if !route.strip {
+            let plan = one_node(spec, &route, plan, &args[first]);
+            return wrap(spec, route, plan, None);
+        }
+        let mut stripped = args.to_vec();
+        for &i in scratch.iter() {
+            match forwarded_key(Some(&route), &args[i]) {
+                Some(key) => stripped[i] = key,
+                None => return Plan::Reply(empty_key(&route, &args[i])),
+            }
+        }
+        let plan = self.plan_spec(spec, &stripped, scratch);
+        let plan = one_node(spec, &route, plan, &stripped[first]);
+        wrap(spec, route, plan, Some(encode(&stripped)))
+    }
+
+    /// Keys of several routes: split by (route, slot) if the command splits, else refused.
+    fn route_apart(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        keys: &[usize],
+        route_of: impl Fn(&[u8]) -> Option<Arc<Route>>,
+    ) -> Plan {
+        if let Some(merge) = policy::split_merge(spec) {
+            return match split::plan_routed(spec, merge, args, keys, route_of) {
+                Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
+                Err(reply) => Plan::Reply(reply),
+            };
+        }
+        let shown: Vec<String> = keys
+            .iter()
+            .take(4)
+            .map(|&i| {
+                let backend = match route_of(&args[i]) {
+                    Some(route) => route.target.backend.to_string(),
+                    None => "catch_all".to_string(),
+                };
+                format!("'{}' -> {backend}", String::from_utf8_lossy(&args[i]))
+            })
+            .collect();
+        Plan::Reply(error_with_prefix(
+            "CROSSSLOT ",
+            format_args!(
+                "Keys in request don't map to the same backend (redcar: {}; {} cannot be split across backends)",
+                shown.join(", "),
+                spec.name.to_ascii_uppercase()
+            ),
+        ))
+    }
+
+    /// Queues a routed command on its backend now (and its mirror copy, if any).
+    pub(in crate::router) fn start_routed(
+        &self,
+        routed: Routed,
+        request: &Request,
+        lane: usize,
+    ) -> Call<'_> {
+        let payload = routed.payload.unwrap_or_else(|| request.raw().clone());
+        let target = Some(routed.route.target.clone());
+        if let (Some(timeout), Some(slot)) = (routed.blocking, routed.slot) {
+            // A copy that blocks would hold up the mirror's shared connection: never mirrored.
+            return self.blocking_on(target, payload, slot, routed.write, timeout);
+        }
+        let call = self.forward_to(target, payload.clone(), routed.slot, routed.write, lane);
+        self.mirror(&routed.route, payload, routed.slot, routed.write, lane);
+        call
+    }
+
+    /// Sends a copy to the route's mirror when it wants this command.
+    pub(in crate::router) fn mirror(
+        &self,
+        route: &Route,
+        payload: Bytes,
+        slot: Option<u16>,
+        write: bool,
+        lane: usize,
+    ) {
+        if let Some(mirror) = &route.mirror {
+            if mirror.wants(write) {
+                mirror.send(payload, slot, lane, self.op_timeout());
+            }
+        }
+    }
+}
+
+/// On a single node (standalone, Sentinel) keys in different slots may go together: a split or a
+/// CROSSSLOT refusal becomes one command, unchanged. Not for blocking commands or WATCH, which
+/// need a dedicated connection.
+fn one_node(spec: &CommandSpec, route: &Route, plan: Plan, first_key: &[u8]) -> Plan {
+    let cross_slot = match &plan {
+        Plan::Reply(reply) => reply.starts_with(b"-CROSSSLOT"),
+        Plan::Multi(multi) => multi.is_split(),
+        _ => false,
+    };
+    let plain = spec.flags & flags::BLOCKING == 0 && matches!(commands::serve(spec), Serve::Keyed);
+    if !(route.target.single_node && cross_slot && plain) {
+        return plan;
+    }
+    Plan::Slot {
+        slot: key_slot(first_key),
+        // Scripts carry neither flag and may write: never re-send one that may have run.
+        write: !spec.has_flag(flags::READONLY),
+    }
+}
+
+/// Ties a plan made for the forwarded keys to the route's backend.
+fn wrap(spec: &CommandSpec, route: Arc<Route>, plan: Plan, payload: Option<Bytes>) -> Plan {
+    let routed = |slot, write, blocking, watch| {
+        Plan::Multi(Multi(Job::Routed(Box::new(Routed {
+            route: route.clone(),
+            payload: payload.clone(),
+            slot,
+            write,
+            blocking,
+            watch,
+        }))))
+    };
+    match plan {
+        Plan::Slot { slot, write } => routed(Some(slot), write, None, false),
+        Plan::AnyNode => routed(None, true, None, false),
+        Plan::Blocking {
+            slot,
+            write,
+            timeout,
+        } => routed(Some(slot), write, Some(timeout), false),
+        Plan::Tx(Tx::Watch, Some(slot)) => routed(Some(slot), false, None, true),
+        Plan::Multi(Multi(Job::Split(mut split))) => {
+            split.route_all(&route);
+            Plan::Multi(Multi(Job::Split(split)))
+        }
+        // Scripts go like any command of their keys' slot (NOSCRIPT is not healed here).
+        Plan::Multi(Multi(Job::Eval { slot, write } | Job::EvalSha { slot, write })) => {
+            routed(slot, write, None, false)
+        }
+        Plan::Reply(reply) => Plan::Reply(reply),
+        _ => Plan::Reply(redcar_error(format_args!(
+            "{} on keys of route {} is not supported",
+            spec.name.to_ascii_uppercase(),
+            route.describe()
+        ))),
+    }
+}
+
+fn empty_key(route: &Route, key: &[u8]) -> Bytes {
+    redcar_error(format_args!(
+        "key '{}' is only the prefix of route {} (strip_prefix would leave an empty key)",
+        String::from_utf8_lossy(key),
+        route.describe()
+    ))
+}
+
+/// The command again, as RESP (after keys were rewritten).
+fn encode(args: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::new();
+    write_array_len(&mut out, args.len());
+    for arg in args {
+        write_bulk(&mut out, arg);
+    }
+    out.freeze()
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
