@@ -24,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::protocol::Limits;
 use crate::router::Router;
 use crate::upstream::Upstreams;
+use crate::workers::{Threading, Workers};
 
 /// Sockets bound before the proxy starts, so tests can bind port 0 and read the address.
 #[derive(Default)]
@@ -152,6 +153,20 @@ pub async fn run(
         )
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
     );
+    // Per core: the worker threads exist before any node, so every node gets connections on each.
+    let workers = match config.threading {
+        Threading::PerCore => {
+            let workers = Workers::start(config.worker_threads())
+                .context("cannot start the worker threads (`threading: per-core`)")?;
+            upstreams.set_workers(workers.handles().clone());
+            tracing::info!(
+                workers = workers.handles().len(),
+                "threading: per-core (one runtime and one set of node connections per worker)"
+            );
+            Some(workers)
+        }
+        Threading::Shared => None,
+    };
     let cluster = Arc::new(ClusterState::with_config(&config.cluster));
     let has_default = !config.cluster.seeds.is_empty() || config.sentinel.is_some();
     let context = crate::backends::Context {
@@ -224,13 +239,31 @@ pub async fn run(
     if let Some(tcp) = listeners.tcp {
         tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
         let facade = facade(&config.cluster_facade, false, "TCP");
-        tokio::spawn(serve_clients(
-            tcp,
-            downstream.clone(),
-            facade,
-            stop_rx.clone(),
-            done_tx.clone(),
-        ));
+        match &workers {
+            None => {
+                tokio::spawn(serve_clients(
+                    tcp,
+                    downstream.clone(),
+                    facade,
+                    stop_rx.clone(),
+                    done_tx.clone(),
+                ));
+            }
+            // Every worker accepts on the same socket; the kernel hands each client to one.
+            Some(workers) => {
+                let tcp = tcp.into_std()?;
+                for handle in workers.handles().iter() {
+                    let (tcp, downstream) = (tcp.try_clone()?, downstream.clone());
+                    let (facade, stop, done) = (facade.clone(), stop_rx.clone(), done_tx.clone());
+                    handle.spawn(async move {
+                        match TcpListener::from_std(tcp) {
+                            Ok(tcp) => serve_clients(tcp, downstream, facade, stop, done).await,
+                            Err(e) => tracing::error!("worker cannot accept on TCP: {e}"),
+                        }
+                    });
+                }
+            }
+        }
     }
     if let Some(tcp) = listeners.tls {
         let server_config = config
@@ -256,13 +289,32 @@ pub async fn run(
     if let Some(unix) = listeners.unix {
         tracing::info!(path = ?config.unix, "listening (Unix socket)");
         // Never a facade: a Unix socket cannot be announced as a cluster node (see validate.rs).
-        tokio::spawn(serve_clients(
-            unix,
-            downstream.clone(),
-            None,
-            stop_rx.clone(),
-            done_tx.clone(),
-        ));
+        match &workers {
+            None => {
+                tokio::spawn(serve_clients(
+                    unix,
+                    downstream.clone(),
+                    None,
+                    stop_rx.clone(),
+                    done_tx.clone(),
+                ));
+            }
+            Some(workers) => {
+                let unix = unix.into_std()?;
+                for handle in workers.handles().iter() {
+                    let (unix, downstream) = (unix.try_clone()?, downstream.clone());
+                    let (stop, done) = (stop_rx.clone(), done_tx.clone());
+                    handle.spawn(async move {
+                        match UnixListener::from_std(unix) {
+                            Ok(unix) => serve_clients(unix, downstream, None, stop, done).await,
+                            Err(e) => {
+                                tracing::error!("worker cannot accept on the Unix socket: {e}")
+                            }
+                        }
+                    });
+                }
+            }
+        }
     }
     let shown = Arc::new(ArcSwap::from_pointee(redacted(&config)));
     let current = Arc::new(ArcSwap::from_pointee(config.clone()));

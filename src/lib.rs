@@ -33,3 +33,4 @@ pub mod router;
 pub mod sentinel;
 pub mod top;
 pub mod upstream;
+pub mod workers;

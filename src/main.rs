@@ -7,6 +7,7 @@ use clap::Parser;
 use redcar::app::{self, Listeners};
 use redcar::config::{Cli, Command, Config, ConfigCommand};
 use redcar::doctor;
+use redcar::workers::Threading;
 
 /// mimalloc instead of glibc's malloc: every client connection and batch allocates buffers, and
 /// glibc spent ~6,000 instructions per short-lived connection in `malloc`/`free`/consolidation
@@ -49,10 +50,17 @@ fn main() -> ExitCode {
         eprintln!("redcar: {error}");
         return ExitCode::from(EXIT_BAD_CONFIG);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.worker_threads())
-        .enable_all()
-        .build();
+    // Per core, the data plane runs on the worker threads `app::run` starts; this runtime keeps
+    // only the control plane (refresh, admin, reload, TLS handshakes) and needs one thread.
+    let runtime = match config.threading {
+        Threading::Shared => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.worker_threads())
+            .enable_all()
+            .build(),
+        Threading::PerCore => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    };
     // SIGHUP reloads with the same flags (and `REDCAR_*` variables as read at start-up), so a
     // flag keeps overriding the file exactly as it did at start-up.
     let source: app::ConfigSource = std::sync::Arc::new(move || Config::load(&cli));

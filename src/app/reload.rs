@@ -141,6 +141,7 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(unix_permissions);
     keep!(admin);
     keep!(workers);
+    keep!(threading);
     keep!(log_level);
     keep!(log_format);
     keep!(metrics);

@@ -64,6 +64,9 @@ pub struct Cli {
     /// Worker threads (0 = one per core).
     #[arg(long, env = "REDCAR_WORKERS", value_name = "N")]
     pub workers: Option<usize>,
+    /// Threading model: shared (one multi-thread runtime) or per-core (a runtime per worker).
+    #[arg(long, env = "REDCAR_THREADING", value_name = "MODEL")]
+    pub threading: Option<crate::workers::Threading>,
     /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).
     #[arg(long, env = "REDCAR_OP_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub op_timeout: Option<Duration>,
@@ -233,6 +236,7 @@ impl Cli {
         set(&mut config.log_level, self.log_level.clone());
         set(&mut config.log_format, self.log_format.clone());
         set(&mut config.workers, self.workers);
+        set(&mut config.threading, self.threading);
         set(&mut config.router.op_timeout, self.op_timeout);
         set(&mut config.router.read_policy, self.read_policy);
         if let Some(password) = &self.requirepass {

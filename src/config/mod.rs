@@ -47,6 +47,9 @@ pub struct Config {
     pub admin: Option<String>,
     /// Runtime worker threads; 0 means one per available core.
     pub workers: usize,
+    /// `shared` (one multi-thread runtime, node connections shared by its workers) or `per-core`
+    /// (one single-threaded runtime per worker, each with its own node connections).
+    pub threading: crate::workers::Threading,
     /// Log filter: error, warn, info, debug, trace (or a tracing directive list).
     pub log_level: String,
     /// `text` or `json`.
@@ -88,6 +91,7 @@ impl Default for Config {
             unix_permissions: "660".to_string(),
             admin: None,
             workers: 0,
+            threading: crate::workers::Threading::Shared,
             log_level: "info".to_string(),
             log_format: "text".to_string(),
             drain_timeout: Duration::from_secs(10),

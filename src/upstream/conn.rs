@@ -73,9 +73,12 @@ pub(super) struct NodeContext {
 }
 
 /// Starts the task and returns its queue.
-pub(super) fn spawn(context: Arc<NodeContext>) -> queue::Sender<Pending> {
+pub(super) fn spawn(
+    runtime: &tokio::runtime::Handle,
+    context: Arc<NodeContext>,
+) -> queue::Sender<Pending> {
     let (tx, rx) = queue::channel();
-    tokio::spawn(run(context, rx));
+    runtime.spawn(run(context, rx));
     tx
 }
 

@@ -28,6 +28,8 @@ pub(super) struct NodeSettings<'a> {
     pub tls: &'a Option<super::UpstreamTls>,
     /// `upstream.outlier` as it is now (a reload may swap it).
     pub outlier: &'a Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
+    /// `threading: per-core`: the workers' runtimes; each gets its own connections.
+    pub workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
@@ -37,6 +39,9 @@ pub struct Node {
     /// One queue per connection task; each task owns its socket. Unbounded because each client
     /// is already bounded by `client.max_in_flight`, and queueing must never wait (ordering).
     conns: Box<[queue::Sender<Pending>]>,
+    /// Connections per worker: all of them with one shared runtime; per core, worker `w` uses
+    /// `conns[w * per_worker..][..per_worker]`, which live on its own runtime.
+    per_worker: usize,
     health: Arc<Health>,
 }
 
@@ -65,12 +70,23 @@ impl Node {
             handshake: settings.handshake.clone(),
             tls: settings.tls.clone(),
         });
-        let conns = (0..settings.config.connections_per_node.max(1))
-            .map(|_| conn::spawn(context.clone()))
-            .collect();
+        let per_worker = settings.config.connections_per_node.max(1);
+        let conns = match settings.workers {
+            None => (0..per_worker)
+                .map(|_| conn::spawn(&tokio::runtime::Handle::current(), context.clone()))
+                .collect(),
+            Some(handles) => handles
+                .iter()
+                .flat_map(|handle| {
+                    let context = &context;
+                    (0..per_worker).map(move |_| conn::spawn(handle, context.clone()))
+                })
+                .collect(),
+        };
         Node {
             addr,
             conns,
+            per_worker,
             health,
         }
     }
@@ -112,7 +128,11 @@ impl Node {
             frames,
             reply,
         };
-        let queued = self.conns[lane % self.conns.len()].send(pending);
+        // Per core, a worker's sessions use its own connections (same thread, no hand-off);
+        // other threads (refresh, admin) use worker 0's. Shared: `per_worker` is all of them.
+        let first = crate::workers::current().map_or(0, |w| w * self.per_worker);
+        let index = (first + lane % self.per_worker) % self.conns.len();
+        let queued = self.conns[index].send(pending);
         Reply {
             receive: queued.is_ok().then_some(receive),
             addr: self.addr.clone(),

@@ -30,6 +30,9 @@ pub struct Upstreams {
     /// `upstream.outlier`, shared with every node's health; a reload swaps it
     /// ([`Upstreams::set_outlier`]). `config.outlier` keeps the start-up value.
     outlier: Arc<ArcSwap<OutlierConfig>>,
+    /// `threading: per-core`: each worker's runtime, which runs that worker's connections to
+    /// every node. Set once at start-up, before any node exists.
+    workers: std::sync::OnceLock<Arc<[tokio::runtime::Handle]>>,
 }
 
 impl Upstreams {
@@ -67,7 +70,15 @@ impl Upstreams {
             handshake,
             tls,
             ejections: Arc::new(watch::channel(0).0),
+            workers: std::sync::OnceLock::new(),
         })
+    }
+
+    /// `threading: per-core`: every node gets `connections_per_node` connections on each
+    /// worker's runtime, and a session uses those of its own worker. Call before the first node
+    /// is created; a second call is ignored.
+    pub fn set_workers(&self, handles: Arc<[tokio::runtime::Handle]>) {
+        let _ = self.workers.set(handles);
     }
 
     /// `upstream.connect_timeout` (also bounds other sources' connects, e.g. to the sentinels).
@@ -90,6 +101,7 @@ impl Upstreams {
             handshake: &self.handshake,
             tls: &self.tls,
             outlier: &self.outlier,
+            workers: self.workers.get(),
         };
         let node = Arc::new(Node::spawn(addr, &settings, metrics));
         nodes.insert(node.addr().clone(), node.clone());

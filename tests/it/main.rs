@@ -31,6 +31,7 @@ mod resilience;
 mod routes;
 mod sentinel;
 mod status_page;
+mod threading;
 mod tls;
 mod topology;
 mod transactions;

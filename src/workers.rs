@@ -1,0 +1,134 @@
+//! Per-core worker threads (`threading: per-core`): one single-threaded tokio runtime per core,
+//! each running its own accept loop, its clients' sessions and its own node connections, and
+//! which of them the current thread is.
+//!
+//! The alternative (`threading: shared`, the default) is one multi-thread runtime whose workers
+//! steal each other's tasks: a session and the node connection it queues on may run on different
+//! threads, so replies and queued commands cross threads and wake parked workers (futex). Per
+//! core, a session's whole path — client socket, node connection, reply — stays on one thread,
+//! at the price of one set of node connections per worker. See docs/architecture.md.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::runtime::Handle;
+use tokio::sync::watch;
+
+/// How the data plane uses threads (`threading`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Threading {
+    /// One multi-thread runtime; node connections shared by all workers.
+    #[default]
+    Shared,
+    /// One single-threaded runtime per worker, each with its own node connections.
+    PerCore,
+}
+
+impl Threading {
+    pub fn name(self) -> &'static str {
+        match self {
+            Threading::Shared => "shared",
+            Threading::PerCore => "per-core",
+        }
+    }
+}
+
+impl std::str::FromStr for Threading {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Threading, String> {
+        match text {
+            "shared" => Ok(Threading::Shared),
+            "per-core" => Ok(Threading::PerCore),
+            other => Err(format!("`{other}`: expected `shared` or `per-core`")),
+        }
+    }
+}
+
+thread_local! {
+    static WORKER: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The per-core worker this thread is, if it is one.
+#[inline]
+pub fn current() -> Option<usize> {
+    WORKER.with(Cell::get)
+}
+
+/// Running per-core workers; dropping this stops them (after their tasks were told to finish).
+pub struct Workers {
+    handles: Arc<[Handle]>,
+    stop: watch::Sender<bool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Starts `count` worker threads, each with a single-threaded runtime (I/O and timers on).
+    pub fn start(count: usize) -> std::io::Result<Workers> {
+        let (stop, stopped) = watch::channel(false);
+        let mut handles = Vec::with_capacity(count);
+        let mut threads = Vec::with_capacity(count);
+        for index in 0..count {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            handles.push(runtime.handle().clone());
+            let mut stopped = stopped.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("redcar-worker-{index}"))
+                .spawn(move || {
+                    WORKER.with(|w| w.set(Some(index)));
+                    runtime.block_on(async move {
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    });
+                })?;
+            threads.push(thread);
+        }
+        Ok(Workers {
+            handles: handles.into(),
+            stop,
+            threads,
+        })
+    }
+
+    /// One runtime handle per worker, in worker order.
+    pub fn handles(&self) -> &Arc<[Handle]> {
+        &self.handles
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_worker_knows_its_index_and_other_threads_are_none() {
+        assert_eq!(current(), None);
+        let workers = Workers::start(2).expect("workers");
+        for (index, handle) in workers.handles().iter().enumerate() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            handle.spawn(async move {
+                let _ = tx.send(current());
+            });
+            assert_eq!(rx.recv().expect("task ran"), Some(index));
+        }
+    }
+
+    #[test]
+    fn threading_parses_its_two_names() {
+        assert_eq!("per-core".parse::<Threading>(), Ok(Threading::PerCore));
+        assert_eq!("shared".parse::<Threading>(), Ok(Threading::Shared));
+        assert!("both".parse::<Threading>().is_err());
+    }
+}
