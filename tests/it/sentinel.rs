@@ -350,3 +350,41 @@ fn sentinel_settings_are_checked_at_start_up() {
     let (code, text) = run(&["--sentinel", "127.0.0.1:26379", "--sentinel-master", "m"]);
     assert_eq!(code, Some(0), "{text}");
 }
+
+#[test]
+fn a_named_sentinel_backend_serves_its_routes_and_follows_a_failover() {
+    let setup = SentinelSetup::start();
+    let config = write_config(&format!(
+        "backends:\n  legacy:\n    kind: sentinel\n    sentinels: [{}]\n    master: {MASTER}\n\
+         catch_all: legacy\n",
+        setup.sentinel_addrs()
+    ));
+    let redcar = Redcar::start_with("", &["--config", config.path_str()]);
+    let old = setup.primary_port();
+    assert_eq!(redcar.cmd(&["SET", "named:a", "1"]), Value::simple("OK"));
+    assert_eq!(
+        setup.node_by_port(old).cmd(&["GET", "named:a"]),
+        Value::bulk("1"),
+        "the write went to the Sentinel-managed primary"
+    );
+    assert_eq!(
+        setup.node_by_port(old).cmd(&["WAIT", "1", "5000"]),
+        Value::Int(1)
+    );
+    setup.sentinels()[0]
+        .cmd(&["SENTINEL", "FAILOVER", MASTER])
+        .expect("failover accepted");
+    let new = setup.wait_primary_changed(old, FAILOVER_TIMEOUT);
+    wait_topology_primary(&redcar, &setup.node_by_port(new).addr(), FAILOVER_TIMEOUT);
+    // Writes land on the promoted node (a write the demoted one refuses is retried there).
+    let deadline = Instant::now() + FAILOVER_TIMEOUT;
+    while redcar.cmd(&["SET", "named:b", "2"]) != Value::simple("OK") {
+        assert!(Instant::now() < deadline, "writes never resumed");
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        setup.node_by_port(new).cmd(&["GET", "named:b"]),
+        Value::bulk("2")
+    );
+    assert_eq!(redcar.cmd(&["GET", "named:a"]), Value::bulk("1"));
+}
