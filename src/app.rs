@@ -1,6 +1,7 @@
 //! Wiring: builds every part from the config, runs the listeners, reloads on SIGHUP, and drains
 //! on shutdown.
 
+mod accept;
 mod reload;
 
 pub use reload::ConfigSource;
@@ -25,6 +26,7 @@ use crate::protocol::Limits;
 use crate::router::Router;
 use crate::upstream::Upstreams;
 use crate::workers::{Threading, Workers};
+use accept::spawn_accept_loops;
 
 /// Sockets bound before the proxy starts, so tests can bind port 0 and read the address.
 #[derive(Default)]
@@ -239,31 +241,14 @@ pub async fn run(
     if let Some(tcp) = listeners.tcp {
         tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
         let facade = facade(&config.cluster_facade, false, "TCP");
-        match &workers {
-            None => {
-                tokio::spawn(serve_clients(
-                    tcp,
-                    downstream.clone(),
-                    facade,
-                    stop_rx.clone(),
-                    done_tx.clone(),
-                ));
-            }
-            // Every worker accepts on the same socket; the kernel hands each client to one.
-            Some(workers) => {
-                let tcp = tcp.into_std()?;
-                for handle in workers.handles().iter() {
-                    let (tcp, downstream) = (tcp.try_clone()?, downstream.clone());
-                    let (facade, stop, done) = (facade.clone(), stop_rx.clone(), done_tx.clone());
-                    handle.spawn(async move {
-                        match TcpListener::from_std(tcp) {
-                            Ok(tcp) => serve_clients(tcp, downstream, facade, stop, done).await,
-                            Err(e) => tracing::error!("worker cannot accept on TCP: {e}"),
-                        }
-                    });
-                }
-            }
-        }
+        spawn_accept_loops(
+            tcp,
+            workers.as_ref(),
+            &downstream,
+            facade,
+            &stop_rx,
+            &done_tx,
+        )?;
     }
     if let Some(tcp) = listeners.tls {
         let server_config = config
@@ -289,32 +274,14 @@ pub async fn run(
     if let Some(unix) = listeners.unix {
         tracing::info!(path = ?config.unix, "listening (Unix socket)");
         // Never a facade: a Unix socket cannot be announced as a cluster node (see validate.rs).
-        match &workers {
-            None => {
-                tokio::spawn(serve_clients(
-                    unix,
-                    downstream.clone(),
-                    None,
-                    stop_rx.clone(),
-                    done_tx.clone(),
-                ));
-            }
-            Some(workers) => {
-                let unix = unix.into_std()?;
-                for handle in workers.handles().iter() {
-                    let (unix, downstream) = (unix.try_clone()?, downstream.clone());
-                    let (stop, done) = (stop_rx.clone(), done_tx.clone());
-                    handle.spawn(async move {
-                        match UnixListener::from_std(unix) {
-                            Ok(unix) => serve_clients(unix, downstream, None, stop, done).await,
-                            Err(e) => {
-                                tracing::error!("worker cannot accept on the Unix socket: {e}")
-                            }
-                        }
-                    });
-                }
-            }
-        }
+        spawn_accept_loops(
+            unix,
+            workers.as_ref(),
+            &downstream,
+            None,
+            &stop_rx,
+            &done_tx,
+        )?;
     }
     let shown = Arc::new(ArcSwap::from_pointee(redacted(&config)));
     let current = Arc::new(ArcSwap::from_pointee(config.clone()));

@@ -26,15 +26,6 @@ pub enum Threading {
     PerCore,
 }
 
-impl Threading {
-    pub fn name(self) -> &'static str {
-        match self {
-            Threading::Shared => "shared",
-            Threading::PerCore => "per-core",
-        }
-    }
-}
-
 impl std::str::FromStr for Threading {
     type Err = String;
 

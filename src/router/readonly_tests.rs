@@ -7,10 +7,8 @@ use bytes::Bytes;
 
 use crate::cluster::{ClusterState, Topology};
 use crate::commands::test_server::{Reply, TestServer};
-use crate::metrics::{Metrics, MetricsConfig};
-use crate::protocol::Limits;
 use crate::router::{Router, RouterConfig};
-use crate::upstream::{UpstreamConfig, Upstreams};
+use crate::upstream::Upstreams;
 
 fn one_shard(addr: &str, upstreams: &Upstreams) -> Topology {
     Topology::single_shard(addr, &[], upstreams, Arc::from("test"))
@@ -26,14 +24,8 @@ async fn a_write_refused_as_readonly_is_retried_on_the_fresh_primary() {
     let Some(replica) = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]) else {
         return;
     };
-    let metrics = Arc::new(Metrics::new(&MetricsConfig::default()));
-    let upstreams = Upstreams::new(
-        UpstreamConfig::default(),
-        Limits::default(),
-        metrics.clone(),
-        false,
-    );
-    let upstreams = Arc::new(upstreams.expect("default upstream config"));
+    let (upstreams, metrics) = Upstreams::for_tests(false);
+    let upstreams = Arc::new(upstreams);
     let cluster = Arc::new(ClusterState::new());
     // The stale map: the replica is named as the primary.
     cluster.adopt(one_shard(&replica.addr(), &upstreams));

@@ -128,15 +128,23 @@ impl Node {
             frames,
             reply,
         };
-        // Per core, a worker's sessions use its own connections (same thread, no hand-off);
-        // other threads (refresh, admin) use worker 0's. Shared: `per_worker` is all of them.
-        let first = crate::workers::current().map_or(0, |w| w * self.per_worker);
-        let index = (first + lane % self.per_worker) % self.conns.len();
-        let queued = self.conns[index].send(pending);
+        let queued = self.conns[self.connection(lane)].send(pending);
         Reply {
             receive: queued.is_ok().then_some(receive),
             addr: self.addr.clone(),
         }
+    }
+
+    /// The connection for `lane`. Shared runtime: one of all of them. Per core, one of the calling
+    /// worker's own (same thread, no hand-off); other threads (refresh, admin) use worker 0's.
+    #[inline]
+    fn connection(&self, lane: usize) -> usize {
+        let within = lane % self.per_worker;
+        if self.per_worker == self.conns.len() {
+            return within;
+        }
+        let first = crate::workers::current().map_or(0, |w| w * self.per_worker);
+        (first + within) % self.conns.len()
     }
 
     /// [`send`](Self::send), then wait for the reply.

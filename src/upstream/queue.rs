@@ -135,8 +135,15 @@ impl<T> Receiver<T> {
 }
 
 impl<T> Drop for Receiver<T> {
+    /// Refuses further pushes and drops what is queued (outside the lock), so callers waiting
+    /// on those items learn at once that nothing will be sent.
     fn drop(&mut self) {
-        self.shared.lock().receiver_gone = true;
+        let queued = {
+            let mut inner = self.shared.lock();
+            inner.receiver_gone = true;
+            std::mem::take(&mut inner.items)
+        };
+        drop(queued);
     }
 }
 
@@ -177,6 +184,19 @@ mod tests {
         tx.send(3).expect("open");
         drop(tx);
         assert_eq!(receiver.await.expect("receiver task"), [1, 2, 3]);
+    }
+
+    #[test]
+    fn items_still_queued_are_dropped_with_the_receiver() {
+        let (tx, rx) = channel();
+        let item = Arc::new(());
+        tx.send(item.clone()).expect("open");
+        drop(rx);
+        assert_eq!(
+            Arc::strong_count(&item),
+            1,
+            "the queued copy went with the receiver"
+        );
     }
 
     #[test]

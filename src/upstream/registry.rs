@@ -81,6 +81,21 @@ impl Upstreams {
         let _ = self.workers.set(handles);
     }
 
+    /// Default upstream settings and fresh metrics, for unit tests that need real node handles;
+    /// `readonly` as in [`Upstreams::new`].
+    #[cfg(test)]
+    pub(crate) fn for_tests(readonly: bool) -> (Upstreams, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::new(&crate::metrics::MetricsConfig::default()));
+        let upstreams = Upstreams::new(
+            UpstreamConfig::default(),
+            Limits::default(),
+            metrics.clone(),
+            readonly,
+        )
+        .expect("no upstream credentials or TLS files to read");
+        (upstreams, metrics)
+    }
+
     /// `upstream.connect_timeout` (also bounds other sources' connects, e.g. to the sentinels).
     pub fn connect_timeout(&self) -> std::time::Duration {
         self.config.connect_timeout

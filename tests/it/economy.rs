@@ -26,16 +26,6 @@ fn mixed_pipeline(rounds: usize) -> (Vec<Vec<String>>, Vec<Value>) {
     (commands, expected)
 }
 
-/// Sum of every series of `name` in `/metrics` (all label values).
-fn metric_sum(redcar: &Redcar, name: &str) -> f64 {
-    let (_, metrics) = redcar.http_get("/metrics").expect("metrics");
-    metrics
-        .lines()
-        .filter(|line| line.starts_with(name))
-        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
-}
-
 #[test]
 fn a_connection_capped_at_one_command_serves_a_pipeline_in_order() {
     let cluster = RedisCluster::start(3, 0);
@@ -46,7 +36,7 @@ fn a_connection_capped_at_one_command_serves_a_pipeline_in_order() {
     let mut c = redcar.client();
     assert_eq!(c.pipeline(&commands).expect("replies"), expected);
     assert!(
-        metric_sum(&redcar, "redcar_node_in_flight_capped_total") >= 1.0,
+        redcar.metric_sum("redcar_node_in_flight_capped_total") >= 1.0,
         "the cap was reached and counted"
     );
 }
@@ -100,7 +90,7 @@ fn an_injected_error_answers_the_chosen_command_and_nothing_else() {
     // The SET reached its node; the GETs never did, and an injected error is not retried.
     let owner = cluster.primary_for_key("fault:k");
     assert_eq!(owner.cmd(&["GET", "fault:k"]), Value::bulk("v"));
-    assert_eq!(metric_sum(&redcar, "redcar_retries_total"), 0.0);
+    assert_eq!(redcar.metric_sum("redcar_retries_total"), 0.0);
     let (_, metrics) = redcar.http_get("/metrics").expect("metrics");
     assert!(
         metrics.contains("redcar_faults_injected_total{kind=\"error\"} 1"),

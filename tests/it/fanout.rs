@@ -40,20 +40,6 @@ fn scan_all(c: &mut crate::support::RespClient, extra: &[&str]) -> Vec<String> {
     panic!("SCAN did not come back to cursor 0");
 }
 
-fn primaries_dbsize(cluster: &RedisCluster) -> i64 {
-    cluster
-        .primary_ports()
-        .iter()
-        .map(|&p| {
-            cluster
-                .node_by_port(p)
-                .cmd(&["DBSIZE"])
-                .as_int()
-                .expect("DBSIZE")
-        })
-        .sum()
-}
-
 #[test]
 fn keyspace_commands_cover_every_primary_exactly_once() {
     let cluster = RedisCluster::start(3, 1);
@@ -75,7 +61,7 @@ fn keyspace_commands_cover_every_primary_exactly_once() {
         assert!(n > 0, "every primary holds some keys ({port}: {n})");
     }
 
-    assert_eq!(c.q(&["DBSIZE"]), Value::Int(primaries_dbsize(&cluster)));
+    assert_eq!(c.q(&["DBSIZE"]), Value::Int(cluster.primaries_dbsize()));
     assert_eq!(c.q(&["DBSIZE"]), Value::Int(all.len() as i64));
 
     let keys: Vec<String> = strings(&c.q(&["KEYS", "*"]));
@@ -129,7 +115,7 @@ fn keyspace_commands_cover_every_primary_exactly_once() {
     assert_eq!(g.q(&["DBSIZE"]), Value::Int(all.len() as i64));
 
     assert_eq!(c.q(&["FLUSHALL"]), Value::simple("OK"));
-    assert_eq!(primaries_dbsize(&cluster), 0);
+    assert_eq!(cluster.primaries_dbsize(), 0);
     assert_eq!(c.q(&["DBSIZE"]), Value::Int(0));
     assert_eq!(c.q(&["RANDOMKEY"]), Value::Bulk(None));
     assert_eq!(c.q(&["KEYS", "*"]), Value::Array(Some(vec![])));

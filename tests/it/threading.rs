@@ -5,15 +5,6 @@
 use crate::support::redcar::check_config_yaml;
 use crate::support::{Redcar, RedisCluster, Value};
 
-fn metric_sum(redcar: &Redcar, name: &str) -> f64 {
-    let (_, metrics) = redcar.http_get("/metrics").expect("metrics");
-    metrics
-        .lines()
-        .filter(|line| line.starts_with(name))
-        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
-}
-
 #[test]
 fn per_core_workers_serve_concurrent_pipelines_in_order() {
     let cluster = RedisCluster::start(3, 0);
@@ -65,7 +56,7 @@ fn per_core_workers_serve_concurrent_pipelines_in_order() {
         ]))
     );
     // Each of the 3 primaries: at most 2 workers × 2 connections (the default per node).
-    let connections = metric_sum(&redcar, "redcar_node_connections{");
+    let connections = redcar.metric_sum("redcar_node_connections{");
     assert!(
         (3.0..=12.0).contains(&connections),
         "node connections {connections}"

@@ -6,10 +6,9 @@ use bytes::BytesMut;
 
 use super::*;
 use crate::cluster::{key_slot, ClusterState};
-use crate::metrics::{Metrics, MetricsConfig};
 use crate::protocol::{parse_request, Limits};
 use crate::router::{RouteTable, RouteTarget, RouterConfig};
-use crate::upstream::{UpstreamConfig, Upstreams};
+use crate::upstream::Upstreams;
 
 fn route(prefix: &str, backend: &str, strip: bool) -> Route {
     single(prefix, backend, strip, false)
@@ -32,14 +31,7 @@ fn single(prefix: &str, backend: &str, strip: bool, single_node: bool) -> Route 
 /// A router whose catch-all has no map, with `sess:` (stripped) → sessions, `raw:` → raw and
 /// `one:` (stripped) → a single-node backend.
 fn router() -> Router {
-    let metrics = Arc::new(Metrics::new(&MetricsConfig::default()));
-    let upstreams = Upstreams::new(
-        UpstreamConfig::default(),
-        Limits::default(),
-        metrics.clone(),
-        false,
-    )
-    .expect("upstreams");
+    let (upstreams, metrics) = Upstreams::for_tests(false);
     let router = Router::new(
         Arc::new(ClusterState::new()),
         Arc::new(upstreams),

@@ -3,9 +3,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::metrics::{Metrics, MetricsConfig};
-use crate::protocol::Limits;
-use crate::upstream::{UpstreamConfig, Upstreams};
+use crate::metrics::Metrics;
+use crate::upstream::Upstreams;
 
 /// Nodes that never connect (nothing is sent to them here).
 fn upstreams() -> Upstreams {
@@ -13,15 +12,7 @@ fn upstreams() -> Upstreams {
 }
 
 fn upstreams_and_metrics() -> (Upstreams, Arc<Metrics>) {
-    let metrics = Arc::new(Metrics::new(&MetricsConfig::default()));
-    let up = Upstreams::new(
-        UpstreamConfig::default(),
-        Limits::default(),
-        metrics.clone(),
-        true,
-    )
-    .expect("no upstream credentials to read");
-    (up, metrics)
+    Upstreams::for_tests(true)
 }
 
 fn shard(up: &Upstreams, primary: &str, replicas: &[&str]) -> Shard {

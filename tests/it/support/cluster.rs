@@ -233,6 +233,19 @@ impl RedisCluster {
         self.primary_for_slot(self.key_slot(key))
     }
 
+    /// Keys held by all primaries together (`DBSIZE` on each).
+    pub fn primaries_dbsize(&self) -> i64 {
+        self.primary_ports()
+            .iter()
+            .map(|&p| {
+                self.node_by_port(p)
+                    .cmd(&["DBSIZE"])
+                    .as_int()
+                    .expect("DBSIZE")
+            })
+            .sum()
+    }
+
     /// Ports of the current primaries (nodes flagged master that own slots).
     pub fn primary_ports(&self) -> Vec<u16> {
         let mut v: Vec<u16> = self.slot_map().iter().map(|r| r.primary).collect();

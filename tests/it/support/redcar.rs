@@ -184,6 +184,17 @@ impl Redcar {
         Ok((status, body))
     }
 
+    /// Sum of every series of `name` in `/metrics` (all label values); `name` may end in `{`
+    /// to leave out the metric's other series (`_total`, `_bucket`).
+    pub fn metric_sum(&self, name: &str) -> f64 {
+        let (_, metrics) = self.http_get("/metrics").expect("metrics");
+        metrics
+            .lines()
+            .filter(|line| line.starts_with(name))
+            .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    }
+
     /// SIGKILL and reap. Idempotent.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
