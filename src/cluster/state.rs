@@ -76,6 +76,13 @@ impl ClusterState {
         self.topology.load_full()
     }
 
+    /// The current snapshot for a short look (routing one command): no reference count is
+    /// touched, so threads routing at once do not contend on the snapshot's counter.
+    #[inline]
+    pub fn topology_now(&self) -> arc_swap::Guard<Option<Arc<Topology>>> {
+        self.topology.load()
+    }
+
     /// Asks the refresher to run soon (after `refresh_min_gap`). Called directly when a node is
     /// ejected or anything else makes the map suspect.
     pub fn request_refresh(&self) {

@@ -10,6 +10,7 @@ mod listener;
 mod local;
 mod pubsub;
 mod pubsub_conn;
+mod reply_batch;
 mod session;
 mod slow;
 mod tls;

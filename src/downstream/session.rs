@@ -17,6 +17,7 @@ use super::facade::Endpoint;
 use super::listener::Downstream;
 use super::local::ClientState;
 use super::pubsub;
+use super::reply_batch::ReplyBatches;
 use super::slow::LatencyWatch;
 use super::transaction::Step;
 use crate::commands::Local;
@@ -26,7 +27,8 @@ use crate::router::{Call, Plan, Router};
 
 const READ_CHUNK: usize = 16 * 1024;
 
-/// Replies held back for company at most this big: past it, writing now is cheap per reply.
+/// Replies held back for the rest of their read's at most this big: past it, writing now is
+/// cheap per reply.
 const HOLD_MAX: usize = 64 * 1024;
 
 /// How often a session paused by `client.max_buffered_bytes_total` looks at the total again.
@@ -71,8 +73,8 @@ pub async fn serve<S>(
     // commands before it to finish; and how many such commands are in `calls`.
     let mut parked: Option<Request> = None;
     let mut exclusive = 0usize;
-    // Replies waited one scheduler turn for the rest of the pipeline's replies (see below).
-    let mut held = false;
+    // Which replies may be written now: those to one read go out together (see reply_batch).
+    let mut batches = ReplyBatches::default();
     // `client.max_age`: once reached, the client is closed at the next safe point.
     // (One timer made once: select! builds every branch's future on every turn, even disabled.)
     let connected_at = Instant::now();
@@ -148,7 +150,16 @@ pub async fn serve<S>(
                         closing = true;
                         let call = protocol_error(&reason);
                         let stamp = Stamp::none(now);
-                        push(&mut calls, call, stamp, &mut out, metrics, peer, now);
+                        push(
+                            &mut calls,
+                            &mut batches,
+                            call,
+                            stamp,
+                            &mut out,
+                            metrics,
+                            peer,
+                            now,
+                        );
                         break;
                     }
                 },
@@ -219,7 +230,9 @@ pub async fn serve<S>(
             }
             exclusive += usize::from(alone);
             calls.push_back((call, stamp));
+            batches.queued();
         }
+        batches.end_of_read();
         if aged && !closing && at_safe_point(&calls, &out, &input, &parked, &state) {
             metrics.clients_closed_max_age.inc();
             tracing::debug!(client = state.id, "closing client at client.max_age");
@@ -244,15 +257,8 @@ pub async fn serve<S>(
             && calls.len() < config.max_in_flight
             && out.len() < config.max_reply_bytes
             && (!waiting_alone || input.len() < READ_CHUNK);
-        // A pipeline spread over several nodes gets its replies from several node connections,
-        // usually within the same scheduler turn. Writing what is here at once would cost the
-        // client one write (and one wake-up of the client) per node; waiting one turn for the
-        // others, once, usually makes it one. A lone command never waits.
-        if !held && !out.is_empty() && !calls.is_empty() && out.len() < HOLD_MAX {
-            held = true;
-            tokio::task::yield_now().await;
-            continue;
-        }
+        let may_write = !out.is_empty()
+            && batches.may_write(calls.len(), out.len(), HOLD_MAX.min(config.max_reply_bytes));
         let idle = config.idle_timeout;
         tokio::select! {
             biased;
@@ -272,11 +278,11 @@ pub async fn serve<S>(
                     out.extend_from_slice(&bytes);
                 }
             }
-            wrote = writer.write(&out), if !out.is_empty() => match wrote {
+            wrote = writer.write(&out), if may_write => match wrote {
                 Ok(n) if n > 0 => {
                     metrics.bytes_sent.inc_by(n as u64);
                     out.advance(n);
-                    held = false;
+                    batches.wrote(calls.len(), out.len());
                 }
                 _ => return, // client gone: owed replies are dropped with the session
             },
@@ -327,7 +333,7 @@ pub async fn serve<S>(
                         "request not completed within {:?} (client.request_timeout); closing",
                         config.request_timeout
                     )));
-                    push(&mut calls, call, Stamp::none(now), &mut out, metrics, peer, now);
+                    push(&mut calls, &mut batches, call, Stamp::none(now), &mut out, metrics, peer, now);
                 } else {
                     request_timer.as_mut().reset(started + config.request_timeout);
                 }
@@ -511,8 +517,10 @@ fn serve_plan<'r>(
 }
 
 /// Queues a reply that is not to a command (protocol errors) behind the owed ones.
+#[allow(clippy::too_many_arguments)]
 fn push<'r>(
     calls: &mut VecDeque<(Call<'r>, Stamp)>,
+    batches: &mut ReplyBatches,
     call: Call<'r>,
     stamp: Stamp,
     out: &mut BytesMut,
@@ -526,6 +534,7 @@ fn push<'r>(
         out.extend_from_slice(&reply);
     } else {
         calls.push_back((call, stamp));
+        batches.queued();
     }
 }
 

@@ -133,7 +133,8 @@ impl Router {
         write: bool,
         tried: &[Arc<Node>],
     ) -> Candidate {
-        let Some(topology) = cluster.topology() else {
+        let snapshot = cluster.topology_now();
+        let Some(topology) = snapshot.as_deref() else {
             return Candidate::NoOwner;
         };
         let Some(slot) = slot else {

@@ -103,6 +103,41 @@ fn a_pipeline_spanning_all_nodes_is_answered_in_order() {
     }
 }
 
+/// Redis answers everything it read from a client in one write; so does redcar, even when the
+/// replies come from three nodes at different moments: the client is woken once per pipeline.
+#[test]
+fn the_replies_to_one_read_arrive_in_one_write() {
+    use std::io::{Read, Write};
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start(&cluster.seeds());
+    let mut c = redcar.client();
+    for i in 0..30 {
+        let reply = c.cmd(&["SET", &format!("k{i}"), "v"]).expect("SET");
+        assert_eq!(reply, Value::simple("OK"));
+    }
+    let mut request = Vec::new();
+    for i in 0..30 {
+        let key = format!("k{i}");
+        request.extend_from_slice(
+            format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len()).as_bytes(),
+        );
+    }
+    let expected = b"$1\r\nv\r\n".repeat(30);
+    let mut raw = std::net::TcpStream::connect(redcar.addr()).expect("connect");
+    let mut buffer = vec![0u8; 64 * 1024];
+    for round in 0..20 {
+        raw.write_all(&request).expect("write the pipeline");
+        // One read: whatever the first write from redcar carried.
+        let n = raw.read(&mut buffer).expect("read");
+        assert_eq!(
+            &buffer[..n],
+            &expected[..],
+            "round {round}: the first read returned {n} of {} bytes",
+            expected.len()
+        );
+    }
+}
+
 #[test]
 fn local_commands_are_answered_by_redcar() {
     let cluster = RedisCluster::start(3, 1);
