@@ -296,10 +296,13 @@ fn the_global_buffer_budget_pauses_clients_that_do_not_read() {
     assert!(paused > 0.0, "the hogs are still paused");
     // 8 MB of budget plus up to 4 replies of 1 MB in flight per hog (not counted until they
     // arrive) and allocator slack: far below the 6 × 64 MB the reply buffers reach without the
-    // budget (about 450 MB of RSS, measured with REDCAR_IT_BUDGET=0).
+    // budget (about 450 MB of RSS, measured with REDCAR_IT_BUDGET=0). The RSS bound leaves room
+    // for the node connections' read buffers that the unread 1 MB replies pin: with two busy
+    // loops competing for the cores it grew by 110–137 MB (4 runs each of this build and the
+    // one before it), close to the 150 MB this test first allowed.
     assert!(buffered < 48e6, "{buffered} bytes buffered");
     assert!(
-        rss_after < rss_before + 150 * 1024,
+        rss_after < rss_before + 250 * 1024,
         "RSS grew from {rss_before} to {rss_after} KiB"
     );
     drop(hogs);
