@@ -27,8 +27,8 @@ use crate::router::{Call, Plan, Router};
 
 const READ_CHUNK: usize = 16 * 1024;
 
-/// Replies held back for the rest of their read's at most this big: past it, writing now is
-/// cheap per reply.
+/// Replies waiting for the rest of their read's replies are written anyway once this big: past
+/// it, writing now is cheap per reply.
 const HOLD_MAX: usize = 64 * 1024;
 
 /// How often a session paused by `client.max_buffered_bytes_total` looks at the total again.
