@@ -16,7 +16,13 @@ impl Router {
     /// True when `command` is a read that may be hedged (opt-in: `hedge_after` > 0 and a read
     /// policy that uses replicas). Hedged reads cost a boxed future each; the others, nothing.
     pub(super) fn hedges(config: &RouterConfig, command: &Command) -> bool {
-        !command.write && !config.hedge_after.is_zero() && config.read_policy.uses_replicas()
+        !command.write && Router::hedges_reads(config)
+    }
+
+    /// True when reads are hedged at all (`router.hedge_after` with a read policy that uses
+    /// replicas).
+    pub(super) fn hedges_reads(config: &RouterConfig) -> bool {
+        !config.hedge_after.is_zero() && config.read_policy.uses_replicas()
     }
 
     /// Waits for `first` (already queued on `node`); after `hedge_after` sends the read to a

@@ -27,6 +27,7 @@ mod scripts;
 mod select;
 mod slowlog;
 mod split;
+mod split_send;
 mod transaction;
 mod wait;
 

@@ -1,48 +1,49 @@
 //! Splitting a multi-key command whose keys span several slots (MGET, MSET, DEL, UNLINK, EXISTS,
 //! TOUCH) into one command per slot, and merging the parts' replies in the client's key order.
+//! (Sending the parts, batched per node, is `split_send`.)
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use smallvec::{smallvec, SmallVec};
 
-use super::call::Call;
-use super::replies::{array_items, display_name, encode_array, error_text, integer};
+use super::replies::{display_name, error_text, integer, split_header};
 use super::reply::{error_with_prefix, redcar_error};
-use super::routes::{forwarded_key, Route};
-use super::Router;
+use super::routes::{forwarded_key_bytes, Route};
 use crate::cluster::key_slot;
 use crate::commands::policy::SplitMerge;
 use crate::commands::CommandSpec;
-use crate::protocol::{write_array_len, write_bulk};
+use crate::protocol::{reply_frame_len, write_array_len, write_bulk, Limits};
 
-/// A planned split: one part per slot, in order of each slot's first key.
+/// A planned split: one part per slot, in order of each slot's first key. Built with a handful
+/// of allocations whatever the key count: the parts' commands share one buffer and their key
+/// positions one vector.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Split {
     merge: SplitMerge,
-    /// `MGET`, `DEL`, ...: for error messages.
-    name: String,
-    write: bool,
+    /// The command's name as the client sent it (for error messages).
+    command: Bytes,
+    pub(super) write: bool,
     /// Keys in the client's command.
     keys: usize,
-    parts: Vec<Part>,
+    pub(super) parts: Vec<Part>,
+    /// Each part's key positions (in the client's key order), part after part.
+    positions: Vec<usize>,
+    /// Each part's command, encoded back to back.
+    pub(super) payload: Bytes,
 }
 
 /// The command for one slot (of one route's backend).
 #[derive(Debug, PartialEq, Eq)]
-struct Part {
+pub(super) struct Part {
     /// The route whose backend serves this part; `None`: the catch-all backend.
-    route: Option<Arc<Route>>,
-    slot: u16,
-    payload: Bytes,
-    /// Position (in the client's key order) of each key of this part, in the part's order.
-    positions: Vec<usize>,
-}
-
-/// What one part produced, and where it went (for error messages).
-pub(super) struct PartReply {
-    slot: u16,
-    addr: String,
-    reply: Bytes,
+    pub route: Option<Arc<Route>>,
+    pub slot: u16,
+    /// This part's command in [`Split::payload`].
+    pub bytes: Range<usize>,
+    /// This part's keys in [`Split::positions`].
+    keys: Range<usize>,
 }
 
 /// Builds the split of `args`, whose keys are at `keys`; an error reply (Redis's arity wording)
@@ -72,49 +73,66 @@ pub(super) fn plan_routed(
             format_args!("wrong number of arguments for '{}' command", spec.name),
         ));
     }
-    let mut groups: Vec<Group> = Vec::new();
-    for (position, &index) in keys.iter().enumerate() {
+    // Each key's part, in the client's key order; meanwhile `keys.end` counts a part's keys.
+    let mut parts: Vec<Part> = Vec::new();
+    let mut part_of: SmallVec<[usize; 16]> = SmallVec::with_capacity(keys.len());
+    for &index in keys {
         let route = route_of(&args[index]);
-        let Some(key) = forwarded_key(route.as_deref(), &args[index]) else {
+        let Some(key) = forwarded_key_bytes(route.as_deref(), &args[index]) else {
             return Err(redcar_error(format_args!(
                 "key '{}' is only the prefix of its route (strip_prefix would leave an empty key)",
                 String::from_utf8_lossy(&args[index])
             )));
         };
-        let slot = key_slot(&key);
-        let same = |g: &&mut Group| g.slot == slot && same_route(&g.route, &route);
-        match groups.iter_mut().find(same) {
-            Some(group) => group.keys.push((position, key)),
-            None => groups.push(Group {
-                route,
-                slot,
-                keys: vec![(position, key)],
-            }),
-        }
+        let slot = key_slot(key);
+        let same = |p: &Part| p.slot == slot && same_route(&p.route, &route);
+        let part = match parts.iter().position(same) {
+            Some(part) => part,
+            None => {
+                parts.push(Part {
+                    route,
+                    slot,
+                    bytes: 0..0,
+                    keys: 0..0,
+                });
+                parts.len() - 1
+            }
+        };
+        parts[part].keys.end += 1;
+        part_of.push(part);
     }
-    let parts = groups
-        .into_iter()
-        .map(|group| Part {
-            payload: encode_part(args, keys, &group.keys, step),
-            positions: group.keys.iter().map(|(p, _)| *p).collect(),
-            route: group.route,
-            slot: group.slot,
-        })
-        .collect();
+    // Counting sort: each part's key positions become one contiguous run of `positions`.
+    let mut next = 0;
+    for part in &mut parts {
+        let count = part.keys.end;
+        part.keys = next..next;
+        next += count;
+    }
+    let mut positions = vec![0; keys.len()];
+    for (position, &part) in part_of.iter().enumerate() {
+        let run = &mut parts[part].keys;
+        positions[run.end] = position;
+        run.end += 1;
+    }
+    let payload = encode_parts(args, keys, &mut parts, &positions, step);
     Ok(Split {
         merge,
-        name: display_name(args, 1),
+        command: args[0].clone(),
         write: spec.flags & crate::commands::spec::flags::WRITE != 0,
         keys: keys.len(),
         parts,
+        positions,
+        payload,
     })
 }
 
-/// Keys (position in the client's order, key as forwarded) bound for one (route, slot).
-struct Group {
-    route: Option<Arc<Route>>,
-    slot: u16,
-    keys: Vec<(usize, Bytes)>,
+/// For cutting replies the node connection framed already (under the configured limits): only
+/// the bulk size is left unbounded here.
+pub(super) fn reply_limits() -> Limits {
+    Limits {
+        max_bulk_len: usize::MAX,
+        ..Limits::default()
+    }
 }
 
 fn same_route(a: &Option<Arc<Route>>, b: &Option<Arc<Route>>) -> bool {
@@ -125,59 +143,35 @@ fn same_route(a: &Option<Arc<Route>>, b: &Option<Arc<Route>>) -> bool {
     }
 }
 
-/// The command name followed by each key of the part (and its value for MSET).
-fn encode_part(args: &[Bytes], keys: &[usize], part: &[(usize, Bytes)], step: usize) -> Bytes {
-    let mut out = BytesMut::new();
-    write_array_len(&mut out, 1 + part.len() * step);
-    write_bulk(&mut out, &args[0]);
-    for (position, key) in part {
-        let index = keys[*position];
-        write_bulk(&mut out, key);
-        for arg in &args[index + 1..index + step] {
-            write_bulk(&mut out, arg);
+/// Every part's command (the command name followed by each key of the part, and its value for
+/// MSET) into one buffer; sets each part's `bytes`.
+fn encode_parts(
+    args: &[Bytes],
+    keys: &[usize],
+    parts: &mut [Part],
+    positions: &[usize],
+    step: usize,
+) -> Bytes {
+    // Headers: at most 16 bytes per argument (`$` + length + two CRLFs) and per part.
+    let size =
+        args[1..].iter().map(|a| a.len() + 16).sum::<usize>() + parts.len() * (args[0].len() + 32);
+    let mut out = BytesMut::with_capacity(size);
+    for part in parts {
+        let start = out.len();
+        write_array_len(&mut out, 1 + part.keys.len() * step);
+        write_bulk(&mut out, &args[0]);
+        for &position in &positions[part.keys.clone()] {
+            let index = keys[position];
+            // Checked non-empty while planning.
+            let key = forwarded_key_bytes(part.route.as_deref(), &args[index]).unwrap_or_default();
+            write_bulk(&mut out, key);
+            for arg in &args[index + 1..index + step] {
+                write_bulk(&mut out, arg);
+            }
         }
+        part.bytes = start..out.len();
     }
     out.freeze()
-}
-
-impl Router {
-    /// Queues every part now (so they keep their place among the client's commands and parts for
-    /// one node pipeline on its connection), then merges the replies.
-    pub(super) fn start_split(&self, split: Split, lane: usize) -> Call<'_> {
-        let mut calls = Vec::with_capacity(split.parts.len());
-        for part in &split.parts {
-            let target = part.route.as_ref().map(|r| r.target.clone());
-            let state = target.as_ref().map_or(&self.cluster, |t| &t.state);
-            let mut addr = state
-                .topology()
-                .as_ref()
-                .and_then(|t| t.shard(part.slot))
-                .map_or_else(|| "no owner".to_string(), |s| s.primary.addr().to_string());
-            if let Some(target) = &target {
-                addr = format!("backend {}, {addr}", target.backend);
-            }
-            let payload = part.payload.clone();
-            let call = self.forward_to(target, payload, Some(part.slot), split.write, lane);
-            if let Some(route) = &part.route {
-                self.mirror(
-                    route,
-                    part.payload.clone(),
-                    Some(part.slot),
-                    split.write,
-                    lane,
-                );
-            }
-            calls.push((part.slot, addr, call));
-        }
-        Call::slow(async move {
-            let mut replies = Vec::with_capacity(calls.len());
-            for (slot, addr, call) in calls {
-                let reply = call.settle().await;
-                replies.push(PartReply { slot, addr, reply });
-            }
-            split.merge_replies(&replies)
-        })
-    }
 }
 
 impl Split {
@@ -188,7 +182,7 @@ impl Split {
             .iter()
             .map(|p| {
                 let backend = p.route.as_ref().map(|r| r.target.backend.to_string());
-                (backend, p.slot, p.positions.clone())
+                (backend, p.slot, self.positions[p.keys.clone()].to_vec())
             })
             .collect()
     }
@@ -200,54 +194,82 @@ impl Split {
         }
     }
 
-    /// The client's reply from the parts' replies (same order as `parts`).
-    pub(super) fn merge_replies(&self, replies: &[PartReply]) -> Bytes {
+    /// Part `index`'s command.
+    pub(super) fn part_payload(&self, index: usize) -> Bytes {
+        self.payload.slice(self.parts[index].bytes.clone())
+    }
+
+    /// The client's reply from the parts' replies (same order as `parts`); `node` names the
+    /// node of a failed part in the error.
+    pub(super) fn merge_replies(&self, replies: &[Bytes], node: impl Fn(&Part) -> String) -> Bytes {
         let merged = match self.merge {
             SplitMerge::Values => self.merge_values(replies),
             SplitMerge::AllOk => replies
                 .iter()
-                .find(|r| &r.reply[..] != b"+OK\r\n")
+                .position(|r| &r[..] != b"+OK\r\n")
                 .map_or(Ok(Bytes::from_static(b"+OK\r\n")), Err),
             SplitMerge::Sum => sum(replies),
         };
-        merged.unwrap_or_else(|failed| self.failure(failed))
+        merged.unwrap_or_else(|failed| self.failure(failed, &replies[failed], node))
     }
 
-    /// MGET: each part's values put back at their keys' positions.
-    fn merge_values<'a>(&self, replies: &'a [PartReply]) -> Result<Bytes, &'a PartReply> {
-        let mut values: Vec<Bytes> = vec![Bytes::new(); self.keys];
-        for (part, reply) in self.parts.iter().zip(replies) {
-            let items = array_items(&reply.reply).ok_or(reply)?;
-            if items.len() != part.positions.len() {
-                return Err(reply);
+    /// MGET: each part's values put back at their keys' positions, copied once into the reply.
+    /// `Err`: the index of a part whose reply is not an array of one value per key.
+    fn merge_values(&self, replies: &[Bytes]) -> Result<Bytes, usize> {
+        let limits = reply_limits();
+        // Where each key's value is: (part, offset, length), in the client's key order.
+        let mut values: SmallVec<[(usize, usize, usize); 16]> = smallvec![(0, 0, 0); self.keys];
+        let mut size = 16;
+        for (index, (part, reply)) in self.parts.iter().zip(replies).enumerate() {
+            let (count, mut at) = split_header(reply, b'*').ok_or(index)?;
+            if count != part.keys.len() {
+                return Err(index);
             }
-            for (&position, item) in part.positions.iter().zip(items) {
-                values[position] = item;
+            for &position in &self.positions[part.keys.clone()] {
+                let len = reply_frame_len(&reply[at..], &limits)
+                    .ok()
+                    .flatten()
+                    .ok_or(index)?;
+                values[position] = (index, at, len);
+                at += len;
+                size += len;
+            }
+            if at != reply.len() {
+                return Err(index);
             }
         }
-        Ok(encode_array(values.iter().map(|v| &v[..])))
+        let mut out = BytesMut::with_capacity(size);
+        write_array_len(&mut out, self.keys);
+        for &(index, at, len) in &values {
+            out.extend_from_slice(&replies[index][at..at + len]);
+        }
+        Ok(out.freeze())
     }
 
     /// `-ERR redcar: <CMD> failed for the keys in slot <n> (<node>): <why>[; consequence]`.
-    fn failure(&self, failed: &PartReply) -> Bytes {
-        let why = error_text(&failed.reply).unwrap_or_else(|| "unexpected reply".to_string());
-        let consequence = match self.name.as_str() {
+    fn failure(&self, failed: usize, reply: &[u8], node: impl Fn(&Part) -> String) -> Bytes {
+        let why = error_text(reply).unwrap_or_else(|| "unexpected reply".to_string());
+        let name = display_name(std::slice::from_ref(&self.command), 1);
+        let consequence = match name.as_str() {
             "MSET" => "; some keys may have been written",
             "DEL" | "UNLINK" => "; keys in other slots may have been deleted",
             _ => "",
         };
+        let part = &self.parts[failed];
         redcar_error(format_args!(
-            "{} failed for the keys in slot {} ({}): {why}{consequence}",
-            self.name, failed.slot, failed.addr
+            "{name} failed for the keys in slot {} ({}): {why}{consequence}",
+            part.slot,
+            node(part)
         ))
     }
 }
 
-/// DEL, UNLINK, EXISTS, TOUCH: the sum of the parts' counts.
-fn sum(replies: &[PartReply]) -> Result<Bytes, &PartReply> {
+/// DEL, UNLINK, EXISTS, TOUCH: the sum of the parts' counts (`Err`: the index of a part whose
+/// reply is not a count).
+fn sum(replies: &[Bytes]) -> Result<Bytes, usize> {
     let mut total: i64 = 0;
-    for reply in replies {
-        total = total.saturating_add(integer(&reply.reply).ok_or(reply)?);
+    for (index, reply) in replies.iter().enumerate() {
+        total = total.saturating_add(integer(reply).ok_or(index)?);
     }
     let mut out = BytesMut::new();
     crate::protocol::write_integer(&mut out, total);

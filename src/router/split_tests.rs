@@ -19,12 +19,10 @@ fn planned(line: &str) -> Split {
     plan(spec, merge, &args, &keys).expect("valid")
 }
 
-fn reply(slot: u16, bytes: &'static [u8]) -> PartReply {
-    PartReply {
-        slot,
-        addr: "127.0.0.1:7000".to_string(),
-        reply: Bytes::from_static(bytes),
-    }
+/// Merges one reply per part; a failed part's node reads `127.0.0.1:7000`.
+fn merge(split: &Split, replies: &[&[u8]]) -> Bytes {
+    let replies: Vec<Bytes> = replies.iter().map(|r| Bytes::copy_from_slice(r)).collect();
+    split.merge_replies(&replies, |_| "127.0.0.1:7000".to_string())
 }
 
 #[test]
@@ -32,9 +30,9 @@ fn groups_keys_by_slot_in_first_seen_order() {
     // {a} and {b} hash to different slots; same tag, same slot.
     let split = planned("MGET {a}1 {b}1 {a}2 {b}2 {c}1");
     let groups: Vec<(u16, Vec<usize>)> = split
-        .parts
-        .iter()
-        .map(|p| (p.slot, p.positions.clone()))
+        .parts_summary()
+        .into_iter()
+        .map(|(_, slot, positions)| (slot, positions))
         .collect();
     assert_eq!(groups.len(), 3);
     assert_eq!(groups[0], (key_slot(b"a"), vec![0, 2]));
@@ -48,11 +46,11 @@ fn parts_carry_the_keys_and_values_of_their_slot() {
     let split = planned("MSET {a}1 x {b}1 y {a}2 z");
     assert_eq!(split.parts.len(), 2);
     assert_eq!(
-        &split.parts[0].payload[..],
+        &split.part_payload(0)[..],
         b"*5\r\n$4\r\nMSET\r\n$4\r\n{a}1\r\n$1\r\nx\r\n$4\r\n{a}2\r\n$1\r\nz\r\n"
     );
     assert_eq!(
-        &split.parts[1].payload[..],
+        &split.part_payload(1)[..],
         b"*3\r\n$4\r\nMSET\r\n$4\r\n{b}1\r\n$1\r\ny\r\n"
     );
     assert!(split.write);
@@ -73,10 +71,13 @@ fn mset_with_a_missing_value_is_an_arity_error() {
 #[test]
 fn mget_values_go_back_to_their_key_positions() {
     let split = planned("MGET {a}1 {b}1 {a}2 {b}2");
-    let merged = split.merge_replies(&[
-        reply(1, b"*2\r\n$2\r\na1\r\n$-1\r\n"),
-        reply(2, b"*2\r\n$2\r\nb1\r\n$2\r\nb2\r\n"),
-    ]);
+    let merged = merge(
+        &split,
+        &[
+            b"*2\r\n$2\r\na1\r\n$-1\r\n",
+            b"*2\r\n$2\r\nb1\r\n$2\r\nb2\r\n",
+        ],
+    );
     assert_eq!(
         &merged[..],
         b"*4\r\n$2\r\na1\r\n$2\r\nb1\r\n$-1\r\n$2\r\nb2\r\n"
@@ -86,25 +87,32 @@ fn mget_values_go_back_to_their_key_positions() {
 #[test]
 fn a_failed_part_is_an_error_naming_its_slot_and_node() {
     let split = planned("MGET {a}1 {b}1");
-    let merged = split.merge_replies(&[
-        reply(1, b"*1\r\n$2\r\na1\r\n"),
-        reply(2, b"-ERR redcar: connection refused\r\n"),
-    ]);
+    let merged = merge(
+        &split,
+        &[
+            b"*1\r\n$2\r\na1\r\n",
+            b"-ERR redcar: connection refused\r\n",
+        ],
+    );
     assert_eq!(
         &merged[..],
-        b"-ERR redcar: MGET failed for the keys in slot 2 (127.0.0.1:7000): ERR redcar: connection refused\r\n"
+        format!(
+            "-ERR redcar: MGET failed for the keys in slot {} (127.0.0.1:7000): ERR redcar: connection refused\r\n",
+            key_slot(b"b")
+        )
+        .as_bytes()
     );
     // A short array is never passed on as an answer.
-    let short = split.merge_replies(&[reply(1, b"*0\r\n"), reply(2, b"*1\r\n$1\r\nb\r\n")]);
+    let short = merge(&split, &[b"*0\r\n", b"*1\r\n$1\r\nb\r\n"]);
     assert!(short.starts_with(b"-ERR redcar: MGET failed"), "{short:?}");
 }
 
 #[test]
 fn mset_is_ok_only_if_every_part_is() {
     let split = planned("MSET {a}1 x {b}1 y");
-    let ok = split.merge_replies(&[reply(1, b"+OK\r\n"), reply(2, b"+OK\r\n")]);
+    let ok = merge(&split, &[b"+OK\r\n", b"+OK\r\n"]);
     assert_eq!(&ok[..], b"+OK\r\n");
-    let failed = split.merge_replies(&[reply(1, b"+OK\r\n"), reply(2, b"-OOM no\r\n")]);
+    let failed = merge(&split, &[b"+OK\r\n", b"-OOM no\r\n"]);
     let text = String::from_utf8_lossy(&failed);
     assert!(text.starts_with("-ERR redcar: MSET failed"), "{text}");
     assert!(
@@ -117,10 +125,10 @@ fn mset_is_ok_only_if_every_part_is() {
 fn counts_are_summed() {
     for command in ["DEL", "UNLINK", "EXISTS", "TOUCH"] {
         let split = planned(&format!("{command} {{a}}1 {{b}}1 {{a}}2"));
-        let merged = split.merge_replies(&[reply(1, b":2\r\n"), reply(2, b":1\r\n")]);
+        let merged = merge(&split, &[b":2\r\n", b":1\r\n"]);
         assert_eq!(&merged[..], b":3\r\n", "{command}");
     }
     let split = planned("DEL {a}1 {b}1");
-    let failed = split.merge_replies(&[reply(1, b":1\r\n"), reply(2, b"-ERR x\r\n")]);
+    let failed = merge(&split, &[b":1\r\n", b"-ERR x\r\n"]);
     assert!(String::from_utf8_lossy(&failed).contains("may have been deleted"));
 }

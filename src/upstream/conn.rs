@@ -295,8 +295,9 @@ impl Session {
         // command for it connects again. The timer is re-armed only when it fires (from the
         // last batch's time), not on every batch.
         let mut idle = Box::pin(tokio::time::sleep(idle_timeout));
+        let before = self.in_flight.len();
         self.enqueue(first, &mut out);
-        self.count_queued(1);
+        self.count_queued(before);
         loop {
             if !open && out.is_empty() && self.in_flight.is_empty() {
                 return Ok(());
@@ -339,7 +340,7 @@ impl Session {
                         // commands too, so many clients share one write syscall.
                         tokio::task::yield_now().await;
                         self.take_queued(rx, &mut out);
-                        self.count_queued(self.in_flight.len() - before);
+                        self.count_queued(before);
                         self.batching.queued(fresh, out.len(), self.in_flight.len());
                     }
                     None => {
@@ -389,10 +390,17 @@ impl Session {
         });
     }
 
-    /// Metrics are updated once per batch, not per command: fewer contended atomic operations.
-    fn count_queued(&self, commands: usize) {
-        self.metrics.requests.inc_by(commands as u64);
-        self.metrics.all_requests.inc_by(commands as u64);
+    /// Counts the commands queued from in-flight entry `from` on (an entry of several frames is
+    /// that many commands). Metrics are updated once per batch, not per command: fewer
+    /// contended atomic operations.
+    fn count_queued(&self, from: usize) {
+        let commands: u64 = self
+            .in_flight
+            .range(from..)
+            .map(|f| u64::from(f.frames))
+            .sum();
+        self.metrics.requests.inc_by(commands);
+        self.metrics.all_requests.inc_by(commands);
         self.metrics.in_flight.inc_by(commands as i64);
     }
 
@@ -439,8 +447,8 @@ impl Session {
             if let Some(done) = self.in_flight.pop_front() {
                 let elapsed = now.saturating_duration_since(done.queued_at);
                 self.metrics.duration.observe(elapsed.as_secs_f64());
-                batch.count += 1;
-                batch.latency += elapsed;
+                batch.count += u64::from(done.frames);
+                batch.latency += elapsed * done.frames;
                 batch.answered |= frame.first() != Some(&b'-');
                 // The waiter may have given up (deadline); its reply is dropped.
                 done.reply.send(Ok(frame));
@@ -450,7 +458,8 @@ impl Session {
 
     /// After a connection failure: commands never written may be retried; the rest may have run.
     fn fail_in_flight(&mut self, reason: &str) {
-        self.metrics.in_flight.dec_by(self.in_flight.len() as i64);
+        let commands: u64 = self.in_flight.iter().map(|f| u64::from(f.frames)).sum();
+        self.metrics.in_flight.dec_by(commands as i64);
         for waiting in self.in_flight.drain(..) {
             let error = if waiting.start >= self.written {
                 UpstreamError::NotSent {

@@ -133,3 +133,84 @@ pub fn write_config(yaml: &str) -> TempConfig {
         _dir: dir,
     }
 }
+
+/// Keys of one primary in `count` different slots, none of them in `avoid`.
+fn keys_on_one_primary(cluster: &RedisCluster, port: u16, count: usize) -> Vec<String> {
+    let mut slots = std::collections::HashSet::new();
+    (0..)
+        .map(|i| format!("batched:{i}"))
+        .filter(|key| {
+            let slot = cluster.key_slot(key);
+            cluster.primary_port_for_slot(slot) == port && slots.insert(slot)
+        })
+        .take(count)
+        .collect()
+}
+
+#[test]
+fn split_parts_sent_to_one_node_together_follow_moved_and_ask_one_by_one() {
+    let cluster = RedisCluster::start(3, 1);
+    // Only MOVED replies can teach redcar the new owner of a migrated slot.
+    let config = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut c = redcar.client();
+    let from = cluster.primary_ports()[0];
+    let to = cluster.primary_ports()[1];
+    // Four slots of one primary: each MGET or MSET of them goes to it as one batch.
+    let keys = keys_on_one_primary(&cluster, from, 4);
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mut mset = vec!["MSET"];
+    for key in &refs {
+        mset.extend([*key, *key]);
+    }
+    assert_eq!(c.q(&mset), Value::simple("OK"));
+    let (_, before) = redcar.http_get("/metrics").expect("scrape");
+    let mut mget = vec!["MGET"];
+    mget.extend(&refs);
+    let all = Value::Array(Some(refs.iter().map(Value::bulk).collect()));
+    assert_eq!(c.q(&mget), all);
+    let (_, after) = redcar.http_get("/metrics").expect("scrape");
+    let series = format!("redcar_node_requests_total{{node=\"127.0.0.1:{from}\"}}");
+    assert_eq!(
+        counter(&after, &series) - counter(&before, &series),
+        4.0,
+        "the node's request count counts each part of a batch"
+    );
+
+    // keys[1]'s slot moves for good (MOVED); keys[2]'s slot is being migrated and keys[2] has
+    // already left (ASK). The other parts of the same batch are answered by the first node.
+    cluster.migrate_slot(cluster.key_slot(&keys[1]), from, to);
+    let migration = cluster.start_migration(cluster.key_slot(&keys[2]), from, to);
+    cluster.migrate_keys(&migration, &[keys[2].as_bytes()]);
+    assert_eq!(c.q(&mget), all, "MGET with a moved and an asked part");
+
+    let mut mset = vec!["MSET"];
+    let values: Vec<String> = keys.iter().map(|k| format!("{k}:new")).collect();
+    for (key, value) in refs.iter().zip(&values) {
+        mset.extend([*key, value.as_str()]);
+    }
+    assert_eq!(c.q(&mset), Value::simple("OK"));
+    for (i, (key, value)) in keys.iter().zip(&values).enumerate() {
+        let owner = if i == 1 || i == 2 { to } else { from };
+        let mut node = cluster.node_by_port(owner).client();
+        if i == 2 {
+            assert_eq!(node.q(&["ASKING"]), Value::simple("OK"));
+        }
+        assert_eq!(
+            node.q(&["GET", key]),
+            Value::bulk(value),
+            "{key} on 127.0.0.1:{owner}"
+        );
+    }
+    cluster.finish_migration(migration);
+    let news = Value::Array(Some(values.iter().map(Value::bulk).collect()));
+    assert_eq!(c.q(&mget), news, "MGET after the migration");
+}
+
+/// The value of one counter series in a Prometheus scrape (0 when absent).
+fn counter(scrape: &str, series: &str) -> f64 {
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}

@@ -11,7 +11,7 @@ mod prefix;
 pub use mirror::Mirror;
 pub use prefix::PrefixMatcher;
 
-pub(super) use plan::{forwarded_key, Routed};
+pub(super) use plan::{forwarded_key_bytes, Routed};
 
 use std::sync::Arc;
 

@@ -1,0 +1,244 @@
+//! Sending a split's parts: the parts bound for one node go out as one pipelined batch (one
+//! queue entry, one reply hand-off), and only a part whose reply asks for more (MOVED, ASK, a
+//! retry) continues on its own.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::future::join_all;
+use smallvec::{smallvec, SmallVec};
+use tokio::time::Instant;
+
+use super::call::Call;
+use super::forward::{Command, Outcome};
+use super::redirect::{classify, Verdict};
+use super::reply::redcar_error;
+use super::split::{reply_limits, Part, Split};
+use super::{select, Router};
+use crate::protocol::reply_frame_len;
+use crate::upstream::{Node, Reply};
+
+/// The parts queued on one node together.
+struct Batch {
+    node: Arc<Node>,
+    reply: Reply,
+    /// The batch's parts, in the order sent, as a range of the split's sending order.
+    parts: Range<usize>,
+}
+
+/// A part that leaves the batches: a route's part, or one whose node is unusable right now.
+struct Alone<'r> {
+    part: usize,
+    call: Call<'r>,
+}
+
+impl Router {
+    /// Queues every part now (so they keep their place among the client's commands), batched
+    /// per node, then merges the replies.
+    pub(super) fn start_split(&self, split: Split, lane: usize) -> Call<'_> {
+        let live = self.live.load();
+        let deadline = Instant::now() + live.config.op_timeout;
+        // Fault injection and hedged reads act per command: every part goes alone then.
+        let batching =
+            live.faults.is_none() && (split.write || !Router::hedges_reads(&live.config));
+        let policy = live.config.read_policy;
+        drop(live);
+        // One look at the slot map for every part.
+        let snapshot = self.cluster.topology_now();
+        let topology = snapshot.as_deref().filter(|_| batching);
+        // Each part's batch, if it joins one; each batch's node and part count.
+        let mut batch_of: SmallVec<[Option<usize>; 16]> = SmallVec::new();
+        let mut nodes: SmallVec<[(Arc<Node>, usize); 8]> = SmallVec::new();
+        let mut alone: Vec<Alone<'_>> = Vec::new();
+        for (index, part) in split.parts.iter().enumerate() {
+            // No usable node (or none known): the part goes alone, which waits for a map or
+            // answers why no node can serve it.
+            let node = topology
+                .filter(|_| part.route.is_none())
+                .and_then(|t| t.shard(part.slot))
+                .and_then(|shard| select::pick(shard, policy, split.write, &[]));
+            let Some(node) = node.cloned() else {
+                batch_of.push(None);
+                alone.push(Alone {
+                    part: index,
+                    call: self.start_part(&split, index, lane),
+                });
+                continue;
+            };
+            match nodes.iter().position(|(n, _)| Arc::ptr_eq(n, &node)) {
+                Some(batch) => {
+                    nodes[batch].1 += 1;
+                    batch_of.push(Some(batch));
+                }
+                None => {
+                    nodes.push((node, 1));
+                    batch_of.push(Some(nodes.len() - 1));
+                }
+            }
+        }
+        drop(snapshot);
+        let (order, batches) = queue_batches(&split, &batch_of, nodes, lane);
+        Call::slow(async move {
+            let mut replies: SmallVec<[Bytes; 16]> = smallvec![Bytes::new(); split.parts.len()];
+            let mut retries = Vec::new();
+            for batch in batches {
+                let parts = &order[batch.parts.clone()];
+                let outcome = match tokio::time::timeout_at(deadline, batch.reply).await {
+                    Ok(outcome) => outcome,
+                    Err(_elapsed) => {
+                        batch.node.health().record_failure("command timed out");
+                        let reply = self.timed_out(&batch.node);
+                        for &part in parts {
+                            replies[part] = reply.clone();
+                        }
+                        continue;
+                    }
+                };
+                for (&part, outcome) in parts.iter().zip(split_outcome(outcome, parts.len())) {
+                    match outcome {
+                        Ok(reply) if classify(&reply) == Verdict::Done => replies[part] = reply,
+                        outcome => retries.push((part, batch.node.clone(), outcome)),
+                    }
+                }
+            }
+            for Alone { part, call } in alone {
+                replies[part] = call.settle().await;
+            }
+            let retried = retries.into_iter().map(|(part, node, outcome)| {
+                let command = Command {
+                    payload: split.part_payload(part),
+                    slot: Some(split.parts[part].slot),
+                    write: split.write,
+                    lane,
+                    deadline,
+                    target: None,
+                };
+                async move {
+                    (
+                        part,
+                        self.finish(command, Some((node, outcome)), Vec::new())
+                            .await,
+                    )
+                }
+            });
+            for (part, reply) in join_all(retried).await {
+                replies[part] = reply;
+            }
+            split.merge_replies(&replies, |part| self.part_node(part))
+        })
+    }
+
+    /// Forwards part `index` on its own (its route's backend, mirrored if the route says so).
+    fn start_part(&self, split: &Split, index: usize, lane: usize) -> Call<'_> {
+        let part = &split.parts[index];
+        let target = part.route.as_ref().map(|r| r.target.clone());
+        let call = self.forward_to(
+            target,
+            split.part_payload(index),
+            Some(part.slot),
+            split.write,
+            lane,
+        );
+        if let Some(route) = &part.route {
+            let payload = split.part_payload(index);
+            self.mirror(route, payload, Some(part.slot), split.write, lane);
+        }
+        call
+    }
+
+    /// The node a failed part names in its error: its slot's primary now.
+    fn part_node(&self, part: &Part) -> String {
+        let target = part.route.as_ref().map(|r| r.target.clone());
+        let state = self.state(&target);
+        let addr = state
+            .topology()
+            .as_ref()
+            .and_then(|t| t.shard(part.slot))
+            .map_or_else(|| "no owner".to_string(), |s| s.primary.addr().to_string());
+        match &target {
+            Some(target) => format!("backend {}, {addr}", target.backend),
+            None => addr,
+        }
+    }
+}
+
+/// Queues one command per node holding that node's parts back to back; returns the parts in
+/// sending order and the batches (ranges of that order). When each node's parts already lie
+/// together in the split's buffer, batches are slices of it; otherwise they are copied once.
+fn queue_batches(
+    split: &Split,
+    batch_of: &[Option<usize>],
+    nodes: SmallVec<[(Arc<Node>, usize); 8]>,
+    lane: usize,
+) -> (SmallVec<[usize; 16]>, SmallVec<[Batch; 4]>) {
+    // Counting sort of the batched parts by batch, keeping the split's order within a batch.
+    let mut ranges: SmallVec<[Range<usize>; 8]> = SmallVec::new();
+    let mut next = 0;
+    for (_, count) in &nodes {
+        ranges.push(next..next);
+        next += count;
+    }
+    let mut order: SmallVec<[usize; 16]> = smallvec![0; next];
+    for (part, batch) in batch_of.iter().enumerate() {
+        if let Some(batch) = *batch {
+            order[ranges[batch].end] = part;
+            ranges[batch].end += 1;
+        }
+    }
+    let parts = &split.parts;
+    let adjacent = |run: &[usize]| run.windows(2).all(|w| w[1] == w[0] + 1);
+    let copied = if ranges.iter().all(|r| adjacent(&order[r.clone()])) {
+        None
+    } else {
+        let mut joined = BytesMut::with_capacity(split.payload.len());
+        for &part in &order {
+            joined.extend_from_slice(&split.payload[parts[part].bytes.clone()]);
+        }
+        Some(joined.freeze())
+    };
+    let mut at = 0;
+    let batches = nodes
+        .into_iter()
+        .zip(ranges)
+        .map(|((node, count), range)| {
+            let run = &order[range.clone()];
+            let (first, last) = (&parts[run[0]], &parts[run[count - 1]]);
+            let payload = match &copied {
+                Some(joined) => {
+                    let len: usize = run.iter().map(|&p| parts[p].bytes.len()).sum();
+                    at += len;
+                    joined.slice(at - len..at)
+                }
+                None => split.payload.slice(first.bytes.start..last.bytes.end),
+            };
+            let frames = u32::try_from(count).unwrap_or(u32::MAX);
+            let reply = node.send_frames(payload, false, lane, frames);
+            Batch {
+                node,
+                reply,
+                parts: range,
+            }
+        })
+        .collect();
+    (order, batches)
+}
+
+/// One batch's outcome as each of its `parts` parts' outcome: the reply slice cut at frame
+/// boundaries, or the batch's error for every part.
+fn split_outcome(outcome: Outcome, parts: usize) -> impl Iterator<Item = Outcome> {
+    let mut at = 0;
+    let limits = reply_limits();
+    (0..parts).map(move |_| match &outcome {
+        Ok(replies) => match reply_frame_len(&replies[at..], &limits) {
+            Ok(Some(len)) => {
+                at += len;
+                Ok(replies.slice(at - len..at))
+            }
+            _ => Ok(redcar_error(
+                "a node's reply to a batch of split parts was cut short",
+            )),
+        },
+        Err(e) => Err(e.clone()),
+    })
+}
