@@ -8,8 +8,9 @@
 #
 # Starts one 3+3 cluster (scripts/cluster.sh), then for each round and each BIN: redcar (default
 # settings, plus REDCAR_ARGS), a 20,000-request warm-up, and for each scenario (test:pipeline:
-# requests) `redis-benchmark -c SYSCALLS_CLIENTS -r 100000` under `perf stat`. Prints one line per
-# run: ops/s, p50/p99, then per command: redcar's CPU µs, sendto, recvfrom, epoll_wait, futex
+# requests) `redis-benchmark -c SYSCALLS_CLIENTS -r 100000` under `perf stat`; test `mget10` is
+# an MGET of 10 random keys, any other name a `redis-benchmark -t` test (`mset` sends 10 keys).
+# Prints one line per run: ops/s, p50/p99, then per request: redcar's CPU µs, sendto, recvfrom, epoll_wait, futex
 # and context switches; the primaries' CPU µs, read, write and context switches. Env:
 # SYSCALLS_SCENARIOS (default "get:16:1000000 get:1:300000"), SYSCALLS_ROUNDS (default 3),
 # SYSCALLS_CLIENTS (default 50), REDCAR_ARGS. Needs perf with the syscalls tracepoints.
@@ -56,7 +57,14 @@ for ((round = 1; round <= ROUNDS; round++)); do
             perf stat -x, -e "$EVENTS" -p "$REDCAR_PID" -o "$WORK/redcar.txt" & p1=$!
             perf stat -x, -e "$EVENTS" -p "$PRIMARY_PIDS" -o "$WORK/primaries.txt" & p2=$!
             sleep 0.3
-            csv=$(redis-benchmark -p "$PORT" -t "$test" -n "$n" -c "$CLIENTS" -P "$depth" -r 100000 --csv |
+            if [[ $test == mget10 ]]; then
+                what=(MGET key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
+                    key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
+                    key:__rand_int__ key:__rand_int__)
+            else
+                what=(-t "$test")
+            fi
+            csv=$(redis-benchmark -p "$PORT" -n "$n" -c "$CLIENTS" -P "$depth" -r 100000 --csv "${what[@]}" |
                 tail -n 1 | tr -d '"')
             kill -INT "$p1" "$p2"
             wait "$p1" "$p2" || true
