@@ -10,8 +10,9 @@
 # settings, plus REDCAR_ARGS), a 20,000-request warm-up, and for each scenario (test:pipeline:
 # requests) `redis-benchmark -c SYSCALLS_CLIENTS -r 100000` under `perf stat`; test `mget10` is
 # an MGET of 10 random keys, any other name a `redis-benchmark -t` test (`mset` sends 10 keys).
-# Prints one line per run: ops/s, p50/p99, then per request: redcar's CPU µs, sendto, recvfrom, epoll_wait, futex
-# and context switches; the primaries' CPU µs, read, write and context switches. Env:
+# Prints one line per run: ops/s, p50/p99, then per request: redcar's CPU µs, sendto, recvfrom,
+# epoll_wait, futex and context switches; the primaries' CPU µs, read, write and context
+# switches. Env:
 # SYSCALLS_SCENARIOS (default "get:16:1000000 get:1:300000"), SYSCALLS_ROUNDS (default 3),
 # SYSCALLS_CLIENTS (default 50), REDCAR_ARGS. Needs perf with the syscalls tracepoints.
 set -euo pipefail
@@ -22,7 +23,7 @@ source "$ROOT/scripts/lib.sh"
 SCENARIOS=${SYSCALLS_SCENARIOS:-"get:16:1000000 get:1:300000"}
 ROUNDS=${SYSCALLS_ROUNDS:-3}
 CLIENTS=${SYSCALLS_CLIENTS:-50}
-[[ $# -ge 1 ]] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 command -v perf >/dev/null || die "perf not found (apt-get install linux-perf)"
 
 WORK=$(mktemp -d -t redcar-syscalls-XXXXXX)
