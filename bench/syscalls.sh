@@ -23,7 +23,7 @@ source "$ROOT/scripts/lib.sh"
 SCENARIOS=${SYSCALLS_SCENARIOS:-"get:16:1000000 get:1:300000"}
 ROUNDS=${SYSCALLS_ROUNDS:-3}
 CLIENTS=${SYSCALLS_CLIENTS:-50}
-[[ $# -ge 1 ]] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 command -v perf >/dev/null || die "perf not found (apt-get install linux-perf)"
 
 WORK=$(mktemp -d -t redcar-syscalls-XXXXXX)
