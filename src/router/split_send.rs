@@ -132,16 +132,10 @@ impl Router {
     /// Forwards part `index` on its own (its route's backend, mirrored if the route says so).
     fn start_part(&self, split: &Split, index: usize, lane: usize) -> Call<'_> {
         let part = &split.parts[index];
+        let payload = split.part_payload(index);
         let target = part.route.as_ref().map(|r| r.target.clone());
-        let call = self.forward_to(
-            target,
-            split.part_payload(index),
-            Some(part.slot),
-            split.write,
-            lane,
-        );
+        let call = self.forward_to(target, payload.clone(), Some(part.slot), split.write, lane);
         if let Some(route) = &part.route {
-            let payload = split.part_payload(index);
             self.mirror(route, payload, Some(part.slot), split.write, lane);
         }
         call

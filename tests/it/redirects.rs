@@ -7,9 +7,7 @@ use crate::support::{Redcar, RedisCluster, Value};
 #[test]
 fn moved_after_a_slot_migration_is_followed_transparently() {
     let cluster = RedisCluster::start(3, 1);
-    // A long refresh interval, so only the MOVED reply can teach redcar the new owner.
-    let config = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
-    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let (redcar, _config) = start_learning_from_redirects(&cluster);
     let mut c = redcar.client();
     assert_eq!(c.q(&["SET", "moving-key", "before"]), Value::simple("OK"));
     let (slot, from, to) = slot_and_another_owner(&cluster, "moving-key");
@@ -112,6 +110,14 @@ pub fn slot_and_another_owner(cluster: &RedisCluster, key: &str) -> (u16, u16, u
     (slot, from, to)
 }
 
+/// redcar with an hour between periodic refreshes, so only a MOVED reply can teach it a slot's
+/// new owner; keep the config for as long as redcar runs.
+pub fn start_learning_from_redirects(cluster: &RedisCluster) -> (Redcar, TempConfig) {
+    let config = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    (redcar, config)
+}
+
 /// A config file in a temp dir that lives as long as the value.
 pub struct TempConfig {
     _dir: tempfile::TempDir,
@@ -150,9 +156,7 @@ fn keys_on_one_primary(cluster: &RedisCluster, port: u16, count: usize) -> Vec<S
 #[test]
 fn split_parts_sent_to_one_node_together_follow_moved_and_ask_one_by_one() {
     let cluster = RedisCluster::start(3, 1);
-    // Only MOVED replies can teach redcar the new owner of a migrated slot.
-    let config = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
-    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let (redcar, _config) = start_learning_from_redirects(&cluster);
     let mut c = redcar.client();
     let from = cluster.primary_ports()[0];
     let to = cluster.primary_ports()[1];

@@ -3,7 +3,7 @@
 
 use std::thread;
 
-use crate::redirects::{slot_and_another_owner, write_config};
+use crate::redirects::{slot_and_another_owner, start_learning_from_redirects};
 use crate::support::{Redcar, RedisCluster, Value};
 
 fn ints(values: &[i64]) -> Value {
@@ -206,8 +206,7 @@ fn watch_aborts_when_a_watched_key_changes_and_runs_otherwise() {
 #[test]
 fn a_transaction_follows_its_slot_to_a_new_owner() {
     let cluster = RedisCluster::start(3, 1);
-    let config = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
-    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let (redcar, _config) = start_learning_from_redirects(&cluster);
     let mut c = redcar.client();
     c.q(&["SET", "{mv}k", "1"]);
     let (slot, from, to) = slot_and_another_owner(&cluster, "{mv}k");
