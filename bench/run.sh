@@ -11,6 +11,9 @@
 # read from /proc/PID/stat around each run; a scaling run with redcar --workers 1 and 2; then the
 # per-request and rate-limit workloads (bench/connections.sh on loopback); writes bench/RESULTS.md
 # with the ratios and which of the performance targets (issue 8) are met.
+# The hop floor: the standalone node direct, through a byte pump (bench/relay with no delay: one
+# connection per client, bytes copied, nothing parsed) and through redcar with that node as a
+# standalone backend, SET/GET at -P 16 and -P 1: the most any proxy process can keep on this machine.
 #
 # Env: BENCH_REQUESTS (default 200000) requests per test
 #      BENCH_PIPELINED_REQUESTS (default 5 x BENCH_REQUESTS) requests per test with -P above 1:
@@ -25,6 +28,7 @@
 #      BENCH_NUTCRACKER (default 1)   0 skips the nutcracker rows
 #      BENCH_SCALING_WORKERS (default "1 2") redcar --workers values of the scaling run; "" skips it
 #      BENCH_CONNECTIONS (default 1)  0 skips the per-request and rate-limit workloads
+#      BENCH_FLOOR    (default 1)     0 skips the hop-floor runs (byte pump, redcar on one node)
 #      BENCH_OUT      (default bench/RESULTS.md)
 #      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
 #      BENCH_RUN_TIMEOUT (default 120) seconds before one redis-benchmark run is killed
@@ -46,6 +50,7 @@ ROUNDS=${BENCH_ROUNDS:-1}
 NUTCRACKER=${BENCH_NUTCRACKER:-1}
 SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2}
 CONNECTIONS=${BENCH_CONNECTIONS:-1}
+FLOOR=${BENCH_FLOOR:-1}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120} # seconds per redis-benchmark run
@@ -75,10 +80,12 @@ fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/redcar-bench.XXXXXX")
 STANDALONE_PID=""
 REDCAR_PID=""
+PUMP_PID=""
 cleanup() {
     local rc=$?
     trap - EXIT; trap "" INT TERM # finish cleaning up even on a second Ctrl-C
     [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID"
+    [[ -n "$PUMP_PID" ]] && stop_pid "$PUMP_PID" relay
     [[ -n "$STANDALONE_PID" ]] && stop_pid "$STANDALONE_PID" redis-server
     "$ROOT/bench/nutcracker.sh" stop "$TMP/nutcracker" 2>/dev/null || true
     "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true
@@ -170,12 +177,13 @@ cpu_ticks() {
 proxy_pids() { # TARGET -> the proxy process measured for it (none for the direct targets)
     case $1 in
     redcar*) echo "$REDCAR_PID" ;;
+    pump) echo "$PUMP_PID" ;;
     nutcracker) echo "$NC_PID" ;;
     esac
 }
 server_pids() { # TARGET -> the redis-servers that serve it
     case $1 in
-    standalone) echo "$STANDALONE_PID" ;;
+    standalone | pump | redcar-one) echo "$STANDALONE_PID" ;;
     cluster | redcar*) echo "${CLUSTER_PIDS[*]}" ;;
     nutcracker) echo "${NC_SERVER_PIDS[*]}" ;;
     esac
@@ -190,6 +198,7 @@ target_args() { # TARGET -> redis-benchmark connection args
     cluster) echo "--cluster --threads 1 -h 127.0.0.1 -p $CLUSTER_PORT" ;;
     redcar*) echo "-h 127.0.0.1 -p $REDCAR_PORT" ;;
     nutcracker) echo "-h 127.0.0.1 -p $NC_PORT" ;;
+    pump) echo "-h 127.0.0.1 -p $PUMP_PORT" ;;
     esac
 }
 
@@ -277,6 +286,8 @@ added_us() { # A_MS B_MS -> A-B in µs, signed (empty if either is missing)
 label() {
     case $1 in
     cluster) echo "cluster (direct, --cluster --threads 1)" ;;
+    pump) echo "byte pump (bench/relay, no delay)" ;;
+    redcar-one) echo "redcar (the node as a standalone backend)" ;;
     nutcracker) echo "nutcracker (3 plain nodes)" ;;
     *) echo "$1" ;;
     esac
@@ -397,6 +408,42 @@ for w in $SCALING_WORKERS; do
     done
 done
 stop_redcar
+
+# The hop floor: what one proxy process in the path costs on this machine, whatever it does. The
+# byte pump copies each client's bytes to its own node connection and back (no parsing, no
+# batching across clients); redcar serves the same node as a standalone backend. Both against the
+# standalone node measured again in the same rounds.
+FLOOR_SCENARIOS="$P16 $P1"
+FLOOR_TARGETS=(floor-standalone pump redcar-one)
+if [[ $FLOOR == 1 ]]; then
+    log "building the byte pump (bench/relay)"
+    CARGO_TARGET_DIR="$ROOT/target/relay" cargo build --release --quiet \
+        --manifest-path "$ROOT/bench/relay/Cargo.toml" || die "building bench/relay failed"
+    PUMP_PORT=$(free_port 12000 13000) || die "no free port"
+    PUMP_CMD=("$ROOT/target/relay/release/relay" --delay-us 0 --no-handshake "$PUMP_PORT=$STANDALONE_PORT")
+    "${PUMP_CMD[@]}" </dev/null >>"$TMP/pump.log" 2>&1 &
+    PUMP_PID=$!
+    wait_for 10 "byte pump on port $PUMP_PORT" port_in_use "$PUMP_PORT"
+    printf 'backends:\n  one:\n    kind: standalone\n    primary: 127.0.0.1:%s\ncatch_all: one\n' \
+        "$STANDALONE_PORT" >"$TMP/redcar-one.yaml"
+    # start_redcar's --cluster seeds become the unused `default` backend; routes go to `one`.
+    start_redcar --config "$TMP/redcar-one.yaml"
+    CMDS[redcar-one]="${REDCAR_CMD[*]}"
+    for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+        for p in $FLOOR_SCENARIOS; do
+            for t in "${FLOOR_TARGETS[@]}"; do
+                if [[ $t == floor-standalone ]]; then
+                    bench_setget standalone "$p" floor-standalone
+                else
+                    bench_setget "$t" "$p"
+                fi
+            done
+        done
+    done
+    stop_redcar
+    stop_pid "$PUMP_PID" relay
+    PUMP_PID=""
+fi
 
 # The connection workloads start their own cluster and redcar: stop ours so they have the CPUs.
 stop_pid "$STANDALONE_PID" redis-server
@@ -523,6 +570,30 @@ REPORT="$TMP/RESULTS.md"
         done
         echo
     fi
+    if [[ $FLOOR == 1 ]]; then
+        echo "## The floor of a proxy hop on this machine"
+        echo
+        echo "One standalone node, measured directly and through two proxies in the same interleaved rounds:"
+        echo "a byte pump (\`bench/relay --delay-us 0\`: each client gets its own connection to the node, bytes"
+        echo "are copied both ways, nothing is parsed or batched: the least work a proxy process can do) and"
+        echo "redcar with the node as a \`standalone\` backend. No proxy can keep more of the direct"
+        echo "throughput than the pump does here: its share is what a process in the path costs on $(nproc) CPUs"
+        echo "shared with the benchmark client and the node."
+        echo
+        echo "| clients:pipeline | test | standalone ops/s | byte pump ops/s | pump / standalone | redcar ops/s | redcar / standalone | redcar / pump | pump CPU s/M | redcar CPU s/M | node CPU s/M: direct, pump, redcar |"
+        echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        for p in $FLOOR_SCENARIOS; do
+            for test in set get; do
+                s=$(field "floor-standalone-$p-$test" rps)
+                pu=$(field "pump-$p-$test" rps)
+                r=$(field "redcar-one-$p-$test" rps)
+                echo "| $p | ${test^^} | $s | $pu | $(ratio "$pu" "$s") | $r | $(ratio "$r" "$s") | $(ratio "$r" "$pu") |" \
+                    "$(cpu_m "pump-$p-$test" proxy) | $(cpu_m "redcar-one-$p-$test" proxy) |" \
+                    "$(cpu_m "floor-standalone-$p-$test" servers), $(cpu_m "pump-$p-$test" servers), $(cpu_m "redcar-one-$p-$test" servers) |"
+            done
+        done
+        echo
+    fi
     echo "## Setup"
     echo
     echo '```'
@@ -530,6 +601,11 @@ REPORT="$TMP/RESULTS.md"
     echo "cluster:    scripts/cluster.sh start DIR  (3 primaries + 3 replicas, node timeout 2000 ms): $SEEDS"
     echo "redcar:     $REDCAR_MAIN_CMD"
     for w in $SCALING_WORKERS; do echo "redcar:     ${CMDS[redcar-w$w]}"; done
+    if [[ $FLOOR == 1 ]]; then
+        echo "byte pump:  ${PUMP_CMD[*]}"
+        echo "redcar:     ${CMDS[redcar-one]}, with:"
+        sed 's/^/  /' "$TMP/redcar-one.yaml"
+    fi
     if [[ $NUTCRACKER == 1 ]]; then
         echo "nutcracker: bench/nutcracker.sh start DIR 3  (3 plain redis-servers, --save \"\" --appendonly no), pool:"
         sed 's/^/  /' "$TMP/nutcracker/nutcracker.yml"

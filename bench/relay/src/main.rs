@@ -8,6 +8,8 @@
 //!
 //! Every accepted connection is forwarded to its TARGET, and every chunk read in either direction
 //! is written to the other side `--delay-us` later (one way; a round trip costs twice that).
+//! With `--delay-us 0` there is no delay line: bytes are pumped straight through, the least work
+//! a proxy hop can do (`make bench` measures that as its hop floor).
 //! Chunks are queued with their due time (`delay.rs`), so order and throughput are kept: a
 //! pipeline of chunks is delayed once, not once per chunk.
 //!
@@ -144,9 +146,15 @@ async fn serve(
     } else {
         accepted
     };
-    let server = TcpStream::connect(target).await?;
+    let mut server = TcpStream::connect(target).await?;
     client.set_nodelay(true)?;
     server.set_nodelay(true)?;
+    if delay.is_zero() {
+        // No delay: a plain byte pump, the least work any proxy hop can do.
+        let mut client = client;
+        tokio::io::copy_bidirectional(&mut client, &mut server).await?;
+        return Ok(());
+    }
     let (client_r, client_w) = client.into_split();
     let (server_r, server_w) = server.into_split();
     let up = direction(client_r, server_w, line.clone(), delay, ready_at);
