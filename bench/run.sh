@@ -13,7 +13,8 @@
 # with the ratios and which of the performance targets (issue 8) are met.
 # The hop floor: the standalone node direct, through a byte pump (bench/relay with no delay: one
 # connection per client, bytes copied, nothing parsed) and through redcar with that node as a
-# standalone backend, SET/GET at -P 16 and -P 1: the most any proxy process can keep on this machine.
+# standalone backend, SET/GET at -P 16 and -P 1: what a process in the path costs here when it adds
+# no work, next to what redcar keeps.
 #
 # Env: BENCH_REQUESTS (default 200000) requests per test
 #      BENCH_PIPELINED_REQUESTS (default 5 x BENCH_REQUESTS) requests per test with -P above 1:
@@ -409,7 +410,7 @@ for w in $SCALING_WORKERS; do
 done
 stop_redcar
 
-# The hop floor: what one proxy process in the path costs on this machine, whatever it does. The
+# The hop floor: what one process in the path costs on this machine when it adds no work. The
 # byte pump copies each client's bytes to its own node connection and back (no parsing, no
 # batching across clients); redcar serves the same node as a standalone backend. Both against the
 # standalone node measured again in the same rounds.
