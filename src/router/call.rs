@@ -109,10 +109,7 @@ impl<'r> Call<'r> {
                 node,
                 command,
                 ..
-            } if command.deadline <= Instant::now() => {
-                node.health().record_failure("command timed out");
-                Some(router.timed_out(node))
-            }
+            } if command.deadline <= Instant::now() => Some(router.node_timed_out(node)),
             _ => None,
         }
     }

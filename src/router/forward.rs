@@ -212,10 +212,7 @@ impl Router {
                     let reply = node.send(command.payload.clone(), asking, command.lane);
                     match tokio::time::timeout_at(command.deadline, reply).await {
                         Ok(outcome) => (node, outcome),
-                        Err(_elapsed) => {
-                            node.health().record_failure("command timed out");
-                            return self.timed_out(&node);
-                        }
+                        Err(_elapsed) => return self.node_timed_out(&node),
                     }
                 }
             };
@@ -366,6 +363,13 @@ impl Router {
                 });
             }
         }
+    }
+
+    /// A command gave up waiting for `node` at its deadline: the node's health counts the
+    /// failure, and the client gets [`Router::timed_out`].
+    pub(super) fn node_timed_out(&self, node: &Node) -> Bytes {
+        node.health().record_failure("command timed out");
+        self.timed_out(node)
     }
 
     pub(super) fn timed_out(&self, node: &Node) -> Bytes {

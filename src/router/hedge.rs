@@ -49,10 +49,7 @@ impl Router {
                         self.finish(command, Some((node, outcome)), Vec::new())
                             .await
                     }
-                    Err(_elapsed) => {
-                        node.health().record_failure("command timed out");
-                        self.timed_out(&node)
-                    }
+                    Err(_elapsed) => self.node_timed_out(&node),
                 }
             }
         };
@@ -84,8 +81,7 @@ impl Router {
                 }
                 () = &mut deadline => {
                     let slow = if first_failed.is_none() { &node } else { &other };
-                    slow.health().record_failure("command timed out");
-                    return self.timed_out(slow);
+                    return self.node_timed_out(slow);
                 }
             }
             if first_failed.is_some() {

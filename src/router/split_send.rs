@@ -87,8 +87,7 @@ impl Router {
                 let outcome = match tokio::time::timeout_at(deadline, batch.reply).await {
                     Ok(outcome) => outcome,
                     Err(_elapsed) => {
-                        batch.node.health().record_failure("command timed out");
-                        let reply = self.timed_out(&batch.node);
+                        let reply = self.node_timed_out(&batch.node);
                         for &part in parts {
                             replies[part] = reply.clone();
                         }

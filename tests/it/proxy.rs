@@ -1,6 +1,7 @@
 //! redcar in front of a real 3+3 cluster, driven by a plain (non-cluster) client: single-key
 //! commands land on the owning node, pipelines come back in order, local commands and refusals.
 
+use crate::support::resp_client::encode_command;
 use crate::support::{Redcar, RedisCluster, Value};
 
 fn strs(items: &[&str]) -> Vec<String> {
@@ -115,13 +116,9 @@ fn the_replies_to_one_read_arrive_in_one_write() {
         let reply = c.cmd(&["SET", &format!("k{i}"), "v"]).expect("SET");
         assert_eq!(reply, Value::simple("OK"));
     }
-    let mut request = Vec::new();
-    for i in 0..30 {
-        let key = format!("k{i}");
-        request.extend_from_slice(
-            format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len()).as_bytes(),
-        );
-    }
+    let request: Vec<u8> = (0..30)
+        .flat_map(|i| encode_command(&["GET", &format!("k{i}")]))
+        .collect();
     let expected = b"$1\r\nv\r\n".repeat(30);
     let mut raw = std::net::TcpStream::connect(redcar.addr()).expect("connect");
     let mut buffer = vec![0u8; 64 * 1024];
