@@ -382,7 +382,7 @@ pub fn describe(spec: &CommandSpec) -> &'static str {
         Serve::FanOut(fan_out) => fan_out.describe(),
         Serve::Blocking => "sent on a dedicated connection to the primary owning its keys' slot",
         Serve::Wait => {
-            "asked of every primary this client wrote to, on the client's own connection (blocking it at most 10 ms, then polling); the smallest count"
+            "asked of every primary this client wrote to (tracked per group of 16 slots: a group that straddles two shards asks both), on the client's own connection (blocking it at most 10 ms, then polling); the smallest count"
         }
         Serve::Transaction(Tx::Multi | Tx::Exec | Tx::Discard) => {
             "queued by redcar; EXEC sends MULTI … EXEC in one piece to the slot's primary"
