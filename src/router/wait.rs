@@ -40,8 +40,8 @@ const GROUP_WORDS: usize = 16384 / GROUP as usize / 64;
 ///
 /// Kept per group of [`GROUP`] slots in 128 bytes inside the session, not per slot: noting a
 /// write is on every write's path, and a 2 KiB per-slot bitmap per client, hit at a random word
-/// for every write, cost redcar 8% of its CPU at `SET -P 16` (cache and TLB misses across
-/// sessions). The price: a group that straddles two shards' slot ranges makes WAIT ask both
+/// for every write, cost 4–10% of redcar's CPU at `SET -P 16` (bench/README.md, "WAIT
+/// bookkeeping"; most likely cache and TLB misses across 50 sessions' bitmaps). The price: a group that straddles two shards' slot ranges makes WAIT ask both
 /// primaries — it may wait for, and count, one primary more than the client wrote to, never
 /// fewer.
 #[derive(Default)]
