@@ -7,7 +7,8 @@
 # Starts one 3+3 cluster (scripts/cluster.sh), then for each BIN in turn: redcar --workers 1
 # under `valgrind --tool=callgrind`, a 2,000-request warm-up, and for each scenario (test,
 # pipeline depth, requests[, clients, default 10[, keep-alive 1|0, default 1]]) counters zeroed, `redis-benchmark -r 100000`
-# run, counters dumped; prints instructions per request. Env: CALLGRIND_SCENARIOS (default
+# run, counters dumped; prints instructions per request (test `mget10` is an MGET of 10 random
+# keys, any other name a `redis-benchmark -t` test). Env: CALLGRIND_SCENARIOS (default
 # "get:16:20000 set:16:20000 get:1:5000"; `get:1:3000:1` is one client, the steadiest;
 # `get:1:3000:10:0` opens a new connection per request, the per-request PHP worker's pattern),
 # REDCAR_CONFIG (a config file passed to every BIN), CALLGRIND_KEEP=1 (keep the dumps for
@@ -52,7 +53,14 @@ for BIN in "$@"; do
         clients=${clients:-10}
         keepalive=${keepalive:-1}
         callgrind_control -z "$REDCAR_PID" >/dev/null 2>&1
-        redis-benchmark -p "$PORT" -t "$test" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r 100000 -q >/dev/null 2>&1
+        if [[ $test == mget10 ]]; then
+            what=(MGET key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
+                key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
+                key:__rand_int__ key:__rand_int__)
+        else
+            what=(-t "$test")
+        fi
+        redis-benchmark -p "$PORT" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r 100000 -q "${what[@]}" >/dev/null 2>&1
         callgrind_control -d "$REDCAR_PID" >/dev/null 2>&1
         sleep 0.5
         dump=$(ls -t "$OUT"/callgrind.out.* | head -1)

@@ -80,11 +80,25 @@ fn write_line(out: &mut BytesMut, ty: u8, s: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
-/// `<ty><n>\r\n` for a non-negative length or count.
+/// `<ty><n>\r\n` for a non-negative length or count. Built right to left on the stack and
+/// appended with one copy: a split MSET writes four of these per key, and three small appends
+/// each cost more than the digits.
 pub(crate) fn put_header(out: &mut BytesMut, ty: u8, n: usize) {
-    out.put_u8(ty);
-    put_u64(out, n as u64);
-    out.put_slice(b"\r\n");
+    let mut line = [0u8; 1 + MAX_DECIMAL + 2];
+    let mut start = line.len() - 2;
+    line[start..].copy_from_slice(b"\r\n");
+    let mut n = n as u64;
+    loop {
+        start -= 1;
+        line[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    start -= 1;
+    line[start] = ty;
+    out.put_slice(&line[start..]);
 }
 
 fn put_i64(out: &mut BytesMut, n: i64) {

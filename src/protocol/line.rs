@@ -87,6 +87,20 @@ pub(crate) fn read_header(
     too_long: ProtocolError,
     invalid: ProtocolError,
 ) -> Result<Option<(i64, usize)>, ProtocolError> {
+    // Nearly every header is one or two digits (`*3`, `$16`) or `-1`: read those without the line
+    // search. Anything else (more digits, a sign, an incomplete or malformed line) takes the
+    // general path below, which gives the same answer for these (`max` below 2 included).
+    let line = if max >= 2 { buf.get(pos + 1..) } else { None };
+    match line.unwrap_or_default() {
+        [d @ b'0'..=b'9', b'\r', b'\n', ..] => return Ok(Some((i64::from(d - b'0'), pos + 4))),
+        [d1 @ b'1'..=b'9', d2 @ b'0'..=b'9', b'\r', b'\n', ..] => {
+            let n = i64::from(d1 - b'0') * 10 + i64::from(d2 - b'0');
+            return Ok(Some((n, pos + 5)));
+        }
+        // The null bulk string, the reply to every GET of a missing key.
+        [b'-', b'1', b'\r', b'\n', ..] => return Ok(Some((-1, pos + 5))),
+        _ => {}
+    }
     match find_crlf(buf, pos + 1, max) {
         LineEnd::Incomplete => Ok(None),
         LineEnd::TooLong => Err(too_long),
@@ -153,6 +167,63 @@ mod tests {
                     bytes[at] = b'\r';
                 }
                 assert_eq!(first_cr(&bytes), memchr(b'\r', &bytes), "len {len} at {at}");
+            }
+        }
+    }
+
+    /// The general path alone: what `read_header` answered before its short-header shortcut.
+    fn read_header_slowly(
+        buf: &[u8],
+        pos: usize,
+        max: usize,
+    ) -> Result<Option<(i64, usize)>, ProtocolError> {
+        let invalid = ProtocolError::InvalidBulkLength;
+        match find_crlf(buf, pos + 1, max) {
+            LineEnd::Incomplete => Ok(None),
+            LineEnd::TooLong => Err(ProtocolError::BulkCountTooBig),
+            LineEnd::BareCr => Err(invalid),
+            LineEnd::Found(cr) => buf
+                .get(pos + 1..cr)
+                .and_then(parse_i64)
+                .map(|n| Some((n, cr + 2)))
+                .ok_or(invalid),
+        }
+    }
+
+    #[test]
+    fn short_headers_read_as_the_general_path_reads_them() {
+        // Every line of up to five bytes from these (digits, signs, CR, LF, junk), cut at
+        // every length, at two offsets, with limits around the shortcut's two digits.
+        let alphabet = b"0159-\r\nx";
+        let mut lines: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut shorter = lines.clone();
+        for _ in 0..5 {
+            shorter = shorter
+                .iter()
+                .flat_map(|l| alphabet.iter().map(move |&b| [&l[..], &[b]].concat()))
+                .collect();
+            lines.extend(shorter.iter().cloned());
+        }
+        for line in &lines {
+            for pad in [0, 3] {
+                let mut buf = vec![b'*'; pad + 1];
+                buf.extend_from_slice(line);
+                for max in [0, 1, 2, 3, 64] {
+                    let fast = read_header(
+                        &buf,
+                        pad,
+                        max,
+                        ProtocolError::BulkCountTooBig,
+                        ProtocolError::InvalidBulkLength,
+                    );
+                    let slow = read_header_slowly(&buf, pad, max);
+                    assert_eq!(
+                        format!("{fast:?}"),
+                        format!("{slow:?}"),
+                        "{:?} at {pad}, max {max}",
+                        buf.escape_ascii().to_string()
+                    );
+                }
             }
         }
     }

@@ -16,7 +16,7 @@ pub use frame::Frame;
 pub use fuzz::fuzz_logic;
 pub use limits::Limits;
 pub use request::{parse_request, Request};
-pub use scan::reply_frame_len;
+pub use scan::{header_value, reply_frame_len};
 
 #[cfg(test)]
 mod tests;

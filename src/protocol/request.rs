@@ -148,61 +148,15 @@ pub fn parse_request(
     }
 }
 
-/// The extent of the multibulk at the front of a buffer.
-enum Scan {
-    Incomplete,
-    /// A count of zero or less, which Redis skips: the header's length.
-    Empty(usize),
-    Complete {
-        len: usize,
-        count: usize,
-    },
-}
-
 /// Commands with at most this many arguments (nearly all) are parsed in one pass, their argument
-/// ranges kept on the stack; longer ones are measured first and then parsed.
+/// ranges kept in a small array on the stack.
 const STACK_ARGS: usize = 8;
 
-fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Step, ProtocolError> {
-    // One pass records ranges on the stack while it measures; it gives up on the stack after
-    // STACK_ARGS arguments and then only measures, so an incomplete request never allocates.
-    let mut stack: [Range<usize>; STACK_ARGS] = std::array::from_fn(|_| 0..0);
-    let mut seen = 0;
-    let scan = scan_multibulk(buf, limits, |arg| {
-        if let Some(slot) = stack.get_mut(seen) {
-            *slot = arg;
-        }
-        seen += 1;
-    })?;
-    match scan {
-        Scan::Incomplete => Ok(Step::Incomplete),
-        Scan::Empty(len) => {
-            buf.advance(len);
-            Ok(Step::Skipped)
-        }
-        Scan::Complete { len, count } if count <= STACK_ARGS => {
-            let raw = buf.split_to(len).freeze();
-            let args = stack[..count]
-                .iter()
-                .map(|r| raw.slice(r.clone()))
-                .collect();
-            Ok(Step::Parsed(Request { raw, args }))
-        }
-        Scan::Complete { len, count } => {
-            let raw = buf.split_to(len).freeze();
-            let mut ranges = Vec::with_capacity(count);
-            scan_multibulk(&raw, limits, |arg| ranges.push(arg))?;
-            Ok(Step::Parsed(Request::from_ranges(raw, ranges)))
-        }
-    }
-}
+/// Multi-key commands (a 10-key MGET or MSET, say) are also parsed in one pass, with a larger
+/// array; only longer ones are measured first and then parsed.
+const STACK_ARGS_LARGE: usize = 32;
 
-/// Measure the multibulk at the front of `buf`, calling `on_arg` with each argument's range.
-fn scan_multibulk(
-    buf: &[u8],
-    limits: &Limits,
-    mut on_arg: impl FnMut(Range<usize>),
-) -> Result<Scan, ProtocolError> {
+fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Step, ProtocolError> {
     use ProtocolError::{InvalidMultibulkLength, MultibulkCountTooBig};
     let header = read_header(
         buf,
@@ -211,24 +165,79 @@ fn scan_multibulk(
         MultibulkCountTooBig,
         InvalidMultibulkLength,
     )?;
-    let Some((count, mut pos)) = header else {
-        return Ok(Scan::Incomplete);
+    let Some((count, first)) = header else {
+        return Ok(Step::Incomplete);
     };
     if count <= 0 {
-        return Ok(Scan::Empty(pos));
+        // A count of zero or less, which Redis skips.
+        buf.advance(first);
+        return Ok(Step::Skipped);
     }
     let count = usize::try_from(count)
         .ok()
         .filter(|&n| n <= limits.max_array_len)
         .ok_or(InvalidMultibulkLength)?;
+    if count <= STACK_ARGS {
+        parse_on_stack::<STACK_ARGS>(buf, limits, count, first)
+    } else if count <= STACK_ARGS_LARGE {
+        parse_on_stack::<STACK_ARGS_LARGE>(buf, limits, count, first)
+    } else {
+        // Measure first, so an incomplete request never allocates.
+        let Some(len) = scan_args(buf, limits, count, first, |_| {})? else {
+            return Ok(Step::Incomplete);
+        };
+        let raw = buf.split_to(len).freeze();
+        // The count is of arguments already in the buffer, so reserving it is bounded.
+        let mut args = Args::with_capacity(count);
+        scan_args(&raw, limits, count, first, |arg| args.push(raw.slice(arg)))?;
+        Ok(Step::Parsed(Request { raw, args }))
+    }
+}
+
+/// One pass over the `count` (at most `N`) arguments from `first`, their ranges kept on the
+/// stack until the request is known to be complete.
+fn parse_on_stack<const N: usize>(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    count: usize,
+    first: usize,
+) -> Result<Step, ProtocolError> {
+    let mut stack: [Range<usize>; N] = std::array::from_fn(|_| 0..0);
+    let mut seen = 0;
+    let scanned = scan_args(buf, limits, count, first, |arg| {
+        if let Some(slot) = stack.get_mut(seen) {
+            *slot = arg;
+        }
+        seen += 1;
+    })?;
+    let Some(len) = scanned else {
+        return Ok(Step::Incomplete);
+    };
+    let raw = buf.split_to(len).freeze();
+    let args = stack[..count.min(N)]
+        .iter()
+        .map(|r| raw.slice(r.clone()))
+        .collect();
+    Ok(Step::Parsed(Request { raw, args }))
+}
+
+/// Walks the `count` bulk strings from `pos`, calling `on_arg` with each payload's range;
+/// `None` while incomplete, else the offset just past the last one.
+fn scan_args(
+    buf: &[u8],
+    limits: &Limits,
+    count: usize,
+    mut pos: usize,
+    mut on_arg: impl FnMut(Range<usize>),
+) -> Result<Option<usize>, ProtocolError> {
     for _ in 0..count {
         let Some((arg, next)) = scan_bulk(buf, pos, limits)? else {
-            return Ok(Scan::Incomplete);
+            return Ok(None);
         };
         on_arg(arg);
         pos = next;
     }
-    Ok(Scan::Complete { len: pos, count })
+    Ok(Some(pos))
 }
 
 /// The payload range of the bulk string at `pos` and the offset just past it.

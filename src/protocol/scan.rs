@@ -14,6 +14,19 @@ pub fn reply_frame_len(buf: &[u8], limits: &Limits) -> Result<Option<usize>, Pro
     frame_end(buf, 0, limits, 0)
 }
 
+/// The integer on the header line that starts `buf` when it is a `kind` header (`*3\r\n`,
+/// `$5\r\n`), and the offset just past the line; `None` for another kind or a line that is
+/// incomplete or not a number. For looking into replies already framed.
+pub fn header_value(buf: &[u8], kind: u8) -> Option<(i64, usize)> {
+    if buf.first() != Some(&kind) {
+        return None;
+    }
+    let invalid = ProtocolError::InvalidBulkLength;
+    read_header(buf, 0, usize::MAX, invalid.clone(), invalid)
+        .ok()
+        .flatten()
+}
+
 /// End of the frame starting at `pos`, which is inside `depth` aggregates.
 pub(crate) fn frame_end(
     buf: &[u8],

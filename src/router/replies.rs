@@ -48,10 +48,8 @@ pub(super) fn array_items(reply: &Bytes) -> Option<Vec<Bytes>> {
 /// `*n\r\n` or `$n\r\n` at the start of `reply` → (n, offset after the header). Negative n
 /// (nil) is `None`.
 pub(super) fn split_header(reply: &[u8], kind: u8) -> Option<(usize, usize)> {
-    let rest = reply.strip_prefix(&[kind])?;
-    let end = memchr::memchr(b'\r', rest)?;
-    let n: usize = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
-    (rest.get(end + 1) == Some(&b'\n')).then_some((n, 1 + end + 2))
+    let (n, next) = crate::protocol::header_value(reply, kind)?;
+    Some((usize::try_from(n).ok()?, next))
 }
 
 /// An array of already-encoded frames.

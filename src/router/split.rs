@@ -16,21 +16,25 @@ use crate::commands::policy::SplitMerge;
 use crate::commands::CommandSpec;
 use crate::protocol::{reply_frame_len, write_array_len, write_bulk, Limits};
 
-/// A planned split: one part per slot, in order of each slot's first key. Built with a handful
-/// of allocations whatever the key count: the parts' commands share one buffer and their key
-/// positions one vector.
+/// Keys a split holds without allocating (a 10-key MGET or MSET, say); more spill to the heap.
+const INLINE_KEYS: usize = 16;
+
+/// A planned split: one part per slot, in order of each slot's first key. Planning allocates
+/// nothing below [`INLINE_KEYS`] keys (the split itself is boxed once, by the plan); the parts'
+/// commands are encoded later, once, into one buffer in the order they are sent
+/// ([`Split::encode`]), so each node's parts are one slice of it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Split {
     merge: SplitMerge,
     /// The command's name as the client sent it (for error messages).
     command: Bytes,
     pub(super) write: bool,
-    /// Keys in the client's command.
-    keys: usize,
-    pub(super) parts: Vec<Part>,
+    /// Each key's argument index in the client's command, in the client's key order.
+    key_args: SmallVec<[usize; INLINE_KEYS]>,
+    pub(super) parts: SmallVec<[Part; INLINE_KEYS]>,
     /// Each part's key positions (in the client's key order), part after part.
-    positions: Vec<usize>,
-    /// Each part's command, encoded back to back.
+    positions: SmallVec<[usize; INLINE_KEYS]>,
+    /// Each part's command, encoded back to back in sending order; empty until encoded.
     pub(super) payload: Bytes,
 }
 
@@ -40,7 +44,7 @@ pub(super) struct Part {
     /// The route whose backend serves this part; `None`: the catch-all backend.
     pub route: Option<Arc<Route>>,
     pub slot: u16,
-    /// This part's command in [`Split::payload`].
+    /// This part's command in [`Split::payload`] (once encoded).
     pub bytes: Range<usize>,
     /// This part's keys in [`Split::positions`].
     keys: Range<usize>,
@@ -74,8 +78,8 @@ pub(super) fn plan_routed(
         ));
     }
     // Each key's part, in the client's key order; meanwhile `keys.end` counts a part's keys.
-    let mut parts: Vec<Part> = Vec::new();
-    let mut part_of: SmallVec<[usize; 16]> = SmallVec::with_capacity(keys.len());
+    let mut parts: SmallVec<[Part; INLINE_KEYS]> = SmallVec::new();
+    let mut part_of: SmallVec<[usize; INLINE_KEYS]> = SmallVec::with_capacity(keys.len());
     for &index in keys {
         let route = route_of(&args[index]);
         let Some(key) = forwarded_key_bytes(route.as_deref(), &args[index]) else {
@@ -108,21 +112,20 @@ pub(super) fn plan_routed(
         part.keys = next..next;
         next += count;
     }
-    let mut positions = vec![0; keys.len()];
+    let mut positions: SmallVec<[usize; INLINE_KEYS]> = smallvec![0; keys.len()];
     for (position, &part) in part_of.iter().enumerate() {
         let run = &mut parts[part].keys;
         positions[run.end] = position;
         run.end += 1;
     }
-    let payload = encode_parts(args, keys, &mut parts, &positions, step);
     Ok(Split {
         merge,
         command: args[0].clone(),
         write: spec.flags & crate::commands::spec::flags::WRITE != 0,
-        keys: keys.len(),
+        key_args: SmallVec::from_slice(keys),
         parts,
         positions,
-        payload,
+        payload: Bytes::new(),
     })
 }
 
@@ -143,38 +146,38 @@ fn same_route(a: &Option<Arc<Route>>, b: &Option<Arc<Route>>) -> bool {
     }
 }
 
-/// Every part's command (the command name followed by each key of the part, and its value for
-/// MSET) into one buffer; sets each part's `bytes`.
-fn encode_parts(
-    args: &[Bytes],
-    keys: &[usize],
-    parts: &mut [Part],
-    positions: &[usize],
-    step: usize,
-) -> Bytes {
-    // Headers: at most 16 bytes per argument (`$` + length + two CRLFs) and per part.
-    let size =
-        args[1..].iter().map(|a| a.len() + 16).sum::<usize>() + parts.len() * (args[0].len() + 32);
-    let mut out = BytesMut::with_capacity(size);
-    for part in parts {
-        let start = out.len();
-        write_array_len(&mut out, 1 + part.keys.len() * step);
-        write_bulk(&mut out, &args[0]);
-        for &position in &positions[part.keys.clone()] {
-            let index = keys[position];
-            // Checked non-empty while planning.
-            let key = forwarded_key_bytes(part.route.as_deref(), &args[index]).unwrap_or_default();
-            write_bulk(&mut out, key);
-            for arg in &args[index + 1..index + step] {
-                write_bulk(&mut out, arg);
-            }
-        }
-        part.bytes = start..out.len();
-    }
-    out.freeze()
-}
-
 impl Split {
+    /// Encodes every part's command (the command name followed by each key of the part, and
+    /// its value for MSET) into one buffer, parts in `order` (each part once), and sets each
+    /// part's `bytes`: consecutive parts in `order` are adjacent in the buffer. `args` are the
+    /// arguments the split was planned from; each key goes out as its part's backend stores it
+    /// (`strip_prefix`).
+    pub(super) fn encode(&mut self, args: &[Bytes], order: &[usize]) {
+        let step = self.merge.step();
+        // Headers: at most 16 bytes per argument (`$` + length + two CRLFs) and per part.
+        let size = args[1..].iter().map(|a| a.len() + 16).sum::<usize>()
+            + self.parts.len() * (args[0].len() + 32);
+        let mut out = BytesMut::with_capacity(size);
+        for &index in order {
+            let part = &mut self.parts[index];
+            let start = out.len();
+            write_array_len(&mut out, 1 + part.keys.len() * step);
+            write_bulk(&mut out, &args[0]);
+            for &position in &self.positions[part.keys.clone()] {
+                let arg = self.key_args[position];
+                // Checked non-empty while planning.
+                let key =
+                    forwarded_key_bytes(part.route.as_deref(), &args[arg]).unwrap_or_default();
+                write_bulk(&mut out, key);
+                for value in &args[arg + 1..arg + step] {
+                    write_bulk(&mut out, value);
+                }
+            }
+            part.bytes = start..out.len();
+        }
+        self.payload = out.freeze();
+    }
+
     /// Each part's backend (`None`: catch-all), slot and key positions (tests).
     #[cfg(test)]
     pub(super) fn parts_summary(&self) -> Vec<(Option<String>, u16, Vec<usize>)> {
@@ -218,7 +221,8 @@ impl Split {
     fn merge_values(&self, replies: &[Bytes]) -> Result<Bytes, usize> {
         let limits = reply_limits();
         // Where each key's value is: (part, offset, length), in the client's key order.
-        let mut values: SmallVec<[(usize, usize, usize); 16]> = smallvec![(0, 0, 0); self.keys];
+        let mut values: SmallVec<[(usize, usize, usize); 16]> =
+            smallvec![(0, 0, 0); self.key_args.len()];
         let mut size = 16;
         for (index, (part, reply)) in self.parts.iter().zip(replies).enumerate() {
             let (count, mut at) = split_header(reply, b'*').ok_or(index)?;
@@ -239,7 +243,7 @@ impl Split {
             }
         }
         let mut out = BytesMut::with_capacity(size);
-        write_array_len(&mut out, self.keys);
+        write_array_len(&mut out, self.key_args.len());
         for &(index, at, len) in &values {
             out.extend_from_slice(&replies[index][at..at + len]);
         }

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::future::join_all;
 use smallvec::{smallvec, SmallVec};
 use tokio::time::Instant;
@@ -35,8 +35,13 @@ struct Alone<'r> {
 
 impl Router {
     /// Queues every part now (so they keep their place among the client's commands), batched
-    /// per node, then merges the replies.
-    pub(super) fn start_split(&self, split: Split, lane: usize) -> Call<'_> {
+    /// per node, then merges the replies. `args` are the arguments the split was planned from.
+    pub(super) fn start_split(
+        &self,
+        mut split: Box<Split>,
+        args: &[Bytes],
+        lane: usize,
+    ) -> Call<'_> {
         let live = self.live.load();
         let deadline = Instant::now() + live.config.op_timeout;
         // Fault injection and hedged reads act per command: every part goes alone then.
@@ -47,38 +52,43 @@ impl Router {
         // One look at the slot map for every part.
         let snapshot = self.cluster.topology_now();
         let topology = snapshot.as_deref().filter(|_| batching);
-        // Each part's batch, if it joins one; each batch's node and part count.
+        // Each part's batch, if it joins one; each batch's node and part count. A part with no
+        // usable node (or none known) goes alone, which waits for a map or answers why no node
+        // can serve it.
         let mut batch_of: SmallVec<[Option<usize>; 16]> = SmallVec::new();
         let mut nodes: SmallVec<[(Arc<Node>, usize); 8]> = SmallVec::new();
-        let mut alone: Vec<Alone<'_>> = Vec::new();
-        for (index, part) in split.parts.iter().enumerate() {
-            // No usable node (or none known): the part goes alone, which waits for a map or
-            // answers why no node can serve it.
+        for part in &split.parts {
             let node = topology
                 .filter(|_| part.route.is_none())
                 .and_then(|t| t.shard(part.slot))
                 .and_then(|shard| select::pick(shard, policy, split.write, &[]));
-            let Some(node) = node.cloned() else {
+            let Some(node) = node else {
                 batch_of.push(None);
-                alone.push(Alone {
-                    part: index,
-                    call: self.start_part(&split, index, lane),
-                });
                 continue;
             };
-            match nodes.iter().position(|(n, _)| Arc::ptr_eq(n, &node)) {
+            match nodes.iter().position(|(n, _)| Arc::ptr_eq(n, node)) {
                 Some(batch) => {
                     nodes[batch].1 += 1;
                     batch_of.push(Some(batch));
                 }
                 None => {
-                    nodes.push((node, 1));
+                    nodes.push((node.clone(), 1));
                     batch_of.push(Some(nodes.len() - 1));
                 }
             }
         }
         drop(snapshot);
-        let (order, batches) = queue_batches(&split, &batch_of, nodes, lane);
+        let (order, ranges) = sending_order(&batch_of, &nodes);
+        split.encode(args, &order);
+        let batched = ranges.last().map_or(0, |r| r.end);
+        let batches = queue_batches(&split, &order, ranges, nodes, lane);
+        let alone: Vec<Alone<'_>> = order[batched..]
+            .iter()
+            .map(|&part| Alone {
+                part,
+                call: self.start_part(&split, part, lane),
+            })
+            .collect();
         Call::slow(async move {
             let mut replies: SmallVec<[Bytes; 16]> = smallvec![Bytes::new(); split.parts.len()];
             let mut retries = Vec::new();
@@ -156,55 +166,49 @@ impl Router {
     }
 }
 
-/// Queues one command per node holding that node's parts back to back; returns the parts in
-/// sending order and the batches (ranges of that order). When each node's parts already lie
-/// together in the split's buffer, batches are slices of it; otherwise they are copied once.
-fn queue_batches(
-    split: &Split,
+/// The order the parts are encoded and sent in: each batch's parts together (batch after
+/// batch, the split's order within a batch), then the parts that go alone; and each batch's
+/// range of that order.
+fn sending_order(
     batch_of: &[Option<usize>],
-    nodes: SmallVec<[(Arc<Node>, usize); 8]>,
-    lane: usize,
-) -> (SmallVec<[usize; 16]>, SmallVec<[Batch; 4]>) {
-    // Counting sort of the batched parts by batch, keeping the split's order within a batch.
+    nodes: &[(Arc<Node>, usize)],
+) -> (SmallVec<[usize; 16]>, SmallVec<[Range<usize>; 8]>) {
+    // Counting sort of the parts by batch; the lone parts after the last batch.
     let mut ranges: SmallVec<[Range<usize>; 8]> = SmallVec::new();
     let mut next = 0;
-    for (_, count) in &nodes {
+    for (_, count) in nodes {
         ranges.push(next..next);
         next += count;
     }
-    let mut order: SmallVec<[usize; 16]> = smallvec![0; next];
+    let mut order: SmallVec<[usize; 16]> = smallvec![0; batch_of.len()];
     for (part, batch) in batch_of.iter().enumerate() {
-        if let Some(batch) = *batch {
-            order[ranges[batch].end] = part;
-            ranges[batch].end += 1;
-        }
+        let at = match *batch {
+            Some(batch) => &mut ranges[batch].end,
+            None => &mut next,
+        };
+        order[*at] = part;
+        *at += 1;
     }
+    (order, ranges)
+}
+
+/// Queues one command per node: that node's parts, which [`Split::encode`] put back to back in
+/// the split's buffer, as one slice of it.
+fn queue_batches(
+    split: &Split,
+    order: &[usize],
+    ranges: SmallVec<[Range<usize>; 8]>,
+    nodes: SmallVec<[(Arc<Node>, usize); 8]>,
+    lane: usize,
+) -> SmallVec<[Batch; 4]> {
     let parts = &split.parts;
-    let adjacent = |run: &[usize]| run.windows(2).all(|w| w[1] == w[0] + 1);
-    let copied = if ranges.iter().all(|r| adjacent(&order[r.clone()])) {
-        None
-    } else {
-        let mut joined = BytesMut::with_capacity(split.payload.len());
-        for &part in &order {
-            joined.extend_from_slice(&split.payload[parts[part].bytes.clone()]);
-        }
-        Some(joined.freeze())
-    };
-    let mut at = 0;
-    let batches = nodes
+    nodes
         .into_iter()
         .zip(ranges)
         .map(|((node, count), range)| {
             let run = &order[range.clone()];
             let (first, last) = (&parts[run[0]], &parts[run[count - 1]]);
-            let payload = match &copied {
-                Some(joined) => {
-                    let len: usize = run.iter().map(|&p| parts[p].bytes.len()).sum();
-                    at += len;
-                    joined.slice(at - len..at)
-                }
-                None => split.payload.slice(first.bytes.start..last.bytes.end),
-            };
+            let payload = split.payload.slice(first.bytes.start..last.bytes.end);
             let frames = u32::try_from(count).unwrap_or(u32::MAX);
             let reply = node.send_frames(payload, false, lane, frames);
             Batch {
@@ -213,8 +217,7 @@ fn queue_batches(
                 parts: range,
             }
         })
-        .collect();
-    (order, batches)
+        .collect()
 }
 
 /// One batch's outcome as each of its `parts` parts' outcome: the reply slice cut at frame

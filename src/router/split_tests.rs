@@ -16,7 +16,10 @@ fn planned(line: &str) -> Split {
     let spec = lookup(&args).expect("known command");
     let merge = split_merge(spec).expect("splittable");
     let keys: Vec<usize> = (1..args.len()).step_by(merge.step()).collect();
-    plan(spec, merge, &args, &keys).expect("valid")
+    let mut split = plan(spec, merge, &args, &keys).expect("valid");
+    let order: Vec<usize> = (0..split.parts.len()).collect();
+    split.encode(&args, &order);
+    split
 }
 
 /// Merges one reply per part; a failed part's node reads `127.0.0.1:7000`.
@@ -55,6 +58,32 @@ fn parts_carry_the_keys_and_values_of_their_slot() {
     );
     assert!(split.write);
     assert!(!planned("MGET {a}1 {b}1").write);
+}
+
+#[test]
+fn parts_encoded_in_sending_order_lie_back_to_back_in_that_order() {
+    let args = args("MGET {a}1 {b}1 {c}1 {a}2");
+    let spec = lookup(&args).expect("known command");
+    let merge = split_merge(spec).expect("splittable");
+    let mut split = plan(spec, merge, &args, &[1, 2, 3, 4]).expect("valid");
+    // As if {c} and {a} shared a node and {b} had one of its own.
+    split.encode(&args, &[2, 0, 1]);
+    let (a, b, c) = (&split.parts[0], &split.parts[1], &split.parts[2]);
+    assert_eq!(c.bytes.start, 0);
+    assert_eq!(
+        c.bytes.end, a.bytes.start,
+        "{{c}} then {{a}}: one slice for their node"
+    );
+    assert_eq!(a.bytes.end, b.bytes.start);
+    assert_eq!(b.bytes.end, split.payload.len());
+    assert_eq!(
+        &split.part_payload(0)[..],
+        b"*3\r\n$4\r\nMGET\r\n$4\r\n{a}1\r\n$4\r\n{a}2\r\n"
+    );
+    assert_eq!(
+        &split.part_payload(2)[..],
+        b"*2\r\n$4\r\nMGET\r\n$4\r\n{c}1\r\n"
+    );
 }
 
 #[test]
