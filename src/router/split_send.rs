@@ -78,7 +78,7 @@ impl Router {
             }
         }
         drop(snapshot);
-        let (order, ranges) = sending_order(&batch_of, &nodes);
+        let (order, ranges) = sending_order(&batch_of, nodes.iter().map(|(_, count)| *count));
         split.encode(args, &order);
         let batched = ranges.last().map_or(0, |r| r.end);
         let batches = queue_batches(&split, &order, ranges, nodes, lane);
@@ -171,12 +171,12 @@ impl Router {
 /// range of that order.
 fn sending_order(
     batch_of: &[Option<usize>],
-    nodes: &[(Arc<Node>, usize)],
+    batch_sizes: impl Iterator<Item = usize>,
 ) -> (SmallVec<[usize; 16]>, SmallVec<[Range<usize>; 8]>) {
     // Counting sort of the parts by batch; the lone parts after the last batch.
     let mut ranges: SmallVec<[Range<usize>; 8]> = SmallVec::new();
     let mut next = 0;
-    for (_, count) in nodes {
+    for count in batch_sizes {
         ranges.push(next..next);
         next += count;
     }
@@ -237,4 +237,25 @@ fn split_outcome(outcome: Outcome, parts: usize) -> impl Iterator<Item = Outcome
         },
         Err(e) => Err(e.clone()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_sent_grouped_by_batch_in_split_order_and_lone_parts_last() {
+        // Parts 0 and 3 go to batch 1, part 2 to batch 0, part 1 alone.
+        let batch_of = [Some(1), None, Some(0), Some(1)];
+        let (order, ranges) = sending_order(&batch_of, [1, 2].into_iter());
+        assert_eq!(&order[..], [2, 0, 3, 1]);
+        assert_eq!(&ranges[..], [0..1, 1..3]);
+    }
+
+    #[test]
+    fn with_no_usable_node_every_part_goes_alone_in_split_order() {
+        let (order, ranges) = sending_order(&[None, None, None], std::iter::empty());
+        assert_eq!(&order[..], [0, 1, 2]);
+        assert!(ranges.is_empty());
+    }
 }
