@@ -163,3 +163,29 @@ fn keyed_notes_explain_the_extra_behaviour() {
     );
     assert!(describe(spec("dbsize")).contains("summed"));
 }
+
+#[test]
+fn the_builtin_answers_decided_once_match_deciding_each_time() {
+    for spec in COMMANDS {
+        assert_eq!(builtin_index(spec).map(|i| &COMMANDS[i]), Some(spec));
+        assert_eq!(serve(spec), decide(spec), "{}", spec.name);
+        for sub in spec.subcommands {
+            assert_eq!(builtin_index(sub), None, "{}", sub.name);
+            assert_eq!(serve(sub), decide(sub), "{}", sub.name);
+        }
+    }
+    // A spec outside the table (as learned and custom commands are) with a builtin's contents
+    // is decided on its own.
+    let get = COMMANDS.iter().find(|s| s.name == "get").expect("get");
+    let copy = CommandSpec {
+        name: get.name,
+        arity: get.arity,
+        flags: get.flags,
+        acl_categories: get.acl_categories,
+        tips: get.tips,
+        key_specs: get.key_specs,
+        subcommands: get.subcommands,
+    };
+    assert_eq!(builtin_index(&copy), None);
+    assert_eq!(serve(&copy), Serve::Keyed);
+}
