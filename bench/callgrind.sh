@@ -16,6 +16,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
 SCENARIOS=${CALLGRIND_SCENARIOS:-"get:16:20000 set:16:20000 get:1:5000"}
 [[ $# -ge 1 ]] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
@@ -28,14 +30,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+any_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 "$ROOT/scripts/cluster.sh" start "$WORK/cluster" 0 >/dev/null
 SEEDS=$(cat "$WORK/cluster/seeds")
 
 for BIN in "$@"; do
-    PORT=$(free_port)
-    ADMIN=$(free_port)
+    PORT=$(any_free_port)
+    ADMIN=$(any_free_port)
     OUT="$WORK/$(basename "$BIN")-$PORT"
     mkdir -p "$OUT"
     args=(--workers 1 --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --cluster "$SEEDS")
@@ -53,14 +55,8 @@ for BIN in "$@"; do
         clients=${clients:-10}
         keepalive=${keepalive:-1}
         callgrind_control -z "$REDCAR_PID" >/dev/null 2>&1
-        if [[ $test == mget10 ]]; then
-            what=(MGET key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
-                key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
-                key:__rand_int__ key:__rand_int__)
-        else
-            what=(-t "$test")
-        fi
-        redis-benchmark -p "$PORT" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r 100000 -q "${what[@]}" >/dev/null 2>&1
+        bench_test_args "$test"
+        redis-benchmark -p "$PORT" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r 100000 -q "${WHAT[@]}" >/dev/null 2>&1
         callgrind_control -d "$REDCAR_PID" >/dev/null 2>&1
         sleep 0.5
         dump=$(ls -t "$OUT"/callgrind.out.* | head -1)

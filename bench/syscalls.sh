@@ -58,14 +58,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
             perf stat -x, -e "$EVENTS" -p "$REDCAR_PID" -o "$WORK/redcar.txt" & p1=$!
             perf stat -x, -e "$EVENTS" -p "$PRIMARY_PIDS" -o "$WORK/primaries.txt" & p2=$!
             sleep 0.3
-            if [[ $test == mget10 ]]; then
-                what=(MGET key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
-                    key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
-                    key:__rand_int__ key:__rand_int__)
-            else
-                what=(-t "$test")
-            fi
-            csv=$(redis-benchmark -p "$PORT" -n "$n" -c "$CLIENTS" -P "$depth" -r 100000 --csv "${what[@]}" |
+            bench_test_args "$test"
+            csv=$(redis-benchmark -p "$PORT" -n "$n" -c "$CLIENTS" -P "$depth" -r 100000 --csv "${WHAT[@]}" |
                 tail -n 1 | tr -d '"')
             kill -INT "$p1" "$p2"
             wait "$p1" "$p2" || true

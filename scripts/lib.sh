@@ -115,3 +115,16 @@ wait_redcar_ready() {
         sleep 0.1
     done
 }
+
+# Sets the array WHAT to the redis-benchmark arguments for test $1: `mget10` is an MGET of 10
+# random keys, any other name a `redis-benchmark -t` test (its `mset` sends 10 keys).
+# shellcheck disable=SC2034 # WHAT is read by the caller
+bench_test_args() {
+    if [[ $1 == mget10 ]]; then
+        WHAT=(MGET key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
+            key:__rand_int__ key:__rand_int__ key:__rand_int__ key:__rand_int__
+            key:__rand_int__ key:__rand_int__)
+    else
+        WHAT=(-t "$1")
+    fi
+}
