@@ -85,18 +85,9 @@ fn write_line(out: &mut BytesMut, ty: u8, s: &[u8]) {
 /// each cost more than the digits.
 pub(crate) fn put_header(out: &mut BytesMut, ty: u8, n: usize) {
     let mut line = [0u8; 1 + MAX_DECIMAL + 2];
-    let mut start = line.len() - 2;
-    line[start..].copy_from_slice(b"\r\n");
-    let mut n = n as u64;
-    loop {
-        start -= 1;
-        line[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    start -= 1;
+    let crlf = line.len() - 2;
+    line[crlf..].copy_from_slice(b"\r\n");
+    let start = digits_before(&mut line, crlf, n as u64) - 1;
     line[start] = ty;
     out.put_slice(&line[start..]);
 }
@@ -109,18 +100,24 @@ fn put_i64(out: &mut BytesMut, n: i64) {
 }
 
 /// Format by hand into a stack buffer: `write!` through `fmt` is several times slower here.
-fn put_u64(out: &mut BytesMut, mut n: u64) {
+fn put_u64(out: &mut BytesMut, n: u64) {
     let mut digits = [0u8; MAX_DECIMAL];
-    let mut start = MAX_DECIMAL;
+    let start = digits_before(&mut digits, MAX_DECIMAL, n);
+    out.put_slice(&digits[start..]);
+}
+
+/// Writes `n` in decimal into `buf` so that it ends just before `end`; returns where it starts.
+/// `buf[..end]` must have room for [`MAX_DECIMAL`] digits.
+fn digits_before(buf: &mut [u8], end: usize, mut n: u64) -> usize {
+    let mut start = end;
     loop {
         start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
+        buf[start] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
-            break;
+            return start;
         }
     }
-    out.put_slice(&digits[start..]);
 }
 
 fn decimal_len(mut n: u64) -> usize {
