@@ -149,42 +149,54 @@ fn wait_ready(addr: SocketAddr) -> TcpStream {
     }
 }
 
+/// A 3-primary cluster, redcar in this process in front of it, and a ready client connection
+/// (keep the cluster alive while testing; send on the switch to stop redcar).
+fn redcar_before_a_cluster() -> (RedisCluster, tokio::sync::oneshot::Sender<()>, TcpStream) {
+    let cluster = RedisCluster::start(3, 0);
+    let (addr, stop) = start_redcar(&cluster.seeds());
+    let stream = wait_ready(addr);
+    stream.set_nodelay(true).expect("nodelay");
+    (cluster, stop, stream)
+}
+
+/// Runs `traffic` once to warm up (connections to every node, buffers at their working size,
+/// reply slots pooled), then five times more, counting the allocations of each run.
+///
+/// One-off background work (learning the cluster's command table at start-up, say) may fall
+/// into any one window; a per-command allocation would show in every window. On a busy machine
+/// (other processes competing for the two cores) windows of 1,500-4,000 were seen, with the same
+/// build that shows 30-600 on a quiet one: more windows give a quiet one a chance.
+fn allocation_windows(mut traffic: impl FnMut()) -> Vec<usize> {
+    traffic();
+    (0..5)
+        .map(|_| {
+            let region = Region::new(GLOBAL);
+            traffic();
+            let stats = region.change();
+            stats.allocations + stats.reallocations
+        })
+        .collect()
+}
+
 #[test]
 fn forwarding_single_slot_commands_allocates_nothing_per_command() {
     let _turn = take_turn();
-    let cluster = RedisCluster::start(3, 0);
-    let (addr, stop) = start_redcar(&cluster.seeds());
-    let mut stream = wait_ready(addr);
-    stream.set_nodelay(true).expect("nodelay");
+    let (_cluster, stop, mut stream) = redcar_before_a_cluster();
     let (request, expected) = pipeline();
     let mut single = Vec::new();
     encode(&[b"GET", b"alloc:key:0"], &mut single);
     let mut buf = vec![0u8; expected.len().max(64)];
-    let mut traffic = |stream: &mut TcpStream| {
-        for _ in 0..PIPELINES {
-            round_trip(stream, &request, &expected, &mut buf);
-        }
-        for _ in 0..SINGLES {
-            round_trip(stream, &single, b"$3\r\nvvv\r\n", &mut buf);
-        }
-    };
     const PIPELINES: usize = 1_000;
     const SINGLES: usize = 1_000;
     const COMMANDS: usize = PIPELINES * KEYS * 2 + SINGLES;
-
-    // Warm-up: connections to every node, buffers at their working size, reply slots pooled.
-    traffic(&mut stream);
-    // One-off background work (learning the cluster's command table at start-up, say) may fall
-    // into any one window; a per-command allocation would show in every window. On a busy
-    // machine (other processes competing for the two cores) windows of 1,500-4,000 were seen,
-    // with the same build that shows 30-600 on a quiet one: more windows give a quiet one a chance.
-    let mut windows = Vec::new();
-    for _ in 0..5 {
-        let region = Region::new(GLOBAL);
-        traffic(&mut stream);
-        let stats = region.change();
-        windows.push(stats.allocations + stats.reallocations);
-    }
+    let windows = allocation_windows(|| {
+        for _ in 0..PIPELINES {
+            round_trip(&mut stream, &request, &expected, &mut buf);
+        }
+        for _ in 0..SINGLES {
+            round_trip(&mut stream, &single, b"$3\r\nvvv\r\n", &mut buf);
+        }
+    });
     println!("allocations per window of {COMMANDS} commands: {windows:?}");
     let fewest = windows.iter().copied().min().unwrap_or(usize::MAX);
     // Before the reusable reply slots, the allocation-free node queue and inline arguments this
@@ -205,10 +217,7 @@ const SPLIT_KEYS: usize = 10;
 #[test]
 fn split_commands_allocate_a_few_times_per_command_not_per_key() {
     let _turn = take_turn();
-    let cluster = RedisCluster::start(3, 0);
-    let (addr, stop) = start_redcar(&cluster.seeds());
-    let mut stream = wait_ready(addr);
-    stream.set_nodelay(true).expect("nodelay");
+    let (_cluster, stop, mut stream) = redcar_before_a_cluster();
     let keys: Vec<String> = (0..SPLIT_KEYS).map(|i| format!("split:key:{i}")).collect();
     let mut mset: Vec<&[u8]> = vec![b"MSET"];
     for key in &keys {
@@ -231,18 +240,11 @@ fn split_commands_allocate_a_few_times_per_command_not_per_key() {
     let mut buf = vec![0u8; expected.len()];
     const PIPELINES: usize = 500;
     const COMMANDS: usize = PIPELINES * PAIRS * 2;
-    for _ in 0..PIPELINES {
-        round_trip(&mut stream, &request, &expected, &mut buf);
-    }
-    let mut windows = Vec::new();
-    for _ in 0..5 {
-        let region = Region::new(GLOBAL);
+    let windows = allocation_windows(|| {
         for _ in 0..PIPELINES {
             round_trip(&mut stream, &request, &expected, &mut buf);
         }
-        let stats = region.change();
-        windows.push(stats.allocations + stats.reallocations);
-    }
+    });
     println!("allocations per window of {COMMANDS} split commands: {windows:?}");
     let fewest = windows.iter().copied().min().unwrap_or(usize::MAX);
     // Measured 2026-11-23: 5 per MSET (its arguments, the split, the parts' encoded commands
