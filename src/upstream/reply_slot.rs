@@ -35,8 +35,29 @@ thread_local! {
 
 static SHARED: Mutex<Vec<Arc<Slot>>> = Mutex::new(Vec::new());
 
-fn shared() -> MutexGuard<'static, Vec<Arc<Slot>>> {
-    SHARED.lock().unwrap_or_else(|e| e.into_inner())
+type Slots = Vec<Arc<Slot>>;
+
+fn lock_pool(shared: &Mutex<Slots>) -> MutexGuard<'_, Slots> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Moves up to a batch of slots from `shared` into `pool` (one lock).
+fn refill(pool: &mut Slots, shared: &Mutex<Slots>) {
+    let mut shared = lock_pool(shared);
+    let from = shared.len().saturating_sub(BATCH);
+    pool.extend(shared.drain(from..));
+}
+
+/// Moves a batch of slots from an over-full `pool` to `shared`, or frees them when `shared` is
+/// full (after a burst, memory comes back).
+fn spill(pool: &mut Slots, shared: &Mutex<Slots>) {
+    let from = pool.len().saturating_sub(BATCH);
+    let mut shared = lock_pool(shared);
+    if shared.len() < SHARED_MAX {
+        shared.extend(pool.drain(from..));
+    } else {
+        pool.truncate(from);
+    }
 }
 
 /// A reset slot from this thread's pool, refilled from the shared pool when empty.
@@ -44,9 +65,7 @@ fn take() -> Arc<Slot> {
     let pooled = POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
         if pool.is_empty() {
-            let mut shared = shared();
-            let from = shared.len().saturating_sub(BATCH);
-            pool.extend(shared.drain(from..));
+            refill(&mut pool, &SHARED);
         }
         pool.pop()
     });
@@ -66,13 +85,7 @@ fn release(slot: Arc<Slot>) {
         let mut pool = pool.borrow_mut();
         pool.push(slot);
         if pool.len() > LOCAL_MAX {
-            let from = pool.len() - BATCH;
-            let mut shared = shared();
-            if shared.len() < SHARED_MAX {
-                shared.extend(pool.drain(from..));
-            } else {
-                pool.truncate(from);
-            }
+            spill(&mut pool, &SHARED);
         }
     });
 }
@@ -230,8 +243,10 @@ mod tests {
 
     #[test]
     fn slots_are_reused_once_both_ends_are_gone() {
-        let before = pooled();
+        // Counted after the first take: an empty pool refills from the process-wide one, which
+        // the tests running alongside fill and drain.
         let (tx, rx) = channel();
+        let before = pooled();
         tx.send(frame("+OK\r\n"));
         drop(rx);
         assert_eq!(pooled(), before + 1, "the finished slot is parked");
@@ -247,8 +262,8 @@ mod tests {
 
     #[test]
     fn the_last_end_to_go_recycles_the_slot() {
-        let before = pooled();
         let (tx, rx) = channel();
+        let before = pooled();
         drop(rx);
         assert_eq!(pooled(), before, "the sender still holds it");
         tx.send(frame("+late\r\n"));
@@ -266,20 +281,31 @@ mod tests {
 
     #[test]
     fn a_full_pool_spills_to_the_shared_one_and_refills_from_it() {
-        // This thread frees many more slots than it takes (as a node connection's thread does).
+        // This thread frees many more slots than it takes (as a node connection's thread does):
+        // its pool stays at most LOCAL_MAX, the surplus moves over in batches.
         let ends: Vec<_> = (0..LOCAL_MAX + BATCH).map(|_| channel()).collect();
         for (tx, rx) in ends {
             drop(rx);
             tx.send(frame("+OK\r\n"));
         }
         assert!(pooled() <= LOCAL_MAX, "the surplus went to the shared pool");
-        assert!(shared().len() >= BATCH);
-        // Another thread with an empty pool takes from the shared pool instead of allocating.
-        std::thread::spawn(|| {
-            let (_tx, _rx) = channel();
-            assert_eq!(pooled(), BATCH - 1, "a batch came over, one is in use");
-        })
-        .join()
-        .expect("taker thread");
+        // The batch moves themselves, on a shared pool of this test's own: the process-wide one
+        // is also used by the tests running alongside.
+        let shared = Mutex::new(Slots::new());
+        let mut full: Slots = (0..=LOCAL_MAX).map(|_| Arc::default()).collect();
+        spill(&mut full, &shared);
+        assert_eq!(full.len(), LOCAL_MAX + 1 - BATCH);
+        assert_eq!(lock_pool(&shared).len(), BATCH);
+        // Another thread with an empty pool takes a batch instead of allocating.
+        let mut empty = Slots::new();
+        refill(&mut empty, &shared);
+        assert_eq!(empty.len(), BATCH, "a batch came over");
+        assert!(lock_pool(&shared).is_empty());
+        // A full shared pool frees the surplus instead of growing.
+        let brim = Mutex::new((0..SHARED_MAX).map(|_| Arc::default()).collect::<Slots>());
+        let mut over: Slots = (0..=LOCAL_MAX).map(|_| Arc::default()).collect();
+        spill(&mut over, &brim);
+        assert_eq!(over.len(), LOCAL_MAX + 1 - BATCH, "the batch was freed");
+        assert_eq!(lock_pool(&brim).len(), SHARED_MAX);
     }
 }
