@@ -155,7 +155,8 @@ pub async fn run(
         )
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
     );
-    // Per core: the worker threads exist before any node, so every node gets connections on each.
+    // Per core: the worker threads exist before any node, so every node's connections are dealt
+    // out to them.
     let workers = match config.threading {
         Threading::PerCore => {
             let workers = Workers::start(config.worker_threads())
@@ -163,7 +164,7 @@ pub async fn run(
             upstreams.set_workers(workers.handles().clone());
             tracing::info!(
                 workers = workers.handles().len(),
-                "threading: per-core (one runtime and one set of node connections per worker)"
+                "threading: per-core (one runtime per worker; node connections dealt out to the workers)"
             );
             Some(workers)
         }

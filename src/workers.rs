@@ -1,12 +1,13 @@
 //! Per-core worker threads (`threading: per-core`): one single-threaded tokio runtime per core,
-//! each running its own accept loop, its clients' sessions and its own node connections, and
-//! which of them the current thread is.
+//! each running its own accept loop, its clients' sessions and its share of the node
+//! connections, and which of them the current thread is.
 //!
-//! The alternative (`threading: shared`, the default) is one multi-thread runtime whose workers
-//! steal each other's tasks: a session and the node connection it queues on may run on different
-//! threads, so replies and queued commands cross threads and wake parked workers (futex). Per
-//! core, a session's whole path — client socket, node connection, reply — stays on one thread,
-//! at the price of one set of node connections per worker. See docs/architecture.md.
+//! The alternative (`threading: shared`) is one multi-thread runtime whose workers steal each
+//! other's tasks: a session and the node connection it queues on may run on different threads,
+//! so replies and queued commands cross threads and wake parked workers (futex). Per core, a
+//! node's `connections_per_node` connections are dealt out to the workers in turn, and a session
+//! uses one on its own thread, so its whole path — client socket, node connection, reply — stays
+//! there, with no more connections than the shared runtime opens. See docs/architecture.md.
 
 use std::cell::Cell;
 use std::sync::Arc;

@@ -28,7 +28,7 @@ pub(super) struct NodeSettings<'a> {
     pub tls: &'a Option<super::UpstreamTls>,
     /// `upstream.outlier` as it is now (a reload may swap it).
     pub outlier: &'a Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
-    /// `threading: per-core`: the workers' runtimes; each gets its own connections.
+    /// `threading: per-core`: the workers' runtimes; the node's connections are spread over them.
     pub workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
 }
 
@@ -39,9 +39,9 @@ pub struct Node {
     /// One queue per connection task; each task owns its socket. Unbounded because each client
     /// is already bounded by `client.max_in_flight`, and queueing must never wait (ordering).
     conns: Box<[queue::Sender<Pending>]>,
-    /// Connections per worker: all of them with one shared runtime; per core, worker `w` uses
-    /// `conns[w * per_worker..][..per_worker]`, which live on its own runtime.
-    per_worker: usize,
+    /// Worker runtimes the connections are spread over: 1 with the shared runtime; per core,
+    /// connection `i` lives on worker `i % workers` (see [`connection_for`]).
+    workers: usize,
     health: Arc<Health>,
 }
 
@@ -70,23 +70,24 @@ impl Node {
             handshake: settings.handshake.clone(),
             tls: settings.tls.clone(),
         });
-        let per_worker = settings.config.connections_per_node.max(1);
+        // `connections_per_node` bounds the node's connections in both threading models; per
+        // core they are dealt out to the workers' runtimes in turn.
+        let total = settings.config.connections_per_node.max(1);
         let conns = match settings.workers {
-            None => (0..per_worker)
-                .map(|_| conn::spawn(&tokio::runtime::Handle::current(), context.clone()))
-                .collect(),
-            Some(handles) => handles
-                .iter()
-                .flat_map(|handle| {
-                    let context = &context;
-                    (0..per_worker).map(move |_| conn::spawn(handle, context.clone()))
-                })
+            None => {
+                let current = tokio::runtime::Handle::current();
+                (0..total)
+                    .map(|_| conn::spawn(&current, context.clone()))
+                    .collect()
+            }
+            Some(handles) => (0..total)
+                .map(|i| conn::spawn(&handles[i % handles.len()], context.clone()))
                 .collect(),
         };
         Node {
             addr,
             conns,
-            per_worker,
+            workers: settings.workers.map_or(1, |handles| handles.len()),
             health,
         }
     }
@@ -135,16 +136,15 @@ impl Node {
         }
     }
 
-    /// The connection for `lane`. Shared runtime: one of all of them. Per core, one of the calling
-    /// worker's own (same thread, no hand-off); other threads (refresh, admin) use worker 0's.
+    /// The connection for `lane` on the calling thread.
     #[inline]
     fn connection(&self, lane: usize) -> usize {
-        let within = lane % self.per_worker;
-        if self.per_worker == self.conns.len() {
-            return within;
-        }
-        let first = crate::workers::current().map_or(0, |w| w * self.per_worker);
-        (first + within) % self.conns.len()
+        let worker = if self.workers > 1 {
+            crate::workers::current()
+        } else {
+            None
+        };
+        connection_for(lane, self.conns.len(), self.workers, worker)
     }
 
     /// [`send`](Self::send), then wait for the reply.
@@ -190,5 +190,97 @@ impl Future for Reply {
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node").field("addr", &self.addr).finish()
+    }
+}
+
+/// Which of a node's `total` connections carries `lane` for a caller on `worker`, when connection
+/// `i` runs on worker `i % workers`. A worker that runs some of the node's connections uses one
+/// of its own (same thread: no hand-off, no wake-up of another thread); a worker without one, and
+/// any other thread (control plane, TLS sessions), picks among all of them. A session never moves
+/// between workers, so one lane always maps to one connection: its commands keep their order.
+fn connection_for(lane: usize, total: usize, workers: usize, worker: Option<usize>) -> usize {
+    match worker {
+        Some(worker) if worker < total && workers > 1 => {
+            let owned = (total - worker).div_ceil(workers);
+            // Lanes are client ids, handed out across all workers: divide first, so a worker's
+            // own clients still spread over all of its connections.
+            worker + (lane / workers % owned) * workers
+        }
+        _ => lane % total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::connection_for;
+
+    #[test]
+    fn one_runtime_spreads_lanes_over_all_connections() {
+        let picked: Vec<usize> = (0..6)
+            .map(|lane| connection_for(lane, 3, 1, None))
+            .collect();
+        assert_eq!(picked, [0, 1, 2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn per_core_a_worker_uses_only_the_connections_on_its_own_thread() {
+        // 5 connections over 2 workers: worker 0 runs 0, 2, 4; worker 1 runs 1, 3.
+        for lane in 0..20 {
+            let on_zero = connection_for(lane, 5, 2, Some(0));
+            let on_one = connection_for(lane, 5, 2, Some(1));
+            assert_eq!(on_zero % 2, 0, "lane {lane} on worker 0 -> {on_zero}");
+            assert_eq!(on_one % 2, 1, "lane {lane} on worker 1 -> {on_one}");
+            assert!(on_zero < 5 && on_one < 5);
+        }
+        let zero: std::collections::BTreeSet<usize> = (0..20)
+            .map(|lane| connection_for(lane, 5, 2, Some(0)))
+            .collect();
+        let one: std::collections::BTreeSet<usize> = (0..20)
+            .map(|lane| connection_for(lane, 5, 2, Some(1)))
+            .collect();
+        assert_eq!(
+            zero.into_iter().collect::<Vec<_>>(),
+            [0, 2, 4],
+            "all of its own are used"
+        );
+        assert_eq!(one.into_iter().collect::<Vec<_>>(), [1, 3]);
+        // Clients accepted in turns (even ids on worker 0) still use both of worker 0's.
+        let even: Vec<usize> = [0, 2, 4, 6]
+            .map(|lane| connection_for(lane, 4, 2, Some(0)))
+            .into();
+        assert_eq!(even, [0, 2, 0, 2]);
+    }
+
+    #[test]
+    fn per_core_other_threads_and_workers_without_a_connection_use_any() {
+        let control: Vec<usize> = (0..4)
+            .map(|lane| connection_for(lane, 2, 2, None))
+            .collect();
+        assert_eq!(control, [0, 1, 0, 1]);
+        // Worker 3 of 4 with only 2 connections (not what `Node::spawn` builds, but safe).
+        let stranger: Vec<usize> = (0..4)
+            .map(|lane| connection_for(lane, 2, 4, Some(3)))
+            .collect();
+        assert_eq!(stranger, [0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn every_worker_with_connections_spreads_its_lanes_over_exactly_its_own() {
+        for total in 1..8 {
+            for workers in 2..5 {
+                for worker in 0..workers.min(total) {
+                    let own: Vec<usize> = (worker..total).step_by(workers).collect();
+                    let mut used: Vec<usize> = (0..total * workers * 2)
+                        .map(|lane| connection_for(lane, total, workers, Some(worker)))
+                        .collect();
+                    used.sort_unstable();
+                    used.dedup();
+                    assert_eq!(
+                        used, own,
+                        "{total} connections, worker {worker} of {workers}"
+                    );
+                }
+            }
+        }
     }
 }

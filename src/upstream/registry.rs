@@ -74,9 +74,9 @@ impl Upstreams {
         })
     }
 
-    /// `threading: per-core`: every node gets `connections_per_node` connections on each
-    /// worker's runtime, and a session uses those of its own worker. Call before the first node
-    /// is created; a second call is ignored.
+    /// `threading: per-core`: every node's `connections_per_node` connections are dealt out to
+    /// the workers' runtimes in turn, and a session uses one on its own worker when there is one.
+    /// Call before the first node is created; a second call is ignored.
     pub fn set_workers(&self, handles: Arc<[tokio::runtime::Handle]>) {
         let _ = self.workers.set(handles);
     }
