@@ -27,7 +27,8 @@
 #      BENCH_ROUNDS   (default 1)     runs of every test, interleaved; each row reports the run with
 #                      the median ops/s (the lower middle one for an even count)
 #      BENCH_NUTCRACKER (default 1)   0 skips the nutcracker rows
-#      BENCH_SCALING_WORKERS (default "1 2") redcar --workers values of the scaling run; "" skips it
+#      BENCH_SCALING_WORKERS (default "1 2 2:per-core") redcar --workers values of the scaling run,
+#                      each optionally with a threading model (N:per-core, N:shared); "" skips it
 #      BENCH_CONNECTIONS (default 1)  0 skips the per-request and rate-limit workloads
 #      BENCH_FLOOR    (default 1)     0 skips the hop-floor runs (byte pump, redcar on one node)
 #      BENCH_OUT      (default bench/RESULTS.md)
@@ -49,7 +50,7 @@ PIPELINED_REQUESTS=${BENCH_PIPELINED_REQUESTS:-$((REQUESTS * 5))}
 MULTI_REQUESTS=${BENCH_MULTI_REQUESTS:-$((REQUESTS / 4))}
 ROUNDS=${BENCH_ROUNDS:-1}
 NUTCRACKER=${BENCH_NUTCRACKER:-1}
-SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2}
+SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2 2:per-core}
 CONNECTIONS=${BENCH_CONNECTIONS:-1}
 FLOOR=${BENCH_FLOOR:-1}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
@@ -68,7 +69,8 @@ for v in REQUESTS PIPELINED_REQUESTS CLIENTS KEYSPACE MULTI_REQUESTS RUN_TIMEOUT
     [[ "${!v}" =~ ^[0-9]+$ ]] || die "BENCH_$v must be a whole number"
 done
 for w in $SCALING_WORKERS; do
-    [[ "$w" =~ ^[1-9][0-9]*$ ]] || die "BENCH_SCALING_WORKERS: '$w' is not a worker count"
+    [[ "$w" =~ ^[1-9][0-9]*(:(shared|per-core))?$ ]] ||
+        die "BENCH_SCALING_WORKERS: '$w' is not a worker count (N, N:shared or N:per-core)"
 done
 if [[ $CONNECTIONS == 1 ]]; then
     # Checked now rather than after the rest of the suite has run (bench/connections.sh checks too).
@@ -398,14 +400,23 @@ for ((ROUND = 1; ROUND <= ROUNDS && MULTI_REQUESTS > 0; ROUND++)); do
     done
 done
 
-# Scaling: the same redcar with a fixed number of worker threads (the default is one per core).
+# Scaling: the same redcar with a fixed number of worker threads (the default is one per core),
+# and optionally another threading model: BENCH_SCALING_WORKERS entries N or N:MODEL.
+scaling_key() { # ENTRY -> the key of its runs: w2, w2-per-core
+    [[ $1 == *:* ]] && echo "w${1%%:*}-${1#*:}" || echo "w$1"
+}
 SCALING_SCENARIOS="$P16 $P1"
 for w in $SCALING_WORKERS; do
     stop_redcar
-    start_redcar --workers "$w"
-    CMDS[redcar-w$w]="${REDCAR_CMD[*]}"
+    if [[ $w == *:* ]]; then
+        start_redcar --workers "${w%%:*}" --threading "${w#*:}"
+    else
+        start_redcar --workers "$w"
+    fi
+    key=redcar-$(scaling_key "$w")
+    CMDS[$key]="${REDCAR_CMD[*]}"
     for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
-        for p in $SCALING_SCENARIOS; do bench_setget redcar "$p" "redcar-w$w"; done
+        for p in $SCALING_SCENARIOS; do bench_setget redcar "$p" "$key"; done
     done
 done
 stop_redcar
@@ -555,7 +566,7 @@ REPORT="$TMP/RESULTS.md"
     if [[ -n $SCALING_WORKERS ]]; then
         echo "## Scaling: redcar worker threads"
         echo
-        echo "redcar restarted with \`--workers N\` (otherwise the same command); \"default\" is the main run above (one worker per core: $(nproc))."
+        echo "redcar restarted with \`--workers N\` (and \`--threading MODEL\` where named; otherwise the same command); \"default\" is the main run above (one worker per core: $(nproc), \`threading: shared\`)."
         echo
         echo "| workers | clients:pipeline | test | ops/s | p50 ms | p99 ms | redcar CPU s/M | ops/s / direct cluster |"
         echo "|---|---:|---|---:|---:|---:|---:|---:|"
@@ -563,9 +574,9 @@ REPORT="$TMP/RESULTS.md"
             for test in set get; do
                 c=$(field "cluster-$p-$test" rps)
                 for w in default $SCALING_WORKERS; do
-                    k=redcar-w$w-$p-$test
+                    k=redcar-$(scaling_key "$w")-$p-$test
                     [[ $w == default ]] && k=redcar-$p-$test
-                    echo "| $w | $p | ${test^^} | $(field "$k" rps) | $(field "$k" p50) | $(field "$k" p99) | $(cpu_m "$k" proxy) | $(ratio "$(field "$k" rps)" "$c") |"
+                    echo "| ${w/:/ } | $p | ${test^^} | $(field "$k" rps) | $(field "$k" p50) | $(field "$k" p99) | $(cpu_m "$k" proxy) | $(ratio "$(field "$k" rps)" "$c") |"
                 done
             done
         done
@@ -602,7 +613,7 @@ REPORT="$TMP/RESULTS.md"
     echo "standalone: redis-server --port $STANDALONE_PORT --save \"\" --appendonly no"
     echo "cluster:    scripts/cluster.sh start DIR  (3 primaries + 3 replicas, node timeout 2000 ms): $SEEDS"
     echo "redcar:     $REDCAR_MAIN_CMD"
-    for w in $SCALING_WORKERS; do echo "redcar:     ${CMDS[redcar-w$w]}"; done
+    for w in $SCALING_WORKERS; do echo "redcar:     ${CMDS[redcar-$(scaling_key "$w")]}"; done
     if [[ $FLOOR == 1 ]]; then
         echo "byte pump:  ${PUMP_CMD[*]}"
         echo "redcar:     ${CMDS[redcar-one]}, with:"

@@ -199,6 +199,12 @@ impl Split {
 
     /// Part `index`'s command.
     pub(super) fn part_payload(&self, index: usize) -> Bytes {
+        // Parts are encoded by `encode` once their nodes are known; an unencoded part would go
+        // out as nothing, and its reply would never come.
+        debug_assert!(
+            !self.parts[index].bytes.is_empty(),
+            "split part {index} sent before it was encoded"
+        );
         self.payload.slice(self.parts[index].bytes.clone())
     }
 
