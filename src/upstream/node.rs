@@ -139,6 +139,7 @@ impl Node {
     /// The connection for `lane` on the calling thread.
     #[inline]
     fn connection(&self, lane: usize) -> usize {
+        // The thread-local is read only per core: the shared runtime's path stays as it was.
         let worker = if self.workers > 1 {
             crate::workers::current()
         } else {
