@@ -30,14 +30,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-any_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 "$ROOT/scripts/cluster.sh" start "$WORK/cluster" 0 >/dev/null
 SEEDS=$(cat "$WORK/cluster/seeds")
 
 for BIN in "$@"; do
-    PORT=$(any_free_port)
-    ADMIN=$(any_free_port)
+    PORT=$(free_port 8000 11000) || die "no free port"
+    ADMIN=$(free_port 11000 12000) || die "no free port"
     OUT="$WORK/$(basename "$BIN")-$PORT"
     mkdir -p "$OUT"
     args=(--workers 1 --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --cluster "$SEEDS")

@@ -21,8 +21,8 @@ pub fn header_value(buf: &[u8], kind: u8) -> Option<(i64, usize)> {
     if buf.first() != Some(&kind) {
         return None;
     }
-    let invalid = ProtocolError::InvalidBulkLength;
-    read_header(buf, 0, usize::MAX, invalid.clone(), invalid)
+    use ProtocolError::InvalidBulkLength;
+    read_header(buf, 0, usize::MAX, InvalidBulkLength, InvalidBulkLength)
         .ok()
         .flatten()
 }

@@ -10,13 +10,18 @@ fn args(line: &str) -> Vec<Bytes> {
         .collect()
 }
 
-/// Plans `line` with its keys at every `step`-th argument from 1.
-fn planned(line: &str) -> Split {
-    let args = args(line);
-    let spec = lookup(&args).expect("known command");
+/// Plans `args` with its keys at every `step`-th argument from 1; not encoded yet.
+fn unencoded(args: &[Bytes]) -> Split {
+    let spec = lookup(args).expect("known command");
     let merge = split_merge(spec).expect("splittable");
     let keys: Vec<usize> = (1..args.len()).step_by(merge.step()).collect();
-    let mut split = plan(spec, merge, &args, &keys).expect("valid");
+    plan(spec, merge, args, &keys).expect("valid")
+}
+
+/// [`unencoded`], then encoded with its parts in planning order.
+fn planned(line: &str) -> Split {
+    let args = args(line);
+    let mut split = unencoded(&args);
     let order: Vec<usize> = (0..split.parts.len()).collect();
     split.encode(&args, &order);
     split
@@ -63,9 +68,7 @@ fn parts_carry_the_keys_and_values_of_their_slot() {
 #[test]
 fn parts_encoded_in_sending_order_lie_back_to_back_in_that_order() {
     let args = args("MGET {a}1 {b}1 {c}1 {a}2");
-    let spec = lookup(&args).expect("known command");
-    let merge = split_merge(spec).expect("splittable");
-    let mut split = plan(spec, merge, &args, &[1, 2, 3, 4]).expect("valid");
+    let mut split = unencoded(&args);
     // As if {c} and {a} shared a node and {b} had one of its own.
     split.encode(&args, &[2, 0, 1]);
     let (a, b, c) = (&split.parts[0], &split.parts[1], &split.parts[2]);

@@ -30,12 +30,12 @@ const BATCH: usize = 64;
 const SHARED_MAX: usize = 8192;
 
 thread_local! {
-    static POOL: RefCell<Vec<Arc<Slot>>> = const { RefCell::new(Vec::new()) };
+    static POOL: RefCell<Slots> = const { RefCell::new(Vec::new()) };
 }
 
-static SHARED: Mutex<Vec<Arc<Slot>>> = Mutex::new(Vec::new());
-
 type Slots = Vec<Arc<Slot>>;
+
+static SHARED: Mutex<Slots> = Mutex::new(Vec::new());
 
 fn lock_pool(shared: &Mutex<Slots>) -> MutexGuard<'_, Slots> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
