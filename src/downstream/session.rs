@@ -21,7 +21,7 @@ use super::reply_batch::ReplyBatches;
 use super::slow::LatencyWatch;
 use super::transaction::Step;
 use crate::commands::Local;
-use crate::metrics::Metrics;
+use crate::metrics::{CommandTally, Metrics};
 use crate::protocol::{parse_request, Limits, Request};
 use crate::router::{Call, Plan, Router};
 
@@ -57,6 +57,8 @@ pub async fn serve<S>(
     // This client's connection to every node (see `Node::send`).
     let lane = state.id as usize;
     let keep_raw = metrics.slowlog.is_enabled();
+    // Per-command series, added to the shared ones before each write to the client.
+    let mut tally = CommandTally::new(metrics);
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut out = BytesMut::with_capacity(READ_CHUNK);
     // Replies owed to the client, oldest first, with what the metrics need to know about them.
@@ -156,7 +158,7 @@ pub async fn serve<S>(
                             call,
                             stamp,
                             &mut out,
-                            metrics,
+                            &mut tally,
                             peer,
                             now,
                         );
@@ -177,7 +179,9 @@ pub async fn serve<S>(
             }
             if let Plan::Sub(_) = plan {
                 if !state.tx.is_open() {
-                    // Subscribe mode takes the connection over until the client leaves it.
+                    // Subscribe mode takes the connection over until the client leaves it
+                    // (and writes the replies before it).
+                    tally.flush();
                     let left = pubsub::serve(
                         router,
                         request,
@@ -216,7 +220,7 @@ pub async fn serve<S>(
             if call.is_ready() && calls.is_empty() {
                 // Nothing ahead of it: straight to the output buffer.
                 let reply = call.now_or_never().unwrap_or_default();
-                stamp.finish(metrics, &reply, now, None, peer);
+                stamp.finish(&mut tally, &reply, now, None, peer);
                 out.extend_from_slice(&reply);
                 continue;
             }
@@ -259,6 +263,10 @@ pub async fn serve<S>(
             && (!waiting_alone || input.len() < READ_CHUNK);
         let may_write = !out.is_empty()
             && batches.may_write(calls.len(), out.len(), HOLD_MAX.min(config.max_reply_bytes));
+        if may_write {
+            // Whoever reads these replies finds their commands counted.
+            tally.flush();
+        }
         let idle = config.idle_timeout;
         tokio::select! {
             biased;
@@ -273,7 +281,7 @@ pub async fn serve<S>(
                     if let Some((call, stamp)) = calls.pop_front() {
                         exclusive -= usize::from(stamp.alone);
                         note_latency(latency, &stamp, now);
-                        stamp.finish(metrics, &bytes, now, call.node(), peer);
+                        stamp.finish(&mut tally, &bytes, now, call.node(), peer);
                     }
                     out.extend_from_slice(&bytes);
                 }
@@ -304,7 +312,7 @@ pub async fn serve<S>(
                     if let Some((call, stamp)) = calls.pop_front() {
                         exclusive -= usize::from(stamp.alone);
                         note_latency(latency, &stamp, now);
-                        stamp.finish(metrics, &reply, now, call.node(), peer);
+                        stamp.finish(&mut tally, &reply, now, call.node(), peer);
                     }
                     out.extend_from_slice(&reply);
                 }
@@ -333,7 +341,7 @@ pub async fn serve<S>(
                         "request not completed within {:?} (client.request_timeout); closing",
                         config.request_timeout
                     )));
-                    push(&mut calls, &mut batches, call, Stamp::none(now), &mut out, metrics, peer, now);
+                    push(&mut calls, &mut batches, call, Stamp::none(now), &mut out, &mut tally, peer, now);
                 } else {
                     request_timer.as_mut().reset(started + config.request_timeout);
                 }
@@ -524,13 +532,13 @@ fn push<'r>(
     call: Call<'r>,
     stamp: Stamp,
     out: &mut BytesMut,
-    metrics: &Metrics,
+    tally: &mut CommandTally,
     peer: &str,
     now: Instant,
 ) {
     if calls.is_empty() {
         let reply = call.now_or_never().unwrap_or_default();
-        stamp.finish(metrics, &reply, now, None, peer);
+        stamp.finish(tally, &reply, now, None, peer);
         out.extend_from_slice(&reply);
     } else {
         calls.push_back((call, stamp));
@@ -585,12 +593,20 @@ impl Stamp {
     }
 
     /// Records the finished command; slow ones also go to the slow log.
-    fn finish(self, metrics: &Metrics, reply: &[u8], now: Instant, node: Option<&str>, peer: &str) {
+    fn finish(
+        self,
+        tally: &mut CommandTally,
+        reply: &[u8],
+        now: Instant,
+        node: Option<&str>,
+        peer: &str,
+    ) {
         let elapsed = now.saturating_duration_since(self.started);
         let error = reply.first() == Some(&b'-');
-        if metrics.record_command(self.command, elapsed, error) {
+        if tally.record(self.command, elapsed, error) {
             let key = self.raw.map(|raw| first_argument(&raw)).unwrap_or_default();
-            metrics
+            tally
+                .metrics()
                 .slowlog
                 .push(elapsed, self.command, &key, node.unwrap_or(""), peer);
         }

@@ -7,12 +7,14 @@ mod events;
 mod latency;
 mod mirror;
 mod slowlog;
+mod tally;
 mod totals;
 
 pub use events::{Event, EventKind, EventLog, EVENT_LOG_LEN};
-pub use latency::{quantile_us, BucketCounts, LatencyHistogram};
+pub use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency};
 pub use mirror::{MirrorCounters, MirrorMetrics};
 pub use slowlog::{SlowEntry, SlowLog};
+pub use tally::CommandTally;
 pub use totals::Totals;
 
 use std::collections::HashMap;
@@ -473,17 +475,28 @@ impl Metrics {
     }
 
     /// Records one finished command (when command stats are on) and returns whether it was slow.
+    /// Sessions use a [`CommandTally`] instead, which adds up a batch of commands first.
     pub fn record_command(&self, command: &'static str, elapsed: Duration, error: bool) -> bool {
         if self.command_stats {
-            let known = self.commands.read().unwrap_or_else(|e| e.into_inner());
-            match known.get(command) {
-                Some(series) => series.record(elapsed, error),
-                None => {
-                    drop(known);
-                    self.command_series(command).record(elapsed, error);
-                }
+            self.series_of(command).record(elapsed, error);
+        }
+        self.note_slow(elapsed)
+    }
+
+    /// A command's series, made on its first use.
+    fn series_of(&self, command: &'static str) -> CommandSeries {
+        let known = self.commands.read().unwrap_or_else(|e| e.into_inner());
+        match known.get(command) {
+            Some(series) => series.clone(),
+            None => {
+                drop(known);
+                self.command_series(command)
             }
         }
+    }
+
+    /// Whether a command that took `elapsed` is slow (counted if so).
+    fn note_slow(&self, elapsed: Duration) -> bool {
         let slow = self.slowlog.is_slow(elapsed);
         if slow {
             self.slow_commands.inc();

@@ -18,7 +18,7 @@ use super::queue;
 use super::reply_slot::ReplySender;
 use super::stream::{FlushOnEmpty, NodeStream};
 use super::{ConnectLimit, UpstreamConfig, UpstreamError, UpstreamTls};
-use crate::metrics::NodeMetrics;
+use crate::metrics::{LocalLatency, NodeMetrics};
 use crate::protocol::{reply_frame_len, Limits};
 
 /// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
@@ -42,6 +42,8 @@ struct ReplyBatch {
     latency: Duration,
     /// At least one reply was not an error: the node is serving.
     answered: bool,
+    /// The node's latency histogram, fed once per read (see `LocalLatency`).
+    duration: LocalLatency,
 }
 
 /// A written command waiting for its reply.
@@ -410,6 +412,7 @@ impl Session {
         let mut batch = ReplyBatch::default();
         let result = self.deliver_frames(input, now, &mut batch);
         self.metrics.record_replies(batch.count, batch.latency);
+        batch.duration.flush_into(&self.metrics.duration);
         if batch.count > 0 {
             self.health
                 .observe_latency(batch.latency / u32::try_from(batch.count).unwrap_or(u32::MAX));
@@ -446,7 +449,7 @@ impl Session {
             let frame = input.split_to(len).freeze();
             if let Some(done) = self.in_flight.pop_front() {
                 let elapsed = now.saturating_duration_since(done.queued_at);
-                self.metrics.duration.observe(elapsed.as_secs_f64());
+                batch.duration.observe(elapsed.as_secs_f64());
                 batch.count += u64::from(done.frames);
                 batch.latency += elapsed * done.frames;
                 batch.answered |= frame.first() != Some(&b'-');
