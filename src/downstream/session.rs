@@ -98,6 +98,9 @@ pub async fn serve<S>(
     let mut share = downstream.budget.share(id);
     let mut budget_timer = Box::pin(sleep_until(Instant::now()));
     let mut budget_paused = false;
+    // The clock read a turn ended with (a read or replies arriving), reused by the next turn:
+    // one clock read per turn instead of two.
+    let mut clock: Option<Instant> = None;
     loop {
         if downstream.generation() != generation {
             // A reload: new limits and timeouts from now on, and the user is checked again.
@@ -117,7 +120,7 @@ pub async fn serve<S>(
         }
         // Start every complete command already buffered, up to the in-flight limit. One clock
         // read serves the whole batch.
-        let now = Instant::now();
+        let now = clock.take().unwrap_or_else(Instant::now);
         // `client.max_buffered_bytes_total`, once per turn (a read, a write or a batch of
         // replies), not per command. Over it, a client owing us reads starts no more commands
         // either: their replies would pile up here (its buffered commands may be tiny, its
@@ -214,6 +217,7 @@ pub async fn serve<S>(
                 &request,
                 lane,
                 config.max_request_bytes,
+                now,
             );
             let stamp = Stamp::new(command, &request, now, keep_raw, alone);
             closing |= state.quit;
@@ -275,6 +279,7 @@ pub async fn serve<S>(
                 None => Poll::Pending,
             }), if !calls.is_empty() && out.len() < config.max_reply_bytes => {
                 let now = Instant::now();
+                clock = Some(now);
                 let mut reply = Some(reply);
                 // Take every following reply that is already here, to write them in one syscall.
                 while let Some(bytes) = reply.take().or_else(|| calls.front_mut().and_then(|(call, _)| call.now_or_never())) {
@@ -300,7 +305,9 @@ pub async fn serve<S>(
                 Ok(0) | Err(_) => closing = true,
                 Ok(n) => {
                     metrics.bytes_received.inc_by(n as u64);
-                    last_activity = Instant::now();
+                    let now = Instant::now();
+                    last_activity = now;
+                    clock = Some(now);
                     if input.capacity() - input.len() < 1024 {
                         input.reserve(READ_CHUNK);
                     }
@@ -426,6 +433,7 @@ fn dispatch<'r>(
     request: &Request,
     lane: usize,
     max_tx_bytes: usize,
+    now: Instant,
 ) -> Call<'r> {
     let rewritten = match &plan {
         Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
@@ -435,7 +443,7 @@ fn dispatch<'r>(
     };
     let raw = rewritten.as_ref().unwrap_or(request.raw());
     match state.tx.step(plan, raw, max_tx_bytes) {
-        Step::Serve(plan) => serve_plan(router, state, plan, request, lane),
+        Step::Serve(plan) => serve_plan(router, state, plan, request, lane, now),
         Step::Reply(reply) => Call::ready(reply),
         Step::Exec {
             payload,
@@ -485,16 +493,17 @@ fn serve_plan<'r>(
     plan: Plan,
     request: &Request,
     lane: usize,
+    now: Instant,
 ) -> Call<'r> {
     match plan {
         Plan::Slot { slot, write } => {
             if write {
                 state.written.note(slot);
             }
-            router.forward(request.raw().clone(), Some(slot), write, lane)
+            router.forward_at(request.raw().clone(), Some(slot), write, lane, now)
         }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
-        Plan::AnyNode => router.forward(request.raw().clone(), None, true, lane),
+        Plan::AnyNode => router.forward_at(request.raw().clone(), None, true, lane, now),
         Plan::Multi(multi) => {
             // Splits, fan-outs and scripts: where they wrote is not tracked; WAIT asks everyone.
             state.written.note_everywhere();

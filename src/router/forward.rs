@@ -55,7 +55,20 @@ impl Router {
     /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
     /// client's commands on one connection per node (see [`Node::send`]).
     pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> Call<'_> {
-        self.forward_to(None, payload, slot, write, lane)
+        self.forward_to(None, payload, slot, write, lane, Instant::now())
+    }
+
+    /// [`forward`](Self::forward) for a command that arrived at `now`: a session starts a whole
+    /// read's worth of commands on one clock read instead of one each.
+    pub fn forward_at(
+        &self,
+        payload: Bytes,
+        slot: Option<u16>,
+        write: bool,
+        lane: usize,
+        now: Instant,
+    ) -> Call<'_> {
+        self.forward_to(None, payload, slot, write, lane, now)
     }
 
     /// [`forward`](Self::forward) to a route's backend (`None`: the catch-all backend).
@@ -66,6 +79,7 @@ impl Router {
         slot: Option<u16>,
         write: bool,
         lane: usize,
+        now: Instant,
     ) -> Call<'_> {
         // One snapshot of the reloadable settings for the whole dispatch.
         let live = self.live.load();
@@ -82,7 +96,7 @@ impl Router {
             slot,
             write,
             lane,
-            deadline: Instant::now() + live.config.op_timeout,
+            deadline: now + live.config.op_timeout,
             target,
         };
         match candidate {

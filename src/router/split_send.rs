@@ -143,7 +143,14 @@ impl Router {
         let part = &split.parts[index];
         let payload = split.part_payload(index);
         let target = part.route.as_ref().map(|r| r.target.clone());
-        let call = self.forward_to(target, payload.clone(), Some(part.slot), split.write, lane);
+        let call = self.forward_to(
+            target,
+            payload.clone(),
+            Some(part.slot),
+            split.write,
+            lane,
+            Instant::now(),
+        );
         if let Some(route) = &part.route {
             self.mirror(route, payload, Some(part.slot), split.write, lane);
         }

@@ -177,7 +177,14 @@ impl Router {
             // A copy that blocks would hold up the mirror's shared connection: never mirrored.
             return self.blocking_on(target, payload, slot, routed.write, timeout);
         }
-        let call = self.forward_to(target, payload.clone(), routed.slot, routed.write, lane);
+        let call = self.forward_to(
+            target,
+            payload.clone(),
+            routed.slot,
+            routed.write,
+            lane,
+            tokio::time::Instant::now(),
+        );
         self.mirror(&routed.route, payload, routed.slot, routed.write, lane);
         call
     }
