@@ -391,7 +391,9 @@ for ((ROUND = 1; ROUND <= ROUNDS && MULTI_REQUESTS > 0; ROUND++)); do
                 args=($(target_args "$t"))
                 clients=${p%%:*}
                 n=$MULTI_REQUESTS
-                ((clients > 1)) || n=$((MULTI_REQUESTS / 10))
+                # One client runs ~4k MSETs/s: a quarter keeps the run about 3 s (a tenth was ~1 s
+                # and swung by 3x between rounds).
+                ((clients > 1)) || n=$((MULTI_REQUESTS / 4))
                 cmd=(redis-benchmark "${args[@]}" -c "$clients" -n "$n" -r "$KEYSPACE" -P "${p##*:}" --csv)
                 if [[ $test == mset ]]; then cmd+=(-t mset); else cmd+=("${MGET_ARGS[@]}"); fi
                 run_one "$t-$p-$test" "$t" "$n" "${cmd[@]}"
@@ -495,7 +497,7 @@ REPORT="$TMP/RESULTS.md"
     echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
     echo "- rounds: $ROUNDS (every test run $ROUNDS time(s), interleaved; each row is the run with the median ops/s, the raw CSV has all)"
     echo "- workload: SET and GET (separate runs), $REQUESTS requests per test ($PIPELINED_REQUESTS pipelined with several clients, $((REQUESTS / 10)) with one client), keyspace $KEYSPACE (-r), scenarios (clients:pipeline): $SCENARIOS"
-    ((MULTI_REQUESTS == 0)) || echo "- multi-key workload: MSET and MGET of 10 random keys, $MULTI_REQUESTS requests per test ($((MULTI_REQUESTS / 10)) with one client)"
+    ((MULTI_REQUESTS == 0)) || echo "- multi-key workload: MSET and MGET of 10 random keys, $MULTI_REQUESTS requests per test ($((MULTI_REQUESTS / 4)) with one client)"
     echo "- CPU s/M: user + system CPU seconds (/proc/PID/stat, $CLK_TCK ticks/s) per million client commands, read before and after each run; \"proxy\" is redcar's or nutcracker's process, \"redis-servers\" the nodes behind the target (all six cluster nodes, replicas included, for cluster and redcar)"
     echo "- note: benchmark client, all redis-server processes and the proxies share the same $(nproc) CPUs"
     echo
