@@ -500,10 +500,10 @@ fn serve_plan<'r>(
             if write {
                 state.written.note(slot);
             }
-            router.forward_at(request.raw().clone(), Some(slot), write, lane, now)
+            router.forward(request.raw().clone(), Some(slot), write, lane, now)
         }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
-        Plan::AnyNode => router.forward_at(request.raw().clone(), None, true, lane, now),
+        Plan::AnyNode => router.forward(request.raw().clone(), None, true, lane, now),
         Plan::Multi(multi) => {
             // Splits, fan-outs and scripts: where they wrote is not tracked; WAIT asks everyone.
             state.written.note_everywhere();

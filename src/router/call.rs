@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::forward::Command;
 use super::redirect::{classify, Verdict};
 use super::Router;
-use crate::upstream::{Node, Reply};
+use crate::upstream::{Node, Queued};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
 pub struct Call<'r> {
@@ -27,7 +27,7 @@ enum State<'r> {
     Sent {
         router: &'r Router,
         node: Arc<Node>,
-        reply: Reply,
+        reply: Queued,
         command: Command,
     },
     /// Redirects, retries, waiting for a slot owner.
@@ -45,7 +45,7 @@ impl<'r> Call<'r> {
     pub(super) fn sent(
         router: &'r Router,
         node: Arc<Node>,
-        reply: Reply,
+        reply: Queued,
         command: Command,
     ) -> Call<'r> {
         Call {
@@ -123,8 +123,8 @@ impl Future for Call<'_> {
             match &mut self.state {
                 State::Ready(reply) => return Poll::Ready(reply.take().unwrap_or_default()),
                 State::Slow(future) => return future.as_mut().poll(cx),
-                State::Sent { reply, .. } => {
-                    let outcome = match Pin::new(reply).poll(cx) {
+                State::Sent { reply, node, .. } => {
+                    let outcome = match reply.poll_from(cx, node) {
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(Ok(bytes)) if classify(&bytes) == Verdict::Done => {
                             return Poll::Ready(bytes)

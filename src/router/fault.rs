@@ -149,7 +149,7 @@ impl Router {
                 error
             });
         }
-        let reply = node.send(command.payload.clone(), false, command.lane);
+        let reply = node.queue(command.payload.clone(), false, command.lane, 1);
         let sent = Call::sent(self, node, reply, command);
         Call::slow(async move {
             let reply = sent.settle().await;

@@ -48,19 +48,14 @@ pub(super) enum Candidate {
 
 impl Router {
     /// Forwards `payload` (one encoded command) to the owner of `slot` (`None`: any primary);
-    /// reads go where `router.read_policy` says.
+    /// reads go where `router.read_policy` says. `now` is when the command arrived (its deadline
+    /// counts from it): a session starts a whole read's commands on one clock read.
     ///
     /// The first attempt is queued on the node connection *now*, before this returns, so a
     /// client's commands reach each node in the order the client sent them. The returned [`Call`]
     /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
     /// client's commands on one connection per node (see [`Node::send`]).
-    pub fn forward(&self, payload: Bytes, slot: Option<u16>, write: bool, lane: usize) -> Call<'_> {
-        self.forward_to(None, payload, slot, write, lane, Instant::now())
-    }
-
-    /// [`forward`](Self::forward) for a command that arrived at `now`: a session starts a whole
-    /// read's worth of commands on one clock read instead of one each.
-    pub fn forward_at(
+    pub fn forward(
         &self,
         payload: Bytes,
         slot: Option<u16>,
@@ -106,8 +101,9 @@ impl Router {
                         return self.inject(picked, command, node);
                     }
                 }
-                let reply = node.send(command.payload.clone(), false, lane);
+                let reply = node.queue(command.payload.clone(), false, lane, 1);
                 if Router::hedges(&live.config, &command) {
+                    let reply = reply.into_reply(&node);
                     return Call::slow(self.hedged(command, node, reply));
                 }
                 Call::sent(self, node, reply, command)

@@ -29,7 +29,7 @@ pub use error::UpstreamError;
 pub use handshake::{Credentials, Handshake};
 pub use health::{Health, HealthSnapshot, OutlierConfig};
 pub use health_check::run_health_checks;
-pub use node::{Node, Reply};
+pub use node::{Node, Queued, Reply};
 pub use registry::Upstreams;
 pub use stream::NodeStream;
 pub use tls::{UpstreamTls, UpstreamTlsConfig};

@@ -122,6 +122,16 @@ impl Node {
     /// [`send`](Self::send) for a payload of several commands written contiguously (a whole
     /// `MULTI … EXEC`): resolves once all `frames` replies are in, as one slice.
     pub fn send_frames(&self, payload: Bytes, asking: bool, lane: usize, frames: u32) -> Reply {
+        Reply {
+            queued: self.queue(payload, asking, lane, frames),
+            addr: self.addr.clone(),
+        }
+    }
+
+    /// [`send_frames`](Self::send_frames) for a caller that keeps the node at hand: the handle
+    /// does not copy the node's address (a reference count every thread would write per
+    /// command); [`Queued::poll_from`] takes the node instead.
+    pub fn queue(&self, payload: Bytes, asking: bool, lane: usize, frames: u32) -> Queued {
         let (reply, receive) = reply_slot::channel();
         let pending = Pending {
             payload,
@@ -129,10 +139,9 @@ impl Node {
             frames,
             reply,
         };
-        let queued = self.conns[self.connection(lane)].send(pending);
-        Reply {
-            receive: queued.is_ok().then_some(receive),
-            addr: self.addr.clone(),
+        let sent = self.conns[self.connection(lane)].send(pending);
+        Queued {
+            receive: sent.is_ok().then_some(receive),
         }
     }
 
@@ -162,8 +171,7 @@ impl Node {
 /// A command queued on a node connection; resolves to its reply frame. The caller bounds the
 /// wait with its own deadline.
 pub struct Reply {
-    /// `None` when the connection task was gone, so nothing was sent.
-    receive: Option<ReplyReceiver>,
+    queued: Queued,
     addr: Arc<str>,
 }
 
@@ -171,16 +179,51 @@ impl Future for Reply {
     type Output = Result<Bytes, UpstreamError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Reply { queued, addr } = &mut *self;
+        queued.poll_with(cx, addr)
+    }
+}
+
+/// A [`Reply`] without the node's address, polled with the node it was queued on.
+pub struct Queued {
+    /// `None` when the connection task was gone, so nothing was sent.
+    receive: Option<ReplyReceiver>,
+}
+
+impl Queued {
+    /// A [`Reply`] that names `node` (the node it was queued on) on its own.
+    pub fn into_reply(self, node: &Node) -> Reply {
+        Reply {
+            queued: self,
+            addr: node.addr.clone(),
+        }
+    }
+
+    /// Polls for the reply of a command queued on `node`.
+    pub fn poll_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        node: &Node,
+    ) -> Poll<Result<Bytes, UpstreamError>> {
+        self.poll_with(cx, &node.addr)
+    }
+
+    /// `addr` names the node in the errors.
+    fn poll_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        addr: &Arc<str>,
+    ) -> Poll<Result<Bytes, UpstreamError>> {
         let Some(receive) = self.receive.as_mut() else {
             return Poll::Ready(Err(UpstreamError::NotSent {
-                addr: self.addr.clone(),
+                addr: addr.clone(),
                 reason: "connection task stopped".to_string(),
             }));
         };
         Pin::new(receive).poll(cx).map(|received| {
             received.unwrap_or_else(|_| {
                 Err(UpstreamError::Lost {
-                    addr: self.addr.clone(),
+                    addr: addr.clone(),
                     reason: "connection task ended before replying".to_string(),
                 })
             })
