@@ -21,14 +21,12 @@ const MAX_COMMANDS: usize = 8;
 pub struct CommandTally<'m> {
     metrics: &'m Metrics,
     commands: Vec<Pending>,
-    /// Something was counted since the last flush.
-    dirty: bool,
 }
 
+/// One command's counts since the last flush; its calls are its duration observations.
 struct Pending {
     command: &'static str,
     series: CommandSeries,
-    calls: u64,
     errors: u64,
     duration: LocalLatency,
 }
@@ -38,7 +36,6 @@ impl<'m> CommandTally<'m> {
         CommandTally {
             metrics,
             commands: Vec::new(),
-            dirty: false,
         }
     }
 
@@ -52,10 +49,8 @@ impl<'m> CommandTally<'m> {
     pub fn record(&mut self, command: &'static str, elapsed: Duration, error: bool) -> bool {
         if self.metrics.command_stats {
             let pending = self.pending(command);
-            pending.calls += 1;
             pending.errors += u64::from(error);
             pending.duration.observe(elapsed.as_secs_f64());
-            self.dirty = true;
         }
         self.metrics.note_slow(elapsed)
     }
@@ -72,7 +67,6 @@ impl<'m> CommandTally<'m> {
                 self.commands.push(Pending {
                     command,
                     series: self.metrics.series_of(command),
-                    calls: 0,
                     errors: 0,
                     duration: LocalLatency::default(),
                 });
@@ -84,15 +78,12 @@ impl<'m> CommandTally<'m> {
 
     /// Adds everything counted so far to the shared series.
     pub fn flush(&mut self) {
-        if !self.dirty {
-            return;
-        }
-        self.dirty = false;
         for pending in &mut self.commands {
-            if pending.calls > 0 {
-                pending.series.calls.inc_by(pending.calls);
-                pending.calls = 0;
+            let calls = pending.duration.count();
+            if calls == 0 {
+                continue;
             }
+            pending.series.calls.inc_by(calls);
             if pending.errors > 0 {
                 pending.series.errors.inc_by(pending.errors);
                 pending.errors = 0;
