@@ -20,12 +20,12 @@ use crate::admin::AdminState;
 use crate::backends::Backends;
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
-use crate::downstream::{serve as serve_clients, Downstream};
+use crate::downstream::{Downstream, Spread, TlsListener};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
 use crate::router::Router;
 use crate::upstream::Upstreams;
-use crate::workers::{Threading, Workers};
+use crate::workers::{Model, Workers};
 use accept::spawn_accept_loops;
 
 /// Sockets bound before the proxy starts, so tests can bind port 0 and read the address.
@@ -157,18 +157,26 @@ pub async fn run(
     );
     // Per core: the worker threads exist before any node, so every node's connections are dealt
     // out to them.
-    let workers = match config.threading {
-        Threading::PerCore => {
+    let workers = match config.threading_model() {
+        Model::PerCore => {
             let workers = Workers::start(config.worker_threads())
                 .context("cannot start the worker threads (`threading: per-core`)")?;
             upstreams.set_workers(workers.handles().clone());
             tracing::info!(
                 workers = workers.handles().len(),
+                setting = config.threading.name(),
                 "threading: per-core (one runtime per worker; node connections dealt out to the workers)"
             );
             Some(workers)
         }
-        Threading::Shared => None,
+        Model::Shared => {
+            tracing::info!(
+                workers = config.worker_threads(),
+                setting = config.threading.name(),
+                "threading: shared (one multi-thread runtime; node connections shared by its workers)"
+            );
+            None
+        }
     };
     let cluster = Arc::new(ClusterState::with_config(&config.cluster));
     let has_default = !config.cluster.seeds.is_empty() || config.sentinel.is_some();
@@ -203,11 +211,15 @@ pub async fn run(
     let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
     let users = crate::auth::Users::from_config(&config.auth)
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let spread = workers
+        .as_ref()
+        .map(|w| Arc::new(Spread::new(w.handles().len(), &metrics)));
     let downstream = Arc::new(Downstream::new(
         router.clone(),
         config.client.clone(),
         metrics.clone(),
         Arc::new(users),
+        spread,
     ));
 
     // The default backend: the `cluster.seeds` cluster, or a Sentinel-managed primary.
@@ -244,6 +256,7 @@ pub async fn run(
         let facade = facade(&config.cluster_facade, false, "TCP");
         spawn_accept_loops(
             tcp,
+            |tcp| tcp,
             workers.as_ref(),
             &downstream,
             facade,
@@ -257,26 +270,24 @@ pub async fn run(
             .server_config()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         tracing::info!(addr = %tcp.local_addr()?, "listening (TLS)");
-        let tls = crate::downstream::TlsListener::start(
-            tcp,
-            server_config,
-            config.tls.handshake_timeout,
-            stop_rx.clone(),
-        );
+        let (timeout, stop) = (config.tls.handshake_timeout, stop_rx.clone());
         let facade = facade(&config.tls.cluster_facade, true, "TLS");
-        tokio::spawn(serve_clients(
-            tls,
-            downstream.clone(),
+        spawn_accept_loops(
+            tcp,
+            move |tcp| TlsListener::start(tcp, server_config.clone(), timeout, stop.clone()),
+            workers.as_ref(),
+            &downstream,
             facade,
-            stop_rx.clone(),
-            done_tx.clone(),
-        ));
+            &stop_rx,
+            &done_tx,
+        )?;
     }
     if let Some(unix) = listeners.unix {
         tracing::info!(path = ?config.unix, "listening (Unix socket)");
         // Never a facade: a Unix socket cannot be announced as a cluster node (see validate.rs).
         spawn_accept_loops(
             unix,
+            |unix| unix,
             workers.as_ref(),
             &downstream,
             None,

@@ -7,7 +7,7 @@ use clap::Parser;
 use redcar::app::{self, Listeners};
 use redcar::config::{Cli, Command, Config, ConfigCommand};
 use redcar::doctor;
-use redcar::workers::Threading;
+use redcar::workers::Model;
 
 /// mimalloc instead of glibc's malloc: every client connection and batch allocates buffers, and
 /// glibc spent ~6,000 instructions per short-lived connection in `malloc`/`free`/consolidation
@@ -52,12 +52,12 @@ fn main() -> ExitCode {
     }
     // Per core, the data plane runs on the worker threads `app::run` starts; this runtime keeps
     // only the control plane (refresh, admin, reload, TLS handshakes) and needs one thread.
-    let runtime = match config.threading {
-        Threading::Shared => tokio::runtime::Builder::new_multi_thread()
+    let runtime = match config.threading_model() {
+        Model::Shared => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads())
             .enable_all()
             .build(),
-        Threading::PerCore => tokio::runtime::Builder::new_current_thread()
+        Model::PerCore => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
     };

@@ -20,11 +20,54 @@ use tokio::sync::watch;
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Threading {
-    /// One multi-thread runtime; node connections shared by all workers.
+    /// `per-core` when every worker gets a connection to every node of its own
+    /// (`workers` ≤ `connections_per_node`), `shared` otherwise.
     #[default]
+    Auto,
+    /// One multi-thread runtime; node connections shared by all workers.
     Shared,
-    /// One single-threaded runtime per worker, each with its own node connections.
+    /// One single-threaded runtime per worker; node connections dealt out to the workers.
     PerCore,
+}
+
+/// The threading model that runs: `threading` with `auto` settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    Shared,
+    PerCore,
+}
+
+impl Model {
+    /// How the log and the docs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Shared => "shared",
+            Model::PerCore => "per-core",
+        }
+    }
+}
+
+impl Threading {
+    /// The model that runs: `auto` settled for `workers` threads and `connections_per_node`.
+    /// Per core pays only while each worker has its own connection to every node: a worker
+    /// without one hands every command to another thread, which is what `shared` does anyway,
+    /// and then `shared` also balances the load across threads.
+    pub fn resolve(self, workers: usize, connections_per_node: usize) -> Model {
+        match self {
+            Threading::Auto if workers <= connections_per_node => Model::PerCore,
+            Threading::Auto | Threading::Shared => Model::Shared,
+            Threading::PerCore => Model::PerCore,
+        }
+    }
+
+    /// The name used in the config file and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Threading::Auto => "auto",
+            Threading::Shared => "shared",
+            Threading::PerCore => "per-core",
+        }
+    }
 }
 
 impl std::str::FromStr for Threading {
@@ -32,9 +75,12 @@ impl std::str::FromStr for Threading {
 
     fn from_str(text: &str) -> Result<Threading, String> {
         match text {
+            "auto" => Ok(Threading::Auto),
             "shared" => Ok(Threading::Shared),
             "per-core" => Ok(Threading::PerCore),
-            other => Err(format!("`{other}`: expected `shared` or `per-core`")),
+            other => Err(format!(
+                "`{other}`: expected `auto`, `shared` or `per-core`"
+            )),
         }
     }
 }
@@ -118,9 +164,21 @@ mod tests {
     }
 
     #[test]
-    fn threading_parses_its_two_names() {
-        assert_eq!("per-core".parse::<Threading>(), Ok(Threading::PerCore));
-        assert_eq!("shared".parse::<Threading>(), Ok(Threading::Shared));
+    fn threading_parses_its_three_names() {
+        for model in [Threading::Auto, Threading::Shared, Threading::PerCore] {
+            assert_eq!(model.name().parse::<Threading>(), Ok(model));
+        }
         assert!("both".parse::<Threading>().is_err());
+    }
+
+    #[test]
+    fn auto_is_per_core_only_while_every_worker_has_a_connection_per_node() {
+        assert_eq!(Threading::Auto.resolve(2, 2), Model::PerCore);
+        assert_eq!(Threading::Auto.resolve(1, 2), Model::PerCore);
+        assert_eq!(Threading::Auto.resolve(4, 2), Model::Shared);
+        assert_eq!(Threading::Auto.resolve(8, 8), Model::PerCore);
+        // An explicit choice stands whatever the counts.
+        assert_eq!(Threading::Shared.resolve(1, 2), Model::Shared);
+        assert_eq!(Threading::PerCore.resolve(8, 1), Model::PerCore);
     }
 }

@@ -1,5 +1,6 @@
 //! Where each listener's accept loop runs: on the shared runtime, or (`threading: per-core`) on
-//! every worker, each accepting on the same socket so the kernel hands each client to one.
+//! every worker, each accepting on the same socket so the kernel hands each client to one. A TLS
+//! listener is built on each worker too, so its handshakes and sessions run there.
 
 use std::io;
 use std::sync::Arc;
@@ -7,12 +8,12 @@ use std::sync::Arc;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
-use crate::downstream::{serve as serve_clients, Accept, Downstream, Facade};
+use crate::downstream::{serve as serve_clients, Accept, Downstream, Facade, Gated};
 use crate::workers::Workers;
 
 /// A listener that can be handed to other runtimes: detached from this one's I/O driver, copied
 /// (one socket, several handles) and registered again on the runtime that will accept on it.
-pub(super) trait Movable: Accept + Sized + Send + 'static {
+pub(super) trait Movable: Sized + Send + 'static {
     type Std: Send + 'static;
     fn detach(self) -> io::Result<Self::Std>;
     fn duplicate(socket: &Self::Std) -> io::Result<Self::Std>;
@@ -51,18 +52,26 @@ impl Movable for UnixListener {
     }
 }
 
-/// Starts the accept loop of `listener`: one on this runtime, or one per worker.
-pub(super) fn spawn_accept_loops<L: Movable>(
+/// Starts the accept loop of `listener`: one on this runtime, or one per worker. `build` turns
+/// the socket into what accepts clients (the listener itself, or a TLS listener around it) on the
+/// runtime that will run the loop, so its tasks and sessions run there. Per core, each worker's
+/// socket is gated by the workers' client counts ([`Gated`]).
+pub(super) fn spawn_accept_loops<L, A>(
     listener: L,
+    build: impl Fn(Gated<L>) -> A + Clone + Send + 'static,
     workers: Option<&Workers>,
     downstream: &Arc<Downstream>,
     facade: Option<Arc<Facade>>,
     stop: &watch::Receiver<bool>,
     done: &mpsc::Sender<()>,
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    L: Movable,
+    A: Accept + Send + 'static,
+{
     let Some(workers) = workers else {
         tokio::spawn(serve_clients(
-            listener,
+            build(Gated::new(listener, None)),
             downstream.clone(),
             facade,
             stop.clone(),
@@ -72,12 +81,16 @@ pub(super) fn spawn_accept_loops<L: Movable>(
     };
     let socket = listener.detach()?;
     for handle in workers.handles().iter() {
-        let (socket, downstream) = (L::duplicate(&socket)?, downstream.clone());
+        let (socket, downstream, build) =
+            (L::duplicate(&socket)?, downstream.clone(), build.clone());
         let (facade, stop, done) = (facade.clone(), stop.clone(), done.clone());
         handle.spawn(async move {
             match L::attach(socket) {
-                Ok(listener) => serve_clients(listener, downstream, facade, stop, done).await,
-                Err(e) => tracing::error!(listener = L::LABEL, "worker cannot accept: {e}"),
+                Ok(listener) => {
+                    let listener = build(Gated::new(listener, downstream.spread()));
+                    serve_clients(listener, downstream, facade, stop, done).await
+                }
+                Err(e) => tracing::error!(listener = A::LABEL, "worker cannot accept: {e}"),
             }
         });
     }

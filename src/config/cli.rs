@@ -64,7 +64,8 @@ pub struct Cli {
     /// Worker threads (0 = one per core).
     #[arg(long, env = "REDCAR_WORKERS", value_name = "N")]
     pub workers: Option<usize>,
-    /// Threading model: shared (one multi-thread runtime) or per-core (a runtime per worker).
+    /// Threading model: auto (default), shared (one multi-thread runtime) or per-core (a runtime
+    /// per worker).
     #[arg(long, env = "REDCAR_THREADING", value_name = "MODEL")]
     pub threading: Option<crate::workers::Threading>,
     /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).

@@ -47,8 +47,8 @@ pub struct Config {
     pub admin: Option<String>,
     /// Runtime worker threads; 0 means one per available core.
     pub workers: usize,
-    /// `shared` (one multi-thread runtime, node connections shared by its workers) or `per-core`
-    /// (one single-threaded runtime per worker, each with its own node connections).
+    /// `shared` (one multi-thread runtime, node connections shared by its workers), `per-core`
+    /// (one single-threaded runtime per worker, node connections dealt out to them) or `auto`.
     pub threading: crate::workers::Threading,
     /// Log filter: error, warn, info, debug, trace (or a tracing directive list).
     pub log_level: String,
@@ -91,7 +91,7 @@ impl Default for Config {
             unix_permissions: "660".to_string(),
             admin: None,
             workers: 0,
-            threading: crate::workers::Threading::Shared,
+            threading: crate::workers::Threading::Auto,
             log_level: "info".to_string(),
             log_format: "text".to_string(),
             drain_timeout: Duration::from_secs(10),
@@ -152,6 +152,12 @@ impl Config {
             return self.workers;
         }
         std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
+    /// The threading model that runs (`threading`, with `auto` settled).
+    pub fn threading_model(&self) -> crate::workers::Model {
+        self.threading
+            .resolve(self.worker_threads(), self.upstream.connections_per_node)
     }
 }
 

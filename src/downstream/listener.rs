@@ -15,6 +15,7 @@ use super::budget::Budget;
 use super::facade::{Endpoint, Facade};
 use super::session;
 use super::slow::LatencyWatch;
+use super::spread::Spread;
 use super::ClientConfig;
 use crate::auth::Users;
 use crate::metrics::{ListenerMetrics, Metrics};
@@ -41,6 +42,8 @@ pub struct Downstream {
     connected: AtomicUsize,
     /// Connected clients by id; touched on connect and disconnect only.
     clients: Mutex<HashMap<u64, ClientInfo>>,
+    /// `threading: per-core`: the workers' client counts, which keep them even.
+    spread: Option<Arc<Spread>>,
 }
 
 /// A connected client, as `/clients` shows it.
@@ -51,6 +54,9 @@ pub struct ClientInfo {
     pub listener: &'static str,
     /// Unix time (seconds) of the connect.
     pub connected_at: u64,
+    /// `threading: per-core`: the worker serving the client.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<usize>,
 }
 
 impl Downstream {
@@ -59,6 +65,7 @@ impl Downstream {
         config: ClientConfig,
         metrics: Arc<Metrics>,
         users: Arc<Users>,
+        spread: Option<Arc<Spread>>,
     ) -> Downstream {
         let budget = Budget::new(
             config.max_buffered_bytes_total,
@@ -77,7 +84,13 @@ impl Downstream {
             next_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),
             clients: Mutex::new(HashMap::new()),
+            spread,
         }
+    }
+
+    /// `threading: per-core`: the workers' client counts.
+    pub fn spread(&self) -> Option<&Arc<Spread>> {
+        self.spread.as_ref()
     }
 
     /// Samples the sessions' latency until `shutdown` (for `client.close_idle_when_slow`; while
@@ -142,6 +155,7 @@ impl Downstream {
             addr,
             listener,
             connected_at,
+            worker: crate::workers::current(),
         };
         self.clients
             .lock()
@@ -291,6 +305,12 @@ fn spawn_session<S>(
         tokio::spawn(refuse(stream));
         return;
     }
+    // Per core: counted on this worker while it lasts (the session never leaves the thread).
+    let member = downstream
+        .spread
+        .as_ref()
+        .zip(crate::workers::current())
+        .map(|(spread, worker)| spread.join(worker));
     // Boxed: the session's state machine is a few KiB, and an unboxed future is copied whole
     // each time tokio moves it into its task cell; a box moves as one pointer.
     tokio::spawn(Box::pin(async move {
@@ -302,6 +322,7 @@ fn spawn_session<S>(
         let client = downstream.connect(peer.clone(), listener, &gauges);
         session::serve(stream, &downstream, client.id, &peer, facade, shutdown).await;
         drop(client);
+        drop(member);
         downstream.connected.fetch_sub(1, Ordering::SeqCst);
         drop(done);
     }));

@@ -13,10 +13,12 @@ mod pubsub_conn;
 mod reply_batch;
 mod session;
 mod slow;
+mod spread;
 mod tls;
 mod transaction;
 
 pub use config::ClientConfig;
 pub use facade::{Facade, FacadeConfig};
 pub use listener::{serve, Accept, Downstream};
+pub use spread::{Gated, Spread};
 pub use tls::{TlsConfig, TlsListener};

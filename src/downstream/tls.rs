@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Mutex};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::ServerConfig;
@@ -91,18 +91,21 @@ pub struct TlsListener {
 
 impl TlsListener {
     /// Starts accepting on `tcp`; stops when `shutdown` fires.
-    pub fn start(
-        tcp: TcpListener,
+    pub fn start<L>(
+        tcp: L,
         config: Arc<ServerConfig>,
         handshake_timeout: Duration,
         mut shutdown: watch::Receiver<bool>,
-    ) -> TlsListener {
+    ) -> TlsListener
+    where
+        L: Accept<Stream = TcpStream> + Send + Sync + 'static,
+    {
         let (tx, ready) = mpsc::channel(64);
         let acceptor = TlsAcceptor::from(config);
         tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
-                    accepted = tcp.accept() => accepted,
+                    accepted = tcp.accept_client() => accepted,
                     _ = shutdown.changed() => return,
                 };
                 let (stream, peer) = match accepted {
@@ -113,13 +116,12 @@ impl TlsListener {
                         continue;
                     }
                 };
-                let _ = stream.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer.to_string())).await;
+                            let _ = tx.send((tls, peer)).await;
                         }
                         Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),

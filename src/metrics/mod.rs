@@ -83,6 +83,11 @@ struct ListenerLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabel {
+    worker: usize,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
     result: &'static str,
 }
@@ -122,6 +127,8 @@ pub struct Metrics {
     requests_sent: Counter,
     client_connections: Family<ListenerLabel, Gauge>,
     client_connections_total: Family<ListenerLabel, Counter>,
+    /// `threading: per-core`: connected clients on each worker.
+    worker_clients: Family<WorkerLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
     pub bytes_received: Counter,
     pub bytes_sent: Counter,
@@ -250,6 +257,7 @@ impl Metrics {
             requests_sent: Counter::default(),
             client_connections: Family::default(),
             client_connections_total: Family::default(),
+            worker_clients: Family::default(),
             bytes_received: Counter::default(),
             bytes_sent: Counter::default(),
             redirects: Family::default(),
@@ -370,6 +378,11 @@ impl Metrics {
             "client_connections",
             "Connected clients, by listener",
             self.client_connections.clone(),
+        );
+        r.register(
+            "worker_clients",
+            "Connected clients on each worker (threading: per-core)",
+            self.worker_clients.clone(),
         );
         r.register(
             "client_connections_accepted",
@@ -571,6 +584,12 @@ impl Metrics {
             connected: self.client_connections.get_or_create_owned(&label),
             accepted: self.client_connections_total.get_or_create_owned(&label),
         }
+    }
+
+    /// The connected-clients gauge of per-core worker `worker`.
+    pub fn worker_clients(&self, worker: usize) -> Gauge {
+        self.worker_clients
+            .get_or_create_owned(&WorkerLabel { worker })
     }
 
     /// A followed redirect: `moved` or `ask`, to `node`. Rare, so the label allocation is fine.

@@ -1,19 +1,29 @@
-//! `threading: per-core`: every worker runs its own accept loop, sessions and share of the node
-//! connections; clients on different workers are served correctly and node connections stay
-//! bounded by `connections_per_node`, as with the shared runtime.
+//! Both threading models: per core every worker runs its own accept loop, sessions and share of
+//! the node connections, shared one runtime runs them all; clients are served correctly either
+//! way and node connections stay bounded by `connections_per_node`. `auto` (the default) picks
+//! per core while every worker has a connection to every node, and per core the workers' client
+//! counts stay even.
+
+use std::time::{Duration, Instant};
 
 use crate::support::redcar::check_config_yaml;
 use crate::support::{Redcar, RedisCluster, Value};
 
 #[test]
 fn per_core_workers_serve_concurrent_pipelines_in_order() {
+    serves_concurrent_pipelines_in_order("per-core");
+}
+
+#[test]
+fn the_shared_runtime_serves_concurrent_pipelines_in_order() {
+    serves_concurrent_pipelines_in_order("shared");
+}
+
+fn serves_concurrent_pipelines_in_order(model: &str) {
     let cluster = RedisCluster::start(3, 0);
-    let redcar = Redcar::start_with(
-        &cluster.seeds(),
-        &["--threading", "per-core", "--workers", "2"],
-    );
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--threading", model, "--workers", "2"]);
     assert!(
-        redcar.log().contains("threading: per-core"),
+        redcar.log().contains(&format!("threading: {model}")),
         "{}",
         redcar.log()
     );
@@ -55,9 +65,9 @@ fn per_core_workers_serve_concurrent_pipelines_in_order() {
             Value::bulk("3-4-50"),
         ]))
     );
-    // Each of the 3 primaries: at most 2 connections (the default per node), one on each
-    // worker, however the clients landed on the workers (up to 4 per node when every worker
-    // opened its own).
+    // Each of the 3 primaries: at most 2 connections (the default per node); per core one on
+    // each worker, however the clients landed on the workers (up to 4 per node when every
+    // worker opened its own).
     let connections = redcar.metric_sum("redcar_node_connections{");
     assert!(
         (3.0..=6.0).contains(&connections),
@@ -72,4 +82,65 @@ fn an_unknown_threading_model_is_refused_at_start_up() {
     );
     assert_ne!(code, Some(0), "{output}");
     assert!(output.contains("threading"), "{output}");
+}
+
+#[test]
+fn auto_runs_per_core_while_every_worker_has_a_connection_per_node_and_shared_beyond() {
+    let cluster = RedisCluster::start(3, 0);
+    let per_core = Redcar::start_with(&cluster.seeds(), &["--workers", "2"]);
+    assert!(
+        per_core.log().contains("threading: per-core") && per_core.log().contains("auto"),
+        "{}",
+        per_core.log()
+    );
+    assert_eq!(per_core.cmd(&["SET", "auto:k", "1"]), Value::simple("OK"));
+    let shared = Redcar::start_with(
+        &cluster.seeds(),
+        &["--workers", "3", "--connections-per-node", "2"],
+    );
+    assert!(
+        shared.log().contains("threading: shared"),
+        "{}",
+        shared.log()
+    );
+    assert_eq!(shared.cmd(&["GET", "auto:k"]), Value::bulk("1"));
+    // Only per-core workers count their clients.
+    let (_, metrics) = shared.http_get("/metrics").expect("scrape");
+    assert!(!metrics.contains("redcar_worker_clients{"), "{metrics}");
+}
+
+#[test]
+fn per_core_workers_take_turns_so_their_client_counts_stay_even() {
+    let cluster = RedisCluster::start(3, 0);
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &["--threading", "per-core", "--workers", "2"],
+    );
+    // Twelve idle clients, connected one after another: whichever worker the kernel wakes, one
+    // that is two clients ahead waits for the other.
+    let clients: Vec<_> = (0..12)
+        .map(|_| {
+            let mut c = redcar.client();
+            assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+            c
+        })
+        .collect();
+    let counts: Vec<f64> = (0..2)
+        .map(|w| redcar.metric_sum(&format!("redcar_worker_clients{{worker=\"{w}\"}}")))
+        .collect();
+    assert_eq!(counts.iter().sum::<f64>(), 12.0, "{counts:?}");
+    assert!((counts[0] - counts[1]).abs() <= 2.0, "{counts:?}");
+    // `/clients` names each client's worker.
+    let (_, listing) = redcar.http_get("/clients").expect("/clients");
+    assert_eq!(listing.matches("\"worker\":").count(), 12, "{listing}");
+    // Departed clients leave the counts.
+    drop(clients);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while redcar.metric_sum("redcar_worker_clients{") > 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "counts stay after the clients left"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -47,7 +47,7 @@ impl Redcar {
     }
 
     /// Spawn without waiting for readiness. stdout+stderr go to a log file
-    /// (see [`log`](Self::log)). Inherited `REDCAR_*` variables are removed.
+    /// (see [`log`](Self::log)). Inherited `REDCAR_*` variables are removed; `REDCAR_WORKERS=2`.
     pub fn spawn(seeds: &str, extra_args: &[&str]) -> Redcar {
         let dir = tempfile::Builder::new()
             .prefix("redcar-it-proxy-")
@@ -90,6 +90,9 @@ impl Redcar {
                 cmd.env_remove(k);
             }
         }
+        // Two workers whatever the machine's core count, so `threading: auto` settles the same
+        // way (per core) on every test machine; a test's own `--workers` flag overrides it.
+        cmd.env("REDCAR_WORKERS", "2");
         let child = cmd
             .args(&self.args)
             .stdin(Stdio::null())
