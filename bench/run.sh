@@ -27,7 +27,7 @@
 #      BENCH_ROUNDS   (default 1)     runs of every test, interleaved; each row reports the run with
 #                      the median ops/s (the lower middle one for an even count)
 #      BENCH_NUTCRACKER (default 1)   0 skips the nutcracker rows
-#      BENCH_SCALING_WORKERS (default "1 2 2:per-core") redcar --workers values of the scaling run,
+#      BENCH_SCALING_WORKERS (default "1 2 2:shared") redcar --workers values of the scaling run,
 #                      each optionally with a threading model (N:per-core, N:shared); "" skips it
 #      BENCH_CONNECTIONS (default 1)  0 skips the per-request and rate-limit workloads
 #      BENCH_FLOOR    (default 1)     0 skips the hop-floor runs (byte pump, redcar on one node)
@@ -50,7 +50,7 @@ PIPELINED_REQUESTS=${BENCH_PIPELINED_REQUESTS:-$((REQUESTS * 5))}
 MULTI_REQUESTS=${BENCH_MULTI_REQUESTS:-$((REQUESTS / 4))}
 ROUNDS=${BENCH_ROUNDS:-1}
 NUTCRACKER=${BENCH_NUTCRACKER:-1}
-SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2 2:per-core}
+SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2 2:shared}
 CONNECTIONS=${BENCH_CONNECTIONS:-1}
 FLOOR=${BENCH_FLOOR:-1}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
@@ -160,6 +160,8 @@ stop_redcar() {
 }
 start_redcar
 REDCAR_MAIN_CMD="${REDCAR_CMD[*]}"
+# What `threading: auto` settled to, as redcar logged it at start-up.
+REDCAR_THREADING=$(grep -o 'threading: [a-z-]*' "$TMP/redcar.log" | head -1 || true)
 if [[ $NUTCRACKER == 1 ]]; then
     "${TIMEOUT[@]}" redis-benchmark -h 127.0.0.1 -p "$NC_PORT" -t set,get -n 5000 -c "$CLIENTS" \
         -r "$KEYSPACE" -q >/dev/null 2>&1 || log "warning: warm-up through nutcracker failed"
@@ -494,7 +496,7 @@ REPORT="$TMP/RESULTS.md"
     else
         echo "- nutcracker: $NC_NOTE"
     fi
-    echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
+    echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN), ${REDCAR_THREADING:-threading not logged}"
     echo "- rounds: $ROUNDS (every test run $ROUNDS time(s), interleaved; each row is the run with the median ops/s, the raw CSV has all)"
     echo "- workload: SET and GET (separate runs), $REQUESTS requests per test ($PIPELINED_REQUESTS pipelined with several clients, $((REQUESTS / 10)) with one client), keyspace $KEYSPACE (-r), scenarios (clients:pipeline): $SCENARIOS"
     ((MULTI_REQUESTS == 0)) || echo "- multi-key workload: MSET and MGET of 10 random keys, $MULTI_REQUESTS requests per test ($((MULTI_REQUESTS / 4)) with one client)"
@@ -568,7 +570,7 @@ REPORT="$TMP/RESULTS.md"
     if [[ -n $SCALING_WORKERS ]]; then
         echo "## Scaling: redcar worker threads"
         echo
-        echo "redcar restarted with \`--workers N\` (and \`--threading MODEL\` where named; otherwise the same command); \"default\" is the main run above (one worker per core: $(nproc), \`threading: shared\`)."
+        echo "redcar restarted with \`--workers N\` (and \`--threading MODEL\` where named; otherwise the same command); \"default\" is the main run above (one worker per core: $(nproc), \`threading: auto\`, which runs per core while the workers are no more than \`connections_per_node\`, 2)."
         echo
         echo "| workers | clients:pipeline | test | ops/s | p50 ms | p99 ms | redcar CPU s/M | ops/s / direct cluster |"
         echo "|---|---:|---|---:|---:|---:|---:|---:|"
