@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         return ExitCode::from(EXIT_BAD_CONFIG);
     }
     // Per core, the data plane runs on the worker threads `app::run` starts; this runtime keeps
-    // only the control plane (refresh, admin, reload, TLS handshakes) and needs one thread.
+    // only the control plane (refresh, admin, reload) and needs one thread.
     let runtime = match config.threading_model() {
         Model::Shared => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads())
