@@ -211,6 +211,7 @@ pub async fn run(
     let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
     let users = crate::auth::Users::from_config(&config.auth)
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    metrics.set_workers(config.threading_model().name(), config.worker_threads());
     let spread = workers
         .as_ref()
         .map(|w| Arc::new(Spread::new(w.handles().len(), &metrics)));

@@ -83,6 +83,11 @@ struct ListenerLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ThreadingLabel {
+    threading: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WorkerLabel {
     worker: usize,
 }
@@ -129,6 +134,8 @@ pub struct Metrics {
     client_connections_total: Family<ListenerLabel, Counter>,
     /// `threading: per-core`: connected clients on each worker.
     worker_clients: Family<WorkerLabel, Gauge>,
+    /// Data-plane threads, labelled with the threading model that runs (what `auto` settled to).
+    workers: Family<ThreadingLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
     pub bytes_received: Counter,
     pub bytes_sent: Counter,
@@ -258,6 +265,7 @@ impl Metrics {
             client_connections: Family::default(),
             client_connections_total: Family::default(),
             worker_clients: Family::default(),
+            workers: Family::default(),
             bytes_received: Counter::default(),
             bytes_sent: Counter::default(),
             redirects: Family::default(),
@@ -378,6 +386,11 @@ impl Metrics {
             "client_connections",
             "Connected clients, by listener",
             self.client_connections.clone(),
+        );
+        r.register(
+            "workers",
+            "Data-plane worker threads, by the threading model that runs (threading: auto settled)",
+            self.workers.clone(),
         );
         r.register(
             "worker_clients",
@@ -584,6 +597,15 @@ impl Metrics {
             connected: self.client_connections.get_or_create_owned(&label),
             accepted: self.client_connections_total.get_or_create_owned(&label),
         }
+    }
+
+    /// Records the threading model that runs (`shared` or `per-core`) and its worker threads;
+    /// called once at start-up.
+    pub fn set_workers(&self, threading: &'static str, workers: usize) {
+        let count = i64::try_from(workers).unwrap_or(i64::MAX);
+        self.workers
+            .get_or_create(&ThreadingLabel { threading })
+            .set(count);
     }
 
     /// The connected-clients gauge of per-core worker `worker`.

@@ -94,6 +94,10 @@ fn auto_runs_per_core_while_every_worker_has_a_connection_per_node_and_shared_be
         per_core.log()
     );
     assert_eq!(per_core.cmd(&["SET", "auto:k", "1"]), Value::simple("OK"));
+    assert_eq!(
+        per_core.metric_sum("redcar_workers{threading=\"per-core\"}"),
+        2.0
+    );
     let shared = Redcar::start_with(
         &cluster.seeds(),
         &["--workers", "3", "--connections-per-node", "2"],
@@ -107,6 +111,10 @@ fn auto_runs_per_core_while_every_worker_has_a_connection_per_node_and_shared_be
     // Only per-core workers count their clients.
     let (_, metrics) = shared.http_get("/metrics").expect("scrape");
     assert!(!metrics.contains("redcar_worker_clients{"), "{metrics}");
+    assert!(
+        metrics.contains("redcar_workers{threading=\"shared\"} 3"),
+        "{metrics}"
+    );
 }
 
 #[test]
