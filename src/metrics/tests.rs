@@ -95,6 +95,8 @@ fn every_documented_series_is_exported() {
     metrics.topology_rejected("stale");
     metrics.faults("delay");
     metrics.config_reload(true);
+    metrics.set_workers("per-core", 2);
+    metrics.worker_clients(0);
     let text = metrics.encode();
     let mut documented = 0;
     for line in section.lines().filter(|l| l.starts_with("| `redcar_")) {
