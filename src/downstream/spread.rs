@@ -29,8 +29,9 @@ const RECHECK: Duration = Duration::from_millis(50);
 pub struct Spread {
     counts: Box<[AtomicUsize]>,
     gauges: Box<[Gauge]>,
-    /// Notified whenever a client leaves, so a paused worker looks again.
-    left: Notify,
+    /// Notified whenever a count changes (a client joins another worker or leaves this one), so
+    /// a paused worker looks again.
+    changed: Notify,
 }
 
 impl Spread {
@@ -39,7 +40,7 @@ impl Spread {
         Spread {
             counts: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
             gauges: (0..workers).map(|w| metrics.worker_clients(w)).collect(),
-            left: Notify::new(),
+            changed: Notify::new(),
         }
     }
 
@@ -60,7 +61,7 @@ impl Spread {
     /// Waits until `worker` may accept (at once when it may).
     pub async fn turn(&self, worker: usize) {
         while !self.may_accept(worker) {
-            let _ = tokio::time::timeout(RECHECK, self.left.notified()).await;
+            let _ = tokio::time::timeout(RECHECK, self.changed.notified()).await;
         }
     }
 
@@ -70,6 +71,8 @@ impl Spread {
             count.fetch_add(1, Ordering::Relaxed);
             gauge.inc();
         }
+        // Another worker catching up may let a paused one accept again.
+        self.changed.notify_waiters();
         Member {
             spread: self.clone(),
             worker,
@@ -93,7 +96,7 @@ impl Drop for Member {
             count.fetch_sub(1, Ordering::Relaxed);
             gauge.dec();
         }
-        spread.left.notify_waiters();
+        spread.changed.notify_waiters();
     }
 }
 
@@ -168,6 +171,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_paused_worker_resumes_when_another_catches_up() {
+        let spread = spread(2);
+        let (a, b) = (spread.join(0), spread.join(0));
+        let waiter = {
+            let spread = spread.clone();
+            tokio::spawn(async move { spread.turn(0).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(
+            !waiter.is_finished(),
+            "worker 0 holds 2 clients, worker 1 none"
+        );
+        let c = spread.join(1);
+        // Well before the periodic re-check.
+        tokio::time::timeout(RECHECK / 5, waiter)
+            .await
+            .expect("resumed when worker 1 took a client")
+            .expect("waiter task");
+        drop((a, b, c));
+    }
+
+    #[tokio::test]
     async fn a_paused_worker_resumes_when_a_client_leaves() {
         let spread = spread(2);
         let (a, b) = (spread.join(0), spread.join(0));
@@ -181,7 +206,7 @@ mod tests {
             "worker 0 holds 2 clients, worker 1 none"
         );
         drop(a);
-        tokio::time::timeout(Duration::from_secs(5), waiter)
+        tokio::time::timeout(RECHECK / 5, waiter)
             .await
             .expect("resumed after a client left")
             .expect("waiter task");
