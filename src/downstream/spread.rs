@@ -170,46 +170,38 @@ mod tests {
         assert!(spread.may_accept(7), "an unknown worker is never held back");
     }
 
-    #[tokio::test]
-    async fn a_paused_worker_resumes_when_another_catches_up() {
+    /// Worker 0 holding 2 clients and worker 1 none, and a task waiting for worker 0's turn.
+    async fn worker_0_paused() -> (Arc<Spread>, [Member; 2], tokio::task::JoinHandle<()>) {
         let spread = spread(2);
-        let (a, b) = (spread.join(0), spread.join(0));
+        let held = [spread.join(0), spread.join(0)];
         let waiter = {
             let spread = spread.clone();
             tokio::spawn(async move { spread.turn(0).await })
         };
         tokio::task::yield_now().await;
-        assert!(
-            !waiter.is_finished(),
-            "worker 0 holds 2 clients, worker 1 none"
-        );
-        let c = spread.join(1);
-        // Well before the periodic re-check.
+        assert!(!waiter.is_finished(), "2 vs 0: worker 0 waits");
+        (spread, held, waiter)
+    }
+
+    /// `waiter` finishes well before the periodic re-check would have let it.
+    async fn resumes_at_once(waiter: tokio::task::JoinHandle<()>) {
         tokio::time::timeout(RECHECK / 5, waiter)
             .await
-            .expect("resumed when worker 1 took a client")
+            .expect("resumed on the notification")
             .expect("waiter task");
-        drop((a, b, c));
+    }
+
+    #[tokio::test]
+    async fn a_paused_worker_resumes_when_another_catches_up() {
+        let (spread, _held, waiter) = worker_0_paused().await;
+        let _other = spread.join(1);
+        resumes_at_once(waiter).await;
     }
 
     #[tokio::test]
     async fn a_paused_worker_resumes_when_a_client_leaves() {
-        let spread = spread(2);
-        let (a, b) = (spread.join(0), spread.join(0));
-        let waiter = {
-            let spread = spread.clone();
-            tokio::spawn(async move { spread.turn(0).await })
-        };
-        tokio::task::yield_now().await;
-        assert!(
-            !waiter.is_finished(),
-            "worker 0 holds 2 clients, worker 1 none"
-        );
-        drop(a);
-        tokio::time::timeout(RECHECK / 5, waiter)
-            .await
-            .expect("resumed after a client left")
-            .expect("waiter task");
-        drop(b);
+        let (_spread, [first, _second], waiter) = worker_0_paused().await;
+        drop(first);
+        resumes_at_once(waiter).await;
     }
 }
