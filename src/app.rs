@@ -157,7 +157,9 @@ pub async fn run(
     );
     // Per core: the worker threads exist before any node, so every node's connections are dealt
     // out to them.
-    let workers = match config.threading_model() {
+    let model = config.threading_model();
+    metrics.set_workers(model.name(), config.worker_threads());
+    let workers = match model {
         Model::PerCore => {
             let workers = Workers::start(config.worker_threads())
                 .context("cannot start the worker threads (`threading: per-core`)")?;
@@ -211,7 +213,6 @@ pub async fn run(
     let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
     let users = crate::auth::Users::from_config(&config.auth)
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    metrics.set_workers(config.threading_model().name(), config.worker_threads());
     let spread = workers
         .as_ref()
         .map(|w| Arc::new(Spread::new(w.handles().len(), &metrics)));

@@ -8,7 +8,6 @@
 //! exact connection balance), while among workers within the bound the kernel still picks the
 //! idle one. The least-loaded worker always accepts, so a client never waits for balance.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use super::listener::Accept;
 use crate::metrics::Metrics;
 
 /// How many more clients than the least-loaded worker a worker may hold and still accept.
-const SLACK: usize = 1;
+const SLACK: i64 = 1;
 
 /// A paused worker looks again at least this often, in case a wake-up was missed (a count that
 /// changed between its check and its wait).
@@ -27,8 +26,8 @@ const RECHECK: Duration = Duration::from_millis(50);
 
 /// The client counts of the per-core workers.
 pub struct Spread {
-    counts: Box<[AtomicUsize]>,
-    gauges: Box<[Gauge]>,
+    /// `redcar_worker_clients{worker}`: the counts themselves, not a copy of them.
+    counts: Box<[Gauge]>,
     /// Notified whenever a count changes (a client joins another worker or leaves this one), so
     /// a paused worker looks again.
     changed: Notify,
@@ -38,8 +37,7 @@ impl Spread {
     /// Counts for `workers` workers, shown as `redcar_worker_clients{worker}`.
     pub fn new(workers: usize, metrics: &Metrics) -> Spread {
         Spread {
-            counts: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
-            gauges: (0..workers).map(|w| metrics.worker_clients(w)).collect(),
+            counts: (0..workers).map(|w| metrics.worker_clients(w)).collect(),
             changed: Notify::new(),
         }
     }
@@ -49,13 +47,8 @@ impl Spread {
         let Some(mine) = self.counts.get(worker) else {
             return true;
         };
-        let least = self
-            .counts
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .min()
-            .unwrap_or(0);
-        mine.load(Ordering::Relaxed) <= least + SLACK
+        let least = self.counts.iter().map(Gauge::get).min().unwrap_or(0);
+        mine.get() <= least + SLACK
     }
 
     /// Waits until `worker` may accept (at once when it may).
@@ -67,9 +60,8 @@ impl Spread {
 
     /// Counts a client on `worker` until the returned guard is dropped.
     pub fn join(self: &Arc<Self>, worker: usize) -> Member {
-        if let (Some(count), Some(gauge)) = (self.counts.get(worker), self.gauges.get(worker)) {
-            count.fetch_add(1, Ordering::Relaxed);
-            gauge.inc();
+        if let Some(count) = self.counts.get(worker) {
+            count.inc();
         }
         // Another worker catching up may let a paused one accept again.
         self.changed.notify_waiters();
@@ -88,15 +80,10 @@ pub struct Member {
 
 impl Drop for Member {
     fn drop(&mut self) {
-        let spread = &self.spread;
-        if let (Some(count), Some(gauge)) = (
-            spread.counts.get(self.worker),
-            spread.gauges.get(self.worker),
-        ) {
-            count.fetch_sub(1, Ordering::Relaxed);
-            gauge.dec();
+        if let Some(count) = self.spread.counts.get(self.worker) {
+            count.dec();
         }
-        spread.changed.notify_waiters();
+        self.spread.changed.notify_waiters();
     }
 }
 
