@@ -334,6 +334,7 @@ pub async fn run(
         "shutting down: draining clients"
     );
     let _ = stop_tx.send(true);
+    downstream.drain();
     // Every session and accept loop holds a `done` sender; `recv` returns None when all are gone.
     // A reload may have changed `drain_timeout`.
     if tokio::time::timeout(current.load().drain_timeout, done_rx.recv())

@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use super::budget::Budget;
+use super::drain::Drain;
 use super::facade::{Endpoint, Facade};
 use super::session;
 use super::slow::LatencyWatch;
@@ -44,6 +45,8 @@ pub struct Downstream {
     clients: Mutex<HashMap<u64, ClientInfo>>,
     /// `threading: per-core`: the workers' client counts, which keep them even.
     spread: Option<Arc<Spread>>,
+    /// Started at shutdown: sessions close once they owe nothing.
+    pub(super) drain: Drain,
 }
 
 /// A connected client, as `/clients` shows it.
@@ -85,7 +88,14 @@ impl Downstream {
             connected: AtomicUsize::new(0),
             clients: Mutex::new(HashMap::new()),
             spread,
+            drain: Drain::default(),
         }
+    }
+
+    /// Tells every session to close once it owes its client nothing (shutdown). Accept loops
+    /// stop on their own shutdown signal.
+    pub fn drain(&self) {
+        self.drain.start();
     }
 
     /// `threading: per-core`: the workers' client counts.
@@ -256,7 +266,7 @@ pub async fn serve<L: Accept>(
                     listener: L::LABEL,
                     facade: endpoint,
                 };
-                spawn_session(stream, session, &gauges, &downstream, &shutdown, &done)
+                spawn_session(stream, session, &gauges, &downstream, &done)
             }
             Err(e) => accept_failed(e).await,
         }
@@ -286,13 +296,11 @@ fn spawn_session<S>(
     session: Session,
     gauges: &ListenerMetrics,
     downstream: &Arc<Downstream>,
-    shutdown: &watch::Receiver<bool>,
     done: &mpsc::Sender<()>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let downstream = downstream.clone();
-    let shutdown = shutdown.clone();
     let done = done.clone();
     let gauges = gauges.clone();
     let count = downstream.connected.fetch_add(1, Ordering::SeqCst);
@@ -320,7 +328,7 @@ fn spawn_session<S>(
             facade,
         } = session;
         let client = downstream.connect(peer.clone(), listener, &gauges);
-        session::serve(stream, &downstream, client.id, &peer, facade, shutdown).await;
+        session::serve(stream, &downstream, client.id, &peer, facade).await;
         drop(client);
         drop(member);
         downstream.connected.fetch_sub(1, Ordering::SeqCst);

@@ -4,6 +4,7 @@
 
 mod budget;
 mod config;
+mod drain;
 mod facade;
 mod facade_reply;
 mod listener;

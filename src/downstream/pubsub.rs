@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
+use super::drain::DrainSignal;
 use super::local::ClientState;
 use super::pubsub_conn::{Pushed, SubConn, PUSH_QUEUE};
 use crate::cluster::key_slot;
@@ -61,7 +62,7 @@ pub async fn serve<R, W>(
     limits: &Limits,
     metrics: &Metrics,
     max_reply_bytes: usize,
-    shutdown: &mut watch::Receiver<bool>,
+    drain: &mut DrainSignal<'_>,
     pick: usize,
     state: &ClientState,
 ) -> Left
@@ -122,7 +123,7 @@ where
                 }
             },
             _ = tick.tick(), if !mode.orphans.is_empty() => mode.adopt_orphans().await,
-            _ = shutdown.changed() => return Left::Close,
+            () = drain.started() => return Left::Close,
         }
     }
 }

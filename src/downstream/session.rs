@@ -42,7 +42,6 @@ pub async fn serve<S>(
     id: u64,
     peer: &str,
     facade: Option<Endpoint>,
-    mut shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Send + Unpin,
 {
@@ -96,6 +95,8 @@ pub async fn serve<S>(
     // This session's part of `client.max_buffered_bytes_total`, and a timer to look again at
     // the total while paused by it (made once, reset only while paused).
     let mut share = downstream.budget.share(id);
+    // Shutdown: close once nothing is owed (a flag read per turn, see drain.rs).
+    let mut drain = downstream.drain.signal(id);
     let mut budget_timer = Box::pin(sleep_until(Instant::now()));
     let mut budget_paused = false;
     // The clock read a turn ended with (a read or replies arriving), reused by the next turn:
@@ -195,7 +196,7 @@ pub async fn serve<S>(
                         &limits,
                         metrics,
                         config.max_reply_bytes,
-                        &mut shutdown,
+                        &mut drain,
                         lane,
                         &state,
                     )
@@ -360,7 +361,7 @@ pub async fn serve<S>(
             () = &mut age_timer, if !config.max_age.is_zero() && !aged => {
                 aged = true;
             }
-            _ = shutdown.changed(), if !closing => closing = true,
+            () = drain.started(), if !closing => closing = true,
             now_slow = slow_changed(&mut slow), if slow.is_some() && !closing => {
                 close_when_safe = now_slow;
             }

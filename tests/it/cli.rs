@@ -194,15 +194,33 @@ fn readiness_waits_for_a_slot_map_and_sigterm_drains() {
     let mut redcar = Redcar::start(&cluster.seeds());
     let mut c = redcar.client();
     assert_eq!(c.q(&["SET", "k", "v"]), Value::simple("OK"));
+    // A client in subscribe mode waits in another loop; the drain must reach it too.
+    let mut subscriber = redcar.client();
+    let confirmed = subscriber.q(&["SUBSCRIBE", "news"]);
+    assert!(
+        format!("{confirmed:?}").contains("subscribe"),
+        "{confirmed:?}"
+    );
     let pid = redcar.pid().expect("running");
     let status = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
+    let asked = std::time::Instant::now();
     let exit = redcar
         .wait_exit(Duration::from_secs(15))
         .expect("exits after SIGTERM");
     assert!(exit.success(), "exit status {exit}");
+    // Idle clients owe nothing: they are closed at once, not after `drain_timeout` (10 s).
+    assert!(
+        asked.elapsed() < Duration::from_secs(8),
+        "drain waited for idle clients: {:?}",
+        asked.elapsed()
+    );
     assert!(c.read_reply().is_err(), "client connection closed on drain");
+    assert!(
+        subscriber.read_reply().is_err(),
+        "subscriber connection closed on drain"
+    );
 }
