@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::future::Future;
 use std::task::Poll;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -24,6 +23,7 @@ use crate::commands::Local;
 use crate::metrics::{CommandTally, Metrics};
 use crate::protocol::{parse_request, Limits, Request};
 use crate::router::{Call, Plan, Router};
+use crate::upstream::Inbox;
 
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -62,6 +62,8 @@ pub async fn serve<S>(
     let mut out = BytesMut::with_capacity(READ_CHUNK);
     // Replies owed to the client, oldest first, with what the metrics need to know about them.
     let mut calls: VecDeque<(Call<'_>, Stamp)> = VecDeque::new();
+    // Where the nodes put the replies to this client's forwarded commands (see upstream::inbox).
+    let mut inbox = Inbox::default();
     let mut scratch = Vec::with_capacity(8);
     // One timer for the whole session, armed for the oldest call's deadline, instead of one per
     // command. Deadlines grow along the queue, so when it fires only the front can be late.
@@ -213,6 +215,7 @@ pub async fn serve<S>(
             }
             let call = dispatch(
                 router,
+                &mut inbox,
                 &mut state,
                 plan,
                 &request,
@@ -276,14 +279,14 @@ pub async fn serve<S>(
         tokio::select! {
             biased;
             reply = poll_fn(|cx| match calls.front_mut() {
-                Some((call, _)) => std::pin::Pin::new(call).poll(cx),
+                Some((call, _)) => call.poll_in(cx, Some(&mut inbox)),
                 None => Poll::Pending,
             }), if !calls.is_empty() && out.len() < config.max_reply_bytes => {
                 let now = Instant::now();
                 clock = Some(now);
                 let mut reply = Some(reply);
                 // Take every following reply that is already here, to write them in one syscall.
-                while let Some(bytes) = reply.take().or_else(|| calls.front_mut().and_then(|(call, _)| call.now_or_never())) {
+                while let Some(bytes) = reply.take().or_else(|| calls.front_mut().and_then(|(call, _)| call.try_now(Some(&mut inbox)))) {
                     if let Some((call, stamp)) = calls.pop_front() {
                         exclusive -= usize::from(stamp.alone);
                         note_latency(latency, &stamp, now);
@@ -316,7 +319,13 @@ pub async fn serve<S>(
             },
             () = &mut timer, if timer_armed => {
                 let now = Instant::now();
-                while let Some(reply) = calls.front_mut().and_then(|(call, _)| call.expire()) {
+                // A call past its deadline whose reply is here anyway (it came while an earlier
+                // call held up the queue) gets that reply, not the timeout.
+                // Only first attempts are timed here (redirects and retries time themselves).
+                while let Some(reply) = calls.front_mut().and_then(|(call, _)| {
+                    call.deadline()?;
+                    call.try_now(Some(&mut inbox)).or_else(|| call.expire(Some(&mut inbox)))
+                }) {
                     if let Some((call, stamp)) = calls.pop_front() {
                         exclusive -= usize::from(stamp.alone);
                         note_latency(latency, &stamp, now);
@@ -427,8 +436,10 @@ fn facade_plan(
 }
 
 /// Starts one planned command: forwarded commands are queued on their node right away.
+#[allow(clippy::too_many_arguments)]
 fn dispatch<'r>(
     router: &'r Router,
+    inbox: &mut Inbox,
     state: &mut ClientState,
     plan: Plan,
     request: &Request,
@@ -444,7 +455,7 @@ fn dispatch<'r>(
     };
     let raw = rewritten.as_ref().unwrap_or(request.raw());
     match state.tx.step(plan, raw, max_tx_bytes) {
-        Step::Serve(plan) => serve_plan(router, state, plan, request, lane, now),
+        Step::Serve(plan) => serve_plan(router, inbox, state, plan, request, lane, now),
         Step::Reply(reply) => Call::ready(reply),
         Step::Exec {
             payload,
@@ -490,6 +501,7 @@ fn dispatch<'r>(
 
 fn serve_plan<'r>(
     router: &'r Router,
+    inbox: &mut Inbox,
     state: &mut ClientState,
     plan: Plan,
     request: &Request,
@@ -501,10 +513,10 @@ fn serve_plan<'r>(
             if write {
                 state.written.note(slot);
             }
-            router.forward(request.raw().clone(), Some(slot), write, lane, now)
+            router.forward_into(inbox, request.raw().clone(), Some(slot), write, lane, now)
         }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
-        Plan::AnyNode => router.forward(request.raw().clone(), None, true, lane, now),
+        Plan::AnyNode => router.forward_into(inbox, request.raw().clone(), None, true, lane, now),
         Plan::Multi(multi) => {
             // Splits, fan-outs and scripts: where they wrote is not tracked; WAIT asks everyone.
             state.written.note_everywhere();

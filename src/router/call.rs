@@ -5,15 +5,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::forward::Command;
+use super::forward::{Command, Outcome};
 use super::redirect::{classify, Verdict};
 use super::Router;
-use crate::upstream::{Node, Queued};
+use crate::upstream::{Inbox, Node, Queued, UpstreamError};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
 pub struct Call<'r> {
@@ -28,6 +28,14 @@ enum State<'r> {
         router: &'r Router,
         node: Arc<Node>,
         reply: Queued,
+        command: Command,
+    },
+    /// Queued on `node`, its reply going to the session's [`Inbox`] as number `seq`: the
+    /// session's own commands, polled with that inbox ([`Call::poll_in`]).
+    Inboxed {
+        router: &'r Router,
+        node: Arc<Node>,
+        seq: u64,
         command: Command,
     },
     /// Redirects, retries, waiting for a slot owner.
@@ -58,6 +66,22 @@ impl<'r> Call<'r> {
         }
     }
 
+    pub(super) fn inboxed(
+        router: &'r Router,
+        node: Arc<Node>,
+        seq: u64,
+        command: Command,
+    ) -> Call<'r> {
+        Call {
+            state: State::Inboxed {
+                router,
+                node,
+                seq,
+                command,
+            },
+        }
+    }
+
     pub(super) fn slow(future: impl Future<Output = Bytes> + Send + 'r) -> Call<'r> {
         Call {
             state: State::Slow(Box::pin(future)),
@@ -73,7 +97,7 @@ impl<'r> Call<'r> {
     /// its oldest call instead of one per command; slow calls keep their own deadlines.
     pub fn deadline(&self) -> Option<Instant> {
         match &self.state {
-            State::Sent { command, .. } => Some(command.deadline),
+            State::Sent { command, .. } | State::Inboxed { command, .. } => Some(command.deadline),
             _ => None,
         }
     }
@@ -81,7 +105,7 @@ impl<'r> Call<'r> {
     /// The node a call waiting on its first attempt was sent to (for the slow log).
     pub fn node(&self) -> Option<&str> {
         match &self.state {
-            State::Sent { node, .. } => Some(node.addr()),
+            State::Sent { node, .. } | State::Inboxed { node, .. } => Some(node.addr()),
             _ => None,
         }
     }
@@ -96,13 +120,14 @@ impl<'r> Call<'r> {
         match tokio::time::timeout_at(deadline, &mut self).await {
             Ok(reply) => reply,
             Err(_elapsed) => self
-                .expire()
+                .expire(None)
                 .unwrap_or_else(|| super::reply::redcar_error("timed out waiting for a node")),
         }
     }
 
     /// Gives up on a call whose deadline passed: its reply, if it ever comes, is dropped.
-    pub fn expire(&mut self) -> Option<Bytes> {
+    /// `inbox`: the session's, for calls queued into it.
+    pub fn expire(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
         match &self.state {
             State::Sent {
                 router,
@@ -110,7 +135,105 @@ impl<'r> Call<'r> {
                 command,
                 ..
             } if command.deadline <= Instant::now() => Some(router.node_timed_out(node)),
+            State::Inboxed {
+                router,
+                node,
+                seq,
+                command,
+            } if command.deadline <= Instant::now() => {
+                if let Some(inbox) = inbox {
+                    inbox.forget(*seq);
+                }
+                Some(router.node_timed_out(node))
+            }
             _ => None,
+        }
+    }
+
+    /// Polls the call; `inbox` is the session's, which calls queued into it need (any other
+    /// caller passes `None`, as `Future::poll` does).
+    pub fn poll_in(&mut self, cx: &mut Context<'_>, inbox: Option<&mut Inbox>) -> Poll<Bytes> {
+        self.poll_inner(cx, inbox, true)
+    }
+
+    /// The reply if it is here now (nothing is woken later).
+    pub fn try_now(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
+        match self.poll_inner(&mut Context::from_waker(Waker::noop()), inbox, false) {
+            Poll::Ready(reply) => Some(reply),
+            Poll::Pending => None,
+        }
+    }
+
+    /// `wait`: leave the task's waker with the inbox (a poll); otherwise only look (`try_now`).
+    fn poll_inner(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut inbox: Option<&mut Inbox>,
+        wait: bool,
+    ) -> Poll<Bytes> {
+        loop {
+            let outcome = match &mut self.state {
+                State::Ready(reply) => return Poll::Ready(reply.take().unwrap_or_default()),
+                State::Slow(future) => return future.as_mut().poll(cx),
+                State::Sent { reply, node, .. } => match reply.poll_from(cx, node) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(outcome) => outcome,
+                },
+                State::Inboxed { node, seq, .. } => {
+                    let Some(inbox) = inbox.as_deref_mut() else {
+                        // Only a session creates these, and it always passes its inbox.
+                        debug_assert!(false, "an inboxed call polled without its inbox");
+                        return Poll::Ready(super::reply::redcar_error(
+                            "internal error: reply polled without its inbox",
+                        ));
+                    };
+                    let delivered = if wait {
+                        inbox.poll_reply(*seq, cx)
+                    } else {
+                        inbox.try_reply(*seq).map_or(Poll::Pending, Poll::Ready)
+                    };
+                    match delivered {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(delivered) => delivered.unwrap_or_else(|_closed| {
+                            Err(UpstreamError::Lost {
+                                addr: node.addr().clone(),
+                                reason: "connection task ended before replying".to_string(),
+                            })
+                        }),
+                    }
+                }
+            };
+            // Done: the state stays as it is, so the session can still name the node (slow
+            // log); the call is not polled again.
+            if let Ok(bytes) = &outcome {
+                if classify(bytes) == Verdict::Done {
+                    return Poll::Ready(outcome.unwrap_or_default());
+                }
+            }
+            self.after_first_attempt(outcome);
+        }
+    }
+
+    /// The first attempt's reply asks for more (MOVED, ASK, an error worth a retry): the rest
+    /// runs as a boxed future.
+    fn after_first_attempt(&mut self, outcome: Outcome) {
+        match std::mem::replace(&mut self.state, State::Ready(None)) {
+            State::Sent {
+                router,
+                command,
+                node,
+                ..
+            }
+            | State::Inboxed {
+                router,
+                command,
+                node,
+                ..
+            } => {
+                let first = Some((node, outcome));
+                self.state = State::Slow(Box::pin(router.finish(command, first, Vec::new())));
+            }
+            other => self.state = other,
         }
     }
 }
@@ -119,31 +242,6 @@ impl Future for Call<'_> {
     type Output = Bytes;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Bytes> {
-        loop {
-            match &mut self.state {
-                State::Ready(reply) => return Poll::Ready(reply.take().unwrap_or_default()),
-                State::Slow(future) => return future.as_mut().poll(cx),
-                State::Sent { reply, node, .. } => {
-                    let outcome = match reply.poll_from(cx, node) {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(Ok(bytes)) if classify(&bytes) == Verdict::Done => {
-                            return Poll::Ready(bytes)
-                        }
-                        Poll::Ready(outcome) => outcome,
-                    };
-                    let State::Sent {
-                        router,
-                        command,
-                        node,
-                        ..
-                    } = std::mem::replace(&mut self.state, State::Ready(None))
-                    else {
-                        unreachable!("state was Sent");
-                    };
-                    let first = Some((node, outcome));
-                    self.state = State::Slow(Box::pin(router.finish(command, first, Vec::new())));
-                }
-            }
-        }
+        self.poll_in(cx, None)
     }
 }

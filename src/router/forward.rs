@@ -12,7 +12,7 @@ use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
 use super::{select, ReadPolicy, RouteTarget, Router};
 use crate::cluster::{ClusterState, Shard};
-use crate::upstream::{Node, UpstreamError};
+use crate::upstream::{Inbox, Node, UpstreamError};
 
 /// What one attempt on a node produced.
 pub(super) type Outcome = Result<Bytes, UpstreamError>;
@@ -63,13 +63,30 @@ impl Router {
         lane: usize,
         now: Instant,
     ) -> Call<'_> {
-        self.forward_to(None, payload, slot, write, lane, now)
+        self.forward_to(None, None, payload, slot, write, lane, now)
     }
 
-    /// [`forward`](Self::forward) to a route's backend (`None`: the catch-all backend).
+    /// [`forward`](Self::forward) for a client session: the first attempt's reply goes to the
+    /// session's `inbox`, and the returned call must be polled with it ([`Call::poll_in`]).
+    pub fn forward_into(
+        &self,
+        inbox: &mut Inbox,
+        payload: Bytes,
+        slot: Option<u16>,
+        write: bool,
+        lane: usize,
+        now: Instant,
+    ) -> Call<'_> {
+        self.forward_to(None, Some(inbox), payload, slot, write, lane, now)
+    }
+
+    /// [`forward`](Self::forward) to a route's backend (`None`: the catch-all backend), with the
+    /// reply to a session's inbox when given one.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn forward_to(
         &self,
         target: Option<Arc<RouteTarget>>,
+        inbox: Option<&mut Inbox>,
         payload: Bytes,
         slot: Option<u16>,
         write: bool,
@@ -101,8 +118,22 @@ impl Router {
                         return self.inject(picked, command, node);
                     }
                 }
+                let hedged = Router::hedges(&live.config, &command);
+                if let (Some(inbox), false) = (inbox, hedged) {
+                    return match node.queue_into(inbox, command.payload.clone(), lane) {
+                        Some(seq) => Call::inboxed(self, node, seq, command),
+                        None => {
+                            let addr = node.addr().clone();
+                            let never = UpstreamError::NotSent {
+                                addr,
+                                reason: "connection task stopped".to_string(),
+                            };
+                            Call::slow(self.finish(command, Some((node, Err(never))), Vec::new()))
+                        }
+                    };
+                }
                 let reply = node.queue(command.payload.clone(), false, lane, 1);
-                if Router::hedges(&live.config, &command) {
+                if hedged {
                     let reply = reply.into_reply(&node);
                     return Call::slow(self.hedged(command, node, reply));
                 }

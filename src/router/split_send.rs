@@ -145,6 +145,7 @@ impl Router {
         let target = part.route.as_ref().map(|r| r.target.clone());
         let call = self.forward_to(
             target,
+            None,
             payload.clone(),
             Some(part.slot),
             split.write,

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::batch::Batching;
 use super::handshake::Handshake;
 use super::health::Health;
+use super::inbox::{Delivered, Delivery, Shared};
 use super::queue;
 use super::reply_slot::ReplySender;
 use super::stream::{FlushOnEmpty, NodeStream};
@@ -32,7 +33,40 @@ pub(super) struct Pending {
     /// Reply frames the payload produces (1 for one command; `MULTI … EXEC` sends several). They
     /// are handed over together, as one contiguous slice.
     pub frames: u32,
-    pub reply: ReplySender,
+    pub reply: ReplyTo,
+}
+
+/// Where a command's reply goes: its own channel, or a client session's inbox (see `inbox`).
+pub(super) enum ReplyTo {
+    Slot(ReplySender),
+    Inbox(Delivery),
+}
+
+impl ReplyTo {
+    /// Hands over one outcome on its own (failures; replies go through `Session::deliver`).
+    fn send(self, outcome: Result<Bytes, UpstreamError>) {
+        match self {
+            ReplyTo::Slot(slot) => slot.send(outcome),
+            ReplyTo::Inbox(delivery) => delivery.send(outcome),
+        }
+    }
+}
+
+/// Replies of one read bound for session inboxes, handed over per session once the read is
+/// parsed (one lock and at most one wake-up per session and read).
+type ForInboxes = Vec<(Arc<Shared>, u64, Delivered)>;
+
+/// Hands over `replies`, each run of replies to the same inbox under one lock.
+fn hand_over(replies: &mut ForInboxes) {
+    let mut replies = replies.drain(..).peekable();
+    while let Some((inbox, seq, first)) = replies.next() {
+        let same = std::iter::from_fn(|| {
+            replies
+                .next_if(|(next, _, _)| Arc::ptr_eq(next, &inbox))
+                .map(|(_, seq, delivered)| (seq, delivered))
+        });
+        inbox.deliver(std::iter::once((seq, first)).chain(same));
+    }
 }
 
 /// Replies delivered in one read, for the node metrics.
@@ -48,7 +82,7 @@ struct ReplyBatch {
 
 /// A written command waiting for its reply.
 struct InFlight {
-    reply: ReplySender,
+    reply: ReplyTo,
     /// Replies to discard before ours (the `+OK` of a leading `ASKING`).
     skip: u8,
     /// Reply frames that make up our reply.
@@ -230,6 +264,8 @@ struct Session {
     batch_at: Instant,
     /// When to take more commands and when to write them (in-flight cap, flush window).
     batching: Batching,
+    /// Replies of the read being parsed that go to session inboxes (kept for its capacity).
+    for_inboxes: ForInboxes,
 }
 
 impl Session {
@@ -244,6 +280,7 @@ impl Session {
             health: context.health.clone(),
             batch_at: Instant::now(),
             batching: Batching::new(&context.config, context.metrics.in_flight_capped.clone()),
+            for_inboxes: Vec::new(),
         }
     }
 
@@ -411,6 +448,7 @@ impl Session {
         let now = Instant::now();
         let mut batch = ReplyBatch::default();
         let result = self.deliver_frames(input, now, &mut batch);
+        hand_over(&mut self.for_inboxes);
         self.metrics.record_replies(batch.count, batch.latency);
         batch.duration.flush_into(&self.metrics.duration);
         if batch.count > 0 {
@@ -454,7 +492,14 @@ impl Session {
                 batch.latency += elapsed * done.frames;
                 batch.answered |= frame.first() != Some(&b'-');
                 // The waiter may have given up (deadline); its reply is dropped.
-                done.reply.send(Ok(frame));
+                match done.reply {
+                    ReplyTo::Slot(slot) => slot.send(Ok(frame)),
+                    ReplyTo::Inbox(delivery) => {
+                        if let Some((inbox, seq)) = delivery.take() {
+                            self.for_inboxes.push((inbox, seq, Ok(Ok(frame))));
+                        }
+                    }
+                }
             }
         }
     }

@@ -7,8 +7,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use super::conn::{self, NodeContext, Pending};
+use super::conn::{self, NodeContext, Pending, ReplyTo};
 use super::health::{Health, HealthMetrics};
+use super::inbox::Inbox;
 use super::queue;
 use super::reply_slot::{self, ReplyReceiver};
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
@@ -137,11 +138,36 @@ impl Node {
             payload,
             asking,
             frames,
-            reply,
+            reply: ReplyTo::Slot(reply),
         };
         let sent = self.conns[self.connection(lane)].send(pending);
         Queued {
             receive: sent.is_ok().then_some(receive),
+        }
+    }
+
+    /// Queues one encoded command whose reply goes to a client session's `inbox` (see
+    /// `upstream::inbox`), and returns its number there; `None` when the connection task was
+    /// gone, so nothing was sent (the number is already given back).
+    pub fn queue_into(&self, inbox: &mut Inbox, payload: Bytes, lane: usize) -> Option<u64> {
+        let delivery = inbox.reserve();
+        let seq = delivery.seq();
+        let pending = Pending {
+            payload,
+            asking: false,
+            frames: 1,
+            reply: ReplyTo::Inbox(delivery),
+        };
+        match self.conns[self.connection(lane)].send(pending) {
+            Ok(()) => Some(seq),
+            Err(refused) => {
+                if let ReplyTo::Inbox(delivery) = refused.reply {
+                    // Not a failure to report through the inbox: the caller learns it here.
+                    drop(delivery.take());
+                }
+                inbox.forget(seq);
+                None
+            }
         }
     }
 

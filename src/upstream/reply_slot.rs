@@ -1,6 +1,9 @@
 //! A one-shot channel for one command's reply whose slots are reused, so forwarding a command
 //! allocates nothing in the steady state.
 //!
+//! Client sessions' own commands use their inbox instead (`inbox.rs`: cheaper per command);
+//! these slots serve everything that awaits a reply as a future (fan-outs, splits, retries).
+//!
 //! `tokio::sync::oneshot` allocates its shared cell for every channel: one `malloc`/`free` pair
 //! per forwarded command, the last allocation on the single-slot path. Here the cell is an
 //! `Arc<Slot>`; whichever end finishes last resets it and parks it in a per-thread pool, and

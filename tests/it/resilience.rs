@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::redirects::write_config;
 use crate::support::load::{ms_after, verify, Load, LoadOptions, LoadReport, Written};
-use crate::support::{Redcar, RedisCluster, RedisServer};
+use crate::support::{Redcar, RedisCluster, RedisServer, Value};
 
 /// Load before, during and after each event.
 const PHASE: Duration = Duration::from_secs(3);
@@ -478,5 +478,47 @@ fn replica_hang() {
         0,
         "the resumed replica was not brought back by a health check\n{}",
         metric_lines(&redcar, "redcar_node_")
+    );
+}
+
+/// A command that outlives `op_timeout` gets redcar's error at its deadline while the commands
+/// after it on other nodes are answered; its reply, arriving later, reaches nobody: the next
+/// commands of the same client, on the same node connection, get their own replies.
+#[test]
+fn a_late_reply_after_a_timeout_reaches_nobody() {
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--op-timeout", "300ms"]);
+    let ports = cluster.primary_ports();
+    let key = cluster.key_on_node("late", ports[0]);
+    let other = cluster.key_on_node("late", ports[1]);
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["SET", &key, "old"]), Value::simple("OK"));
+    assert_eq!(c.q(&["SET", &other, "kept"]), Value::simple("OK"));
+
+    let pid = cluster.node_by_port(ports[0]).pid().expect("primary runs");
+    signal(pid, "-STOP");
+    let resume = Resume(pid);
+    let replies = c
+        .pipeline(&[vec!["GET", key.as_str()], vec!["GET", other.as_str()]])
+        .expect("both replies");
+    assert!(
+        replies[0].error().is_some_and(|e| e.contains("timed out")),
+        "{replies:?}"
+    );
+    assert_eq!(replies[1], Value::bulk("kept"));
+    // The stopped node now answers the GET nobody waits for any more.
+    drop(resume);
+
+    assert_eq!(c.q(&["SET", &key, "new"]), Value::simple("OK"));
+    let replies = c
+        .pipeline(&[
+            vec!["GET", key.as_str()],
+            vec!["GET", other.as_str()],
+            vec!["GET", key.as_str()],
+        ])
+        .expect("replies");
+    assert_eq!(
+        replies,
+        [Value::bulk("new"), Value::bulk("kept"), Value::bulk("new")]
     );
 }

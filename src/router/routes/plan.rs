@@ -179,6 +179,7 @@ impl Router {
         }
         let call = self.forward_to(
             target,
+            None,
             payload.clone(),
             routed.slot,
             routed.write,
