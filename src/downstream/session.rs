@@ -513,10 +513,17 @@ fn serve_plan<'r>(
             if write {
                 state.written.note(slot);
             }
-            router.forward_into(inbox, request.raw().clone(), Some(slot), write, lane, now)
+            router.forward(
+                Some(inbox),
+                request.raw().clone(),
+                Some(slot),
+                write,
+                lane,
+                now,
+            )
         }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
-        Plan::AnyNode => router.forward_into(inbox, request.raw().clone(), None, true, lane, now),
+        Plan::AnyNode => router.forward(Some(inbox), request.raw().clone(), None, true, lane, now),
         Plan::Multi(multi) => {
             // Splits, fan-outs and scripts: where they wrote is not tracked; WAIT asks everyone.
             state.written.note_everywhere();

@@ -55,29 +55,19 @@ impl Router {
     /// client's commands reach each node in the order the client sent them. The returned [`Call`]
     /// yields the reply frame for the client; it never yields MOVED or ASK. `lane` keeps one
     /// client's commands on one connection per node (see [`Node::send`]).
+    ///
+    /// A client session passes its `inbox`: the first attempt's reply goes there, and the call
+    /// must be polled with it ([`Call::poll_in`]); other callers pass `None`.
     pub fn forward(
         &self,
+        inbox: Option<&mut Inbox>,
         payload: Bytes,
         slot: Option<u16>,
         write: bool,
         lane: usize,
         now: Instant,
     ) -> Call<'_> {
-        self.forward_to(None, None, payload, slot, write, lane, now)
-    }
-
-    /// [`forward`](Self::forward) for a client session: the first attempt's reply goes to the
-    /// session's `inbox`, and the returned call must be polled with it ([`Call::poll_in`]).
-    pub fn forward_into(
-        &self,
-        inbox: &mut Inbox,
-        payload: Bytes,
-        slot: Option<u16>,
-        write: bool,
-        lane: usize,
-        now: Instant,
-    ) -> Call<'_> {
-        self.forward_to(None, Some(inbox), payload, slot, write, lane, now)
+        self.forward_to(None, inbox, payload, slot, write, lane, now)
     }
 
     /// [`forward`](Self::forward) to a route's backend (`None`: the catch-all backend), with the

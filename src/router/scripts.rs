@@ -88,7 +88,14 @@ impl Router {
         if let Some(body) = request.args().get(1) {
             self.scripts.remember(body);
         }
-        self.forward(request.raw().clone(), slot, write, lane, Instant::now())
+        self.forward(
+            None,
+            request.raw().clone(),
+            slot,
+            write,
+            lane,
+            Instant::now(),
+        )
     }
 
     /// EVALSHA / EVALSHA_RO: forward now; on `-NOSCRIPT` with a known body, `SCRIPT LOAD` it on
@@ -105,7 +112,7 @@ impl Router {
         // Only a script seen before this EVALSHA may heal it: one learned from a later command
         // of the pipeline would make the EVALSHA run a script the node had not got yet.
         let known_body = self.scripts.body(&sha);
-        let first = self.forward(payload.clone(), slot, write, lane, Instant::now());
+        let first = self.forward(None, payload.clone(), slot, write, lane, Instant::now());
         Call::slow(async move {
             let reply = first.settle().await;
             if !reply.starts_with(b"-NOSCRIPT") {
@@ -115,8 +122,8 @@ impl Router {
                 return reply;
             };
             let load = encode_command([&b"SCRIPT"[..], b"LOAD", &body].into_iter());
-            let loaded = self.forward(load, slot, true, lane, Instant::now());
-            let retry = self.forward(payload, slot, write, lane, Instant::now());
+            let loaded = self.forward(None, load, slot, true, lane, Instant::now());
+            let retry = self.forward(None, payload, slot, write, lane, Instant::now());
             let loaded = loaded.settle().await;
             if loaded.starts_with(b"-") {
                 tracing::debug!(reply = %String::from_utf8_lossy(&loaded), "SCRIPT LOAD for NOSCRIPT healing failed");
