@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::forward::{Command, Outcome};
 use super::redirect::{classify, Verdict};
 use super::Router;
-use crate::upstream::{Inbox, Node, Queued, UpstreamError};
+use crate::upstream::{Inbox, Node, Queued};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
 pub struct Call<'r> {
@@ -194,12 +194,9 @@ impl<'r> Call<'r> {
                     };
                     match delivered {
                         Poll::Pending => return Poll::Pending,
-                        Poll::Ready(delivered) => delivered.unwrap_or_else(|_closed| {
-                            Err(UpstreamError::Lost {
-                                addr: node.addr().clone(),
-                                reason: "connection task ended before replying".to_string(),
-                            })
-                        }),
+                        Poll::Ready(delivered) => {
+                            delivered.unwrap_or_else(|_closed| Err(node.closed_without_reply()))
+                        }
                     }
                 }
             };

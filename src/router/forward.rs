@@ -111,13 +111,8 @@ impl Router {
                 let hedged = Router::hedges(&live.config, &command);
                 if let (Some(inbox), false) = (inbox, hedged) {
                     return match node.queue_into(inbox, command.payload.clone(), lane) {
-                        Some(seq) => Call::inboxed(self, node, seq, command),
-                        None => {
-                            let addr = node.addr().clone();
-                            let never = UpstreamError::NotSent {
-                                addr,
-                                reason: "connection task stopped".to_string(),
-                            };
+                        Ok(seq) => Call::inboxed(self, node, seq, command),
+                        Err(never) => {
                             Call::slow(self.finish(command, Some((node, Err(never))), Vec::new()))
                         }
                     };

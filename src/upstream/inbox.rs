@@ -188,6 +188,7 @@ impl Inbox {
     }
 
     /// Commands whose replies are still expected or not yet taken.
+    #[cfg(test)]
     pub fn outstanding(&self) -> usize {
         self.filed.entries.len()
     }

@@ -147,9 +147,14 @@ impl Node {
     }
 
     /// Queues one encoded command whose reply goes to a client session's `inbox` (see
-    /// `upstream::inbox`), and returns its number there; `None` when the connection task was
-    /// gone, so nothing was sent (the number is already given back).
-    pub fn queue_into(&self, inbox: &mut Inbox, payload: Bytes, lane: usize) -> Option<u64> {
+    /// `upstream::inbox`), and returns its number there; `NotSent` when the connection task was
+    /// gone (the number is already given back).
+    pub fn queue_into(
+        &self,
+        inbox: &mut Inbox,
+        payload: Bytes,
+        lane: usize,
+    ) -> Result<u64, UpstreamError> {
         let delivery = inbox.reserve();
         let seq = delivery.seq();
         let pending = Pending {
@@ -159,16 +164,22 @@ impl Node {
             reply: ReplyTo::Inbox(delivery),
         };
         match self.conns[self.connection(lane)].send(pending) {
-            Ok(()) => Some(seq),
+            Ok(()) => Ok(seq),
             Err(refused) => {
                 if let ReplyTo::Inbox(delivery) = refused.reply {
                     // Not a failure to report through the inbox: the caller learns it here.
                     drop(delivery.take());
                 }
                 inbox.forget(seq);
-                None
+                Err(task_stopped(&self.addr))
             }
         }
+    }
+
+    /// What a command queued into an inbox gets when its connection task ended without
+    /// replying (the inbox only says the delivery was dropped).
+    pub fn closed_without_reply(&self) -> UpstreamError {
+        ended_before_replying(&self.addr)
     }
 
     /// The connection for `lane` on the calling thread.
@@ -241,19 +252,27 @@ impl Queued {
         addr: &Arc<str>,
     ) -> Poll<Result<Bytes, UpstreamError>> {
         let Some(receive) = self.receive.as_mut() else {
-            return Poll::Ready(Err(UpstreamError::NotSent {
-                addr: addr.clone(),
-                reason: "connection task stopped".to_string(),
-            }));
+            return Poll::Ready(Err(task_stopped(addr)));
         };
-        Pin::new(receive).poll(cx).map(|received| {
-            received.unwrap_or_else(|_| {
-                Err(UpstreamError::Lost {
-                    addr: addr.clone(),
-                    reason: "connection task ended before replying".to_string(),
-                })
-            })
-        })
+        Pin::new(receive)
+            .poll(cx)
+            .map(|received| received.unwrap_or_else(|_| Err(ended_before_replying(addr))))
+    }
+}
+
+/// A command for a node whose connection task is gone: nothing was sent.
+fn task_stopped(addr: &Arc<str>) -> UpstreamError {
+    UpstreamError::NotSent {
+        addr: addr.clone(),
+        reason: "connection task stopped".to_string(),
+    }
+}
+
+/// A command whose connection task ended after taking it: it may have run.
+fn ended_before_replying(addr: &Arc<str>) -> UpstreamError {
+    UpstreamError::Lost {
+        addr: addr.clone(),
+        reason: "connection task ended before replying".to_string(),
     }
 }
 
