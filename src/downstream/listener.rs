@@ -41,12 +41,22 @@ pub struct Downstream {
     next_id: AtomicU64,
     /// Sessions running now, over all listeners (for `client.max_connections`).
     connected: AtomicUsize,
-    /// Connected clients by id; touched on connect and disconnect only.
-    clients: Mutex<HashMap<u64, ClientInfo>>,
+    /// Connected clients by id; touched on connect and disconnect only. Kept compact: it holds
+    /// an entry for every client, idle or not.
+    clients: Mutex<HashMap<u64, Registered>>,
     /// `threading: per-core`: the workers' client counts, which keep them even.
     spread: Option<Arc<Spread>>,
     /// Started at shutdown: sessions close once they owe nothing.
     pub(super) drain: Drain,
+}
+
+/// A connected client in the registry (what [`ClientInfo`] is made from).
+struct Registered {
+    /// Shared with the session, which names the client in the slow log.
+    addr: Arc<str>,
+    listener: &'static str,
+    connected_at: u64,
+    worker: Option<u16>,
 }
 
 /// A connected client, as `/clients` shows it.
@@ -142,53 +152,73 @@ impl Downstream {
             .clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
+            .iter()
+            .map(|(&id, client)| ClientInfo {
+                id,
+                addr: client.addr.to_string(),
+                listener: client.listener,
+                connected_at: client.connected_at,
+                worker: client.worker.map(usize::from),
+            })
             .collect();
         clients.sort_by_key(|c| c.id);
         clients
     }
 
-    /// Registers a new client; dropping the guard unregisters it.
+    /// Registers a new client; dropping the guard unregisters it (and ends its membership of
+    /// the worker's count, and its hold on `done`).
     fn connect(
-        &self,
-        addr: String,
+        self: &Arc<Self>,
+        addr: Arc<str>,
         listener: &'static str,
         gauges: &ListenerMetrics,
-    ) -> Connected<'_> {
+        done: &mpsc::Sender<()>,
+    ) -> Connected {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let connected_at = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let info = ClientInfo {
-            id,
+        let worker = crate::workers::current();
+        let client = Registered {
             addr,
             listener,
             connected_at,
-            worker: crate::workers::current(),
+            worker: worker.and_then(|w| u16::try_from(w).ok()),
         };
         self.clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id, info);
+            .insert(id, client);
         gauges.accepted.inc();
         gauges.connected.inc();
+        // Per core: counted on this worker while it lasts (the session never leaves the thread).
+        let member = self
+            .spread
+            .as_ref()
+            .zip(worker)
+            .map(|(spread, worker)| spread.join(worker));
         Connected {
-            downstream: self,
+            downstream: self.clone(),
             id,
             gauges: gauges.clone(),
+            _member: member,
+            _done: done.clone(),
         }
     }
 }
 
-/// A client while its session runs.
-pub(super) struct Connected<'a> {
-    downstream: &'a Downstream,
+/// A client while its session runs: dropping it takes the client off every count.
+pub(super) struct Connected {
+    downstream: Arc<Downstream>,
     pub id: u64,
     gauges: ListenerMetrics,
+    _member: Option<super::spread::Member>,
+    /// Held until the session ends: the caller of `serve` knows all sessions ended when every
+    /// clone of its sender is gone.
+    _done: mpsc::Sender<()>,
 }
 
-impl Drop for Connected<'_> {
+impl Drop for Connected {
     fn drop(&mut self) {
         self.gauges.connected.dec();
         self.downstream
@@ -196,6 +226,7 @@ impl Drop for Connected<'_> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.id);
+        self.downstream.connected.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -207,7 +238,7 @@ pub trait Accept {
     /// The next client and how to name it in `/clients` and the slow log.
     fn accept_client(
         &self,
-    ) -> impl std::future::Future<Output = std::io::Result<(Self::Stream, String)>> + Send;
+    ) -> impl std::future::Future<Output = std::io::Result<(Self::Stream, Arc<str>)>> + Send;
     /// The address the client reached (what a cluster facade announces); none for a Unix socket.
     fn local_addr(_stream: &Self::Stream) -> Option<std::net::SocketAddr> {
         None
@@ -218,11 +249,11 @@ impl Accept for TcpListener {
     type Stream = tokio::net::TcpStream;
     const LABEL: &'static str = "tcp";
 
-    async fn accept_client(&self) -> std::io::Result<(Self::Stream, String)> {
+    async fn accept_client(&self) -> std::io::Result<(Self::Stream, Arc<str>)> {
         let (stream, peer) = self.accept().await?;
         // Small replies must not wait for Nagle; the session batches its own writes.
         let _ = stream.set_nodelay(true);
-        Ok((stream, peer.to_string()))
+        Ok((stream, peer.to_string().into()))
     }
 
     fn local_addr(stream: &Self::Stream) -> Option<std::net::SocketAddr> {
@@ -234,9 +265,9 @@ impl Accept for UnixListener {
     type Stream = tokio::net::UnixStream;
     const LABEL: &'static str = "unix";
 
-    async fn accept_client(&self) -> std::io::Result<(Self::Stream, String)> {
+    async fn accept_client(&self) -> std::io::Result<(Self::Stream, Arc<str>)> {
         let (stream, _peer) = self.accept().await?;
-        Ok((stream, "unix".to_string()))
+        Ok((stream, Arc::from("unix")))
     }
 }
 
@@ -275,16 +306,17 @@ pub async fn serve<L: Accept>(
 
 /// What a new session is told about its client.
 struct Session {
-    peer: String,
+    peer: Arc<str>,
     listener: &'static str,
     /// Set on a cluster-facade listener: the node the client is told it talks to.
-    facade: Option<Endpoint>,
+    /// Boxed: most listeners have no facade, and this is part of every session's state.
+    facade: Option<Box<Endpoint>>,
 }
 
 /// The facade's endpoint for a new client; without one (no announce address and the socket
 /// cannot say its own), the client is served as on an ordinary listener.
-fn announced<L: Accept>(facade: &Facade, stream: &L::Stream, peer: &str) -> Option<Endpoint> {
-    let endpoint = facade.endpoint(L::local_addr(stream));
+fn announced<L: Accept>(facade: &Facade, stream: &L::Stream, peer: &str) -> Option<Box<Endpoint>> {
+    let endpoint = facade.endpoint(L::local_addr(stream)).map(Box::new);
     if endpoint.is_none() {
         tracing::warn!(%peer, "cluster facade: the client's local address is unknown; serving it without the facade");
     }
@@ -300,9 +332,6 @@ fn spawn_session<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let downstream = downstream.clone();
-    let done = done.clone();
-    let gauges = gauges.clone();
     let count = downstream.connected.fetch_add(1, Ordering::SeqCst);
     let max = downstream.config.load().max_connections;
     if count >= max {
@@ -313,26 +342,20 @@ fn spawn_session<S>(
         tokio::spawn(refuse(stream));
         return;
     }
-    // Per core: counted on this worker while it lasts (the session never leaves the thread).
-    let member = downstream
-        .spread
-        .as_ref()
-        .zip(crate::workers::current())
-        .map(|(spread, worker)| spread.join(worker));
-    // Boxed: the session's state machine is a few KiB, and an unboxed future is copied whole
-    // each time tokio moves it into its task cell; a box moves as one pointer.
+    let Session {
+        peer,
+        listener,
+        facade,
+    } = session;
+    // Registered before the task starts, so the task holds only what the session needs (its
+    // state is part of every connected client's memory).
+    let client = downstream.connect(peer.clone(), listener, gauges, done);
+    // Boxed: the session's state machine is a few hundred bytes, and an unboxed future is
+    // copied whole each time tokio moves it into its task cell; a box moves as one pointer.
     tokio::spawn(Box::pin(async move {
-        let Session {
-            peer,
-            listener,
-            facade,
-        } = session;
-        let client = downstream.connect(peer.clone(), listener, &gauges);
-        session::serve(stream, &downstream, client.id, &peer, facade).await;
+        let downstream = &client.downstream;
+        session::serve(stream, downstream, client.id, &peer, facade).await;
         drop(client);
-        drop(member);
-        downstream.connected.fetch_sub(1, Ordering::SeqCst);
-        drop(done);
     }));
 }
 

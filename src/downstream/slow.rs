@@ -4,8 +4,11 @@
 //!
 //! Sessions pay one atomic add per finished command; a task samples the sum once per period.
 
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -117,6 +120,56 @@ impl Baseline {
         self.samples > WARM_UP_SAMPLES
             && self.recent > SLOW_RATIO * self.baseline
             && self.recent > SLOW_FLOOR_US
+    }
+}
+
+/// A session's view of the latency state: its next change, awaited by a boxed future that owns
+/// the receiver (a few words in the session, instead of a `changed()` future in every turn's
+/// `select!`); off when the watch is off.
+pub struct SlowChanges(Option<Pin<Box<dyn Future<Output = Changed> + Send>>>);
+
+/// The new state and the receiver to wait on next; `None` once the watch is gone.
+type Changed = Option<(bool, watch::Receiver<bool>)>;
+
+impl SlowChanges {
+    /// Watching `latency`, or off.
+    pub fn new(latency: Option<&LatencyWatch>) -> SlowChanges {
+        SlowChanges(latency.map(|watch| Self::next(watch.subscribe())))
+    }
+
+    fn next(mut receiver: watch::Receiver<bool>) -> Pin<Box<dyn Future<Output = Changed> + Send>> {
+        Box::pin(async move {
+            receiver.changed().await.ok()?;
+            let slow = *receiver.borrow_and_update();
+            Some((slow, receiver))
+        })
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The next change (true: slow). Never resolves while off, or once the watch is gone.
+    pub async fn changed(&mut self) -> bool {
+        poll_fn(|cx| self.poll_changed(cx)).await
+    }
+
+    /// [`changed`](Self::changed) as a poll.
+    pub fn poll_changed(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+        let Some(next) = self.0.as_mut() else {
+            return Poll::Pending;
+        };
+        match next.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some((slow, receiver))) => {
+                self.0 = Some(Self::next(receiver));
+                Poll::Ready(slow)
+            }
+            Poll::Ready(None) => {
+                self.0 = None;
+                Poll::Pending
+            }
+        }
     }
 }
 

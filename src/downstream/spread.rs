@@ -106,7 +106,7 @@ impl<L: Accept + Sync> Accept for Gated<L> {
     type Stream = L::Stream;
     const LABEL: &'static str = L::LABEL;
 
-    async fn accept_client(&self) -> std::io::Result<(Self::Stream, String)> {
+    async fn accept_client(&self) -> std::io::Result<(Self::Stream, std::sync::Arc<str>)> {
         if let Some((spread, worker)) = &self.turn {
             spread.turn(*worker).await;
         }

@@ -86,7 +86,7 @@ impl TlsConfig {
 
 /// Finished TLS connections, from a background task that accepts and handshakes.
 pub struct TlsListener {
-    ready: Mutex<mpsc::Receiver<(TlsStream<TcpStream>, String)>>,
+    ready: Mutex<mpsc::Receiver<(TlsStream<TcpStream>, Arc<str>)>>,
 }
 
 impl TlsListener {
@@ -143,7 +143,7 @@ impl Accept for TlsListener {
         stream.get_ref().0.local_addr().ok()
     }
 
-    async fn accept_client(&self) -> std::io::Result<(Self::Stream, String)> {
+    async fn accept_client(&self) -> std::io::Result<(Self::Stream, std::sync::Arc<str>)> {
         match self.ready.lock().await.recv().await {
             Some(ready) => Ok(ready),
             None => std::future::pending().await,

@@ -19,9 +19,11 @@ const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous 
 #[derive(Default)]
 pub struct Transaction {
     /// Set between MULTI and EXEC / DISCARD.
-    open: Option<Queued>,
-    /// The client's WATCH, if any (a dedicated connection held by the router).
-    pub watch: Watch,
+    /// Boxed: most clients never open one, and this is part of every session's lasting state.
+    open: Option<Box<Queued>>,
+    /// The client's WATCH, if any (a dedicated connection held by the router); made the first
+    /// time a command needs it, so a client that never watches holds none.
+    watch: Option<Watch>,
 }
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot (redcar: all keys of a transaction must be in one slot; use a {hash tag})\r\n";
@@ -108,6 +110,16 @@ impl Transaction {
         self.open.is_some()
     }
 
+    /// The slot a WATCH holds a connection to, if any.
+    pub fn watched_slot(&self) -> Option<u16> {
+        self.watch.as_ref().and_then(Watch::slot)
+    }
+
+    /// The client's WATCH handle for the router (shared with the session's copy).
+    pub fn watch_handle(&mut self) -> Watch {
+        self.watch.get_or_insert_with(Watch::default).clone()
+    }
+
     /// True when `plan` must run with nothing else in flight for this client: it uses (or
     /// takes) a dedicated connection, and commands sent before it on other connections must
     /// have run first. Asked before [`step`](Self::step), which it does not change.
@@ -127,7 +139,7 @@ impl Transaction {
     }
 
     fn watching(&self) -> bool {
-        self.watch.slot().is_some()
+        self.watched_slot().is_some()
     }
 
     /// Applies the transaction rules to one planned command. `raw` is its encoding, queued as
@@ -146,7 +158,7 @@ impl Transaction {
         let Some(queued) = self.open.as_mut() else {
             return match plan {
                 Plan::Tx(Tx::Multi, _) => {
-                    self.open = Some(Queued::default());
+                    self.open = Some(Box::default());
                     Step::Reply(Bytes::from_static(OK))
                 }
                 Plan::Tx(Tx::Exec, _) => {

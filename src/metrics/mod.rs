@@ -104,6 +104,9 @@ struct ReasonLabel {
 
 /// Every metric redcar exports.
 pub struct Metrics {
+    /// Tells this registry from others in the same process (the per-thread command tally keys
+    /// its entries by it).
+    id: u64,
     registry: Registry,
     command_stats: bool,
     command_calls: Family<CommandLabel, Counter>,
@@ -240,7 +243,9 @@ pub struct ListenerMetrics {
 
 impl Metrics {
     pub fn new(config: &MetricsConfig) -> Metrics {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let mut metrics = Metrics {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             registry: Registry::with_prefix("redcar"),
             command_stats: config.command_stats,
             command_calls: Family::default(),

@@ -6,25 +6,36 @@
 //! the other workers keep writing: 236 ns per command with two threads recording, against 17 ns
 //! through a tally (`cargo run --release --example metrics_contention`; bench/README.md,
 //! "Per-command metrics"). A session's tally keeps the handles of the commands it saw last and
-//! counts in plain integers until it flushes.
+//! counts in plain integers until it flushes. The counts live per thread, not per session, so an
+//! idle client holds none of them (see docs/architecture.md, "The cost of one client").
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use super::latency::LocalLatency;
 use super::{CommandSeries, Metrics};
 
-/// Distinct commands a tally keeps handles for; a session using more flushes and starts over.
-const MAX_COMMANDS: usize = 8;
+/// Distinct (registry, command) pairs a thread keeps handles for; past it, the thread flushes
+/// and starts over.
+const MAX_COMMANDS: usize = 32;
 
-/// Per-command counts not yet added to the shared series. Flushed explicitly before a
-/// session writes replies (so a client that has its reply also sees it counted) and on drop.
+thread_local! {
+    /// Every session on this thread counts here: an idle client holds no tally of its own, and
+    /// sessions on one worker (usually running the same few commands) share the entries.
+    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A session's way into its thread's per-command counts. Flushed explicitly before a session
+/// writes replies (so a client that has its reply also sees it counted: recording and flushing
+/// happen in the same poll of the session, so on the same thread) and on drop.
 pub struct CommandTally<'m> {
     metrics: &'m Metrics,
-    commands: Vec<Pending>,
 }
 
 /// One command's counts since the last flush; its calls are its duration observations.
 struct Pending {
+    /// Which [`Metrics`] the series belong to (several may live in one process: tests).
+    registry: u64,
     command: &'static str,
     series: CommandSeries,
     errors: u64,
@@ -33,10 +44,7 @@ struct Pending {
 
 impl<'m> CommandTally<'m> {
     pub fn new(metrics: &'m Metrics) -> CommandTally<'m> {
-        CommandTally {
-            metrics,
-            commands: Vec::new(),
-        }
+        CommandTally { metrics }
     }
 
     /// The metrics this tally adds to.
@@ -48,48 +56,64 @@ impl<'m> CommandTally<'m> {
     /// [`Metrics::record_command`], which it replaces on the hot path).
     pub fn record(&mut self, command: &'static str, elapsed: Duration, error: bool) -> bool {
         if self.metrics.command_stats {
-            let pending = self.pending(command);
-            pending.errors += u64::from(error);
-            pending.duration.observe(elapsed.as_secs_f64());
+            PENDING.with(|pending| {
+                let mut pending = pending.borrow_mut();
+                let entry = entry(&mut pending, self.metrics, command);
+                entry.errors += u64::from(error);
+                entry.duration.observe(elapsed.as_secs_f64());
+            });
         }
         self.metrics.note_slow(elapsed)
     }
 
-    fn pending(&mut self, command: &'static str) -> &mut Pending {
-        let found = self.commands.iter().position(|p| p.command == command);
-        let at = match found {
-            Some(at) => at,
-            None => {
-                if self.commands.len() == MAX_COMMANDS {
-                    self.flush();
-                    self.commands.clear();
-                }
-                self.commands.push(Pending {
-                    command,
-                    series: self.metrics.series_of(command),
-                    errors: 0,
-                    duration: LocalLatency::default(),
-                });
-                self.commands.len() - 1
-            }
-        };
-        &mut self.commands[at]
-    }
-
-    /// Adds everything counted so far to the shared series.
+    /// Adds everything counted on this thread so far to the shared series.
     pub fn flush(&mut self) {
-        for pending in &mut self.commands {
-            let calls = pending.duration.count();
-            if calls == 0 {
-                continue;
+        PENDING.with(|pending| flush(&mut pending.borrow_mut()));
+    }
+}
+
+/// The entry of `command` in `metrics`, made on first use.
+fn entry<'p>(
+    pending: &'p mut Vec<Pending>,
+    metrics: &Metrics,
+    command: &'static str,
+) -> &'p mut Pending {
+    let registry = metrics.id;
+    let found = pending
+        .iter()
+        .position(|p| p.command == command && p.registry == registry);
+    let at = match found {
+        Some(at) => at,
+        None => {
+            if pending.len() == MAX_COMMANDS {
+                flush(pending);
+                pending.clear();
             }
-            pending.series.calls.inc_by(calls);
-            if pending.errors > 0 {
-                pending.series.errors.inc_by(pending.errors);
-                pending.errors = 0;
-            }
-            pending.duration.flush_into(&pending.series.duration);
+            pending.push(Pending {
+                registry,
+                command,
+                series: metrics.series_of(command),
+                errors: 0,
+                duration: LocalLatency::default(),
+            });
+            pending.len() - 1
         }
+    };
+    &mut pending[at]
+}
+
+fn flush(pending: &mut [Pending]) {
+    for pending in pending {
+        let calls = pending.duration.count();
+        if calls == 0 {
+            continue;
+        }
+        pending.series.calls.inc_by(calls);
+        if pending.errors > 0 {
+            pending.series.errors.inc_by(pending.errors);
+            pending.errors = 0;
+        }
+        pending.duration.flush_into(&pending.series.duration);
     }
 }
 
@@ -145,21 +169,37 @@ mod tests {
         let metrics = Metrics::default();
         {
             let mut tally = CommandTally::new(&metrics);
-            for command in [
-                "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c0",
-            ] {
+            let names: Vec<&'static str> = (0..MAX_COMMANDS + 3)
+                .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
+                .collect();
+            for command in names.iter().chain(&names[..1]) {
                 tally.record(command, Duration::from_micros(10), false);
             }
-            assert!(tally.commands.len() <= MAX_COMMANDS);
+            PENDING.with(|p| assert!(p.borrow().len() <= MAX_COMMANDS));
         }
         assert_eq!(
             count_of(&metrics, "redcar_commands_total{command=\"c0\"}"),
             Some(2)
         );
         assert_eq!(
-            count_of(&metrics, "redcar_commands_total{command=\"c9\"}"),
+            count_of(&metrics, "redcar_commands_total{command=\"c34\"}"),
             Some(1)
         );
+    }
+
+    #[test]
+    fn two_registries_on_one_thread_keep_their_own_counts() {
+        let (one, two) = (Metrics::default(), Metrics::default());
+        let mut first = CommandTally::new(&one);
+        let mut second = CommandTally::new(&two);
+        first.record("get", Duration::from_micros(10), false);
+        second.record("get", Duration::from_micros(10), false);
+        second.record("get", Duration::from_micros(10), false);
+        // Either tally's flush empties the thread's counts into their own registries.
+        first.flush();
+        let get = "redcar_commands_total{command=\"get\"}";
+        assert_eq!(count_of(&one, get), Some(1));
+        assert_eq!(count_of(&two, get), Some(2));
     }
 
     #[test]

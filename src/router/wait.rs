@@ -46,8 +46,9 @@ const GROUP_WORDS: usize = 16384 / GROUP as usize / 64;
 /// fewer.
 #[derive(Default)]
 pub struct Written {
-    /// One bit per group of slots written to.
-    groups: [u64; GROUP_WORDS],
+    /// One bit per group of slots written to; made with the first write (a client that never
+    /// writes, or a crowd of idle ones, holds none).
+    groups: Option<Box<[u64; GROUP_WORDS]>>,
     /// A write whose slots were not noted (split or fan-out commands): ask every primary.
     everywhere: bool,
 }
@@ -56,7 +57,8 @@ impl Written {
     #[inline]
     pub fn note(&mut self, slot: u16) {
         let group = usize::from(slot / GROUP);
-        self.groups[(group / 64) % GROUP_WORDS] |= 1 << (group % 64);
+        let groups = self.groups.get_or_insert_with(Default::default);
+        groups[(group / 64) % GROUP_WORDS] |= 1 << (group % 64);
     }
 
     pub fn note_everywhere(&mut self) {
@@ -64,14 +66,17 @@ impl Written {
     }
 
     fn is_empty(&self) -> bool {
-        self.groups.iter().all(|word| *word == 0)
+        self.groups
+            .as_deref()
+            .is_none_or(|groups| groups.iter().all(|word| *word == 0))
     }
 
     /// Every slot of every group written to.
     fn slots(&self) -> impl Iterator<Item = u16> + '_ {
+        let groups = self.groups.as_deref();
         (0..16384u16).filter(move |slot| {
             let group = usize::from(slot / GROUP);
-            self.groups[group / 64] & (1 << (group % 64)) != 0
+            groups.is_some_and(|groups| groups[group / 64] & (1 << (group % 64)) != 0)
         })
     }
 }

@@ -192,6 +192,12 @@ impl Inbox {
     pub fn outstanding(&self) -> usize {
         self.filed.entries.len()
     }
+
+    /// No command is waiting for a reply here, and none will be filed: a late reply to a
+    /// command that gave up has a number below every entry, so a new inbox may replace this one.
+    pub fn is_empty(&self) -> bool {
+        self.filed.entries.is_empty()
+    }
 }
 
 impl Filed {

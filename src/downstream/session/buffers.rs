@@ -1,0 +1,209 @@
+//! A session's input and output bytes, lent from a per-thread pool for as long as they hold
+//! something, so an idle client holds no buffer at all (Redis frees an idle client's query
+//! buffer the same way).
+//!
+//! A session reads into a pooled buffer and gives it back when it is empty again: at the end of
+//! a turn, or when a read finds nothing to read. Only a partial request, or replies the client
+//! has not taken yet, keep a buffer with the session. Requests are zero-copy slices of the
+//! buffer they were read into, so a buffer given back may still share its allocation with
+//! commands waiting to be written to a node; `BytesMut::reserve` takes the allocation back
+//! once they are gone, or allocates anew.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
+use std::pin::pin;
+use std::task::{Context, Poll};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// What a fresh buffer holds: the size of one read.
+pub const CHUNK: usize = 16 * 1024;
+
+/// With less room than this left, a buffer is topped up before the next read.
+const MIN_SPARE: usize = 1024;
+
+/// Buffers a thread keeps for its sessions; more are freed. Only sessions in the middle of a
+/// turn, or holding a partial request or unwritten replies, have one out at a time.
+const KEEP: usize = 64;
+
+thread_local! {
+    static POOL: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Bytes a session holds: nothing while idle, a pooled buffer while busy.
+#[derive(Default)]
+pub struct Buffer {
+    bytes: BytesMut,
+    /// It grew past a fresh buffer (a large request or reply): freed, not pooled, once empty.
+    /// (Its capacity alone cannot tell: after a large request is split off, the rest of the
+    /// buffer looks small while the allocation behind it is not.)
+    grown: bool,
+}
+
+// === impl Buffer ===
+
+impl Buffer {
+    /// Makes room for a read or for replies: an empty buffer takes one from the pool, one that
+    /// holds something grows in place.
+    pub fn make_room(&mut self) {
+        if self.bytes.capacity() - self.bytes.len() >= MIN_SPARE {
+            return;
+        }
+        if self.bytes.is_empty() && !self.grown {
+            if let Some(pooled) = POOL.with(|pool| pool.borrow_mut().pop()) {
+                self.bytes = pooled;
+                if self.bytes.capacity() >= MIN_SPARE {
+                    return;
+                }
+            }
+        }
+        self.bytes.reserve(CHUNK);
+        self.grown |= self.bytes.capacity() > 2 * CHUNK;
+    }
+
+    /// Gives the buffer back once it is empty; the session then holds nothing.
+    pub fn release_if_empty(&mut self) {
+        if !self.bytes.is_empty() || self.bytes.capacity() == 0 {
+            return;
+        }
+        let bytes = std::mem::take(&mut self.bytes);
+        if std::mem::take(&mut self.grown) {
+            return; // dropped: a large value's memory goes back to the allocator
+        }
+        POOL.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            if pool.len() < KEEP {
+                pool.push(bytes);
+            }
+        });
+    }
+
+    /// Appends `bytes`, taking a buffer first if the session had none.
+    pub fn append(&mut self, bytes: &[u8]) {
+        if self.bytes.capacity() == 0 {
+            self.make_room();
+        }
+        self.grown |= self.bytes.len() + bytes.len() > 2 * CHUNK;
+        self.bytes.extend_from_slice(bytes);
+    }
+
+    /// Reads what `reader` has into a lent buffer; while there is nothing to read, the buffer
+    /// goes back (unless it holds a partial request).
+    pub fn poll_read_from<R>(
+        &mut self,
+        reader: &mut R,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<usize>>
+    where
+        R: AsyncRead + Unpin,
+    {
+        self.make_room();
+        let read = pin!(reader.read_buf(&mut self.bytes)).poll(cx);
+        if read.is_pending() {
+            self.release_if_empty();
+        }
+        read
+    }
+
+    /// Whether the session holds a buffer.
+    #[cfg(test)]
+    pub fn is_lent(&self) -> bool {
+        self.bytes.capacity() > 0
+    }
+}
+
+impl Deref for Buffer {
+    type Target = BytesMut;
+
+    fn deref(&self) -> &BytesMut {
+        &self.bytes
+    }
+}
+
+impl DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut BytesMut {
+        &mut self.bytes
+    }
+}
+
+/// Buffers pooled on this thread (tests).
+#[cfg(test)]
+fn pooled() -> usize {
+    POOL.with(|pool| pool.borrow().len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Buf;
+
+    #[test]
+    fn an_empty_buffer_is_given_back_and_lent_again() {
+        let before = pooled();
+        let mut buffer = Buffer::default();
+        assert!(!buffer.is_lent(), "nothing is held until needed");
+        buffer.make_room();
+        assert!(buffer.capacity() >= CHUNK);
+        buffer.extend_from_slice(b"PING\r\n");
+        buffer.release_if_empty();
+        assert!(buffer.is_lent(), "a buffer holding bytes stays");
+        buffer.advance(6);
+        buffer.release_if_empty();
+        assert!(!buffer.is_lent());
+        assert_eq!(pooled(), before + 1);
+        let mut other = Buffer::default();
+        other.make_room();
+        assert_eq!(pooled(), before, "the pooled buffer is lent again");
+    }
+
+    #[test]
+    fn a_partial_request_keeps_its_buffer_and_grows_in_place() {
+        let mut buffer = Buffer::default();
+        buffer.make_room();
+        let filler = vec![b'x'; CHUNK - 100];
+        buffer.extend_from_slice(&filler);
+        buffer.make_room();
+        assert!(buffer.capacity() - buffer.len() >= MIN_SPARE);
+        assert_eq!(&buffer[..], &filler[..], "what it held is kept");
+    }
+
+    #[test]
+    fn a_buffer_that_grew_for_a_large_value_is_freed_not_pooled() {
+        let before = pooled();
+        let mut buffer = Buffer::default();
+        buffer.append(&vec![b'v'; 1 << 20]);
+        buffer.clear();
+        buffer.release_if_empty();
+        assert!(!buffer.is_lent());
+        assert_eq!(pooled(), before, "not kept");
+        // The session goes on with a fresh buffer.
+        buffer.make_room();
+        assert!(buffer.capacity() < 2 * CHUNK + MIN_SPARE);
+    }
+
+    #[test]
+    fn a_read_that_finds_nothing_gives_the_buffer_back() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let (mut client, mut server) = tokio::io::duplex(64);
+            let mut buffer = Buffer::default();
+            let pending = std::future::poll_fn(|cx| {
+                Poll::Ready(buffer.poll_read_from(&mut server, cx).is_pending())
+            })
+            .await;
+            assert!(pending);
+            assert!(!buffer.is_lent(), "nothing to read: nothing held");
+            tokio::io::AsyncWriteExt::write_all(&mut client, b"PING\r\n")
+                .await
+                .expect("write");
+            let read = std::future::poll_fn(|cx| buffer.poll_read_from(&mut server, cx)).await;
+            assert_eq!(read.expect("read"), 6);
+            assert_eq!(&buffer[..], b"PING\r\n");
+        });
+    }
+}

@@ -1,0 +1,169 @@
+//! Turns one planned command into a [`Call`]: the transaction rules first, then forwarded
+//! commands queued on their node right away, local answers, splits and fan-outs.
+
+use bytes::BytesMut;
+use tokio::time::Instant;
+
+use super::super::facade::Endpoint;
+use super::super::local::ClientState;
+use super::super::transaction::Step;
+use crate::commands::Local;
+use crate::protocol::Request;
+use crate::router::{Call, Plan, Router};
+use crate::upstream::Inbox;
+
+/// On a cluster-facade listener, the facade's own reply replaces the plan of the commands it
+/// answers (still subject to authentication, which runs after). Inside MULTI the usual plan
+/// stands: those commands cannot be queued through redcar.
+pub(super) fn facade_plan(
+    facade: &Endpoint,
+    plan: Plan,
+    command: &str,
+    request: &Request,
+    router: &Router,
+    state: &ClientState,
+) -> Plan {
+    if state.tx.is_open() {
+        return plan;
+    }
+    let ready = || router.cluster().is_ready();
+    match facade.answer(command, request.args(), ready) {
+        Some(reply) => Plan::Reply(reply),
+        None => plan,
+    }
+}
+
+/// Starts one planned command: forwarded commands are queued on their node right away, their
+/// replies going to the session's `inbox` (made on the first such command).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn dispatch<'r>(
+    router: &'r Router,
+    inbox: &mut Option<Box<Inbox>>,
+    state: &mut ClientState,
+    plan: Plan,
+    request: &Request,
+    lane: usize,
+    max_tx_bytes: usize,
+    now: Instant,
+) -> Call<'r> {
+    let rewritten = match &plan {
+        Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
+            router.evalsha_as_eval(request)
+        }
+        _ => None,
+    };
+    let raw = rewritten.as_ref().unwrap_or(request.raw());
+    match state.tx.step(plan, raw, max_tx_bytes) {
+        Step::Serve(plan) => serve_plan(router, inbox, state, plan, request, lane, now),
+        Step::Reply(reply) => Call::ready(reply),
+        Step::Exec {
+            payload,
+            frames,
+            slot,
+            backend: None,
+        } => {
+            match slot {
+                Some(slot) => state.written.note(slot),
+                None => state.written.note_everywhere(),
+            }
+            router.exec(payload, frames, slot, lane)
+        }
+        // A prefix route's backend: WAIT does not follow it (as for other routed writes).
+        Step::Exec {
+            payload,
+            frames,
+            slot,
+            backend,
+        } => router.exec_on(backend, payload, frames, slot, lane),
+        Step::ExecWatched {
+            payload,
+            frames,
+            slot,
+            backend,
+        } => router.exec_watched(state.tx.watch_handle(), payload, frames, slot, backend),
+        Step::Watch {
+            slot,
+            backend,
+            payload,
+        } => {
+            let payload = payload.unwrap_or_else(|| request.raw().clone());
+            router.watch_on(state.tx.watch_handle(), backend, payload, slot)
+        }
+        Step::Unwatch { reply } => {
+            if reply.starts_with(b"+RESET") {
+                state.reset();
+            }
+            router.unwatch(state.tx.watch_handle(), reply)
+        }
+    }
+}
+
+fn serve_plan<'r>(
+    router: &'r Router,
+    inbox: &mut Option<Box<Inbox>>,
+    state: &mut ClientState,
+    plan: Plan,
+    request: &Request,
+    lane: usize,
+    now: Instant,
+) -> Call<'r> {
+    match plan {
+        Plan::Slot { slot, write } => {
+            if write {
+                state.written.note(slot);
+            }
+            router.forward(
+                Some(inbox.get_or_insert_with(Box::default)),
+                request.raw().clone(),
+                Some(slot),
+                write,
+                lane,
+                now,
+            )
+        }
+        // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
+        Plan::AnyNode => router.forward(
+            Some(inbox.get_or_insert_with(Box::default)),
+            request.raw().clone(),
+            None,
+            true,
+            lane,
+            now,
+        ),
+        Plan::Multi(multi) => {
+            // Splits, fan-outs and scripts: where they wrote is not tracked; WAIT asks everyone.
+            state.written.note_everywhere();
+            router.start(multi, request, lane)
+        }
+        Plan::Wait { replicas, timeout } => router.wait(&state.written, replicas, timeout, lane),
+        Plan::Blocking {
+            slot,
+            write,
+            timeout,
+        } => {
+            if write {
+                state.written.note(slot);
+            }
+            router.blocking(request.raw().clone(), slot, write, timeout)
+        }
+        Plan::Local(Local::Reset) => {
+            state.reset();
+            Call::ready(state.answer(Local::Reset, request.args()))
+        }
+        Plan::Local(local) => Call::ready(state.answer(local, request.args())),
+        Plan::Reply(reply) => Call::ready(reply),
+        // Handled by the transaction rules and subscribe mode before getting here.
+        Plan::Tx(..) | Plan::Sub(_) => Call::ready(crate::router::redcar_error(
+            "SUBSCRIBE inside MULTI is not supported",
+        )),
+    }
+}
+
+/// Redis's own wording, so clients recognise it; the client is closed after it.
+pub(super) fn protocol_error(reason: &str) -> Call<'static> {
+    let mut reply = BytesMut::with_capacity(reason.len() + 24);
+    reply.extend_from_slice(b"-ERR Protocol error: ");
+    reply.extend_from_slice(reason.replace(['\r', '\n'], " ").as_bytes());
+    reply.extend_from_slice(b"\r\n");
+    Call::ready(reply.freeze())
+}

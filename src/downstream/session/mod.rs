@@ -1,0 +1,283 @@
+//! One client connection: parse its commands, start each as soon as it arrives, and write the
+//! replies back in the order the commands came, whatever order the nodes answer in.
+//!
+//! A session has two states (docs/architecture.md, "The cost of one client"):
+//! - **idle** ([`Client::wait_for_request`]): nothing owed, nothing buffered. The task holds
+//!   only the client's lasting state (this module's [`Client`], a few hundred bytes) and waits
+//!   for the socket to become readable without a buffer.
+//! - **busy** ([`busy::serve_busy`]): from the first bytes of a request until the client has
+//!   been quiet for a while ([`busy::IDLE_TICK`] with nothing owed). Its state (the owed calls,
+//!   the per-turn timers, the reply batches) is a boxed future made when the client wakes up
+//!   and freed when it goes idle again, so a crowd of idle clients costs little while a busy
+//!   one allocates nothing per command.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::time::Instant;
+
+use super::budget::Share;
+use super::drain::DrainSignal;
+use super::facade::Endpoint;
+use super::listener::Downstream;
+use super::local::ClientState;
+use super::slow::{LatencyWatch, SlowChanges};
+use super::ClientConfig;
+use crate::upstream::Inbox;
+
+mod buffers;
+mod busy;
+mod dispatch;
+mod stamp;
+mod timer;
+
+use buffers::Buffer;
+use timer::LazyTimer;
+
+/// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
+/// proxy drains. `facade`: the client came in on a cluster-facade listener.
+pub async fn serve<S>(
+    stream: S,
+    downstream: &Downstream,
+    id: u64,
+    peer: &str,
+    facade: Option<Box<Endpoint>>,
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
+    let mut client = Client::new(stream, downstream, id, peer, facade);
+    loop {
+        match client.wait_for_request().await {
+            Wake::Request => {}
+            Wake::Close => return client.close().await,
+        }
+        // Boxed: its state exists only while the client is busy.
+        match Box::pin(busy::serve_busy(&mut client)).await {
+            Busy::Idle => {}
+            Busy::Done => return,
+        }
+    }
+}
+
+/// What ended an idle wait.
+enum Wake {
+    /// The client sent something: it is in `input`.
+    Request,
+    /// The client left, idled out, or is to be closed (drain, `max_age`, slow latency).
+    Close,
+}
+
+/// What ended a busy spell.
+enum Busy {
+    /// Nothing owed or buffered for a while: back to the idle wait.
+    Idle,
+    /// The session is over (closed, or the client is gone).
+    Done,
+}
+
+/// What a session keeps for the whole life of its client, busy or idle.
+struct Client<'d, S> {
+    downstream: &'d Downstream,
+    peer: &'d str,
+    /// Set on a cluster-facade listener (boxed: most sessions have none).
+    facade: Option<Box<Endpoint>>,
+    /// The reloadable settings this session uses, renewed when a reload bumps the generation.
+    generation: u64,
+    config: Arc<ClientConfig>,
+    reader: ReadHalf<S>,
+    writer: WriteHalf<S>,
+    state: ClientState,
+    /// The client's bytes both ways: pooled buffers while they hold something, nothing while
+    /// the client is idle (see buffers.rs).
+    input: Buffer,
+    out: Buffer,
+    /// Where the nodes put the replies to this client's forwarded commands (see
+    /// upstream::inbox); made with the first one, dropped when the client goes idle (boxed:
+    /// part of every session's lasting state otherwise).
+    inbox: Option<Box<Inbox>>,
+    last_activity: Instant,
+    connected_at: Instant,
+    /// `client.idle_timeout` and `client.max_age` (made only when set).
+    idle_timer: LazyTimer,
+    age_timer: LazyTimer,
+    /// `client.max_age` reached: the client is closed at the next safe point.
+    aged: bool,
+    /// `client.close_idle_when_slow`: the latency watch if it is on, its state changes, and
+    /// whether this client is to be closed at its next safe point.
+    latency: Option<&'d LatencyWatch>,
+    slow: SlowChanges,
+    close_when_safe: bool,
+    /// This session's part of `client.max_buffered_bytes_total`.
+    share: Share<'d>,
+    /// Shutdown: close once nothing is owed (a flag read per turn, see drain.rs).
+    drain: DrainSignal<'d>,
+}
+
+// === impl Client ===
+
+impl<'d, S> Client<'d, S>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
+    fn new(
+        stream: S,
+        downstream: &'d Downstream,
+        id: u64,
+        peer: &'d str,
+        facade: Option<Box<Endpoint>>,
+    ) -> Self {
+        let (generation, config, users) = downstream.snapshot();
+        let (reader, writer) = tokio::io::split(stream);
+        let mut state = ClientState::new(id, users);
+        state.cluster_mode = facade.is_some();
+        let latency = config.close_idle_when_slow.then_some(&*downstream.latency);
+        let now = Instant::now();
+        Client {
+            downstream,
+            peer,
+            facade,
+            generation,
+            config,
+            reader,
+            writer,
+            state,
+            input: Buffer::default(),
+            out: Buffer::default(),
+            inbox: None,
+            last_activity: now,
+            connected_at: now,
+            idle_timer: LazyTimer::default(),
+            age_timer: LazyTimer::default(),
+            aged: false,
+            latency,
+            slow: SlowChanges::new(latency),
+            close_when_safe: false,
+            share: downstream.budget.share(id),
+            drain: downstream.drain.signal(id),
+        }
+    }
+
+    /// After a reload: new limits and timeouts from now on, and the user is checked again.
+    /// Returns whether there was one.
+    fn reload_if_changed(&mut self) -> bool {
+        if self.downstream.generation() == self.generation {
+            return false;
+        }
+        let users;
+        (self.generation, self.config, users) = self.downstream.snapshot();
+        self.latency = self
+            .config
+            .close_idle_when_slow
+            .then_some(&*self.downstream.latency);
+        if self.latency.is_none() {
+            self.slow = SlowChanges::new(None);
+            self.close_when_safe = false;
+        } else if !self.slow.is_on() {
+            self.slow = SlowChanges::new(self.latency);
+        }
+        self.aged = false;
+        self.age_timer.free();
+        self.state.reauthorize(users);
+        true
+    }
+
+    /// Arms `client.idle_timeout` and `client.max_age` if they are set (once each).
+    fn arm_timers(&mut self) {
+        let idle = self.config.idle_timeout;
+        if !idle.is_zero() && !self.idle_timer.is_made() {
+            self.idle_timer.reset(self.last_activity + idle);
+        }
+        if !self.config.max_age.is_zero() && !self.aged && !self.age_timer.is_made() {
+            self.age_timer
+                .reset(self.connected_at + self.config.max_age);
+        }
+    }
+
+    /// Nothing owed or buffered: may the client be closed without losing or breaking anything
+    /// (no transaction or WATCH open)?
+    fn may_close_now(&self) -> bool {
+        self.input.is_empty()
+            && self.out.is_empty()
+            && !self.state.tx.is_open()
+            && self.state.tx.watched_slot().is_none()
+    }
+
+    /// A safe point reached while `max_age` or the latency watch wants the client closed.
+    fn closes_at_safe_point(&self) -> bool {
+        if self.aged {
+            self.downstream.metrics.clients_closed_max_age.inc();
+            tracing::debug!(client = self.state.id, "closing client at client.max_age");
+            return true;
+        }
+        if self.close_when_safe {
+            self.downstream.metrics.clients_closed_slow().inc();
+            tracing::debug!(
+                client = self.state.id,
+                "closing idle client: latency above baseline"
+            );
+            return true;
+        }
+        false
+    }
+
+    /// Waits, holding no buffer, until the client sends something, or until it is to be closed.
+    /// A poll of its own rather than a `select!`: the idle wait is part of every idle client's
+    /// state, and this keeps it to one pointer.
+    async fn wait_for_request(&mut self) -> Wake {
+        poll_fn(|cx| self.poll_idle(cx)).await
+    }
+
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
+        loop {
+            self.reload_if_changed();
+            if self.may_close_now() && self.closes_at_safe_point() {
+                return Poll::Ready(Wake::Close);
+            }
+            self.arm_timers();
+            match self.input.poll_read_from(&mut self.reader, cx) {
+                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(Wake::Close),
+                Poll::Ready(Ok(n)) => {
+                    self.downstream.metrics.bytes_received.inc_by(n as u64);
+                    self.last_activity = Instant::now();
+                    return Poll::Ready(Wake::Request);
+                }
+                Poll::Pending => {}
+            }
+            let idle = self.config.idle_timeout;
+            if !idle.is_zero() && self.idle_timer.poll_fired(cx).is_ready() {
+                // Re-armed from the last activity only when it fires, not on every read.
+                if self.last_activity.elapsed() >= idle {
+                    tracing::debug!(client = self.state.id, "closing idle client");
+                    return Poll::Ready(Wake::Close);
+                }
+                self.idle_timer.reset(self.last_activity + idle);
+                continue;
+            }
+            if !self.config.max_age.is_zero()
+                && !self.aged
+                && self.age_timer.poll_fired(cx).is_ready()
+            {
+                self.aged = true;
+                continue;
+            }
+            if self.drain.poll_started(cx).is_ready() {
+                return Poll::Ready(Wake::Close);
+            }
+            if let Poll::Ready(slow) = self.slow.poll_changed(cx) {
+                self.close_when_safe = slow;
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+
+    /// Ends the session with nothing owed: the client sees the connection close.
+    async fn close(&mut self) {
+        let _ = self.writer.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,75 @@
+//! What the metrics and the slow log need to know about one command while it runs.
+
+use bytes::{Bytes, BytesMut};
+use tokio::time::Instant;
+
+use crate::metrics::CommandTally;
+use crate::protocol::{parse_request, Limits, Request};
+
+/// What the metrics and the slow log need to know about one command.
+pub(super) struct Stamp {
+    command: &'static str,
+    pub(super) started: Instant,
+    /// The request, kept (a reference count, not a copy) so a slow command's key can be logged.
+    raw: Option<Bytes>,
+    /// It runs alone (see `Transaction::is_exclusive`).
+    pub(super) alone: bool,
+}
+
+impl Stamp {
+    /// `keep_raw` only when the slow log is on: otherwise the request is not needed afterwards.
+    pub(super) fn new(
+        command: &'static str,
+        request: &Request,
+        now: Instant,
+        keep_raw: bool,
+        alone: bool,
+    ) -> Stamp {
+        Stamp {
+            command,
+            started: now,
+            raw: keep_raw.then(|| request.raw().clone()),
+            alone,
+        }
+    }
+
+    /// For replies that are not to a command (protocol errors).
+    pub(super) fn none(now: Instant) -> Stamp {
+        Stamp {
+            command: "protocol_error",
+            started: now,
+            raw: None,
+            alone: false,
+        }
+    }
+
+    /// Records the finished command; slow ones also go to the slow log.
+    pub(super) fn finish(
+        self,
+        tally: &mut CommandTally,
+        reply: &[u8],
+        now: Instant,
+        node: Option<&str>,
+        peer: &str,
+    ) {
+        let elapsed = now.saturating_duration_since(self.started);
+        let error = reply.first() == Some(&b'-');
+        if tally.record(self.command, elapsed, error) {
+            let key = self.raw.map(|raw| first_argument(&raw)).unwrap_or_default();
+            tally
+                .metrics()
+                .slowlog
+                .push(elapsed, self.command, &key, node.unwrap_or(""), peer);
+        }
+    }
+}
+
+/// The argument after the command name (the key, for most commands), parsed again from the raw
+/// request: only slow commands pay for it.
+fn first_argument(raw: &Bytes) -> Bytes {
+    let mut buf = BytesMut::from(&raw[..]);
+    match parse_request(&mut buf, &Limits::default()) {
+        Ok(Some(request)) => request.args().get(1).cloned().unwrap_or_default(),
+        _ => Bytes::new(),
+    }
+}
