@@ -2,6 +2,7 @@
 //! on shutdown.
 
 mod accept;
+mod fd_limit;
 mod reload;
 
 pub use reload::ConfigSource;
@@ -142,6 +143,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     source: ConfigSource,
 ) -> anyhow::Result<()> {
+    // Every client and node connection is a descriptor: take all the kernel allows.
+    fd_limit::raise(config.client.max_connections);
     let (stop_tx, stop_rx) = watch::channel(false);
     let hangup = reload::watch_sighup();
     let reply_limits = Limits::default();

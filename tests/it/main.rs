@@ -19,6 +19,7 @@ mod facade;
 mod fanout;
 mod harness;
 mod hostile;
+mod idle;
 mod isolation;
 mod multikey;
 mod node_admin;
