@@ -64,13 +64,21 @@ impl Buffer {
     }
 
     /// Gives the buffer back once it is empty; the session then holds nothing.
+    ///
+    /// A buffer written to its very end has no capacity left but still holds its allocation
+    /// (capacity alone cannot tell it from a buffer never lent), so every empty buffer is taken.
     pub fn release_if_empty(&mut self) {
-        if !self.bytes.is_empty() || self.bytes.capacity() == 0 {
+        if !self.bytes.is_empty() {
             return;
         }
-        let bytes = std::mem::take(&mut self.bytes);
+        let mut bytes = std::mem::take(&mut self.bytes);
         if std::mem::take(&mut self.grown) {
             return; // dropped: a large value's memory goes back to the allocator
+        }
+        if bytes.capacity() < MIN_SPARE && !bytes.try_reclaim(CHUNK) {
+            // Used up, and its allocation still shared with requests on their way to a node
+            // (or nothing was ever lent): dropped; the allocation goes when they do.
+            return;
         }
         POOL.with(|pool| {
             let mut pool = pool.borrow_mut();
@@ -181,6 +189,31 @@ mod tests {
         // The session goes on with a fresh buffer.
         buffer.make_room();
         assert!(buffer.capacity() < 2 * CHUNK + MIN_SPARE);
+    }
+
+    #[test]
+    fn a_reply_written_to_the_buffers_very_end_is_still_given_back() {
+        // A large reply fills its allocation exactly; once written, the buffer has no capacity
+        // left but still owns the allocation. It used to be kept for the client's whole life.
+        let before = pooled();
+        let mut buffer = Buffer::default();
+        let reply = vec![b'r'; 3 * CHUNK];
+        buffer.append(&reply);
+        let len = buffer.len();
+        buffer.advance(len);
+        assert_eq!(buffer.len(), 0);
+        buffer.release_if_empty();
+        assert!(!buffer.is_lent());
+        assert_eq!(pooled(), before, "grown: freed, not pooled");
+        // The same for a pooled-size buffer used up exactly: reclaimed and pooled again.
+        let mut small = Buffer::default();
+        small.make_room();
+        let room = small.capacity();
+        small.extend_from_slice(&vec![b's'; room]);
+        small.advance(room);
+        assert_eq!(small.capacity(), 0);
+        small.release_if_empty();
+        assert_eq!(pooled(), before + 1, "reclaimed whole and pooled");
     }
 
     #[test]

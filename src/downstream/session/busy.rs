@@ -35,9 +35,9 @@ const HOLD_MAX: usize = 64 * 1024;
 const BUDGET_RECHECK: Duration = Duration::from_millis(5);
 
 /// A busy session with nothing owed looks this often whether its client said anything since the
-/// last look; a client quiet for a whole tick goes idle (its busy state is freed). Between one
-/// and two ticks of silence, so a client sending a command now and then stays busy and
-/// allocates nothing per command.
+/// last look; a client quiet for a whole tick goes idle (its busy state is freed): after one
+/// tick for a client that sent one request, after one to two ticks of silence otherwise. A
+/// client sending a command now and then stays busy and allocates nothing per command.
 pub(super) const IDLE_TICK: Duration = Duration::from_millis(200);
 
 /// Serves the client from its first bytes until it goes idle or the session ends.
@@ -62,8 +62,9 @@ where
     // With nothing owed it ticks every IDLE_TICK to see whether the client went quiet.
     let mut timer = LazyTimer::default();
     timer.reset(Instant::now() + IDLE_TICK);
-    // The client sent something since the last tick.
-    let mut heard = true;
+    // The client sent something since the last tick (the read that began the spell does not
+    // count: a client that sent one request goes idle at the first tick).
+    let mut heard = false;
     // Once set, no more commands are read; the session ends when every reply is written.
     let mut closing = false;
     // A command that must run alone (see `Transaction::is_exclusive`), waiting for the
