@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build demo test fuzz bench bench-connections flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-browser status-screenshot
+.PHONY: help all build demo test fuzz bench bench-connections bench-crowd flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-browser status-screenshot
 
 all: build
 
@@ -16,6 +16,8 @@ help:
 	@echo "make fuzz    - run the cargo-fuzz targets for FUZZ_SECONDS (default 300) each"
 	@echo "make bench-connections - per-request and rate-limit workloads, direct vs redcar, on loopback"
 	@echo "               and a simulated network; writes bench/RESULTS-connections.md"
+	@echo "make bench-crowd - the cost of one client: CPU per command, RSS per idle client (10,000 and"
+	@echo "               15,000), the rate with an idle crowd; writes bench/RESULTS-crowd.md (bench/crowd.sh)"
 	@echo "make status-screenshot - re-take docs/img/status-page.png (scripts/status-screenshot.sh)"
 	@echo "make fmt     - cargo fmt --all"
 	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
@@ -68,6 +70,10 @@ flamegraph: ensure-redis
 # Not part of `make test`: a few minutes, needs php (phpredis, predis) and redis-py.
 bench-connections: ensure-redis ensure-clients build
 	bench/connections.sh
+
+# Not part of `make test`: a few minutes; installs nutcracker itself when it can (root + apt).
+bench-crowd: ensure-redis build
+	bench/crowd.sh
 
 # Re-take docs/img/status-page.png (a local cluster, traffic, one replica killed).
 status-screenshot: ensure-redis ensure-browser

@@ -9,8 +9,9 @@
 # against (a), (c) and (d) (a cluster-aware client cannot send a cross-slot MSET/MGET at all);
 # CPU seconds per million commands of every proxy (and of the redis-servers behind each target),
 # read from /proc/PID/stat around each run; a scaling run with redcar --workers 1 and 2; then the
-# per-request and rate-limit workloads (bench/connections.sh on loopback); writes bench/RESULTS.md
-# with the ratios and which of the performance targets (issue 8) are met.
+# per-request and rate-limit workloads (bench/connections.sh on loopback) and the cost of one
+# client (bench/crowd.sh: CPU per command, RSS per idle client, the rate with 10,000 idle clients);
+# writes bench/RESULTS.md with the ratios and which of the performance targets (issue 8) are met.
 # The hop floor: the standalone node direct, through a byte pump (bench/relay with no delay: one
 # connection per client, bytes copied, nothing parsed) and through redcar with that node as a
 # standalone backend, SET/GET at -P 16 and -P 1: what a process in the path costs here when it adds
@@ -31,11 +32,14 @@
 #                      each optionally with a threading model (N:per-core, N:shared); "" skips it
 #      BENCH_CONNECTIONS (default 1)  0 skips the per-request and rate-limit workloads
 #      BENCH_FLOOR    (default 1)     0 skips the hop-floor runs (byte pump, redcar on one node)
+#      BENCH_CROWD    (default 1)     0 skips the cost-of-one-client scenario (bench/crowd.sh)
 #      BENCH_OUT      (default bench/RESULTS.md)
 #      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
 #      BENCH_RUN_TIMEOUT (default 120) seconds before one redis-benchmark run is killed
 #      CONN_*         passed on to bench/connections.sh (the suite's defaults: CONN_NETWORKS=loopback
 #                     CONN_RATE_NETWORKS=loopback CONN_REQUESTS=300 CONN_RATE_SECONDS=3)
+#      CROWD_*        passed on to bench/crowd.sh (the suite's defaults: CROWD_REQUESTS=BENCH_REQUESTS,
+#                     CROWD_NUTCRACKER=BENCH_NUTCRACKER)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,6 +57,7 @@ NUTCRACKER=${BENCH_NUTCRACKER:-1}
 SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2 2:shared}
 CONNECTIONS=${BENCH_CONNECTIONS:-1}
 FLOOR=${BENCH_FLOOR:-1}
+CROWD=${BENCH_CROWD:-1}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120} # seconds per redis-benchmark run
@@ -100,16 +105,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 BENCH_START=$SECONDS
 
-NC_NOTE=""
-if [[ $NUTCRACKER == 1 ]]; then
-    if ! "$ROOT/scripts/ensure-nutcracker.sh" 2>"$TMP/ensure-nutcracker.err"; then
-        NUTCRACKER=0
-        NC_NOTE="nutcracker is not installed ($(tail -n 1 "$TMP/ensure-nutcracker.err")): its rows are skipped"
-        log "$NC_NOTE"
-    fi
-else
-    NC_NOTE="BENCH_NUTCRACKER=0: the nutcracker rows are skipped"
-fi
+ensure_nutcracker_or_skip "$TMP" BENCH_NUTCRACKER
 
 # ---------------------------------------------------------------- setup
 log "starting standalone redis-server"
@@ -168,17 +164,7 @@ if [[ $NUTCRACKER == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- measuring
-# cpu_ticks PID...: user + system CPU of these processes (all their threads) so far, in clock
-# ticks (/proc/PID/stat fields 14 and 15, counted after the ")" that ends the command name).
-cpu_ticks() {
-    local t=0 p s stat
-    for p in "$@"; do
-        s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-        read -r -a stat <<<"${s##*) }"
-        t=$((t + stat[11] + stat[12]))
-    done
-    echo "$t"
-}
+# cpu_ticks PID... (scripts/lib.sh): user + system CPU of these processes so far, in clock ticks.
 proxy_pids() { # TARGET -> the proxy process measured for it (none for the direct targets)
     case $1 in
     redcar*) echo "$REDCAR_PID" ;;
@@ -480,6 +466,18 @@ else
     CONN_NOTE="BENCH_CONNECTIONS=0: the per-request and rate-limit workloads were skipped (run \`make bench-connections\`)."
 fi
 
+CROWD_NOTE=""
+CROWD_CMD=""
+if [[ $CROWD == 1 ]]; then
+    crowd_env=(CROWD_REQUESTS="${CROWD_REQUESTS:-$REQUESTS}" CROWD_NUTCRACKER="${CROWD_NUTCRACKER:-$NUTCRACKER}"
+        REDCAR_BIN="$REDCAR_BIN" CROWD_OUT="$TMP/crowd.md")
+    CROWD_CMD="${crowd_env[*]:0:2} bench/crowd.sh"
+    log "the cost of one client: $CROWD_CMD"
+    env "${crowd_env[@]}" "$ROOT/bench/crowd.sh" || die "bench/crowd.sh failed"
+else
+    CROWD_NOTE="BENCH_CROWD=0: the cost-of-one-client scenario was skipped (run \`make bench-crowd\`)."
+fi
+
 # ---------------------------------------------------------------- report
 evaluate_targets
 CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
@@ -488,7 +486,7 @@ REPORT="$TMP/RESULTS.md"
     echo "# redcar benchmark results"
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); the suite took $((SECONDS - BENCH_START)) s"
-    echo "- command: \`$(env | grep -E '^(BENCH_|REDCAR_BIN=|CONN_)' | sort | tr '\n' ' ')bench/run.sh\`"
+    echo "- command: \`$(env | grep -E '^(BENCH_|REDCAR_BIN=|CONN_|CROWD_)' | sort | tr '\n' ' ')bench/run.sh\`"
     echo "- machine: $(nproc) CPUs, ${CPU:-unknown CPU}, $(uname -sr), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- redis: $(redis-server --version | sed 's/ sha=.*//')"
     if [[ $NUTCRACKER == 1 ]]; then
@@ -650,6 +648,17 @@ REPORT="$TMP/RESULTS.md"
         echo "$CONN_NOTE"
         echo
     fi
+    echo "## The cost of one client"
+    echo
+    if [[ $CROWD == 1 ]]; then
+        echo "Run by the suite at the end: \`$CROWD_CMD\` (alone: \`make bench-crowd\`, which writes"
+        echo "[RESULTS-crowd.md](RESULTS-crowd.md)). Its report, headings one level down:"
+        echo
+        sed '1d; s/^#/##/' "$TMP/crowd.md"
+    else
+        echo "$CROWD_NOTE"
+    fi
+    echo
     echo "## Raw CSV (redis-benchmark --csv)"
     echo
     echo '```'

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers shared by scripts/cluster.sh, scripts/demo.sh and bench/run.sh.
+# Helpers shared by scripts/cluster.sh, scripts/demo.sh and the bench/ scripts.
 # Source it; it defines functions only (no side effects).
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -79,6 +79,14 @@ is_pid_of() {
     tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$word"
 }
 
+# is_zombie PID: true if PID has exited and waits to be reaped (state Z in /proc/PID/stat).
+is_zombie() {
+    local s
+    s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    s=${s##*) }
+    [[ ${s:0:1} == Z ]]
+}
+
 # stop_pid PID [WORD]: SIGTERM, wait up to 5 s, then SIGKILL. Only if PID matches WORD.
 stop_pid() {
     local pid=$1 word=${2:-} i
@@ -91,6 +99,8 @@ stop_pid() {
     kill -TERM "$pid" 2>/dev/null || return 0
     for ((i = 0; i < 50; i++)); do
         kill -0 "$pid" 2>/dev/null || break
+        # Exited, but not reaped yet (a process whose starter has gone waits for PID 1): done.
+        is_zombie "$pid" && break
         sleep 0.1
     done
     kill -KILL "$pid" 2>/dev/null || true
@@ -114,6 +124,40 @@ wait_redcar_ready() {
         }
         sleep 0.1
     done
+}
+
+# ensure_nutcracker_or_skip TMP SETTING: when NUTCRACKER is 1, installs nutcracker if it can
+# (scripts/ensure-nutcracker.sh); if it cannot, or NUTCRACKER is not 1 (SETTING names the variable
+# that turned it off), sets NUTCRACKER=0 and NC_NOTE to the reason for the report.
+ensure_nutcracker_or_skip() {
+    local tmp=$1 setting=$2
+    NC_NOTE=""
+    if [[ $NUTCRACKER != 1 ]]; then
+        NC_NOTE="$setting=0: the nutcracker rows are skipped"
+        return 0
+    fi
+    if ! "$(dirname "${BASH_SOURCE[0]}")/ensure-nutcracker.sh" 2>"$tmp/ensure-nutcracker.err"; then
+        NUTCRACKER=0
+        NC_NOTE="nutcracker is not installed ($(tail -n 1 "$tmp/ensure-nutcracker.err")): its rows are skipped"
+        log "$NC_NOTE"
+    fi
+}
+
+# cpu_ticks PID...: user + system CPU of these processes (all their threads) so far, in clock
+# ticks (/proc/PID/stat fields 14 and 15, counted after the ")" that ends the command name).
+cpu_ticks() {
+    local t=0 p s stat
+    for p in "$@"; do
+        s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        read -r -a stat <<<"${s##*) }"
+        t=$((t + stat[11] + stat[12]))
+    done
+    echo "$t"
+}
+
+# proc_status_kb PID FIELD: a kB figure from /proc/PID/status (VmRSS, VmHWM ...); empty if gone.
+proc_status_kb() {
+    awk -v f="$2:" '$1 == f { print $2; exit }' "/proc/$1/status" 2>/dev/null || true
 }
 
 # Sets the array WHAT to the redis-benchmark arguments for test $1: `mget10` is an MGET of 10
