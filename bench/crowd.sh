@@ -190,7 +190,7 @@ start_target() {
         FD_LIMITS+=("$t:$(awk '/^Max open files/ { print $4 "/" $5 }' "/proc/$pid/limits")")
     fi
     if [[ $t == redcar && -z ${REDCAR_FD_LOG+x} ]]; then
-        REDCAR_FD_LOG=$(grep -i -m 1 -E 'file descriptor|nofile|open files|fd limit|rlimit' "$TMP/redcar.log" || true)
+        REDCAR_FD_LOG=$(grep -i -m 1 -E 'file descriptor|nofile|open files|fd limit|rlimit' "$TMP/redcar.log" | sed 's/\x1b\[[0-9;]*m//g' || true)
     fi
 }
 stop_target() {
@@ -475,7 +475,11 @@ REPORT="$TMP/RESULTS-crowd.md"
     fi
     echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
     echo "- file descriptors: \`ulimit -n\` raised to the hard limit $FD_HARD for the script and everything it starts; max open files (soft/hard) as each process saw them: ${FD_LIMITS[*]}"
-    echo "- redcar's log on its descriptor limit: ${REDCAR_FD_LOG:+\`$REDCAR_FD_LOG\`}${REDCAR_FD_LOG:-none (no start-up line about it)}"
+    if [[ -n $REDCAR_FD_LOG ]]; then
+        echo "- redcar's log on its descriptor limit: \`$REDCAR_FD_LOG\`"
+    else
+        echo "- redcar's log on its descriptor limit: none (no start-up line about it)"
+    fi
     echo "- local ports: ephemeral range $PORT_LO–$PORT_HI ($PORT_SPAN ports) for a largest crowd of $MAX_SIZE"
     echo "- rounds: $ROUNDS (each figure is the round with the median of the judged column)"
     echo
