@@ -25,6 +25,9 @@ use crate::protocol::{reply_frame_len, Limits};
 /// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
 pub const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 const READ_CHUNK: usize = 16 * 1024;
+/// A connection buffer that grew past this for a large value is replaced by a fresh one once
+/// empty, so a 1 MB reply or request is not held for the connection's life.
+const KEEP_AT_MOST: usize = 4 * READ_CHUNK;
 
 /// A command waiting to be written, and where its reply goes.
 pub(super) struct Pending {
@@ -328,6 +331,8 @@ impl Session {
         let mut unflushed = false;
         let mut out = BytesMut::with_capacity(READ_CHUNK);
         let mut input = BytesMut::with_capacity(READ_CHUNK);
+        // The buffers grew for a large value (capacity alone cannot tell once they are used up).
+        let (mut out_grown, mut input_grown) = (false, false);
         let mut open = true;
         self.batch_at = Instant::now();
         // `upstream.idle_timeout`: unused for that long, the connection is closed; the next
@@ -352,8 +357,11 @@ impl Session {
                         Ok(_) => self.deliver(&mut input)?,
                         Err(e) => return Err(format!("read failed: {e}")),
                     }
-                    if input.capacity() - input.len() < 512 {
+                    if input.is_empty() && std::mem::take(&mut input_grown) {
+                        input = BytesMut::with_capacity(READ_CHUNK);
+                    } else if input.capacity() - input.len() < 512 {
                         input.reserve(READ_CHUNK);
+                        input_grown |= input.capacity() > KEEP_AT_MOST;
                     }
                 }
                 wrote = writer.write(if flush_now { &[] } else { &out[..] }),
@@ -366,6 +374,9 @@ impl Session {
                         out.advance(n);
                         self.written += n as u64;
                         unflushed = FLUSH;
+                        if out.is_empty() && std::mem::take(&mut out_grown) {
+                            out = BytesMut::with_capacity(READ_CHUNK);
+                        }
                     }
                 }
                 next = rx.recv(), if open && self.batching.has_room(out.len(), self.in_flight.len()) => match next {
@@ -381,6 +392,7 @@ impl Session {
                         self.take_queued(rx, &mut out);
                         self.count_queued(before);
                         self.batching.queued(fresh, out.len(), self.in_flight.len());
+                        out_grown |= out.len() > KEEP_AT_MOST;
                     }
                     None => {
                         open = false;
