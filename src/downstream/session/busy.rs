@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Buf;
 use futures_util::FutureExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::super::budget;
@@ -48,7 +48,7 @@ where
     let downstream: &'d Downstream = c.downstream;
     let router: &'d Router = &downstream.router;
     let metrics = &*downstream.metrics;
-    let peer = c.peer;
+    let peer: &str = c.peer;
     // This client's connection to every node (see `Node::send`).
     let lane = c.state.id as usize;
     let keep_raw = metrics.slowlog.is_enabled();
@@ -162,8 +162,8 @@ where
                     let left = Box::pin(pubsub::serve(
                         router,
                         request,
-                        &mut c.reader,
-                        &mut c.writer,
+                        &mut c.stream.reader(),
+                        &mut c.stream.writer(),
                         &mut c.input,
                         &mut c.out,
                         &limits,
@@ -249,7 +249,7 @@ where
         c.input.release_if_empty();
         c.out.release_if_empty();
         let idle = config.idle_timeout;
-        let latency = c.latency;
+        let latency = c.latency();
         tokio::select! {
             biased;
             reply = poll_fn(|cx| match calls.front_mut() {
@@ -262,7 +262,7 @@ where
                 // Take every following reply that is already here, to write them in one syscall.
                 exclusive -= owed.take_replies(Some(reply), c.inbox.as_deref_mut(), latency, now, |call, inbox| call.try_now(inbox));
             }
-            wrote = c.writer.write(&c.out[..]), if may_write => match wrote {
+            wrote = poll_fn(|cx| std::pin::Pin::new(&mut c.stream.writer()).poll_write(cx, &c.out[..])), if may_write => match wrote {
                 Ok(n) if n > 0 => {
                     metrics.bytes_sent.inc_by(n as u64);
                     c.out.advance(n);
@@ -270,7 +270,7 @@ where
                 }
                 _ => return Busy::Done, // client gone: owed replies are dropped with the session
             },
-            read = poll_fn(|cx| c.input.poll_read_from(&mut c.reader, cx)), if can_read => match read {
+            read = poll_fn(|cx| c.input.poll_read_from(&mut c.stream.reader(), cx)), if can_read => match read {
                 // Like Redis, a client that leaves while blocked is not waited for.
                 Ok(0) | Err(_) if waiting_alone => return Busy::Done,
                 Ok(0) | Err(_) => closing = true,
