@@ -459,20 +459,13 @@ label() {
     esac
 }
 mb() { calc '%.1f' 'a / 1024' "${1:-}" 1; }
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 REPORT="$TMP/RESULTS-crowd.md"
 {
     echo "# The cost of one client (bench/crowd.sh)"
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); the run took $((SECONDS - START)) s"
     echo "- command: \`$(env | grep -E '^(CROWD_|REDCAR_BIN=|REDCAR_ARGS=)' | sort | tr '\n' ' ')bench/crowd.sh\`"
-    echo "- machine: $(nproc) CPUs, ${CPU:-unknown CPU}, $(uname -sr), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "- redis: $(redis-server --version | sed 's/ sha=.*//')"
-    if [[ $NUTCRACKER == 1 ]]; then
-        echo "- nutcracker: $("$(command -v nutcracker || echo /usr/sbin/nutcracker)" --version 2>&1 | head -n 1)"
-    else
-        echo "- nutcracker: $NC_NOTE"
-    fi
+    report_machine
     echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
     echo "- file descriptors: \`ulimit -n\` raised to the hard limit $FD_HARD for the script and everything it starts; max open files (soft/hard) as each process saw them: ${FD_LIMITS[*]}"
     if [[ -n $REDCAR_FD_LOG ]]; then

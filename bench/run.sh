@@ -480,20 +480,13 @@ fi
 
 # ---------------------------------------------------------------- report
 evaluate_targets
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 REPORT="$TMP/RESULTS.md"
 {
     echo "# redcar benchmark results"
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); the suite took $((SECONDS - BENCH_START)) s"
     echo "- command: \`$(env | grep -E '^(BENCH_|REDCAR_BIN=|CONN_|CROWD_)' | sort | tr '\n' ' ')bench/run.sh\`"
-    echo "- machine: $(nproc) CPUs, ${CPU:-unknown CPU}, $(uname -sr), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "- redis: $(redis-server --version | sed 's/ sha=.*//')"
-    if [[ $NUTCRACKER == 1 ]]; then
-        echo "- nutcracker: $("$(command -v nutcracker || echo /usr/sbin/nutcracker)" --version 2>&1 | head -n 1)"
-    else
-        echo "- nutcracker: $NC_NOTE"
-    fi
+    report_machine
     echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN), ${REDCAR_THREADING:-threading not logged}"
     echo "- rounds: $ROUNDS (every test run $ROUNDS time(s), interleaved; each row is the run with the median ops/s, the raw CSV has all)"
     echo "- workload: SET and GET (separate runs), $REQUESTS requests per test ($PIPELINED_REQUESTS pipelined with several clients, $((REQUESTS / 10)) with one client), keyspace $KEYSPACE (-r), scenarios (clients:pipeline): $SCENARIOS"

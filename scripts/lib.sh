@@ -143,6 +143,20 @@ ensure_nutcracker_or_skip() {
     fi
 }
 
+# report_machine: the report lines naming the machine, redis and nutcracker (reads NUTCRACKER and
+# NC_NOTE, as set by ensure_nutcracker_or_skip).
+report_machine() {
+    local cpu
+    cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+    echo "- machine: $(nproc) CPUs, ${cpu:-unknown CPU}, $(uname -sr), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "- redis: $(redis-server --version | sed 's/ sha=.*//')"
+    if [[ $NUTCRACKER == 1 ]]; then
+        echo "- nutcracker: $("$(command -v nutcracker || echo /usr/sbin/nutcracker)" --version 2>&1 | head -n 1)"
+    else
+        echo "- nutcracker: $NC_NOTE"
+    fi
+}
+
 # cpu_ticks PID...: user + system CPU of these processes (all their threads) so far, in clock
 # ticks (/proc/PID/stat fields 14 and 15, counted after the ")" that ends the command name).
 cpu_ticks() {
