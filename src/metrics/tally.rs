@@ -5,9 +5,10 @@
 //! recording a command in them directly costs a read lock and three atomic adds on cache lines
 //! the other workers keep writing: 236 ns per command with two threads recording, against 17 ns
 //! through a tally (`cargo run --release --example metrics_contention`; bench/README.md,
-//! "Per-command metrics"). A session's tally keeps the handles of the commands it saw last and
-//! counts in plain integers until it flushes. The counts live per thread, not per session, so an
-//! idle client holds none of them (see docs/architecture.md, "The cost of one client").
+//! "Per-command metrics"). Each thread keeps the handles of the commands its sessions ran last
+//! and counts in plain integers until a session flushes. The counts live per thread, not per
+//! session, so an idle client holds none of them (see docs/architecture.md, "The cost of one
+//! client").
 
 use std::cell::RefCell;
 use std::time::Duration;
