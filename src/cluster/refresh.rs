@@ -16,6 +16,7 @@ use super::safety::{same_assignment, stale_slot, surprise, Surprise};
 use super::{ClusterState, Topology};
 use crate::metrics::{EventKind, Metrics};
 use crate::protocol::{reply_frame_len, Frame, Limits};
+use crate::upstream::Lane;
 use crate::upstream::Upstreams;
 
 /// `CLUSTER SLOTS` and `CLUSTER NODES`, pipelined in one write so both describe the same moment
@@ -217,7 +218,12 @@ impl Refresher {
 
     async fn fetch(&self, addr: &str) -> Result<Topology, String> {
         let node = self.upstreams.node(addr);
-        let call = node.send_frames(Bytes::from_static(CLUSTER_SLOTS_AND_NODES), false, 0, 2);
+        let call = node.send_frames(
+            Bytes::from_static(CLUSTER_SLOTS_AND_NODES),
+            false,
+            Lane::default(),
+            2,
+        );
         let timeout = self.state.config().refresh_timeout;
         let reply = match tokio::time::timeout(timeout, call).await {
             Ok(Ok(reply)) => reply,

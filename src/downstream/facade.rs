@@ -12,6 +12,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::facade_reply as reply;
+use crate::protocol::Protocol;
 
 /// `cluster_facade:` (for `listen`) and `tls.cluster_facade:` (for `tls.listen`).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -151,12 +152,13 @@ impl Endpoint {
         command: &str,
         args: &[Bytes],
         ready: impl FnOnce() -> bool,
+        protocol: Protocol,
     ) -> Option<Bytes> {
         let reply = match (command, args.len()) {
-            ("cluster|slots", 2) => reply::slots(self),
-            ("cluster|shards", 2) => reply::shards(self),
-            ("cluster|nodes", 2) => reply::nodes(self),
-            ("cluster|info", 2) => reply::info(ready()),
+            ("cluster|slots", 2) => reply::slots(self, protocol),
+            ("cluster|shards", 2) => reply::shards(self, protocol),
+            ("cluster|nodes", 2) => reply::nodes(self, protocol),
+            ("cluster|info", 2) => reply::info(ready(), protocol),
             ("cluster|myid", 2) => reply::myid(self),
             // Cluster clients send these per connection; redcar picks nodes itself.
             ("readonly" | "readwrite" | "asking", 1) => Bytes::from_static(b"+OK\r\n"),

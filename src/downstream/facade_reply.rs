@@ -1,17 +1,21 @@
-//! The cluster facade's replies, in the shapes Redis 7.0 gives them, for a one-node cluster that
-//! owns every slot. Cluster clients parse these strictly, so the field sets match a real node's.
+//! The cluster facade's replies, in the shapes Redis 7.0 gives them in each RESP version, for a
+//! one-node cluster that owns every slot. Cluster clients parse these strictly, so the field
+//! sets match a real node's.
 
 use bytes::{Bytes, BytesMut};
 
 use super::facade::Endpoint;
-use crate::protocol::{write_array_len, write_bulk, write_integer};
+use crate::protocol::{
+    write_array_len, write_bulk, write_integer, write_map_len, write_verbatim, Protocol,
+};
 
 /// The last slot: the facade owns `0..=LAST_SLOT`.
 const LAST_SLOT: i64 = 16383;
 
 /// `CLUSTER SLOTS`: one range, `[0, 16383, [host, port, id, {}]]`. The fourth element of the
-/// node entry is Redis 7's networking metadata; left empty (the host is the preferred endpoint).
-pub fn slots(node: &Endpoint) -> Bytes {
+/// node entry is Redis 7's networking metadata (a map); left empty (the host is the preferred
+/// endpoint).
+pub fn slots(node: &Endpoint, protocol: Protocol) -> Bytes {
     let mut out = BytesMut::with_capacity(128);
     write_array_len(&mut out, 1);
     write_array_len(&mut out, 3);
@@ -21,16 +25,16 @@ pub fn slots(node: &Endpoint) -> Bytes {
     write_bulk(&mut out, node.host.as_bytes());
     write_integer(&mut out, i64::from(node.port));
     write_bulk(&mut out, node.id.as_bytes());
-    write_array_len(&mut out, 0);
+    write_map_len(&mut out, 0, protocol);
     out.freeze()
 }
 
 /// `CLUSTER SHARDS`: one shard with `slots` `[0, 16383]` and one primary. A TLS listener's port
 /// is given as `tls-port`, a plain one's as `port`, as a node with only that port would.
-pub fn shards(node: &Endpoint) -> Bytes {
+pub fn shards(node: &Endpoint, protocol: Protocol) -> Bytes {
     let mut out = BytesMut::with_capacity(320);
     write_array_len(&mut out, 1);
-    write_array_len(&mut out, 4);
+    write_map_len(&mut out, 2, protocol);
     write_bulk(&mut out, b"slots");
     write_array_len(&mut out, 2);
     write_integer(&mut out, 0);
@@ -38,7 +42,7 @@ pub fn shards(node: &Endpoint) -> Bytes {
     write_bulk(&mut out, b"nodes");
     write_array_len(&mut out, 1);
     let pairs = 7 + usize::from(node.hostname.is_some());
-    write_array_len(&mut out, pairs * 2);
+    write_map_len(&mut out, pairs, protocol);
     write_bulk(&mut out, b"id");
     write_bulk(&mut out, node.id.as_bytes());
     write_bulk(&mut out, if node.tls { b"tls-port" } else { b"port" });
@@ -62,24 +66,24 @@ pub fn shards(node: &Endpoint) -> Bytes {
 
 /// `CLUSTER NODES`: one line, `id host:port@cport myself,master - 0 0 1 connected 0-16383`.
 /// The bus port is the usual port + 10000 (0 when that does not fit); nobody can use it.
-pub fn nodes(node: &Endpoint) -> Bytes {
+pub fn nodes(node: &Endpoint, protocol: Protocol) -> Bytes {
     let bus = node.port.checked_add(10000).unwrap_or(0);
     let line = format!(
         "{} {}:{}@{bus} myself,master - 0 0 1 connected 0-{LAST_SLOT}\n",
         node.id, node.host, node.port
     );
-    bulk(line.as_bytes())
+    text(line.as_bytes(), protocol)
 }
 
 /// `CLUSTER INFO`, Redis 7.0's fields. `ready`: redcar has a complete slot map; before that the
 /// facade says `cluster_state:fail` with every slot failing, so clients wait as they would for
 /// a real cluster that is not up yet.
-pub fn info(ready: bool) -> Bytes {
+pub fn info(ready: bool, protocol: Protocol) -> Bytes {
     let (state, ok, fail) = match ready {
         true => ("ok", LAST_SLOT + 1, 0),
         false => ("fail", 0, LAST_SLOT + 1),
     };
-    let text = format!(
+    let fields = format!(
         "cluster_state:{state}\r\n\
          cluster_slots_assigned:{}\r\n\
          cluster_slots_ok:{ok}\r\n\
@@ -94,12 +98,19 @@ pub fn info(ready: bool) -> Bytes {
          total_cluster_links_buffer_limit_exceeded:0\r\n",
         LAST_SLOT + 1
     );
-    bulk(text.as_bytes())
+    text(fields.as_bytes(), protocol)
 }
 
 /// `CLUSTER MYID`.
 pub fn myid(node: &Endpoint) -> Bytes {
     bulk(node.id.as_bytes())
+}
+
+/// Text for people: verbatim in RESP3, as Redis sends CLUSTER NODES and CLUSTER INFO.
+fn text(text: &[u8], protocol: Protocol) -> Bytes {
+    let mut out = BytesMut::with_capacity(text.len() + 20);
+    write_verbatim(&mut out, text, protocol);
+    out.freeze()
 }
 
 fn bulk(text: &[u8]) -> Bytes {

@@ -2,7 +2,7 @@ use bytes::Bytes;
 
 use super::super::facade_reply as reply;
 use super::*;
-use crate::protocol::{Frame, Limits};
+use crate::protocol::{Frame, Limits, Protocol};
 
 fn facade(announce: Option<&str>, tls: bool) -> Arc<Facade> {
     let config = FacadeConfig {
@@ -126,7 +126,7 @@ fn only_facade_commands_with_the_right_arity_are_answered() {
     let args = |parts: &[&str]| -> Vec<Bytes> {
         parts.iter().map(|p| Bytes::from(p.to_string())).collect()
     };
-    let answer = |name, parts: &[&str]| node.answer(name, &args(parts), || true);
+    let answer = |name, parts: &[&str]| node.answer(name, &args(parts), || true, Protocol::Resp2);
     for name in ["readonly", "readwrite", "asking"] {
         assert_eq!(answer(name, &[name]).as_deref(), Some(&b"+OK\r\n"[..]));
     }
@@ -135,10 +135,15 @@ fn only_facade_commands_with_the_right_arity_are_answered() {
     assert!(answer("cluster|keyslot", &["CLUSTER", "KEYSLOT", "k"]).is_none());
     assert!(answer("get", &["GET", "k"]).is_none());
     let mut asked = false;
-    node.answer("cluster|myid", &args(&["CLUSTER", "MYID"]), || {
-        asked = true;
-        true
-    });
+    node.answer(
+        "cluster|myid",
+        &args(&["CLUSTER", "MYID"]),
+        || {
+            asked = true;
+            true
+        },
+        Protocol::Resp2,
+    );
     assert!(!asked, "readiness is looked up for CLUSTER INFO only");
 }
 
@@ -157,7 +162,7 @@ fn cluster_slots_is_one_range_owned_by_the_endpoint() {
             Frame::Array(vec![]),
         ]),
     ])]);
-    assert_eq!(frame(reply::slots(&node)), want);
+    assert_eq!(frame(reply::slots(&node, Protocol::Resp2)), want);
 }
 
 #[test]
@@ -165,7 +170,7 @@ fn cluster_shards_has_redis_7_fields_and_the_tls_port_on_tls() {
     let node = facade(Some("redcar.svc:6390"), true)
         .endpoint(local("10.0.0.9:6390"))
         .expect("endpoint");
-    let Frame::Array(shards) = frame(reply::shards(&node)) else {
+    let Frame::Array(shards) = frame(reply::shards(&node, Protocol::Resp2)) else {
         panic!("not an array")
     };
     assert_eq!(shards.len(), 1);
@@ -196,7 +201,7 @@ fn cluster_shards_has_redis_7_fields_and_the_tls_port_on_tls() {
     let plain = facade(None, false)
         .endpoint(local("127.0.0.1:6380"))
         .expect("endpoint");
-    let text = String::from_utf8_lossy(&reply::shards(&plain)).into_owned();
+    let text = String::from_utf8_lossy(&reply::shards(&plain, Protocol::Resp2)).into_owned();
     assert!(text.contains("$4\r\nport\r\n:6380\r\n") && !text.contains("hostname"));
 }
 
@@ -209,16 +214,16 @@ fn cluster_nodes_is_one_myself_master_line() {
         "{} 127.0.0.1:6380@16380 myself,master - 0 0 1 connected 0-16383\n",
         node.id
     );
-    assert_eq!(frame(reply::nodes(&node)), bulk(&want));
+    assert_eq!(frame(reply::nodes(&node, Protocol::Resp2)), bulk(&want));
     let high = facade(Some("h:60000"), false)
         .endpoint(None)
         .expect("endpoint");
-    assert!(String::from_utf8_lossy(&reply::nodes(&high)).contains(" h:60000@0 "));
+    assert!(String::from_utf8_lossy(&reply::nodes(&high, Protocol::Resp2)).contains(" h:60000@0 "));
 }
 
 #[test]
 fn cluster_info_follows_readiness() {
-    let Frame::Bulk(ok) = frame(reply::info(true)) else {
+    let Frame::Bulk(ok) = frame(reply::info(true, Protocol::Resp2)) else {
         panic!("not a bulk string")
     };
     let ok = String::from_utf8_lossy(&ok).into_owned();
@@ -231,7 +236,7 @@ fn cluster_info_follows_readiness() {
     ] {
         assert!(ok.contains(&format!("{line}\r\n")), "{line} missing: {ok}");
     }
-    let Frame::Bulk(down) = frame(reply::info(false)) else {
+    let Frame::Bulk(down) = frame(reply::info(false, Protocol::Resp2)) else {
         panic!("not a bulk string")
     };
     let down = String::from_utf8_lossy(&down).into_owned();

@@ -9,10 +9,12 @@ use super::transaction::Transaction;
 use crate::auth::{self, User, Users};
 use crate::commands::{CommandSpec, Local};
 use crate::protocol::{
-    write_array_len, write_bulk, write_error, write_integer, write_null, write_simple,
+    write_array_len, write_bulk, write_error, write_integer, write_map_len, write_null_in,
+    write_simple, Protocol,
 };
 use crate::router::Plan;
 use crate::router::{redcar_error, Written};
+use crate::upstream::Lane;
 
 /// Per-connection state that Redis would keep for the client.
 pub struct ClientState {
@@ -22,6 +24,8 @@ pub struct ClientState {
     pub quit: bool,
     /// On a cluster-facade listener: HELLO says `mode: cluster`, as a cluster node would.
     pub cluster_mode: bool,
+    /// RESP2 until `HELLO 3`; the RESP version of every reply this client gets.
+    pub protocol: Protocol,
     /// MULTI … EXEC and WATCH.
     pub tx: Transaction,
     /// Where this client wrote (for WAIT).
@@ -39,11 +43,18 @@ impl ClientState {
             name: None,
             quit: false,
             cluster_mode: false,
+            protocol: Protocol::Resp2,
             tx: Transaction::default(),
             written: Written::default(),
             user: users.anonymous(),
             users,
         }
+    }
+
+    /// This client's connection to every node (see `Node::send`): its id spreads clients over
+    /// a node's connections, its protocol picks the RESP2 or the RESP3 ones.
+    pub fn lane(&self) -> Lane {
+        Lane::new(self.id as usize, self.protocol)
     }
 
     /// RESET: back to a fresh connection's state (the router ends a WATCH separately), which
@@ -123,7 +134,7 @@ impl ClientState {
             Local::ClientSetName => return self.set_name(args.get(2)),
             Local::ClientGetName => match &self.name {
                 Some(name) => write_bulk(&mut out, name),
-                None => write_null(&mut out),
+                None => write_null_in(&mut out, self.protocol),
             },
             Local::ClientId => write_integer(&mut out, self.id as i64),
             Local::Reset => {
@@ -135,38 +146,49 @@ impl ClientState {
         out.freeze()
     }
 
-    /// `HELLO [2 [AUTH u p] [SETNAME n]]`: describes redcar as a Redis speaking RESP2, standalone
-    /// (or a cluster node, on a cluster-facade listener).
+    /// `HELLO [protover [AUTH u p] [SETNAME n]]`, in Redis 7's order: the version is checked,
+    /// then the options, then the login, then the name; the connection switches to the
+    /// version only when all of that succeeded. Describes redcar as a standalone Redis (or a
+    /// cluster node, on a cluster-facade listener).
     fn hello(&mut self, args: &[Bytes]) -> Bytes {
         let mut out = BytesMut::with_capacity(256);
+        let mut protocol = self.protocol;
         if let Some(version) = args.get(1) {
-            if version.as_ref() != b"2" {
-                write_error(
-                    &mut out,
-                    b"NOPROTO redcar speaks RESP2 only; use HELLO 2 or no HELLO",
-                );
+            match Protocol::from_hello(version) {
+                Ok(asked) => protocol = asked,
+                Err(false) => {
+                    write_error(
+                        &mut out,
+                        b"ERR Protocol version is not an integer or out of range",
+                    );
+                    return out.freeze();
+                }
+                Err(true) => {
+                    write_error(&mut out, b"NOPROTO unsupported protocol version");
+                    return out.freeze();
+                }
+            }
+        }
+        let (mut login, mut name) = (None, None);
+        let mut rest = args.iter().skip(2);
+        while let Some(option) = rest.next() {
+            let more = rest.len();
+            if option.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+                login = rest.next().zip(rest.next());
+            } else if option.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+                name = rest.next();
+            } else {
+                let mut message = b"ERR Syntax error in HELLO option '".to_vec();
+                message.extend(option.iter().filter(|b| !matches!(b, b'\r' | b'\n')));
+                message.push(b'\'');
+                write_error(&mut out, &message);
                 return out.freeze();
             }
         }
-        let mut rest = args.iter().skip(2);
-        while let Some(option) = rest.next() {
-            if option.eq_ignore_ascii_case(b"SETNAME") {
-                let reply = self.set_name(rest.next());
-                if reply.first() == Some(&b'-') {
-                    return reply;
-                }
-            } else if option.eq_ignore_ascii_case(b"AUTH") {
-                let (Some(user), Some(password)) = (rest.next(), rest.next()) else {
-                    write_error(&mut out, b"ERR Syntax error in HELLO option 'auth'");
-                    return out.freeze();
-                };
-                match self.users.login(Some(user), password) {
-                    Ok(user) => self.user = Some(user),
-                    Err(refusal) => return refusal,
-                }
-            } else {
-                write_error(&mut out, b"ERR Syntax error in HELLO option");
-                return out.freeze();
+        if let Some((user, password)) = login {
+            match self.users.login(Some(user), password) {
+                Ok(user) => self.user = Some(user),
+                Err(refusal) => return refusal,
             }
         }
         if self.user.is_none() {
@@ -176,10 +198,17 @@ impl ClientState {
             );
             return out.freeze();
         }
+        if name.is_some() {
+            let reply = self.set_name(name);
+            if reply.first() == Some(&b'-') {
+                return reply;
+            }
+        }
+        self.protocol = protocol;
         let fields: [(&[u8], Field); 8] = [
             (b"server", Field::Text(b"redis")),
             (b"version", Field::Text(b"7.0.0")),
-            (b"proto", Field::Int(2)),
+            (b"proto", Field::Int(protocol.number())),
             (b"id", Field::Int(self.id as i64)),
             (
                 b"mode",
@@ -196,7 +225,7 @@ impl ClientState {
                 Field::Text(concat!("redcar ", env!("CARGO_PKG_VERSION")).as_bytes()),
             ),
         ];
-        write_array_len(&mut out, fields.len() * 2);
+        write_map_len(&mut out, fields.len(), protocol);
         for (key, value) in fields {
             write_bulk(&mut out, key);
             match value {
@@ -303,14 +332,50 @@ mod tests {
     }
 
     #[test]
-    fn hello_speaks_resp2_only() {
+    fn hello_switches_between_resp2_and_resp3() {
         let mut state = ClientState::new(3, Arc::new(Users::open()));
         let reply = state.answer(Local::Hello, &args(&["HELLO", "2", "SETNAME", "app"]));
         assert!(reply.starts_with(b"*16\r\n"), "{reply:?}");
         assert_eq!(state.name.as_deref(), Some(&b"app"[..]));
+        let three = state.answer(Local::Hello, &args(&["HELLO", "3"]));
+        assert!(three.starts_with(b"%8\r\n$6\r\nserver\r\n"), "{three:?}");
+        assert!(three.windows(10).any(|w| w == b"proto\r\n:3\r\n"));
+        assert_eq!(state.protocol, Protocol::Resp3);
+        assert_eq!(state.lane().protocol(), Protocol::Resp3);
+        // No version: the reply describes the current one.
         assert!(state
-            .answer(Local::Hello, &args(&["HELLO", "3"]))
-            .starts_with(b"-NOPROTO"));
+            .answer(Local::Hello, &args(&["HELLO"]))
+            .starts_with(b"%8\r\n"));
+        assert_eq!(
+            &state.answer(Local::ClientSetName, &args(&["CLIENT", "SETNAME", ""]))[..],
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            &state.answer(Local::ClientGetName, &args(&["CLIENT", "GETNAME"]))[..],
+            b"_\r\n"
+        );
+        assert!(state
+            .answer(Local::Hello, &args(&["HELLO", "2"]))
+            .starts_with(b"*16\r\n"));
+        assert_eq!(state.protocol, Protocol::Resp2);
+    }
+
+    #[test]
+    fn hello_refuses_like_redis_and_then_keeps_the_protocol() {
+        let mut state = ClientState::new(3, Arc::new(Users::open()));
+        let four = state.answer(Local::Hello, &args(&["HELLO", "4"]));
+        assert_eq!(&four[..], b"-NOPROTO unsupported protocol version\r\n");
+        let word = state.answer(Local::Hello, &args(&["HELLO", "x"]));
+        assert!(word.starts_with(b"-ERR Protocol version is not an integer"));
+        let bad = state.answer(Local::Hello, &args(&["HELLO", "3", "SETNAME"]));
+        assert_eq!(&bad[..], b"-ERR Syntax error in HELLO option 'SETNAME'\r\n");
+        let name = state.answer(Local::Hello, &args(&["HELLO", "3", "SETNAME", "a b"]));
+        assert!(name.starts_with(b"-ERR Client names"));
+        assert_eq!(
+            state.protocol,
+            Protocol::Resp2,
+            "a refused HELLO switches nothing"
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::commands::Local;
 use crate::metrics::Metrics;
 use crate::protocol::{
     encode_command, parse_request, write_array_len, write_bulk, write_integer, Frame, Limits,
-    Request,
+    Protocol, Request,
 };
 use crate::router::{classify, redcar_error, Plan, Router, Verdict};
 
@@ -380,7 +380,7 @@ impl<'r> Mode<'r> {
                 .router
                 .primary_for(None, self.pick)
                 .ok_or_else(|| redcar_error("no cluster topology known yet"))?;
-            let conn = self.router.lend(&addr).await?;
+            let conn = self.router.lend(&addr, Protocol::Resp2).await?;
             self.global = Some((addr, SubConn::start(conn, self.pushed.clone())));
         }
         match &self.global {
@@ -391,7 +391,7 @@ impl<'r> Mode<'r> {
 
     async fn shard_conn(&mut self, addr: &Arc<str>) -> Result<&SubConn, Bytes> {
         if !self.shard_conns.contains_key(addr) {
-            let conn = self.router.lend(addr).await?;
+            let conn = self.router.lend(addr, Protocol::Resp2).await?;
             self.shard_conns
                 .insert(addr.clone(), SubConn::start(conn, self.pushed.clone()));
         }

@@ -8,7 +8,9 @@ mod inline;
 mod limits;
 mod line;
 mod request;
+mod resp3;
 mod scan;
+mod version;
 
 pub use encode::*;
 pub use error::ProtocolError;
@@ -16,7 +18,9 @@ pub use frame::Frame;
 pub use fuzz::fuzz_logic;
 pub use limits::Limits;
 pub use request::{parse_request, Request};
+pub use resp3::{bulk_as_verbatim, resp3_null, write_map_len, write_null_in, write_verbatim};
 pub use scan::{header_value, reply_frame_len};
+pub use version::Protocol;
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
 use super::transaction::{tx_verdict, TxVerdict};
 use super::{RouteTarget, Router};
-use crate::protocol::{reply_frame_len, Limits};
+use crate::protocol::{reply_frame_len, Limits, Protocol};
 use crate::upstream::{Dedicated, ASKING};
 
 const UNWATCH: &[u8] = b"*1\r\n$7\r\nUNWATCH\r\n";
@@ -59,8 +59,9 @@ impl Router {
         slot: u16,
         write: bool,
         timeout: Option<Duration>,
+        protocol: Protocol,
     ) -> Call<'_> {
-        self.blocking_on(None, payload, slot, write, timeout)
+        self.blocking_on(None, payload, slot, write, timeout, protocol)
     }
 
     /// [`blocking`](Self::blocking) in a route's backend (`None`: the catch-all backend).
@@ -71,11 +72,12 @@ impl Router {
         slot: u16,
         write: bool,
         timeout: Option<Duration>,
+        protocol: Protocol,
     ) -> Call<'_> {
         Call::slow(async move {
             let patience = timeout.map(|t| t + self.op_timeout());
             match self
-                .on_dedicated(backend, &payload, slot, write, patience)
+                .on_dedicated(backend, &payload, slot, write, patience, protocol)
                 .await
             {
                 Ok((conn, reply)) => {
@@ -89,8 +91,8 @@ impl Router {
 
     /// WATCH: on the watch's connection, or a new one to the owner of `slot`, which then stays
     /// with the client until EXEC, DISCARD or UNWATCH.
-    pub fn watch(&self, watch: Watch, payload: Bytes, slot: u16) -> Call<'_> {
-        self.watch_on(watch, None, payload, slot)
+    pub fn watch(&self, watch: Watch, payload: Bytes, slot: u16, protocol: Protocol) -> Call<'_> {
+        self.watch_on(watch, None, payload, slot, protocol)
     }
 
     /// [`watch`](Self::watch) in a route's backend (`None`: the catch-all backend).
@@ -100,6 +102,7 @@ impl Router {
         backend: Option<Arc<RouteTarget>>,
         payload: Bytes,
         slot: u16,
+        protocol: Protocol,
     ) -> Call<'_> {
         Call::slow(async move {
             let mut pinned = watch.0.lock().await;
@@ -137,7 +140,7 @@ impl Router {
                 };
             }
             match self
-                .on_dedicated(backend.clone(), &payload, slot, false, None)
+                .on_dedicated(backend.clone(), &payload, slot, false, None, protocol)
                 .await
             {
                 Ok((conn, reply)) => {
@@ -235,11 +238,11 @@ impl Router {
         })
     }
 
-    /// Borrows a dedicated connection to `addr` (subscriptions).
-    pub async fn lend(&self, addr: &Arc<str>) -> Result<Dedicated, Bytes> {
+    /// Borrows a dedicated connection to `addr` speaking `protocol` (subscriptions).
+    pub async fn lend(&self, addr: &Arc<str>, protocol: Protocol) -> Result<Dedicated, Bytes> {
         self.upstreams
             .dedicated()
-            .acquire(addr)
+            .acquire(addr, protocol)
             .await
             .map_err(redcar_error)
     }
@@ -273,6 +276,7 @@ impl Router {
         slot: u16,
         write: bool,
         patience: Option<Duration>,
+        protocol: Protocol,
     ) -> Result<(Dedicated, Bytes), Bytes> {
         let retry_deadline = Instant::now() + self.op_timeout();
         let mut target = Target::Owner(Some(slot));
@@ -284,7 +288,7 @@ impl Router {
             let mut conn = self
                 .upstreams
                 .dedicated()
-                .acquire(node.addr())
+                .acquire(node.addr(), protocol)
                 .await
                 .map_err(redcar_error)?;
             let mut unit = BytesMut::with_capacity(payload.len() + ASKING.len());

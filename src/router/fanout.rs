@@ -15,7 +15,8 @@ use super::reply::{error_with_prefix, redcar_error};
 use super::scan_cursor::{fingerprint, ScanCursor, MAX_SHARDS};
 use super::Router;
 use crate::commands::policy::FanOut;
-use crate::protocol::Request;
+use crate::protocol::{bulk_as_verbatim, Request};
+use crate::upstream::Lane;
 use crate::upstream::{Node, Reply};
 
 /// One primary's answer: its reply frame, or why there is none (connection, timeout).
@@ -26,9 +27,18 @@ pub(super) struct NodeReply {
 
 impl Router {
     /// Starts a fan-out command. Every part is queued before this returns, like any command.
-    pub(super) fn start_fan_out(&self, kind: FanOut, request: &Request, lane: usize) -> Call<'_> {
+    ///
+    /// The parts travel on the client's own lane, so they keep their order with the client's
+    /// other commands; for a RESP3 client that means RESP3 parts, which the merges read too
+    /// (verbatim text, `_`). The merged replies have the same types in both versions except
+    /// INFO's, which a RESP3 client gets as verbatim text.
+    pub(super) fn start_fan_out(&self, kind: FanOut, request: &Request, lane: Lane) -> Call<'_> {
         if kind == FanOut::Info {
-            return self.start_info(request, lane);
+            let info = self.start_info(request, lane);
+            return match lane.protocol().is_resp3() {
+                true => Call::slow(async move { bulk_as_verbatim(info.await) }),
+                false => info,
+            };
         }
         let primaries = match self.primaries() {
             Ok(primaries) => primaries,
@@ -75,7 +85,7 @@ impl Router {
     }
 
     /// SCAN: the cursor names the primary and its own cursor (see `scan_cursor`).
-    fn start_scan(&self, request: &Request, primaries: &[Arc<Node>], lane: usize) -> Call<'_> {
+    fn start_scan(&self, request: &Request, primaries: &[Arc<Node>], lane: Lane) -> Call<'_> {
         let args = request.args();
         let Some(cursor) = args.get(1).and_then(|c| parse_u64(c)) else {
             return Call::ready(error_with_prefix("ERR ", "invalid cursor"));
@@ -118,7 +128,7 @@ impl Router {
         &self,
         request: &Request,
         mut order: Vec<Arc<Node>>,
-        lane: usize,
+        lane: Lane,
     ) -> Call<'_> {
         order.shuffle(&mut rand::rng());
         let payload = request.raw().clone();
@@ -160,7 +170,7 @@ fn is_container(kind: FanOut) -> bool {
 pub(super) fn send_to_all<'n>(
     nodes: impl Iterator<Item = &'n Arc<Node>>,
     request: &Request,
-    lane: usize,
+    lane: Lane,
 ) -> Vec<(Arc<str>, Reply)> {
     nodes
         .map(|node| {

@@ -12,6 +12,7 @@ use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
 use super::{select, ReadPolicy, RouteTarget, Router};
 use crate::cluster::{ClusterState, Shard};
+use crate::upstream::Lane;
 use crate::upstream::{Inbox, Node, UpstreamError};
 
 /// What one attempt on a node produced.
@@ -30,7 +31,7 @@ pub(super) struct Command {
     pub payload: Bytes,
     pub slot: Option<u16>,
     pub write: bool,
-    pub lane: usize,
+    pub lane: Lane,
     pub deadline: Instant,
     /// A route's backend; `None`: the catch-all backend (`Router::cluster`).
     pub target: Option<Arc<RouteTarget>>,
@@ -64,7 +65,7 @@ impl Router {
         payload: Bytes,
         slot: Option<u16>,
         write: bool,
-        lane: usize,
+        lane: Lane,
         now: Instant,
     ) -> Call<'_> {
         self.forward_to(None, inbox, payload, slot, write, lane, now)
@@ -80,7 +81,7 @@ impl Router {
         payload: Bytes,
         slot: Option<u16>,
         write: bool,
-        lane: usize,
+        lane: Lane,
         now: Instant,
     ) -> Call<'_> {
         // One snapshot of the reloadable settings for the whole dispatch.
@@ -333,7 +334,7 @@ impl Router {
             payload: Bytes::new(),
             slot: None,
             write: true,
-            lane: 0,
+            lane: Lane::default(),
             deadline,
             target: backend,
         };

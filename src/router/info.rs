@@ -10,6 +10,7 @@ use super::replies::{bulk, encode_bulk};
 use super::Router;
 use crate::protocol::Request;
 use crate::router::Call;
+use crate::upstream::Lane;
 
 /// Section arguments that include redcar's own section (besides `redcar` itself).
 const WITH_OWN: &[&str] = &["redcar", "default", "all", "everything"];
@@ -45,7 +46,7 @@ impl Wanted {
 impl Router {
     /// `INFO [section ...]`: the request goes unchanged to every primary (they ignore `redcar`);
     /// `INFO redcar` alone is answered without them.
-    pub(super) fn start_info(&self, request: &Request, lane: usize) -> Call<'_> {
+    pub(super) fn start_info(&self, request: &Request, lane: Lane) -> Call<'_> {
         let wanted = Wanted::of(&request.args()[1..]);
         if wanted == Wanted::OnlyOwn {
             return Call::ready(encode_bulk(self.redcar_section().as_bytes()));

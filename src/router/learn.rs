@@ -9,6 +9,7 @@ use bytes::Bytes;
 use super::Router;
 use crate::commands::{CommandTable, CustomCommand, InfoValue};
 use crate::protocol::{Frame, Limits};
+use crate::upstream::Lane;
 
 const COMMAND: &[u8] = b"*1\r\n$7\r\nCOMMAND\r\n";
 
@@ -41,7 +42,9 @@ impl Router {
     pub async fn learn_commands(&self) -> Result<usize, String> {
         let topology = self.cluster.topology().ok_or("no slot map yet")?;
         let shard = topology.shards().first().ok_or("no shard known")?;
-        let call = shard.primary.call(Bytes::from_static(COMMAND), false, 0);
+        let call = shard
+            .primary
+            .call(Bytes::from_static(COMMAND), false, Lane::default());
         let reply = tokio::time::timeout(self.op_timeout() * 5, call)
             .await
             .map_err(|_| "COMMAND timed out".to_string())?

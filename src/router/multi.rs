@@ -11,6 +11,7 @@ use super::split::Split;
 use super::{RouteTarget, Router};
 use crate::commands::policy::FanOut;
 use crate::protocol::Request;
+use crate::upstream::Lane;
 
 /// A command that needs more than one node request or a follow-up step; start it with
 /// [`Router::start`].
@@ -89,7 +90,7 @@ impl Multi {
 impl Router {
     /// Starts a [`Multi`] plan: like [`Router::forward`], every first request is queued on its
     /// node before this returns, so the client's order is kept.
-    pub fn start(&self, multi: Multi, request: &Request, lane: usize) -> Call<'_> {
+    pub fn start(&self, multi: Multi, request: &Request, lane: Lane) -> Call<'_> {
         match multi.0 {
             Job::Split(split) => self.start_split(split, request.args(), lane),
             Job::FanOut(kind) => self.start_fan_out(kind, request, lane),

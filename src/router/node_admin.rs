@@ -22,6 +22,7 @@ use super::Router;
 use crate::commands::spec::acl;
 use crate::commands::{CommandSpec, CommandTable, Serve};
 use crate::protocol::Request;
+use crate::upstream::Lane;
 use crate::upstream::Node;
 
 /// Node administration that stays refused even when listed, and why.
@@ -132,7 +133,7 @@ pub(super) fn plan(spec: &CommandSpec, allowed: &[String]) -> Plan {
 
 impl Router {
     /// Sends an allowed node-administration command to every node and merges the replies.
-    pub(super) fn start_node_admin(&self, request: &Request, lane: usize) -> Call<'_> {
+    pub(super) fn start_node_admin(&self, request: &Request, lane: Lane) -> Call<'_> {
         let nodes = match self.every_node() {
             Ok(nodes) => nodes,
             Err(reply) => return Call::ready(reply),

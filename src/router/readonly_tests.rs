@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::cluster::{ClusterState, Topology};
 use crate::commands::test_server::{Reply, TestServer};
 use crate::router::{Router, RouterConfig};
-use crate::upstream::Upstreams;
+use crate::upstream::{Lane, Upstreams};
 
 fn one_shard(addr: &str, upstreams: &Upstreams) -> Topology {
     Topology::single_shard(addr, &[], upstreams, Arc::from("test"))
@@ -45,7 +45,14 @@ async fn a_write_refused_as_readonly_is_retried_on_the_fresh_primary() {
     };
     let set = Bytes::from_static(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
     let reply = router
-        .forward(None, set, Some(0), true, 0, tokio::time::Instant::now())
+        .forward(
+            None,
+            set,
+            Some(0),
+            true,
+            Lane::default(),
+            tokio::time::Instant::now(),
+        )
         .await;
     assert_eq!(
         &reply[..],

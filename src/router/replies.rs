@@ -19,16 +19,23 @@ pub(super) fn integer(reply: &[u8]) -> Option<i64> {
     std::str::from_utf8(line).ok()?.parse().ok()
 }
 
-/// The payload of a bulk string reply; `None` for nil or any other reply.
+/// The payload of a bulk string reply, or the text of a RESP3 verbatim string (without its
+/// `txt:` format); `None` for nil or any other reply.
 pub(super) fn bulk(reply: &Bytes) -> Option<Bytes> {
-    let (len, start) = split_header(reply, b'$')?;
-    let end = start.checked_add(len)?;
+    let (mut start, end) = match split_header(reply, b'$') {
+        Some((len, start)) => (start, start.checked_add(len)?),
+        None => {
+            let (len, start) = split_header(reply, b'=')?;
+            (start.checked_add(4)?, start.checked_add(len)?)
+        }
+    };
+    start = start.min(end);
     (reply.get(end..) == Some(&b"\r\n"[..])).then(|| reply.slice(start..end))
 }
 
-/// True for the nil bulk string or nil array.
+/// True for the nil bulk string or nil array, or RESP3's null.
 pub(super) fn is_nil(reply: &[u8]) -> bool {
-    reply == b"$-1\r\n" || reply == b"*-1\r\n"
+    reply == b"$-1\r\n" || reply == b"*-1\r\n" || reply == b"_\r\n"
 }
 
 /// The raw frames of an array reply, each a zero-copy slice; `None` if `reply` is not exactly one
@@ -95,8 +102,11 @@ mod tests {
             Some(Bytes::from_static(b"abc"))
         );
         assert_eq!(bulk(&Bytes::from_static(b"$-1\r\n")), None);
+        let verbatim = Bytes::from_static(b"=12\r\ntxt:# Server\r\n");
+        assert_eq!(bulk(&verbatim).as_deref(), Some(&b"# Server"[..]));
         assert_eq!(bulk(&Bytes::from_static(b"$5\r\nabc\r\n")), None);
         assert!(is_nil(b"$-1\r\n") && is_nil(b"*-1\r\n") && !is_nil(b"$0\r\n\r\n"));
+        assert!(is_nil(b"_\r\n"));
     }
 
     #[test]

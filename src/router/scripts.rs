@@ -11,6 +11,7 @@ use super::call::Call;
 use super::replies::encode_command;
 use super::Router;
 use crate::protocol::Request;
+use crate::upstream::Lane;
 
 /// Scripts remembered; the oldest is forgotten first.
 const CAPACITY: usize = 1024;
@@ -83,7 +84,7 @@ impl Router {
         request: &Request,
         slot: Option<u16>,
         write: bool,
-        lane: usize,
+        lane: Lane,
     ) -> Call<'_> {
         if let Some(body) = request.args().get(1) {
             self.scripts.remember(body);
@@ -105,7 +106,7 @@ impl Router {
         request: &Request,
         slot: Option<u16>,
         write: bool,
-        lane: usize,
+        lane: Lane,
     ) -> Call<'_> {
         let payload = request.raw().clone();
         let sha = request.args().get(1).cloned().unwrap_or_default();

@@ -15,6 +15,7 @@ use super::Router;
 use crate::metrics::SlowEntry;
 use crate::protocol::{Frame, Limits, Request};
 use crate::router::Call;
+use crate::upstream::Lane;
 use crate::upstream::Node;
 
 /// Redis's default number of entries for `SLOWLOG GET` without a count.
@@ -25,7 +26,7 @@ impl Router {
         &self,
         request: &Request,
         primaries: &[Arc<Node>],
-        lane: usize,
+        lane: Lane,
     ) -> Call<'_> {
         let args = request.args();
         let sub = args

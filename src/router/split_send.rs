@@ -17,6 +17,7 @@ use super::reply::redcar_error;
 use super::split::{reply_limits, Part, Split};
 use super::{select, Router};
 use crate::protocol::reply_frame_len;
+use crate::upstream::Lane;
 use crate::upstream::{Node, Reply};
 
 /// The parts queued on one node together.
@@ -40,7 +41,7 @@ impl Router {
         &self,
         mut split: Box<Split>,
         args: &[Bytes],
-        lane: usize,
+        lane: Lane,
     ) -> Call<'_> {
         let live = self.live.load();
         let deadline = Instant::now() + live.config.op_timeout;
@@ -139,7 +140,7 @@ impl Router {
     }
 
     /// Forwards part `index` on its own (its route's backend, mirrored if the route says so).
-    fn start_part(&self, split: &Split, index: usize, lane: usize) -> Call<'_> {
+    fn start_part(&self, split: &Split, index: usize, lane: Lane) -> Call<'_> {
         let part = &split.parts[index];
         let payload = split.part_payload(index);
         let target = part.route.as_ref().map(|r| r.target.clone());
@@ -207,7 +208,7 @@ fn queue_batches(
     order: &[usize],
     ranges: SmallVec<[Range<usize>; 8]>,
     nodes: SmallVec<[(Arc<Node>, usize); 8]>,
-    lane: usize,
+    lane: Lane,
 ) -> SmallVec<[Batch; 4]> {
     let parts = &split.parts;
     nodes

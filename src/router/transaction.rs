@@ -14,6 +14,7 @@ use super::redirect::{classify, Verdict};
 use super::reply::redcar_error;
 use super::{RouteTarget, Router};
 use crate::protocol::{reply_frame_len, Limits};
+use crate::upstream::Lane;
 
 /// `MULTI\r\n` and `EXEC\r\n` as RESP, around the queued commands.
 pub const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
@@ -79,7 +80,7 @@ impl Router {
     /// any primary) on the client's shared connection. A transaction the node refused as a
     /// whole (redirect, TRYAGAIN) is sent again, since none of it ran; one whose connection broke
     /// after sending is not, since all of it may have run.
-    pub fn exec(&self, payload: Bytes, frames: u32, slot: Option<u16>, lane: usize) -> Call<'_> {
+    pub fn exec(&self, payload: Bytes, frames: u32, slot: Option<u16>, lane: Lane) -> Call<'_> {
         self.exec_on(None, payload, frames, slot, lane)
     }
 
@@ -90,7 +91,7 @@ impl Router {
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
-        lane: usize,
+        lane: Lane,
     ) -> Call<'_> {
         // The first attempt is queued now, like any forwarded command, so the unit reaches the
         // node before whatever the client pipelined after EXEC.

@@ -22,6 +22,7 @@ use super::reply::redcar_error;
 use super::transaction::{transaction_payload, tx_verdict, TxVerdict};
 use super::Router;
 use crate::protocol::write_integer;
+use crate::upstream::Lane;
 use crate::upstream::Node;
 
 /// The longest a WAIT asks to hold a shared connection (Redis checks blocked clients' timeouts
@@ -89,7 +90,7 @@ impl Router {
         written: &Written,
         replicas: i64,
         timeout: Option<Duration>,
-        lane: usize,
+        lane: Lane,
     ) -> Call<'_> {
         let nodes = match self.written_primaries(written) {
             Ok(nodes) => nodes,
@@ -148,7 +149,7 @@ impl Router {
         node: &Arc<Node>,
         replicas: i64,
         deadline: Option<Instant>,
-        lane: usize,
+        lane: Lane,
     ) -> Result<i64, Bytes> {
         let replicas_arg = replicas.to_string();
         let slice = match deadline {
@@ -201,7 +202,7 @@ impl Router {
         payload: Bytes,
         frames: u32,
         blocks: Duration,
-        lane: usize,
+        lane: Lane,
     ) -> Result<Bytes, Bytes> {
         let reply = node.send_frames(payload, false, lane, frames);
         tokio::time::timeout(blocks + self.op_timeout(), reply)

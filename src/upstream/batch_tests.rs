@@ -128,7 +128,11 @@ async fn pipeline_through(cap: usize) -> (Vec<Bytes>, usize) {
     let replies: Vec<_> = (0..40)
         .map(|i| {
             let command = format!("*2\r\n$4\r\nECHO\r\n$4\r\n{i:04}\r\n");
-            node.send(Bytes::from(command), false, 0)
+            node.send(
+                Bytes::from(command),
+                false,
+                crate::upstream::Lane::default(),
+            )
         })
         .collect();
     let mut got = Vec::new();

@@ -111,6 +111,22 @@ pub(super) struct NodeContext {
     pub tls: Option<UpstreamTls>,
 }
 
+impl NodeContext {
+    /// The same node's context for connections that send `handshake` first.
+    pub(super) fn with_handshake(&self, handshake: Handshake) -> NodeContext {
+        NodeContext {
+            addr: self.addr.clone(),
+            config: self.config.clone(),
+            limits: self.limits.clone(),
+            metrics: self.metrics.clone(),
+            connect_limit: self.connect_limit.clone(),
+            health: self.health.clone(),
+            handshake,
+            tls: self.tls.clone(),
+        }
+    }
+}
+
 /// Starts the task and returns its queue.
 pub(super) fn spawn(
     runtime: &tokio::runtime::Handle,

@@ -20,7 +20,7 @@ use super::conn::{connect, frames_len};
 use super::stream::NodeStream;
 use super::{ConnectLimit, Exhausted, UpstreamConfig, UpstreamError, UpstreamTls};
 use crate::metrics::Metrics;
-use crate::protocol::Limits;
+use crate::protocol::{Limits, Protocol};
 
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -37,15 +37,20 @@ struct Shared {
     permits: Arc<Semaphore>,
     /// New connections per second per node, shared with the pipelined connections.
     connect_limit: Arc<ConnectLimit>,
-    /// AUTH on each new connection, when upstream credentials are configured.
+    /// AUTH on each new connection, when upstream credentials are configured; for RESP3
+    /// clients' connections also `HELLO 3`.
     handshake: super::Handshake,
+    handshake3: super::Handshake,
     /// `upstream.tls`, when on.
     tls: Option<UpstreamTls>,
     /// Borrowers waiting for a permit.
     waiters: AtomicUsize,
-    /// Idle connections by node, oldest first.
-    idle: Mutex<HashMap<Arc<str>, VecDeque<Idle>>>,
+    /// Idle connections by node and RESP version, oldest first.
+    idle: Mutex<HashMap<IdleKey, VecDeque<Idle>>>,
 }
+
+/// A node and the RESP version its connection speaks.
+type IdleKey = (Arc<str>, Protocol);
 
 struct Idle {
     stream: NodeStream,
@@ -58,6 +63,7 @@ pub struct Dedicated {
     stream: NodeStream,
     input: BytesMut,
     addr: Arc<str>,
+    protocol: Protocol,
     permit: OwnedSemaphorePermit,
     shared: Arc<Shared>,
     _busy: Busy,
@@ -78,9 +84,10 @@ impl DedicatedPool {
         limits: Limits,
         metrics: Arc<Metrics>,
         connect_limit: Arc<ConnectLimit>,
-        handshake: super::Handshake,
+        handshakes: [super::Handshake; 2],
         tls: Option<UpstreamTls>,
     ) -> DedicatedPool {
+        let [handshake, handshake3] = handshakes;
         let permits = Arc::new(Semaphore::new(config.dedicated.max));
         DedicatedPool {
             shared: Arc::new(Shared {
@@ -90,6 +97,7 @@ impl DedicatedPool {
                 permits,
                 connect_limit,
                 handshake,
+                handshake3,
                 tls,
                 waiters: AtomicUsize::new(0),
                 idle: Mutex::new(HashMap::new()),
@@ -97,12 +105,18 @@ impl DedicatedPool {
         }
     }
 
-    /// A connection to `addr`: an idle one if there is one, else a new one within the bound.
-    /// When the pool is exhausted, waits or fails as `upstream.dedicated.exhausted` says.
-    pub async fn acquire(&self, addr: &Arc<str>) -> Result<Dedicated, UpstreamError> {
+    /// A connection to `addr` speaking `protocol`: an idle one if there is one, else a new one
+    /// within the bound. When the pool is exhausted, waits or fails as
+    /// `upstream.dedicated.exhausted` says.
+    pub async fn acquire(
+        &self,
+        addr: &Arc<str>,
+        protocol: Protocol,
+    ) -> Result<Dedicated, UpstreamError> {
         let shared = &self.shared;
-        if let Some(idle) = shared.take_idle(addr) {
-            return Ok(shared.lend(idle.stream, addr.clone(), idle.permit));
+        let key = (addr.clone(), protocol);
+        if let Some(idle) = shared.take_idle(&key) {
+            return Ok(shared.lend(idle.stream, key, idle.permit));
         }
         let permit = match shared.permits.clone().try_acquire_owned() {
             Ok(permit) => permit,
@@ -112,16 +126,20 @@ impl DedicatedPool {
                 self.wait_permit().await?
             }
         };
+        let handshake = match protocol {
+            Protocol::Resp2 => &shared.handshake,
+            Protocol::Resp3 => &shared.handshake3,
+        };
         let connected =
             match connect(addr, &shared.config, &shared.connect_limit, &shared.tls).await {
-                Ok(stream) => shared.handshake.run(stream, &shared.limits).await,
+                Ok(stream) => handshake.run(stream, &shared.limits).await,
                 Err(reason) => Err(reason),
             };
         let stream = connected.map_err(|reason| UpstreamError::NotSent {
             addr: addr.clone(),
             reason,
         })?;
-        Ok(shared.lend(stream, addr.clone(), permit))
+        Ok(shared.lend(stream, key, permit))
     }
 
     async fn wait_permit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
@@ -164,7 +182,7 @@ impl Shared {
     fn lend(
         self: &Arc<Self>,
         stream: NodeStream,
-        addr: Arc<str>,
+        (addr, protocol): IdleKey,
         permit: OwnedSemaphorePermit,
     ) -> Dedicated {
         self.metrics.dedicated_busy.inc();
@@ -172,6 +190,7 @@ impl Shared {
             stream,
             input: BytesMut::with_capacity(READ_CHUNK),
             addr,
+            protocol,
             permit,
             shared: self.clone(),
             _busy: Busy(self.metrics.clone()),
@@ -179,9 +198,9 @@ impl Shared {
     }
 
     /// The oldest live idle connection to `addr`; expired or closed ones are dropped on the way.
-    fn take_idle(&self, addr: &str) -> Option<Idle> {
+    fn take_idle(&self, key: &IdleKey) -> Option<Idle> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let queue = idle.get_mut(addr)?;
+        let queue = idle.get_mut(key)?;
         let max_idle = self.config.dedicated.idle_timeout;
         while let Some(conn) = queue.pop_front() {
             self.metrics.dedicated_idle.dec();
@@ -210,7 +229,12 @@ impl Shared {
     }
 
     /// Keeps a connection given back clean, after dropping the ones idle too long.
-    fn give_back(&self, addr: Arc<str>, stream: NodeStream, permit: OwnedSemaphorePermit) {
+    fn give_back(
+        &self,
+        key: IdleKey,
+        stream: NodeStream,
+        permit: OwnedSemaphorePermit,
+    ) {
         let max_idle = self.config.dedicated.idle_timeout;
         if max_idle.is_zero() || self.waiters.load(Ordering::SeqCst) > 0 {
             return;
@@ -223,7 +247,7 @@ impl Shared {
             }
         }
         idle.retain(|_, queue| !queue.is_empty());
-        idle.entry(addr).or_default().push_back(Idle {
+        idle.entry(key).or_default().push_back(Idle {
             stream,
             permit,
             since: Instant::now(),
@@ -290,11 +314,12 @@ impl Dedicated {
         let Dedicated {
             stream,
             addr,
+            protocol,
             permit,
             shared,
             ..
         } = self;
-        shared.give_back(addr, stream, permit);
+        shared.give_back((addr, protocol), stream, permit);
     }
 
     fn lost(&self, reason: String) -> UpstreamError {

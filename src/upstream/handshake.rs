@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::conn::frames_len;
-use crate::protocol::{encode_command, Limits};
+use crate::protocol::{encode_command, Limits, Protocol};
 
 /// A non-cluster node's answer to `READONLY`. Such a replica serves reads without it
 /// (`replica-read-only` is about writes), so this is not a refusal.
@@ -37,21 +37,49 @@ impl std::fmt::Debug for Credentials {
 #[derive(Clone, Debug, Default)]
 pub struct Handshake {
     payload: Bytes,
-    replies: u32,
-    /// The one command is `PING` (TLS confirmation): its reply must be `+PONG`.
-    ping: bool,
-    /// The last command is `READONLY` (its reply may be [`CLUSTER_DISABLED`]).
-    readonly: bool,
+    /// What each command's reply must be, in order.
+    expected: Vec<Expect>,
     /// What the commands are, for error messages (never the password).
-    names: &'static str,
+    names: String,
+}
+
+/// The reply one handshake command must get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// `AUTH`.
+    Ok,
+    /// `PING` (TLS confirmation).
+    Pong,
+    /// `HELLO 3`: a map describing the node.
+    Hello,
+    /// `READONLY`: `+OK`, or [`CLUSTER_DISABLED`] from a node without cluster support.
+    Readonly,
+}
+
+impl Expect {
+    fn accepts(self, reply: &[u8]) -> bool {
+        match self {
+            Expect::Ok => reply == b"+OK\r\n",
+            Expect::Pong => reply == b"+PONG\r\n",
+            Expect::Hello => reply.first() == Some(&b'%'),
+            Expect::Readonly => reply == b"+OK\r\n" || reply == CLUSTER_DISABLED,
+        }
+    }
 }
 
 impl Handshake {
     /// `confirm`: when nothing else is sent, send `PING`, so a session the node refuses after
-    /// the TLS handshake (a missing client certificate) fails here.
-    pub fn new(credentials: Option<&Credentials>, readonly: bool, confirm: bool) -> Handshake {
+    /// the TLS handshake (a missing client certificate) fails here. `protocol`: RESP3
+    /// connections say `HELLO 3` (after `AUTH`), so every reply on them has RESP3's types.
+    pub fn new(
+        credentials: Option<&Credentials>,
+        readonly: bool,
+        confirm: bool,
+        protocol: Protocol,
+    ) -> Handshake {
         let mut payload = BytesMut::new();
-        let mut replies = 0;
+        let mut expected = Vec::new();
+        let mut names = Vec::new();
         if let Some(credentials) = credentials {
             let mut args: Vec<&[u8]> = vec![b"AUTH"];
             if let Some(user) = &credentials.username {
@@ -59,42 +87,40 @@ impl Handshake {
             }
             args.push(credentials.password.as_bytes());
             payload.extend_from_slice(&encode_command(args.iter().copied()));
-            replies += 1;
+            expected.push(Expect::Ok);
+            names.push("AUTH");
+        }
+        if protocol.is_resp3() {
+            payload.extend_from_slice(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n");
+            expected.push(Expect::Hello);
+            names.push("HELLO 3");
         }
         if readonly {
             payload.extend_from_slice(b"*1\r\n$8\r\nREADONLY\r\n");
-            replies += 1;
+            expected.push(Expect::Readonly);
+            names.push("READONLY");
         }
-        let ping = confirm && replies == 0;
-        if ping {
+        if confirm && expected.is_empty() {
             payload.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
-            replies = 1;
+            expected.push(Expect::Pong);
+            names.push("PING");
         }
-        let names = match (credentials.is_some(), readonly) {
-            (true, true) => "AUTH and READONLY",
-            (true, false) => "AUTH",
-            (false, true) => "READONLY",
-            (false, false) if ping => "PING",
-            (false, false) => "",
-        };
         Handshake {
             payload: payload.freeze(),
-            replies,
-            ping,
-            readonly,
-            names,
+            expected,
+            names: names.join(" and "),
         }
     }
 
-    /// Sends the commands on a fresh connection and checks every reply is `+OK` (`+PONG`).
+    /// Sends the commands on a fresh connection and checks every reply.
     pub async fn run<S>(&self, mut stream: S, limits: &Limits) -> Result<S, String>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        if self.replies == 0 {
+        if self.expected.is_empty() {
             return Ok(stream);
         }
-        let names = self.names;
+        let names = &self.names;
         stream
             .write_all(&self.payload)
             .await
@@ -105,12 +131,10 @@ impl Handshake {
             .await
             .map_err(|e| format!("{names}: write failed: {e}"))?;
         let mut input = BytesMut::with_capacity(256);
+        let count = self.expected.len() as u32;
         loop {
-            if let Some(len) = frames_len(&input, self.replies, limits)? {
-                let expected: &[u8] = if self.ping { b"+PONG\r\n" } else { b"+OK\r\n" };
-                let refusal =
-                    first_refusal(&input[..len], self.replies, expected, self.readonly, limits)?;
-                return match refusal {
+            if let Some(len) = frames_len(&input, count, limits)? {
+                return match first_refusal(&input[..len], &self.expected, limits)? {
                     None => Ok(stream),
                     Some(reply) => Err(format!("{names} refused by the node: {reply}")),
                 };
@@ -125,26 +149,22 @@ impl Handshake {
     }
 }
 
-/// The first reply among `count` that is not `expected`, as text. `readonly_last`: the last
-/// reply answers `READONLY`, which a node without cluster support refuses harmlessly.
+/// The first reply that is not what its command expects, as text.
 fn first_refusal(
     replies: &[u8],
-    count: u32,
-    expected: &[u8],
-    readonly_last: bool,
+    expected: &[Expect],
     limits: &Limits,
 ) -> Result<Option<String>, String> {
     let mut rest = replies;
-    for i in 0..count {
+    for expect in expected {
         let Some(len) = frames_len(rest, 1, limits)? else {
             return Err("incomplete handshake reply".to_string());
         };
         let reply = &rest[..len];
-        let tolerated = readonly_last && i + 1 == count && reply == CLUSTER_DISABLED;
-        if reply != expected && !tolerated {
-            return Ok(Some(
-                String::from_utf8_lossy(&rest[..len]).trim_end().to_string(),
-            ));
+        if !expect.accepts(reply) {
+            // A refusal is an error line; any other reply is shown by its first line only.
+            let line = reply.split(|&b| b == b'\r').next().unwrap_or_default();
+            return Ok(Some(String::from_utf8_lossy(line).to_string()));
         }
         rest = &rest[len..];
     }
@@ -161,24 +181,29 @@ mod tests {
             username: Some("redcar".into()),
             password: "pw".into(),
         };
-        let both = Handshake::new(Some(&credentials), true, true);
+        let both = Handshake::new(Some(&credentials), true, true, Protocol::Resp2);
         assert_eq!(
             &both.payload[..],
             &b"*3\r\n$4\r\nAUTH\r\n$6\r\nredcar\r\n$2\r\npw\r\n*1\r\n$8\r\nREADONLY\r\n"[..]
         );
-        assert_eq!(both.replies, 2);
+        assert_eq!(both.expected, [Expect::Ok, Expect::Readonly]);
         let legacy = Credentials {
             username: None,
             password: "pw".into(),
         };
         assert_eq!(
-            &Handshake::new(Some(&legacy), false, true).payload[..],
+            &Handshake::new(Some(&legacy), false, true, Protocol::Resp2).payload[..],
             b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"
         );
-        assert_eq!(Handshake::new(None, false, false).replies, 0);
-        let ping = Handshake::new(None, false, true);
+        assert_eq!(
+            Handshake::new(None, false, false, Protocol::Resp2)
+                .expected
+                .len(),
+            0
+        );
+        let ping = Handshake::new(None, false, true, Protocol::Resp2);
         assert_eq!(&ping.payload[..], b"*1\r\n$4\r\nPING\r\n");
-        assert_eq!((ping.replies, ping.ping), (1, true));
+        assert_eq!(ping.expected, [Expect::Pong]);
         assert!(
             !format!("{credentials:?}").contains("pw\""),
             "password never in Debug"
@@ -190,17 +215,17 @@ mod tests {
         let limits = Limits::default();
         let replies = b"-WRONGPASS invalid username-password pair\r\n+OK\r\n";
         assert_eq!(
-            first_refusal(replies, 2, b"+OK\r\n", false, &limits),
+            first_refusal(replies, &[Expect::Ok, Expect::Ok], &limits),
             Ok(Some(
                 "-WRONGPASS invalid username-password pair".to_string()
             ))
         );
         assert_eq!(
-            first_refusal(b"+OK\r\n+OK\r\n", 2, b"+OK\r\n", false, &limits),
+            first_refusal(b"+OK\r\n+OK\r\n", &[Expect::Ok, Expect::Ok], &limits),
             Ok(None)
         );
         assert_eq!(
-            first_refusal(b"+PONG\r\n", 1, b"+PONG\r\n", false, &limits),
+            first_refusal(b"+PONG\r\n", &[Expect::Pong], &limits),
             Ok(None)
         );
     }
@@ -210,22 +235,46 @@ mod tests {
         let limits = Limits::default();
         let disabled = b"+OK\r\n-ERR This instance has cluster support disabled\r\n";
         assert_eq!(
-            first_refusal(disabled, 2, b"+OK\r\n", true, &limits),
+            first_refusal(disabled, &[Expect::Ok, Expect::Readonly], &limits),
             Ok(None),
             "READONLY refused by a non-cluster node is fine"
         );
         assert!(
-            first_refusal(disabled, 2, b"+OK\r\n", false, &limits)
+            first_refusal(disabled, &[Expect::Ok, Expect::Ok], &limits)
                 .expect("parses")
                 .is_some(),
             "without READONLY sent, the same reply is a refusal"
         );
         let auth_refused = b"-ERR This instance has cluster support disabled\r\n+OK\r\n";
         assert!(
-            first_refusal(auth_refused, 2, b"+OK\r\n", true, &limits)
+            first_refusal(auth_refused, &[Expect::Ok, Expect::Readonly], &limits)
                 .expect("parses")
                 .is_some(),
             "only the last reply (READONLY's) is tolerated"
         );
+    }
+
+    #[test]
+    fn a_resp3_connection_says_hello_3_after_auth_and_wants_a_map_back() {
+        let credentials = Credentials {
+            username: None,
+            password: "pw".into(),
+        };
+        let three = Handshake::new(Some(&credentials), true, true, Protocol::Resp3);
+        assert_eq!(
+            &three.payload[..],
+            &b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*1\r\n$8\r\nREADONLY\r\n"[..]
+        );
+        assert_eq!(three.names, "AUTH and HELLO 3 and READONLY");
+        let limits = Limits::default();
+        let hello = b"+OK\r\n%1\r\n+proto\r\n:3\r\n+OK\r\n";
+        assert_eq!(first_refusal(hello, &three.expected, &limits), Ok(None));
+        let old = b"+OK\r\n-ERR unknown command 'HELLO'\r\n+OK\r\n";
+        assert_eq!(
+            first_refusal(old, &three.expected, &limits),
+            Ok(Some("-ERR unknown command 'HELLO'".to_string()))
+        );
+        let tls_only = Handshake::new(None, false, true, Protocol::Resp3);
+        assert_eq!(tls_only.expected, [Expect::Hello], "HELLO confirms TLS too");
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 
+use super::Lane;
 use super::{Node, Upstreams};
 
 const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
@@ -44,7 +45,7 @@ pub async fn run_health_checks(upstreams: Arc<Upstreams>, mut shutdown: watch::R
 /// One `PING` through the node's own pipelined connection (so a node that accepts connections
 /// but never answers stays ejected), bounded by `timeout`.
 async fn check(node: Arc<Node>, timeout: Duration) {
-    let ping = node.call(Bytes::from_static(PING), false, 0);
+    let ping = node.call(Bytes::from_static(PING), false, Lane::default());
     match tokio::time::timeout(timeout, ping).await {
         Ok(Ok(reply)) if reply.as_ref() == b"+PONG\r\n" => node.health().restore(),
         Ok(Ok(reply)) => {

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -12,9 +12,10 @@ use super::health::{Health, HealthMetrics};
 use super::inbox::Inbox;
 use super::queue;
 use super::reply_slot::{self, ReplyReceiver};
+use super::Lane;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
-use crate::protocol::Limits;
+use crate::protocol::{Limits, Protocol};
 
 /// How a node is created: what its connections share beyond the node's own address.
 pub(super) struct NodeSettings<'a> {
@@ -25,6 +26,8 @@ pub(super) struct NodeSettings<'a> {
     pub ejections: &'a Arc<tokio::sync::watch::Sender<u64>>,
     /// What each pipelined connection sends first (AUTH, READONLY).
     pub handshake: &'a super::Handshake,
+    /// The same for the RESP3 connections (`HELLO 3` added).
+    pub handshake3: &'a super::Handshake,
     /// `upstream.tls`, when on.
     pub tls: &'a Option<super::UpstreamTls>,
     /// `upstream.outlier` as it is now (a reload may swap it).
@@ -40,6 +43,11 @@ pub struct Node {
     /// One queue per connection task; each task owns its socket. Unbounded because each client
     /// is already bounded by `client.max_in_flight`, and queueing must never wait (ordering).
     conns: Box<[queue::Sender<Pending>]>,
+    /// The same number of RESP3 connections, for RESP3 clients' commands: started on the first
+    /// such command, so a deployment without RESP3 clients never opens them.
+    conns3: OnceLock<Box<[queue::Sender<Pending>]>>,
+    /// What starting `conns3` needs: the context with the RESP3 handshake, and the runtimes.
+    resp3: Box<Resp3Spawn>,
     /// Worker runtimes the connections are spread over: 1 with the shared runtime; per core,
     /// connection `i` lives on worker `i % workers` (see [`connection_for`]).
     workers: usize,
@@ -71,23 +79,19 @@ impl Node {
             handshake: settings.handshake.clone(),
             tls: settings.tls.clone(),
         });
+        let resp3 = Box::new(Resp3Spawn {
+            context: Arc::new(context.with_handshake(settings.handshake3.clone())),
+            workers: settings.workers.cloned(),
+        });
         // `connections_per_node` bounds the node's connections in both threading models; per
         // core they are dealt out to the workers' runtimes in turn.
         let total = settings.config.connections_per_node.max(1);
-        let conns = match settings.workers {
-            None => {
-                let current = tokio::runtime::Handle::current();
-                (0..total)
-                    .map(|_| conn::spawn(&current, context.clone()))
-                    .collect()
-            }
-            Some(handles) => (0..total)
-                .map(|i| conn::spawn(&handles[i % handles.len()], context.clone()))
-                .collect(),
-        };
+        let conns = spawn_connections(total, &context, settings.workers);
         Node {
             addr,
             conns,
+            conns3: OnceLock::new(),
+            resp3,
             workers: settings.workers.map_or(1, |handles| handles.len()),
             health,
         }
@@ -116,13 +120,13 @@ impl Node {
     /// `lane` picks the connection: a client always passes the same lane, so its commands to one
     /// node travel over one connection and run in the order it sent them (Redis's per-connection
     /// ordering), while different clients spread evenly over the connections (never LIFO).
-    pub fn send(&self, payload: Bytes, asking: bool, lane: usize) -> Reply {
+    pub fn send(&self, payload: Bytes, asking: bool, lane: Lane) -> Reply {
         self.send_frames(payload, asking, lane, 1)
     }
 
     /// [`send`](Self::send) for a payload of several commands written contiguously (a whole
     /// `MULTI … EXEC`): resolves once all `frames` replies are in, as one slice.
-    pub fn send_frames(&self, payload: Bytes, asking: bool, lane: usize, frames: u32) -> Reply {
+    pub fn send_frames(&self, payload: Bytes, asking: bool, lane: Lane, frames: u32) -> Reply {
         Reply {
             queued: self.queue(payload, asking, lane, frames),
             addr: self.addr.clone(),
@@ -132,7 +136,7 @@ impl Node {
     /// [`send_frames`](Self::send_frames) for a caller that keeps the node at hand: the handle
     /// does not copy the node's address (a reference count every thread would write per
     /// command); [`Queued::poll_from`] takes the node instead.
-    pub fn queue(&self, payload: Bytes, asking: bool, lane: usize, frames: u32) -> Queued {
+    pub fn queue(&self, payload: Bytes, asking: bool, lane: Lane, frames: u32) -> Queued {
         let (reply, receive) = reply_slot::channel();
         let pending = Pending {
             payload,
@@ -140,7 +144,7 @@ impl Node {
             frames,
             reply: ReplyTo::Slot(reply),
         };
-        let sent = self.conns[self.connection(lane)].send(pending);
+        let sent = self.connection(lane).send(pending);
         Queued {
             receive: sent.is_ok().then_some(receive),
         }
@@ -153,7 +157,7 @@ impl Node {
         &self,
         inbox: &mut Inbox,
         payload: Bytes,
-        lane: usize,
+        lane: Lane,
     ) -> Result<u64, UpstreamError> {
         let delivery = inbox.reserve();
         let seq = delivery.seq();
@@ -163,7 +167,7 @@ impl Node {
             frames: 1,
             reply: ReplyTo::Inbox(delivery),
         };
-        match self.conns[self.connection(lane)].send(pending) {
+        match self.connection(lane).send(pending) {
             Ok(()) => Ok(seq),
             Err(refused) => {
                 if let ReplyTo::Inbox(delivery) = refused.reply {
@@ -184,14 +188,24 @@ impl Node {
 
     /// The connection for `lane` on the calling thread.
     #[inline]
-    fn connection(&self, lane: usize) -> usize {
+    fn connection(&self, lane: Lane) -> &queue::Sender<Pending> {
+        let conns = match lane.protocol() {
+            Protocol::Resp2 => &self.conns,
+            Protocol::Resp3 => self.conns3.get_or_init(|| {
+                spawn_connections(
+                    self.conns.len(),
+                    &self.resp3.context,
+                    self.resp3.workers.as_ref(),
+                )
+            }),
+        };
         // The thread-local is read only per core: the shared runtime's path stays as it was.
         let worker = if self.workers > 1 {
             crate::workers::current()
         } else {
             None
         };
-        connection_for(lane, self.conns.len(), self.workers, worker)
+        &conns[connection_for(lane.client(), conns.len(), self.workers, worker)]
     }
 
     /// [`send`](Self::send), then wait for the reply.
@@ -199,9 +213,35 @@ impl Node {
         &self,
         payload: Bytes,
         asking: bool,
-        lane: usize,
+        lane: Lane,
     ) -> Result<Bytes, UpstreamError> {
         self.send(payload, asking, lane).await
+    }
+}
+
+/// What a node needs to open its RESP3 connections later.
+struct Resp3Spawn {
+    context: Arc<NodeContext>,
+    workers: Option<Arc<[tokio::runtime::Handle]>>,
+}
+
+/// `total` connection tasks for `context`: on the current runtime, or per core dealt out to the
+/// workers' runtimes in turn (connection `i` on worker `i % workers`).
+fn spawn_connections(
+    total: usize,
+    context: &Arc<NodeContext>,
+    workers: Option<&Arc<[tokio::runtime::Handle]>>,
+) -> Box<[queue::Sender<Pending>]> {
+    match workers {
+        None => {
+            let current = tokio::runtime::Handle::current();
+            (0..total)
+                .map(|_| conn::spawn(&current, context.clone()))
+                .collect()
+        }
+        Some(handles) => (0..total)
+            .map(|i| conn::spawn(&handles[i % handles.len()], context.clone()))
+            .collect(),
     }
 }
 

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::node::NodeSettings;
 use super::{ConnectLimit, DedicatedPool, Node, OutlierConfig, UpstreamConfig};
 use crate::metrics::Metrics;
-use crate::protocol::Limits;
+use crate::protocol::{Limits, Protocol};
 
 /// Address → node. Looked up on topology refresh and on redirects, not per command (the slot map
 /// snapshot holds `Arc<Node>` directly).
@@ -23,6 +23,8 @@ pub struct Upstreams {
     /// What new pipelined connections send first: AUTH, and READONLY when a read policy may
     /// use replicas.
     handshake: super::Handshake,
+    /// The same for the RESP3 connections a node opens for RESP3 clients.
+    handshake3: super::Handshake,
     /// `upstream.tls`: the rustls client settings, when on.
     tls: Option<super::UpstreamTls>,
     /// Bumped on every node ejection.
@@ -47,10 +49,17 @@ impl Upstreams {
     ) -> Result<Upstreams, String> {
         let credentials = config.credentials()?;
         let tls = config.tls.connector()?;
-        let handshake = super::Handshake::new(credentials.as_ref(), readonly, tls.is_some());
+        let handshake = |readonly, protocol| {
+            super::Handshake::new(credentials.as_ref(), readonly, tls.is_some(), protocol)
+        };
         // Dedicated connections carry blocking commands, WATCH and subscriptions for the
         // primaries: they authenticate but never read from replicas.
-        let dedicated_handshake = super::Handshake::new(credentials.as_ref(), false, tls.is_some());
+        let dedicated_handshakes = [
+            handshake(false, Protocol::Resp2),
+            handshake(false, Protocol::Resp3),
+        ];
+        let handshake3 = handshake(readonly, Protocol::Resp3);
+        let handshake = handshake(readonly, Protocol::Resp2);
         let connect_limit = Arc::new(ConnectLimit::new(config.max_connects_per_second));
         Ok(Upstreams {
             dedicated: DedicatedPool::new(
@@ -58,7 +67,7 @@ impl Upstreams {
                 limits.clone(),
                 metrics.clone(),
                 connect_limit.clone(),
-                dedicated_handshake,
+                dedicated_handshakes,
                 tls.clone(),
             ),
             connect_limit,
@@ -68,6 +77,7 @@ impl Upstreams {
             metrics,
             nodes: Mutex::new(HashMap::new()),
             handshake,
+            handshake3,
             tls,
             ejections: Arc::new(watch::channel(0).0),
             workers: std::sync::OnceLock::new(),
@@ -114,6 +124,7 @@ impl Upstreams {
             connect_limit: &self.connect_limit,
             ejections: &self.ejections,
             handshake: &self.handshake,
+            handshake3: &self.handshake3,
             tls: &self.tls,
             outlier: &self.outlier,
             workers: self.workers.get(),

@@ -5,6 +5,7 @@
 
 RedisCluster reads CLUSTER SLOTS strictly at start-up; it must find one primary (redcar, at
 PORT) owning every slot. Then SET/GET on keys in many slots and `mget_nonatomic` across slots.
+Runs with redis-py's default protocol (RESP3 since redis-py 8) and with `protocol=2`.
 Exits 1 at the first mismatch. Run by tests/it/facade.rs (`cargo test --test it facade`).
 """
 
@@ -30,11 +31,17 @@ def eq(what, got, want):
 
 def main():
     host, port = sys.argv[1], int(sys.argv[2])
-    # redcar speaks RESP2 only (redis-py 8 defaults to RESP3).
-    rc = RedisCluster(host=host, port=port, protocol=2, decode_responses=True, socket_timeout=10)
+    done = [run(host, port, protocol) for protocol in (None, 2)]
+    print("ok: redis-py RedisCluster through the facade (%s)" % "; ".join(done))
+
+
+def run(host, port, protocol):
+    """The checks with `protocol` (None: redis-py's default)."""
+    options = {} if protocol is None else {"protocol": protocol}
+    rc = RedisCluster(host=host, port=port, decode_responses=True, socket_timeout=10, **options)
     nodes = [(n.host, n.port, n.server_type) for n in rc.get_nodes()]
     eq("nodes from CLUSTER SLOTS", nodes, [(host, port, "primary")])
-    p = "facade:py:%d:" % os.getpid()
+    p = "facade:py:%d:%s:" % (os.getpid(), protocol)
     keys = [p + str(i) for i in range(20)]
     slots = {rc.keyslot(k) for k in keys}
     if len(slots) < 10:
@@ -48,7 +55,8 @@ def main():
     eq("DEL", rc.delete(*keys), len(keys))
     eq("GET after DEL", rc.get(keys[0]), None)
     rc.close()
-    print("ok: redis-py RedisCluster through the facade (%d slots)" % len(slots))
+    return "%s: %d slots" % ("default protocol" if protocol is None else "RESP%d" % protocol,
+                             len(slots))
 
 
 if __name__ == "__main__":

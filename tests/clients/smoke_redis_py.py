@@ -5,7 +5,8 @@
 
 Connects with a plain `redis.Redis` (not RedisCluster), exercises every data type, a pipeline,
 a transaction, WATCH, BLPOP, pub/sub, EVAL, SCAN and an error reply, and exits 1 with a message
-at the first mismatch. Run by
+at the first mismatch. Everything runs twice: with redis-py's defaults (RESP3 since redis-py 8:
+`HELLO 3` on connect) and with `protocol=2`. Run by
 tests/it/clients.rs (`cargo test --test it clients`); the interpreter is target/pyenv/bin/python
 (scripts/ensure-clients.sh).
 """
@@ -48,21 +49,32 @@ def main():
     if len(sys.argv) != 3:
         sys.exit("usage: smoke_redis_py.py HOST PORT")
     host, port = sys.argv[1], int(sys.argv[2])
-
-    # redis-py 8 speaks RESP3 by default (HELLO 3 on connect); redcar speaks RESP2 only and
-    # refuses HELLO 3 with -NOPROTO. Record what the default does, then use protocol=2.
     notes = []
-    try:
-        default = redis.Redis(host=host, port=port, socket_timeout=10)
-        default.ping()
-        default.close()
-    except redis.ResponseError as e:
-        if "NOPROTO" not in str(e):
-            fail("default connect: unexpected error %r" % e)
-        notes.append("default RESP3 refused with NOPROTO, using protocol=2")
-    r = redis.Redis(host=host, port=port, protocol=2, socket_timeout=10, decode_responses=True)
+    for protocol in (None, 2):
+        notes.append(run(host, port, protocol))
+    print("smoke_redis_py: ok: %d checks, redis-py %s, hiredis %s; %s" % (
+        checks, redis.__version__, hiredis_version(), "; ".join(notes)))
 
-    p = "smoke:py:%d:" % os.getpid()
+
+def run(host, port, protocol):
+    """All the checks on connections made with `protocol` (None: redis-py's default)."""
+    options = {} if protocol is None else {"protocol": protocol}
+
+    def connect():
+        return redis.Redis(host=host, port=port, socket_timeout=10, decode_responses=True,
+                           **options)
+
+    r = connect()
+    hello = r.execute_command("HELLO")
+    if isinstance(hello, list):  # RESP2: a flat list of names and values
+        hello = dict(zip(hello[::2], hello[1::2]))
+    spoken = hello["proto"]
+    if protocol is None and int(redis.__version__.split(".")[0]) >= 8:
+        eq("redis-py's default is RESP3", spoken, 3)
+    elif protocol is not None:
+        eq("HELLO proto", spoken, protocol)
+
+    p = "smoke:py:%d:%d:" % (os.getpid(), spoken)
     written = set()
 
     def k(name):
@@ -190,7 +202,7 @@ def main():
         pipe.set(p + "{tx}a", current + 1)
         pipe.get(p + "{tx}a")
         eq("WATCH … EXEC", pipe.execute(), [True, "44"])
-    other = redis.Redis(host=host, port=port, protocol=2, socket_timeout=10, decode_responses=True)
+    other = connect()
     with r.pipeline() as pipe:
         pipe.watch(p + "{tx}a")
         eq("write by another client", other.set(p + "{tx}a", "100"), True)
@@ -255,9 +267,7 @@ def main():
     eq("DEL all", r.delete(*written), len(written))
     eq("SCAN after cleanup", list(r.scan_iter(match=p + "*")), [])
 
-    extra = "; " + "; ".join(notes) if notes else ""
-    print("smoke_redis_py: ok: %d checks, %d keys, redis-py %s, hiredis %s%s" % (
-        checks, len(written), redis.__version__, hiredis_version(), extra))
+    return "RESP%d%s: %d keys" % (spoken, "" if protocol else " (the default)", len(written))
 
 
 def hiredis_version():

@@ -49,7 +49,7 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use crate::support::{Redcar, RedisCluster, RedisServer, RespClient, Value};
+use crate::support::{Redcar, RedisCluster, RedisServer, Resp3, RespClient, Value};
 
 const DEFAULT_SEED: u64 = 0x00c0_ffee_2024;
 const DEFAULT_COMMANDS: usize = 3000;
@@ -1381,6 +1381,7 @@ fn normalise_reply(v: &Value, cmd: &Cmd) -> Value {
 
 fn normalise(v: &Value, check: Check) -> Value {
     match (check, v) {
+        (_, Value::Typed(kind, inner)) => Value::Typed(*kind, Box::new(normalise(inner, check))),
         (Check::TtlKind, Value::Int(n)) if *n >= 0 => Value::simple("<has an expiry>"),
         (Check::NonNegative, Value::Int(n)) if *n >= 0 => Value::simple("<non-negative integer>"),
         (Check::ErrorCode, Value::Error(e)) => {
@@ -1392,6 +1393,18 @@ fn normalise(v: &Value, check: Check) -> Value {
             Value::Array(Some(items))
         }
         _ => v.clone(),
+    }
+}
+
+/// Counts the RESP3 types in `v`, nested ones included.
+fn count_types(v: &Value, counts: &mut std::collections::BTreeMap<String, usize>) {
+    match v {
+        Value::Typed(kind, inner) => {
+            *counts.entry(format!("{kind:?}")).or_default() += 1;
+            count_types(inner, counts);
+        }
+        Value::Array(Some(items)) => items.iter().for_each(|i| count_types(i, counts)),
+        _ => {}
     }
 }
 
@@ -1484,6 +1497,19 @@ fn resync(direct: &mut RespClient, proxy: &mut RespClient, universe: &Universe) 
 
 #[test]
 fn random_commands_through_redcar_match_a_standalone_server() {
+    run(false);
+}
+
+/// The same mix with both connections switched to RESP3 (`HELLO 3`), every reply compared type
+/// for type: maps, sets, doubles, nulls, booleans and verbatim strings must be where Redis puts
+/// them, inside pipelines, EXEC's arrays and merged multi-key replies too.
+#[test]
+fn random_resp3_commands_through_redcar_match_a_standalone_server_type_for_type() {
+    run(true);
+}
+
+/// Runs the seeded mix; `resp3`: both connections say `HELLO 3` first and keep RESP3's types.
+fn run(resp3: bool) {
     let seed = seed_from_env();
     let total: usize = std::env::var("REDCAR_DIFF_COMMANDS")
         .ok()
@@ -1517,6 +1543,18 @@ fn random_commands_through_redcar_match_a_standalone_server() {
     };
     let mut proxy = redcar.client();
     let mut direct = standalone.client();
+    if resp3 {
+        proxy = proxy.typed();
+        direct = direct.typed();
+        for (side, client) in [("redcar", &mut proxy), ("redis", &mut direct)] {
+            let hello = client.q(&["HELLO", "3"]);
+            assert!(
+                matches!(hello, Value::Typed(Resp3::Map, _)),
+                "HELLO 3 to {side} must answer a map: {hello:?}"
+            );
+        }
+    }
+    let protocol = if resp3 { "RESP3" } else { "RESP2" };
     let trace = std::env::var_os("REDCAR_DIFF_TRACE").is_some();
     let setup = t0.elapsed();
 
@@ -1528,6 +1566,8 @@ fn random_commands_through_redcar_match_a_standalone_server() {
     let mut execs = [0usize; 5];
     let mut unverified = 0usize;
     let mut resyncs = 0usize;
+    // RESP3 types in redcar's replies, to show the comparison covered them.
+    let mut typed: std::collections::BTreeMap<String, usize> = Default::default();
     while sent < total {
         let n = if gen.rng.chance(40) {
             1
@@ -1567,6 +1607,7 @@ fn random_commands_through_redcar_match_a_standalone_server() {
         });
         let from_direct = send(&mut direct, &to_direct, one_by_one)
             .unwrap_or_else(|e| panic!("seed {seed}: standalone redis-server failed: {e}"));
+        from_proxy.iter().for_each(|v| count_types(v, &mut typed));
         let mut direct_replies = from_direct.into_iter();
         let mut diverged = false;
         for (i, (cmd, got)) in batch.iter().zip(&from_proxy).enumerate() {
@@ -1576,9 +1617,9 @@ fn random_commands_through_redcar_match_a_standalone_server() {
                 eprintln!("#{index} [{how}] {} -> {got:?}", show(&cmd.args));
             }
             if cmd.in_tx.is_some() || cmd.check == Check::RedcarOnly {
-                match (cmd.args[0].as_str(), got) {
+                match (cmd.args[0].as_str(), got.folded()) {
                     ("EXEC", Value::Array(Some(_))) => execs[0] += 1,
-                    ("EXEC", Value::Array(None)) => execs[1] += 1,
+                    ("EXEC", v) if v.is_nil() => execs[1] += 1,
                     ("EXEC", v) if Expect::ExecAbort.holds(v) => execs[2] += 1,
                     ("EXEC", v) if Expect::CrossSlot.holds(v) => execs[3] += 1,
                     ("DISCARD", v) if *v == Value::simple("OK") => execs[4] += 1,
@@ -1673,8 +1714,19 @@ fn random_commands_through_redcar_match_a_standalone_server() {
         direct.q(&["DBSIZE"]),
         "DBSIZE at the end"
     );
+    if resp3 {
+        for kind in ["Null", "Double", "Map", "Set"] {
+            assert!(
+                typed.contains_key(kind),
+                "seed {seed}: no {kind} reply in the RESP3 run, so none was compared: {typed:?}"
+            );
+        }
+        eprintln!("differential (RESP3): RESP3 types compared: {typed:?}");
+    } else {
+        assert!(typed.is_empty(), "RESP3 types in a RESP2 run: {typed:?}");
+    }
     eprintln!(
-        "differential: seed {seed}: {sent} commands matched (exact {}, unordered {}, ttl-kind {}, \
+        "differential ({protocol}): seed {seed}: {sent} commands matched (exact {}, unordered {}, ttl-kind {}, \
          crossslot {}, error-code {}, exec {}, non-negative {}, redcar-only {}); EXEC answered \
          {} arrays, {} nil (WATCH), {} EXECABORT, {} CROSSSLOT, and {} DISCARDs; \
          {compared} keys compared at the end, {} known divergences tolerated{} \

@@ -28,6 +28,7 @@ mod proxy;
 mod pubsub;
 mod redirects;
 mod reload;
+mod resp3;
 mod resilience;
 mod routes;
 mod sentinel;

@@ -49,8 +49,6 @@ where
     let router: &'d Router = &downstream.router;
     let metrics = &*downstream.metrics;
     let peer: &str = c.peer;
-    // This client's connection to every node (see `Node::send`).
-    let lane = c.state.id as usize;
     let keep_raw = metrics.slowlog.is_enabled();
     // Per-command series, added to the shared ones before each write to the client.
     let mut tally = CommandTally::new(metrics);
@@ -170,7 +168,7 @@ where
                         metrics,
                         config.max_reply_bytes,
                         &mut c.drain,
-                        lane,
+                        c.state.id as usize,
                         &c.state,
                     ))
                     .await;
@@ -190,17 +188,16 @@ where
                 &mut c.state,
                 plan,
                 &request,
-                lane,
                 config.max_request_bytes,
                 now,
             );
-            let stamp = Stamp::new(command, &request, now, keep_raw, alone);
+            let stamp = Stamp::new(command, &request, now, keep_raw, alone, c.state.protocol);
             closing |= c.state.quit;
             if call.is_ready() && calls.is_empty() {
                 // Nothing ahead of it: straight to the output buffer.
                 let reply = call.now_or_never().unwrap_or_default();
-                stamp.finish(&mut tally, &reply, now, None, peer);
-                c.out.append(&reply);
+                c.out
+                    .append(stamp.finish(&mut tally, &reply, now, None, peer));
                 continue;
             }
             if let Some(deadline) = call.deadline() {
@@ -380,8 +377,8 @@ impl<'r> Owed<'_, 'r> {
     fn push(&mut self, call: Call<'r>, stamp: Stamp, now: Instant) {
         if self.calls.is_empty() {
             let reply = call.now_or_never().unwrap_or_default();
-            stamp.finish(self.tally, &reply, now, None, self.peer);
-            self.out.append(&reply);
+            self.out
+                .append(stamp.finish(self.tally, &reply, now, None, self.peer));
         } else {
             self.calls.push_back((call, stamp));
             self.batches.queued();
@@ -404,15 +401,18 @@ impl<'r> Owed<'_, 'r> {
             let (call, _) = self.calls.front_mut()?;
             next(call, inbox.as_deref_mut())
         }) {
-            if let Some((call, stamp)) = self.calls.pop_front() {
-                alone += usize::from(stamp.alone);
-                if let Some(watch) = latency {
-                    // Feeds `client.close_idle_when_slow` (one atomic add) when it is on.
-                    watch.record(now.saturating_duration_since(stamp.started));
+            let sent = match self.calls.pop_front() {
+                Some((call, stamp)) => {
+                    alone += usize::from(stamp.alone);
+                    if let Some(watch) = latency {
+                        // Feeds `client.close_idle_when_slow` (one atomic add) when it is on.
+                        watch.record(now.saturating_duration_since(stamp.started));
+                    }
+                    stamp.finish(self.tally, &bytes, now, call.node(), self.peer)
                 }
-                stamp.finish(self.tally, &bytes, now, call.node(), self.peer);
-            }
-            self.out.append(&bytes);
+                None => &bytes[..],
+            };
+            self.out.append(sent);
         }
         alone
     }

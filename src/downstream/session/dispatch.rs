@@ -11,6 +11,7 @@ use crate::commands::Local;
 use crate::protocol::Request;
 use crate::router::{Call, Plan, Router};
 use crate::upstream::Inbox;
+use crate::upstream::Lane;
 
 /// On a cluster-facade listener, the facade's own reply replaces the plan of the commands it
 /// answers (still subject to authentication, which runs after). Inside MULTI the usual plan
@@ -27,7 +28,7 @@ pub(super) fn facade_plan(
         return plan;
     }
     let ready = || router.cluster().is_ready();
-    match facade.answer(command, request.args(), ready) {
+    match facade.answer(command, request.args(), ready, state.protocol) {
         Some(reply) => Plan::Reply(reply),
         None => plan,
     }
@@ -42,10 +43,10 @@ pub(super) fn dispatch<'r>(
     state: &mut ClientState,
     plan: Plan,
     request: &Request,
-    lane: usize,
     max_tx_bytes: usize,
     now: Instant,
 ) -> Call<'r> {
+    let lane = state.lane();
     let rewritten = match &plan {
         Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
             router.evalsha_as_eval(request)
@@ -87,7 +88,13 @@ pub(super) fn dispatch<'r>(
             payload,
         } => {
             let payload = payload.unwrap_or_else(|| request.raw().clone());
-            router.watch_on(state.tx.watch_handle(), backend, payload, slot)
+            router.watch_on(
+                state.tx.watch_handle(),
+                backend,
+                payload,
+                slot,
+                lane.protocol(),
+            )
         }
         Step::Unwatch { reply } => {
             if reply.starts_with(b"+RESET") {
@@ -104,7 +111,7 @@ fn serve_plan<'r>(
     state: &mut ClientState,
     plan: Plan,
     request: &Request,
-    lane: usize,
+    lane: Lane,
     now: Instant,
 ) -> Call<'r> {
     match plan {
@@ -144,7 +151,7 @@ fn serve_plan<'r>(
             if write {
                 state.written.note(slot);
             }
-            router.blocking(request.raw().clone(), slot, write, timeout)
+            router.blocking(request.raw().clone(), slot, write, timeout, lane.protocol())
         }
         Plan::Local(Local::Reset) => {
             state.reset();

@@ -4,7 +4,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
 use crate::metrics::CommandTally;
-use crate::protocol::{parse_request, Limits, Request};
+use crate::protocol::{parse_request, resp3_null, Limits, Protocol, Request};
 
 /// What the metrics and the slow log need to know about one command.
 pub(super) struct Stamp {
@@ -14,6 +14,8 @@ pub(super) struct Stamp {
     raw: Option<Bytes>,
     /// It runs alone (see `Transaction::is_exclusive`).
     pub(super) alone: bool,
+    /// The client spoke RESP3 when it sent the command.
+    resp3: bool,
 }
 
 impl Stamp {
@@ -24,12 +26,14 @@ impl Stamp {
         now: Instant,
         keep_raw: bool,
         alone: bool,
+        protocol: Protocol,
     ) -> Stamp {
         Stamp {
             command,
             started: now,
             raw: keep_raw.then(|| request.raw().clone()),
             alone,
+            resp3: protocol.is_resp3(),
         }
     }
 
@@ -40,18 +44,22 @@ impl Stamp {
             started: now,
             raw: None,
             alone: false,
+            resp3: false,
         }
     }
 
-    /// Records the finished command; slow ones also go to the slow log.
-    pub(super) fn finish(
+    /// Records the finished command (slow ones also go to the slow log) and returns its reply
+    /// as the client gets it: a whole-reply RESP2 null that redcar made itself (a failed
+    /// WATCH, a RANDOMKEY on an empty cluster) becomes RESP3's `_` for a RESP3 client. Replies
+    /// from the nodes' RESP3 connections are already RESP3.
+    pub(super) fn finish<'a>(
         self,
         tally: &mut CommandTally,
-        reply: &[u8],
+        reply: &'a [u8],
         now: Instant,
         node: Option<&str>,
         peer: &str,
-    ) {
+    ) -> &'a [u8] {
         let elapsed = now.saturating_duration_since(self.started);
         let error = reply.first() == Some(&b'-');
         if tally.record(self.command, elapsed, error) {
@@ -60,6 +68,10 @@ impl Stamp {
                 .metrics()
                 .slowlog
                 .push(elapsed, self.command, &key, node.unwrap_or(""), peer);
+        }
+        match self.resp3 {
+            true => resp3_null(reply).unwrap_or(reply),
+            false => reply,
         }
     }
 }

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::RouteTarget;
 use crate::metrics::MirrorCounters;
+use crate::upstream::Lane;
 
 /// `routes[].mirror`, ready to use.
 pub struct Mirror {
@@ -68,7 +69,7 @@ impl Mirror {
         &self,
         payload: Bytes,
         slot: Option<u16>,
-        lane: usize,
+        lane: Lane,
         timeout: Duration,
     ) {
         let node = self.target.state.topology().and_then(|topology| {
@@ -146,7 +147,7 @@ mod tests {
         m.send(
             Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
             None,
-            0,
+            Lane::default(),
             Duration::from_secs(1),
         );
         assert_eq!(m.counters.dropped.get(), 1);

@@ -17,6 +17,7 @@ use crate::router::call::Call;
 use crate::router::multi::{Job, Multi};
 use crate::router::reply::{error_with_prefix, redcar_error};
 use crate::router::{split, Plan, Router};
+use crate::upstream::Lane;
 
 /// A single-slot command for a route's backend.
 #[derive(Debug, PartialEq, Eq)]
@@ -169,13 +170,20 @@ impl Router {
         &self,
         routed: Routed,
         request: &Request,
-        lane: usize,
+        lane: Lane,
     ) -> Call<'_> {
         let payload = routed.payload.unwrap_or_else(|| request.raw().clone());
         let target = Some(routed.route.target.clone());
         if let (Some(timeout), Some(slot)) = (routed.blocking, routed.slot) {
             // A copy that blocks would hold up the mirror's shared connection: never mirrored.
-            return self.blocking_on(target, payload, slot, routed.write, timeout);
+            return self.blocking_on(
+                target,
+                payload,
+                slot,
+                routed.write,
+                timeout,
+                lane.protocol(),
+            );
         }
         let call = self.forward_to(
             target,
@@ -197,7 +205,7 @@ impl Router {
         payload: Bytes,
         slot: Option<u16>,
         write: bool,
-        lane: usize,
+        lane: Lane,
     ) {
         if let Some(mirror) = &route.mirror {
             if mirror.wants(write) {

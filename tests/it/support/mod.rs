@@ -17,6 +17,6 @@ pub mod tls_cluster;
 pub use cluster::{Migration, NodeInfo, RedisCluster, SlotRange};
 pub use pki::Pki;
 pub use redcar::Redcar;
-pub use resp_client::{RespClient, Value};
+pub use resp_client::{Resp3, RespClient, Value};
 pub use server::{free_cluster_port, free_port, RedisServer};
 pub use tls_cluster::TlsCluster;

@@ -9,7 +9,9 @@
 //! folded onto the same five variants so tests never fail to parse:
 //! null → `Bulk(None)`, boolean → `Int(0|1)`, double/big-number/verbatim →
 //! `Bulk`, map/set/push → `Array` (maps flattened as k1, v1, k2, v2, ...),
-//! attributes are skipped.
+//! attributes are skipped. A client made [`typed`](RespClient::typed) keeps
+//! each RESP3 type instead, as [`Value::Typed`] around the folded value, so
+//! two RESP3 replies compare equal only when their types match too.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -32,6 +34,21 @@ pub enum Value {
     Bulk(Option<Vec<u8>>),
     /// `*2\r\n...` / `*-1` (nil array)
     Array(Option<Vec<Value>>),
+    /// A RESP3 type (from a [`typed`](RespClient::typed) client) around its folded value.
+    Typed(Resp3, Box<Value>),
+}
+
+/// RESP3's own types, as a typed client reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resp3 {
+    Null,
+    Boolean,
+    Double,
+    BigNumber,
+    Verbatim,
+    Map,
+    Set,
+    Push,
 }
 
 impl Value {
@@ -50,7 +67,15 @@ impl Value {
     }
 
     pub fn is_nil(&self) -> bool {
-        matches!(self, Value::Bulk(None) | Value::Array(None))
+        matches!(self.folded(), Value::Bulk(None) | Value::Array(None))
+    }
+
+    /// The value without its RESP3 type.
+    pub fn folded(&self) -> &Value {
+        match self {
+            Value::Typed(_, inner) => inner,
+            other => other,
+        }
     }
 
     /// The error text if this is an error reply.
@@ -62,7 +87,7 @@ impl Value {
     }
 
     pub fn as_int(&self) -> Option<i64> {
-        match self {
+        match self.folded() {
             Value::Int(i) => Some(*i),
             Value::Bulk(Some(b)) => std::str::from_utf8(b).ok()?.parse().ok(),
             Value::Simple(s) => s.parse().ok(),
@@ -72,7 +97,7 @@ impl Value {
 
     /// Bytes of a simple or non-nil bulk string.
     pub fn as_bytes(&self) -> Option<&[u8]> {
-        match self {
+        match self.folded() {
             Value::Simple(s) => Some(s.as_bytes()),
             Value::Bulk(Some(b)) => Some(b),
             _ => None,
@@ -85,7 +110,7 @@ impl Value {
     }
 
     pub fn as_array(&self) -> Option<&[Value]> {
-        match self {
+        match self.folded() {
             Value::Array(Some(v)) => Some(v),
             _ => None,
         }
@@ -107,6 +132,7 @@ impl Value {
                 .map(Value::to_text)
                 .collect::<Vec<_>>()
                 .join("\n"),
+            Value::Typed(_, inner) => inner.to_text(),
         }
     }
 }
@@ -121,6 +147,7 @@ impl fmt::Debug for Value {
             Value::Bulk(Some(b)) => write!(f, "{:?}", String::from_utf8_lossy(b)),
             Value::Array(None) => write!(f, "(nil array)"),
             Value::Array(Some(items)) => f.debug_list().entries(items).finish(),
+            Value::Typed(kind, inner) => write!(f, "{kind:?}({inner:?})"),
         }
     }
 }
@@ -148,6 +175,8 @@ pub fn encode_command<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
 pub struct RespClient {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    /// Keep RESP3 types ([`Value::Typed`]) instead of folding them.
+    typed: bool,
 }
 
 impl RespClient {
@@ -171,12 +200,19 @@ impl RespClient {
                     return Ok(RespClient {
                         reader: BufReader::new(stream),
                         writer,
+                        typed: false,
                     });
                 }
                 Err(e) => last = e,
             }
         }
         Err(last)
+    }
+
+    /// From now on RESP3 replies keep their types ([`Value::Typed`]).
+    pub fn typed(mut self) -> RespClient {
+        self.typed = true;
+        self
     }
 
     /// Set the read timeout (and write timeout) for subsequent operations.
@@ -232,73 +268,96 @@ impl RespClient {
 
     /// Read exactly one reply.
     pub fn read_reply(&mut self) -> io::Result<Value> {
+        let (kind, value) = self.read_folded()?;
+        Ok(match kind {
+            Some(kind) if self.typed => Value::Typed(kind, Box::new(value)),
+            _ => value,
+        })
+    }
+
+    /// One reply folded onto the RESP2 variants, and its RESP3 type if it had one.
+    fn read_folded(&mut self) -> io::Result<(Option<Resp3>, Value)> {
         loop {
             let line = self.read_line()?;
             let (kind, rest) = line.split_first().ok_or_else(|| proto("empty line"))?;
             let text = || String::from_utf8_lossy(rest).into_owned();
-            return Ok(match kind {
-                b'+' => Value::Simple(text()),
-                b'-' | b'!' => {
-                    if *kind == b'!' {
-                        let n = parse_int(rest)?;
-                        let b = self.read_bulk_body(n)?;
-                        Value::Error(String::from_utf8_lossy(&b).into_owned())
-                    } else {
-                        Value::Error(text())
-                    }
-                }
-                b':' => Value::Int(parse_int(rest)?),
-                b'$' | b'=' => {
-                    let n = parse_int(rest)?;
-                    if n < 0 {
-                        Value::Bulk(None)
-                    } else {
-                        let mut b = self.read_bulk_body(n)?;
-                        if *kind == b'=' && b.len() >= 4 {
-                            b.drain(..4); // "txt:" prefix of verbatim strings
+            let resp3 = match kind {
+                b'_' => Some(Resp3::Null),
+                b'#' => Some(Resp3::Boolean),
+                b',' => Some(Resp3::Double),
+                b'(' => Some(Resp3::BigNumber),
+                b'=' => Some(Resp3::Verbatim),
+                b'%' => Some(Resp3::Map),
+                b'~' => Some(Resp3::Set),
+                b'>' => Some(Resp3::Push),
+                _ => None,
+            };
+            return Ok((
+                resp3,
+                match kind {
+                    b'+' => Value::Simple(text()),
+                    b'-' | b'!' => {
+                        if *kind == b'!' {
+                            let n = parse_int(rest)?;
+                            let b = self.read_bulk_body(n)?;
+                            Value::Error(String::from_utf8_lossy(&b).into_owned())
+                        } else {
+                            Value::Error(text())
                         }
-                        Value::Bulk(Some(b))
                     }
-                }
-                b'*' | b'~' | b'>' => {
-                    let n = parse_int(rest)?;
-                    if n < 0 {
-                        Value::Array(None)
-                    } else {
-                        let mut items = Vec::with_capacity(n.min(1 << 16) as usize);
-                        for _ in 0..n {
+                    b':' => Value::Int(parse_int(rest)?),
+                    b'$' | b'=' => {
+                        let n = parse_int(rest)?;
+                        if n < 0 {
+                            Value::Bulk(None)
+                        } else {
+                            let mut b = self.read_bulk_body(n)?;
+                            if *kind == b'=' && b.len() >= 4 {
+                                b.drain(..4); // "txt:" prefix of verbatim strings
+                            }
+                            Value::Bulk(Some(b))
+                        }
+                    }
+                    b'*' | b'~' | b'>' => {
+                        let n = parse_int(rest)?;
+                        if n < 0 {
+                            Value::Array(None)
+                        } else {
+                            let mut items = Vec::with_capacity(n.min(1 << 16) as usize);
+                            for _ in 0..n {
+                                items.push(self.read_reply()?);
+                            }
+                            Value::Array(Some(items))
+                        }
+                    }
+                    b'%' => {
+                        let n = parse_int(rest)?;
+                        let mut items = Vec::with_capacity((2 * n.max(0)).min(1 << 16) as usize);
+                        for _ in 0..(2 * n.max(0)) {
                             items.push(self.read_reply()?);
                         }
                         Value::Array(Some(items))
                     }
-                }
-                b'%' => {
-                    let n = parse_int(rest)?;
-                    let mut items = Vec::with_capacity((2 * n.max(0)).min(1 << 16) as usize);
-                    for _ in 0..(2 * n.max(0)) {
-                        items.push(self.read_reply()?);
+                    b'|' => {
+                        // RESP3 attribute: skip it, the real reply follows.
+                        let n = parse_int(rest)?;
+                        for _ in 0..(2 * n.max(0)) {
+                            self.read_reply()?;
+                        }
+                        continue;
                     }
-                    Value::Array(Some(items))
-                }
-                b'|' => {
-                    // RESP3 attribute: skip it, the real reply follows.
-                    let n = parse_int(rest)?;
-                    for _ in 0..(2 * n.max(0)) {
-                        self.read_reply()?;
+                    b'_' => Value::Bulk(None),
+                    b'#' => Value::Int(i64::from(rest == b"t")),
+                    b',' | b'(' => Value::Bulk(Some(rest.to_vec())),
+                    other => {
+                        return Err(proto(&format!(
+                            "unexpected type byte {:?} in line {:?}",
+                            *other as char,
+                            String::from_utf8_lossy(&line)
+                        )))
                     }
-                    continue;
-                }
-                b'_' => Value::Bulk(None),
-                b'#' => Value::Int(i64::from(rest == b"t")),
-                b',' | b'(' => Value::Bulk(Some(rest.to_vec())),
-                other => {
-                    return Err(proto(&format!(
-                        "unexpected type byte {:?} in line {:?}",
-                        *other as char,
-                        String::from_utf8_lossy(&line)
-                    )))
-                }
-            });
+                },
+            ));
         }
     }
 

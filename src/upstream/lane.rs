@@ -1,0 +1,34 @@
+//! A client's lane: which of a node's connections carry its commands, in which RESP version.
+
+use crate::protocol::Protocol;
+
+/// Picks a client's connection to each node. The same lane always maps to the same connection,
+/// so one client's commands to a node run in the order it sent them; different clients spread
+/// over the connections (never LIFO). A RESP3 client's lane takes the node's RESP3 connections
+/// (opened on first use), whose replies already have the types that client expects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lane {
+    client: usize,
+    protocol: Protocol,
+}
+
+impl Lane {
+    /// The lane of client `client` (its id) speaking `protocol`.
+    pub const fn new(client: usize, protocol: Protocol) -> Lane {
+        Lane { client, protocol }
+    }
+
+    /// A RESP2 lane, for redcar's own commands (topology, health, fan-outs it merges itself).
+    pub const fn resp2(client: usize) -> Lane {
+        Lane::new(client, Protocol::Resp2)
+    }
+
+    /// Spreads clients over a node's connections.
+    pub fn client(self) -> usize {
+        self.client
+    }
+
+    pub fn protocol(self) -> Protocol {
+        self.protocol
+    }
+}
