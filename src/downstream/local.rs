@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(state.name.as_deref(), Some(&b"app"[..]));
         let three = state.answer(Local::Hello, &args(&["HELLO", "3"]));
         assert!(three.starts_with(b"%8\r\n$6\r\nserver\r\n"), "{three:?}");
-        assert!(three.windows(10).any(|w| w == b"proto\r\n:3\r\n"));
+        assert!(three.windows(11).any(|w| w == b"proto\r\n:3\r\n"));
         assert_eq!(state.protocol, Protocol::Resp3);
         assert_eq!(state.lane().protocol(), Protocol::Resp3);
         // No version: the reply describes the current one.

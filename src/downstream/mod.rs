@@ -11,6 +11,7 @@ mod listener;
 mod local;
 mod pubsub;
 mod pubsub_conn;
+mod pubsub_frames;
 mod reply_batch;
 mod session;
 mod slow;

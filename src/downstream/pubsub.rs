@@ -1,5 +1,6 @@
-//! Subscribe mode: after (P|S)SUBSCRIBE a client may only (un)subscribe, PING, QUIT or RESET, and
-//! receives what is published, until it has no subscription left (then back to normal mode).
+//! Subscribe mode: after (P|S)SUBSCRIBE a RESP2 client may only (un)subscribe, PING, QUIT or
+//! RESET, and receives what is published, until it has no subscription left (then back to
+//! normal mode). A RESP3 client gets push frames and may send other commands too.
 //!
 //! Channels and patterns are cluster-wide — a message published on any node reaches every
 //! node's subscribers — so one dedicated connection to one primary serves them all. Shard
@@ -18,13 +19,13 @@ use tokio::sync::mpsc;
 use super::drain::DrainSignal;
 use super::local::ClientState;
 use super::pubsub_conn::{Pushed, SubConn, PUSH_QUEUE};
+use super::pubsub_frames::{confirmation, is_message, unsubscribe_word, unsubscribed};
 use crate::cluster::key_slot;
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
 use crate::metrics::Metrics;
 use crate::protocol::{
-    encode_command, parse_request, write_array_len, write_bulk, write_integer, Frame, Limits,
-    Protocol, Request,
+    encode_command, parse_request, resp3_null, write_array_len, write_bulk, Limits, Request,
 };
 use crate::router::{classify, redcar_error, Plan, Router, Verdict};
 
@@ -218,6 +219,10 @@ impl<'r> Mode<'r> {
                 return Control::Reset;
             }
             Plan::Reply(reply) => out.extend_from_slice(&reply),
+            plan if self.state.protocol.is_resp3() => {
+                let reply = self.serve_resp3(plan, &request, name).await;
+                out.extend_from_slice(resp3_null(&reply).unwrap_or(&reply));
+            }
             _ => out.extend_from_slice(
                 format!(
                     "-ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
@@ -226,6 +231,28 @@ impl<'r> Mode<'r> {
             ),
         }
         Control::Go
+    }
+
+    /// RESP3 allows any command while subscribed. Data commands are served one at a time, their
+    /// reply placed among the pushes; what changes the connection's state (MULTI, WATCH,
+    /// blocking commands, CLIENT, HELLO) is refused until the client leaves subscribe mode.
+    async fn serve_resp3(&self, plan: Plan, request: &Request, name: &str) -> Bytes {
+        let lane = self.state.lane();
+        let now = tokio::time::Instant::now();
+        let raw = request.raw().clone();
+        match plan {
+            Plan::Slot { slot, write } => {
+                (self.router)
+                    .forward(None, raw, Some(slot), write, lane, now)
+                    .await
+            }
+            Plan::AnyNode => self.router.forward(None, raw, None, true, lane, now).await,
+            Plan::Multi(multi) => self.router.start(multi, request, lane).await,
+            _ => redcar_error(format_args!(
+                "'{name}' cannot run in subscribe mode through redcar (it changes the \
+                 connection's state); unsubscribe first"
+            )),
+        }
     }
 
     /// PING goes to a subscription connection so its `pong` keeps its place among the pushes.
@@ -240,10 +267,16 @@ impl<'r> Mode<'r> {
             self.current = None;
             return;
         }
-        let message = request.args().get(1).cloned().unwrap_or_default();
-        write_array_len(out, 2);
-        write_bulk(out, b"pong");
-        write_bulk(out, &message);
+        match (request.args().get(1), self.state.protocol.is_resp3()) {
+            // RESP3 has no subscribe-mode form of PING: the usual replies.
+            (Some(message), true) => write_bulk(out, message),
+            (None, true) => out.extend_from_slice(b"+PONG\r\n"),
+            (message, false) => {
+                write_array_len(out, 2);
+                write_bulk(out, b"pong");
+                write_bulk(out, message.map_or(&b""[..], |m| m));
+            }
+        }
     }
 
     async fn subscription(&mut self, sub: Sub, request: Request, out: &mut BytesMut) {
@@ -272,7 +305,13 @@ impl<'r> Mode<'r> {
                 }
                 _ => {
                     let count = self.channels.len() + self.patterns.len();
-                    unsubscribed(out, unsubscribe_word(kind), &names, count);
+                    unsubscribed(
+                        out,
+                        unsubscribe_word(kind),
+                        &names,
+                        count,
+                        self.state.protocol,
+                    );
                     return;
                 }
             },
@@ -332,7 +371,7 @@ impl<'r> Mode<'r> {
                 by_node.entry(addr.clone()).or_default().push(name.clone());
             }
             if by_node.is_empty() && self.orphans.is_empty() {
-                unsubscribed(out, b"sunsubscribe", &[], 0);
+                unsubscribed(out, b"sunsubscribe", &[], 0, self.state.protocol);
             }
         }
         for name in names {
@@ -346,13 +385,20 @@ impl<'r> Mode<'r> {
                         b"sunsubscribe",
                         std::slice::from_ref(name),
                         self.shard_count(),
+                        self.state.protocol,
                     );
                 }
             }
         }
         if names.is_empty() {
             for name in std::mem::take(&mut self.orphans).into_keys() {
-                unsubscribed(out, b"sunsubscribe", &[name], self.shard_count());
+                unsubscribed(
+                    out,
+                    b"sunsubscribe",
+                    &[name],
+                    self.shard_count(),
+                    self.state.protocol,
+                );
             }
         }
         // One command per channel: a node refuses channels of several slots in one SUNSUBSCRIBE.
@@ -380,7 +426,7 @@ impl<'r> Mode<'r> {
                 .router
                 .primary_for(None, self.pick)
                 .ok_or_else(|| redcar_error("no cluster topology known yet"))?;
-            let conn = self.router.lend(&addr, Protocol::Resp2).await?;
+            let conn = self.router.lend(&addr, self.state.protocol).await?;
             self.global = Some((addr, SubConn::start(conn, self.pushed.clone())));
         }
         match &self.global {
@@ -391,7 +437,7 @@ impl<'r> Mode<'r> {
 
     async fn shard_conn(&mut self, addr: &Arc<str>) -> Result<&SubConn, Bytes> {
         if !self.shard_conns.contains_key(addr) {
-            let conn = self.router.lend(addr, Protocol::Resp2).await?;
+            let conn = self.router.lend(addr, self.state.protocol).await?;
             self.shard_conns
                 .insert(addr.clone(), SubConn::start(conn, self.pushed.clone()));
         }
@@ -417,16 +463,9 @@ impl<'r> Mode<'r> {
             out.extend_from_slice(&frame);
             return Control::Go;
         }
-        let parsed = Frame::from_bytes(frame.clone(), &Limits::default()).ok();
-        let items = parsed.as_ref().and_then(Frame::as_array);
-        let Some([kind, name, ..]) = items else {
+        let Some((kind, name)) = confirmation(&frame) else {
             return self.other(frame, &pushed.addr, out);
         };
-        let kind = kind
-            .as_bytes()
-            .map(|k| k.to_ascii_lowercase())
-            .unwrap_or_default();
-        let name = name.as_bytes().cloned();
         match (kind.as_slice(), name) {
             (b"subscribe", Some(name)) => {
                 self.channels.insert(name);
@@ -446,7 +485,13 @@ impl<'r> Mode<'r> {
                 }
                 self.shards.insert(name.clone(), pushed.addr);
                 self.owe_one();
-                unsubscribed(out, b"ssubscribe", &[name], self.shard_count());
+                unsubscribed(
+                    out,
+                    b"ssubscribe",
+                    &[name],
+                    self.shard_count(),
+                    self.state.protocol,
+                );
                 return Control::Go;
             }
             (b"sunsubscribe", Some(name)) => {
@@ -460,7 +505,13 @@ impl<'r> Mode<'r> {
                 }
                 self.shards.remove(&name);
                 self.owe_one();
-                unsubscribed(out, b"sunsubscribe", &[name], self.shard_count());
+                unsubscribed(
+                    out,
+                    b"sunsubscribe",
+                    &[name],
+                    self.shard_count(),
+                    self.state.protocol,
+                );
                 return Control::Go;
             }
             _ => {}
@@ -548,61 +599,5 @@ impl<'r> Mode<'r> {
                 self.orphans.insert(name, old);
             }
         }
-    }
-}
-
-/// `message`, `pmessage` and `smessage` pushes: passed on untouched, without parsing.
-fn is_message(frame: &[u8]) -> bool {
-    frame.starts_with(b"*3\r\n$7\r\nmessage\r\n")
-        || frame.starts_with(b"*4\r\n$8\r\npmessage\r\n")
-        || frame.starts_with(b"*3\r\n$8\r\nsmessage\r\n")
-}
-
-fn unsubscribe_word(kind: SubKind) -> &'static [u8] {
-    match kind {
-        SubKind::Pattern => b"punsubscribe",
-        SubKind::Shard => b"sunsubscribe",
-        SubKind::Channel => b"unsubscribe",
-    }
-}
-
-/// Confirmations in Redis's form: `[kind, name, count]` per name, or one with a nil name.
-fn unsubscribed(out: &mut BytesMut, kind: &[u8], names: &[Bytes], count: usize) {
-    let count = i64::try_from(count).unwrap_or(i64::MAX);
-    if names.is_empty() {
-        write_array_len(out, 3);
-        write_bulk(out, kind);
-        out.extend_from_slice(b"$-1\r\n");
-        write_integer(out, count);
-    }
-    for name in names {
-        write_array_len(out, 3);
-        write_bulk(out, kind);
-        write_bulk(out, name);
-        write_integer(out, count);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_are_recognised_without_parsing() {
-        assert!(is_message(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n"));
-        assert!(is_message(
-            b"*4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$1\r\nc\r\n$1\r\nm\r\n"
-        ));
-        assert!(!is_message(b"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n"));
-    }
-
-    #[test]
-    fn confirmations_have_redis_form() {
-        let mut out = BytesMut::new();
-        unsubscribed(&mut out, b"unsubscribe", &[], 0);
-        assert_eq!(&out[..], b"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
-        out.clear();
-        unsubscribed(&mut out, b"ssubscribe", &[Bytes::from_static(b"s")], 2);
-        assert_eq!(&out[..], b"*3\r\n$10\r\nssubscribe\r\n$1\r\ns\r\n:2\r\n");
     }
 }

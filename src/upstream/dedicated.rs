@@ -229,12 +229,7 @@ impl Shared {
     }
 
     /// Keeps a connection given back clean, after dropping the ones idle too long.
-    fn give_back(
-        &self,
-        key: IdleKey,
-        stream: NodeStream,
-        permit: OwnedSemaphorePermit,
-    ) {
+    fn give_back(&self, key: IdleKey, stream: NodeStream, permit: OwnedSemaphorePermit) {
         let max_idle = self.config.dedicated.idle_timeout;
         if max_idle.is_zero() || self.waiters.load(Ordering::SeqCst) > 0 {
             return;

@@ -155,7 +155,7 @@ fn local_commands_are_answered_by_redcar() {
     let hello = c.q(&["HELLO", "2"]);
     assert!(hello.as_array().is_some_and(|a| a.len() >= 14), "{hello:?}");
     assert!(c
-        .q(&["HELLO", "3"])
+        .q(&["HELLO", "4"])
         .error()
         .is_some_and(|e| e.starts_with("NOPROTO")));
     let count = c.q(&["COMMAND", "COUNT"]).as_int().expect("COMMAND COUNT");

@@ -55,13 +55,20 @@ fn hello_switches_protocols_on_one_connection_with_auth_and_setname() {
     assert_eq!(field(&two, "proto"), Some(&Value::Int(2)));
     assert_eq!(c.q(&["GET", "r3:missing"]), Value::Bulk(None));
     let flat = c.q(&["HGETALL", "r3:h"]);
-    assert_eq!(flat, Value::Array(Some(vec![Value::bulk("f"), Value::bulk("1")])));
+    assert_eq!(
+        flat,
+        Value::Array(Some(vec![Value::bulk("f"), Value::bulk("1")]))
+    );
     let unsupported = c.q(&["HELLO", "4"]);
     assert_eq!(
         unsupported.error(),
         Some("NOPROTO unsupported protocol version")
     );
-    assert_eq!(c.q(&["GET", "r3:k"]), Value::bulk("v"), "still RESP2 and usable");
+    assert_eq!(
+        c.q(&["GET", "r3:k"]),
+        Value::bulk("v"),
+        "still RESP2 and usable"
+    );
 }
 
 #[test]
@@ -153,7 +160,119 @@ fn the_cluster_facade_answers_resp3_clients_in_resp3() {
     let info = c.q(&["CLUSTER", "INFO"]);
     assert_eq!(kind(&info), Some(Resp3::Verbatim), "{info:?}");
     let slots = c.q(&["CLUSTER", "SLOTS"]);
-    let node = slots.as_array().and_then(|r| r[0].as_array()).map(|r| r[2].clone());
-    let metadata = node.as_ref().and_then(Value::as_array).map(|n| n[3].clone());
-    assert_eq!(metadata.as_ref().and_then(kind), Some(Resp3::Map), "{slots:?}");
+    let node = slots
+        .as_array()
+        .and_then(|r| r[0].as_array())
+        .map(|r| r[2].clone());
+    let metadata = node
+        .as_ref()
+        .and_then(Value::as_array)
+        .map(|n| n[3].clone());
+    assert_eq!(
+        metadata.as_ref().and_then(kind),
+        Some(Resp3::Map),
+        "{slots:?}"
+    );
+}
+
+#[test]
+fn subscribers_get_push_frames_and_may_run_data_commands_while_subscribed() {
+    let cluster = RedisCluster::start(3, 0);
+    let redcar = Redcar::start(&cluster.seeds());
+    let mut c = typed(&redcar);
+    assert_eq!(kind(&c.q(&["HELLO", "3"])), Some(Resp3::Map));
+    let push =
+        |items: &[Value]| Value::Typed(Resp3::Push, Box::new(Value::Array(Some(items.to_vec()))));
+    assert_eq!(
+        c.q(&["SUBSCRIBE", "r3:news"]),
+        push(&[
+            Value::bulk("subscribe"),
+            Value::bulk("r3:news"),
+            Value::Int(1)
+        ])
+    );
+    assert_eq!(
+        c.q(&["SSUBSCRIBE", "{r3}shard"]),
+        push(&[
+            Value::bulk("ssubscribe"),
+            Value::bulk("{r3}shard"),
+            Value::Int(1)
+        ])
+    );
+    let mut publisher = redcar.client();
+    publisher.q(&["PUBLISH", "r3:news", "hello"]);
+    assert_eq!(
+        publisher.q(&["SPUBLISH", "{r3}shard", "sharded"]),
+        Value::Int(1)
+    );
+    let mut messages = vec![
+        c.read_reply().expect("a message"),
+        c.read_reply().expect("a message"),
+    ];
+    messages.sort_by_key(|m| format!("{m:?}"));
+    assert_eq!(
+        messages,
+        [
+            push(&[
+                Value::bulk("message"),
+                Value::bulk("r3:news"),
+                Value::bulk("hello")
+            ]),
+            push(&[
+                Value::bulk("smessage"),
+                Value::bulk("{r3}shard"),
+                Value::bulk("sharded")
+            ]),
+        ]
+    );
+    // RESP3 allows other commands while subscribed; their replies are ordinary ones.
+    assert_eq!(c.q(&["SET", "r3:sub:k", "v"]), Value::simple("OK"));
+    assert_eq!(c.q(&["GET", "r3:sub:k"]), Value::bulk("v"));
+    assert_eq!(kind(&c.q(&["GET", "r3:sub:none"])), Some(Resp3::Null));
+    assert_eq!(c.q(&["PING"]), Value::simple("PONG"));
+    let mget = c.q(&["MGET", "r3:sub:k", "r3:sub:none"]);
+    assert_eq!(
+        mget.as_array().map(|items| items.len()),
+        Some(2),
+        "{mget:?}"
+    );
+    let refused = c.q(&["MULTI"]);
+    assert!(
+        refused
+            .error()
+            .is_some_and(|e| e.starts_with("ERR redcar: 'multi' cannot run in subscribe mode")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        c.q(&["UNSUBSCRIBE"]),
+        push(&[
+            Value::bulk("unsubscribe"),
+            Value::bulk("r3:news"),
+            Value::Int(0)
+        ])
+    );
+    assert_eq!(
+        c.q(&["SUNSUBSCRIBE"]),
+        push(&[
+            Value::bulk("sunsubscribe"),
+            Value::bulk("{r3}shard"),
+            Value::Int(0)
+        ])
+    );
+    let none = c.q(&["UNSUBSCRIBE"]);
+    assert_eq!(
+        none,
+        push(&[
+            Value::bulk("unsubscribe"),
+            Value::Typed(Resp3::Null, Box::new(Value::Bulk(None))),
+            Value::Int(0)
+        ]),
+        "nothing left to unsubscribe from: a nil name, as Redis sends"
+    );
+    assert_eq!(
+        c.q(&["MULTI"]),
+        Value::simple("OK"),
+        "out of subscribe mode"
+    );
+    assert_eq!(c.q(&["DISCARD"]), Value::simple("OK"));
 }
