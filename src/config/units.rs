@@ -87,6 +87,26 @@ pub mod duration {
     }
 }
 
+/// serde adapter for a duration that may be unset: `#[serde(with = "units::optional_duration")]`.
+pub mod optional_duration {
+    use super::*;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        match Option::<NumberOrText>::deserialize(d)? {
+            None => Ok(None),
+            Some(NumberOrText::Number(n)) => Ok(Some(Duration::from_secs(n))),
+            Some(NumberOrText::Text(t)) => parse_duration(&t).map(Some).map_err(de::Error::custom),
+        }
+    }
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_str(&format_duration(*d)),
+            None => s.serialize_none(),
+        }
+    }
+}
+
 /// serde adapter: `#[serde(with = "units::size")]`.
 pub mod size {
     use super::*;

@@ -1,6 +1,8 @@
-//! `redcar config convert-envoy` on the sample Envoy configs in docs/examples/envoy/: the output
-//! is the committed `*.redcar.yaml` next to each sample, it passes `redcar --check-config`, every
-//! warning on stderr is also a comment in the output, and unusable input fails with a reason.
+//! `redcar config convert-envoy` on the sample Envoy configs in docs/examples/envoy/ (bootstraps,
+//! Istio EnvoyFilter manifests, an admin config_dump): the output is the committed
+//! `*.redcar.yaml` next to each sample, it passes `redcar --check-config`, every warning on stderr
+//! is also a comment in the output, redcar serves a real cluster with it, and unusable input
+//! fails with a reason.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,6 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use crate::redirects::write_config;
 use crate::support::redcar::redcar_bin;
+use crate::support::{Redcar, RedisCluster, Value};
 
 const SAMPLES: &str = "docs/examples/envoy";
 
@@ -31,6 +34,24 @@ const CASES: &[(&str, &[&str], &str)] = &[
         &["--cluster", "cache"],
         "prefix-routes.cache.redcar.yaml",
     ),
+    (
+        "istio-envoyfilter.yaml",
+        &[],
+        "istio-envoyfilter.redcar.yaml",
+    ),
+    ("bootstrap.yaml", &[], "bootstrap.redcar.yaml"),
+    ("config_dump.json", &[], "config_dump.redcar.yaml"),
+];
+
+/// Samples whose converted config runs as it is against the test cluster, with only its
+/// listen address and seeds replaced by flags. `full.yaml` needs the node ACL user, password
+/// file and client password it names (and injects errors into GETs); `prefix-routes.yaml`
+/// listens on a Unix socket under /var/run: both are checked with `--check-config` above.
+const LIVE: &[&str] = &[
+    "minimal.yaml",
+    "istio-envoyfilter.yaml",
+    "bootstrap.yaml",
+    "config_dump.json",
 ];
 
 fn sample(name: &str) -> PathBuf {
@@ -114,6 +135,48 @@ fn every_envoy_sample_converts_to_its_committed_redcar_config() {
 }
 
 #[test]
+fn converted_samples_serve_a_real_cluster() {
+    let cluster = RedisCluster::start(3, 1);
+    for input in LIVE {
+        let path = sample(input);
+        let out = convert(&[path.to_str().expect("utf-8 path")], None);
+        assert_eq!(out.status.code(), Some(0), "{input}: {}", text(&out.stderr));
+        let converted = text(&out.stdout);
+        let config = write_config(&converted);
+        let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+        let key = format!("convert-envoy:{input}");
+        assert_eq!(
+            redcar.cmd(&["SET", &key, input]),
+            Value::simple("OK"),
+            "{input}"
+        );
+        assert_eq!(redcar.cmd(&["GET", &key]), Value::bulk(input), "{input}");
+        let envoy = std::fs::read_to_string(&path).expect("sample");
+        if envoy.contains("PREFER_REPLICA") {
+            assert!(
+                converted.contains("read_policy: prefer-replica"),
+                "{input}: the converted config does not read from replicas:\n{converted}"
+            );
+            assert_eq!(running(&redcar)["router"]["read_policy"], "prefer-replica");
+        }
+        if *input == "bootstrap.yaml" {
+            // Envoy's keepalive_interval and keepalive_probes, carried over and in force.
+            let upstream = &running(&redcar)["upstream"];
+            assert_eq!(upstream["tcp_keepalive"], "20s");
+            assert_eq!(upstream["tcp_keepalive_interval"], "5s");
+            assert_eq!(upstream["tcp_keepalive_probes"], 3);
+        }
+    }
+}
+
+/// The config the running redcar reports on its admin `/config`.
+fn running(redcar: &Redcar) -> serde_json::Value {
+    let (status, body) = redcar.http_get("/config").expect("GET /config");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("/config is JSON")
+}
+
+#[test]
 fn the_full_sample_warns_about_what_it_approximates() {
     let path = sample("full.yaml");
     let out = convert(&[path.to_str().expect("utf-8 path")], None);
@@ -157,6 +220,12 @@ fn unusable_input_fails_with_a_reason_and_no_config() {
          - filters: [{name: envoy.filters.network.tcp_proxy}]\n  clusters: []\n",
     );
     let malformed = write("broken.yaml", "static_resources: {listeners: [\n");
+    let unknown = write("values.yaml", "replicaCount: 3\nimage: redis:7\n");
+    let two_docs = write("two.yaml", "a: 1\n---\nb: 2\n");
+    let no_filter = write(
+        "service.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: redis}\n",
+    );
     let prefix = sample("prefix-routes.yaml");
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
@@ -164,6 +233,15 @@ fn unusable_input_fails_with_a_reason_and_no_config() {
             "no listener with an envoy.filters.network.redis_proxy",
         ),
         (vec![malformed], "not valid YAML"),
+        (
+            vec![unknown],
+            "none of the forms convert-envoy reads: an Envoy bootstrap",
+        ),
+        (vec![two_docs], "none is an Istio EnvoyFilter"),
+        (
+            vec![no_filter],
+            "Kubernetes manifests (kind: Service, name: redis) but no EnvoyFilter",
+        ),
         (
             vec!["/nonexistent/envoy.yaml".into()],
             "cannot read /nonexistent/envoy.yaml",

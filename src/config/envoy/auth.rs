@@ -85,6 +85,17 @@ pub(super) fn downstream(proxy: &Value, draft: &mut Draft) -> Result<(), Convert
 
 /// The cluster's `typed_extension_protocol_options` for the redis_proxy filter.
 pub(super) fn upstream(cluster: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
+    for field in [
+        "typed_extension_protocol_options",
+        "extension_protocol_options",
+    ] {
+        draft.note_unknown(
+            "upstream",
+            &cluster[field],
+            &["envoy.filters.network.redis_proxy"],
+            &format!("cluster {field} "),
+        );
+    }
     let holder = [
         "typed_extension_protocol_options",
         "extension_protocol_options",
@@ -101,6 +112,18 @@ pub(super) fn upstream(cluster: &Value, draft: &mut Draft) -> Result<(), Convert
     } else {
         holder
     };
+    draft.note_unknown(
+        "upstream",
+        options,
+        &[
+            "@type",
+            "auth_password",
+            "auth_username",
+            "credentials",
+            "aws_iam",
+        ],
+        "RedisProtocolOptions ",
+    );
     if !options["auth_password"].is_null() {
         let source = data_source(&options["auth_password"], "auth_password")?;
         note_inline(&source, "cluster auth_password", false, draft);

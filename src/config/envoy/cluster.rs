@@ -1,6 +1,7 @@
 //! An `envoy.clusters.redis` cluster → `cluster.*` (seeds, refresh) and `upstream.*`
 //! (connect timeout, keepalive, outlier detection).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_yaml::Value;
@@ -14,6 +15,38 @@ use super::ConvertError;
 const REDCAR_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
 const REDCAR_BASE_EJECTION: Duration = Duration::from_secs(1);
 const REDCAR_MAX_EJECTION: Duration = Duration::from_secs(30);
+
+/// Cluster keys read here or in auth.rs and keepalive.rs; the others get a note. `lb_policy`
+/// (Envoy requires `CLUSTER_PROVIDED` for this cluster type) and `type` (superseded by
+/// `cluster_type`) change nothing.
+const CLUSTER_KEYS: &[&str] = &[
+    "name",
+    "@type",
+    "cluster_type",
+    "type",
+    "lb_policy",
+    "connect_timeout",
+    "load_assignment",
+    "hosts",
+    "outlier_detection",
+    "upstream_connection_options",
+    "typed_extension_protocol_options",
+    "extension_protocol_options",
+    "transport_socket",
+    "health_checks",
+    "circuit_breakers",
+];
+
+/// `RedisClusterConfig` keys mapped (or explained) in `refresh`.
+const REFRESH_KEYS: &[&str] = &[
+    "@type",
+    "cluster_refresh_rate",
+    "cluster_refresh_timeout",
+    "redirect_refresh_interval",
+    "redirect_refresh_threshold",
+    "failure_refresh_threshold",
+    "host_degraded_refresh_threshold",
+];
 
 /// `outlier_detection` keys mapped (or explained) below; the others get a note.
 const OUTLIER_KEYS: &[&str] = &[
@@ -51,9 +84,15 @@ pub(super) fn convert(clusters: &Value, name: &str, draft: &mut Draft) -> Result
     }
     refresh(typed_config(&cluster["cluster_type"]), draft)?;
     outlier(&cluster["outlier_detection"], draft)?;
-    keepalive(cluster, draft)?;
+    super::keepalive::convert(&cluster["upstream_connection_options"], draft)?;
     super::auth::upstream(cluster, draft)?;
     notes(cluster, draft);
+    draft.note_unknown(
+        "upstream",
+        cluster,
+        CLUSTER_KEYS,
+        &format!("cluster {name} "),
+    );
     Ok(())
 }
 
@@ -86,7 +125,44 @@ fn seeds(cluster: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertEr
     }
     seeds.dedup();
     draft.set(&["cluster", "seeds"], seeds);
+    seed_extras(cluster, name, draft);
     Ok(())
+}
+
+/// Localities, priorities, weights and health flags of the endpoints: Envoy's redis cluster
+/// uses the endpoints only to discover the nodes too, so these are noted, not converted.
+fn seed_extras(cluster: &Value, name: &str, draft: &mut Draft) {
+    let assignment = &cluster["load_assignment"];
+    let mut extras = unknown(assignment, &["cluster_name", "endpoints"]);
+    for locality in assignment["endpoints"].as_sequence().into_iter().flatten() {
+        extras.extend(unknown(locality, &["lb_endpoints"]));
+        for endpoint in locality["lb_endpoints"].as_sequence().into_iter().flatten() {
+            extras.extend(unknown(endpoint, &["endpoint"]));
+            extras.extend(unknown(&endpoint["endpoint"], &["address"]));
+        }
+    }
+    if !extras.is_empty() {
+        let extras: Vec<&str> = extras.into_iter().collect();
+        draft.note(
+            "cluster",
+            format!(
+                "cluster {name} load_assignment {}: not converted; the endpoints are only \
+                 seeds, and redcar learns the nodes and their roles from CLUSTER SLOTS",
+                extras.join(", ")
+            ),
+        );
+    }
+}
+
+/// Keys of `value` not in `known`, sorted and once each.
+fn unknown<'a>(value: &'a Value, known: &[&str]) -> BTreeSet<&'a str> {
+    value
+        .as_mapping()
+        .into_iter()
+        .flat_map(|m| m.keys())
+        .filter_map(Value::as_str)
+        .filter(|key| !known.contains(key))
+        .collect()
 }
 
 /// `RedisClusterConfig` → `cluster.*`.
@@ -129,6 +205,7 @@ fn refresh(config: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
             draft.set(&["cluster", field], require_number(&config[field], field)?);
         }
     }
+    draft.note_unknown("cluster", config, REFRESH_KEYS, "cluster_type ");
     if !config["host_degraded_refresh_threshold"].is_null() {
         draft.note(
             "cluster",
@@ -208,26 +285,13 @@ fn outlier(od: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     Ok(())
 }
 
-/// `upstream_connection_options.tcp_keepalive.keepalive_time` (seconds) → `upstream.tcp_keepalive`.
-fn keepalive(cluster: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
-    let time = &cluster["upstream_connection_options"]["tcp_keepalive"]["keepalive_time"];
-    if !time.is_null() {
-        let seconds = require_number(
-            time,
-            "upstream_connection_options.tcp_keepalive.keepalive_time",
-        )?;
-        draft.set(&["upstream", "tcp_keepalive"], format!("{seconds}s"));
-    }
-    Ok(())
-}
-
 /// Cluster settings with no counterpart that change behaviour enough to mention.
 fn notes(cluster: &Value, draft: &mut Draft) {
     if !cluster["transport_socket"].is_null() {
         draft.note(
             "upstream",
-            "cluster transport_socket (TLS to the nodes): not yet; redcar connects to nodes in \
-             plain TCP, so the nodes must accept it",
+            "cluster transport_socket (TLS to the nodes): not converted; set upstream.tls.* \
+             (docs/configuration.md) with the nodes' CA, or redcar connects in plain TCP",
         );
     }
     if !cluster["health_checks"].is_null() {

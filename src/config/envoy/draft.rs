@@ -72,6 +72,26 @@ impl Draft {
         self.notes.push(Note { section, text });
     }
 
+    /// Notes each key of `parent` (a mapping) missing from `known` as not converted, naming it
+    /// as `{prefix}{key}`: nothing in the Envoy file is dropped without a word.
+    pub fn note_unknown(
+        &mut self,
+        section: &'static str,
+        parent: &Value,
+        known: &[&str],
+        prefix: &str,
+    ) {
+        for key in parent.as_mapping().into_iter().flat_map(|m| m.keys()) {
+            let Some(key) = key.as_str() else { continue };
+            if !known.contains(&key) {
+                self.note(
+                    section,
+                    format!("{prefix}{key}: not converted (no redcar equivalent)"),
+                );
+            }
+        }
+    }
+
     pub fn notes(&self) -> &[Note] {
         &self.notes
     }

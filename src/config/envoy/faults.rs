@@ -43,6 +43,18 @@ fn convert_one(
             "`{key}.fault_type` is `{kind}`: expected DELAY or ERROR"
         )));
     }
+    draft.note_unknown(
+        "router",
+        fault,
+        &["fault_type", "fault_enabled", "delay", "commands"],
+        &format!("{key}."),
+    );
+    draft.note_unknown(
+        "router",
+        &fault["fault_enabled"],
+        &["default_value", "runtime_key"],
+        &format!("{key}.fault_enabled."),
+    );
     let mut rule = Mapping::new();
     let commands: Vec<Value> = fault["commands"]
         .as_sequence()

@@ -16,6 +16,35 @@ pub(super) struct Found<'a> {
     pub proxy: &'a Value,
 }
 
+/// Listener keys read here; the others get a note.
+const LISTENER_KEYS: &[&str] = &[
+    "name",
+    "@type",
+    "address",
+    "filter_chains",
+    "additional_addresses",
+    "bind_to_port",
+];
+
+/// Filter chain keys read here.
+const CHAIN_KEYS: &[&str] = &["name", "filters", "transport_socket"];
+
+/// Whether any filter chain of `listener` holds a `redis_proxy` filter.
+pub(super) fn has_redis_proxy(listener: &Value) -> bool {
+    chains(listener).any(|chain| filters(chain).any(is_redis_proxy))
+}
+
+fn chains(listener: &Value) -> impl Iterator<Item = &Value> {
+    listener["filter_chains"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+}
+
+fn filters(chain: &Value) -> impl Iterator<Item = &Value> {
+    chain["filters"].as_sequence().into_iter().flatten()
+}
+
 /// Names under which Envoy knows the filter (v3 name, the deprecated v2 one) and its types.
 fn is_redis_proxy(filter: &Value) -> bool {
     let name = filter["name"].as_str().unwrap_or_default();
@@ -41,22 +70,20 @@ pub(super) fn typed_config(holder: &Value) -> &Value {
 }
 
 /// The one filter to convert. Several (in one or more listeners) need `--listener NAME`, and
-/// that listener must hold exactly one.
+/// that listener must hold exactly one. `place` says where the listeners came from, for the
+/// error when none has the filter.
 pub(super) fn find<'a>(
     listeners: &'a Value,
     wanted: Option<&str>,
+    place: &str,
 ) -> Result<Found<'a>, ConvertError> {
     let mut found = Vec::new();
     for (i, listener) in listeners.as_sequence().into_iter().flatten().enumerate() {
         let name = listener["name"]
             .as_str()
             .map_or_else(|| format!("#{i}"), str::to_owned);
-        for chain in listener["filter_chains"]
-            .as_sequence()
-            .into_iter()
-            .flatten()
-        {
-            for filter in chain["filters"].as_sequence().into_iter().flatten() {
+        for chain in chains(listener) {
+            for filter in filters(chain) {
                 if is_redis_proxy(filter) {
                     found.push(Found {
                         listener_name: name.clone(),
@@ -73,9 +100,9 @@ pub(super) fn find<'a>(
         list.join(", ")
     };
     if found.is_empty() {
-        return Err(ConvertError(
-            "no listener with an envoy.filters.network.redis_proxy filter found".to_owned(),
-        ));
+        return Err(ConvertError(format!(
+            "no listener with an envoy.filters.network.redis_proxy filter found in {place}"
+        )));
     }
     if let Some(wanted) = wanted {
         let all = names(&found);
@@ -113,7 +140,10 @@ pub(super) fn convert_address(found: &Found, draft: &mut Draft) -> Result<(), Co
         }
         return convert_pipe(pipe, &key, draft);
     }
-    let listen = socket_address(&address["socket_address"], &key)?;
+    let mut listen = socket_address(&address["socket_address"], &key)?;
+    if found.listener["bind_to_port"].as_bool() == Some(false) {
+        listen = on_loopback(&listen, found, draft);
+    }
     if tls.is_mapping() {
         convert_tls(tls, &key, draft)?;
         draft.set(&["tls", "listen"], listen);
@@ -128,6 +158,56 @@ pub(super) fn convert_address(found: &Found, draft: &mut Draft) -> Result<(), Co
         );
     }
     Ok(())
+}
+
+/// A listener that binds no port gets its connections redirected to it (an Istio sidecar's
+/// outbound listener, named after the service address); redcar binds its own, on loopback.
+fn on_loopback(listen: &str, found: &Found, draft: &mut Draft) -> String {
+    let port = listen.rsplit_once(':').map_or("", |(_, port)| port);
+    draft.note(
+        "listen",
+        format!(
+            "listener {} has bind_to_port: false (Envoy is handed its connections, as in an \
+             Istio sidecar); redcar listens on 127.0.0.1:{port} itself, so point the \
+             application there",
+            found.listener_name
+        ),
+    );
+    format!("127.0.0.1:{port}")
+}
+
+/// Listener and filter chain settings around the filter that are not converted.
+pub(super) fn note_unconverted(found: &Found, draft: &mut Draft) {
+    let name = &found.listener_name;
+    draft.note_unknown(
+        "",
+        found.listener,
+        LISTENER_KEYS,
+        &format!("listener {name} "),
+    );
+    draft.note_unknown(
+        "",
+        found.chain,
+        CHAIN_KEYS,
+        &format!("listener {name} filter chain "),
+    );
+    for filter in filters(found.chain).filter(|f| !is_redis_proxy(f)) {
+        let filter_name = filter["name"].as_str().unwrap_or("(unnamed)");
+        draft.note(
+            "",
+            format!(
+                "listener {name}: network filter {filter_name} next to redis_proxy: not \
+                 converted (no redcar equivalent)"
+            ),
+        );
+    }
+    let others = chains(found.listener).count().saturating_sub(1);
+    if others > 0 {
+        draft.note(
+            "",
+            format!("listener {name}: {others} other filter chain(s) not converted"),
+        );
+    }
 }
 
 fn convert_pipe(
@@ -195,6 +275,24 @@ fn convert_tls(socket: &Value, key: &str, draft: &mut Draft) -> Result<(), Conve
             "tls_certificates: only the first certificate is converted",
         );
     }
+    draft.note_unknown(
+        "tls",
+        context,
+        &["@type", "require_client_certificate", "common_tls_context"],
+        "listener TLS ",
+    );
+    draft.note_unknown(
+        "tls",
+        common,
+        &["tls_certificates", "validation_context"],
+        "listener TLS common_tls_context.",
+    );
+    draft.note_unknown(
+        "tls",
+        &common["validation_context"],
+        &["trusted_ca"],
+        "listener TLS validation_context.",
+    );
     let ca = &common["validation_context"]["trusted_ca"];
     if flag(&context["require_client_certificate"]) {
         draft.set(&["tls", "client_ca"], file(ca, "trusted CA")?);

@@ -1,15 +1,21 @@
-//! `redcar config convert-envoy FILE`: an Envoy bootstrap (a listener with the `redis_proxy`
-//! filter and its `envoy.clusters.redis` cluster) turned into the equivalent redcar config,
-//! following the table in docs/migrating-from-envoy.md.
+//! `redcar config convert-envoy FILE`: an Envoy listener with the `redis_proxy` filter and its
+//! `envoy.clusters.redis` cluster, from a bootstrap, Istio `EnvoyFilter` manifests or an admin
+//! `config_dump`, turned into the equivalent redcar config, following the table in
+//! docs/migrating-from-envoy.md.
 //!
 //! Settings with no equivalent, or only an approximate one, become comment lines above the
-//! section they concern and warnings on stderr. Anything that would make the result accept
-//! clients Envoy refused, or read and write other keys, stops the conversion instead.
+//! section they concern and warnings on stderr: none is dropped without a word. Anything that
+//! would make the result accept clients Envoy refused, or read and write other keys, stops the
+//! conversion instead.
 
 mod auth;
 mod cluster;
 mod draft;
+mod dump;
 mod faults;
+mod input;
+mod istio;
+mod keepalive;
 mod listener;
 mod proxy;
 mod routes;
@@ -83,30 +89,27 @@ fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
     Ok((text, source))
 }
 
-/// Converts Envoy YAML text; `source` names it in the output's header.
+/// Converts an Envoy file's text (a bootstrap, EnvoyFilter manifests or a config_dump, told
+/// apart by their content); `source` names it in the output's header.
 pub fn convert(text: &str, source: &str, options: &Options) -> Result<Conversion, ConvertError> {
-    let mut doc: Value = serde_yaml::from_str(text)
-        .map_err(|e| ConvertError(format!("{source} is not valid YAML: {e}")))?;
-    // Envoy configs often share blocks with anchors and `<<:` merge keys.
-    doc.apply_merge()
-        .map_err(|e| ConvertError(format!("{source}: bad YAML merge key: {e}")))?;
-    // A bootstrap keeps them under `static_resources`; a bare {listeners, clusters} works too.
-    let resources = if doc["static_resources"].is_mapping() {
-        &doc["static_resources"]
-    } else {
-        &doc
-    };
     let mut draft = Draft::default();
-    let found = listener::find(&resources["listeners"], options.listener.as_deref())?;
+    let resources = input::read(text, source, &mut draft)?;
+    let place = resources.form.listeners_place();
+    let found = listener::find(&resources.listeners, options.listener.as_deref(), place)?;
     listener::convert_address(&found, &mut draft)?;
+    listener::note_unconverted(&found, &mut draft);
     let cluster_name = routes::pick_cluster(found.proxy, options.cluster.as_deref(), &mut draft)?;
-    cluster::convert(&resources["clusters"], &cluster_name, &mut draft)?;
+    cluster::convert(&resources.clusters, &cluster_name, &mut draft)?;
     proxy::convert(found.proxy, &mut draft)?;
     auth::downstream(found.proxy, &mut draft)?;
     faults::convert(found.proxy, &mut draft)?;
-    safety_notes(&doc, &mut draft);
+    safety_notes(resources.admin, &mut draft);
+    let header = match resources.form.label() {
+        Some(form) => format!("{source} ({form})"),
+        None => source.to_owned(),
+    };
     let yaml = draft
-        .render(source)
+        .render(&header)
         .map_err(|e| ConvertError(format!("cannot write the redcar config: {e}")))?;
     // Every key written must be one redcar knows: a wrong one here is a converter bug.
     crate::config::Config::from_yaml(&yaml)
@@ -116,7 +119,7 @@ pub fn convert(text: &str, source: &str, options: &Options) -> Result<Conversion
 }
 
 /// Things worth saying about the result as a whole.
-fn safety_notes(doc: &Value, draft: &mut Draft) {
+fn safety_notes(envoy_admin: bool, draft: &mut Draft) {
     let exposed = draft
         .get(&["listen"])
         .and_then(Value::as_str)
@@ -129,7 +132,7 @@ fn safety_notes(doc: &Value, draft: &mut Draft) {
              consider auth.requirepass or tls",
         );
     }
-    if doc["admin"].is_mapping() {
+    if envoy_admin {
         draft.note(
             "",
             "admin: Envoy's admin interface is not converted; set `admin: 127.0.0.1:PORT` for \
@@ -138,5 +141,9 @@ fn safety_notes(doc: &Value, draft: &mut Draft) {
     }
 }
 
+#[cfg(test)]
+mod dropped_tests;
+#[cfg(test)]
+mod forms_tests;
 #[cfg(test)]
 mod tests;

@@ -77,7 +77,7 @@ pub(super) fn convert(proxy: &Value, draft: &mut Draft) -> Result<(), ConvertErr
         );
     }
     rate_limit(&settings["connection_rate_limit"], draft)?;
-    unknown_keys(settings, SETTINGS_KEYS, "settings.", draft);
+    draft.note_unknown("", settings, SETTINGS_KEYS, "settings.");
     other_filter_keys(proxy, draft);
     Ok(())
 }
@@ -217,19 +217,6 @@ fn rate_limit(value: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     Ok(())
 }
 
-/// Every key of `parent` not in `known` gets a "not converted" note.
-pub(super) fn unknown_keys(parent: &Value, known: &[&str], prefix: &str, draft: &mut Draft) {
-    for key in parent.as_mapping().into_iter().flat_map(|m| m.keys()) {
-        let Some(key) = key.as_str() else { continue };
-        if !known.contains(&key) {
-            draft.note(
-                "",
-                format!("{prefix}{key}: not converted (no redcar equivalent)"),
-            );
-        }
-    }
-}
-
 /// Filter-level keys with no redcar counterpart.
 fn other_filter_keys(proxy: &Value, draft: &mut Draft) {
     if !proxy["custom_commands"].is_null() {
@@ -248,5 +235,5 @@ fn other_filter_keys(proxy: &Value, draft: &mut Draft) {
     }
     let mut known = FILTER_KEYS.to_vec();
     known.extend(["custom_commands", "latency_in_micros"]);
-    unknown_keys(proxy, &known, "", draft);
+    draft.note_unknown("", proxy, &known, "");
 }

@@ -30,6 +30,12 @@ pub(super) fn pick_cluster(
             ConvertError("the redis_proxy filter has no prefix_routes and no cluster".to_owned())
         });
     }
+    draft.note_unknown(
+        "",
+        &proxy["prefix_routes"],
+        &["routes", "catch_all_route"],
+        "prefix_routes.",
+    );
     let mut clusters: Vec<&str> = routes.iter().map(|r| r.cluster).collect();
     clusters.sort_unstable();
     clusters.dedup();
@@ -129,6 +135,19 @@ fn check_keys_unchanged(route: &Route) -> Result<(), ConvertError> {
 }
 
 fn note_extras(route: &Route, draft: &mut Draft) {
+    draft.note_unknown(
+        "",
+        route.value,
+        &[
+            "prefix",
+            "cluster",
+            "remove_prefix",
+            "key_formatter",
+            "request_mirror_policy",
+            "read_command_policy",
+        ],
+        &format!("{} ", label(route)),
+    );
     if !route.value["request_mirror_policy"].is_null() {
         draft.note(
             "",

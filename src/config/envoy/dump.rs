@@ -1,0 +1,134 @@
+//! Envoy's admin `/config_dump` (JSON): the listeners of its `ListenersConfigDump` (static, and
+//! the active state of dynamic ones) and the clusters of its `ClustersConfigDump`, whole dumps
+//! or the per-resource entries `?resource=` prints.
+
+use serde_yaml::Value;
+
+use super::draft::Draft;
+use super::input::{bootstrap_notes, Form, Resources};
+use super::ConvertError;
+
+/// Gathers listeners and clusters from every `configs[]` entry that holds some.
+pub(super) fn gather(doc: &Value, draft: &mut Draft) -> Result<Resources, ConvertError> {
+    let mut admin = false;
+    let mut listeners = Vec::new();
+    let mut clusters = Clusters::default();
+    let mut unread: Vec<&str> = Vec::new();
+    for entry in entries(&doc["configs"]) {
+        match message(entry) {
+            "ListenersConfigDump" => {
+                for item in entries(&entry["static_listeners"]) {
+                    listeners.extend(present(&item["listener"]));
+                }
+                for item in entries(&entry["dynamic_listeners"]) {
+                    listeners.extend(dynamic_listener(item, draft));
+                }
+            }
+            "ListenersConfigDump.StaticListener" => listeners.extend(present(&entry["listener"])),
+            "ListenersConfigDump.DynamicListener" => {
+                listeners.extend(dynamic_listener(entry, draft));
+            }
+            "ClustersConfigDump" => clusters.add_dump(entry),
+            "ClustersConfigDump.StaticCluster" | "ClustersConfigDump.DynamicCluster" => {
+                clusters.add(&entry["cluster"]);
+            }
+            "BootstrapConfigDump" => {
+                admin = entry["bootstrap"]["admin"].is_mapping();
+                bootstrap_notes(&entry["bootstrap"], draft);
+            }
+            other if !unread.contains(&other) => unread.push(other),
+            _ => {}
+        }
+    }
+    if !unread.is_empty() {
+        draft.note(
+            "",
+            format!(
+                "config_dump {}: not read; redcar needs only the listener and the cluster",
+                unread.join(", ")
+            ),
+        );
+    }
+    Ok(Resources {
+        form: Form::ConfigDump,
+        listeners: Value::Sequence(listeners),
+        clusters: Value::Sequence(clusters.all()),
+        admin,
+    })
+}
+
+/// An entry's `@type` without the URL and package:
+/// `type.googleapis.com/envoy.admin.v3.ListenersConfigDump` → `ListenersConfigDump`.
+fn message(entry: &Value) -> &str {
+    let Some(full) = entry["@type"].as_str() else {
+        return "(entry without @type)";
+    };
+    // Package names are lower case; the message name is the first capitalised part.
+    full.find(|c: char| c.is_ascii_uppercase())
+        .map_or(full, |start| &full[start..])
+}
+
+fn entries(list: &Value) -> impl Iterator<Item = &Value> {
+    list.as_sequence().into_iter().flatten()
+}
+
+fn present(value: &Value) -> Option<Value> {
+    value.as_mapping().map(|_| value.clone())
+}
+
+/// The listener Envoy serves (`active_state`); one still warming is taken as it will be.
+fn dynamic_listener(item: &Value, draft: &mut Draft) -> Option<Value> {
+    let name = item["name"].as_str().unwrap_or("(unnamed)");
+    if let Some(active) = present(&item["active_state"]["listener"]) {
+        return Some(active);
+    }
+    if let Some(warming) = present(&item["warming_state"]["listener"]) {
+        draft.note(
+            "",
+            format!("dynamic listener {name} is still warming in Envoy: converted as it will be"),
+        );
+        return Some(warming);
+    }
+    if !item["error_state"].is_null() || !item["draining_state"].is_null() {
+        draft.note(
+            "",
+            format!("dynamic listener {name} has no active or warming state (only draining or failed): not read"),
+        );
+    }
+    None
+}
+
+/// Clusters in the order a cluster is most likely to be the one Envoy uses: static, active,
+/// then warming ones not already seen.
+#[derive(Default)]
+struct Clusters {
+    found: Vec<Value>,
+    warming: Vec<Value>,
+}
+
+impl Clusters {
+    fn add_dump(&mut self, dump: &Value) {
+        for key in ["static_clusters", "dynamic_active_clusters"] {
+            for item in entries(&dump[key]) {
+                self.add(&item["cluster"]);
+            }
+        }
+        for item in entries(&dump["dynamic_warming_clusters"]) {
+            self.warming.extend(present(&item["cluster"]));
+        }
+    }
+
+    fn add(&mut self, cluster: &Value) {
+        self.found.extend(present(cluster));
+    }
+
+    fn all(mut self) -> Vec<Value> {
+        for cluster in self.warming {
+            let seen = self.found.iter().any(|c| c["name"] == cluster["name"]);
+            if !seen {
+                self.found.push(cluster);
+            }
+        }
+        self.found
+    }
+}

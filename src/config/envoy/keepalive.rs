@@ -1,0 +1,60 @@
+//! The cluster's `upstream_connection_options.tcp_keepalive` (whole seconds and a probe count)
+//! → `upstream.tcp_keepalive`, `upstream.tcp_keepalive_interval` and
+//! `upstream.tcp_keepalive_probes`.
+
+use serde_yaml::Value;
+
+use super::draft::Draft;
+use super::source::require_number;
+use super::ConvertError;
+use crate::config::validate::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
+
+const PREFIX: &str = "upstream_connection_options.tcp_keepalive.";
+
+/// `tcp_keepalive` fields and the redcar key each becomes.
+const FIELDS: &[(&str, &str)] = &[
+    ("keepalive_time", "tcp_keepalive"),
+    ("keepalive_interval", "tcp_keepalive_interval"),
+    ("keepalive_probes", "tcp_keepalive_probes"),
+];
+
+pub(super) fn convert(options: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
+    draft.note_unknown(
+        "upstream",
+        options,
+        &["tcp_keepalive"],
+        "upstream_connection_options.",
+    );
+    let keepalive = &options["tcp_keepalive"];
+    let known: Vec<&str> = FIELDS.iter().map(|(envoy, _)| *envoy).collect();
+    draft.note_unknown("upstream", keepalive, &known, PREFIX);
+    for (field, key) in FIELDS {
+        let value = &keepalive[*field];
+        if value.is_null() {
+            continue;
+        }
+        let n = require_number(value, &format!("{PREFIX}{field}"))?;
+        // Probes are a count; the others are seconds, written as a redcar duration.
+        let (max, converted) = if *field == "keepalive_probes" {
+            (u64::from(MAX_KEEPALIVE_PROBES), Value::from(n))
+        } else {
+            (
+                MAX_KEEPALIVE_SECONDS.as_secs(),
+                Value::from(format!("{n}s")),
+            )
+        };
+        if !(1..=max).contains(&n) {
+            // Linux refuses the socket option, and with it every connect, outside this range.
+            draft.note(
+                "upstream",
+                format!(
+                    "{PREFIX}{field} is {n}: outside the 1 to {max} Linux accepts; \
+                     upstream.{key} keeps redcar's default"
+                ),
+            );
+            continue;
+        }
+        draft.set(&["upstream", key], converted);
+    }
+    Ok(())
+}
