@@ -1,12 +1,17 @@
 //! Real client libraries pointed at redcar as if it were one Redis node: redis-py (+hiredis),
-//! phpredis `Redis` and predis `Client`. Each runs its smoke script from tests/clients/ against a
-//! fresh cluster behind redcar; the script asserts every reply and exits non-zero on a mismatch.
+//! phpredis `Redis`, predis `Client`, node-redis and ioredis (Node.js) and go-redis v9. Each runs
+//! its smoke script from tests/clients/ against a fresh cluster behind redcar; the script asserts
+//! every reply and exits non-zero on a mismatch. The Node.js and Go scripts also read what they
+//! wrote back from the cluster itself (`redis-cli -c` against `REDCAR_CLUSTER_NODE`).
 //!
-//! The libraries come from `scripts/ensure-clients.sh` (run by `make test`): php-cli, php-redis
-//! and php-predis from apt, redis-py and hiredis in the virtualenv `target/pyenv`. A missing
-//! library fails the test with the command to run; it never passes silently.
-//! `REDCAR_PYTHON` overrides the interpreter, `REDCAR_PHP` the PHP binary.
+//! The libraries come from `scripts/ensure-clients.sh` (php-cli, php-redis and php-predis from
+//! apt, redis-py and hiredis in the virtualenv `target/pyenv`), `scripts/ensure-node-clients.sh`
+//! (`npm ci` into `target/node`) and `scripts/ensure-go-clients.sh` (go-redis built into
+//! `target/go-clients`), all run by `make test`. A missing library fails the test with the
+//! command to run; it never passes silently, with or without `CI` set.
+//! `REDCAR_PYTHON` overrides the interpreter, `REDCAR_PHP` the PHP binary, `REDCAR_NODE` node.
 
+use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,6 +25,13 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 const INSTALL_HINT: &str = "run scripts/ensure-clients.sh (`make test` does), which installs \
      `apt-get install -y php-cli php-redis php-predis` and \
      `target/pyenv/bin/pip install redis hiredis` into a `python3 -m venv target/pyenv`";
+pub(crate) const NODE_HINT: &str = "run scripts/ensure-node-clients.sh (`make test` does), which \
+     installs node-redis and ioredis from tests/clients/node/package-lock.json with `npm ci` into \
+     target/node (and `apt-get install -y nodejs npm` when node is missing)";
+pub(crate) const GO_HINT: &str =
+    "run scripts/ensure-go-clients.sh (`make test` does), which builds \
+     tests/clients/go (go-redis v9) into target/go-clients/redcar-go-clients (and \
+     `apt-get install -y golang-go` when go is missing)";
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -47,21 +59,53 @@ pub(crate) fn php() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("php"))
 }
 
+/// Node.js for the `*.mjs` scripts, with node-redis and ioredis installed in target/node.
+pub(crate) fn node() -> PathBuf {
+    let node = std::env::var_os("REDCAR_NODE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("node"));
+    let modules = manifest_dir().join("target/node/node_modules");
+    for lib in ["redis", "ioredis"] {
+        assert!(
+            modules.join(lib).join("package.json").exists(),
+            "{lib} is not installed under {}; {NODE_HINT}",
+            modules.display()
+        );
+    }
+    require_with(&node, &["-e", "0"], "node", NODE_HINT);
+    node
+}
+
+/// The go-redis program built from tests/clients/go.
+pub(crate) fn go_clients() -> PathBuf {
+    let bin = manifest_dir().join("target/go-clients/redcar-go-clients");
+    assert!(
+        bin.exists(),
+        "go-redis is not built: {} does not exist; {GO_HINT}",
+        bin.display()
+    );
+    bin
+}
+
 /// Check that `program -r/-c probe` works, else fail naming what to install.
 pub(crate) fn require(program: &Path, args: &[&str], what: &str) {
+    require_with(program, args, what, INSTALL_HINT);
+}
+
+fn require_with(program: &Path, args: &[&str], what: &str, hint: &str) {
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| {
             panic!(
-                "{what} is not installed ({}: {e}); {INSTALL_HINT}",
+                "{what} is not installed ({}: {e}); {hint}",
                 program.display()
             )
         });
     assert!(
         out.status.success(),
-        "{what} is not installed ({} {args:?} failed: {}{}); {INSTALL_HINT}",
+        "{what} is not installed ({} {args:?} failed: {}{}); {hint}",
         program.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -92,22 +136,64 @@ fn run_smoke(program: &Path, script_name: &str) {
 /// assert it exits 0; on failure show its output and redcar's log.
 pub(crate) fn run_script(program: &Path, script_name: &str, redcar: &Redcar) {
     let path = script(script_name);
+    run_client(program, &[path.as_os_str()], script_name, redcar, None);
+}
+
+/// Like [`run_script`], with `REDCAR_CLUSTER_NODE` set to one of `cluster`'s nodes, where the
+/// script reads back what it wrote (the Node.js scripts).
+pub(crate) fn run_script_checked(
+    program: &Path,
+    script_name: &str,
+    redcar: &Redcar,
+    cluster: &RedisCluster,
+) {
+    let path = script(script_name);
+    run_client(
+        program,
+        &[path.as_os_str()],
+        script_name,
+        redcar,
+        Some(cluster),
+    );
+}
+
+/// The go-redis program in `mode` (`smoke`: a plain client, `facade`: a cluster client).
+pub(crate) fn run_go(mode: &str, redcar: &Redcar, cluster: &RedisCluster) {
+    let name = format!("redcar-go-clients {mode}");
+    run_client(
+        &go_clients(),
+        &[OsStr::new(mode)],
+        &name,
+        redcar,
+        Some(cluster),
+    );
+}
+
+/// Run `program ARGS... 127.0.0.1 PORT` against `redcar` with a timeout (and
+/// `REDCAR_CLUSTER_NODE=HOST:PORT` of a node of `cluster`, if given), and assert it exits 0; on
+/// failure show its output and redcar's log.
+fn run_client(
+    program: &Path,
+    args: &[&OsStr],
+    script_name: &str,
+    redcar: &Redcar,
+    cluster: Option<&RedisCluster>,
+) {
     let t0 = Instant::now();
-    let mut child: Child = Command::new(program)
-        .arg(&path)
+    let mut command = Command::new(program);
+    command
+        .args(args)
         .arg("127.0.0.1")
-        .arg(redcar.port().to_string())
+        .arg(redcar.port().to_string());
+    if let Some(cluster) = cluster {
+        command.env("REDCAR_CLUSTER_NODE", cluster.any_node().addr());
+    }
+    let mut child: Child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "spawn {} {}: {e}; {INSTALL_HINT}",
-                program.display(),
-                path.display()
-            )
-        });
+        .unwrap_or_else(|e| panic!("spawn {} {script_name}: {e}", program.display()));
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
     let status = loop {
@@ -173,4 +259,21 @@ fn predis_smoke_script_passes_through_redcar() {
         "php-cli with predis (php-predis)",
     );
     run_smoke(&php, "smoke_predis.php");
+}
+
+#[test]
+fn node_redis_and_ioredis_smoke_scripts_pass_through_redcar() {
+    let node = node();
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start(&cluster.seeds());
+    run_script_checked(&node, "smoke_node_redis.mjs", &redcar, &cluster);
+    run_script_checked(&node, "smoke_ioredis.mjs", &redcar, &cluster);
+}
+
+#[test]
+fn go_redis_smoke_program_passes_through_redcar() {
+    go_clients();
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start(&cluster.seeds());
+    run_go("smoke", &redcar, &cluster);
 }
