@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build demo test fuzz bench bench-connections bench-crowd flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-browser status-screenshot
+.PHONY: help all build demo test fuzz bench bench-connections bench-crowd bench-connect-burst flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
@@ -18,6 +18,8 @@ help:
 	@echo "               and a simulated network; writes bench/RESULTS-connections.md"
 	@echo "make bench-crowd - the cost of one client: CPU per command, RSS per idle client (10,000 and"
 	@echo "               15,000), the rate with an idle crowd; writes bench/RESULTS-crowd.md (bench/crowd.sh)"
+	@echo "make bench-connect-burst - 5,000 connects from 50 connectors at client.accept_backlog 128 and the"
+	@echo "               default: connect times, listen-queue overflows; bench/RESULTS-connect-burst.md"
 	@echo "make status-screenshot - re-take docs/img/status-page.png (scripts/status-screenshot.sh)"
 	@echo "make fmt     - cargo fmt --all"
 	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
@@ -34,6 +36,19 @@ ensure-browser:
 ensure-clients:
 	scripts/ensure-clients.sh
 
+# node-redis + ioredis (npm ci into target/node) and go-redis v9 (built into target/go-clients)
+# for tests/it/clients.rs and tests/it/facade.rs
+ensure-node-clients:
+	scripts/ensure-node-clients.sh
+
+ensure-go-clients:
+	scripts/ensure-go-clients.sh
+
+# promtool (apt package prometheus) for tests/it/observability_examples.rs and
+# scripts/check-observability-examples.sh (the alerting rules in examples/prometheus/)
+ensure-promtool:
+	scripts/ensure-promtool.sh
+
 build:
 	$(CARGO) build --release
 
@@ -49,7 +64,7 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 
-test: ensure-redis ensure-clients ensure-browser fmt-check clippy
+test: ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-browser ensure-promtool fmt-check clippy
 	$(CARGO) test --all-targets
 	scripts/fuzz.sh
 
@@ -74,6 +89,10 @@ bench-connections: ensure-redis ensure-clients build
 # Not part of `make test`: a few minutes; installs nutcracker itself when it can (root + apt).
 bench-crowd: ensure-redis build
 	bench/crowd.sh
+
+# Not part of `make test`: about a minute (bench/connect_burst.sh; python3 and ss).
+bench-connect-burst: ensure-redis build
+	bench/connect_burst.sh
 
 # Re-take docs/img/status-page.png (a local cluster, traffic, one replica killed).
 status-screenshot: ensure-redis ensure-browser

@@ -2,6 +2,7 @@
 //! on shutdown.
 
 mod accept;
+mod bind;
 mod fd_limit;
 mod reload;
 
@@ -43,22 +44,18 @@ impl Listeners {
     /// Binds everything the config asks for.
     pub async fn bind(config: &Config) -> anyhow::Result<Listeners> {
         let mut listeners = Listeners::default();
+        // Every client listener gets the same listen queue (`client.accept_backlog`).
+        let backlog = bind::effective_backlog(config.client.accept_backlog);
         if let Some(addr) = &config.listen {
-            let tcp = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr} (`listen`)"))?;
-            listeners.tcp = Some(tcp);
+            listeners.tcp = Some(bind::tcp(addr, backlog, "listen")?);
         }
         if let Some(path) = &config.unix {
-            listeners.unix = Some(bind_unix(path, &config.unix_permissions)?);
+            listeners.unix = Some(bind_unix(path, &config.unix_permissions, backlog)?);
         }
         if let Some(addr) = &config.tls.listen {
-            let tls = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr} (`tls.listen`)"))?;
-            listeners.tls = Some(tls);
+            listeners.tls = Some(bind::tcp(addr, backlog, "tls.listen")?);
         }
-        if let Some(addr) = &config.admin {
+        if let Some(addr) = &config.admin.listen {
             let admin = TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr} (`admin`)"))?;
@@ -69,7 +66,7 @@ impl Listeners {
 }
 
 /// Replaces a stale socket file from an earlier run, then applies `permissions` (octal).
-fn bind_unix(path: &Path, permissions: &str) -> anyhow::Result<UnixListener> {
+fn bind_unix(path: &Path, permissions: &str, backlog: u32) -> anyhow::Result<UnixListener> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
         anyhow::ensure!(
@@ -80,8 +77,7 @@ fn bind_unix(path: &Path, permissions: &str) -> anyhow::Result<UnixListener> {
         std::fs::remove_file(path)
             .with_context(|| format!("cannot remove stale socket {}", path.display()))?;
     }
-    let listener = UnixListener::bind(path)
-        .with_context(|| format!("cannot listen on {} (`unix`)", path.display()))?;
+    let listener = bind::unix(path, backlog)?;
     let mode = u32::from_str_radix(permissions, 8).context("`unix_permissions` is not octal")?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("cannot set permissions {permissions} on {}", path.display()))?;
@@ -313,12 +309,14 @@ pub async fn run(
         metrics: metrics.clone(),
         shown: shown.clone(),
         current: current.clone(),
+        secrets: config.secret_digests()?,
     };
     if let Some(hangup) = hangup {
         tokio::spawn(reload::on_sighup(hangup, parts, source, stop_rx.clone()));
     }
     if let Some(admin) = listeners.admin {
-        tracing::info!(addr = %admin.local_addr()?, "admin listening");
+        let token = config.admin.token_digest().map_err(anyhow::Error::msg)?;
+        warn_if_open(admin.local_addr()?, token.is_some());
         let state = AdminState {
             cluster: catch_all.clone(),
             backends: backend_states,
@@ -326,6 +324,7 @@ pub async fn run(
             metrics: metrics.clone(),
             config: shown,
             sampler: Default::default(),
+            token,
         };
         tokio::spawn(crate::admin::serve(admin, state, stop_rx.clone()));
     }
@@ -363,6 +362,19 @@ pub(crate) fn reads_replicas(config: &Config) -> bool {
             .routes
             .iter()
             .any(|r| r.read_policy.is_some_and(|p| p.uses_replicas()))
+}
+
+/// Logs the admin address; warns when anyone beyond this host may read the admin API.
+fn warn_if_open(addr: std::net::SocketAddr, token: bool) {
+    tracing::info!(addr = %addr, token, "admin listening");
+    if !token && !addr.ip().is_loopback() {
+        tracing::warn!(
+            addr = %addr,
+            "the admin API listens beyond loopback without a token: whoever reaches it reads \
+             metrics, topology, client addresses and the config; set `admin.token` \
+             (--admin-token, REDCAR_ADMIN_TOKEN) or bind `admin` to 127.0.0.1"
+        );
+    }
 }
 
 /// A listener's cluster facade, logged when it is on.

@@ -136,8 +136,12 @@ async fn shutdown_signal() {
 
 fn init_logging(config: &Config) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)?;
+    // Colours only on a terminal: a log file or journald gets plain `key=value` text that
+    // grep and log shippers read as it is.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if config.log_format == "json" {
         builder.json().init();

@@ -12,13 +12,19 @@
 //! - `GET /clients`: connected clients (JSON);
 //! - `GET /slowlog`: the slow log, newest first (JSON);
 //! - `GET /config`: the effective configuration (JSON; secrets redacted).
+//!
+//! With `admin.token` set, every endpoint except `/healthz` and `/readyz` needs
+//! `Authorization: Bearer <token>` (`access`).
 
+mod access;
+mod config;
 mod departed;
 mod page;
 mod sampler;
 mod status;
 mod topology;
 
+pub use config::AdminConfig;
 pub use sampler::Sampler;
 
 use std::sync::Arc;
@@ -31,6 +37,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cluster::ClusterState;
+use crate::config::secret::PasswordDigest;
 use crate::downstream::Downstream;
 use crate::metrics::Metrics;
 
@@ -49,6 +56,9 @@ pub struct AdminState {
     pub config: Arc<arc_swap::ArcSwap<serde_json::Value>>,
     /// Recent counter samples, for the status page's rates (filled by a task `serve` starts).
     pub sampler: Arc<Sampler>,
+    /// `admin.token`'s digest: when set, every endpoint but `/healthz` and `/readyz` needs it.
+    /// Read at start-up only (restart to change it).
+    pub token: Option<PasswordDigest>,
 }
 
 /// Serves the admin API on `listener` until `shutdown` fires.
@@ -58,18 +68,27 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
         state.metrics.clone(),
         shutdown.clone(),
     ));
-    let app = axum::Router::new()
+    let token = state.token;
+    let protected = axum::Router::new()
         .route("/", get(page::index))
         .route("/status.css", get(page::css))
         .route("/status.js", get(page::js))
         .route("/status.json", get(status::status))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/topology", get(topology::topology))
         .route("/clients", get(clients))
         .route("/slowlog", get(slowlog))
-        .route("/config", get(config))
+        .route("/config", get(config));
+    let protected = match token {
+        Some(token) => {
+            protected.route_layer(axum::middleware::from_fn_with_state(token, access::require))
+        }
+        None => protected,
+    };
+    // Added after the layer: probes (kubelet, load balancers) never need the token.
+    let app = protected
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
         .with_state(Arc::new(state));
     let stop = async move {
         let _ = shutdown.changed().await;

@@ -15,11 +15,15 @@ use tokio::sync::watch;
 use crate::auth::Users;
 use crate::backends::{Backends, Context};
 use crate::cluster::ClusterState;
+use crate::config::secrets::SecretDigests;
 use crate::config::{Config, ConfigError};
 use crate::downstream::Downstream;
 use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::upstream::Upstreams;
+
+#[path = "reload_secrets.rs"]
+mod secrets;
 
 /// Loads the config the way start-up did (file, then the same flags, then validation).
 pub type ConfigSource = Arc<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
@@ -41,6 +45,9 @@ pub(super) struct Reloadable {
     pub shown: Arc<ArcSwap<Value>>,
     /// The config in effect; `drain_timeout` is read from it at shutdown.
     pub current: Arc<ArcSwap<Config>>,
+    /// Digests of the secrets in effect (read at start-up, then by each reload), so a reload
+    /// can name a secret whose file or variable changed.
+    pub secrets: SecretDigests,
 }
 
 /// Takes over SIGHUP (whose default action ends the process). Called before anything is
@@ -88,16 +95,22 @@ impl Reloadable {
     /// Applies a loaded, validated config; logs what changed and what needs a restart.
     fn apply(&mut self, loaded: Config) -> Result<(), ConfigError> {
         let running = self.current.load_full();
-        let (config, restart) = effective(&running, loaded);
+        // What the file's secrets read now, before restart-only ones get their running values.
+        let read = loaded.secret_digests()?;
+        let (config, mut restart) = effective(&running, loaded);
         // Resolved again here (password files and variables), as start-up does.
         let users = Users::from_config(&config.auth).map_err(ConfigError)?;
+        let secrets = secrets::compare(&self.secrets, read, &running, &config);
+        secrets::merge(&mut restart, &secrets.restart);
         for key in &restart {
             tracing::warn!(
                 key = %key,
                 "config reload: `{key}` changed in the file but needs a restart; the running value stays"
             );
         }
-        let changed = changed_keys(&running, &config);
+        let mut changed = changed_keys(&running, &config);
+        secrets::merge(&mut changed, &secrets.live);
+        self.secrets = secrets.running;
         self.router.reconfigure(config.router.clone());
         self.downstream
             .reconfigure(config.client.clone(), Arc::new(users));
@@ -151,6 +164,8 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(sentinel);
     // The budget's gauges and limit are shared by every session from the start.
     keep!(client.max_buffered_bytes_total);
+    // The listen queue is set when the listeners are bound.
+    keep!(client.accept_backlog);
     // Node connections are built once (count, handshake, buffers); only outlier detection is
     // shared settings that every node reads when it needs them.
     let outlier = std::mem::replace(
@@ -182,17 +197,10 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     (config, restart)
 }
 
-/// Dotted keys whose values differ between two configs (for the log).
+/// Dotted keys whose values differ between two configs (for the log). Secrets serialize
+/// redacted: `reload_secrets` names those that changed, by what they read.
 fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
-    let mut keys = changed_paths(old, new, "");
-    // Secrets serialize redacted: a changed password shows up only through `PartialEq`.
-    if old.auth != new.auth && !keys.iter().any(|k| k.starts_with("auth")) {
-        keys.push("auth (a password)".to_string());
-    }
-    if old.upstream != new.upstream && !keys.iter().any(|k| k.starts_with("upstream")) {
-        keys.push("upstream (a password)".to_string());
-    }
-    keys
+    changed_paths(old, new, "")
 }
 
 /// Leaf paths under `prefix` where the serialized values differ; `prefix` itself when the

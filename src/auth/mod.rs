@@ -24,6 +24,8 @@ pub struct AuthConfig {
     pub requirepass: Option<Secret>,
     /// Named users (`AUTH <user> <password>`).
     pub users: Vec<UserConfig>,
+    /// Failed authentications one connection may make before redcar closes it; 0: no limit.
+    pub max_failures: u32,
 }
 
 /// One entry of `auth.users`.
@@ -151,6 +153,8 @@ pub struct Users {
     named: HashMap<String, Arc<User>>,
     /// What clients are before they authenticate; `None` when authentication is required.
     anonymous: Option<Arc<User>>,
+    /// `auth.max_failures` (0: no limit).
+    max_failures: u32,
 }
 
 pub const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
@@ -163,7 +167,13 @@ impl Users {
             default: None,
             named: HashMap::new(),
             anonymous: Some(Arc::new(unrestricted("default", None))),
+            max_failures: 0,
         }
+    }
+
+    /// `auth.max_failures`: failed logins after which a connection is closed (0: never).
+    pub fn max_failures(&self) -> u32 {
+        self.max_failures
     }
 
     /// Resolves the config (reads files and environment variables); errors name the key.
@@ -175,6 +185,7 @@ impl Users {
             default: None,
             named: HashMap::new(),
             anonymous: None,
+            max_failures: config.max_failures,
         };
         if let Some(secret) = &config.requirepass {
             let digest = secret.resolve("auth.requirepass")?;

@@ -41,6 +41,7 @@ fn without_configuration_everyone_is_the_unrestricted_default_user() {
 #[test]
 fn requirepass_and_named_users_log_in_with_their_own_passwords() {
     let config = AuthConfig {
+        max_failures: 0,
         requirepass: Some(Secret::Plain("s3cret".into())),
         users: vec![user("app", false, &[], &[])],
     };
@@ -68,6 +69,7 @@ fn requirepass_and_named_users_log_in_with_their_own_passwords() {
 #[test]
 fn only_named_users_means_plain_auth_is_refused() {
     let u = users(AuthConfig {
+        max_failures: 0,
         requirepass: None,
         users: vec![user("app", false, &[], &[])],
     });
@@ -81,6 +83,7 @@ fn only_named_users_means_plain_auth_is_refused() {
 #[test]
 fn read_only_users_may_read_but_not_write() {
     let u = users(AuthConfig {
+        max_failures: 0,
         requirepass: None,
         users: vec![user("reader", true, &[], &[])],
     });
@@ -106,6 +109,7 @@ fn read_only_users_may_read_but_not_write() {
 #[test]
 fn allow_and_deny_lists_match_commands_subcommands_and_categories() {
     let u = users(AuthConfig {
+        max_failures: 0,
         requirepass: None,
         users: vec![
             user("ops", false, &[], &["@admin", "@dangerous", "flushall"]),
@@ -135,6 +139,7 @@ fn bad_auth_configs_are_refused_naming_the_key() {
     let cases = [
         (
             AuthConfig {
+                max_failures: 0,
                 requirepass: Some(Secret::Plain("x".into())),
                 users: vec![user("default", false, &[], &[])],
             },
@@ -142,6 +147,7 @@ fn bad_auth_configs_are_refused_naming_the_key() {
         ),
         (
             AuthConfig {
+                max_failures: 0,
                 requirepass: None,
                 users: vec![user("a", false, &[], &[]), user("a", false, &[], &[])],
             },
@@ -149,6 +155,7 @@ fn bad_auth_configs_are_refused_naming_the_key() {
         ),
         (
             AuthConfig {
+                max_failures: 0,
                 requirepass: None,
                 users: vec![user("a", false, &["@nosuch"], &[])],
             },
@@ -156,6 +163,7 @@ fn bad_auth_configs_are_refused_naming_the_key() {
         ),
         (
             AuthConfig {
+                max_failures: 0,
                 requirepass: None,
                 users: vec![user("a b", false, &[], &[])],
             },
@@ -181,6 +189,7 @@ fn commands_allowed_before_auth_are_redis_own() {
 #[test]
 fn a_reload_keeps_a_login_only_while_the_user_and_its_password_stay() {
     let before = users(AuthConfig {
+        max_failures: 0,
         requirepass: Some(Secret::Plain("old".into())),
         users: vec![user("alice", false, &[], &[]), user("bob", false, &[], &[])],
     });
@@ -191,6 +200,7 @@ fn a_reload_keeps_a_login_only_while_the_user_and_its_password_stay() {
     bob_changed.password = Secret::Plain("new".into());
     // alice is now read-only: she stays logged in with the new rules.
     let after = users(AuthConfig {
+        max_failures: 0,
         requirepass: Some(Secret::Plain("new".into())),
         users: vec![user("alice", true, &[], &[]), bob_changed],
     });
@@ -200,6 +210,7 @@ fn a_reload_keeps_a_login_only_while_the_user_and_its_password_stay() {
     assert!(after.renewed(&default).is_none(), "requirepass changed");
     // Gone entirely.
     let without_alice = users(AuthConfig {
+        max_failures: 0,
         requirepass: Some(Secret::Plain("old".into())),
         users: vec![],
     });

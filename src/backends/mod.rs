@@ -170,12 +170,14 @@ fn start(name: &str, config: &BackendConfig, context: &Context) -> Backend {
             // A fixed map: nothing to follow, so nothing to stop.
             let state = Arc::new(ClusterState::with_config(&context.cluster));
             let source: Arc<str> = Arc::from(standalone.primary.as_str());
-            state.adopt(Topology::single_shard(
+            let topology = Topology::single_shard(
                 &standalone.primary,
                 &standalone.replicas,
                 &context.upstreams,
                 source,
-            ));
+            );
+            topology.assign_standby(context.upstreams.reads_replicas());
+            state.adopt(topology);
             state
         }
         BackendConfig::Sentinel(sentinel) => {

@@ -103,12 +103,29 @@ impl Refresher {
         false
     }
 
-    /// The current map's nodes in random order (spreading the load), then the seeds.
+    /// The current map's nodes in random order (spreading the load), then the seeds. When no
+    /// read policy reads replicas, the primaries come first (in random order): their pooled
+    /// connections are open anyway, and a replica is asked only if none answers, so no
+    /// connection is opened to a node on standby just to refresh.
     fn candidates(&self, current: Option<&Topology>) -> Vec<String> {
-        let mut candidates: Vec<String> = current
-            .map(|t| t.addrs().map(|a| a.to_string()).collect())
-            .unwrap_or_default();
+        let all = self.upstreams.reads_replicas();
+        let (mut candidates, mut replicas): (Vec<String>, Vec<String>) = match current {
+            Some(t) if !all => (
+                t.shards()
+                    .iter()
+                    .map(|s| s.primary.addr().to_string())
+                    .collect(),
+                t.shards()
+                    .iter()
+                    .flat_map(|s| s.replicas.iter().map(|r| r.addr().to_string()))
+                    .collect(),
+            ),
+            Some(t) => (t.addrs().map(|a| a.to_string()).collect(), Vec::new()),
+            None => Default::default(),
+        };
         candidates.shuffle(&mut rand::rng());
+        replicas.shuffle(&mut rand::rng());
+        candidates.append(&mut replicas);
         for seed in &self.state.config().seeds {
             if !candidates.contains(seed) {
                 candidates.push(seed.clone());
@@ -248,7 +265,6 @@ impl Refresher {
     fn publish(&self, previous: Option<&Topology>, topology: Topology) {
         let summary = topology.summary();
         if previous.is_none_or(|p| p.summary() != summary) {
-            tracing::info!(source = topology.source(), slots = %summary, "adopted new slot map");
             let nodes: Vec<&str> = topology.addrs().map(|a| a.as_ref()).collect();
             let detail = match previous {
                 None => describe_first(&topology, &nodes),
@@ -257,16 +273,30 @@ impl Refresher {
                     describe_change(p, &before, &topology, &nodes)
                 }
             };
+            // What changed, in one readable line; the whole map (a line per range: ~19 KB for a
+            // fragmented 16+16 cluster) only at debug, and always on /topology.
+            tracing::info!(
+                source = topology.source(),
+                ranges = topology.ranges().len(),
+                shards = topology.shards().len(),
+                change = %detail,
+                "adopted new slot map"
+            );
+            tracing::debug!(source = topology.source(), slots = %summary, "the adopted slot map");
             let events = &self.metrics.events;
             events.push(EventKind::TopologyAdopted, topology.source(), detail);
         }
         let config = self.state.config();
         let seeds = &config.seeds;
         let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
-        self.upstreams.retain(|addr| {
-            keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr)
-        });
+        topology.assign_standby(self.upstreams.reads_replicas());
+        // Adopted first, so a node only the old map had is free and forgotten now.
         self.state.adopt(topology);
+        let in_previous = |addr: &str| previous.is_some_and(|p| p.addrs().any(|a| &**a == addr));
+        self.upstreams.retain(
+            |addr| keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr),
+            |addr| usize::from(in_previous(addr)),
+        );
     }
 
     /// Counts a map not adopted and records it in the event log.

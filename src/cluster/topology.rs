@@ -98,6 +98,19 @@ impl Topology {
         }
     }
 
+    /// Tells each node of the map, once it is adopted, whether it has anything to serve:
+    /// primaries do, replicas only when `reads_replicas`. A node with nothing to serve (a
+    /// replica under `read_policy: primary`, a primary demoted by a failover) is put on standby:
+    /// its pooled connections close within a second of their last command.
+    pub fn assign_standby(&self, reads_replicas: bool) {
+        for shard in &self.shards {
+            shard.primary.set_standby(false);
+            for replica in &shard.replicas {
+                replica.set_standby(!reads_replicas);
+            }
+        }
+    }
+
     /// True when the shards' epochs were read from `CLUSTER NODES`.
     pub fn has_epochs(&self) -> bool {
         self.has_epochs

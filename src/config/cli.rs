@@ -55,6 +55,16 @@ pub struct Cli {
     /// HTTP admin address serving /healthz and /readyz.
     #[arg(long, env = "REDCAR_ADMIN", value_name = "ADDR")]
     pub admin: Option<String>,
+    /// Bearer token the admin API requires on every endpoint but /healthz and /readyz
+    /// (`admin.token`). Prefer the environment variable or `{file: ...}` in the config: a
+    /// flag's value is visible in the process list.
+    #[arg(
+        long,
+        env = "REDCAR_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, env = "REDCAR_LOG_LEVEL", value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -121,7 +131,8 @@ pub enum ConfigCommand {
 /// Flags of `redcar config convert-envoy`.
 #[derive(Debug, Args)]
 pub struct ConvertEnvoyArgs {
-    /// Envoy YAML (a bootstrap with static_resources); `-` reads stdin.
+    /// An Envoy bootstrap (static_resources), Istio EnvoyFilter manifests (YAML, one or more
+    /// documents) or an Envoy admin config_dump (JSON); `-` reads stdin.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// The listener to convert when several have a redis_proxy filter.
@@ -233,7 +244,10 @@ impl Cli {
         );
         set(&mut config.unix, self.unix.clone().map(Some));
         set(&mut config.unix_permissions, self.unix_permissions.clone());
-        set(&mut config.admin, self.admin.clone().map(Some));
+        set(&mut config.admin.listen, self.admin.clone().map(Some));
+        if let Some(token) = &self.admin_token {
+            config.admin.token = Some(crate::auth::Secret::Plain(token.clone()));
+        }
         set(&mut config.log_level, self.log_level.clone());
         set(&mut config.log_format, self.log_format.clone());
         set(&mut config.workers, self.workers);

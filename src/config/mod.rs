@@ -11,6 +11,7 @@ mod validate_routes;
 pub mod envoy;
 pub mod pem;
 pub mod secret;
+pub mod secrets;
 pub mod units;
 
 pub use cli::{Cli, Command, ConfigCommand};
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::admin::AdminConfig;
 use crate::auth::AuthConfig;
 use crate::backends::{BackendConfig, RouteConfig, DEFAULT_BACKEND};
 use crate::cluster::ClusterConfig;
@@ -43,8 +45,8 @@ pub struct Config {
     pub unix: Option<PathBuf>,
     /// Octal permission bits applied to the Unix socket file.
     pub unix_permissions: String,
-    /// HTTP admin address (`/healthz`, `/readyz`); off when absent.
-    pub admin: Option<String>,
+    /// HTTP admin API: its address (off when absent) and optional bearer token.
+    pub admin: AdminConfig,
     /// Runtime worker threads; 0 means one per available core.
     pub workers: usize,
     /// `shared` (one multi-thread runtime, node connections shared by its workers), `per-core`
@@ -89,7 +91,7 @@ impl Default for Config {
             cluster_facade: FacadeConfig::default(),
             unix: None,
             unix_permissions: "660".to_string(),
-            admin: None,
+            admin: AdminConfig::default(),
             workers: 0,
             threading: crate::workers::Threading::Auto,
             log_level: "info".to_string(),

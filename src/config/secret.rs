@@ -4,13 +4,14 @@
 
 use std::fmt;
 
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
 /// How a password is given (YAML): `password: s3cret`, `password: {sha256: <64 hex>}`,
 /// `password: {file: /run/secrets/redis}` (trailing newline ignored) or `password: {env: NAME}`.
-#[derive(Clone, Deserialize, PartialEq, Eq)]
-#[serde(untagged)]
+/// A mapping has exactly one of those keys; anything else is refused (see [`Deserialize`]).
+#[derive(Clone, PartialEq, Eq)]
 pub enum Secret {
     Plain(String),
     Sha256 { sha256: String },
@@ -32,6 +33,66 @@ impl fmt::Debug for Secret {
 }
 
 const REDACTED: &str = "(redacted)";
+
+/// The accepted forms, quoted in every parse error (serde_yaml prefixes the key's path).
+const FORMS: &str = "a string, {file: PATH}, {env: NAME} or {sha256: HEX}";
+
+/// Strict, unlike `#[serde(untagged)]`: an unknown key (`fiel`, `extra`) or two forms at once
+/// (`{file: F, env: E}`) are errors that say what is wrong and what is accepted.
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SecretVisitor)
+    }
+}
+
+struct SecretVisitor;
+
+impl<'de> Visitor<'de> for SecretVisitor {
+    type Value = Secret;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a secret: {FORMS} (quote a password YAML would read as a number)"
+        )
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Secret, E> {
+        Ok(Secret::Plain(text.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, text: String) -> Result<Secret, E> {
+        Ok(Secret::Plain(text))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Secret, A::Error> {
+        let mut found: Option<(String, Secret)> = None;
+        while let Some(key) = map.next_key::<String>()? {
+            let value: String = map.next_value()?;
+            let secret = match key.as_str() {
+                "file" => Secret::File { file: value },
+                "env" => Secret::Env { env: value },
+                "sha256" => Secret::Sha256 { sha256: value },
+                _ => {
+                    return Err(de::Error::custom(format!(
+                        "unknown key `{key}` in a secret: expected {FORMS}"
+                    )))
+                }
+            };
+            if let Some((first, _)) = &found {
+                return Err(de::Error::custom(format!(
+                    "`{first}` and `{key}` are exclusive: a secret is {FORMS}"
+                )));
+            }
+            found = Some((key, secret));
+        }
+        found.map(|(_, secret)| secret).ok_or_else(|| {
+            de::Error::custom(format!(
+                "an empty mapping is not a secret: expected {FORMS}"
+            ))
+        })
+    }
+}
 
 /// The SHA-256 of a password.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -199,6 +260,50 @@ mod tests {
             file: path.to_string_lossy().into_owned(),
         };
         assert_eq!(file.reveal("k"), Ok("from-file".to_string()));
+    }
+
+    /// `password: <yaml>` parsed alone: the Secret, or serde_yaml's message.
+    fn parse(yaml: &str) -> Result<Secret, String> {
+        #[derive(Deserialize)]
+        struct Holder {
+            password: Secret,
+        }
+        serde_yaml::from_str::<Holder>(&format!("password: {yaml}\n"))
+            .map(|h| h.password)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_form_parses() {
+        assert!(parse("s3cret") == Ok(Secret::Plain("s3cret".into())));
+        assert!(
+            parse("{file: /run/pw}")
+                == Ok(Secret::File {
+                    file: "/run/pw".into()
+                })
+        );
+        assert!(parse("{env: PW}") == Ok(Secret::Env { env: "PW".into() }));
+        let hex = "ab".repeat(32);
+        assert!(parse(&format!("{{sha256: {hex}}}")) == Ok(Secret::Sha256 { sha256: hex }));
+    }
+
+    #[test]
+    fn unknown_keys_and_two_forms_are_refused_with_the_accepted_forms() {
+        let extra = parse("{file: /run/pw, extra: x}").expect_err("extra key");
+        assert!(extra.starts_with("password: "), "{extra}");
+        assert!(extra.contains("unknown key `extra`"), "{extra}");
+        assert!(extra.contains("{file: PATH}, {env: NAME}"), "{extra}");
+        let typo = parse("{fiel: /run/pw}").expect_err("typo");
+        assert!(typo.contains("unknown key `fiel`"), "{typo}");
+        assert!(!typo.contains("untagged"), "{typo}");
+        let both = parse("{file: /run/pw, env: PW}").expect_err("two forms");
+        assert!(both.contains("`file` and `env` are exclusive"), "{both}");
+        let empty = parse("{}").expect_err("empty mapping");
+        assert!(empty.contains("empty mapping"), "{empty}");
+        let list = parse("[a, b]").expect_err("a list");
+        assert!(list.contains("a string, {file: PATH}"), "{list}");
+        let number = parse("12345").expect_err("a number");
+        assert!(number.contains("quote a password"), "{number}");
     }
 
     #[test]

@@ -382,3 +382,48 @@ fn sentinel_from_the_file_is_checked_by_key() {
     let neither = error_of(base);
     assert!(neither.contains("--sentinel"), "{neither}");
 }
+
+#[test]
+fn keepalive_interval_and_probes_default_to_today_and_are_checked() {
+    let config = Config::from_yaml(MINIMAL).expect("parses");
+    assert_eq!(
+        config.upstream.keepalive_interval(),
+        Duration::from_secs(10)
+    );
+    assert_eq!(config.upstream.tcp_keepalive_probes, None);
+    let short = Config::from_yaml(&format!("{MINIMAL}upstream: {{tcp_keepalive: 4s}}\n"));
+    let short = short.expect("parses").upstream.keepalive_interval();
+    assert_eq!(
+        short,
+        Duration::from_secs(4),
+        "never longer than the idle time"
+    );
+    let set = "upstream: {tcp_keepalive_interval: 30s, tcp_keepalive_probes: 3}\n";
+    let config = Config::from_yaml(&format!("{MINIMAL}{set}")).expect("parses");
+    config.validate().expect("valid");
+    assert_eq!(
+        config.upstream.keepalive_interval(),
+        Duration::from_secs(30)
+    );
+    assert_eq!(config.upstream.tcp_keepalive_probes, Some(3));
+    for (bad, key) in [
+        (
+            "tcp_keepalive_interval: 0s",
+            "upstream.tcp_keepalive_interval",
+        ),
+        (
+            "tcp_keepalive_interval: 500ms",
+            "upstream.tcp_keepalive_interval",
+        ),
+        ("tcp_keepalive_probes: 0", "upstream.tcp_keepalive_probes"),
+        ("tcp_keepalive_probes: 128", "upstream.tcp_keepalive_probes"),
+        ("tcp_keepalive: 500ms", "upstream.tcp_keepalive"),
+    ] {
+        let message = error_of(&format!("{MINIMAL}upstream: {{{bad}}}\n"));
+        assert!(message.contains(&format!("`{key}`")), "{bad}: {message}");
+    }
+    // Off: the probe settings do not matter.
+    let off = "upstream: {tcp_keepalive: 0s, tcp_keepalive_interval: 0s}\n";
+    let config = Config::from_yaml(&format!("{MINIMAL}{off}")).expect("parses");
+    config.validate().expect("keepalive off");
+}

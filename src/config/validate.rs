@@ -5,6 +5,10 @@ use std::time::Duration;
 
 use super::{Config, ConfigError};
 
+/// Linux's limits on TCP keepalive (`MAX_TCP_KEEPIDLE`/`KEEPINTVL`, `MAX_TCP_KEEPCNT`).
+pub(super) const MAX_KEEPALIVE_SECONDS: Duration = Duration::from_secs(32767);
+pub(super) const MAX_KEEPALIVE_PROBES: u32 = 127;
+
 /// Longest write-coalescing window accepted (`upstream.flush_interval`).
 const MAX_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -17,6 +21,7 @@ impl Config {
         self.validate_limits()?;
         self.validate_logging()?;
         self.validate_resilience()?;
+        self.validate_keepalive()?;
         // Reads the upstream password now, so a missing secret stops start-up.
         self.upstream.credentials().map_err(ConfigError)?;
         // Reads the CA, certificate and key now, so a bad file stops start-up.
@@ -53,7 +58,7 @@ impl Config {
         if let Some(listen) = &self.listen {
             socket_addr("listen", listen)?;
         }
-        if let Some(admin) = &self.admin {
+        if let Some(admin) = &self.admin.listen {
             let admin_addr = socket_addr("admin", admin)?;
             if let Some(listen) = &self.listen {
                 if socket_addr("listen", listen)? == admin_addr {
@@ -63,6 +68,8 @@ impl Config {
                 }
             }
         }
+        // Reads the admin token now, so a missing secret stops start-up.
+        self.admin.check().map_err(ConfigError)?;
         self.cluster_facade
             .check("cluster_facade", ("listen", self.listen.is_some()))
             .map_err(ConfigError)?;
@@ -167,6 +174,12 @@ impl Config {
             1,
             1_000_000,
         )?;
+        within(
+            "client.accept_backlog",
+            client.accept_backlog as usize,
+            1,
+            65_535,
+        )?;
         within("client.max_args", client.max_args, 1, 1 << 30)?;
         within("client.max_bulk_len", client.max_bulk_len, 1, 1 << 32)?;
         within("client.max_inline_len", client.max_inline_len, 16, 1 << 30)?;
@@ -238,6 +251,35 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Values Linux takes for TCP keepalive: whole seconds from 1 to 32767 and 1 to 127 probes.
+    /// Anything else makes the socket option, and with it every node connect, fail.
+    fn validate_keepalive(&self) -> Result<(), ConfigError> {
+        let up = &self.upstream;
+        if up.tcp_keepalive.is_zero() {
+            return Ok(());
+        }
+        let seconds = |key: &str, value: Duration| {
+            if (Duration::from_secs(1)..=MAX_KEEPALIVE_SECONDS).contains(&value) {
+                return Ok(());
+            }
+            fail(format!(
+                "`{key}` is {value:?}: expected 1s to 32767s while `upstream.tcp_keepalive` is on \
+                 (`upstream.tcp_keepalive: 0s` turns keepalive off)"
+            ))
+        };
+        seconds("upstream.tcp_keepalive", up.tcp_keepalive)?;
+        if let Some(interval) = up.tcp_keepalive_interval {
+            seconds("upstream.tcp_keepalive_interval", interval)?;
+        }
+        match up.tcp_keepalive_probes {
+            Some(probes) if !(1..=MAX_KEEPALIVE_PROBES).contains(&probes) => fail(format!(
+                "`upstream.tcp_keepalive_probes` is {probes}: expected 1 to \
+                 {MAX_KEEPALIVE_PROBES} (Linux refuses more), or leave it unset for the OS default"
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn validate_logging(&self) -> Result<(), ConfigError> {

@@ -53,7 +53,13 @@ pub struct ClientConfig {
     /// clients (at a safe point) so they reconnect, possibly to another instance. The exact rule
     /// is in docs/configuration.md.
     pub close_idle_when_slow: bool,
+    /// The listen queue of every client listener (TCP, TLS, Unix): connections the kernel holds
+    /// completed until redcar accepts them. Capped by `net.core.somaxconn`. Restart-only.
+    pub accept_backlog: u32,
 }
+
+/// `client.accept_backlog` by default (bench/RESULTS-connect-burst.md).
+pub const DEFAULT_ACCEPT_BACKLOG: u32 = 4096;
 
 impl Default for ClientConfig {
     fn default() -> Self {
@@ -70,6 +76,7 @@ impl Default for ClientConfig {
             max_connections: 10_000,
             max_age: Duration::ZERO,
             close_idle_when_slow: false,
+            accept_backlog: DEFAULT_ACCEPT_BACKLOG,
         }
     }
 }
@@ -83,5 +90,31 @@ impl ClientConfig {
             max_inline_len: self.max_inline_len,
             ..Limits::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    const MINIMAL: &str = "listen: 127.0.0.1:6380\ncluster:\n  seeds: [127.0.0.1:7000]\n";
+
+    #[test]
+    fn accept_backlog_defaults_to_4096_and_0_is_refused_by_name() {
+        let config = Config::from_yaml(MINIMAL).expect("parses");
+        assert_eq!(config.client.accept_backlog, super::DEFAULT_ACCEPT_BACKLOG);
+        assert_eq!(super::DEFAULT_ACCEPT_BACKLOG, 4096);
+        let check = |value: &str| {
+            let yaml = format!("{MINIMAL}client:\n  accept_backlog: {value}\n");
+            Config::from_yaml(&yaml).expect("parses").validate()
+        };
+        let error = check("0").expect_err("0 refused").to_string();
+        assert_eq!(
+            error,
+            "invalid configuration: `client.accept_backlog` is 0: expected a value from 1 to 65535"
+        );
+        assert!(check("65536").is_err());
+        check("1").expect("1 is valid");
+        check("65535").expect("above somaxconn is valid: capped at start-up");
     }
 }

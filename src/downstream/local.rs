@@ -26,6 +26,10 @@ pub struct ClientState {
     pub cluster_mode: bool,
     /// RESP2 until `HELLO 3`; the RESP version of every reply this client gets.
     pub protocol: Protocol,
+    /// Failed logins on this connection (`auth.max_failures`), and whether the command just
+    /// answered was one (the session logs and counts it, knowing the client's address).
+    failed_logins: u16,
+    failed_now: bool,
     /// MULTI … EXEC and WATCH.
     pub tx: Transaction,
     /// Where this client wrote (for WAIT).
@@ -44,6 +48,8 @@ impl ClientState {
             quit: false,
             cluster_mode: false,
             protocol: Protocol::Resp2,
+            failed_logins: 0,
+            failed_now: false,
             tx: Transaction::default(),
             written: Written::default(),
             user: users.anonymous(),
@@ -111,8 +117,28 @@ impl ClientState {
                 self.user = Some(user);
                 Bytes::from_static(b"+OK\r\n")
             }
-            Err(refusal) => refusal,
+            Err(refusal) => self.failed(refusal),
         }
+    }
+
+    /// Counts a refused login and passes its refusal on.
+    fn failed(&mut self, refusal: Bytes) -> Bytes {
+        self.failed_logins = self.failed_logins.saturating_add(1);
+        self.failed_now = true;
+        refusal
+    }
+
+    /// After each command: `Some(failures so far)` when it was a refused login (once), and
+    /// whether they reached `auth.max_failures`, so the connection must close.
+    pub fn take_failed_login(&mut self) -> Option<(u16, bool)> {
+        if !std::mem::take(&mut self.failed_now) {
+            return None;
+        }
+        let limit = self.users.max_failures();
+        Some((
+            self.failed_logins,
+            limit > 0 && u32::from(self.failed_logins) >= limit,
+        ))
     }
 
     /// The reply to a locally served command (`args[0]` is the command name).
@@ -188,7 +214,7 @@ impl ClientState {
         if let Some((user, password)) = login {
             match self.users.login(Some(user), password) {
                 Ok(user) => self.user = Some(user),
-                Err(refusal) => return refusal,
+                Err(refusal) => return self.failed(refusal),
             }
         }
         if self.user.is_none() {

@@ -20,14 +20,14 @@ use super::drain::DrainSignal;
 use super::local::ClientState;
 use super::pubsub_conn::{Pushed, SubConn, PUSH_QUEUE};
 use super::pubsub_frames::{confirmation, is_message, unsubscribe_word, unsubscribed};
-use crate::cluster::key_slot;
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
 use crate::metrics::Metrics;
-use crate::protocol::{
-    encode_command, parse_request, resp3_null, write_array_len, write_bulk, Limits, Request,
-};
-use crate::router::{classify, redcar_error, Plan, Router, Verdict};
+use crate::protocol::{parse_request, resp3_null, write_array_len, write_bulk, Limits, Request};
+use crate::router::{redcar_error, Plan, Router};
+
+#[path = "pubsub_shards.rs"]
+mod shards;
 
 /// How the client left subscribe mode.
 pub enum Left {
@@ -334,92 +334,6 @@ impl<'r> Mode<'r> {
         }
     }
 
-    /// SSUBSCRIBE: every channel must hash to one slot, as in Redis Cluster.
-    async fn shard_subscribe(
-        &mut self,
-        raw: &Bytes,
-        names: &[Bytes],
-        out: &mut BytesMut,
-    ) -> Option<usize> {
-        let mut slots = names.iter().map(|n| key_slot(n));
-        let slot = slots.next()?;
-        if slots.any(|other| other != slot) {
-            out.extend_from_slice(
-                b"-CROSSSLOT Keys in request don't hash to the same slot (redcar: use a {hash tag} in shard channel names)\r\n",
-            );
-            return None;
-        }
-        let Some(addr) = self.router.primary_for(Some(slot), 0) else {
-            out.extend_from_slice(&redcar_error(format_args!("no node owns slot {slot}")));
-            return None;
-        };
-        match self.shard_conn(&addr).await {
-            Ok(conn) => conn.send(raw.clone()).then_some(names.len()),
-            Err(reply) => {
-                out.extend_from_slice(&reply);
-                None
-            }
-        }
-    }
-
-    /// SUNSUBSCRIBE: each named channel to the node holding it; names not subscribed are
-    /// answered here. Returns the confirmations owed by nodes.
-    fn shard_unsubscribe(&mut self, names: &[Bytes], out: &mut BytesMut) -> usize {
-        let mut by_node: HashMap<Arc<str>, Vec<Bytes>> = HashMap::new();
-        if names.is_empty() {
-            for (name, addr) in &self.shards {
-                by_node.entry(addr.clone()).or_default().push(name.clone());
-            }
-            if by_node.is_empty() && self.orphans.is_empty() {
-                unsubscribed(out, b"sunsubscribe", &[], 0, self.state.protocol);
-            }
-        }
-        for name in names {
-            match self.shards.get(name) {
-                Some(addr) => by_node.entry(addr.clone()).or_default().push(name.clone()),
-                None => {
-                    // Unsubscribing from an orphan needs no node: it is subscribed nowhere.
-                    self.orphans.remove(name);
-                    unsubscribed(
-                        out,
-                        b"sunsubscribe",
-                        std::slice::from_ref(name),
-                        self.shard_count(),
-                        self.state.protocol,
-                    );
-                }
-            }
-        }
-        if names.is_empty() {
-            for name in std::mem::take(&mut self.orphans).into_keys() {
-                unsubscribed(
-                    out,
-                    b"sunsubscribe",
-                    &[name],
-                    self.shard_count(),
-                    self.state.protocol,
-                );
-            }
-        }
-        // One command per channel: a node refuses channels of several slots in one SUNSUBSCRIBE.
-        let mut owed = 0;
-        for (addr, names) in by_node {
-            let Some(conn) = self.shard_conns.get(&addr) else {
-                continue;
-            };
-            for name in names {
-                if conn.send(encode_command([&b"SUNSUBSCRIBE"[..], &name].into_iter())) {
-                    owed += 1;
-                }
-            }
-        }
-        owed
-    }
-
-    fn shard_count(&self) -> usize {
-        self.shards.len() + self.orphans.len()
-    }
-
     async fn global_conn(&mut self) -> Result<&SubConn, Bytes> {
         if self.global.is_none() {
             let addr = self
@@ -433,17 +347,6 @@ impl<'r> Mode<'r> {
             Some((_, conn)) => Ok(conn),
             None => Err(redcar_error("no subscription connection")),
         }
-    }
-
-    async fn shard_conn(&mut self, addr: &Arc<str>) -> Result<&SubConn, Bytes> {
-        if !self.shard_conns.contains_key(addr) {
-            let conn = self.router.lend(addr, self.state.protocol).await?;
-            self.shard_conns
-                .insert(addr.clone(), SubConn::start(conn, self.pushed.clone()));
-        }
-        self.shard_conns
-            .get(addr)
-            .ok_or_else(|| redcar_error("no subscription connection"))
     }
 
     /// One frame from a node: messages pass straight through; confirmations update the
@@ -521,83 +424,7 @@ impl<'r> Mode<'r> {
         Control::Go
     }
 
-    /// Errors and other replies. A redirected SSUBSCRIBE is sent where the node says.
-    fn other(&mut self, frame: Bytes, addr: &Arc<str>, out: &mut BytesMut) -> Control {
-        let redirect = match classify(&frame) {
-            Verdict::Moved(addr) | Verdict::Ask(addr) => Some(addr.to_string()),
-            _ => None,
-        };
-        let shard_subscribe = self
-            .current
-            .as_ref()
-            .filter(|c| c.sub.kind == SubKind::Shard && c.sub.subscribe);
-        if let (Some(target), Some(current)) = (redirect, shard_subscribe) {
-            if self.redirects < 5 && target != **addr {
-                self.redirects += 1;
-                self.router.request_refresh();
-                self.redirect = Some((Arc::from(target.as_str()), current.raw.clone()));
-                return Control::Go;
-            }
-        }
-        out.extend_from_slice(&frame);
-        if frame.starts_with(b"-") {
-            // An error answers the whole command.
-            self.awaiting = 0;
-        } else {
-            self.owe_one();
-        }
-        Control::Go
-    }
-
-    /// Sends a redirected SSUBSCRIBE to the node named by the redirect.
-    async fn follow_redirect(&mut self, out: &mut BytesMut) {
-        let Some((target, raw)) = self.redirect.take() else {
-            return;
-        };
-        let sent = match self.shard_conn(&target).await {
-            Ok(conn) => conn.send(raw),
-            Err(reply) => {
-                out.extend_from_slice(&reply);
-                false
-            }
-        };
-        if !sent {
-            self.awaiting = 0;
-        }
-    }
-
     fn owe_one(&mut self) {
         self.awaiting = self.awaiting.saturating_sub(1);
-    }
-
-    /// True when the client's current command asked to leave shard channel `name`.
-    fn asked_to_leave(&self, name: &Bytes) -> bool {
-        self.current.as_ref().is_some_and(|c| {
-            c.sub.kind == SubKind::Shard
-                && !c.sub.subscribe
-                && (c.names.is_empty() || c.names.contains(name))
-        }) && self.awaiting > 0
-    }
-
-    /// Subscribes orphaned shard channels again once the map names a new owner for their slot.
-    async fn adopt_orphans(&mut self) {
-        let orphans: Vec<(Bytes, Arc<str>)> = self.orphans.drain().collect();
-        for (name, old) in orphans {
-            let owner = self.router.primary_for(Some(key_slot(&name)), 0);
-            let Some(owner) = owner.filter(|owner| *owner != old) else {
-                self.orphans.insert(name, old);
-                continue;
-            };
-            let sent = match self.shard_conn(&owner).await {
-                Ok(conn) => conn.send(encode_command([&b"SSUBSCRIBE"[..], &name].into_iter())),
-                Err(_) => false,
-            };
-            if sent {
-                self.resubscribing.insert(name.clone());
-                self.shards.insert(name, owner);
-            } else {
-                self.orphans.insert(name, old);
-            }
-        }
     }
 }

@@ -151,6 +151,10 @@ pub struct Metrics {
     pub clients_refused: Counter,
     /// Clients closed at a safe point because they reached `client.max_age`.
     pub clients_closed_max_age: Counter,
+    /// Failed `AUTH` / `HELLO … AUTH` attempts, and connections closed after
+    /// `auth.max_failures` of them.
+    pub auth_failures: Counter,
+    pub auth_closed: Counter,
     /// Bytes held in client buffers over all sessions (`client.max_buffered_bytes_total`).
     pub client_buffered: Gauge,
     /// Sessions not reading their client because of that budget, and pauses since start.
@@ -280,6 +284,8 @@ impl Metrics {
             slow_commands: Counter::default(),
             clients_refused: Counter::default(),
             clients_closed_max_age: Counter::default(),
+            auth_failures: Counter::default(),
+            auth_closed: Counter::default(),
             client_buffered: Gauge::default(),
             clients_paused: Gauge::default(),
             client_read_pauses: Counter::default(),
@@ -451,6 +457,16 @@ impl Metrics {
             "clients_closed_max_age",
             "Clients closed at a safe point after client.max_age (load-balancer rebalancing)",
             self.clients_closed_max_age.clone(),
+        );
+        r.register(
+            "auth_failures",
+            "Failed AUTH and HELLO ... AUTH attempts (wrong password or unknown user)",
+            self.auth_failures.clone(),
+        );
+        r.register(
+            "auth_closed",
+            "Client connections closed after auth.max_failures failed attempts",
+            self.auth_closed.clone(),
         );
         r.register(
             "client_buffered_bytes",

@@ -144,9 +144,11 @@ impl Follower {
                 Arc::from(addr),
             );
             let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
-            self.upstreams
-                .retain(|node| keep.iter().any(|k| k.as_ref() == node));
+            topology.assign_standby(self.upstreams.reads_replicas());
+            // Adopted first, so a node only the old view had is free and forgotten now.
             self.state.adopt(topology);
+            self.upstreams
+                .retain(|node| keep.iter().any(|k| k.as_ref() == node), |_| 0);
         }
         self.current = Some(view);
     }

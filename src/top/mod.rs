@@ -38,6 +38,15 @@ pub struct TopArgs {
     /// Admin address of the running redcar (its --admin), e.g. 127.0.0.1:9190.
     #[arg(long, env = "REDCAR_ADMIN", value_name = "ADDR")]
     pub admin: String,
+    /// The admin API's bearer token, when redcar runs with `admin.token`. Prefer the
+    /// environment variable: a flag's value is visible in the process list.
+    #[arg(
+        long,
+        env = "REDCAR_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
     /// Time between scrapes, e.g. 1s, 500ms, 5s.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
@@ -54,6 +63,11 @@ pub enum TopError {
          is redcar running with --admin {addr}?"
     )]
     Unreachable { addr: String, source: ScrapeError },
+    #[error(
+        "redcar top: http://{addr}/metrics answered 401: this redcar's admin API needs its \
+         token (`admin.token`); pass --admin-token TOKEN or set REDCAR_ADMIN_TOKEN"
+    )]
+    Unauthorized { addr: String },
     #[error("redcar top: --interval must be more than 0")]
     ZeroInterval,
     #[error("redcar top: cannot write to the terminal: {0}")]
@@ -100,11 +114,11 @@ pub async fn run_with(args: &TopArgs, out: &mut impl Write, ansi: bool) -> Resul
 
 /// Two scrapes `interval` apart, one plain frame.
 async fn once(args: &TopArgs, out: &mut impl Write) -> Result<(), TopError> {
-    let addr = host_port(&args.admin);
-    let first = scrape(addr).await?;
+    let (addr, token) = (host_port(&args.admin), args.admin_token.as_deref());
+    let first = scrape(addr, token).await?;
     let started = Instant::now();
     tokio::time::sleep(args.interval).await;
-    let second = scrape(addr).await?;
+    let second = scrape(addr, token).await?;
     let frame = Frame::build(addr, &second, Some((&first, started.elapsed())));
     write_frame(out, &frame, false, false)
 }
@@ -116,8 +130,8 @@ async fn live(
     ansi: bool,
     stop: impl Future<Output = ()>,
 ) -> Result<(), TopError> {
-    let addr = host_port(&args.admin);
-    let mut prev = (scrape(addr).await?, Instant::now());
+    let (addr, token) = (host_port(&args.admin), args.admin_token.as_deref());
+    let mut prev = (scrape(addr, token).await?, Instant::now());
     let mut frame = Frame::build(addr, &prev.0, None);
     if ansi {
         out.write_all(HIDE_CURSOR.as_bytes())
@@ -134,7 +148,7 @@ async fn live(
                 _ = &mut stop => return Ok(()),
                 _ = ticks.tick() => tokio::select! {
                     _ = &mut stop => return Ok(()),
-                    scraped = scrape(addr) => scraped,
+                    scraped = scrape(addr, token) => scraped,
                 },
             };
             frame = next_frame(addr, &mut prev, scraped, &frame);
@@ -177,9 +191,12 @@ fn next_frame(
     }
 }
 
-async fn scrape(addr: &str) -> Result<Snapshot, TopError> {
-    match fetch_metrics(addr, SCRAPE_TIMEOUT).await {
+async fn scrape(addr: &str, token: Option<&str>) -> Result<Snapshot, TopError> {
+    match fetch_metrics(addr, token, SCRAPE_TIMEOUT).await {
         Ok(body) => Ok(Snapshot::new(parse_exposition(&body))),
+        Err(ScrapeError::Unauthorized) => Err(TopError::Unauthorized {
+            addr: addr.to_string(),
+        }),
         Err(source) => Err(TopError::Unreachable {
             addr: addr.to_string(),
             source,

@@ -37,6 +37,9 @@ pub enum ScrapeError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Http(String),
+    /// `401`: the admin API wants `admin.token` (none or a wrong one was sent).
+    #[error("the server answered 401 Unauthorized: the admin token is missing or wrong")]
+    Unauthorized,
 }
 
 /// `127.0.0.1:9190`, `http://127.0.0.1:9190/` → `127.0.0.1:9190`.
@@ -46,19 +49,25 @@ pub fn host_port(admin: &str) -> &str {
     admin.split('/').next().unwrap_or(admin)
 }
 
-/// `GET http://{addr}/metrics`, the whole exchange bounded by `limit`; returns the body.
-pub async fn fetch_metrics(addr: &str, limit: Duration) -> Result<String, ScrapeError> {
-    match timeout(limit, get(addr, "/metrics")).await {
+/// `GET http://{addr}/metrics` (with `Authorization: Bearer <token>` when given), the whole
+/// exchange bounded by `limit`; returns the body.
+pub async fn fetch_metrics(
+    addr: &str,
+    token: Option<&str>,
+    limit: Duration,
+) -> Result<String, ScrapeError> {
+    match timeout(limit, get(addr, "/metrics", token)).await {
         Ok(result) => result,
         Err(_) => Err(ScrapeError::Timeout(limit)),
     }
 }
 
-async fn get(addr: &str, path: &str) -> Result<String, ScrapeError> {
+async fn get(addr: &str, path: &str, token: Option<&str>) -> Result<String, ScrapeError> {
     let mut stream = TcpStream::connect(addr).await?;
+    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: redcar-top\r\n\
-         Accept: text/plain\r\nConnection: close\r\n\r\n"
+         Accept: text/plain\r\n{authorization}Connection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await?;
     let mut raw = Vec::with_capacity(64 * 1024);
@@ -90,6 +99,9 @@ pub fn parse_response(raw: &[u8]) -> Result<String, ScrapeError> {
     let status = status_line.split_whitespace().nth(1).unwrap_or_default();
     if !status_line.starts_with("HTTP/") || status.len() != 3 {
         return Err(bad("not an HTTP response"));
+    }
+    if status == "401" {
+        return Err(ScrapeError::Unauthorized);
     }
     if status != "200" {
         return Err(ScrapeError::Http(format!(

@@ -106,6 +106,7 @@ async fn serve(responses: Vec<String>) -> (String, JoinHandle<()>) {
 fn args(admin: &str, interval_ms: u64, once: bool) -> TopArgs {
     TopArgs {
         admin: admin.to_string(),
+        admin_token: None,
         interval: Duration::from_millis(interval_ms),
         once,
     }
@@ -185,6 +186,40 @@ async fn an_http_error_is_reported_with_its_status() {
         err.to_string().contains("`HTTP/1.1 404 Not Found`"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn the_token_is_sent_and_a_401_names_the_option() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let server = tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.expect("accept");
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => request.extend_from_slice(&buf[..n]),
+            }
+        }
+        let refusal = b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n";
+        let _ = conn.write_all(refusal).await;
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    let mut with_token = args(&addr, 100, true);
+    with_token.admin_token = Some("t0ken".into());
+    let err = run_with(&with_token, &mut Vec::new(), false)
+        .await
+        .expect_err("401");
+    let request = server.await.expect("server");
+    assert!(
+        request.contains("\r\nAuthorization: Bearer t0ken\r\n"),
+        "{request}"
+    );
+    let message = err.to_string();
+    assert!(message.contains("answered 401"), "{message}");
+    assert!(message.contains("--admin-token"), "{message}");
+    assert!(!message.contains("t0ken"), "{message}");
 }
 
 #[tokio::test]

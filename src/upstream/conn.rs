@@ -17,6 +17,7 @@ use super::health::Health;
 use super::inbox::{Delivered, Delivery, Shared};
 use super::queue;
 use super::reply_slot::ReplySender;
+use super::standby::{IdleTimer, Standby};
 use super::stream::{FlushOnEmpty, NodeStream};
 use super::{ConnectLimit, UpstreamConfig, UpstreamError, UpstreamTls};
 use crate::metrics::{LocalLatency, NodeMetrics};
@@ -109,6 +110,8 @@ pub(super) struct NodeContext {
     pub handshake: Handshake,
     /// `upstream.tls`: every connection is wrapped in TLS when set.
     pub tls: Option<UpstreamTls>,
+    /// Set while the node serves nothing: idle connections close within a second.
+    pub standby: Arc<Standby>,
 }
 
 impl NodeContext {
@@ -123,6 +126,7 @@ impl NodeContext {
             health: self.health.clone(),
             handshake,
             tls: self.tls.clone(),
+            standby: self.standby.clone(),
         }
     }
 }
@@ -252,9 +256,13 @@ pub(super) async fn connect(
         .set_nodelay(true)
         .map_err(|e| format!("TCP_NODELAY: {e}"))?;
     if !config.tcp_keepalive.is_zero() {
-        let keepalive = TcpKeepalive::new()
+        let mut keepalive = TcpKeepalive::new()
             .with_time(config.tcp_keepalive)
-            .with_interval(config.tcp_keepalive.min(Duration::from_secs(10)));
+            .with_interval(config.keepalive_interval());
+        // Unset leaves the OS's probe count alone.
+        if let Some(probes) = config.tcp_keepalive_probes {
+            keepalive = keepalive.with_retries(probes);
+        }
         SockRef::from(&stream)
             .set_tcp_keepalive(&keepalive)
             .map_err(|e| format!("TCP keepalive: {e}"))?;
@@ -285,6 +293,8 @@ struct Session {
     batching: Batching,
     /// Replies of the read being parsed that go to session inboxes (kept for its capacity).
     for_inboxes: ForInboxes,
+    /// The node's standby flag: shortens how long this connection may stay idle.
+    standby: Arc<Standby>,
 }
 
 impl Session {
@@ -300,6 +310,7 @@ impl Session {
             batch_at: Instant::now(),
             batching: Batching::new(&context.config, context.metrics.in_flight_capped.clone()),
             for_inboxes: Vec::new(),
+            standby: context.standby.clone(),
         }
     }
 
@@ -351,10 +362,10 @@ impl Session {
         let (mut out_grown, mut input_grown) = (false, false);
         let mut open = true;
         self.batch_at = Instant::now();
-        // `upstream.idle_timeout`: unused for that long, the connection is closed; the next
-        // command for it connects again. The timer is re-armed only when it fires (from the
-        // last batch's time), not on every batch.
-        let mut idle = Box::pin(tokio::time::sleep(idle_timeout));
+        // `upstream.idle_timeout` (a second on standby): unused for that long, the connection is
+        // closed; the next command for it connects again. The timer is re-armed only when it
+        // fires (from the last batch's time) or the standby flag changes, not on every batch.
+        let mut idle = IdleTimer::new(&self.standby, idle_timeout);
         let before = self.in_flight.len();
         self.enqueue(first, &mut out);
         self.count_queued(before);
@@ -418,13 +429,9 @@ impl Session {
                 // `upstream.flush_interval`: the batch waited long enough for company.
                 () = self.batching.window(), if self.batching.holding() => self.batching.release(),
                 // Polled only while nothing is in flight: no timer work under load.
-                () = &mut idle, if !idle_timeout.is_zero() && self.in_flight.is_empty() && out.is_empty() => {
-                    let last_used = self.batch_at;
-                    if last_used.elapsed() >= idle_timeout {
-                        tracing::debug!(node = %self.addr, "closing idle node connection");
-                        return Ok(());
-                    }
-                    idle.as_mut().reset(last_used + idle_timeout);
+                () = idle.expired(self.batch_at), if self.in_flight.is_empty() && out.is_empty() => {
+                    tracing::debug!(node = %self.addr, standby = self.standby.is_on(), "closing idle node connection");
+                    return Ok(());
                 }
             }
         }

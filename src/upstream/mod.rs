@@ -20,6 +20,7 @@ mod node;
 mod queue;
 mod registry;
 mod reply_slot;
+mod standby;
 mod stream;
 mod tls;
 
@@ -35,5 +36,6 @@ pub use inbox::{Delivered, Inbox};
 pub use lane::Lane;
 pub use node::{Node, Queued, Reply};
 pub use registry::Upstreams;
+pub use standby::STANDBY_IDLE;
 pub use stream::NodeStream;
 pub use tls::{UpstreamTls, UpstreamTlsConfig};

@@ -12,6 +12,7 @@ use super::health::{Health, HealthMetrics};
 use super::inbox::Inbox;
 use super::queue;
 use super::reply_slot::{self, ReplyReceiver};
+use super::standby::Standby;
 use super::Lane;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
@@ -52,6 +53,8 @@ pub struct Node {
     /// connection `i` lives on worker `i % workers` (see [`connection_for`]).
     workers: usize,
     health: Arc<Health>,
+    /// Set while the current slot map gives the node nothing to serve (see `standby`).
+    standby: Arc<Standby>,
 }
 
 impl Node {
@@ -69,6 +72,7 @@ impl Node {
             },
             settings.ejections.clone(),
         ));
+        let standby = Arc::new(Standby::default());
         let context = Arc::new(NodeContext {
             addr: addr.clone(),
             config: settings.config.clone(),
@@ -78,6 +82,7 @@ impl Node {
             health: health.clone(),
             handshake: settings.handshake.clone(),
             tls: settings.tls.clone(),
+            standby: standby.clone(),
         });
         let resp3 = Box::new(Resp3Spawn {
             context: Arc::new(context.with_handshake(settings.handshake3.clone())),
@@ -94,7 +99,15 @@ impl Node {
             resp3,
             workers: settings.workers.map_or(1, |handles| handles.len()),
             health,
+            standby,
         }
+    }
+
+    /// Puts the node on standby while the slot map gives it nothing to serve (a replica that no
+    /// read policy reads): its pooled connections then close once idle for a second instead of
+    /// `upstream.idle_timeout`. It still takes any command sent to it.
+    pub fn set_standby(&self, on: bool) {
+        self.standby.set(on);
     }
 
     /// Whether the node takes traffic, and how loaded it is.

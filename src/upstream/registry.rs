@@ -25,6 +25,8 @@ pub struct Upstreams {
     handshake: super::Handshake,
     /// The same for the RESP3 connections a node opens for RESP3 clients.
     handshake3: super::Handshake,
+    /// Some read policy reads replicas (READONLY is sent): replicas serve, never on standby.
+    readonly: bool,
     /// `upstream.tls`: the rustls client settings, when on.
     tls: Option<super::UpstreamTls>,
     /// Bumped on every node ejection.
@@ -78,6 +80,7 @@ impl Upstreams {
             nodes: Mutex::new(HashMap::new()),
             handshake,
             handshake3,
+            readonly,
             tls,
             ejections: Arc::new(watch::channel(0).0),
             workers: std::sync::OnceLock::new(),
@@ -161,12 +164,22 @@ impl Upstreams {
         self.outlier.store(Arc::new(config));
     }
 
-    /// Forgets nodes for which `keep` is false; their connections close once no command or
-    /// snapshot still holds them.
-    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+    /// True when some read policy reads replicas: a replica then serves reads and is never put
+    /// on standby.
+    pub fn reads_replicas(&self) -> bool {
+        self.readonly
+    }
+
+    /// Forgets nodes for which `keep` is false and that nothing else holds; their connections
+    /// close once no command or snapshot still holds them. Call it after adopting the new map;
+    /// `held` counts the handles the caller itself still holds on a node (the old map it is
+    /// replacing), so a node only the old map had goes now. A node held elsewhere (another
+    /// backend's map, a command in flight) stays registered, so a redirect to it finds its
+    /// connections instead of opening a second set; a later call forgets it once it is free.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool, held: impl Fn(&str) -> usize) {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        nodes.retain(|addr, _| {
-            let kept = keep(addr);
+        nodes.retain(|addr, node| {
+            let kept = keep(addr) || Arc::strong_count(node) > 1 + held(addr);
             if !kept {
                 self.metrics.forget_node(addr);
             }

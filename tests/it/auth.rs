@@ -180,3 +180,48 @@ fn subscribe_mode_commands_are_checked_against_the_users_rules() {
     );
     assert!(c.q(&["PING"]).as_array().is_none(), "back to normal mode");
 }
+
+#[test]
+fn failed_logins_are_counted_logged_and_close_the_connection_at_the_limit() {
+    let cluster = RedisCluster::start(3, 0);
+    let config = write_config(
+        "auth:\n  max_failures: 3\n  users:\n\
+         \x20   - name: web\n      password: right-pw\n",
+    );
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut c = redcar.client();
+    assert!(error(&c.q(&["AUTH", "web", "guess-1"])).starts_with("WRONGPASS"));
+    assert!(error(&c.q(&["HELLO", "3", "AUTH", "web", "guess-2"])).starts_with("WRONGPASS"));
+    assert!(
+        error(&c.q(&["PING"])).starts_with("NOAUTH"),
+        "two failures: still connected, still not logged in"
+    );
+    let local = c.stream().local_addr().expect("local address").to_string();
+    assert!(error(&c.q(&["AUTH", "web", "guess-3"])).starts_with("WRONGPASS"));
+    assert!(
+        c.read_reply().is_err(),
+        "the third failure (auth.max_failures: 3) closes the connection after its reply"
+    );
+    assert_eq!(redcar.metric_sum("redcar_auth_failures_total"), 3.0);
+    assert_eq!(redcar.metric_sum("redcar_auth_closed_total"), 1.0);
+    let log = redcar.log();
+    assert!(
+        log.lines().any(|l| l.contains("authentication failed")
+            && l.contains(&local)
+            && l.contains("user=web")),
+        "a warning names the client and the user:\n{log}"
+    );
+    assert!(
+        log.contains("auth.max_failures reached"),
+        "the close is logged:\n{log}"
+    );
+    assert!(
+        !log.contains("guess-"),
+        "passwords are never logged:\n{log}"
+    );
+
+    // Other clients are not affected, and a right password still works.
+    let mut other = redcar.client();
+    assert_eq!(other.q(&["AUTH", "web", "right-pw"]), Value::simple("OK"));
+    assert_eq!(other.q(&["SET", "auth:k", "v"]), Value::simple("OK"));
+}

@@ -4,7 +4,9 @@
 mod support;
 
 mod admin;
+mod admin_auth;
 mod auth;
+mod backlog;
 mod blocking;
 mod cli;
 mod clients;
@@ -23,6 +25,7 @@ mod idle;
 mod isolation;
 mod multikey;
 mod node_admin;
+mod observability_examples;
 mod outlier;
 mod proxy;
 mod pubsub;
@@ -31,7 +34,9 @@ mod reload;
 mod resilience;
 mod resp3;
 mod routes;
+mod secrets;
 mod sentinel;
+mod standby;
 mod status_page;
 mod threading;
 mod tls;

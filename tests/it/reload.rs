@@ -220,3 +220,35 @@ fn an_invalid_config_is_refused_and_the_running_one_stays() {
         redcar.log()
     );
 }
+
+#[test]
+fn a_rewritten_password_file_is_named_in_the_reload_line() {
+    let cluster = RedisCluster::start(3, 0);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let password = dir.path().join("requirepass");
+    std::fs::write(&password, "first-pw\n").expect("write password");
+    let yaml = format!("auth:\n  requirepass: {{file: {}}}\n", password.display());
+    let config = write_config(&yaml);
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["AUTH", "first-pw"]), Value::simple("OK"));
+
+    // The config file stays the same; only the file it points to changes.
+    std::fs::write(&password, "second-pw\n").expect("rewrite password");
+    reload(&redcar, &config, &yaml, "ok", 1);
+    assert_eq!(
+        error(&c.q(&["GET", "k"])),
+        "NOAUTH Authentication required."
+    );
+    let log = redcar.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("config reloaded"))
+        .unwrap_or_else(|| panic!("no reload line:\n{log}"));
+    assert!(line.contains("auth.requirepass"), "{line}");
+    assert!(!log.contains("nothing to change"), "{log}");
+    assert!(
+        !log.contains("first-pw") && !log.contains("second-pw"),
+        "{log}"
+    );
+}

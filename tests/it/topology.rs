@@ -96,6 +96,27 @@ fn a_manual_failover_is_adopted_with_the_new_primarys_higher_epoch() {
         !metrics.contains("redcar_topology_rejected_total{reason=\"stale\"}"),
         "a genuine failover is not stale:\n{metrics}"
     );
+    // The log says what changed in one short line, not the whole map (that is at debug level).
+    let log = redcar.log();
+    let adopted: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("adopted new slot map"))
+        .collect();
+    let moved = format!("127.0.0.1:{old} → 127.0.0.1:{replica}");
+    assert!(
+        adopted
+            .iter()
+            .any(|l| l.contains(&moved) && l.contains("slots moved")),
+        "a line names the move {moved}:\n{}",
+        adopted.join("\n")
+    );
+    assert!(
+        adopted
+            .iter()
+            .all(|l| !l.contains("slots=") && l.len() < 600),
+        "no adopted-map line carries the whole map:\n{}",
+        adopted.join("\n")
+    );
 }
 
 #[test]

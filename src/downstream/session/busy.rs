@@ -19,6 +19,7 @@ use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
 use super::buffers::{Buffer, CHUNK};
 use super::dispatch::{dispatch, facade_plan, protocol_error};
+use super::failed_login::failed_login;
 use super::stamp::Stamp;
 use super::timer::LazyTimer;
 use super::{Busy, Client};
@@ -193,6 +194,9 @@ where
             );
             let stamp = Stamp::new(command, &request, now, keep_raw, alone, c.state.protocol);
             closing |= c.state.quit;
+            if let Some((failures, limit_reached)) = c.state.take_failed_login() {
+                closing |= failed_login(metrics, peer, &request, failures, limit_reached);
+            }
             if call.is_ready() && calls.is_empty() {
                 // Nothing ahead of it: straight to the output buffer.
                 let reply = call.now_or_never().unwrap_or_default();

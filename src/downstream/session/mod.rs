@@ -30,6 +30,7 @@ use crate::upstream::Inbox;
 mod buffers;
 mod busy;
 mod dispatch;
+mod failed_login;
 mod stamp;
 mod stream;
 mod timer;
