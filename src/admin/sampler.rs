@@ -207,11 +207,17 @@ fn command_rates(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::LATENCY_BUCKETS;
+
+    /// The bucket a latency of `seconds` is counted in.
+    fn bucket_of(seconds: f64) -> usize {
+        LATENCY_BUCKETS.partition_point(|&bound| bound < seconds)
+    }
 
     fn sample(at: Instant, requests: u64, fast: u64, slow: u64, gets: u64) -> Sample {
-        let mut buckets = [0; 15];
-        buckets[1] = fast; // ≤ 100µs
-        buckets[6] = slow; // ≤ 5ms
+        let mut buckets: BucketCounts = [0; LATENCY_BUCKETS.len() + 1];
+        buckets[bucket_of(0.0001)] = fast; // about 100µs
+        buckets[bucket_of(0.005)] = slow; // about 5ms
         let node = NodeSample {
             requests,
             errors: 0,
@@ -241,8 +247,11 @@ mod tests {
         assert_eq!(node.requests_per_s, Some(100.0));
         assert_eq!(node.errors_per_s, Some(0.0));
         // The window saw 90 fast and 10 slow replies: the median is fast, p99 slow.
-        assert_eq!(node.p50_us, Some(100));
-        assert_eq!(node.p99_us, Some(5000));
+        let near = |shown: Option<u64>, true_us: u64| {
+            shown.is_some_and(|us| us.abs_diff(true_us) * 10 <= true_us)
+        };
+        assert!(near(node.p50_us, 100), "p50 {:?} for 100µs", node.p50_us);
+        assert!(near(node.p99_us, 5000), "p99 {:?} for 5ms", node.p99_us);
         assert_eq!(rates.commands, vec![("get", 100.0)]);
         assert_eq!(rates.commands_per_s, Some(100.0));
         assert_eq!(rates.latency_window_s, 2.0);

@@ -11,7 +11,7 @@ mod tally;
 mod totals;
 
 pub use events::{Event, EventKind, EventLog, EVENT_LOG_LEN};
-pub use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency};
+pub use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency, LATENCY_BUCKETS};
 pub use mirror::{MirrorCounters, MirrorMetrics};
 pub use slowlog::{SlowEntry, SlowLog};
 pub use tally::CommandTally;

@@ -64,28 +64,31 @@ impl Snapshot {
     }
 }
 
-/// The `q` quantile (0..=1) of cumulative `buckets`, interpolating linearly inside the bucket it
-/// falls in (the lowest bucket starts at 0). A quantile in the `+Inf` bucket is reported as the
-/// largest finite bound, as Prometheus's `histogram_quantile` does. `None` without observations.
+/// The `q` quantile (0..=1) of cumulative `buckets`: the geometric middle of the bucket it falls
+/// in, which for redcar's buckets (four per doubling) is within 9.05 % of the true value however
+/// the observations lie inside the bucket (a linear interpolation can be off by up to 19 %). The
+/// lowest bucket starts at 0 and reports its bound. A quantile in the `+Inf` bucket is reported
+/// as the largest finite bound, as Prometheus's `histogram_quantile` does. `None` without
+/// observations.
 pub fn percentile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
     let total = buckets.last()?.1;
     if total <= 0.0 || !total.is_finite() {
         return None;
     }
     let rank = q.clamp(0.0, 1.0) * total;
-    let (mut lower, mut below) = (0.0_f64, 0.0_f64);
+    let mut lower = 0.0_f64;
     for &(le, count) in buckets {
         if count >= rank && count > 0.0 {
             if le.is_infinite() {
                 return (lower > 0.0).then_some(lower);
             }
-            let lower = lower.min(le);
-            if count <= below {
-                return Some(le);
-            }
-            return Some(lower + (le - lower) * (rank - below) / (count - below));
+            return Some(if lower > 0.0 && lower < le {
+                (lower * le).sqrt()
+            } else {
+                le
+            });
         }
-        (lower, below) = (le, count);
+        lower = le;
     }
     None
 }

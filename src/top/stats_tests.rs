@@ -18,13 +18,13 @@ fn close(actual: Option<f64>, expected: f64) {
 const INF: f64 = f64::INFINITY;
 
 #[test]
-fn percentile_interpolates_inside_the_bucket() {
+fn percentile_is_the_geometric_middle_of_its_bucket() {
     let buckets = [(0.001, 50.0), (0.002, 90.0), (0.005, 100.0), (INF, 100.0)];
     close(percentile(&buckets, 0.50), 0.001);
-    close(percentile(&buckets, 0.25), 0.0005);
-    close(percentile(&buckets, 0.70), 0.0015);
-    close(percentile(&buckets, 0.90), 0.002);
-    close(percentile(&buckets, 0.99), 0.0047);
+    close(percentile(&buckets, 0.25), 0.001);
+    close(percentile(&buckets, 0.70), (0.001_f64 * 0.002).sqrt());
+    close(percentile(&buckets, 0.90), (0.001_f64 * 0.002).sqrt());
+    close(percentile(&buckets, 0.99), (0.002_f64 * 0.005).sqrt());
 }
 
 #[test]
@@ -37,8 +37,8 @@ fn percentile_in_the_inf_bucket_is_the_largest_finite_bound() {
 #[test]
 fn percentile_skips_empty_leading_buckets() {
     let buckets = [(0.001, 0.0), (0.002, 0.0), (0.004, 10.0), (INF, 10.0)];
-    close(percentile(&buckets, 0.5), 0.003);
-    close(percentile(&buckets, 0.0), 0.002);
+    close(percentile(&buckets, 0.5), (0.002_f64 * 0.004).sqrt());
+    close(percentile(&buckets, 0.0), (0.002_f64 * 0.004).sqrt());
 }
 
 #[test]
@@ -136,9 +136,9 @@ fn rates_come_from_the_delta_between_two_scrapes() {
         Some(0.0),
         "no series yet: none"
     );
-    // All 200 new `get`s landed in (1ms, 10ms]: p50 is the middle of that bucket.
-    close(f.commands[1].latency.p50_ms, 5.5);
-    close(f.commands[1].latency.p99_ms, 9.91);
+    // All 200 new `get`s landed in (1ms, 10ms]: p50 and p99 are that bucket's geometric middle.
+    close(f.commands[1].latency.p50_ms, 10f64.sqrt());
+    close(f.commands[1].latency.p99_ms, 10f64.sqrt());
     assert_eq!(f.commands[0].latency, Latency::default());
     assert_eq!(f.nodes.len(), 1);
     close(f.nodes[0].requests_per_sec, 300.0);
@@ -153,10 +153,11 @@ fn first_frame_is_cumulative_since_start() {
     assert_eq!(f.window_secs, None);
     assert_eq!(f.uptime_secs, Some(100.0));
     close(f.commands_per_sec, 15.0);
-    // 900 of 1000 `get`s at or under 1ms: p50 = 0.5556ms, p99 = 1 + 9 * 0.9 = 9.1ms.
+    // 900 of 1000 `get`s at or under 1ms: p50 is that first bucket's bound, 1ms; p99 falls in
+    // (1ms, 10ms], whose geometric middle is √10 ms.
     assert_eq!(f.commands[0].command, "get", "10/s, before set's 5/s");
-    close(f.commands[0].latency.p50_ms, 1.0 * 500.0 / 900.0);
-    close(f.commands[0].latency.p99_ms, 9.1);
+    close(f.commands[0].latency.p50_ms, 1.0);
+    close(f.commands[0].latency.p99_ms, 10f64.sqrt());
     let no_uptime = Frame::build(
         "a",
         &snap("redcar_commands_total{command=\"get\"} 5\n"),

@@ -146,8 +146,9 @@ async fn once_prints_one_frame_from_two_scrapes() {
         "300 calls in ~0.2s: {set_rate}"
     );
     assert_eq!(cells(&text, "del ")[1], "0.0");
-    // 10 new `get`s: 5 under 0.1ms, 5 in (0.1ms, 1ms]; p50 = 0.1ms, p99 = 0.1 + 0.9 * 0.98.
-    assert_eq!(cells(&text, "get ")[3..], ["0.100", "0.982"]);
+    // 10 new `get`s: 5 under 0.1ms, 5 in (0.1ms, 1ms]; p50 = 0.1ms (the first bucket's bound),
+    // p99 = √(0.1 × 1) ms, that bucket's geometric middle.
+    assert_eq!(cells(&text, "get ")[3..], ["0.100", "0.316"]);
     assert_eq!(cells(&text, "127.0.0.1:7000")[5..], ["3", "2"]);
     assert_eq!(cells(&text, "127.0.0.1:7001")[2..5], ["0.0", "-", "-"]);
 }
