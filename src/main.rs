@@ -9,11 +9,7 @@ use redcar::config::{Cli, Command, Config, ConfigCommand};
 use redcar::doctor;
 use redcar::workers::Model;
 
-/// mimalloc instead of glibc's malloc: every client connection and batch allocates buffers, and
-/// glibc spent ~6,000 instructions per short-lived connection in `malloc`/`free`/consolidation
-/// (callgrind; numbers in bench/README.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod allocator;
 
 /// Exit status for a configuration error (EX_USAGE), distinct from a runtime failure.
 const EXIT_BAD_CONFIG: u8 = 64;
