@@ -130,10 +130,25 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, String) {
 
 async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
     let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    set_readiness_gauges(&state);
     (
         [(header::CONTENT_TYPE, content_type)],
         state.metrics.encode(),
     )
+}
+
+/// The gauges read from state rather than counted: every backend's owned slots and readiness
+/// (as `/readyz` judges it), and `client.max_connections` from the config in effect.
+fn set_readiness_gauges(state: &AdminState) {
+    let backends = state.backends.load();
+    state.metrics.readiness.set_backends(backends.iter().map(|(name, cluster)| {
+        let owned = cluster.topology().map_or(0, |t| t.owned_slots());
+        (name.as_str(), owned, cluster.is_ready())
+    }));
+    let config = state.config.load();
+    if let Some(limit) = config["client"]["max_connections"].as_u64() {
+        state.metrics.readiness.set_client_max_connections(limit);
+    }
 }
 
 async fn clients(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {

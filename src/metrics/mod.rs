@@ -6,6 +6,7 @@
 mod events;
 mod latency;
 mod mirror;
+mod readiness;
 mod slowlog;
 mod tally;
 mod totals;
@@ -13,6 +14,7 @@ mod totals;
 pub use events::{Event, EventKind, EventLog, EVENT_LOG_LEN};
 pub use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency, LATENCY_BUCKETS};
 pub use mirror::{MirrorCounters, MirrorMetrics};
+pub use readiness::ReadinessGauges;
 pub use slowlog::{SlowEntry, SlowLog};
 pub use tally::CommandTally;
 pub use totals::Totals;
@@ -130,6 +132,8 @@ pub struct Metrics {
     retry_budget_exhausted: Counter,
     /// Request mirroring (`routes[].mirror`).
     pub mirror: MirrorMetrics,
+    /// Slots owned, readiness and the client limit, set when `/metrics` is scraped.
+    pub readiness: ReadinessGauges,
     /// Commands sent to any node (not exported: the sum of `node_requests`); the retry budget's
     /// measure of traffic.
     requests_sent: Counter,
@@ -270,6 +274,7 @@ impl Metrics {
             hedges: Counter::default(),
             retry_budget_exhausted: Counter::default(),
             mirror: MirrorMetrics::default(),
+            readiness: ReadinessGauges::default(),
             requests_sent: Counter::default(),
             client_connections: Family::default(),
             client_connections_total: Family::default(),
@@ -308,6 +313,7 @@ impl Metrics {
     fn register(&mut self) {
         let r = &mut self.registry;
         self.mirror.register(r);
+        self.readiness.register(r);
         r.register(
             "commands",
             "Commands received, by command",

@@ -98,6 +98,7 @@ fn every_documented_series_is_exported() {
     metrics.config_reload(true);
     metrics.set_workers("per-core", 2);
     metrics.worker_clients(0);
+    metrics.readiness.set_backends([("default", 16384, true)]);
     let text = metrics.encode();
     let mut documented = 0;
     for line in section.lines().filter(|l| l.starts_with("| `redcar_")) {
@@ -113,4 +114,24 @@ fn every_documented_series_is_exported() {
         }
     }
     assert!(documented > 20, "found only {documented} documented series");
+}
+
+/// A backend a reload removed loses its readiness series; the ones left keep theirs.
+#[test]
+fn readiness_gauges_follow_the_backends() {
+    let metrics = Metrics::default();
+    metrics
+        .readiness
+        .set_backends([("default", 16384, true), ("sessions", 12000, false)]);
+    metrics.readiness.set_client_max_connections(20_000);
+    let text = metrics.encode();
+    assert!(text.contains("redcar_cluster_slots_owned{backend=\"default\"} 16384"));
+    assert!(text.contains("redcar_cluster_slots_owned{backend=\"sessions\"} 12000"));
+    assert!(text.contains("redcar_cluster_ready{backend=\"sessions\"} 0"));
+    assert!(text.contains("redcar_client_max_connections 20000"));
+    metrics.readiness.set_backends([("default", 16000, false)]);
+    let text = metrics.encode();
+    assert!(text.contains("redcar_cluster_slots_owned{backend=\"default\"} 16000"));
+    assert!(text.contains("redcar_cluster_ready{backend=\"default\"} 0"));
+    assert!(!text.contains("backend=\"sessions\""), "{text}");
 }

@@ -81,6 +81,20 @@ fn metrics_count_known_traffic() {
         sample(&metrics, "redcar_topology_refreshes_total{result=\"ok\"}").unwrap_or(0.0) >= 1.0
     );
     assert!(sample(&metrics, "redcar_client_bytes_received_total").unwrap_or(0.0) > 100.0);
+    // What the alerting rules read as absolute values (examples/prometheus/redcar.rules.yml).
+    assert_eq!(
+        sample(&metrics, "redcar_cluster_slots_owned{backend=\"default\"}"),
+        Some(16384.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "redcar_cluster_ready{backend=\"default\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&metrics, "redcar_client_max_connections"),
+        Some(10000.0)
+    );
 }
 
 #[test]
