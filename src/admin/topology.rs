@@ -92,6 +92,8 @@ pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde
         "owned_slots": topology.owned_slots(),
         "source": topology.source(),
         "has_epochs": topology.has_epochs(),
+        // Slots seen migrating, whose reads go to the primary (cluster/migrating.rs).
+        "migrating_slots": state.cluster.migrating().slots(),
         "ranges": ranges,
         "backends": backends(&state),
     }))

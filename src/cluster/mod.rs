@@ -7,6 +7,7 @@
 
 mod change;
 mod config;
+mod migrating;
 mod nodes;
 mod parse;
 mod refresh;
@@ -16,6 +17,7 @@ mod state;
 mod topology;
 
 pub use config::ClusterConfig;
+pub use migrating::MigratingSlots;
 pub use refresh::Refresher;
 pub use slot::{key_slot, SLOT_COUNT};
 pub use state::ClusterState;

@@ -18,6 +18,8 @@ pub struct NodeState {
     /// Flagged `fail` (the cluster agreed; `fail?` is only one node's suspicion), `handshake` or
     /// `noaddr`: the node cannot serve, so it is not offered as a replica.
     pub unusable: bool,
+    /// Flagged `slave`: a replica in this node's view (whether or not `CLUSTER SLOTS` lists it).
+    pub replica: bool,
 }
 
 /// Node id → state.
@@ -79,11 +81,13 @@ fn parse_line(line: &str) -> Result<(&str, NodeState), String> {
         slot_field(slot)?;
     }
     let unusable = flag_list(flags)?.any(|flag| matches!(flag, "fail" | "handshake" | "noaddr"));
+    let replica = flag_list(flags)?.any(|flag| flag == "slave");
     Ok((
         id,
         NodeState {
             config_epoch,
             unusable,
+            replica,
         },
     ))
 }
@@ -149,6 +153,45 @@ fn slot_number(value: &str) -> Result<u16, String> {
         .ok_or_else(|| format!("slot `{value}` is not in 0-16383"))
 }
 
+/// The slots of the node that answered `CLUSTER NODES` (its `myself` line), when it is a
+/// primary: the ranges it owns, and the slots it is migrating out or importing (Redis shows
+/// those markers on a node's own line only).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct OwnSlots {
+    pub owned: Vec<(u16, u16)>,
+    pub moving: Vec<u16>,
+}
+
+/// [`OwnSlots`] from the text of `CLUSTER NODES`; `None` when no primary's line is `myself` or
+/// that line is malformed.
+pub fn own_slots(text: &str) -> Option<OwnSlots> {
+    let line = text.lines().find(|line| {
+        line.split_ascii_whitespace()
+            .nth(2)
+            .is_some_and(|flags| flags.split(',').any(|f| f == "myself"))
+    })?;
+    let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+    let [_, _, flags, _, _, _, _, _, slots @ ..] = fields.as_slice() else {
+        return None;
+    };
+    if !flags.split(',').any(|f| f == "master") {
+        return None;
+    }
+    let mut own = OwnSlots::default();
+    for field in slots {
+        slot_field(field).ok()?;
+        if let Some(inner) = field.strip_prefix('[') {
+            let end = inner.find("->-").or_else(|| inner.find("-<-"))?;
+            own.moving.push(slot_number(&inner[..end]).ok()?);
+            continue;
+        }
+        let (start, end) = field.split_once('-').unwrap_or((field, field));
+        own.owned
+            .push((slot_number(start).ok()?, slot_number(end).ok()?));
+    }
+    Some(own)
+}
+
 /// Checks that every node of `CLUSTER SLOTS` has an id `CLUSTER NODES` lists, so the two replies
 /// describe the same cluster view (they come from one node, but a server too old to send ids
 /// cannot be joined).
@@ -196,6 +239,7 @@ mod tests {
         // `fail?` is one node's suspicion: still usable. `fail` is the cluster's verdict.
         assert!(!states[B].unusable);
         assert!(states[C].unusable);
+        assert!(states[C].replica && !states[A].replica);
     }
 
     #[test]
@@ -241,6 +285,22 @@ mod tests {
         for text in bad {
             assert!(parse_cluster_nodes(&text).is_err(), "accepted: {text:?}");
         }
+    }
+
+    #[test]
+    fn own_line_gives_owned_ranges_and_migration_markers() {
+        let text = format!(
+            "{A} 127.0.0.1:30001@40001 master - 0 0 1 connected 0-5460\n\
+             {B} 127.0.0.1:30002@40002 myself,master - 0 0 2 connected 5461-9000 9002 [9001->-{A}] [3-<-{A}]\n"
+        );
+        let own = own_slots(&text).expect("a primary answered");
+        assert_eq!(own.owned, vec![(5461, 9000), (9002, 9002)]);
+        assert_eq!(own.moving, vec![9001, 3]);
+        let replica = format!("{C} 127.0.0.1:30004@40004 myself,slave {A} 0 0 1 connected\n");
+        assert_eq!(own_slots(&replica), None);
+        assert_eq!(own_slots(&sample()).map(|o| o.moving), Some(vec![]));
+        let bad = format!("{A} 127.0.0.1:30001@40001 myself,master - 0 0 1 connected [x->-{B}]");
+        assert_eq!(own_slots(&bad), None);
     }
 
     fn node(addr: &str, id: Option<&str>) -> SlotNode {

@@ -2,7 +2,8 @@
 //! a surprising change only once a second node agrees.
 //!
 //! Pure functions over [`SlotOwners`], so the rules are tested on small hand-built maps without
-//! sockets; [`Topology`] implements it for the refresher.
+//! sockets; [`Topology`] and [`KnownEpochs`] (each slot's last adopted owner and its config
+//! epoch, kept across maps) implement it for the refresher.
 
 use std::fmt;
 
@@ -22,15 +23,93 @@ pub trait SlotOwners {
     fn owned(&self) -> usize;
 }
 
-/// A slot the candidate gives to an owner with a lower epoch than the current owner's: the
-/// candidate node has not heard of a newer claim yet.
+/// A slot the candidate gives to an owner with a lower epoch than the known owner's: the
+/// candidate node has not heard of a newer claim yet. `epoch` is `None` when the candidate's
+/// epochs are unknown, so its change of owner cannot be checked.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Stale {
     pub slot: u16,
     pub owner: String,
-    pub epoch: u64,
+    pub epoch: Option<u64>,
     pub current_owner: String,
     pub current_epoch: u64,
+}
+
+/// Slot → index into `KnownEpochs::owners` for a slot never owned in a map with epochs.
+const NONE: u16 = u16::MAX;
+
+/// Each slot's owner and config epoch in the last adopted map that had epochs and gave the slot
+/// an owner. A slot left unowned by a later map, or a later map read without epochs, does not
+/// erase what was known, so a node that missed a failover cannot hand the slot back to the old
+/// owner in either case. Built by the refresher only (once per adopted map), never per command.
+#[derive(Debug, Default)]
+pub struct KnownEpochs {
+    /// Slot → index into `owners`; empty until the first map with epochs.
+    slots: Vec<u16>,
+    owners: Vec<(String, u64)>,
+}
+
+impl KnownEpochs {
+    /// `self` updated with `map`'s owners; the same when `map`'s epochs are unknown.
+    pub fn updated(&self, map: &impl SlotOwners) -> KnownEpochs {
+        if !map.has_epochs() {
+            return KnownEpochs {
+                slots: self.slots.clone(),
+                owners: self.owners.clone(),
+            };
+        }
+        let mut next = KnownEpochs {
+            slots: Vec::with_capacity(SLOT_COUNT),
+            owners: Vec::new(),
+        };
+        for slot in 0..SLOT_COUNT as u16 {
+            let Some((owner, epoch)) = map.owner(slot).or_else(|| self.owner(slot)) else {
+                next.slots.push(NONE);
+                continue;
+            };
+            // Owners are few and their slots mostly contiguous: the last one usually matches.
+            let index = match next
+                .owners
+                .iter()
+                .rposition(|(o, e)| o == owner && *e == epoch)
+            {
+                Some(index) => index,
+                None => {
+                    next.owners.push((owner.to_string(), epoch));
+                    next.owners.len() - 1
+                }
+            };
+            next.slots.push(u16::try_from(index).unwrap_or(NONE));
+        }
+        next
+    }
+}
+
+impl SlotOwners for KnownEpochs {
+    fn owner(&self, slot: u16) -> Option<(&str, u64)> {
+        let index = *self.slots.get(usize::from(slot))?;
+        let (owner, epoch) = self.owners.get(usize::from(index))?;
+        Some((owner.as_str(), *epoch))
+    }
+
+    fn has_epochs(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
+    fn contains(&self, addr: &str) -> bool {
+        self.owners.iter().any(|(o, _)| o == addr)
+    }
+
+    fn primaries(&self) -> Vec<&str> {
+        let mut primaries: Vec<&str> = self.owners.iter().map(|(o, _)| o.as_str()).collect();
+        primaries.sort_unstable();
+        primaries.dedup();
+        primaries
+    }
+
+    fn owned(&self) -> usize {
+        self.slots.iter().filter(|&&i| i != NONE).count()
+    }
 }
 
 /// Why a candidate map needs a second node's agreement before it is adopted.
@@ -59,16 +138,33 @@ impl fmt::Display for Surprise {
     }
 }
 
-/// The first slot whose owner changes to one with a lower config epoch (Redis's rule: the higher
-/// epoch wins a slot). Skipped when either map's epochs are unknown.
-pub fn stale_slot(current: &impl SlotOwners, candidate: &impl SlotOwners) -> Option<Stale> {
-    if !current.has_epochs() || !candidate.has_epochs() {
+/// The first slot whose owner would change to one with a lower config epoch than the known
+/// owner's (Redis's rule: the higher epoch wins a slot), or to any other owner when the
+/// candidate's epochs are unknown. `known` is what earlier maps said ([`KnownEpochs`]); nothing
+/// is stale while no map with epochs was ever seen.
+///
+/// One exception: the change is accepted when `source`, the node the candidate came from, is the
+/// known owner itself. An owner gives a slot away only when it has seen the new owner's claim
+/// win, so its word is the best there is; this lets through the one legitimate move to a lower
+/// epoch, `CLUSTER SETSLOT <slot> NODE` on a target that was not `IMPORTING` (its epoch is not
+/// bumped, yet Redis 7 hands the slot over once the old owner lets go of it).
+pub fn stale_slot(
+    known: &impl SlotOwners,
+    candidate: &impl SlotOwners,
+    source: &str,
+) -> Option<Stale> {
+    if !known.has_epochs() {
         return None;
     }
+    let epochs = candidate.has_epochs();
     (0..SLOT_COUNT as u16).find_map(|slot| {
-        let (current_owner, current_epoch) = current.owner(slot)?;
+        let (current_owner, current_epoch) = known.owner(slot)?;
         let (owner, epoch) = candidate.owner(slot)?;
-        (owner != current_owner && epoch < current_epoch).then(|| Stale {
+        if owner == current_owner || source == current_owner {
+            return None;
+        }
+        let epoch = epochs.then_some(epoch);
+        epoch.is_none_or(|e| e < current_epoch).then(|| Stale {
             slot,
             owner: owner.to_string(),
             epoch,
@@ -106,6 +202,31 @@ fn moved_slots(current: &impl SlotOwners, candidate: &impl SlotOwners) -> usize 
             None => false,
         })
         .count()
+}
+
+/// What a second node's map says about a surprising `candidate`: `Some(true)` it gives every
+/// slot the same primary, `Some(false)` it does not, `None` it cannot vouch either way — it is
+/// stale itself, or its epochs are unknown while redcar knows some (a node that missed the change
+/// proves nothing against it, and an unverifiable map proves nothing for it).
+pub fn second_opinion(
+    known: &impl SlotOwners,
+    candidate: &impl SlotOwners,
+    second: &Topology,
+) -> Option<bool> {
+    second_opinion_of(known, candidate, second, second.source())
+}
+
+/// [`second_opinion`] with the second map's source given apart (tests use plain maps).
+fn second_opinion_of(
+    known: &impl SlotOwners,
+    candidate: &impl SlotOwners,
+    second: &impl SlotOwners,
+    source: &str,
+) -> Option<bool> {
+    if known.has_epochs() && (!second.has_epochs() || stale_slot(known, second, source).is_some()) {
+        return None;
+    }
+    Some(same_assignment(candidate, second))
 }
 
 /// True when both maps give every slot the same primary (epochs and replicas aside).

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::{watch, Notify};
 
-use super::{ClusterConfig, Topology};
+use super::safety::KnownEpochs;
+use super::{ClusterConfig, MigratingSlots, Topology};
 
 /// The current snapshot and a way to ask for a fresher one.
 pub struct ClusterState {
@@ -27,6 +28,11 @@ pub struct ClusterState {
     refresh_error: ArcSwapOption<String>,
     /// `cluster:` settings; a reload swaps them.
     config: ArcSwap<ClusterConfig>,
+    /// Each slot's last known owner and config epoch, kept across maps (the refresher's stale-map
+    /// rule; `safety.rs`).
+    known_epochs: ArcSwap<KnownEpochs>,
+    /// Slots seen migrating: their reads go to the primary (`migrating.rs`).
+    migrating: MigratingSlots,
 }
 
 /// Counts events until `threshold` of them ask for a refresh; 0 means never.
@@ -53,6 +59,8 @@ impl ClusterState {
             failures: EventCount::new(config.failure_refresh_threshold),
             refresh_error: ArcSwapOption::empty(),
             config: ArcSwap::from_pointee(config.clone()),
+            known_epochs: ArcSwap::from_pointee(KnownEpochs::default()),
+            migrating: MigratingSlots::new(),
         }
     }
 
@@ -69,6 +77,12 @@ impl ClusterState {
         self.failures
             .set_threshold(config.failure_refresh_threshold);
         self.config.store(Arc::new(config));
+    }
+
+    /// The slots seen migrating (marked by ASK replies and refreshes).
+    #[inline]
+    pub fn migrating(&self) -> &MigratingSlots {
+        &self.migrating
     }
 
     /// The current snapshot (lock-free).
@@ -125,6 +139,17 @@ impl ClusterState {
     /// such as the Sentinel follower, waits on it).
     pub async fn refresh_wanted(&self) {
         self.refresh_wanted.notified().await;
+    }
+
+    /// Each slot's last known owner and epoch (read once per refresh).
+    pub(super) fn known_epochs(&self) -> Arc<KnownEpochs> {
+        self.known_epochs.load_full()
+    }
+
+    /// Remembers the owners and epochs of a map the refresher adopts.
+    pub(super) fn remember_epochs(&self, map: &Topology) {
+        let next = self.known_epochs.load().updated(map);
+        self.known_epochs.store(Arc::new(next));
     }
 
     /// A refresh is starting: what was counted so far is answered by it.

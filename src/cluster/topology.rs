@@ -30,6 +30,10 @@ pub struct Topology {
     source: Arc<str>,
     /// False when `CLUSTER NODES` could not be read: every epoch is 0 and means nothing.
     has_epochs: bool,
+    /// Ids of replicas the answering node knows (`CLUSTER NODES`) that this map leaves out:
+    /// failed, or restarted and not yet synced (`CLUSTER SLOTS` lists a replica only once its
+    /// replication offset is non-zero). Sorted. The refresher watches such a map closely.
+    left_out: Vec<String>,
 }
 
 impl Topology {
@@ -66,12 +70,14 @@ impl Topology {
                 *slot = index as u16;
             }
         }
+        let left_out = states.map_or_else(Vec::new, |states| left_out(ranges, states));
         Topology {
             slots,
             shards,
             owned,
             source,
             has_epochs: states.is_some(),
+            left_out,
         }
     }
 
@@ -95,6 +101,7 @@ impl Topology {
             owned: SLOT_COUNT,
             source,
             has_epochs: false,
+            left_out: Vec::new(),
         }
     }
 
@@ -114,6 +121,11 @@ impl Topology {
     /// True when the shards' epochs were read from `CLUSTER NODES`.
     pub fn has_epochs(&self) -> bool {
         self.has_epochs
+    }
+
+    /// Replicas the cluster knows and this map leaves out (node ids, sorted).
+    pub fn left_out(&self) -> &[String] {
+        &self.left_out
     }
 
     /// The shard that owns `slot`, if any.
@@ -216,6 +228,24 @@ fn shard(
     }
 }
 
+/// Ids of the replicas in `states` that no range of the map serves reads from: absent from
+/// `CLUSTER SLOTS`, or listed there but flagged unusable (see [`shard`]).
+fn left_out(ranges: &[SlotRange], states: &NodeStates) -> Vec<String> {
+    let listed = |id: &str| {
+        ranges.iter().any(|r| {
+            r.primary.iter().any(|p| p.id.as_deref() == Some(id))
+                || r.replicas.iter().any(|n| n.id.as_deref() == Some(id))
+        })
+    };
+    let mut ids: Vec<String> = states
+        .iter()
+        .filter(|(id, state)| state.replica && (state.unusable || !listed(id)))
+        .map(|(id, _)| id.clone())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
 impl std::fmt::Debug for Topology {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Topology")
@@ -224,5 +254,47 @@ impl std::fmt::Debug for Topology {
             .field("source", &self.source)
             .field("has_epochs", &self.has_epochs)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::nodes::parse_cluster_nodes;
+    use crate::cluster::parse::SlotNode;
+
+    const P: &str = "07c37dfeb235213a872192d90877d0cd55635b91";
+    const R: &str = "67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1";
+    const F: &str = "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca";
+    const S: &str = "1111111111111111111111111111111111111111";
+
+    fn node(addr: &str, id: &str) -> SlotNode {
+        SlotNode {
+            addr: addr.to_string(),
+            id: Some(id.to_string()),
+        }
+    }
+
+    #[test]
+    fn replicas_the_cluster_knows_but_slots_omits_or_fails_are_left_out() {
+        // R is listed; F failed (listed by an old server, flagged fail); S restarted and has
+        // not synced, so CLUSTER SLOTS omits it.
+        let text = format!(
+            "{P} 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-16383\n\
+             {R} 127.0.0.1:2@12 slave {P} 0 0 1 connected\n\
+             {F} 127.0.0.1:3@13 slave,fail {P} 0 0 1 disconnected\n\
+             {S} 127.0.0.1:4@14 slave {P} 0 0 1 connected\n"
+        );
+        let states = parse_cluster_nodes(&text).expect("valid");
+        let ranges = vec![SlotRange {
+            start: 0,
+            end: 16383,
+            primary: Some(node("127.0.0.1:1", P)),
+            replicas: vec![node("127.0.0.1:2", R), node("127.0.0.1:3", F)],
+        }];
+        assert_eq!(
+            left_out(&ranges, &states),
+            vec![S.to_string(), F.to_string()]
+        );
     }
 }

@@ -2,7 +2,6 @@
 //! ASK, waits for a slot owner, and retries what is safe to retry, all within `op_timeout`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -10,6 +9,8 @@ use tokio::time::Instant;
 use super::call::Call;
 use super::redirect::{classify, Verdict};
 use super::reply::{error_with_prefix, redcar_error};
+pub(super) use super::retry::{lost_write, pause_before_retry};
+use super::retry::{node_unavailable, RetryCause};
 use super::{select, ReadPolicy, RouteTarget, Router};
 use crate::cluster::{ClusterState, Shard};
 use crate::upstream::Lane;
@@ -178,7 +179,8 @@ impl Router {
         let Some(shard) = topology.shard(slot) else {
             return Candidate::NoOwner;
         };
-        match select::pick(shard, read_policy, write, tried) {
+        let policy = select::policy_for(read_policy, write, slot, cluster.migrating());
+        match select::pick(shard, policy, write, tried) {
             Some(node) => Candidate::Node(node.clone()),
             None => Candidate::Unusable(self.unusable(slot, shard, write)),
         }
@@ -256,7 +258,11 @@ impl Router {
                     Verdict::Moved(addr) => {
                         redirects += 1;
                         self.metrics.redirect("moved", addr);
-                        self.state(&command.target).note_redirect();
+                        let state = self.state(&command.target);
+                        state.note_redirect();
+                        if let Some(slot) = command.slot {
+                            state.migrating().note_moved(slot);
+                        }
                         target = Target::Redirected {
                             node: self.upstreams.node(addr),
                             asking: false,
@@ -266,6 +272,9 @@ impl Router {
                     Verdict::Ask(addr) => {
                         redirects += 1;
                         self.metrics.redirect("ask", addr);
+                        if let Some(slot) = command.slot {
+                            self.state(&command.target).migrating().note_ask(slot);
+                        }
                         target = Target::Redirected {
                             node: self.upstreams.node(addr),
                             asking: true,
@@ -304,8 +313,10 @@ impl Router {
                 return error.into_reply(" (not retried: router.retry_budget is spent)");
             }
             self.metrics.retry();
-            // A retry goes back to the slot's current owner, which may have changed.
+            // A retry goes back to the slot's current owner, which may have changed; the
+            // redirect limit is per attempt (a migration's ASK, then TRYAGAIN, repeats).
             target = Target::Owner(command.slot);
+            redirects = 0;
             // After a failure of the node itself, another replica (or the primary) is tried at
             // once; the same node, or any node after a slot-level error (TRYAGAIN,
             // CLUSTERDOWN), only after a pause.
@@ -406,57 +417,6 @@ impl Router {
             node.addr()
         ))
     }
-}
-
-/// `-LOADING` and `-MASTERDOWN` say this node cannot serve now (another may); `-TRYAGAIN` and
-/// `-CLUSTERDOWN` are about the slot or the cluster, not the node.
-fn node_unavailable(reply: &[u8]) -> bool {
-    reply.starts_with(b"-LOADING") || reply.starts_with(b"-MASTERDOWN")
-}
-
-/// Sleeps before retry `attempt`; false when the deadline leaves no time for another try.
-pub(super) async fn pause_before_retry(base: Duration, attempt: u32, deadline: Instant) -> bool {
-    let pause = base
-        .saturating_mul(1 << attempt.min(4))
-        .min(Duration::from_millis(500));
-    let wake = Instant::now() + pause;
-    if wake >= deadline {
-        return false;
-    }
-    tokio::time::sleep_until(wake).await;
-    true
-}
-
-/// Why the last attempt failed, turned into the client's reply when retries run out.
-enum RetryCause {
-    Reply(Bytes),
-    Upstream(UpstreamError),
-}
-
-impl RetryCause {
-    /// True when the node failed (not the slot or the cluster): another node may do better.
-    fn is_node_failure(&self) -> bool {
-        match self {
-            RetryCause::Reply(reply) => node_unavailable(reply),
-            RetryCause::Upstream(_) => true,
-        }
-    }
-
-    /// The client's reply; `note` is added to redcar's own errors.
-    fn into_reply(self, note: &str) -> Bytes {
-        match self {
-            // The node's own error (e.g. -CLUSTERDOWN) is the most precise answer.
-            RetryCause::Reply(reply) => reply,
-            RetryCause::Upstream(e) => redcar_error(format_args!("{e}{note}")),
-        }
-    }
-}
-
-/// A write whose connection broke after sending: it may have been applied, so it is not re-sent.
-pub(super) fn lost_write(error: &UpstreamError) -> Bytes {
-    redcar_error(format_args!(
-        "{error}; the write may have been applied, so it was not retried"
-    ))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod pubsub_merge;
 mod redirect;
 mod replies;
 mod reply;
+mod retry;
 mod retry_budget;
 mod routes;
 mod scan_cursor;

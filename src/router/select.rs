@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Shard;
+use crate::cluster::{MigratingSlots, Shard};
 use crate::upstream::Node;
 
 /// Where reads go (`router.read_policy`, `--read-policy`). Writes always go to the primary.
@@ -42,6 +42,23 @@ impl ReadPolicy {
             ReadPolicy::Any => "any",
         }
     }
+}
+
+/// The policy for one command on `slot`. A read of a slot being migrated goes to the primary (a
+/// replica only while the primary is ejected) whatever the policy: a key already moved is not
+/// on the source's replica, which answers nil where its primary answers `-ASK`. The default
+/// policy pays nothing; the others one bit test.
+#[inline]
+pub(super) fn policy_for(
+    policy: ReadPolicy,
+    write: bool,
+    slot: u16,
+    migrating: &MigratingSlots,
+) -> ReadPolicy {
+    if write || !policy.uses_replicas() || !migrating.contains(slot) {
+        return policy;
+    }
+    ReadPolicy::PreferPrimary
 }
 
 /// The node for the next attempt, or `None` when every candidate is ejected. `tried` holds the

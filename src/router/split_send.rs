@@ -62,7 +62,11 @@ impl Router {
             let node = topology
                 .filter(|_| part.route.is_none())
                 .and_then(|t| t.shard(part.slot))
-                .and_then(|shard| select::pick(shard, policy, split.write, &[]));
+                .and_then(|shard| {
+                    let migrating = self.cluster.migrating();
+                    let policy = select::policy_for(policy, split.write, part.slot, migrating);
+                    select::pick(shard, policy, split.write, &[])
+                });
             let Some(node) = node else {
                 batch_of.push(None);
                 continue;

@@ -32,13 +32,29 @@ pub(super) enum TxVerdict {
     Transient(Bytes),
 }
 
-/// Reads the replies to `MULTI, c1 … cn, EXEC` (in one slice). Only an aborted EXEC is looked
-/// into: then the first redirect or transient error among the queued replies says why.
+/// Reads the replies to `MULTI, c1 … cn, EXEC` (in one slice). EXEC ran only if it answered
+/// something other than an error; when it did not, whatever says why decides:
+/// - EXEC's own redirect or transient error: Redis checks the keys of the whole transaction
+///   again at EXEC, and refuses it as a unit (e.g. `-TRYAGAIN` when its keys are split between
+///   the two nodes of a migration, `-ASK` when a key moved after it was queued);
+/// - `-EXECABORT … because of: <error>`: EXEC itself was refused (`-NOREPLICAS`, `-READONLY`,
+///   `-LOADING`, … arriving between MULTI and EXEC);
+/// - otherwise the first redirect or transient error among the queued replies (the command
+///   that was refused at queue time, which made EXEC abort).
 pub(super) fn tx_verdict(replies: &Bytes) -> Option<TxVerdict> {
     let frames = split_frames(replies)?;
     let exec = frames.last()?.clone();
+    match classify(&exec) {
+        Verdict::Done => {}
+        Verdict::Moved(addr) => return Some(TxVerdict::Redirect(addr.to_string(), false)),
+        Verdict::Ask(addr) => return Some(TxVerdict::Redirect(addr.to_string(), true)),
+        Verdict::Transient | Verdict::ReadOnly => return Some(TxVerdict::Transient(exec)),
+    }
     if !exec.starts_with(b"-EXECABORT") {
         return Some(TxVerdict::Done(exec));
+    }
+    if let Some(why) = abort_cause(&exec) {
+        return Some(why);
     }
     for queued in &frames[1..frames.len() - 1] {
         match classify(queued) {
@@ -51,6 +67,20 @@ pub(super) fn tx_verdict(replies: &Bytes) -> Option<TxVerdict> {
         }
     }
     Some(TxVerdict::Done(exec))
+}
+
+/// `-EXECABORT Transaction discarded because of: <error>` (Redis's `execCommandAbort`) whose
+/// error means the transaction may run later: that error, as the node's own reply.
+fn abort_cause(exec: &Bytes) -> Option<TxVerdict> {
+    const BECAUSE: &[u8] = b"because of: ";
+    let at = exec.windows(BECAUSE.len()).position(|w| w == BECAUSE)? + BECAUSE.len();
+    let mut error = BytesMut::with_capacity(exec.len() - at + 1);
+    error.extend_from_slice(b"-");
+    error.extend_from_slice(&exec[at..]);
+    match classify(&error) {
+        Verdict::Transient | Verdict::ReadOnly => Some(TxVerdict::Transient(error.freeze())),
+        _ => None,
+    }
 }
 
 /// The frames of a reply slice, each a zero-copy slice of it.
@@ -138,8 +168,14 @@ impl Router {
                         redirects += 1;
                         self.metrics
                             .redirect(if asking { "ask" } else { "moved" }, &addr);
+                        let state = self.state(&backend);
+                        match (slot, asking) {
+                            (Some(slot), true) => state.migrating().note_ask(slot),
+                            (Some(slot), false) => state.migrating().note_moved(slot),
+                            (None, _) => {}
+                        }
                         if !asking {
-                            self.state(&backend).note_redirect();
+                            state.note_redirect();
                         }
                         target = Target::Redirected {
                             node: self.upstreams.node(&addr),
@@ -165,7 +201,10 @@ impl Router {
                 if !pause_before_retry(self.retry_backoff(), attempt, deadline).await {
                     return why;
                 }
+                // Back to the owner; redirects are counted per attempt, since a migration
+                // answers ASK (source), then TRYAGAIN (target) until the keys are together.
                 target = Target::Owner(slot);
+                redirects = 0;
             }
         })
     }
@@ -209,6 +248,51 @@ mod tests {
             )))
         );
         assert_eq!(tx_verdict(&Bytes::from_static(b"+OK\r\n$5\r\nab")), None);
+    }
+
+    #[test]
+    fn exec_refused_as_a_unit_is_not_run() {
+        // Redis 7.0, measured: the keys of the whole transaction are checked again at EXEC.
+        let tryagain = Bytes::from_static(
+            b"+OK\r\n+QUEUED\r\n+QUEUED\r\n-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+        );
+        assert_eq!(
+            tx_verdict(&tryagain),
+            Some(TxVerdict::Transient(Bytes::from_static(
+                b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
+            )))
+        );
+        let ask = Bytes::from_static(b"+OK\r\n+QUEUED\r\n-ASK 15891 127.0.0.1:7001\r\n");
+        assert_eq!(
+            tx_verdict(&ask),
+            Some(TxVerdict::Redirect("127.0.0.1:7001".to_string(), true))
+        );
+        let moved = Bytes::from_static(b"+OK\r\n+QUEUED\r\n-MOVED 15891 127.0.0.1:7001\r\n");
+        assert_eq!(
+            tx_verdict(&moved),
+            Some(TxVerdict::Redirect("127.0.0.1:7001".to_string(), false))
+        );
+    }
+
+    #[test]
+    fn exec_aborted_because_of_a_transient_error_is_not_run() {
+        let noreplicas = Bytes::from_static(
+            b"+OK\r\n+QUEUED\r\n-EXECABORT Transaction discarded because of: NOREPLICAS Not enough good replicas to write.\r\n",
+        );
+        assert_eq!(
+            tx_verdict(&noreplicas),
+            Some(TxVerdict::Transient(Bytes::from_static(
+                b"-NOREPLICAS Not enough good replicas to write.\r\n"
+            )))
+        );
+        // The client's own problem stays its answer.
+        let oom = Bytes::from_static(
+            b"+OK\r\n+QUEUED\r\n-EXECABORT Transaction discarded because of: OOM command not allowed\r\n",
+        );
+        assert!(matches!(tx_verdict(&oom), Some(TxVerdict::Done(_))));
+        // A transaction that ran answers an array, even holding errors.
+        let ran = Bytes::from_static(b"+OK\r\n+QUEUED\r\n*1\r\n-TRYAGAIN x\r\n");
+        assert!(matches!(tx_verdict(&ran), Some(TxVerdict::Done(_))));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! WAIT: how many replicas acknowledged this client's writes. Redis counts the writes of the
-//! connection WAIT arrives on, so redcar asks each primary the client wrote to on the client's
-//! own shared connection (its lane), which carried those writes.
+//! connection WAIT arrives on, so redcar asks the primaries of the writes the WAIT covers (those
+//! since the client's previous WAIT, see [`Written`]) on the client's own shared connection (its
+//! lane), which carried those writes.
 //!
 //! WAIT blocks the connection it runs on, and that connection is shared. So redcar blocks only
 //! once, for at most [`SLICE`] — enough for healthy replicas, which the primary asks for an
@@ -8,6 +9,16 @@
 //! until the client's timeout.
 //! Lagging replicas acknowledge on their own once a second, so a WAIT they must satisfy takes
 //! up to that long; other clients on the connection wait at most one slice per WAIT.
+//!
+//! A failover can demote the primary a WAIT asks: it answers `-ERR WAIT cannot be used with
+//! replica instances`, releases a blocked WAIT with `-UNBLOCKED … (master -> replica?)` and
+//! closes that connection. Then redcar asks for a fresh map and asks the shard's new primary
+//! instead, as writes follow `-READONLY`. After a manual (coordinated) failover that is
+//! honest: `CLUSTER FAILOVER` lets the replica catch up with every write before it takes
+//! over, so the client's writes are on the new primary, and the new primary counts the
+//! replicas in sync with it (the old primary, now its replica, had them too). A lost connection
+//! alone proves nothing (the node may have crashed with writes its replica never got), so it
+//! is followed only when the node still answers and says it is a replica.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,127 +28,275 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use super::call::Call;
-use super::replies::{array_items, encode_command, integer};
+use super::replies::{array_items, bulk, encode_command, integer};
 use super::reply::redcar_error;
 use super::transaction::{transaction_payload, tx_verdict, TxVerdict};
 use super::Router;
+use crate::cluster::Shard;
 use crate::protocol::write_integer;
 use crate::upstream::Lane;
 use crate::upstream::Node;
+
+#[path = "wait_written.rs"]
+mod written;
+use written::Covered;
+pub use written::Written;
 
 /// The longest a WAIT asks to hold a shared connection (Redis checks blocked clients' timeouts
 /// on its event loop, so an idle node may hold it up to its `hz` tick, 100 ms by default).
 pub const SLICE: Duration = Duration::from_millis(10);
 /// How often a WAIT not yet satisfied asks again, without blocking.
 const POLL: Duration = Duration::from_millis(20);
+/// While following a failover: how long to wait for a map that names the new primary before
+/// asking for another (the first refresh may meet a node that has not heard of it yet).
+const RECHECK: Duration = Duration::from_millis(100);
+/// How long past the client's WAIT timeout a primary may take to answer before it counts as 0
+/// (a healthy one answers within the blocking slice and a poll, a few milliseconds).
+const GRACE: Duration = Duration::from_millis(50);
+/// Failovers one WAIT follows, one after another, before giving up.
+const MAX_FOLLOWS: usize = 2;
 
-/// Slots per group in [`Written`]: 1,024 groups, one bit each.
-const GROUP: u16 = 16;
-/// 64-bit words holding one bit per group.
-const GROUP_WORDS: usize = 16384 / GROUP as usize / 64;
-
-/// Where a client ever wrote: WAIT asks those slots' primaries (Redis too counts the
-/// connection's last write, however long ago).
-///
-/// Kept per group of [`GROUP`] slots in 128 bytes inside the session, not per slot: noting a
-/// write is on every write's path, and a 2 KiB per-slot bitmap per client, hit at a random word
-/// for every write, cost 4–10% of redcar's CPU at `SET -P 16` (bench/README.md, "WAIT
-/// bookkeeping"; most likely cache and TLB misses across 50 sessions' bitmaps). The price: a group that straddles two shards' slot ranges makes WAIT ask both
-/// primaries — it may wait for, and count, one primary more than the client wrote to, never
-/// fewer.
-#[derive(Default)]
-pub struct Written {
-    /// One bit per group of slots written to; made with the first write (a client that never
-    /// writes, or a crowd of idle ones, holds none).
-    groups: Option<Box<[u64; GROUP_WORDS]>>,
-    /// A write whose slots were not noted (split or fan-out commands): ask every primary.
-    everywhere: bool,
+/// Why WAIT on one node gave no count.
+enum Failure {
+    /// The node says it is a replica now: a failover demoted it.
+    Demoted(Bytes),
+    /// The connection broke, or could not be made: a node being demoted closes the connection
+    /// of a blocked WAIT it releases, but so does a node that dies.
+    Lost(Bytes),
+    /// Anything else: the client's reply.
+    Final(Bytes),
 }
 
-impl Written {
-    #[inline]
-    pub fn note(&mut self, slot: u16) {
-        let group = usize::from(slot / GROUP);
-        let groups = self.groups.get_or_insert_with(Default::default);
-        groups[(group / 64) % GROUP_WORDS] |= 1 << (group % 64);
+impl Failure {
+    /// A node's reply that is not a count.
+    fn of_reply(reply: Bytes) -> Failure {
+        if !reply.starts_with(b"-") {
+            return Failure::Final(redcar_error("unexpected reply to WAIT"));
+        }
+        // Redis 7's words for WAIT on a replica, and for a blocked WAIT released as the node
+        // turns into one (`instance state changed (master -> replica?)`).
+        let demoted = reply.starts_with(b"-ERR WAIT cannot be used with replica")
+            || (reply.starts_with(b"-UNBLOCKED")
+                && memchr::memmem::find(&reply, b"replica").is_some());
+        if demoted {
+            Failure::Demoted(reply)
+        } else {
+            Failure::Final(reply)
+        }
     }
 
-    pub fn note_everywhere(&mut self) {
-        self.everywhere = true;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.groups
-            .as_deref()
-            .is_none_or(|groups| groups.iter().all(|word| *word == 0))
-    }
-
-    /// Every slot of every group written to.
-    fn slots(&self) -> impl Iterator<Item = u16> + '_ {
-        let groups = self.groups.as_deref();
-        (0..16384u16).filter(move |slot| {
-            let group = usize::from(slot / GROUP);
-            groups.is_some_and(|groups| groups[group / 64] & (1 << (group % 64)) != 0)
-        })
+    fn into_reply(self) -> Bytes {
+        match self {
+            Failure::Demoted(reply) | Failure::Lost(reply) | Failure::Final(reply) => reply,
+        }
     }
 }
 
 impl Router {
-    /// WAIT `replicas` for up to `timeout` (`None`: until satisfied) on the primaries `written`
-    /// names (every primary if it names none); the answer is the smallest count among them.
+    /// WAIT `replicas` for up to `timeout` (`None`: until satisfied) on the primaries of the
+    /// writes the WAIT covers (every primary if it covers none, or a fan-out); the answer is the
+    /// smallest count among them. How it ends decides what the next WAIT covers.
     pub fn wait(
         &self,
-        written: &Written,
+        written: &mut Written,
         replicas: i64,
         timeout: Option<Duration>,
         lane: Lane,
     ) -> Call<'_> {
-        let nodes = match self.written_primaries(written) {
+        let (covered, end) = written.begin_wait();
+        let nodes = match self.covered_primaries(covered) {
             Ok(nodes) => nodes,
-            Err(reply) => return Call::ready(reply),
+            Err(reply) => {
+                end.short();
+                return Call::ready(reply);
+            }
         };
         Call::slow(async move {
             let deadline = timeout.map(|t| Instant::now() + t);
-            let counts = join_all(
-                nodes
-                    .iter()
-                    .map(|node| self.wait_on(node, replicas, deadline, lane)),
-            )
-            .await;
+            let counts =
+                join_all(nodes.iter().map(|(node, slot)| {
+                    self.wait_following(node, *slot, replicas, deadline, lane)
+                }))
+                .await;
             let mut fewest = i64::MAX;
             for count in counts {
                 match count {
                     Ok(count) => fewest = fewest.min(count),
-                    Err(reply) => return reply,
+                    Err(reply) => {
+                        end.short();
+                        return reply;
+                    }
                 }
             }
+            let fewest = if fewest == i64::MAX { 0 } else { fewest };
+            if fewest >= replicas {
+                end.confirmed();
+            } else {
+                end.short();
+            }
             let mut out = BytesMut::new();
-            write_integer(&mut out, if fewest == i64::MAX { 0 } else { fewest });
+            write_integer(&mut out, fewest);
             out.freeze()
         })
     }
 
-    fn written_primaries(&self, written: &Written) -> Result<Vec<Arc<Node>>, Bytes> {
-        let all = self.primaries()?;
-        if written.everywhere || written.is_empty() {
-            return Ok(all);
-        }
-        let Some(topology) = self.cluster.topology() else {
-            return Ok(all);
-        };
-        let mut nodes: Vec<Arc<Node>> = Vec::new();
-        for slot in written.slots() {
-            let Some(shard) = topology.shard(slot) else {
-                continue;
-            };
+    /// The primaries of the covered slots, each with one of those slots (which finds the
+    /// shard's new primary after a failover); every primary when the writes went everywhere.
+    fn covered_primaries(&self, covered: &Covered) -> Result<Vec<(Arc<Node>, u16)>, Bytes> {
+        let topology = self.cluster.topology().ok_or_else(|| {
+            redcar_error("no cluster topology known yet (are the seed nodes reachable?)")
+        })?;
+        let mut nodes: Vec<(Arc<Node>, u16)> = Vec::new();
+        let mut add = |shard: &Shard, slot: u16| {
             // Neighbouring slots mostly share a primary: skip the repeats before sorting.
-            if !nodes.last().is_some_and(|n| Arc::ptr_eq(n, &shard.primary)) {
-                nodes.push(shard.primary.clone());
+            if !nodes
+                .last()
+                .is_some_and(|(node, _)| Arc::ptr_eq(node, &shard.primary))
+            {
+                nodes.push((shard.primary.clone(), slot));
+            }
+        };
+        let everywhere = covered.everywhere();
+        if everywhere {
+            for (start, _, shard) in topology.ranges() {
+                if let Some(shard) = shard {
+                    add(shard, start);
+                }
+            }
+        } else {
+            for slot in covered.slots() {
+                if let Some(shard) = topology.shard(slot) {
+                    add(shard, slot);
+                }
             }
         }
-        nodes.sort_by(|a, b| a.addr().cmp(b.addr()));
-        nodes.dedup_by(|a, b| a.addr() == b.addr());
+        nodes.sort_by(|a, b| a.0.addr().cmp(b.0.addr()));
+        nodes.dedup_by(|a, b| a.0.addr() == b.0.addr());
+        if everywhere && nodes.is_empty() {
+            return Err(redcar_error("no primary known yet"));
+        }
         Ok(nodes)
+    }
+
+    /// [`wait_on`](Self::wait_on) the primary of `slot`'s shard, following the shard to its
+    /// new primary when a failover demotes `node` (see the module docs). Following ends at the
+    /// client's timeout, when the answer is 0 (no replica could be confirmed in time), or, for
+    /// a WAIT without one, `op_timeout` after the demotion, with an error. A primary that is
+    /// unreachable or does not answer by the client's timeout counts as 0 replicas too.
+    async fn wait_following(
+        &self,
+        node: &Arc<Node>,
+        slot: u16,
+        replicas: i64,
+        deadline: Option<Instant>,
+        lane: Lane,
+    ) -> Result<i64, Bytes> {
+        let mut node = node.clone();
+        let mut follow_until = None;
+        for _ in 0..=MAX_FOLLOWS {
+            let attempt = self.wait_on(&node, replicas, deadline, lane);
+            let outcome = match deadline {
+                // A node that does not answer by the client's timeout (frozen, or its
+                // connection hanging) has confirmed no replica: 0, as Redis answers a WAIT
+                // that timed out, rather than an error an `op_timeout` later.
+                Some(deadline) => match tokio::time::timeout_at(deadline + GRACE, attempt).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => return Ok(0),
+                },
+                None => attempt.await,
+            };
+            let failure = match outcome {
+                Ok(count) => return Ok(count),
+                Err(Failure::Final(reply)) => return Err(reply),
+                Err(failure) => failure,
+            };
+            let until = *follow_until.get_or_insert_with(|| {
+                deadline.unwrap_or_else(|| Instant::now() + self.op_timeout())
+            });
+            let demoted = match failure {
+                Failure::Lost(_) => self.says_replica(&node, lane).await,
+                _ => true,
+            };
+            if !demoted {
+                // The node is gone (killed, or unreachable): none of its replicas can be
+                // confirmed. With a timeout that is the answer, 0, as for any replica count
+                // not reached in time; a client that waits without one gets the error.
+                if deadline.is_some() {
+                    tracing::debug!(node = %node.addr(), slot, "WAIT counts an unreachable primary as 0 replicas");
+                    return Ok(0);
+                }
+                return Err(failure.into_reply());
+            }
+            match self.successor(slot, &node, until).await {
+                Some(next) => {
+                    tracing::debug!(
+                        from = %node.addr(),
+                        to = %next.addr(),
+                        slot,
+                        lost = matches!(failure, Failure::Lost(_)),
+                        "WAIT follows a failover to the shard's new primary"
+                    );
+                    node = next;
+                }
+                None if deadline.is_some() => return Ok(0),
+                None => {
+                    return Err(redcar_error(format_args!(
+                        "WAIT: {} was demoted to a replica and no new primary of slot {slot} \
+                         was known within {:?}",
+                        node.addr(),
+                        self.op_timeout()
+                    )))
+                }
+            }
+        }
+        Err(redcar_error(format_args!(
+            "WAIT: slot {slot} failed over {} times during one WAIT",
+            MAX_FOLLOWS + 1
+        )))
+    }
+
+    /// After a lost connection: does `node` still answer, and say it is a replica (demoted by
+    /// a failover, so its writes went on with the new primary)? A node that does not answer
+    /// may have crashed: no.
+    async fn says_replica(&self, node: &Arc<Node>, lane: Lane) -> bool {
+        let role = encode_command([&b"ROLE"[..]].into_iter());
+        // Twice: the first try may meet the connection the node is closing.
+        for _ in 0..2 {
+            let reply = node.send_frames(role.clone(), false, Lane::resp2(lane.client()), 1);
+            match tokio::time::timeout(self.op_timeout(), reply).await {
+                Ok(Ok(reply)) => {
+                    let role = array_items(&reply)
+                        .and_then(|items| bulk(items.first()?))
+                        .unwrap_or_default();
+                    return &role[..] == b"slave" || &role[..] == b"replica";
+                }
+                Ok(Err(e)) if !e.never_sent() => continue,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// The primary of `slot`'s shard once the map names another than `old`, asking for fresh
+    /// maps until `until`.
+    async fn successor(&self, slot: u16, old: &Arc<Node>, until: Instant) -> Option<Arc<Node>> {
+        loop {
+            let seen = self.cluster.version();
+            if let Some(topology) = self.cluster.topology() {
+                if let Some(shard) = topology.shard(slot) {
+                    if shard.primary.addr() != old.addr() {
+                        return Some(shard.primary.clone());
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now >= until {
+                return None;
+            }
+            self.cluster.request_refresh();
+            let recheck = until.min(now + RECHECK);
+            let _ = tokio::time::timeout_at(recheck, self.cluster.changed_since(seen)).await;
+        }
     }
 
     /// WAIT on one primary. First one blocking slice: the primary asks its replicas for an
@@ -150,7 +309,7 @@ impl Router {
         replicas: i64,
         deadline: Option<Instant>,
         lane: Lane,
-    ) -> Result<i64, Bytes> {
+    ) -> Result<i64, Failure> {
         let replicas_arg = replicas.to_string();
         let slice = match deadline {
             Some(deadline) => deadline
@@ -163,7 +322,9 @@ impl Router {
         let blocking =
             encode_command([&b"WAIT"[..], replicas_arg.as_bytes(), millis.as_bytes()].into_iter());
         let reply = self.on_lane(node, blocking, 1, slice, lane).await?;
-        let mut count = integer(&reply).ok_or(reply)?;
+        let Some(mut count) = integer(&reply) else {
+            return Err(Failure::of_reply(reply));
+        };
         // Inside MULTI an unsatisfied WAIT answers 0, a satisfied one the real count: asking
         // for one replica gives the real count whenever there is any.
         let poll = {
@@ -179,11 +340,16 @@ impl Router {
             let replies = self
                 .on_lane(node, poll.clone(), 3, Duration::ZERO, lane)
                 .await?;
-            let polled = match tx_verdict(&replies) {
-                Some(TxVerdict::Done(exec)) => array_items(&exec)
-                    .and_then(|items| integer(items.first()?))
-                    .ok_or(exec)?,
-                _ => return Err(redcar_error("unexpected reply to WAIT")),
+            let exec = match tx_verdict(&replies) {
+                Some(TxVerdict::Done(exec)) => exec,
+                _ => return Err(Failure::Final(redcar_error("unexpected reply to WAIT"))),
+            };
+            // EXEC's one item: the count, or WAIT's error (a replica refuses it at EXEC).
+            let Some(item) = array_items(&exec).and_then(|items| items.into_iter().next()) else {
+                return Err(Failure::of_reply(exec));
+            };
+            let Some(polled) = integer(&item) else {
+                return Err(Failure::of_reply(item));
             };
             // Right after the blocking slice a poll can answer 0 for a while (seen with Redis
             // 7.0: the offset it checks then includes the primary's own GETACK). The replicas
@@ -203,12 +369,13 @@ impl Router {
         frames: u32,
         blocks: Duration,
         lane: Lane,
-    ) -> Result<Bytes, Bytes> {
+    ) -> Result<Bytes, Failure> {
         let reply = node.send_frames(payload, false, lane, frames);
-        tokio::time::timeout(blocks + self.op_timeout(), reply)
-            .await
-            .map_err(|_| self.timed_out(node))?
-            .map_err(redcar_error)
+        match tokio::time::timeout(blocks + self.op_timeout(), reply).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(Failure::Lost(redcar_error(e))),
+            Err(_) => Err(Failure::Final(self.timed_out(node))),
+        }
     }
 }
 
@@ -217,33 +384,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn written_slots_are_remembered_by_group_without_duplicates() {
-        let mut written = Written::default();
-        assert!(written.is_empty());
-        assert_eq!(written.slots().count(), 0);
-        for slot in [0, 5, 15, 16383, 5] {
-            written.note(slot);
+    fn a_demoted_primary_is_told_by_its_words() {
+        let demoted = [
+            &b"-ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.\r\n"[..],
+            b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n",
+        ];
+        for reply in demoted {
+            assert!(matches!(
+                Failure::of_reply(Bytes::from_static(reply)),
+                Failure::Demoted(_)
+            ));
         }
-        assert!(!written.is_empty());
-        // Slots 0, 5 and 15 share the first group; 16383 is in the last.
-        let expected: Vec<u16> = (0..16).chain(16368..16384).collect();
-        assert_eq!(written.slots().collect::<Vec<_>>(), expected);
-        assert!(!written.everywhere);
-        written.note_everywhere();
-        assert!(written.everywhere);
-    }
-
-    #[test]
-    fn a_write_next_to_a_shard_boundary_marks_both_sides_of_its_group() {
-        // The default 3-shard layout splits at 5460 | 5461: group 341 holds 5456..=5471.
-        let mut written = Written::default();
-        written.note(5460);
-        let slots: Vec<u16> = written.slots().collect();
-        assert_eq!(slots.first(), Some(&5456));
-        assert_eq!(slots.last(), Some(&5471));
+        // CLIENT UNBLOCK … ERROR by an operator says nothing about the node's role.
+        let unblocked = Bytes::from_static(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
+        assert!(matches!(Failure::of_reply(unblocked), Failure::Final(_)));
+        let other = Bytes::from_static(b"-ERR timeout is negative\r\n");
         assert!(
-            slots.contains(&5461),
-            "the neighbouring shard's slot is asked too"
+            matches!(Failure::of_reply(other.clone()), Failure::Final(reply) if reply == other)
         );
+        // Not an error and not a count (an EXEC array, say): redcar's own error, never the array.
+        let odd = Failure::of_reply(Bytes::from_static(b"*1\r\n+OK\r\n")).into_reply();
+        assert!(odd.starts_with(b"-ERR redcar: "), "{odd:?}");
     }
 }

@@ -142,7 +142,9 @@ fn serve_plan<'r>(
             state.written.note_everywhere();
             router.start(multi, request, lane)
         }
-        Plan::Wait { replicas, timeout } => router.wait(&state.written, replicas, timeout, lane),
+        Plan::Wait { replicas, timeout } => {
+            router.wait(&mut state.written, replicas, timeout, lane)
+        }
         Plan::Blocking {
             slot,
             write,

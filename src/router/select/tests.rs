@@ -153,3 +153,31 @@ async fn any_spreads_over_equally_loaded_nodes() {
         "roughly even: {counts:?}"
     );
 }
+
+#[tokio::test]
+async fn reads_of_a_migrating_slot_go_to_the_primary_under_every_policy() {
+    let up = upstreams();
+    let s = shard(&up, "p:1", &["r:1", "r:2"]);
+    let migrating = MigratingSlots::new();
+    migrating.note_ask(42);
+    for policy in [
+        ReadPolicy::PreferReplica,
+        ReadPolicy::Replica,
+        ReadPolicy::Any,
+        ReadPolicy::PreferPrimary,
+    ] {
+        let moving = policy_for(policy, false, 42, &migrating);
+        for _ in 0..20 {
+            assert_eq!(
+                addr(pick(&s, moving, false, &[])),
+                Some("p:1"),
+                "{policy:?}"
+            );
+        }
+        assert_eq!(policy_for(policy, false, 43, &migrating), policy);
+    }
+    // The primary ejected: a replica rather than no answer.
+    eject(&s.primary);
+    let moving = policy_for(ReadPolicy::PreferReplica, false, 42, &migrating);
+    assert!(addr(pick(&s, moving, false, &[])).is_some_and(|a| a.starts_with("r:")));
+}

@@ -1,0 +1,279 @@
+//! Which writes a client's WAIT covers: the slots it wrote to since its previous WAIT, plus those
+//! a previous WAIT could not confirm.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// Slots per group in [`Written`]: 1,024 groups, one bit each.
+const GROUP: u16 = 16;
+/// 64-bit words holding one bit per group.
+const GROUP_WORDS: usize = 16384 / GROUP as usize / 64;
+
+/// One bit per group of [`GROUP`] slots.
+type Groups = [u64; GROUP_WORDS];
+
+/// Where a client wrote, for WAIT: the slots written since its previous WAIT, and what that
+/// WAIT covered and how it ended.
+///
+/// A WAIT asks only the primaries of the writes it covers, so one dead or frozen primary the
+/// client wrote to long ago does not hold up (or fail) WAITs for writes that went elsewhere:
+/// - a WAIT covers the slots written since the previous WAIT;
+/// - a WAIT that did not get the count it asked for (it timed out short, failed, or the client
+///   left before it ended) did not confirm its writes, so the next WAIT covers them again;
+/// - a WAIT with no write since a WAIT that got its count asks the same primaries again: Redis
+///   answers such a WAIT with the replicas that acknowledged the connection's last write,
+///   however long ago, i.e. those still in sync.
+///
+/// Kept per group of [`GROUP`] slots in 128 bytes inside the session, not per slot: noting a
+/// write is on every write's path, and a 2 KiB per-slot bitmap per client, hit at a random word
+/// for every write, cost 4–10% of redcar's CPU at `SET -P 16` (bench/README.md, "WAIT
+/// bookkeeping"; most likely cache and TLB misses across 50 sessions' bitmaps). The price: a
+/// group that straddles two shards' slot ranges makes WAIT ask both primaries — it may wait
+/// for, and count, one primary more than the client wrote to, never fewer. A WAIT only swaps
+/// and clears bitmaps; a write still just sets a bit.
+#[derive(Default)]
+pub struct Written {
+    /// One bit per group of slots written to since the last WAIT; made with the first write (a
+    /// client that never writes, or a crowd of idle ones, holds none) and kept, cleared, after.
+    groups: Option<Box<Groups>>,
+    /// A write whose slots were not noted (split or fan-out commands): ask every primary.
+    everywhere: bool,
+    /// What the last WAIT covered; made by the first WAIT.
+    last: Option<Box<Covered>>,
+}
+
+/// The writes one WAIT covers, and how that WAIT ended.
+pub(super) struct Covered {
+    groups: Groups,
+    everywhere: bool,
+    end: Settle,
+}
+
+/// How a WAIT ended, reported by the WAIT itself (it runs after the session moved on).
+#[derive(Clone)]
+pub(super) struct Settle(Arc<AtomicU8>);
+
+/// Not ended yet (or never will: the client left).
+const PENDING: u8 = 0;
+/// Got the count it asked for: its writes are confirmed.
+const CONFIRMED: u8 = 1;
+/// Answered fewer replicas than asked, or failed.
+const SHORT: u8 = 2;
+
+impl Settle {
+    fn new(state: u8) -> Settle {
+        Settle(Arc::new(AtomicU8::new(state)))
+    }
+
+    /// The WAIT got the count it asked for: the next WAIT need not cover its writes again.
+    pub(super) fn confirmed(&self) {
+        self.0.store(CONFIRMED, Ordering::Release);
+    }
+
+    /// The WAIT answered fewer replicas than asked, or failed: the next one covers its writes.
+    pub(super) fn short(&self) {
+        self.0.store(SHORT, Ordering::Release);
+    }
+
+    fn is_confirmed(&self) -> bool {
+        self.0.load(Ordering::Acquire) == CONFIRMED
+    }
+}
+
+impl Written {
+    #[inline]
+    pub fn note(&mut self, slot: u16) {
+        let group = usize::from(slot / GROUP);
+        let groups = self.groups.get_or_insert_with(Default::default);
+        groups[(group / 64) % GROUP_WORDS] |= 1 << (group % 64);
+    }
+
+    pub fn note_everywhere(&mut self) {
+        self.everywhere = true;
+    }
+
+    /// A WAIT starts: the writes it covers (see [`Written`]), and where it reports how it
+    /// ended. Nothing is allocated but the first time, and a new report slot while the previous
+    /// WAIT still holds its own.
+    pub(super) fn begin_wait(&mut self) -> (&Covered, Settle) {
+        let fresh = self.everywhere || self.groups.as_deref().is_some_and(|g| !is_clear(g));
+        let last = self.last.get_or_insert_with(|| {
+            Box::new(Covered {
+                groups: [0; GROUP_WORDS],
+                everywhere: false,
+                end: Settle::new(CONFIRMED),
+            })
+        });
+        if last.end.is_confirmed() {
+            // The last WAIT's writes are confirmed; with nothing new, the same ones again.
+            if fresh {
+                last.groups = self.groups.as_deref().copied().unwrap_or_default();
+                last.everywhere = self.everywhere;
+            }
+        } else {
+            // Not confirmed (yet): they stay covered, with what was written since.
+            if let Some(groups) = self.groups.as_deref() {
+                for (word, new) in last.groups.iter_mut().zip(groups) {
+                    *word |= new;
+                }
+            }
+            last.everywhere |= self.everywhere;
+        }
+        if let Some(groups) = self.groups.as_deref_mut() {
+            *groups = [0; GROUP_WORDS];
+        }
+        self.everywhere = false;
+        match Arc::get_mut(&mut last.end.0) {
+            Some(state) => *state.get_mut() = PENDING,
+            None => last.end = Settle::new(PENDING),
+        }
+        let end = last.end.clone();
+        (last, end)
+    }
+}
+
+impl Covered {
+    /// True when the WAIT must ask every primary: a write went everywhere, or none is known
+    /// (a client that never wrote: Redis answers it with the replicas it has).
+    pub(super) fn everywhere(&self) -> bool {
+        self.everywhere || is_clear(&self.groups)
+    }
+
+    /// Every slot of every group covered.
+    pub(super) fn slots(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..16384u16).filter(move |slot| {
+            let group = usize::from(slot / GROUP);
+            self.groups[group / 64] & (1 << (group % 64)) != 0
+        })
+    }
+}
+
+fn is_clear(groups: &Groups) -> bool {
+    groups.iter().all(|word| *word == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn covered(written: &mut Written) -> (Vec<u16>, bool, Settle) {
+        let (covered, end) = written.begin_wait();
+        (covered.slots().collect(), covered.everywhere(), end)
+    }
+
+    #[test]
+    fn written_slots_are_remembered_by_group_without_duplicates() {
+        let mut written = Written::default();
+        for slot in [0, 5, 15, 16383, 5] {
+            written.note(slot);
+        }
+        let (slots, everywhere, _) = covered(&mut written);
+        // Slots 0, 5 and 15 share the first group; 16383 is in the last.
+        let expected: Vec<u16> = (0..16).chain(16368..16384).collect();
+        assert_eq!(slots, expected);
+        assert!(!everywhere);
+    }
+
+    #[test]
+    fn a_write_next_to_a_shard_boundary_marks_both_sides_of_its_group() {
+        // The default 3-shard layout splits at 5460 | 5461: group 341 holds 5456..=5471.
+        let mut written = Written::default();
+        written.note(5460);
+        let (slots, _, _) = covered(&mut written);
+        assert_eq!(slots.first(), Some(&5456));
+        assert_eq!(slots.last(), Some(&5471));
+        assert!(
+            slots.contains(&5461),
+            "the neighbouring shard's slot is asked too"
+        );
+    }
+
+    #[test]
+    fn a_client_that_never_wrote_asks_every_primary() {
+        let mut written = Written::default();
+        let (slots, everywhere, _) = covered(&mut written);
+        assert!(slots.is_empty());
+        assert!(everywhere);
+    }
+
+    #[test]
+    fn a_confirmed_wait_resets_the_set_to_the_writes_since() {
+        let mut written = Written::default();
+        written.note(100);
+        written.note(9000);
+        let (slots, _, end) = covered(&mut written);
+        assert_eq!(slots, (96..112).chain(8992..9008).collect::<Vec<_>>());
+        end.confirmed();
+        // Only shard B's slot written since: the next WAIT does not ask about slot 100.
+        written.note(9000);
+        let (slots, everywhere, _) = covered(&mut written);
+        assert_eq!(slots, (8992..9008).collect::<Vec<_>>());
+        assert!(!everywhere);
+    }
+
+    #[test]
+    fn with_nothing_written_since_a_confirmed_wait_the_same_writes_are_asked_again() {
+        let mut written = Written::default();
+        written.note(100);
+        let (_, _, end) = covered(&mut written);
+        end.confirmed();
+        let (slots, everywhere, end) = covered(&mut written);
+        assert_eq!(slots, (96..112).collect::<Vec<_>>());
+        assert!(!everywhere);
+        end.confirmed();
+        let (again, _, _) = covered(&mut written);
+        assert_eq!(again, slots);
+    }
+
+    #[test]
+    fn writes_a_wait_did_not_confirm_stay_covered() {
+        for ended in [Some(false), None] {
+            let mut written = Written::default();
+            written.note(100);
+            let (_, _, end) = covered(&mut written);
+            // Short of its count, failed, or still running (the client pipelined the next).
+            if ended.is_some() {
+                end.short();
+            }
+            written.note(9000);
+            let (slots, _, end) = covered(&mut written);
+            assert_eq!(slots, (96..112).chain(8992..9008).collect::<Vec<_>>());
+            // Once confirmed, the next WAIT covers only what is new.
+            end.confirmed();
+            written.note(9000);
+            let (slots, _, _) = covered(&mut written);
+            assert_eq!(slots, (8992..9008).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn a_write_to_every_shard_is_covered_until_confirmed() {
+        let mut written = Written::default();
+        written.note_everywhere();
+        let (_, everywhere, end) = covered(&mut written);
+        assert!(everywhere);
+        end.short();
+        written.note(100);
+        let (_, everywhere, end) = covered(&mut written);
+        assert!(everywhere, "the unconfirmed fan-out is still covered");
+        end.confirmed();
+        written.note(100);
+        let (slots, everywhere, _) = covered(&mut written);
+        assert!(!everywhere);
+        assert_eq!(slots, (96..112).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_report_slot_is_reused_once_the_last_wait_let_go_of_it() {
+        let mut written = Written::default();
+        written.note(1);
+        let (_, end) = written.begin_wait();
+        let first = Arc::as_ptr(&end.0);
+        end.confirmed();
+        drop(end);
+        written.note(1);
+        let (_, end) = written.begin_wait();
+        assert_eq!(Arc::as_ptr(&end.0), first);
+        assert!(!end.is_confirmed(), "a new WAIT starts pending");
+    }
+}

@@ -1,0 +1,233 @@
+//! Slot migrations under client traffic, as the chaos soak found them (issue 30, items 2 and 3):
+//! transactions on a hashtag whose keys are split between source and target, and reads with
+//! `prefer-replica` of keys that already moved.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::redirects::{slot_and_another_owner, write_config};
+use crate::support::{Redcar, RedisCluster, Value};
+
+/// The value of `key` on `port`, asked with ASKING (the key may be on an importing target).
+fn value_on(cluster: &RedisCluster, port: u16, key: &str) -> Value {
+    let mut c = cluster.node_by_port(port).client();
+    assert_eq!(c.q(&["ASKING"]), Value::simple("OK"));
+    c.q(&["GET", key])
+}
+
+/// The slots redcar's `/topology` says are migrating.
+fn migrating_slots(redcar: &Redcar) -> Vec<u64> {
+    let (_, body) = redcar.http_get("/topology").expect("GET /topology");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("/topology is JSON");
+    json["migrating_slots"]
+        .as_array()
+        .map(|slots| slots.iter().filter_map(|s| s.as_u64()).collect())
+        .unwrap_or_default()
+}
+
+/// Redis refuses a transaction whose keys are split between the two nodes of a migration as a
+/// whole, at EXEC (`-TRYAGAIN`, or `-ASK` for a key moved after it was queued): nothing ran, so
+/// redcar sends the unit again until the keys are together, within `op_timeout`. Before, EXEC's
+/// own `-TRYAGAIN` reached the client.
+#[test]
+fn transactions_on_a_migrating_hashtag_apply_once_and_never_fail() {
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &["--read-policy", "prefer-replica", "--op-timeout", "5s"],
+    );
+    let keys = ["{chaos-tx}a", "{chaos-tx}b", "{chaos-tx}c"];
+    let (slot, from, to) = slot_and_another_owner(&cluster, keys[0]);
+    let mut c = redcar.client();
+    for key in keys {
+        assert_eq!(c.q(&["SET", key, "0"]), Value::simple("OK"));
+    }
+
+    // Exactly the soak's case: one key already on the target, EXEC sent, the rest moved later.
+    let migration = cluster.start_migration(slot, from, to);
+    cluster.migrate_keys(&migration, &[keys[0].as_bytes()]);
+    let sent = Instant::now();
+    let exec = thread::spawn(move || {
+        let mut tx = Vec::new();
+        for cmd in [
+            vec!["MULTI"],
+            vec!["INCR", keys[0]],
+            vec!["INCR", keys[1]],
+            vec!["INCR", keys[2]],
+            vec!["EXEC"],
+        ] {
+            tx.push(c.q(&cmd));
+        }
+        (tx, c)
+    });
+    thread::sleep(Duration::from_millis(300));
+    cluster.migrate_keys(&migration, &[keys[1].as_bytes(), keys[2].as_bytes()]);
+    let (replies, mut c) = exec.join().expect("transaction thread");
+    let ones = Value::Array(Some(vec![Value::Int(1); 3]));
+    assert_eq!(
+        replies[4], ones,
+        "EXEC while the keys were split: {replies:?}"
+    );
+    assert!(
+        sent.elapsed() >= Duration::from_millis(300),
+        "it waited for the keys"
+    );
+
+    // Then transactions back to back while the keys move back in steps and the slot is handed
+    // over: every EXEC succeeds, and each applied exactly once.
+    cluster.finish_migration(migration);
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = {
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut applied = 0i64;
+            let mut failures = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let replies = c
+                    .pipeline(&[
+                        vec!["MULTI"],
+                        vec!["INCR", keys[0]],
+                        vec!["INCR", keys[1]],
+                        vec!["INCR", keys[2]],
+                        vec!["EXEC"],
+                    ])
+                    .expect("pipeline");
+                match &replies[4] {
+                    Value::Array(Some(items)) if items.len() == 3 => applied += 1,
+                    other => failures.push(format!("{replies:?} (EXEC: {other:?})")),
+                }
+            }
+            (applied, failures)
+        })
+    };
+    let back = cluster.start_migration(slot, to, from);
+    for key in keys {
+        thread::sleep(Duration::from_millis(250));
+        cluster.migrate_keys(&back, &[key.as_bytes()]);
+    }
+    thread::sleep(Duration::from_millis(250));
+    cluster.finish_migration(back);
+    thread::sleep(Duration::from_millis(250));
+    stop.store(true, Ordering::Relaxed);
+    let (applied, failures) = client.join().expect("client thread");
+    assert!(
+        failures.is_empty(),
+        "{} failed: {failures:?}",
+        failures.len()
+    );
+    assert!(applied > 5, "only {applied} transactions ran");
+    let expected = Value::bulk((applied + 1).to_string());
+    for key in keys {
+        assert_eq!(
+            value_on(&cluster, from, key),
+            expected,
+            "{key} applied once each"
+        );
+    }
+    assert!(
+        redcar.metric_sum("redcar_retries_total") >= 1.0,
+        "the split keys made redcar re-send a transaction"
+    );
+}
+
+/// A replica does not know its primary is migrating a slot, so it answers nil for a key that
+/// already moved to the target. Once redcar has seen the migration — a refresh from the source
+/// or target shows its marker, or any `-ASK` for the slot — reads of that slot go to the
+/// primary, which answers `-ASK` (followed) for moved keys.
+#[test]
+fn reads_of_a_migrating_slot_are_never_nil_with_prefer_replica() {
+    let cluster = RedisCluster::start(3, 1);
+    // Learns from refreshes (every 100 ms, from a random node of six).
+    let config = write_config("cluster:\n  refresh_interval: 100ms\n  refresh_min_gap: 10ms\n");
+    let by_refresh = Redcar::start_with(
+        &cluster.seeds(),
+        &[
+            "--read-policy",
+            "prefer-replica",
+            "--config",
+            config.path_str(),
+        ],
+    );
+    // Learns from redirects only (no periodic refresh).
+    let quiet = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
+    let by_ask = Redcar::start_with(
+        &cluster.seeds(),
+        &[
+            "--read-policy",
+            "prefer-replica",
+            "--config",
+            quiet.path_str(),
+        ],
+    );
+    let keys: Vec<String> = (0..20).map(|i| format!("{{chaos-read}}k{i}")).collect();
+    let (slot, from, to) = slot_and_another_owner(&cluster, &keys[0]);
+    let mut c = by_refresh.client();
+    for key in &keys {
+        assert_eq!(c.q(&["SET", key, key]), Value::simple("OK"));
+    }
+    assert_eq!(
+        c.q(&["WAIT", "1", "2000"]),
+        Value::Int(1),
+        "the replica has them"
+    );
+
+    let migration = cluster.start_migration(slot, from, to);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !migrating_slots(&by_refresh).contains(&u64::from(slot)) {
+        assert!(
+            Instant::now() < deadline,
+            "no refresh showed slot {slot} migrating"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let moved: Vec<&[u8]> = keys[..10].iter().map(|k| k.as_bytes()).collect();
+    cluster.migrate_keys(&migration, &moved);
+    // A write to the slot: its -ASK teaches the second redcar.
+    let mut w = by_ask.client();
+    assert_eq!(w.q(&["SET", &keys[0], &keys[0]]), Value::simple("OK"));
+    assert_eq!(migrating_slots(&by_ask), vec![u64::from(slot)]);
+
+    let replica = cluster.replicas_of(from)[0].port();
+    let replica_gets = || {
+        let info = cluster.node_by_port(replica).cmd(&["INFO", "commandstats"]);
+        crate::support::resp_client::command_calls(&info.to_text(), "get")
+    };
+    let before = replica_gets();
+    let mut nils = Vec::new();
+    for redcar in [&by_refresh, &by_ask] {
+        let mut r = redcar.client();
+        for round in 0..25 {
+            for key in &keys {
+                match r.q(&["GET", key]) {
+                    Value::Bulk(Some(v)) if v == key.as_bytes() => {}
+                    other => {
+                        nils.push(format!("{}: {key} round {round}: {other:?}", redcar.port()))
+                    }
+                }
+            }
+        }
+    }
+    assert!(nils.is_empty(), "{} wrong reads: {nils:?}", nils.len());
+    assert_eq!(
+        replica_gets(),
+        before,
+        "no read of the slot went to its replica"
+    );
+    let asks = by_refresh.metric_sum("redcar_redirects_total{kind=\"ask\"");
+    assert!(asks >= 250.0, "moved keys were read with ASK ({asks})");
+
+    cluster.finish_migration(migration);
+    for redcar in [&by_refresh, &by_ask] {
+        let mut r = redcar.client();
+        for key in &keys {
+            assert_eq!(
+                r.q(&["GET", key]),
+                Value::bulk(key),
+                "{key} after the migration"
+            );
+        }
+    }
+    assert_eq!(value_on(&cluster, to, &keys[19]), Value::bulk(&keys[19]));
+}

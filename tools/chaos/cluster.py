@@ -1,0 +1,347 @@
+"""The processes the soak owns: a 3+3 Redis Cluster (via scripts/cluster.sh) and redcar.
+
+Also the cluster's view of itself (who is primary, which slots it owns, is it settled) and a
+direct, cluster-aware reader that the checker uses so that nothing it judges comes through redcar.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+
+from resp import Conn, ConnError, ReplyError, call_once, key_slot
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CLUSTER_SH = os.path.join(ROOT, "scripts", "cluster.sh")
+
+
+class HarnessError(Exception):
+    """The harness could not do its job (exit 2): not a verdict on redcar."""
+
+
+def parse_addr(s):
+    host, port = s.rsplit(":", 1)
+    return host, int(port)
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cmdline_has(pid, word):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return word.encode() in f.read()
+    except OSError:
+        return False
+
+
+class View:
+    """Who owns what, read from the nodes: primaries by node id, slot -> primary address."""
+
+    def __init__(self, addrs):
+        self.addrs = addrs  # the seeds, e.g. [("127.0.0.1", 7000), ...]
+
+    def slots(self):
+        """[(start, end, "host:port"), ...] from the first node that answers CLUSTER SLOTS."""
+        last = None
+        for host, port in self.addrs:
+            try:
+                rows = call_once(host, port, "CLUSTER", "SLOTS", timeout=1.0)
+                return [(r[0], r[1], f"{r[2][0] or host}:{r[2][1]}") for r in rows]
+            except (ConnError, ReplyError) as e:
+                last = e
+        raise HarnessError(f"no node answered CLUSTER SLOTS: {last}")
+
+    def owner_map(self):
+        m = [None] * 16384
+        for s, e, addr in self.slots():
+            for i in range(s, e + 1):
+                m[i] = addr
+        return m
+
+    def nodes(self, host, port):
+        """CLUSTER NODES of one node: {addr: {"id", "role", "master", "flags"}}."""
+        out = {}
+        for line in call_once(host, port, "CLUSTER", "NODES", timeout=1.0).splitlines():
+            f = line.split()
+            addr = f[1].split("@")[0]
+            flags = f[2].split(",")
+            out[addr] = {"id": f[0], "flags": flags, "master": f[3],
+                         "role": "primary" if "master" in flags else "replica",
+                         "slots": f[8:]}
+        return out
+
+
+def node_settled(host, port):
+    """cluster_state:ok with every slot covered, and a replica's link to its primary is up."""
+    info = call_once(host, port, "CLUSTER", "INFO", timeout=1.0)
+    if "cluster_state:ok" not in info or "cluster_slots_ok:16384" not in info:
+        return False
+    repl = call_once(host, port, "INFO", "replication", timeout=1.0)
+    if "role:slave" in repl and "master_link_status:up" not in repl:
+        return False
+    if "role:slave" in repl and "master_sync_in_progress:1" in repl:
+        return False
+    return True
+
+
+class Cluster:
+    """A cluster started by scripts/cluster.sh in DIR; nodes are addressed by port."""
+
+    def __init__(self, dirpath, log):
+        self.dir = dirpath
+        self.log = log
+        self.ports = []
+        self.stopped = set()  # ports we SIGSTOPped (SIGCONT them before anything else)
+
+    def start(self):
+        env = dict(os.environ)
+        env.setdefault("CLUSTER_NODE_TIMEOUT", "2000")
+        with open(os.path.join(self.dir, "cluster-start.log"), "w") as out:
+            rc = subprocess.call([CLUSTER_SH, "start", os.path.join(self.dir, "cluster"), "0"],
+                                 stdout=out, stderr=subprocess.STDOUT, env=env)
+        # Even a failed start may have written pid files: stop() will use them.
+        if rc != 0:
+            raise HarnessError(f"scripts/cluster.sh start failed (see {self.dir}/cluster-start.log)")
+        with open(os.path.join(self.dir, "cluster", "ports")) as f:
+            self.ports = [int(p) for p in f.read().split()]
+
+    @property
+    def addrs(self):
+        return [("127.0.0.1", p) for p in self.ports]
+
+    def seeds(self):
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def pid(self, port):
+        try:
+            with open(os.path.join(self.dir, "cluster", f"node-{port}", "pid")) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+        # Never signal a recycled PID: it must still be a redis-server on this port.
+        if pid_alive(pid) and cmdline_has(pid, f":{port}"):
+            return pid
+        return None
+
+    def signal(self, port, sig):
+        pid = self.pid(port)
+        if pid is None:
+            raise HarnessError(f"node {port} is not running")
+        os.kill(pid, sig)
+        if sig == signal.SIGSTOP:
+            self.stopped.add(port)
+        elif sig == signal.SIGCONT:
+            self.stopped.discard(port)
+        elif sig == signal.SIGKILL:
+            self.stopped.discard(port)
+            for _ in range(50):
+                if not pid_alive(pid):
+                    break
+                time.sleep(0.02)
+            os.remove(os.path.join(self.dir, "cluster", f"node-{port}", "pid"))
+
+    def restart(self, port):
+        """Start a killed node again from its nodes.conf (same id, same port)."""
+        rc = subprocess.call([CLUSTER_SH, "restart", os.path.join(self.dir, "cluster"), str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if rc != 0:
+            raise HarnessError(f"scripts/cluster.sh restart of node {port} failed")
+
+    def roles(self):
+        """{port: "primary"|"replica"} as each live node says of itself."""
+        out = {}
+        for p in self.ports:
+            if self.pid(p) is None or p in self.stopped:
+                continue
+            try:
+                repl = call_once("127.0.0.1", p, "INFO", "replication", timeout=1.0)
+            except (ConnError, ReplyError):
+                continue
+            out[p] = "replica" if "role:slave" in repl else "primary"
+        return out
+
+    def node_id(self, port):
+        return call_once("127.0.0.1", port, "CLUSTER", "MYID", timeout=1.0)
+
+    def settled(self):
+        """Every node running, all agree on cluster_state:ok, every replica synced, every slot
+        owned by the same primary in every node's view, and 3 primaries with one replica each."""
+        if any(self.pid(p) is None for p in self.ports) or self.stopped:
+            return False
+        try:
+            if not all(node_settled("127.0.0.1", p) for p in self.ports):
+                return False
+            views = [tuple(sorted((r[0], r[1], r[2][1]) for r in
+                                  call_once("127.0.0.1", p, "CLUSTER", "SLOTS", timeout=1.0)))
+                     for p in self.ports]
+        except (ConnError, ReplyError):
+            return False
+        if len(set(views)) != 1:
+            return False
+        roles = self.roles()
+        return sorted(roles.values()) == ["primary"] * 3 + ["replica"] * 3
+
+    def wait_settled(self, timeout=45.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.settled():
+                return
+            time.sleep(0.1)
+        raise HarnessError(f"cluster did not settle within {timeout:.0f} s")
+
+    def stop(self):
+        for p in list(self.stopped):  # a stopped node would ignore SIGTERM until SIGCONT
+            pid = self.pid(p)
+            if pid:
+                os.kill(pid, signal.SIGCONT)
+        self.stopped.clear()
+        subprocess.call([CLUSTER_SH, "stop", os.path.join(self.dir, "cluster")],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Redcar:
+    """redcar in front of the cluster, with an admin port; RSS sampled every second."""
+
+    def __init__(self, binary, listen_port, admin_port, seeds, dirpath, log):
+        self.binary, self.port, self.admin = binary, listen_port, admin_port
+        self.seeds, self.dir, self.log = seeds, dirpath, log
+        self.proc = None
+        self.starts = 0
+        self.expected_exit = False
+        self.exits = []  # (monotonic time, returncode, expected?, pid)
+        self.rss_max_kb = 0
+        self.rss_samples = []
+        self._sampler = None
+        self._stop = threading.Event()
+
+    def start(self, timeout=30.0):
+        self.starts += 1
+        logf = open(os.path.join(self.dir, f"redcar.{self.starts}.log"), "w")
+        self.proc = subprocess.Popen(
+            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--admin", f"127.0.0.1:{self.admin}",
+             "--cluster", self.seeds, "--read-policy", "prefer-replica"],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
+        logf.close()
+        self.expected_exit = False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise HarnessError(f"redcar exited at start ({self.proc.returncode}); "
+                                   f"see {self.dir}/redcar.{self.starts}.log")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        else:
+            raise HarnessError("redcar not ready within 30 s")
+        if self._sampler is None:
+            self._sampler = threading.Thread(target=self._sample, daemon=True)
+            self._sampler.start()
+
+    def note_exit(self):
+        """Record an exit nobody asked for (a crash; the checker fails the run on it)."""
+        p = self.proc
+        if p is not None and p.poll() is not None and not self.expected_exit and not any(
+                e[3] == p.pid for e in self.exits):
+            self.exits.append((time.monotonic(), p.returncode, False, p.pid))
+            self.log(f"redcar exited unexpectedly with status {p.returncode}")
+        return p is None or p.poll() is not None
+
+    def _sample(self):
+        while not self._stop.wait(1.0):
+            p = self.proc
+            if p is None or self.note_exit():
+                continue
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            kb = int(line.split()[1])
+                            self.rss_max_kb = max(self.rss_max_kb, kb)
+                            self.rss_samples.append((time.monotonic(), kb))
+            except OSError:
+                pass
+
+    def terminate(self, timeout=15.0):
+        """SIGTERM (requests in flight are drained); returns (exit code, seconds to exit)."""
+        p = self.proc
+        self.expected_exit = True
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+            self.exits.append((time.monotonic(), rc, False, p.pid))
+            raise HarnessError(f"redcar did not exit within {timeout:.0f} s of SIGTERM") from None
+        self.exits.append((time.monotonic(), rc, True, p.pid))
+        return rc, time.monotonic() - t0
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        self._stop.set()
+        if self.alive():
+            self.expected_exit = True
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class DirectReader:
+    """Reads straight from the cluster's primaries (never through redcar), following MOVED/ASK."""
+
+    def __init__(self, addrs):
+        self.view = View(addrs)
+        self.conns = {}
+        self.owner = self.view.owner_map()
+
+    def _conn(self, addr):
+        if addr not in self.conns:
+            host, port = parse_addr(addr)
+            self.conns[addr] = Conn(host, port, timeout=5.0)
+        return self.conns[addr]
+
+    def call(self, key, *args):
+        addr = self.owner[key_slot(key)]
+        asking = False
+        for _ in range(5):
+            c = self._conn(addr)
+            try:
+                if asking:
+                    c.call("ASKING")
+                return c.call(*args)
+            except ReplyError as e:
+                msg = str(e)
+                if msg.startswith("MOVED "):
+                    addr, asking = msg.split()[2], False
+                    self.owner = self.view.owner_map()
+                elif msg.startswith("ASK "):
+                    addr, asking = msg.split()[2], True
+                else:
+                    raise
+        raise HarnessError(f"too many redirects reading {key}")
+
+    def close(self):
+        for c in self.conns.values():
+            c.close()
