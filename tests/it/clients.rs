@@ -1,15 +1,18 @@
 //! Real client libraries pointed at redcar as if it were one Redis node: redis-py (+hiredis),
-//! phpredis `Redis`, predis `Client`, node-redis and ioredis (Node.js) and go-redis v9. Each runs
-//! its smoke script from tests/clients/ against a fresh cluster behind redcar; the script asserts
-//! every reply and exits non-zero on a mismatch. The Node.js and Go scripts also read what they
-//! wrote back from the cluster itself (`redis-cli -c` against `REDCAR_CLUSTER_NODE`).
+//! phpredis `Redis`, predis `Client`, node-redis and ioredis (Node.js), go-redis v9, and Jedis and
+//! Lettuce (Java). Each runs its smoke script from tests/clients/ against a fresh cluster behind
+//! redcar; the script asserts every reply and exits non-zero on a mismatch. The Node.js, Go and
+//! Java programs also read what they wrote back from the cluster itself (`redis-cli -c`, or a
+//! Jedis cluster client, against `REDCAR_CLUSTER_NODE`).
 //!
 //! The libraries come from `scripts/ensure-clients.sh` (php-cli, php-redis and php-predis from
 //! apt, redis-py and hiredis in the virtualenv `target/pyenv`), `scripts/ensure-node-clients.sh`
-//! (`npm ci` into `target/node`) and `scripts/ensure-go-clients.sh` (go-redis built into
-//! `target/go-clients`), all run by `make test`. A missing library fails the test with the
+//! (`npm ci` into `target/node`), `scripts/ensure-go-clients.sh` (go-redis built into
+//! `target/go-clients`) and `scripts/ensure-java-clients.sh` (Jedis and Lettuce built with Maven
+//! into `target/java-clients`), all run by `make test`. A missing library fails the test with the
 //! command to run; it never passes silently, with or without `CI` set.
-//! `REDCAR_PYTHON` overrides the interpreter, `REDCAR_PHP` the PHP binary, `REDCAR_NODE` node.
+//! `REDCAR_PYTHON` overrides the interpreter, `REDCAR_PHP` the PHP binary, `REDCAR_NODE` node,
+//! `REDCAR_JAVA` java.
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -32,6 +35,14 @@ pub(crate) const GO_HINT: &str =
     "run scripts/ensure-go-clients.sh (`make test` does), which builds \
      tests/clients/go (go-redis v9) into target/go-clients/redcar-go-clients (and \
      `apt-get install -y golang-go` when go is missing)";
+
+pub(crate) const JAVA_HINT: &str =
+    "run scripts/ensure-java-clients.sh (`make test` does), which builds \
+     tests/clients/java (Jedis and Lettuce) with Maven into target/java-clients (and \
+     `apt-get install -y default-jdk-headless maven` when a JDK or Maven is missing)";
+/// The JVM's start-up, not the workload, is most of a Java run: C1 alone (no C2 compiles) and
+/// the serial collector halve its CPU time on a busy 2-core machine.
+const JAVA_OPTIONS: [&str; 2] = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"];
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -85,6 +96,21 @@ pub(crate) fn go_clients() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// `java` and the Jedis/Lettuce program built from tests/clients/java.
+pub(crate) fn java_clients() -> (PathBuf, PathBuf) {
+    let jar = manifest_dir().join("target/java-clients/redcar-java-clients.jar");
+    assert!(
+        jar.exists(),
+        "Jedis and Lettuce are not built: {} does not exist; {JAVA_HINT}",
+        jar.display()
+    );
+    let java = std::env::var_os("REDCAR_JAVA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("java"));
+    require_with(&java, &["-version"], "java", JAVA_HINT);
+    (java, jar)
 }
 
 /// Check that `program -r/-c probe` works, else fail naming what to install.
@@ -167,6 +193,16 @@ pub(crate) fn run_go(mode: &str, redcar: &Redcar, cluster: &RedisCluster) {
         redcar,
         Some(cluster),
     );
+}
+
+/// The Jedis and Lettuce program in `mode` (`smoke`: plain clients, `facade`: cluster clients),
+/// both libraries in one JVM: start-up costs more than their whole workload.
+pub(crate) fn run_java(mode: &str, redcar: &Redcar, cluster: &RedisCluster) {
+    let (java, jar) = java_clients();
+    let mut args: Vec<&OsStr> = JAVA_OPTIONS.iter().map(OsStr::new).collect();
+    args.extend([OsStr::new("-jar"), jar.as_os_str(), OsStr::new(mode)]);
+    let name = format!("redcar-java-clients {mode}");
+    run_client(&java, &args, &name, redcar, Some(cluster));
 }
 
 /// Run `program ARGS... 127.0.0.1 PORT` against `redcar` with a timeout (and
@@ -276,4 +312,12 @@ fn go_redis_smoke_program_passes_through_redcar() {
     let cluster = RedisCluster::start(3, 1);
     let redcar = Redcar::start(&cluster.seeds());
     run_go("smoke", &redcar, &cluster);
+}
+
+#[test]
+fn jedis_and_lettuce_smoke_program_passes_through_redcar() {
+    java_clients();
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start(&cluster.seeds());
+    run_java("smoke", &redcar, &cluster);
 }

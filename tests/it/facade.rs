@@ -1,12 +1,15 @@
 //! Cluster-facade mode (`--cluster-facade`, `cluster_facade:`, `tls.cluster_facade:`): redcar
 //! answers CLUSTER SLOTS/SHARDS/NODES/INFO/MYID as a one-node cluster owning every slot, so real
 //! cluster clients (phpredis `RedisCluster`, predis cluster mode, redis-py `RedisCluster`,
-//! node-redis `createCluster`, ioredis `Redis.Cluster`, go-redis `ClusterClient`) work through
-//! it unchanged, while a listener without the facade behaves as before.
+//! node-redis `createCluster`, ioredis `Redis.Cluster`, go-redis `ClusterClient`, Jedis and
+//! Lettuce `RedisClusterClient`) work through it unchanged, while a listener without the facade
+//! behaves as before.
 
 use std::collections::BTreeSet;
 
-use crate::clients::{node, php, python, require, run_go, run_script, run_script_checked};
+use crate::clients::{
+    node, php, python, require, run_go, run_java, run_script, run_script_checked,
+};
 use crate::redirects::write_config;
 use crate::support::cluster::{parse_cluster_nodes, parse_cluster_slots};
 use crate::support::redcar::check_config_yaml;
@@ -72,6 +75,14 @@ fn node_redis_ioredis_and_go_redis_cluster_clients_work_through_the_facade() {
     run_script_checked(&node, "facade_node_redis.mjs", &redcar, &cluster);
     run_script_checked(&node, "facade_ioredis.mjs", &redcar, &cluster);
     run_go("facade", &redcar, &cluster);
+}
+
+#[test]
+fn jedis_and_lettuce_cluster_clients_work_through_the_facade() {
+    crate::clients::java_clients();
+    let cluster = RedisCluster::start(3, 1);
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--cluster-facade"]);
+    run_java("facade", &redcar, &cluster);
 }
 
 #[test]
