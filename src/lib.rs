@@ -1,7 +1,7 @@
 //! redcar: a Redis Cluster sidecar proxy.
 //!
 //! # Layout
-//! Dependencies point one way, top to bottom:
+//! Dependencies point one way, top to bottom (tests/layering.rs checks it):
 //! - [`protocol`]: RESP frames as zero-copy views over `Bytes`; streaming parse with limits; encode.
 //! - [`commands`]: the one command table (arity, flags, key specs, how redcar serves it).
 //! - [`cluster`]: CRC16 slots, the immutable slot map, topology discovery and refresh.
@@ -13,8 +13,13 @@
 //! - [`metrics`]: the Prometheus registry and the slow log.
 //! - [`admin`]: HTTP health, readiness, metrics, topology, clients, slow log, config.
 //! - [`auth`]: AUTH against `--requirepass` or configured users, and per-user command rules.
-//! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up (and
-//!   `config::envoy`, the `redcar config convert-envoy` tool).
+//! - [`values`]: durations, sizes, secrets and PEM loading, the value types every layer uses.
+//! - [`workers`]: the threading model and the per-core worker layout.
+//! - [`sentinel`]: a Sentinel-managed primary published as a one-shard map.
+//! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up; it only
+//!   assembles the modules' own `*Config` types (only [`app`], [`envoy`] and `main` import it).
+//! - [`envoy`]: `redcar config convert-envoy`, Envoy redis_proxy configs to redcar's.
+//! - [`top`]: `redcar top`, live rates from a running redcar's admin API.
 //! - [`app`]: wiring and graceful shutdown.
 //! - [`doctor`]: `redcar doctor`, a cluster configuration and latency diagnosis (a tool, not on the proxy's path).
 
@@ -27,10 +32,12 @@ pub mod commands;
 pub mod config;
 pub mod doctor;
 pub mod downstream;
+pub mod envoy;
 pub mod metrics;
 pub mod protocol;
 pub mod router;
 pub mod sentinel;
 pub mod top;
 pub mod upstream;
+pub mod values;
 pub mod workers;

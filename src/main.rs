@@ -23,7 +23,12 @@ fn main() -> ExitCode {
         return run_doctor(&options);
     }
     if let Some(Command::Config(ConfigCommand::ConvertEnvoy(args))) = &cli.command {
-        return ExitCode::from(redcar::config::envoy::run(&args.options()));
+        let options = redcar::envoy::Options {
+            file: args.file.clone(),
+            listener: args.listener.clone(),
+            cluster: args.cluster.clone(),
+        };
+        return ExitCode::from(redcar::envoy::run(&options));
     }
     if let Some(Command::Top(args)) = cli.command {
         return run_tool("top", redcar::top::run(args));

@@ -7,7 +7,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::config::secret::PasswordDigest;
+use crate::values::secret::PasswordDigest;
 
 /// The body of a refusal: says what to send, never what was sent.
 const REFUSED: &str = "redcar: the admin API needs `Authorization: Bearer <admin.token>`\n";

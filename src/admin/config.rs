@@ -8,7 +8,7 @@ use std::fmt;
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::config::secret::{PasswordDigest, Secret};
+use crate::values::secret::{PasswordDigest, Secret};
 
 /// `admin:` in the config file. `Default`: no admin listener.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

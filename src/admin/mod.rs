@@ -37,9 +37,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cluster::ClusterState;
-use crate::config::secret::PasswordDigest;
 use crate::downstream::Downstream;
 use crate::metrics::Metrics;
+use crate::values::secret::PasswordDigest;
 
 /// Every backend's slot map by name, as `/readyz` and `/topology` read it; a reload swaps it.
 pub type BackendStates = arc_swap::ArcSwap<Vec<(String, Arc<ClusterState>)>>;

@@ -5,7 +5,7 @@
 //! With neither `requirepass` nor users configured, every client is the unrestricted default
 //! user and nothing here runs per command.
 
-pub use crate::config::secret::{PasswordDigest, Secret};
+pub use crate::values::secret::{PasswordDigest, Secret};
 
 use std::collections::HashMap;
 use std::sync::Arc;

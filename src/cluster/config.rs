@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::units;
+use crate::values::units;
 
 /// `cluster:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::units::parse_duration;
 use super::{Config, ConfigError};
+use crate::values::units::parse_duration;
 
 /// redcar: one Redis endpoint in front of a whole Redis Cluster.
 #[derive(Debug, Parser, Default)]
@@ -141,16 +141,6 @@ pub struct ConvertEnvoyArgs {
     /// The upstream cluster to convert when prefix_routes send keys to several.
     #[arg(long, value_name = "NAME")]
     pub cluster: Option<String>,
-}
-
-impl ConvertEnvoyArgs {
-    pub fn options(&self) -> super::envoy::Options {
-        super::envoy::Options {
-            file: self.file.clone(),
-            listener: self.listener.clone(),
-            cluster: self.cluster.clone(),
-        }
-    }
 }
 
 /// Flags of `redcar doctor` (see docs/doctor.md).

@@ -8,11 +8,7 @@ mod cli;
 mod validate;
 mod validate_routes;
 
-pub mod envoy;
-pub mod pem;
-pub mod secret;
 pub mod secrets;
-pub mod units;
 
 pub use cli::{Cli, Command, ConfigCommand};
 
@@ -21,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use crate::values::units;
 
 use crate::admin::AdminConfig;
 use crate::auth::AuthConfig;

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::secret::{PasswordDigest, Secret};
 use super::{Config, ConfigError};
 use crate::backends::BackendConfig;
+use crate::values::secret::{PasswordDigest, Secret};
 
 /// Secret key (`auth.requirepass`, `auth.users[0].password`, ...) → digest of its value.
 pub type SecretDigests = BTreeMap<String, PasswordDigest>;

@@ -4,10 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::{Config, ConfigError};
-
-/// Linux's limits on TCP keepalive (`MAX_TCP_KEEPIDLE`/`KEEPINTVL`, `MAX_TCP_KEEPCNT`).
-pub(super) const MAX_KEEPALIVE_SECONDS: Duration = Duration::from_secs(32767);
-pub(super) const MAX_KEEPALIVE_PROBES: u32 = 127;
+use crate::upstream::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
 
 /// Longest write-coalescing window accepted (`upstream.flush_interval`).
 const MAX_FLUSH_INTERVAL: Duration = Duration::from_millis(10);

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::units;
 use crate::protocol::Limits;
+use crate::values::units;
 
 /// `client:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -18,7 +18,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::facade::FacadeConfig;
 use super::listener::Accept;
-use crate::config::{pem, units};
+use crate::values::{pem, units};
 
 /// `tls:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

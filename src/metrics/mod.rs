@@ -32,7 +32,7 @@ use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::config::units;
+use crate::values::units;
 
 /// `metrics:` and `slowlog:` settings.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::fault::FaultRule;
 use super::retry_budget::RetryBudgetConfig;
 use super::select::ReadPolicy;
-use crate::config::units;
+use crate::values::units;
 
 /// `router:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

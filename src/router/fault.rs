@@ -18,9 +18,9 @@ use tokio::time::{sleep_until, Instant};
 use super::call::Call;
 use super::forward::Command;
 use super::Router;
-use crate::config::units;
 use crate::metrics::Metrics;
 use crate::upstream::Node;
+use crate::values::units;
 
 /// One entry of `router.faults` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch as signal};
 
 use crate::cluster::ClusterState;
-use crate::config::secret::Secret;
-use crate::config::units;
 use crate::metrics::Metrics;
 use crate::upstream::Upstreams;
+use crate::values::secret::Secret;
+use crate::values::units;
 
 use conn::SentinelAuth;
 

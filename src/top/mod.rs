@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::config::units::parse_duration;
+use crate::values::units::parse_duration;
 pub use render::render;
 use scrape::{fetch_metrics, host_port, parse_exposition, ScrapeError};
 pub use stats::{Frame, Snapshot};

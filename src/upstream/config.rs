@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{OutlierConfig, UpstreamTlsConfig};
-use crate::config::secret::Secret;
-use crate::config::units;
+use crate::values::secret::Secret;
+use crate::values::units;
 
 /// `upstream:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -61,6 +61,11 @@ pub struct UpstreamConfig {
     /// TLS on every node connection: CA, server name, optional client certificate.
     pub tls: UpstreamTlsConfig,
 }
+
+/// Linux's limits on TCP keepalive (`MAX_TCP_KEEPIDLE`/`KEEPINTVL`, `MAX_TCP_KEEPCNT`): the
+/// config check and the Envoy converter hold `tcp_keepalive*` to them.
+pub const MAX_KEEPALIVE_SECONDS: Duration = Duration::from_secs(32767);
+pub const MAX_KEEPALIVE_PROBES: u32 = 127;
 
 /// Keepalive probe interval when `tcp_keepalive_interval` is unset (capped by `tcp_keepalive`):
 /// with Linux's 9 probes a dead node is noticed 90 s after the idle time, not 11 minutes

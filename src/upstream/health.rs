@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::config::units;
 use crate::metrics::{EventKind, EventLog};
+use crate::values::units;
 
 /// `upstream.outlier:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -24,7 +24,9 @@ mod standby;
 mod stream;
 mod tls;
 
-pub use config::{DedicatedConfig, Exhausted, UpstreamConfig};
+pub use config::{
+    DedicatedConfig, Exhausted, UpstreamConfig, MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS,
+};
 pub use conn::ASKING;
 pub use connect_limit::ConnectLimit;
 pub use dedicated::{Dedicated, DedicatedPool};

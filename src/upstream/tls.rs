@@ -17,7 +17,7 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::ClientConfig;
 use tokio_rustls::TlsConnector;
 
-use crate::config::pem;
+use crate::values::pem;
 
 /// `upstream.tls:` in the config file.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

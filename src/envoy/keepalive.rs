@@ -7,7 +7,7 @@ use serde_yaml::Value;
 use super::draft::Draft;
 use super::source::require_number;
 use super::ConvertError;
-use crate::config::validate::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
+use crate::upstream::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
 
 const PREFIX: &str = "upstream_connection_options.tcp_keepalive.";
 

@@ -7,7 +7,7 @@ use serde_yaml::{Mapping, Value};
 use sha2::{Digest, Sha256};
 
 use super::ConvertError;
-use crate::config::units::{format_duration, parse_duration};
+use crate::values::units::{format_duration, parse_duration};
 
 /// An Envoy `google.protobuf.Duration`: `"0.5s"`, `"5s"`, or `{seconds: 5, nanos: 0}`.
 pub(super) fn duration(value: &Value, key: &str) -> Result<Duration, ConvertError> {

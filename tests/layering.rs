@@ -1,0 +1,159 @@
+//! The crate's modules depend on each other one way, checked over the `crate::` paths in
+//! `src/` (test code excluded): each module has a layer, and may use only modules of lower
+//! layers. So `values` is a leaf, the data plane builds up from `protocol` to `downstream`, and
+//! `config` sits at the edge, assembling the modules' own `*Config` types: nothing but `app`,
+//! the Envoy converter (which emits a `Config`) and `main` imports it (docs/architecture.md,
+//! "Layers").
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Every module of `src/lib.rs` and its layer: a module may use modules of lower layers only.
+const LAYERS: &[(&str, u8)] = &[
+    ("values", 0),
+    ("protocol", 0),
+    ("workers", 0),
+    ("commands", 0),
+    ("metrics", 1),
+    ("auth", 1),
+    ("top", 1),
+    ("upstream", 2),
+    ("cluster", 3),
+    ("router", 4),
+    ("sentinel", 4),
+    ("doctor", 4),
+    ("backends", 5),
+    ("downstream", 5),
+    ("admin", 6),
+    ("config", 7),
+    ("app", 8),
+    ("envoy", 8),
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src/") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module a file belongs to (`src/router/wait.rs` → `router`, `src/app.rs` → `app`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).expect("under src/");
+    let first = rel.components().next().expect("a path");
+    first
+        .as_os_str()
+        .to_string_lossy()
+        .trim_end_matches(".rs")
+        .to_string()
+}
+
+/// The non-test part of a file: test modules sit at the end, after `#[cfg(test)]`; files that
+/// are test modules themselves are skipped by name.
+fn code_of(file: &Path) -> Option<String> {
+    let name = file.file_name()?.to_string_lossy().to_string();
+    if name == "tests.rs" || name.ends_with("_tests.rs") || name == "test_server.rs" {
+        return None;
+    }
+    let text = std::fs::read_to_string(file).ok()?;
+    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
+    Some(text[..end].to_string())
+}
+
+/// The modules `code` names as `crate::<module>`.
+fn uses(code: &str) -> Vec<String> {
+    code.match_indices("crate::")
+        .map(|(at, _)| {
+            code[at + 7..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+#[test]
+fn modules_use_only_lower_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let layers: BTreeMap<&str, u8> = LAYERS.iter().copied().collect();
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("src/lib.rs");
+    for line in lib.lines().filter_map(|l| l.strip_prefix("pub mod ")) {
+        let module = line.trim_end_matches(';');
+        assert!(
+            layers.contains_key(module),
+            "module `{module}` of src/lib.rs has no layer in tests/layering.rs: give it one"
+        );
+    }
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for file in files {
+        let module = module_of(&src, &file);
+        let Some(&layer) = layers.get(module.as_str()) else {
+            continue; // main.rs, lib.rs
+        };
+        let Some(code) = code_of(&file) else {
+            continue;
+        };
+        for used in uses(&code) {
+            if used == module {
+                continue;
+            }
+            checked += 1;
+            match layers.get(used.as_str()) {
+                Some(&below) if below < layer => {}
+                Some(&other) => wrong.push(format!(
+                    "{} (`{module}`, layer {layer}) uses `{used}` (layer {other})",
+                    file.strip_prefix(root).unwrap_or(&file).display()
+                )),
+                None => wrong.push(format!(
+                    "{} uses `crate::{used}`, which has no layer",
+                    file.strip_prefix(root).unwrap_or(&file).display()
+                )),
+            }
+        }
+    }
+    assert!(
+        checked > 100,
+        "only {checked} crate:: paths found: is the scan broken?"
+    );
+    assert!(
+        wrong.is_empty(),
+        "imports against the layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn config_is_imported_only_at_the_edge_and_values_by_anyone() {
+    let layers: BTreeMap<&str, u8> = LAYERS.iter().copied().collect();
+    let config = layers["config"];
+    let above_config: Vec<&str> = LAYERS
+        .iter()
+        .filter(|(_, layer)| *layer > config)
+        .map(|(name, _)| *name)
+        .collect();
+    assert_eq!(
+        above_config,
+        ["app", "envoy"],
+        "only these may import config"
+    );
+    assert_eq!(layers["values"], 0, "values is a leaf");
+}
+
+/// The scanner itself: it finds the module names in paths, and skips test code.
+#[test]
+fn the_scan_reads_crate_paths() {
+    assert_eq!(
+        uses("use crate::values::units;\nlet x = crate::metrics::Metrics::default();"),
+        ["values", "metrics"]
+    );
+    assert!(uses("use super::x; use std::io;").is_empty());
+}
