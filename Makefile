@@ -1,17 +1,23 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build demo test fuzz bench bench-connections bench-crowd bench-connect-burst flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-browser ensure-promtool status-screenshot
+.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
 help:
 	@echo "make build   - cargo build --release (target/release/redcar)"
+	@echo "make deb     - the Debian package: binary, systemd unit, /etc/redcar/redcar.yaml, man pages"
+	@echo "               -> target/debian/redcar_<version>_<arch>.deb (docs/packaging.md)"
 	@echo "make demo    - start a local 3+3 cluster + redcar, run a short workload (scripts/demo.sh)"
-	@echo "make test    - fmt check, clippy -D warnings, all tests (needs redis-server; CI runs this)"
+	@echo "make test    - fmt check, clippy -D warnings, all tests, fuzz and a 30 s chaos soak (needs"
+	@echo "               redis-server; CI runs this)"
 	@echo "make bench   - the benchmark suite: standalone, direct cluster, redcar and nutcracker; CPU per"
 	@echo "               command, worker scaling, per-request and rate-limit workloads; checks the"
 	@echo "               performance targets and writes bench/RESULTS.md (~10 min; bench/README.md)"
+	@echo "make chaos   - fault-injection soak: 3+3 cluster, redcar (prefer-replica), 10 clients, seeded"
+	@echo "               kills/freezes/failovers/migrations/restarts, then a history checker; CHAOS_SECONDS"
+	@echo "               (default 60), CHAOS_SEED; exit 1 keeps the logs (tools/chaos, docs/resilience.md)"
 	@echo "make flamegraph - perf flame graphs of redcar under GET/SET -P 16 into docs/perf/"
 	@echo "make fuzz    - run the cargo-fuzz targets for FUZZ_SECONDS (default 300) each"
 	@echo "make bench-connections - per-request and rate-limit workloads, direct vs redcar, on loopback"
@@ -44,6 +50,10 @@ ensure-node-clients:
 ensure-go-clients:
 	scripts/ensure-go-clients.sh
 
+# Jedis + Lettuce (Maven, into target/java-clients; JDK and maven from apt when missing)
+ensure-java-clients:
+	scripts/ensure-java-clients.sh
+
 # promtool (apt package prometheus) for tests/it/observability_examples.rs and
 # scripts/check-observability-examples.sh (the alerting rules in examples/prometheus/)
 ensure-promtool:
@@ -51,6 +61,11 @@ ensure-promtool:
 
 build:
 	$(CARGO) build --release
+
+# Release binary + man pages (examples/manpage.rs) into a .deb with dpkg-deb (scripts/build-deb.sh
+# says why not cargo-deb); tests/it/deb.rs installs one into a temporary root.
+deb:
+	CARGO=$(CARGO) scripts/build-deb.sh
 
 demo: ensure-redis build
 	scripts/demo.sh
@@ -64,9 +79,18 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 
-test: ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-browser ensure-promtool fmt-check clippy
+test: ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool fmt-check clippy
 	$(CARGO) test --all-targets
 	scripts/fuzz.sh
+	$(CHAOS_PY) tools/chaos/selftest.py
+	$(CHAOS_PY) tools/chaos/soak.py --seconds $${CHAOS_SECONDS:-30} --redcar target/debug/redcar $${CHAOS_SEED:+--seed $$CHAOS_SEED}
+
+# The chaos soak (issue 30; docs/resilience.md "The chaos soak"): CHAOS_SECONDS of load (default
+# 60) with a seeded schedule of faults (CHAOS_SEED, default random; the seed is always printed).
+# Standard library only (its own RESP client: no client-side retries); any python3 >= 3.8.
+CHAOS_PY = $(if $(wildcard target/pyenv/bin/python),target/pyenv/bin/python,python3)
+chaos: ensure-redis build
+	$(CHAOS_PY) tools/chaos/soak.py --seconds $${CHAOS_SECONDS:-60} $${CHAOS_SEED:+--seed $$CHAOS_SEED}
 
 # A long fuzz run (FUZZ_SECONDS per target; needs the nightly toolchain, installs cargo-fuzz).
 fuzz:

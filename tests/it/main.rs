@@ -16,6 +16,7 @@ mod clients;
 mod connections;
 mod convert_envoy;
 mod coverage;
+mod deb;
 mod deploy;
 mod differential;
 mod doctor;
