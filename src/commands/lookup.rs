@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::learn::{self, InfoValue};
+use super::newer;
 use super::spec::CommandSpec;
 use super::table::COMMANDS;
 
@@ -182,10 +183,10 @@ fn name_hash(name: &str) -> usize {
 /// Subcommands share the `container|` prefix, so sorting by full name sorts by suffix.
 fn find_sub(container: &'static CommandSpec, sub: &str) -> Option<&'static CommandSpec> {
     let subs = container.subcommands;
-    let at = subs
-        .binary_search_by(|spec| subcommand_part(spec.name).cmp(sub))
-        .ok()?;
-    subs.get(at)
+    match subs.binary_search_by(|spec| subcommand_part(spec.name).cmp(sub)) {
+        Ok(at) => subs.get(at),
+        Err(_) => newer::subcommand(container.name, sub),
+    }
 }
 
 fn subcommand_part(name: &str) -> &str {

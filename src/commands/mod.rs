@@ -13,6 +13,7 @@ pub mod docs;
 pub mod keys;
 pub mod learn;
 pub mod lookup;
+mod newer;
 pub mod policy;
 pub mod spec;
 #[rustfmt::skip]

@@ -66,6 +66,8 @@ pub enum Local {
     Hello,
     Reset,
     ClientSetName,
+    /// `CLIENT SETINFO` (Redis 7.2): checked and accepted, not kept.
+    ClientSetInfo,
     ClientGetName,
     ClientId,
     Command,
@@ -176,6 +178,7 @@ const LOCAL: &[(&str, Local)] = &[
     ("auth", Local::Auth),
     ("client|getname", Local::ClientGetName),
     ("client|id", Local::ClientId),
+    ("client|setinfo", Local::ClientSetInfo),
     ("client|setname", Local::ClientSetName),
     ("command", Local::Command),
     ("command|count", Local::CommandCount),

@@ -158,6 +158,7 @@ impl ClientState {
             Local::Select => return select(args),
             Local::Hello => return self.hello(args),
             Local::ClientSetName => return self.set_name(args.get(2)),
+            Local::ClientSetInfo => return set_info(args),
             Local::ClientGetName => match &self.name {
                 Some(name) => write_bulk(&mut out, name),
                 None => write_null_in(&mut out, self.protocol),
@@ -286,6 +287,39 @@ impl ClientState {
     }
 }
 
+/// `CLIENT SETINFO LIB-NAME|LIB-VER value`, checked as Redis 7.2 checks it. Accepted and not
+/// kept: a field per idle client would cost memory for a label nothing here reads.
+fn set_info(args: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity(96);
+    let (Some(attribute), Some(value), None) = (args.get(2), args.get(3), args.get(4)) else {
+        write_error(
+            &mut out,
+            b"ERR wrong number of arguments for 'client|setinfo' command",
+        );
+        return out.freeze();
+    };
+    let name = if attribute.eq_ignore_ascii_case(b"lib-name") {
+        "lib-name"
+    } else if attribute.eq_ignore_ascii_case(b"lib-ver") {
+        "lib-ver"
+    } else {
+        let message = format!(
+            "ERR Unrecognized option '{}'",
+            String::from_utf8_lossy(attribute)
+        );
+        write_error(&mut out, message.as_bytes());
+        return out.freeze();
+    };
+    // Redis's rule, as for client names: printable ASCII without spaces.
+    if value.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        let message = format!("ERR {name} cannot contain spaces, newlines or special characters.");
+        write_error(&mut out, message.as_bytes());
+        return out.freeze();
+    }
+    write_simple(&mut out, b"OK");
+    out.freeze()
+}
+
 enum Field {
     Text(&'static [u8]),
     Int(i64),
@@ -332,6 +366,26 @@ mod tests {
         assert!(state
             .answer(Local::Select, &args(&["SELECT", "1"]))
             .starts_with(b"-ERR redcar: "));
+    }
+
+    #[test]
+    fn client_setinfo_is_checked_and_accepted() {
+        let mut state = ClientState::new(1, Arc::new(Users::open()));
+        let mut ask = |words: &[&str]| state.answer(Local::ClientSetInfo, &args(words));
+        assert_eq!(
+            &ask(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"])[..],
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            &ask(&["client", "setinfo", "lib-ver", "5.0.1"])[..],
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            &ask(&["CLIENT", "SETINFO", "LIB-COLOUR", "red"])[..],
+            b"-ERR Unrecognized option 'LIB-COLOUR'\r\n"
+        );
+        assert!(ask(&["CLIENT", "SETINFO", "LIB-NAME", "a b"]).starts_with(b"-ERR lib-name cannot"));
+        assert!(ask(&["CLIENT", "SETINFO", "LIB-NAME"]).starts_with(b"-ERR wrong number"));
     }
 
     #[test]
