@@ -164,7 +164,7 @@ async fn run(context: Arc<NodeContext>, mut rx: queue::Receiver<Pending>) {
             continue;
         }
         let connected = match connect(addr, config, &context.connect_limit, &context.tls).await {
-            Ok(stream) => context.handshake.run(stream, &context.limits).await,
+            Ok(stream) => context.greet(stream).await,
             Err(reason) => Err(reason),
         };
         match connected {

@@ -132,7 +132,7 @@ impl DedicatedPool {
         };
         let connected =
             match connect(addr, &shared.config, &shared.connect_limit, &shared.tls).await {
-                Ok(stream) => handshake.run(stream, &shared.limits).await,
+                Ok(stream) => handshake.run(stream, &shared.limits, None).await,
                 Err(reason) => Err(reason),
             };
         let stream = connected.map_err(|reason| UpstreamError::NotSent {

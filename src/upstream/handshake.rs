@@ -4,12 +4,17 @@
 //! session: a node that refuses the client certificate says so only after a TLS 1.3 client
 //! thinks the handshake is done, and that must fail the connect, not the first command.
 //! A node without cluster support (a Sentinel-managed replica) refuses `READONLY`; it serves
-//! reads anyway, so that refusal is accepted.
+//! reads anyway, so that refusal is accepted. After `READONLY` comes `INFO replication`: a
+//! replica not in sync with its primary yet fails the connect (see `replica_sync`), so its queued
+//! reads go elsewhere, and is ejected at once: the health check's `PING` connects through this
+//! handshake too, so it comes back only once it has synced.
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::conn::frames_len;
+use super::health::Health;
+use super::replica_sync::{not_in_sync, NOT_IN_SYNC};
 use crate::protocol::{encode_command, Limits, Protocol};
 
 /// A non-cluster node's answer to `READONLY`. Such a replica serves reads without it
@@ -54,6 +59,8 @@ enum Expect {
     Hello,
     /// `READONLY`: `+OK`, or [`CLUSTER_DISABLED`] from a node without cluster support.
     Readonly,
+    /// `INFO replication`: any reply; one from a replica not in sync fails the connect.
+    Replication,
 }
 
 impl Expect {
@@ -63,6 +70,7 @@ impl Expect {
             Expect::Pong => reply == b"+PONG\r\n",
             Expect::Hello => reply.first() == Some(&b'%'),
             Expect::Readonly => reply == b"+OK\r\n" || reply == CLUSTER_DISABLED,
+            Expect::Replication => true,
         }
     }
 }
@@ -99,6 +107,10 @@ impl Handshake {
             payload.extend_from_slice(b"*1\r\n$8\r\nREADONLY\r\n");
             expected.push(Expect::Readonly);
             names.push("READONLY");
+            // Only connections that may carry replica reads ask; a primary answers in a line.
+            payload.extend_from_slice(b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n");
+            expected.push(Expect::Replication);
+            names.push("INFO replication");
         }
         if confirm && expected.is_empty() {
             payload.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
@@ -112,8 +124,14 @@ impl Handshake {
         }
     }
 
-    /// Sends the commands on a fresh connection and checks every reply.
-    pub async fn run<S>(&self, mut stream: S, limits: &Limits) -> Result<S, String>
+    /// Sends the commands on a fresh connection and checks every reply. `health`: the node's, for
+    /// its pipelined connections, ejected at once when it is a replica not in sync.
+    pub async fn run<S>(
+        &self,
+        mut stream: S,
+        limits: &Limits,
+        health: Option<&Health>,
+    ) -> Result<S, String>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -134,14 +152,21 @@ impl Handshake {
         let count = self.expected.len() as u32;
         loop {
             if let Some(len) = frames_len(&input, count, limits)? {
-                return match first_refusal(&input[..len], &self.expected, limits)? {
+                let checked = first_refusal(&input[..len], &self.expected, limits);
+                if let (Err(why), Some(health)) = (&checked, health) {
+                    if why.starts_with(NOT_IN_SYNC) {
+                        health.eject_now(why);
+                    }
+                }
+                return match checked? {
                     None => Ok(stream),
                     Some(reply) => Err(format!("{names} refused by the node: {reply}")),
                 };
             }
             match stream.read_buf(&mut input).await {
                 Ok(0) => return Err(format!("node closed the connection during {names}")),
-                Ok(_) if input.len() > 4096 => return Err(format!("oversized reply to {names}")),
+                // `INFO replication` of a primary lists its replicas: room for hundreds.
+                Ok(_) if input.len() > 65536 => return Err(format!("oversized reply to {names}")),
                 Ok(_) => {}
                 Err(e) => return Err(format!("{names}: read failed: {e}")),
             }
@@ -149,7 +174,20 @@ impl Handshake {
     }
 }
 
-/// The first reply that is not what its command expects, as text.
+impl super::conn::NodeContext {
+    /// [`Handshake::run`] on a new pipelined connection of this node, which it reports to.
+    pub(super) async fn greet<S>(&self, stream: S) -> Result<S, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        self.handshake
+            .run(stream, &self.limits, Some(&self.health))
+            .await
+    }
+}
+
+/// The first reply that is not what its command expects, as text; `Err` for replies that cannot
+/// be read, and for a replica not in sync with its primary (why, as the connect's error).
 fn first_refusal(
     replies: &[u8],
     expected: &[Expect],
@@ -161,6 +199,11 @@ fn first_refusal(
             return Err("incomplete handshake reply".to_string());
         };
         let reply = &rest[..len];
+        if *expect == Expect::Replication {
+            if let Some(why) = not_in_sync(reply) {
+                return Err(why);
+            }
+        }
         if !expect.accepts(reply) {
             // A refusal is an error line; any other reply is shown by its first line only.
             let line = reply.split(|&b| b == b'\r').next().unwrap_or_default();
@@ -184,9 +227,13 @@ mod tests {
         let both = Handshake::new(Some(&credentials), true, true, Protocol::Resp2);
         assert_eq!(
             &both.payload[..],
-            &b"*3\r\n$4\r\nAUTH\r\n$6\r\nredcar\r\n$2\r\npw\r\n*1\r\n$8\r\nREADONLY\r\n"[..]
+            &b"*3\r\n$4\r\nAUTH\r\n$6\r\nredcar\r\n$2\r\npw\r\n*1\r\n$8\r\nREADONLY\r\n\
+               *2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n"[..]
         );
-        assert_eq!(both.expected, [Expect::Ok, Expect::Readonly]);
+        assert_eq!(
+            both.expected,
+            [Expect::Ok, Expect::Readonly, Expect::Replication]
+        );
         let legacy = Credentials {
             username: None,
             password: "pw".into(),
@@ -263,18 +310,49 @@ mod tests {
         let three = Handshake::new(Some(&credentials), true, true, Protocol::Resp3);
         assert_eq!(
             &three.payload[..],
-            &b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*1\r\n$8\r\nREADONLY\r\n"[..]
+            &b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*1\r\n$8\r\nREADONLY\r\n\
+               *2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n"[..]
         );
-        assert_eq!(three.names, "AUTH and HELLO 3 and READONLY");
+        assert_eq!(
+            three.names,
+            "AUTH and HELLO 3 and READONLY and INFO replication"
+        );
         let limits = Limits::default();
-        let hello = b"+OK\r\n%1\r\n+proto\r\n:3\r\n+OK\r\n";
+        let hello = b"+OK\r\n%1\r\n+proto\r\n:3\r\n+OK\r\n=15\r\ntxt:role:master\r\n";
         assert_eq!(first_refusal(hello, &three.expected, &limits), Ok(None));
-        let old = b"+OK\r\n-ERR unknown command 'HELLO'\r\n+OK\r\n";
+        let old = b"+OK\r\n-ERR unknown command 'HELLO'\r\n+OK\r\n=15\r\ntxt:role:master\r\n";
         assert_eq!(
             first_refusal(old, &three.expected, &limits),
             Ok(Some("-ERR unknown command 'HELLO'".to_string()))
         );
         let tls_only = Handshake::new(None, false, true, Protocol::Resp3);
         assert_eq!(tls_only.expected, [Expect::Hello], "HELLO confirms TLS too");
+    }
+
+    #[test]
+    fn a_replica_not_in_sync_fails_the_handshake_with_the_reason() {
+        let limits = Limits::default();
+        let expected = [Expect::Readonly, Expect::Replication];
+        let body = "role:slave\r\nmaster_link_status:down\r\nmaster_sync_in_progress:1\r\n";
+        let syncing = format!("+OK\r\n${}\r\n{body}\r\n", body.len());
+        let refused = first_refusal(syncing.as_bytes(), &expected, &limits);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|why| why.contains("not in sync")),
+            "{refused:?}"
+        );
+        let body = "role:slave\r\nmaster_link_status:up\r\n";
+        let synced = format!("+OK\r\n${}\r\n{body}\r\n", body.len());
+        assert_eq!(
+            first_refusal(synced.as_bytes(), &expected, &limits),
+            Ok(None)
+        );
+        let denied = b"+OK\r\n-NOPERM no permissions to run the 'info' command\r\n";
+        assert_eq!(
+            first_refusal(denied, &expected, &limits),
+            Ok(None),
+            "a node that may not be asked is not refused for it"
+        );
     }
 }

@@ -159,11 +159,26 @@ impl Health {
             .failures
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1);
-        if streak < threshold
-            || self
-                .ejected
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
+        if streak < threshold {
+            return false;
+        }
+        self.eject(&config, streak, why)
+    }
+
+    /// Ejects the node now, whatever its failure streak and even with `consecutive_failures: 0`:
+    /// it answers, but must not serve (a replica not in sync with its primary). Health checks
+    /// bring it back as for any ejection. Returns true for the call that ejected it.
+    pub fn eject_now(&self, why: &str) -> bool {
+        let streak = self.failures.load(Ordering::Relaxed).max(1);
+        self.eject(&self.config.load(), streak, why)
+    }
+
+    /// Takes the node out of selection unless it is already out (exactly one caller does).
+    fn eject(&self, config: &OutlierConfig, streak: u32, why: &str) -> bool {
+        if self
+            .ejected
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
         {
             return false;
         }
@@ -178,7 +193,7 @@ impl Health {
             .ejections
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1);
-        let time = ejection_time(&config, nth);
+        let time = ejection_time(config, nth);
         self.ejected_until_ms
             .store(now.saturating_add(millis(time)), Ordering::Relaxed);
         self.ejections_total.inc();
@@ -333,6 +348,18 @@ mod tests {
         let events = h.event_log.entries();
         assert_eq!(events.len(), 2, "one restoration, not two: {events:?}");
         assert_eq!(events[0].kind, EventKind::NodeRestored);
+    }
+
+    #[test]
+    fn eject_now_ejects_without_a_streak_even_with_ejection_off() {
+        let (h, rx) = health(0);
+        assert!(h.eject_now("replica not in sync"));
+        assert!(h.is_ejected());
+        assert!(!h.eject_now("again"), "already ejected: not again");
+        assert_eq!(*rx.borrow(), 1, "one ejection event");
+        assert!(h.event_log.entries()[0].detail.contains("not in sync"));
+        h.restore();
+        assert!(!h.is_ejected());
     }
 
     #[test]

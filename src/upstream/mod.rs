@@ -19,6 +19,7 @@ mod lane;
 mod node;
 mod queue;
 mod registry;
+mod replica_sync;
 mod reply_slot;
 mod standby;
 mod stream;

@@ -35,6 +35,7 @@ mod proxy;
 mod pubsub;
 mod redirects;
 mod reload;
+mod replica_sync;
 mod resilience;
 mod resp3;
 mod routes;
