@@ -41,7 +41,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module a file belongs to (`src/router/wait.rs` → `router`, `src/app.rs` → `app`).
+/// The module a file belongs to (`src/router/stateful/wait.rs` → `router`, `src/app.rs` → `app`).
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).expect("under src/");
     let first = rel.components().next().expect("a path");

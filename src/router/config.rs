@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::fault::FaultRule;
-use super::retry_budget::RetryBudgetConfig;
+use super::forward::{FaultRule, RetryBudgetConfig};
 use super::select::ReadPolicy;
 use crate::values::units;
 

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::plan::{plan_command, Plan};
+use super::plan::{plan_command, plan_node_admin, Plan};
 use crate::cluster::key_slot;
 use crate::commands::{self, COMMANDS};
 
@@ -44,7 +44,7 @@ pub fn fuzz_plan(data: &[u8]) {
         &args,
         &mut scratch,
         || pick % 2 == 0,
-        |spec| super::node_admin::plan(spec, &[]),
+        |spec| plan_node_admin(spec, &[]),
     );
     let slot = match plan {
         Plan::Slot { slot, .. } | Plan::Blocking { slot, .. } => slot,

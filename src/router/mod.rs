@@ -1,52 +1,44 @@
 //! Where a command goes and how it gets an answer: slot → node, MOVED/ASK, retries within the
 //! command's deadline.
+//!
+//! `plan` decides, before any I/O, what to do with one command (`learn` adds the commands the
+//! cluster knows; `fuzz` is the planner's fuzz entry), and `multi` starts the plans that take
+//! more than one request. Then one folder per way of serving a command:
+//! - `forward/`: one command to one node: MOVED/ASK, retries and their budget, hedged reads,
+//!   NOSCRIPT healing, fault injection; every other path sends through it;
+//! - `split/`: a multi-key command whose keys span slots, split per slot and merged back;
+//! - `fanout/`: keyless commands sent to every primary (or node) and their merged replies;
+//! - `stateful/`: commands bound to the client's connection: transactions, WATCH, blocking
+//!   commands, WAIT;
+//! - `routes/`: key-prefix routes to named backends, and mirroring.
+//!
+//! `select` picks the node of a shard by read policy; `reply` and `replies` write and read the
+//! reply frames every folder uses.
 
-mod call;
 mod config;
-mod dedicated;
 mod fanout;
-mod fanout_merge;
-mod fault;
 mod forward;
 mod fuzz;
-mod hedge;
-mod info;
-mod info_merge;
 mod learn;
 mod multi;
-mod node_admin;
 mod plan;
-mod pubsub_merge;
-mod redirect;
 mod replies;
 mod reply;
-mod retry;
-mod retry_budget;
 mod routes;
-mod scan_cursor;
-mod scripts;
 mod select;
-mod slowlog;
 mod split;
-mod split_send;
-mod transaction;
-mod wait;
+mod stateful;
 
-pub use call::Call;
 pub use config::RouterConfig;
-pub use dedicated::Watch;
-pub use fault::{validate as validate_faults, FaultRule};
+pub use fanout::validate_node_admin;
+pub use forward::{classify, validate_faults, Call, FaultRule, RetryBudgetConfig, Verdict};
 pub use fuzz::fuzz_plan;
 pub use multi::Multi;
-pub use node_admin::validate as validate_node_admin;
 pub use plan::Plan;
-pub use redirect::{classify, Verdict};
 pub use reply::{error_with_prefix, redcar_error};
-pub use retry_budget::RetryBudgetConfig;
 pub use routes::{Mirror, Route, RouteTable, RouteTarget};
 pub use select::ReadPolicy;
-pub use transaction::transaction_payload;
-pub use wait::Written;
+pub use stateful::{transaction_payload, Watch, Written};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -68,9 +60,9 @@ pub struct Router {
     /// consulted only when the built-in lookup misses, so the common path does not touch it.
     learned: ArcSwapOption<CommandTable>,
     /// Scripts seen in EVAL and SCRIPT LOAD, to heal NOSCRIPT replies to EVALSHA.
-    scripts: scripts::ScriptCache,
+    scripts: forward::ScriptCache,
     /// Caps retries to a share of the traffic.
-    retry_budget: retry_budget::RetryBudget,
+    retry_budget: forward::RetryBudget,
     /// `router:` as it is now; a reload (SIGHUP) swaps it whole, so a command never sees half
     /// of one reload. Read lock-free, without allocating, where each setting is needed.
     live: ArcSwap<Live>,
@@ -85,7 +77,7 @@ pub struct Router {
 struct Live {
     config: RouterConfig,
     /// `router.faults`; `None` (the usual case) costs forwarding one check.
-    faults: Option<fault::Faults>,
+    faults: Option<forward::Faults>,
 }
 
 impl Router {
@@ -95,14 +87,14 @@ impl Router {
         metrics: Arc<Metrics>,
         config: RouterConfig,
     ) -> Router {
-        let faults = fault::Faults::new(&config.faults, &metrics);
+        let faults = forward::Faults::new(&config.faults, &metrics);
         Router {
             cluster,
             upstreams,
             metrics,
             learned: ArcSwapOption::empty(),
-            scripts: scripts::ScriptCache::default(),
-            retry_budget: retry_budget::RetryBudget::new(config.retry_budget.clone()),
+            scripts: forward::ScriptCache::default(),
+            retry_budget: forward::RetryBudget::new(config.retry_budget.clone()),
             live: ArcSwap::from_pointee(Live { config, faults }),
             routes: ArcSwap::from_pointee(RouteTable::default()),
             routed: AtomicBool::new(false),
@@ -120,7 +112,7 @@ impl Router {
     /// already running keep the deadline they started with.
     pub fn reconfigure(&self, config: RouterConfig) {
         self.retry_budget.set_config(config.retry_budget.clone());
-        let faults = fault::Faults::new(&config.faults, &self.metrics);
+        let faults = forward::Faults::new(&config.faults, &self.metrics);
         self.live.store(Arc::new(Live { config, faults }));
     }
 

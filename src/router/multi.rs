@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::call::Call;
+use super::forward::Call;
 use super::routes::Routed;
 use super::split::Split;
 use super::{RouteTarget, Router};

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::fanout::node_admin;
 use super::multi::{Job, Multi};
 use super::reply::{error_with_prefix, redcar_error};
 use super::{split, Router};
@@ -72,7 +73,7 @@ impl Router {
             args,
             scratch,
             || self.allow_flush(),
-            |spec| super::node_admin::plan(spec, &self.live.load().config.allow_node_admin),
+            |spec| plan_node_admin(spec, &self.live.load().config.allow_node_admin),
         )
     }
 }
@@ -145,6 +146,25 @@ pub(super) fn plan_command(
             ))),
         }
     }
+}
+
+/// The plan for a node-administration command: to every node when `allowed` lists it, else a
+/// refusal that says which setting would allow it (when one could).
+pub(super) fn plan_node_admin(spec: &CommandSpec, allowed: &[String]) -> Plan {
+    if allowed.iter().any(|a| a.eq_ignore_ascii_case(spec.name)) {
+        return Plan::Multi(Multi(Job::NodeAdmin));
+    }
+    let shown = spec.name.replace('|', " ").to_ascii_uppercase();
+    Plan::Reply(match node_admin::never(spec) {
+        Some(why) => redcar_error(format_args!(
+            "{shown} is not supported (node administration through the proxy: {why})"
+        )),
+        None => redcar_error(format_args!(
+            "{shown} is not supported (node administration is refused unless listed in \
+             router.allow_node_admin, e.g. allow_node_admin: [\"{}\"]; it then goes to every node)",
+            spec.name
+        )),
+    })
 }
 
 /// All keys must hash to one slot; a keyed command whose keys are missing (e.g. `EVAL s 0`) may
@@ -342,7 +362,7 @@ mod tests {
                 &args,
                 &mut keys,
                 || true,
-                |spec| crate::router::node_admin::plan(spec, &[]),
+                |spec| plan_node_admin(spec, &[]),
             )
         };
         let slot = key_slot(b"k");
@@ -394,6 +414,26 @@ mod tests {
                 write: false,
                 timeout: None
             }
+        );
+    }
+
+    #[test]
+    fn the_default_refusal_names_the_setting_unless_it_could_never_be_allowed() {
+        let table = crate::commands::CommandTable::builtin();
+        let text = |name: &str, allowed: &[String]| match plan_node_admin(
+            table.by_name(name.as_bytes()).expect("known"),
+            allowed,
+        ) {
+            Plan::Reply(reply) => String::from_utf8_lossy(&reply).to_string(),
+            other => format!("{other:?}"),
+        };
+        assert!(text("config|set", &[]).contains("router.allow_node_admin"));
+        assert!(!text("shutdown", &[]).contains("router.allow_node_admin"));
+        assert!(text("shutdown", &[]).contains("stop every node"));
+        let allowed = vec!["config|set".to_string()];
+        assert_eq!(
+            text("config|set", &allowed),
+            format!("{:?}", Plan::Multi(Multi(Job::NodeAdmin)))
         );
     }
 }

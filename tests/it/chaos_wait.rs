@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{Redcar, RedisCluster, SlotRange, Value};
 
-/// Slots per group of redcar's WAIT bookkeeping (`router/wait_written.rs`).
+/// Slots per group of redcar's WAIT bookkeeping (`router/stateful/wait_written.rs`).
 const GROUP: u16 = 16;
 
 /// A key (`{prefix}N`) whose slot's whole bookkeeping group belongs to `primary`, so WAIT after

@@ -13,10 +13,9 @@ use crate::commands::policy::{self, Tx};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, Serve};
 use crate::protocol::{write_array_len, write_bulk, Request};
-use crate::router::call::Call;
 use crate::router::multi::{Job, Multi};
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::{split, Plan, Router};
+use crate::router::{split, Call, Plan, Router};
 use crate::upstream::Lane;
 
 /// A single-slot command for a route's backend.

@@ -3,12 +3,12 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::fanout::NodeReply;
-use super::replies::{array_items, bulk, encode_array, encode_bulk, error_text, integer};
-use super::reply::redcar_error;
+use super::gather::{failure, NodeReply};
 use super::scan_cursor::ScanCursor;
 use crate::commands::policy::FanOut;
 use crate::protocol::write_integer;
+use crate::router::replies::{array_items, bulk, encode_array, encode_bulk, integer};
+use crate::router::reply::redcar_error;
 
 /// The client's reply for `kind` from every primary's reply.
 pub(super) fn merge(kind: FanOut, name: &str, replies: &[NodeReply]) -> Bytes {
@@ -34,18 +34,6 @@ pub(super) fn merge(kind: FanOut, name: &str, replies: &[NodeReply]) -> Bytes {
         }
     };
     merged.unwrap_or_else(|reply| reply)
-}
-
-/// `-ERR redcar: <CMD> failed on <node>: <why><consequence>`.
-pub(super) fn failure(name: &str, failed: &NodeReply, consequence: &str) -> Bytes {
-    let why = match &failed.reply {
-        Ok(reply) => error_text(reply).unwrap_or_else(|| "unexpected reply".to_string()),
-        Err(why) => why.clone(),
-    };
-    redcar_error(format_args!(
-        "{name} failed on {}: {why}{consequence}",
-        failed.addr
-    ))
 }
 
 /// The replies of parts that all succeeded (checked by [`merge`]).
@@ -154,5 +142,5 @@ pub(super) fn scan_reply(at: ScanCursor, shards: usize, part: &NodeReply) -> Byt
 }
 
 #[cfg(test)]
-#[path = "fanout_merge_tests.rs"]
+#[path = "merge_tests.rs"]
 mod tests;

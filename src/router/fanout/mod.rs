@@ -1,29 +1,38 @@
 //! Keyless commands that concern the whole keyspace: sent to every primary (SCAN and RANDOMKEY:
 //! one primary at a time) and the replies merged into one answer for the client.
+//!
+//! Asking every node is `gather`; the merges are `merge` (DBSIZE, KEYS, FLUSH, SCRIPT,
+//! FUNCTION), `pubsub_merge` (PUBSUB), `info` with `info_merge` (INFO) and `slowlog` (SLOWLOG);
+//! SCAN walks the primaries with `scan_cursor`; allowed node administration goes to every node,
+//! replicas too (`node_admin`).
+
+mod gather;
+mod info;
+mod info_merge;
+mod merge;
+pub(super) mod node_admin;
+mod pubsub_merge;
+mod scan_cursor;
+mod slowlog;
+
+pub use node_admin::validate as validate_node_admin;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use rand::seq::SliceRandom;
 use tokio::time::Instant;
 
-use super::call::Call;
-use super::fanout_merge::{failure, merge, scan_reply};
-use super::replies::{bulk, display_name, encode_command, is_nil};
-use super::reply::{error_with_prefix, redcar_error};
-use super::scan_cursor::{fingerprint, ScanCursor, MAX_SHARDS};
-use super::Router;
+use self::gather::{await_reply, collect, failure, send_to_all, NodeReply};
+use self::merge::{merge, scan_reply};
+use self::scan_cursor::{fingerprint, ScanCursor, MAX_SHARDS};
 use crate::commands::policy::FanOut;
 use crate::protocol::{bulk_as_verbatim, Request};
+use crate::router::replies::{bulk, display_name, encode_command, is_nil};
+use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::{Call, Router};
 use crate::upstream::Lane;
-use crate::upstream::{Node, Reply};
-
-/// One primary's answer: its reply frame, or why there is none (connection, timeout).
-pub(super) struct NodeReply {
-    pub addr: Arc<str>,
-    pub reply: Result<Bytes, String>,
-}
+use crate::upstream::Node;
 
 impl Router {
     /// Starts a fan-out command. Every part is queued before this returns, like any command.
@@ -164,47 +173,6 @@ fn is_container(kind: FanOut) -> bool {
         kind,
         FanOut::ScriptLoad | FanOut::ScriptExists | FanOut::Broadcast | FanOut::PubSub
     )
-}
-
-/// Queues `request` on every node now (so it keeps the client's order), returning the replies to await.
-pub(super) fn send_to_all<'n>(
-    nodes: impl Iterator<Item = &'n Arc<Node>>,
-    request: &Request,
-    lane: Lane,
-) -> Vec<(Arc<str>, Reply)> {
-    nodes
-        .map(|node| {
-            (
-                node.addr().clone(),
-                node.send(request.raw().clone(), false, lane),
-            )
-        })
-        .collect()
-}
-
-/// Every node's reply (or why there is none), in the order sent, all within one `op_timeout`.
-pub(super) async fn collect(sent: Vec<(Arc<str>, Reply)>, op_timeout: Duration) -> Vec<NodeReply> {
-    let deadline = Instant::now() + op_timeout;
-    let mut replies = Vec::with_capacity(sent.len());
-    for (addr, reply) in sent {
-        let reply = await_reply(&addr, reply, deadline, op_timeout).await;
-        replies.push(NodeReply { addr, reply });
-    }
-    replies
-}
-
-/// Waits for one node's reply until `deadline`.
-async fn await_reply(
-    addr: &str,
-    reply: Reply,
-    deadline: Instant,
-    op_timeout: Duration,
-) -> Result<Bytes, String> {
-    match tokio::time::timeout_at(deadline, reply).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_elapsed) => Err(format!("timed out after {op_timeout:?} waiting for {addr}")),
-    }
 }
 
 fn parse_u64(text: &[u8]) -> Option<u64> {

@@ -1,6 +1,8 @@
 //! Splitting a multi-key command whose keys span several slots (MGET, MSET, DEL, UNLINK, EXISTS,
 //! TOUCH) into one command per slot, and merging the parts' replies in the client's key order.
-//! (Sending the parts, batched per node, is `split_send`.)
+//! (Sending the parts, batched per node, is `send`.)
+
+mod send;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -8,13 +10,13 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use smallvec::{smallvec, SmallVec};
 
-use super::replies::{display_name, error_text, integer, split_header};
-use super::reply::{error_with_prefix, redcar_error};
-use super::routes::{forwarded_key_bytes, Route};
 use crate::cluster::key_slot;
 use crate::commands::policy::SplitMerge;
 use crate::commands::CommandSpec;
 use crate::protocol::{reply_frame_len, write_array_len, write_bulk, Limits};
+use crate::router::replies::{display_name, error_text, integer, split_header};
+use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::routes::{forwarded_key_bytes, Route};
 
 /// Keys a split holds without allocating (a 10-key MGET or MSET, say); more spill to the heap.
 const INLINE_KEYS: usize = 16;
@@ -287,5 +289,4 @@ fn sum(replies: &[Bytes]) -> Result<Bytes, usize> {
 }
 
 #[cfg(test)]
-#[path = "split_tests.rs"]
 mod tests;

@@ -1,52 +1,42 @@
 //! Sending a planned command to a node and getting the client its final reply: follows MOVED and
 //! ASK, waits for a slot owner, and retries what is safe to retry, all within `op_timeout`.
+//!
+//! The single-command path, and what every other path sends through: the [`Call`] a session
+//! holds (`call`), reading node errors (`redirect`), when and how long to retry (`retry`,
+//! `retry_budget`), hedged reads (`hedge`), NOSCRIPT healing (`scripts`) and fault injection
+//! (`fault`).
+
+mod call;
+mod command;
+mod fault;
+mod hedge;
+mod redirect;
+mod retry;
+mod retry_budget;
+mod scripts;
+
+pub use call::Call;
+pub(in crate::router) use command::{Command, Outcome, Target};
+pub(in crate::router) use fault::Faults;
+pub use fault::{validate as validate_faults, FaultRule};
+pub use redirect::{classify, Verdict};
+pub(in crate::router) use retry::{lost_write, pause_before_retry};
+pub(in crate::router) use retry_budget::RetryBudget;
+pub use retry_budget::RetryBudgetConfig;
+pub(in crate::router) use scripts::ScriptCache;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::call::Call;
-use super::redirect::{classify, Verdict};
-use super::reply::{error_with_prefix, redcar_error};
-pub(super) use super::retry::{lost_write, pause_before_retry};
-use super::retry::{node_unavailable, RetryCause};
-use super::{select, ReadPolicy, RouteTarget, Router};
+use self::command::Candidate;
+use self::retry::{node_unavailable, RetryCause};
 use crate::cluster::{ClusterState, Shard};
+use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::{select, ReadPolicy, RouteTarget, Router};
 use crate::upstream::Lane;
-use crate::upstream::{Inbox, Node, UpstreamError};
-
-/// What one attempt on a node produced.
-pub(super) type Outcome = Result<Bytes, UpstreamError>;
-
-/// Where the next attempt goes.
-pub(super) enum Target {
-    /// The slot's owner in the current map (`None`: any primary), by read policy for reads.
-    Owner(Option<u16>),
-    /// A node named by a redirect; `asking` for ASK.
-    Redirected { node: Arc<Node>, asking: bool },
-}
-
-/// One command on its way: what to send, where, and by when.
-pub(super) struct Command {
-    pub payload: Bytes,
-    pub slot: Option<u16>,
-    pub write: bool,
-    pub lane: Lane,
-    pub deadline: Instant,
-    /// A route's backend; `None`: the catch-all backend (`Router::cluster`).
-    pub target: Option<Arc<RouteTarget>>,
-}
-
-/// The answer to "which node now?".
-pub(super) enum Candidate {
-    Node(Arc<Node>),
-    /// The slot has an owner but outlier detection ejected every node that could serve the
-    /// command: the client gets this error at once instead of queueing to the deadline.
-    Unusable(Bytes),
-    /// No map yet, or nobody owns the slot: wait for a refresh.
-    NoOwner,
-}
+use crate::upstream::{Inbox, Node};
 
 impl Router {
     /// Forwards `payload` (one encoded command) to the owner of `slot` (`None`: any primary);
@@ -420,5 +410,4 @@ impl Router {
 }
 
 #[cfg(test)]
-#[path = "readonly_tests.rs"]
 mod readonly_tests;

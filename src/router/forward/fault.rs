@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use tokio::time::{sleep_until, Instant};
 
 use super::call::Call;
-use super::forward::Command;
-use super::Router;
+use super::command::Command;
 use crate::metrics::Metrics;
+use crate::router::Router;
 use crate::upstream::Node;
 use crate::values::units;
 
@@ -45,7 +45,7 @@ pub struct FaultRule {
 }
 
 /// The rules, prepared once at start-up.
-pub(super) struct Faults {
+pub(in crate::router) struct Faults {
     rules: Box<[Rule]>,
     delays: Counter,
     errors: Counter,
@@ -53,7 +53,7 @@ pub(super) struct Faults {
 
 /// What a rule that fired does to one command. Owned (a `Bytes` clone), so the command does not
 /// borrow the rules, which a reload may replace while it runs.
-pub(super) struct Picked {
+pub(in crate::router) struct Picked {
     delay: Duration,
     error: Option<Bytes>,
 }

@@ -33,7 +33,7 @@ impl Default for RetryBudgetConfig {
     }
 }
 
-pub(super) struct RetryBudget {
+pub(in crate::router) struct RetryBudget {
     window: Mutex<Window>,
 }
 

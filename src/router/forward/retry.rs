@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::reply::redcar_error;
+use crate::router::reply::redcar_error;
 use crate::upstream::UpstreamError;
 
 /// `-LOADING` and `-MASTERDOWN` say this node cannot serve now (another may); `-TRYAGAIN` and
@@ -16,7 +16,11 @@ pub(super) fn node_unavailable(reply: &[u8]) -> bool {
 }
 
 /// Sleeps before retry `attempt`; false when the deadline leaves no time for another try.
-pub(super) async fn pause_before_retry(base: Duration, attempt: u32, deadline: Instant) -> bool {
+pub(in crate::router) async fn pause_before_retry(
+    base: Duration,
+    attempt: u32,
+    deadline: Instant,
+) -> bool {
     let pause = base
         .saturating_mul(1 << attempt.min(4))
         .min(Duration::from_millis(500));
@@ -54,7 +58,7 @@ impl RetryCause {
 }
 
 /// A write whose connection broke after sending: it may have been applied, so it is not re-sent.
-pub(super) fn lost_write(error: &UpstreamError) -> Bytes {
+pub(in crate::router) fn lost_write(error: &UpstreamError) -> Bytes {
     redcar_error(format_args!(
         "{error}; the write may have been applied, so it was not retried"
     ))

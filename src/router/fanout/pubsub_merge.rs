@@ -5,10 +5,9 @@ use std::collections::HashSet;
 
 use bytes::{Bytes, BytesMut};
 
-use super::fanout::NodeReply;
-use super::fanout_merge::failure;
-use super::replies::{array_items, encode_array, integer};
+use super::gather::{failure, NodeReply};
 use crate::protocol::write_integer;
+use crate::router::replies::{array_items, encode_array, integer};
 
 /// `name` is the display name (`PUBSUB NUMSUB`), which says how to merge.
 pub(super) fn merge_pubsub(name: &str, replies: &[NodeReply]) -> Result<Bytes, Bytes> {

@@ -3,13 +3,11 @@
 
 use bytes::Bytes;
 
-use super::fanout::{collect, send_to_all};
-use super::fanout_merge::failure;
+use super::gather::{collect, failure, send_to_all};
 use super::info_merge::{merge_info, NodeInfo};
-use super::replies::{bulk, encode_bulk};
-use super::Router;
 use crate::protocol::Request;
-use crate::router::Call;
+use crate::router::replies::{bulk, encode_bulk};
+use crate::router::{Call, Router};
 use crate::upstream::Lane;
 
 /// Section arguments that include redcar's own section (besides `redcar` itself).

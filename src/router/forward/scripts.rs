@@ -8,9 +8,9 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::call::Call;
-use super::replies::encode_command;
-use super::Router;
 use crate::protocol::Request;
+use crate::router::replies::encode_command;
+use crate::router::Router;
 use crate::upstream::Lane;
 
 /// Scripts remembered; the oldest is forgotten first.
@@ -18,7 +18,7 @@ const CAPACITY: usize = 1024;
 
 /// sha1 (lowercase hex) → script body, bounded to [`CAPACITY`] entries.
 #[derive(Default)]
-pub(super) struct ScriptCache {
+pub(in crate::router) struct ScriptCache {
     inner: Mutex<Known>,
 }
 
@@ -79,7 +79,7 @@ impl Router {
     }
 
     /// EVAL / EVAL_RO: remember the script, then forward as usual.
-    pub(super) fn start_eval(
+    pub(in crate::router) fn start_eval(
         &self,
         request: &Request,
         slot: Option<u16>,
@@ -101,7 +101,7 @@ impl Router {
 
     /// EVALSHA / EVALSHA_RO: forward now; on `-NOSCRIPT` with a known body, `SCRIPT LOAD` it on
     /// the slot's node and retry once (NOSCRIPT means the script did not run, so a retry is safe).
-    pub(super) fn start_evalsha(
+    pub(in crate::router) fn start_evalsha(
         &self,
         request: &Request,
         slot: Option<u16>,

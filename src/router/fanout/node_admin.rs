@@ -11,17 +11,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::call::Call;
-use super::fanout::{collect, send_to_all};
-use super::fanout_merge::{agree_among, failure};
-use super::multi::{Job, Multi};
-use super::plan::Plan;
-use super::replies::display_name;
-use super::reply::redcar_error;
-use super::Router;
+use super::gather::{collect, failure, send_to_all};
+use super::merge::agree_among;
 use crate::commands::spec::acl;
 use crate::commands::{CommandSpec, CommandTable, Serve};
 use crate::protocol::Request;
+use crate::router::replies::display_name;
+use crate::router::reply::redcar_error;
+use crate::router::{Call, Router};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
@@ -67,7 +64,7 @@ const NEVER: &[(&str, &str)] = &[
 ];
 
 /// Why `spec` can never be allowed, if it cannot.
-fn never(spec: &CommandSpec) -> Option<&'static str> {
+pub(in crate::router) fn never(spec: &CommandSpec) -> Option<&'static str> {
     let container = spec.container();
     if let Some((_, why)) = NEVER.iter().find(|(name, _)| *name == container) {
         return Some(why);
@@ -112,28 +109,9 @@ pub fn validate(names: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The plan for a node-administration command: to every node when `allowed` lists it, else a
-/// refusal that says which setting would allow it (when one could).
-pub(super) fn plan(spec: &CommandSpec, allowed: &[String]) -> Plan {
-    if allowed.iter().any(|a| a.eq_ignore_ascii_case(spec.name)) {
-        return Plan::Multi(Multi(Job::NodeAdmin));
-    }
-    let shown = spec.name.replace('|', " ").to_ascii_uppercase();
-    Plan::Reply(match never(spec) {
-        Some(why) => redcar_error(format_args!(
-            "{shown} is not supported (node administration through the proxy: {why})"
-        )),
-        None => redcar_error(format_args!(
-            "{shown} is not supported (node administration is refused unless listed in \
-             router.allow_node_admin, e.g. allow_node_admin: [\"{}\"]; it then goes to every node)",
-            spec.name
-        )),
-    })
-}
-
 impl Router {
     /// Sends an allowed node-administration command to every node and merges the replies.
-    pub(super) fn start_node_admin(&self, request: &Request, lane: Lane) -> Call<'_> {
+    pub(in crate::router) fn start_node_admin(&self, request: &Request, lane: Lane) -> Call<'_> {
         let nodes = match self.every_node() {
             Ok(nodes) => nodes,
             Err(reply) => return Call::ready(reply),
@@ -192,25 +170,5 @@ mod tests {
         assert!(error(&["monitor"]).contains("cannot be served"));
         assert!(error(&["cluster|failover"]).contains("cluster's slots, membership or roles"));
         assert!(error(&["acl|setuser"]).contains("cannot be served"));
-    }
-
-    #[test]
-    fn the_default_refusal_names_the_setting_unless_it_could_never_be_allowed() {
-        let table = CommandTable::builtin();
-        let text = |name: &str, allowed: &[String]| match plan(
-            table.by_name(name.as_bytes()).expect("known"),
-            allowed,
-        ) {
-            Plan::Reply(reply) => String::from_utf8_lossy(&reply).to_string(),
-            other => format!("{other:?}"),
-        };
-        assert!(text("config|set", &[]).contains("router.allow_node_admin"));
-        assert!(!text("shutdown", &[]).contains("router.allow_node_admin"));
-        assert!(text("shutdown", &[]).contains("stop every node"));
-        let allowed = vec!["config|set".to_string()];
-        assert_eq!(
-            text("config|set", &allowed),
-            format!("{:?}", Plan::Multi(Multi(Job::NodeAdmin)))
-        );
     }
 }

@@ -9,13 +9,11 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::call::Call;
-use super::forward::{lost_write, pause_before_retry, Target};
-use super::redirect::{classify, Verdict};
-use super::reply::{error_with_prefix, redcar_error};
 use super::transaction::{tx_verdict, TxVerdict};
-use super::{RouteTarget, Router};
 use crate::protocol::{reply_frame_len, Limits, Protocol};
+use crate::router::forward::{classify, lost_write, pause_before_retry, Call, Target, Verdict};
+use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::{RouteTarget, Router};
 use crate::upstream::{Dedicated, ASKING};
 
 const UNWATCH: &[u8] = b"*1\r\n$7\r\nUNWATCH\r\n";
@@ -65,7 +63,7 @@ impl Router {
     }
 
     /// [`blocking`](Self::blocking) in a route's backend (`None`: the catch-all backend).
-    pub(super) fn blocking_on(
+    pub(in crate::router) fn blocking_on(
         &self,
         backend: Option<Arc<RouteTarget>>,
         payload: Bytes,

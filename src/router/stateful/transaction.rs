@@ -8,12 +8,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
-use super::call::Call;
-use super::forward::{lost_write, pause_before_retry, Target};
-use super::redirect::{classify, Verdict};
-use super::reply::redcar_error;
-use super::{RouteTarget, Router};
 use crate::protocol::{reply_frame_len, Limits};
+use crate::router::forward::{classify, lost_write, pause_before_retry, Call, Target, Verdict};
+use crate::router::reply::redcar_error;
+use crate::router::{RouteTarget, Router};
 use crate::upstream::Lane;
 
 /// `MULTI\r\n` and `EXEC\r\n` as RESP, around the queued commands.

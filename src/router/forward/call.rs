@@ -10,9 +10,10 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::forward::{Command, Outcome};
+use super::command::{Command, Outcome};
 use super::redirect::{classify, Verdict};
-use super::Router;
+use crate::router::reply::redcar_error;
+use crate::router::Router;
 use crate::upstream::{Inbox, Node, Queued};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
@@ -82,7 +83,7 @@ impl<'r> Call<'r> {
         }
     }
 
-    pub(super) fn slow(future: impl Future<Output = Bytes> + Send + 'r) -> Call<'r> {
+    pub(in crate::router) fn slow(future: impl Future<Output = Bytes> + Send + 'r) -> Call<'r> {
         Call {
             state: State::Slow(Box::pin(future)),
         }
@@ -113,7 +114,7 @@ impl<'r> Call<'r> {
     /// Awaits the reply inside a multi-step future, where the session's timer does not reach: a
     /// call still waiting on its first node gives up at its own deadline; redirected or retried
     /// calls are bounded by the same deadline inside [`Router::finish`].
-    pub(super) async fn settle(mut self) -> Bytes {
+    pub(in crate::router) async fn settle(mut self) -> Bytes {
         let Some(deadline) = self.deadline() else {
             return self.await;
         };
@@ -121,7 +122,7 @@ impl<'r> Call<'r> {
             Ok(reply) => reply,
             Err(_elapsed) => self
                 .expire(None)
-                .unwrap_or_else(|| super::reply::redcar_error("timed out waiting for a node")),
+                .unwrap_or_else(|| redcar_error("timed out waiting for a node")),
         }
     }
 
@@ -183,7 +184,7 @@ impl<'r> Call<'r> {
                     let Some(inbox) = inbox.as_deref_mut() else {
                         // Only a session creates these, and it always passes its inbox.
                         debug_assert!(false, "an inboxed call polled without its inbox");
-                        return Poll::Ready(super::reply::redcar_error(
+                        return Poll::Ready(redcar_error(
                             "internal error: reply polled without its inbox",
                         ));
                     };

@@ -9,12 +9,11 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use super::fanout::{collect, send_to_all, NodeReply};
-use super::reply::redcar_error;
-use super::Router;
+use super::gather::{collect, send_to_all, NodeReply};
 use crate::metrics::SlowEntry;
 use crate::protocol::{Frame, Limits, Request};
-use crate::router::Call;
+use crate::router::reply::redcar_error;
+use crate::router::{Call, Router};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::forward::{Candidate, Command, Outcome};
+use super::command::{Candidate, Command, Outcome};
 use super::redirect::{classify, Verdict};
-use super::{select, Router, RouterConfig};
+use crate::router::{select, Router, RouterConfig};
 use crate::upstream::{Node, Reply};
 
 impl Router {
@@ -21,7 +21,7 @@ impl Router {
 
     /// True when reads are hedged at all (`router.hedge_after` with a read policy that uses
     /// replicas).
-    pub(super) fn hedges_reads(config: &RouterConfig) -> bool {
+    pub(in crate::router) fn hedges_reads(config: &RouterConfig) -> bool {
         !config.hedge_after.is_zero() && config.read_policy.uses_replicas()
     }
 

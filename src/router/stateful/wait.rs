@@ -27,13 +27,12 @@ use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use super::call::Call;
-use super::replies::{array_items, bulk, encode_command, integer};
-use super::reply::redcar_error;
 use super::transaction::{transaction_payload, tx_verdict, TxVerdict};
-use super::Router;
 use crate::cluster::Shard;
 use crate::protocol::write_integer;
+use crate::router::replies::{array_items, bulk, encode_command, integer};
+use crate::router::reply::redcar_error;
+use crate::router::{Call, Router};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 

@@ -10,13 +10,11 @@ use futures_util::future::join_all;
 use smallvec::{smallvec, SmallVec};
 use tokio::time::Instant;
 
-use super::call::Call;
-use super::forward::{Command, Outcome};
-use super::redirect::{classify, Verdict};
-use super::reply::redcar_error;
-use super::split::{reply_limits, Part, Split};
-use super::{select, Router};
+use super::{reply_limits, Part, Split};
 use crate::protocol::reply_frame_len;
+use crate::router::forward::{classify, Call, Command, Outcome, Verdict};
+use crate::router::reply::redcar_error;
+use crate::router::{select, Router};
 use crate::upstream::Lane;
 use crate::upstream::{Node, Reply};
 
@@ -37,7 +35,7 @@ struct Alone<'r> {
 impl Router {
     /// Queues every part now (so they keep their place among the client's commands), batched
     /// per node, then merges the replies. `args` are the arguments the split was planned from.
-    pub(super) fn start_split(
+    pub(in crate::router) fn start_split(
         &self,
         mut split: Box<Split>,
         args: &[Bytes],

@@ -1,0 +1,42 @@
+//! The types one command carries on its way to a node, shared by the single-command path and
+//! the split, transaction and WATCH paths that send through it.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use crate::router::RouteTarget;
+use crate::upstream::{Lane, Node, UpstreamError};
+
+/// What one attempt on a node produced.
+pub(in crate::router) type Outcome = Result<Bytes, UpstreamError>;
+
+/// Where the next attempt goes.
+pub(in crate::router) enum Target {
+    /// The slot's owner in the current map (`None`: any primary), by read policy for reads.
+    Owner(Option<u16>),
+    /// A node named by a redirect; `asking` for ASK.
+    Redirected { node: Arc<Node>, asking: bool },
+}
+
+/// One command on its way: what to send, where, and by when.
+pub(in crate::router) struct Command {
+    pub payload: Bytes,
+    pub slot: Option<u16>,
+    pub write: bool,
+    pub lane: Lane,
+    pub deadline: Instant,
+    /// A route's backend; `None`: the catch-all backend (`Router::cluster`).
+    pub target: Option<Arc<RouteTarget>>,
+}
+
+/// The answer to "which node now?".
+pub(in crate::router) enum Candidate {
+    Node(Arc<Node>),
+    /// The slot has an owner but outlier detection ejected every node that could serve the
+    /// command: the client gets this error at once instead of queueing to the deadline.
+    Unusable(Bytes),
+    /// No map yet, or nobody owns the slot: wait for a refresh.
+    NoOwner,
+}

@@ -1,0 +1,11 @@
+//! Commands bound to the client's connection rather than to one request: transactions (MULTI …
+//! EXEC, sent as one unit on the client's shared connection), WATCH and blocking commands (on a
+//! dedicated connection), and WAIT (over the writes the client's connection carried).
+
+mod dedicated;
+mod transaction;
+mod wait;
+
+pub use dedicated::Watch;
+pub use transaction::transaction_payload;
+pub use wait::Written;
