@@ -21,6 +21,11 @@ ALL = ("replica-kill", "primary-stop", "failover", "migrate", "primary-kill", "r
 SLACK = 1.5
 # How long a fault's window runs on after the cluster settled (its aftermath).
 TAIL = 1.5
+# Redis lets a replica start another election only 4 x cluster-node-timeout (2 s here) after
+# its last one; a CLUSTER FAILOVER asked sooner stalls, holding its primary's clients paused.
+# A failover therefore waits until its replica is past that (plus a margin): the cluster's
+# rule, not something redcar should paper over.
+ELECTION_GAP = 4 * 2.0 + 1.0
 
 
 def _topology(cluster):
@@ -85,6 +90,7 @@ class DownWatch(threading.Thread):
 class Injector:
     def __init__(self, cluster, redcar, cfg, rng, log):
         self.cluster, self.redcar, self.cfg, self.rng, self.log = cluster, redcar, cfg, rng, log
+        self.elected = {}  # port -> when it last won an election (time.monotonic())
 
     def run(self, kind):
         topo = _topology(self.cluster)
@@ -154,6 +160,11 @@ class Injector:
         primary = self.rng.choice(_by_shard(topo))
         replica = self.rng.choice(topo[primary]["replicas"])
         rec["affected"] = topo[primary]["slots"]
+        wait = self.elected.get(replica, float("-inf")) + ELECTION_GAP - time.monotonic()
+        if wait > 0:
+            self.log(f"fault failover: replica {replica} won an election recently; "
+                     f"waiting {wait:.1f} s (Redis's election gap)")
+            time.sleep(wait)
         self._start(rec, f"CLUSTER FAILOVER on replica {replica} (of {primary})")
         call_once("127.0.0.1", replica, "CLUSTER", "FAILOVER")
         deadline = time.monotonic() + 15
@@ -161,6 +172,7 @@ class Injector:
             if time.monotonic() > deadline:
                 raise HarnessError(f"replica {replica} not promoted 15 s after CLUSTER FAILOVER")
             time.sleep(0.05)
+        self.elected[replica] = time.monotonic()
         rec["notes"].append(f"promoted after {time.monotonic() - rec['t_start']:.2f} s")
 
     def migrate(self, topo, rec):
@@ -204,6 +216,9 @@ class Injector:
                 raise HarnessError(f"no replica of {primary} promoted 30 s after its SIGKILL")
             time.sleep(0.05)
         t_promoted = time.monotonic()
+        for r in replicas:
+            if roles.get(r) == "primary":
+                self.elected[r] = t_promoted
         rec["notes"].append(f"replica promoted after {t_promoted - rec['t_start']:.2f} s")
         # Until the promotion the shard has no primary; Redis itself answers CLUSTERDOWN for
         # every slot for a while once it flags the primary failed (full coverage lost).
