@@ -29,8 +29,14 @@ const CASES: &[(&str, Serve)] = &[
     ("RESET", Serve::Local(Local::Reset)),
     ("CLIENT SETNAME x", Serve::Local(Local::ClientSetName)),
     ("CLIENT GETNAME", Serve::Local(Local::ClientGetName)),
-    ("CLIENT SETINFO LIB-NAME x", Serve::Local(Local::ClientSetInfo)),
-    ("client setinfo lib-ver 1.0", Serve::Local(Local::ClientSetInfo)),
+    (
+        "CLIENT SETINFO LIB-NAME x",
+        Serve::Local(Local::ClientSetInfo),
+    ),
+    (
+        "client setinfo lib-ver 1.0",
+        Serve::Local(Local::ClientSetInfo),
+    ),
     ("CLIENT ID", Serve::Local(Local::ClientId)),
     ("COMMAND", Serve::Local(Local::Command)),
     ("COMMAND COUNT", Serve::Local(Local::CommandCount)),
