@@ -35,6 +35,11 @@ pub struct RouterConfig {
     /// well (first good reply wins); 0 = off. Needs a read policy that uses replicas.
     #[serde(with = "units::duration")]
     pub hedge_after: Duration,
+    /// A nil from a replica for a single-key read is asked again of the slot's primary, which
+    /// answers from the data it owns (or with ASK while the slot is migrating): a replica cannot
+    /// tell "absent" from "moved away by a migration redcar has not seen yet". Costs one more
+    /// round trip per miss read from a replica; false serves the replica's nil as it is.
+    pub replica_miss_check: bool,
     /// Bounds retries to a share of the traffic, so retries cannot amplify an outage.
     pub retry_budget: RetryBudgetConfig,
     /// Fault injection for tests and drills: delays and error replies for chosen commands and
@@ -52,6 +57,7 @@ impl Default for RouterConfig {
             allow_node_admin: Vec::new(),
             read_policy: ReadPolicy::Primary,
             hedge_after: Duration::ZERO,
+            replica_miss_check: true,
             retry_budget: RetryBudgetConfig::default(),
             faults: Vec::new(),
         }

@@ -231,3 +231,73 @@ fn reads_of_a_migrating_slot_are_never_nil_with_prefer_replica() {
     }
     assert_eq!(value_on(&cluster, to, &keys[19]), Value::bulk(&keys[19]));
 }
+
+/// A key moved before redcar has any sign of the migration (no refresh since, no `-ASK` seen):
+/// the source's replica answers nil for it, and `router.replica_miss_check` (on by default)
+/// asks the source primary again, which answers `-ASK` (followed) — so the read is right.
+/// With the check off the same read gets the replica's nil, which is what the soak caught.
+#[test]
+fn a_replica_nil_is_confirmed_by_the_primary_before_any_sign_of_a_migration() {
+    let cluster = RedisCluster::start(3, 1);
+    let quiet = "cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n";
+    let checked_config = write_config(quiet);
+    let unchecked_config = write_config(&format!("{quiet}router:\n  replica_miss_check: false\n"));
+    let start = |config: &crate::redirects::TempConfig| {
+        Redcar::start_with(
+            &cluster.seeds(),
+            &[
+                "--read-policy",
+                "prefer-replica",
+                "--config",
+                config.path_str(),
+            ],
+        )
+    };
+    let (checked, unchecked) = (start(&checked_config), start(&unchecked_config));
+    let keys: Vec<String> = (0..4).map(|i| format!("{{miss-check}}k{i}")).collect();
+    let (slot, from, to) = slot_and_another_owner(&cluster, &keys[0]);
+    let mut c = checked.client();
+    for key in &keys {
+        assert_eq!(c.q(&["SET", key, key]), Value::simple("OK"));
+    }
+    assert_eq!(
+        c.q(&["WAIT", "1", "2000"]),
+        Value::Int(1),
+        "the replica has them"
+    );
+    let missing = "{miss-check}absent";
+
+    let migration = cluster.start_migration(slot, from, to);
+    cluster.migrate_keys(&migration, &[keys[0].as_bytes()]);
+    let mut got = Vec::new();
+    for redcar in [&checked, &unchecked] {
+        let mut r = redcar.client();
+        got.push((
+            r.q(&["GET", &keys[0]]),
+            r.q(&["GET", &keys[1]]),
+            r.q(&["GET", missing]),
+        ));
+    }
+    cluster.finish_migration(migration);
+    let (moved, stayed, absent) = &got[0];
+    assert_eq!(
+        moved,
+        &Value::bulk(&keys[0]),
+        "the moved key, with the check"
+    );
+    assert_eq!(stayed, &Value::bulk(&keys[1]), "a key still on the source");
+    assert_eq!(
+        absent,
+        &Value::Bulk(None),
+        "a key nobody wrote is still nil"
+    );
+    assert_eq!(
+        got[1].0,
+        Value::Bulk(None),
+        "without the check the source's replica answers nil for the moved key"
+    );
+    assert!(
+        checked.metric_sum("redcar_redirects_total{kind=\"ask\"") >= 1.0,
+        "the primary's -ASK was followed"
+    );
+}

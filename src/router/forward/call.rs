@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::command::{Command, Outcome};
-use super::redirect::{classify, Verdict};
+use super::redirect::{classify, is_nil, Verdict};
 use crate::router::reply::redcar_error;
 use crate::router::Router;
 use crate::upstream::{Inbox, Node, Queued};
@@ -204,11 +204,34 @@ impl<'r> Call<'r> {
             // Done: the state stays as it is, so the session can still name the node (slow
             // log); the call is not polled again.
             if let Ok(bytes) = &outcome {
-                if classify(bytes) == Verdict::Done {
+                if classify(bytes) == Verdict::Done && !self.replica_miss(bytes) {
                     return Poll::Ready(outcome.unwrap_or_default());
                 }
             }
             self.after_first_attempt(outcome);
+        }
+    }
+
+    /// A replica's nil that the slot's primary should confirm (`router.replica_miss_check`):
+    /// [`Router::finish`] asks it. A nil is checked no further than its length here.
+    fn replica_miss(&self, reply: &[u8]) -> bool {
+        if !is_nil(reply) {
+            return false;
+        }
+        match &self.state {
+            State::Sent {
+                router,
+                node,
+                command,
+                ..
+            }
+            | State::Inboxed {
+                router,
+                node,
+                command,
+                ..
+            } => router.replica_miss(command, node, reply).is_some(),
+            _ => false,
         }
     }
 

@@ -19,7 +19,7 @@ pub use call::Call;
 pub(in crate::router) use command::{Command, Outcome, Target};
 pub(in crate::router) use fault::Faults;
 pub use fault::{validate as validate_faults, FaultRule};
-pub use redirect::{classify, Verdict};
+pub use redirect::{classify, is_nil, Verdict};
 pub(in crate::router) use retry::{lost_write, pause_before_retry};
 pub(in crate::router) use retry_budget::RetryBudget;
 pub use retry_budget::RetryBudgetConfig;
@@ -121,6 +121,25 @@ impl Router {
         }
     }
 
+    /// The slot's primary when `reply`, `node`'s answer to `command`, is a replica's nil for a
+    /// single-key read that the primary should confirm (`router.replica_miss_check`), unless
+    /// that primary is ejected. Only nil replies get past the first test, so other replies pay
+    /// one compare.
+    pub(in crate::router) fn replica_miss(
+        &self,
+        command: &Command,
+        node: &Arc<Node>,
+        reply: &[u8],
+    ) -> Option<Arc<Node>> {
+        if !is_nil(reply) || command.write || !self.live.load().config.replica_miss_check {
+            return None;
+        }
+        let slot = command.slot?;
+        let snapshot = self.state(&command.target).topology_now();
+        let primary = &snapshot.as_deref()?.shard(slot)?.primary;
+        (!Arc::ptr_eq(primary, node) && !primary.is_ejected()).then(|| primary.clone())
+    }
+
     /// The node for an attempt at `slot`: the primary for writes, by read policy for reads,
     /// preferring nodes not in `tried`; never an ejected one.
     pub(super) fn candidate(
@@ -220,6 +239,7 @@ impl Router {
         let mut target = Target::Owner(command.slot);
         let mut redirects = 0;
         let mut attempt: u32 = 0;
+        let mut miss_checked = false;
         loop {
             let (node, outcome) = match first.take() {
                 Some(first) => first,
@@ -237,6 +257,21 @@ impl Router {
             };
             let error = match outcome {
                 Ok(reply) => match classify(&reply) {
+                    Verdict::Done if !miss_checked => {
+                        match self.replica_miss(&command, &node, &reply) {
+                            // Not a retry (the replica answered): no budget spent, no pause. A
+                            // primary that cannot be reached leaves the replica's answer standing.
+                            Some(primary) => {
+                                miss_checked = true;
+                                target = Target::Redirected {
+                                    node: primary,
+                                    asking: false,
+                                };
+                                continue;
+                            }
+                            None => return reply,
+                        }
+                    }
                     Verdict::Done => return reply,
                     Verdict::Moved(addr) | Verdict::Ask(addr)
                         if redirects >= self.max_redirects() =>
