@@ -138,7 +138,8 @@ pub struct ConvertEnvoyArgs {
     /// The listener to convert when several have a redis_proxy filter.
     #[arg(long, value_name = "NAME")]
     pub listener: Option<String>,
-    /// The upstream cluster to convert when prefix_routes send keys to several.
+    /// Convert only this cluster of the prefix routes (one redcar per cluster); without it,
+    /// prefix routes over several clusters become redcar's `backends:` and `routes:`.
     #[arg(long, value_name = "NAME")]
     pub cluster: Option<String>,
 }

@@ -1,5 +1,5 @@
 //! An `envoy.clusters.redis` cluster → `cluster.*` (seeds, refresh) and `upstream.*`
-//! (connect timeout, keepalive, outlier detection).
+//! (connect timeout, keepalive, outlier detection, TLS in tls.rs).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -33,6 +33,7 @@ const CLUSTER_KEYS: &[&str] = &[
     "typed_extension_protocol_options",
     "extension_protocol_options",
     "transport_socket",
+    "tls_context",
     "health_checks",
     "circuit_breakers",
 ];
@@ -86,6 +87,7 @@ pub(super) fn convert(clusters: &Value, name: &str, draft: &mut Draft) -> Result
     outlier(&cluster["outlier_detection"], draft)?;
     super::keepalive::convert(&cluster["upstream_connection_options"], draft)?;
     super::auth::upstream(cluster, draft)?;
+    super::tls::convert(cluster, name, draft)?;
     notes(cluster, draft);
     draft.note_unknown(
         "upstream",
@@ -287,13 +289,6 @@ fn outlier(od: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
 
 /// Cluster settings with no counterpart that change behaviour enough to mention.
 fn notes(cluster: &Value, draft: &mut Draft) {
-    if !cluster["transport_socket"].is_null() {
-        draft.note(
-            "upstream",
-            "cluster transport_socket (TLS to the nodes): not converted; set upstream.tls.* \
-             (docs/configuration.md) with the nodes' CA, or redcar connects in plain TCP",
-        );
-    }
     if !cluster["health_checks"].is_null() {
         draft.note(
             "upstream",

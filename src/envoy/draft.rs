@@ -14,6 +14,10 @@ const ORDER: &[&str] = &[
     "router",
     "metrics",
     "auth",
+    "backends",
+    "routes",
+    "catch_all",
+    "routes_ignore_case",
 ];
 
 /// A redcar config under construction.

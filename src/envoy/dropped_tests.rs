@@ -51,7 +51,7 @@ fn unknown_fields_anywhere_get_a_comment() {
         .expect("filters");
     filters.insert(0, yaml("{name: envoy.filters.network.rbac}"));
     let p = &mut l["filter_chains"][0]["filters"][1]["typed_config"];
-    p["prefix_routes"]["case_insensitive"] = true.into();
+    p["prefix_routes"]["future_option"] = true.into();
     p["prefix_routes"]["catch_all_route"]["some_route_option"] = 1.into();
     p["faults"] = yaml(
         "[{fault_type: ERROR, fault_enabled: {default_value: {numerator: 1}}, fault_filter: x}]",
@@ -68,7 +68,7 @@ fn unknown_fields_anywhere_get_a_comment() {
         "listener redis per_connection_buffer_limit_bytes: not converted",
         "listener redis filter chain filter_chain_match: not converted",
         "network filter envoy.filters.network.rbac next to redis_proxy",
-        "prefix_routes.case_insensitive: not converted",
+        "prefix_routes.future_option: not converted",
         "catch_all_route some_route_option: not converted",
         "faults[0].fault_filter: not converted",
         "cluster rc dns_lookup_family: not converted",

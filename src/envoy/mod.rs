@@ -9,6 +9,7 @@
 //! conversion instead.
 
 mod auth;
+mod backends;
 mod cluster;
 mod draft;
 mod dump;
@@ -17,9 +18,11 @@ mod input;
 mod istio;
 mod keepalive;
 mod listener;
+mod prefix;
 mod proxy;
 mod routes;
 mod source;
+mod tls;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -35,7 +38,8 @@ pub struct Options {
     pub file: PathBuf,
     /// The listener to convert when several carry a `redis_proxy` filter.
     pub listener: Option<String>,
-    /// The upstream cluster to convert when prefix routes send keys to several.
+    /// Converts only this upstream cluster of the prefix routes (one redcar per cluster);
+    /// without it every route and cluster is converted.
     pub cluster: Option<String>,
 }
 
@@ -98,8 +102,9 @@ pub fn convert(text: &str, source: &str, options: &Options) -> Result<Conversion
     let found = listener::find(&resources.listeners, options.listener.as_deref(), place)?;
     listener::convert_address(&found, &mut draft)?;
     listener::note_unconverted(&found, &mut draft);
-    let cluster_name = routes::pick_cluster(found.proxy, options.cluster.as_deref(), &mut draft)?;
-    cluster::convert(&resources.clusters, &cluster_name, &mut draft)?;
+    let targets = routes::convert(found.proxy, options.cluster.as_deref(), &mut draft)?;
+    cluster::convert(&resources.clusters, &targets.main, &mut draft)?;
+    backends::convert(&resources.clusters, &targets, &mut draft)?;
     proxy::convert(found.proxy, &mut draft)?;
     auth::downstream(found.proxy, &mut draft)?;
     faults::convert(found.proxy, &mut draft)?;
@@ -146,4 +151,8 @@ mod dropped_tests;
 #[cfg(test)]
 mod forms_tests;
 #[cfg(test)]
+mod routes_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;

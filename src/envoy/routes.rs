@@ -1,7 +1,8 @@
-//! `prefix_routes` → the one upstream cluster this redcar serves. redcar does not route by key
-//! prefix yet: a config that sends prefixes to different clusters needs `--cluster NAME` (one
-//! redcar per cluster), and keys rewritten on the way (`remove_prefix`, `key_formatter`) stop
-//! the conversion, because redcar would read and write other keys.
+//! `prefix_routes`: which Envoy clusters the filter sends keys to. Without `--cluster` every
+//! route is converted into redcar's own prefix routes (prefix.rs) and each cluster into a
+//! backend (backends.rs); `--cluster NAME` converts that one cluster only, for one redcar per
+//! cluster. Keys rewritten by `key_formatter` stop the conversion, because redcar would read
+//! and write other keys.
 
 use serde_yaml::Value;
 
@@ -10,65 +11,98 @@ use super::source::flag;
 use super::ConvertError;
 
 /// One route (`routes[]` or `catch_all_route`).
-struct Route<'a> {
+pub(super) struct Route<'a> {
     /// `None` for the catch-all route.
-    prefix: Option<&'a str>,
-    cluster: &'a str,
-    value: &'a Value,
+    pub prefix: Option<&'a str>,
+    pub cluster: &'a str,
+    pub value: &'a Value,
 }
 
-/// The name of the Envoy cluster to convert.
-pub(super) fn pick_cluster(
+/// The Envoy clusters to convert: `main` becomes `cluster.seeds` and `upstream.*` (redcar's
+/// `default` backend), each of `others` a `backends.<name>` entry.
+#[derive(Debug, Default)]
+pub(super) struct Targets {
+    pub main: String,
+    pub others: Vec<String>,
+}
+
+/// Converts the routes and names the clusters they need.
+pub(super) fn convert(
     proxy: &Value,
     wanted: Option<&str>,
     draft: &mut Draft,
-) -> Result<String, ConvertError> {
+) -> Result<Targets, ConvertError> {
     let routes = collect(&proxy["prefix_routes"])?;
     if routes.is_empty() {
         // The v2 filter named its one cluster directly.
-        return proxy["cluster"].as_str().map(str::to_owned).ok_or_else(|| {
-            ConvertError("the redis_proxy filter has no prefix_routes and no cluster".to_owned())
+        let main = proxy["cluster"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                ConvertError(
+                    "the redis_proxy filter has no prefix_routes and no cluster".to_owned(),
+                )
+            })?;
+        return Ok(Targets {
+            main,
+            others: Vec::new(),
         });
     }
+    for route in &routes {
+        check_key_formatter(route)?;
+    }
+    match wanted {
+        Some(name) => {
+            let main = pick_cluster(proxy, &routes, name, draft)?;
+            Ok(Targets {
+                main,
+                others: Vec::new(),
+            })
+        }
+        None => super::prefix::convert(&proxy["prefix_routes"], &routes, draft),
+    }
+}
+
+/// `--cluster NAME`: that cluster only, its routes' prefixes noted.
+fn pick_cluster(
+    proxy: &Value,
+    routes: &[Route],
+    name: &str,
+    draft: &mut Draft,
+) -> Result<String, ConvertError> {
     draft.note_unknown(
         "",
         &proxy["prefix_routes"],
-        &["routes", "catch_all_route"],
+        &["routes", "catch_all_route", "case_insensitive"],
         "prefix_routes.",
     );
+    if flag(&proxy["prefix_routes"]["case_insensitive"]) {
+        draft.note(
+            "",
+            "prefix_routes.case_insensitive: not converted with --cluster (no routes are \
+             written); convert without --cluster for routes_ignore_case",
+        );
+    }
     let mut clusters: Vec<&str> = routes.iter().map(|r| r.cluster).collect();
     clusters.sort_unstable();
     clusters.dedup();
-    let chosen = match (wanted, clusters.as_slice()) {
-        (Some(name), _) if clusters.contains(&name) => name,
-        (Some(name), _) => {
-            return Err(ConvertError(format!(
-                "--cluster {name}: no route of the redis_proxy filter goes to it (clusters: {})",
-                clusters.join(", ")
-            )))
-        }
-        (None, [only]) => only,
-        (None, _) => {
-            return Err(ConvertError(format!(
-                "prefix_routes send keys to {} clusters ({}): redcar serves one cluster and does \
-                 not route by prefix yet; run convert-envoy once per cluster with --cluster NAME \
-                 and point each key prefix at its own redcar",
-                clusters.len(),
-                clusters.join(", ")
-            )))
-        }
-    };
-    for route in routes.iter().filter(|r| r.cluster == chosen) {
+    if !clusters.contains(&name) {
+        return Err(ConvertError(format!(
+            "--cluster {name}: no route of the redis_proxy filter goes to it (clusters: {})",
+            clusters.join(", ")
+        )));
+    }
+    for route in routes.iter().filter(|r| r.cluster == name) {
         check_keys_unchanged(route)?;
         note_extras(route, draft);
     }
     if clusters.len() > 1 || routes.iter().any(|r| r.prefix.is_some()) {
-        note_prefixes(&routes, chosen, draft);
+        note_prefixes(routes, name, draft);
     }
-    Ok(chosen.to_owned())
+    Ok(name.to_owned())
 }
 
-fn collect(prefix_routes: &Value) -> Result<Vec<Route<'_>>, ConvertError> {
+pub(super) fn collect(prefix_routes: &Value) -> Result<Vec<Route<'_>>, ConvertError> {
     let mut routes = Vec::new();
     for (i, route) in prefix_routes["routes"]
         .as_sequence()
@@ -106,32 +140,38 @@ fn cluster_of<'a>(route: &'a Value, key: &str) -> Result<&'a str, ConvertError> 
         .ok_or_else(|| ConvertError(format!("`{key}.cluster` is missing")))
 }
 
-fn label(route: &Route) -> String {
+pub(super) fn label(route: &Route) -> String {
     match route.prefix {
         Some(prefix) => format!("route for prefix `{prefix}`"),
         None => "catch_all_route".to_owned(),
     }
 }
 
-fn check_keys_unchanged(route: &Route) -> Result<(), ConvertError> {
-    let rewrites = if flag(&route.value["remove_prefix"]) && route.prefix.is_some() {
-        Some("remove_prefix")
-    } else if route.value["key_formatter"]
+/// `key_formatter` rewrites each key with a template; redcar has nothing like it.
+fn check_key_formatter(route: &Route) -> Result<(), ConvertError> {
+    if route.value["key_formatter"]
         .as_str()
         .is_some_and(|f| !f.is_empty() && f != "%KEY%")
     {
-        Some("key_formatter")
-    } else {
-        None
-    };
-    match rewrites {
-        Some(what) => Err(ConvertError(format!(
-            "the {} rewrites keys ({what}); redcar sends keys unchanged, so the converted \
-             config would read and write other keys",
+        return Err(ConvertError(format!(
+            "the {} rewrites keys (key_formatter); redcar has no key templates, so the \
+             converted config would read and write other keys",
             label(route)
-        ))),
-        None => Ok(()),
+        )));
     }
+    Ok(())
+}
+
+/// With `--cluster` no route is written, so a route that strips its prefix cannot be kept.
+fn check_keys_unchanged(route: &Route) -> Result<(), ConvertError> {
+    if flag(&route.value["remove_prefix"]) && route.prefix.is_some() {
+        return Err(ConvertError(format!(
+            "the {} rewrites keys (remove_prefix), which --cluster cannot keep: convert \
+             without --cluster to get a route with strip_prefix",
+            label(route)
+        )));
+    }
+    Ok(())
 }
 
 fn note_extras(route: &Route, draft: &mut Draft) {
@@ -152,7 +192,7 @@ fn note_extras(route: &Route, draft: &mut Draft) {
         draft.note(
             "",
             format!(
-                "{}: request_mirror_policy not yet; nothing is mirrored",
+                "{}: request_mirror_policy not converted with --cluster; nothing is mirrored",
                 label(route)
             ),
         );
@@ -187,8 +227,8 @@ fn note_prefixes(routes: &[Route], chosen: &str, draft: &mut Draft) {
     draft.note(
         "",
         format!(
-            "prefix_routes: approximated; this redcar serves cluster {chosen} ({}) and does not \
-             route by prefix: the application must send only those keys here",
+            "prefix_routes: approximated (--cluster); this redcar serves cluster {chosen} ({}) \
+             only: the application must send only those keys here",
             mine.join(", ")
         ),
     );

@@ -285,33 +285,41 @@ fn faults_keep_share_commands_delay_and_envoys_error_text() {
 }
 
 #[test]
-fn prefix_routes_to_several_clusters_need_a_choice() {
+fn cluster_flag_converts_one_cluster_of_several() {
     let mut doc = base();
     proxy(&mut doc)["prefix_routes"] =
         yaml("{routes: [{prefix: 'a:', cluster: other}], catch_all_route: {cluster: rc}}");
-    let message = error(&doc, &Options::default());
-    assert!(message.contains("--cluster NAME"), "{message}");
     let pick = |name: &str| Options {
         cluster: Some(name.to_owned()),
         ..Options::default()
     };
     let out = run_with(&doc, &pick("rc")).expect("rc chosen");
     assert_eq!(config(&out).cluster.seeds, ["127.0.0.1:7000"]);
+    assert!(config(&out).routes.is_empty());
     assert!(has_warning(&out, "`a:` → other"));
     // `other` is routed to but not defined.
     assert!(error(&doc, &pick("other")).contains("not defined"));
     assert!(error(&doc, &pick("nope")).contains("no route"));
+    // Without --cluster the routes are converted, and `other` must exist.
+    assert!(error(&doc, &Options::default()).contains("`other`, which is not defined"));
 }
 
 #[test]
-fn routes_that_rewrite_keys_are_refused() {
+fn routes_that_rewrite_keys_by_template_are_refused() {
     let mut doc = base();
-    proxy(&mut doc)["prefix_routes"] =
-        yaml("{routes: [{prefix: 'a:', cluster: rc, remove_prefix: true}]}");
-    assert!(error(&doc, &Options::default()).contains("remove_prefix"));
     proxy(&mut doc)["prefix_routes"] =
         yaml("{catch_all_route: {cluster: rc, key_formatter: 'x-%KEY%'}}");
     assert!(error(&doc, &Options::default()).contains("key_formatter"));
+    // remove_prefix becomes strip_prefix, which --cluster cannot write.
+    proxy(&mut doc)["prefix_routes"] =
+        yaml("{routes: [{prefix: 'a:', cluster: rc, remove_prefix: true}]}");
+    let only = Options {
+        cluster: Some("rc".to_owned()),
+        ..Options::default()
+    };
+    assert!(error(&doc, &only).contains("remove_prefix"));
+    let out = run(&doc);
+    assert!(config(&out).routes[0].strip_prefix);
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! `redcar config convert-envoy` on the sample Envoy configs in docs/examples/envoy/ (bootstraps,
 //! Istio EnvoyFilter manifests, an admin config_dump): the output is the committed
 //! `*.redcar.yaml` next to each sample, it passes `redcar --check-config`, every warning on stderr
-//! is also a comment in the output, redcar serves a real cluster with it, and unusable input
-//! fails with a reason.
+//! is also a comment in the output, redcar serves a real cluster with it (prefix routes over two
+//! clusters, a TLS-only cluster with a client certificate), and unusable input fails with a
+//! reason.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use crate::redirects::write_config;
 use crate::support::redcar::redcar_bin;
-use crate::support::{Redcar, RedisCluster, Value};
+use crate::support::{Pki, Redcar, RedisCluster, RedisServer, TlsCluster, Value};
 
 const SAMPLES: &str = "docs/examples/envoy";
 
@@ -19,6 +20,23 @@ const SAMPLE_SECRETS: &[(&str, &str)] = &[("REDIS_CLIENT_PASSWORD", "sample-clie
 
 /// The node password file `full.yaml` names, which does not exist on a test machine.
 const SAMPLE_PASSWORD_FILE: &str = "/run/secrets/redis-password";
+
+/// The CA, client certificate and key `tls-cluster.yaml` names, and the `Pki` file that
+/// stands in for each on a test machine.
+const SAMPLE_TLS_FILES: &[(&str, &str)] = &[
+    ("/etc/envoy/tls/redis-ca.pem", "ca.pem"),
+    ("/etc/envoy/tls/redis-client.pem", "client.pem"),
+    ("/etc/envoy/tls/redis-client.key", "client.key"),
+];
+
+/// The sample's paths replaced by `pki`'s files.
+fn with_pki(yaml: &str, pki: &Pki) -> String {
+    SAMPLE_TLS_FILES
+        .iter()
+        .fold(yaml.to_owned(), |y, (from, to)| {
+            y.replace(from, &pki.show(to))
+        })
+}
 
 /// (Envoy sample, extra flags, expected redcar config)
 const CASES: &[(&str, &[&str], &str)] = &[
@@ -29,11 +47,8 @@ const CASES: &[(&str, &[&str], &str)] = &[
         &["--cluster", "sessions"],
         "prefix-routes.sessions.redcar.yaml",
     ),
-    (
-        "prefix-routes.yaml",
-        &["--cluster", "cache"],
-        "prefix-routes.cache.redcar.yaml",
-    ),
+    ("prefix-routes.yaml", &[], "prefix-routes.redcar.yaml"),
+    ("tls-cluster.yaml", &[], "tls-cluster.redcar.yaml"),
     (
         "istio-envoyfilter.yaml",
         &[],
@@ -45,8 +60,8 @@ const CASES: &[(&str, &[&str], &str)] = &[
 
 /// Samples whose converted config runs as it is against the test cluster, with only its
 /// listen address and seeds replaced by flags. `full.yaml` needs the node ACL user, password
-/// file and client password it names (and injects errors into GETs); `prefix-routes.yaml`
-/// listens on a Unix socket under /var/run: both are checked with `--check-config` above.
+/// file and client password it names (and injects errors into GETs): it is checked with
+/// `--check-config` above. `prefix-routes.yaml` and `tls-cluster.yaml` have tests of their own.
 const LIVE: &[&str] = &[
     "minimal.yaml",
     "istio-envoyfilter.yaml",
@@ -89,6 +104,8 @@ fn check_config(yaml: &str) -> (Option<i32>, String) {
     let password = dir.path().join("redis-password");
     std::fs::write(&password, "sample-node-password\n").expect("write password");
     let yaml = yaml.replace(SAMPLE_PASSWORD_FILE, &password.to_string_lossy());
+    let pki = Pki::new();
+    let yaml = with_pki(&yaml, &pki);
     let config = write_config(&yaml);
     let out = Command::new(redcar_bin())
         .args(["--config", config.path_str(), "--check-config"])
@@ -247,8 +264,12 @@ fn unusable_input_fails_with_a_reason_and_no_config() {
             "cannot read /nonexistent/envoy.yaml",
         ),
         (
-            vec![prefix.to_string_lossy().into_owned()],
-            "run convert-envoy once per cluster with --cluster NAME",
+            vec![
+                prefix.to_string_lossy().into_owned(),
+                "--cluster".into(),
+                "cache".into(),
+            ],
+            "rewrites keys (remove_prefix), which --cluster cannot keep",
         ),
     ];
     for (args, expected) in cases {
@@ -259,4 +280,90 @@ fn unusable_input_fails_with_a_reason_and_no_config() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{args:?}: printed a config");
     }
+}
+
+fn get(server: &RedisServer, key: &str) -> Value {
+    server.cmd(&["GET", key])
+}
+
+#[test]
+fn converted_prefix_routes_send_each_prefix_to_its_cluster() {
+    let sessions = RedisCluster::start(3, 0);
+    let cache = RedisCluster::start(3, 0);
+    let out = convert(
+        &[sample("prefix-routes.yaml").to_str().expect("utf-8")],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let dir = tempfile::tempdir().expect("tmp");
+    let socket = dir.path().join("redis.sock");
+    // Only the addresses change: the sample's seeds and Unix socket, this machine's here.
+    let converted = text(&out.stdout)
+        .replace("/var/run/envoy/redis.sock", &socket.to_string_lossy())
+        .replace("10.0.1.11:6379", &sessions.nodes()[0].addr())
+        .replace("10.0.1.12:6379", &sessions.nodes()[1].addr())
+        .replace("10.0.2.11:6379", &cache.nodes()[0].addr());
+    let config = write_config(&converted);
+    let redcar = Redcar::start_with("", &["--config", config.path_str()]);
+    let mut c = redcar.client();
+    for (key, value) in [
+        ("session:1", "s1"),
+        ("SESSION:2", "s2"),
+        ("user:1", "u1"),
+        ("other", "o"),
+    ] {
+        assert_eq!(c.q(&["SET", key, value]), Value::simple("OK"), "{key}");
+        assert_eq!(c.q(&["GET", key]), Value::bulk(value), "{key}");
+    }
+    assert_eq!(c.q(&["SET", "tmp:x", "t"]), Value::simple("OK"));
+    // Each key on the cluster its prefix names, read on that cluster's own node.
+    for key in ["session:1", "SESSION:2", "user:1"] {
+        assert!(!get(sessions.primary_for_key(key), key).is_nil(), "{key}");
+        if key != "user:1" {
+            assert!(get(cache.primary_for_key(key), key).is_nil(), "{key}");
+        }
+    }
+    assert_eq!(
+        get(cache.primary_for_key("other"), "other"),
+        Value::bulk("o")
+    );
+    assert!(get(sessions.primary_for_key("other"), "other").is_nil());
+    // remove_prefix: stored as `x` on the cache cluster.
+    assert_eq!(get(cache.primary_for_key("x"), "x"), Value::bulk("t"));
+    assert!(get(cache.primary_for_key("tmp:x"), "tmp:x").is_nil());
+    // user: writes are mirrored to the cache cluster, fire-and-forget.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while get(cache.primary_for_key("user:1"), "user:1") != Value::bulk("u1") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "user:1 never mirrored"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_converted_tls_sample_serves_a_tls_only_cluster() {
+    let pki = Pki::new();
+    // The nodes require a client certificate, so the converted cert_file/key_file are in use.
+    let cluster = TlsCluster::start(&pki, 3, "yes");
+    let out = convert(&[sample("tls-cluster.yaml").to_str().expect("utf-8")], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The test certificates name localhost, not the sample's redis.internal.
+    let converted = with_pki(&text(&out.stdout), &pki)
+        .replace("server_name: redis.internal", "server_name: localhost");
+    let config = write_config(&converted);
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    for i in 0..20 {
+        let key = format!("tls:{i}");
+        assert_eq!(
+            redcar.cmd(&["SET", &key, "v"]),
+            Value::simple("OK"),
+            "{key}"
+        );
+        assert_eq!(redcar.cmd(&["GET", &key]), Value::bulk("v"), "{key}");
+    }
+    let tls = &running(&redcar)["upstream"]["tls"];
+    assert_eq!(tls["enabled"], true);
+    assert_eq!(tls["server_name"], "localhost");
 }

@@ -1,0 +1,311 @@
+//! `prefix_routes` → redcar's `routes:` (prefix, `strip_prefix`, `mirror`), `catch_all` and
+//! `routes_ignore_case`. The catch-all cluster becomes the `default` backend (`cluster.seeds`,
+//! `upstream.*`); every other cluster a route or a mirror names becomes `backends.<name>`
+//! (backends.rs). Both match the longest prefix, as Envoy does.
+
+use serde_yaml::{Mapping, Value};
+
+use super::draft::Draft;
+use super::routes::{label, Route, Targets};
+use super::source::{flag, require_number};
+use super::ConvertError;
+use crate::backends::DEFAULT_BACKEND;
+
+/// Route keys converted or explained here; the others get a note.
+const ROUTE_KEYS: &[&str] = &[
+    "prefix",
+    "cluster",
+    "remove_prefix",
+    "key_formatter",
+    "request_mirror_policy",
+    "read_command_policy",
+];
+
+/// The redcar backend name of an Envoy cluster: `default` for the catch-all one.
+pub(super) fn backend_name(cluster: &str, main: &str) -> String {
+    if cluster == main {
+        DEFAULT_BACKEND.to_owned()
+    } else if cluster == DEFAULT_BACKEND {
+        // redcar reserves `default` for the `cluster.seeds` cluster.
+        "envoy-default".to_owned()
+    } else {
+        cluster.to_owned()
+    }
+}
+
+/// Converts every route; returns the clusters to turn into backends.
+pub(super) fn convert(
+    prefix_routes: &Value,
+    routes: &[Route],
+    draft: &mut Draft,
+) -> Result<Targets, ConvertError> {
+    draft.note_unknown(
+        "routes",
+        prefix_routes,
+        &["routes", "catch_all_route", "case_insensitive"],
+        "prefix_routes.",
+    );
+    let ignore_case = flag(&prefix_routes["case_insensitive"]);
+    let catch_all = routes.iter().find(|r| r.prefix.is_none());
+    let empty = routes.iter().find(|r| r.prefix == Some(""));
+    let main = match (catch_all, empty, routes.first()) {
+        (Some(route), _, _) | (None, Some(route), _) => route.cluster,
+        (None, None, Some(first)) => {
+            draft.note(
+                "",
+                format!(
+                    "prefix_routes has no catch_all_route: Envoy fails commands on keys no \
+                     prefix matches; redcar sends them, and keyless commands, to catch_all \
+                     (cluster {})",
+                    first.cluster
+                ),
+            );
+            first.cluster
+        }
+        (None, None, None) => {
+            return Err(ConvertError("prefix_routes has no route".to_owned()));
+        }
+    };
+    if let (Some(_), Some(route)) = (catch_all, empty) {
+        draft.note(
+            "routes",
+            format!(
+                "{}: an empty prefix is not converted (redcar refuses it); the \
+                 catch_all_route's cluster {main} serves the keys no other prefix matches",
+                label(route)
+            ),
+        );
+    }
+    let mut targets = Targets {
+        main: main.to_owned(),
+        others: Vec::new(),
+    };
+    let mut converted = Vec::new();
+    let mut seen = Vec::new();
+    for route in routes {
+        let Some(prefix) = route.prefix.filter(|p| !p.is_empty()) else {
+            catch_all_extras(route, draft);
+            continue;
+        };
+        let folded = match ignore_case {
+            true => prefix.to_ascii_lowercase(),
+            false => prefix.to_owned(),
+        };
+        if seen.contains(&folded) {
+            return Err(ConvertError(format!(
+                "prefix_routes lists the prefix `{prefix}` twice (Envoy refuses that too)"
+            )));
+        }
+        seen.push(folded);
+        converted.push(convert_one(route, prefix, &mut targets, draft)?);
+    }
+    // Routes that only send keys where catch_all sends them anyway are left out, so that a
+    // single-cluster filter converts to a config without routes.
+    let needed = converted.iter().any(|r| {
+        r["backend"].as_str() != Some(DEFAULT_BACKEND)
+            || r.contains_key("strip_prefix")
+            || r.contains_key("mirror")
+    });
+    if needed {
+        let converted: Vec<Value> = converted.into_iter().map(Value::Mapping).collect();
+        draft.set(&["routes"], Value::Sequence(converted));
+        draft.note(
+            "cluster",
+            format!(
+                "cluster: Envoy's catch-all cluster {}, redcar's backend `default` (catch_all)",
+                targets.main
+            ),
+        );
+        if ignore_case {
+            draft.set(&["routes_ignore_case"], true);
+        }
+    }
+    Ok(targets)
+}
+
+/// One prefix route as a `routes:` entry.
+fn convert_one(
+    route: &Route,
+    prefix: &str,
+    targets: &mut Targets,
+    draft: &mut Draft,
+) -> Result<Mapping, ConvertError> {
+    let what = label(route);
+    draft.note_unknown("routes", route.value, ROUTE_KEYS, &format!("{what} "));
+    let mut out = Mapping::new();
+    out.insert("prefix".into(), prefix.into());
+    out.insert(
+        "backend".into(),
+        need(route.cluster, targets).as_str().into(),
+    );
+    if flag(&route.value["remove_prefix"]) {
+        out.insert("strip_prefix".into(), true.into());
+    }
+    read_command_policy(route, draft);
+    if let Some(mirror) = mirror(route, targets, draft)? {
+        out.insert("mirror".into(), Value::Mapping(mirror));
+    }
+    Ok(out)
+}
+
+/// The backend name of `cluster`, recording it as one to convert.
+fn need(cluster: &str, targets: &mut Targets) -> String {
+    if cluster != targets.main && !targets.others.iter().any(|c| c == cluster) {
+        targets.others.push(cluster.to_owned());
+    }
+    backend_name(cluster, &targets.main)
+}
+
+/// redcar's catch-all is a backend name only: what the catch_all_route adds is noted.
+fn catch_all_extras(route: &Route, draft: &mut Draft) {
+    let what = label(route);
+    draft.note_unknown("", route.value, ROUTE_KEYS, &format!("{what} "));
+    if !route.value["request_mirror_policy"].is_null() {
+        draft.note(
+            "",
+            format!(
+                "{what}: request_mirror_policy (cluster {}) not converted; redcar mirrors prefix \
+                 routes only (routes[].mirror), not the catch-all",
+                route.value["request_mirror_policy"][0]["cluster"]
+                    .as_str()
+                    .unwrap_or("(none)")
+            ),
+        );
+    }
+    read_command_policy(route, draft);
+}
+
+/// Envoy can send a route's reads to another cluster; redcar reads from the route's backend.
+fn read_command_policy(route: &Route, draft: &mut Draft) {
+    let policy = &route.value["read_command_policy"];
+    if policy.is_null() {
+        return;
+    }
+    let share = match policy["runtime_fraction"].is_null() {
+        true => String::new(),
+        false => ", a runtime_fraction of them".to_owned(),
+    };
+    draft.note(
+        "routes",
+        format!(
+            "{}: read_command_policy (reads to cluster {}{share}) not converted; redcar reads a \
+             route's keys from its own backend (routes[].read_policy picks its replicas)",
+            label(route),
+            policy["cluster"].as_str().unwrap_or("(none)")
+        ),
+    );
+}
+
+/// The first `request_mirror_policy` → `mirror: {backend, percent, reads}`.
+fn mirror(
+    route: &Route,
+    targets: &mut Targets,
+    draft: &mut Draft,
+) -> Result<Option<Mapping>, ConvertError> {
+    let what = label(route);
+    let mut out = None;
+    for (i, policy) in route.value["request_mirror_policy"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let key = format!("{what} request_mirror_policy[{i}]");
+        let cluster = policy["cluster"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| ConvertError(format!("`{key}.cluster` is missing")))?;
+        if out.is_some() {
+            draft.note(
+                "routes",
+                format!("{key} (cluster {cluster}): not converted; a redcar route has one mirror"),
+            );
+            continue;
+        }
+        if cluster == route.cluster {
+            draft.note(
+                "routes",
+                format!("{key}: mirrors to the route's own cluster; not converted"),
+            );
+            continue;
+        }
+        draft.note_unknown(
+            "routes",
+            policy,
+            &["cluster", "runtime_fraction", "exclude_read_commands"],
+            &format!("{key}."),
+        );
+        let fraction = &policy["runtime_fraction"];
+        draft.note_unknown(
+            "routes",
+            fraction,
+            &["default_value", "runtime_key"],
+            &format!("{key}.runtime_fraction."),
+        );
+        if fraction["runtime_key"].is_string() {
+            draft.note(
+                "routes",
+                format!(
+                    "{key}.runtime_fraction.runtime_key: ignored; redcar has no runtime layer, \
+                     the default_value is used"
+                ),
+            );
+        }
+        let mut mirror = Mapping::new();
+        mirror.insert("backend".into(), need(cluster, targets).into());
+        mirror.insert("percent".into(), percent(fraction, &key, draft)?.into());
+        // Envoy mirrors reads too unless told not to; redcar only writes by default.
+        mirror.insert(
+            "reads".into(),
+            (!flag(&policy["exclude_read_commands"])).into(),
+        );
+        out = Some(mirror);
+    }
+    Ok(out)
+}
+
+/// `runtime_fraction.default_value` as a whole percentage. No `runtime_fraction`: every
+/// command; one without `default_value`: none (Envoy's defaults).
+fn percent(fraction: &Value, key: &str, draft: &mut Draft) -> Result<u32, ConvertError> {
+    if fraction.is_null() {
+        return Ok(100);
+    }
+    let value = &fraction["default_value"];
+    let numerator = match &value["numerator"] {
+        Value::Null => 0,
+        n => require_number(
+            n,
+            &format!("{key}.runtime_fraction.default_value.numerator"),
+        )?,
+    };
+    let denominator: u64 = match &value["denominator"] {
+        Value::Null => 100,
+        Value::String(s) if s == "HUNDRED" => 100,
+        Value::String(s) if s == "TEN_THOUSAND" => 10_000,
+        Value::String(s) if s == "MILLION" => 1_000_000,
+        Value::Number(n) if n.as_u64() == Some(0) => 100,
+        Value::Number(n) if n.as_u64() == Some(1) => 10_000,
+        Value::Number(n) if n.as_u64() == Some(2) => 1_000_000,
+        _ => {
+            return Err(ConvertError(format!(
+                "`{key}.runtime_fraction.default_value.denominator`: expected HUNDRED, \
+                 TEN_THOUSAND or MILLION"
+            )))
+        }
+    };
+    // Envoy treats a numerator above the denominator as all of them.
+    let scaled = numerator.min(denominator) * 100;
+    let whole = scaled / denominator;
+    if scaled % denominator != 0 {
+        let rounded = ((scaled + denominator / 2) / denominator).min(100);
+        draft.note(
+            "routes",
+            format!(
+                "{key}.runtime_fraction: {numerator}/{denominator} rounded to {rounded}%; \
+                 redcar mirrors whole percents"
+            ),
+        );
+        return Ok(u32::try_from(rounded).unwrap_or(100));
+    }
+    Ok(u32::try_from(whole).unwrap_or(100))
+}
