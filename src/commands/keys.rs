@@ -31,7 +31,6 @@ pub enum KeyError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Select {
     Keys,
-    Channels,
     Both,
 }
 
@@ -40,7 +39,6 @@ impl Select {
         let not_key = spec.flags & key_flags::NOT_KEY != 0;
         match self {
             Select::Keys => !not_key,
-            Select::Channels => not_key,
             Select::Both => true,
         }
     }
@@ -55,16 +53,6 @@ pub fn key_indices(
     out: &mut Vec<usize>,
 ) -> Result<KeyScan, KeyError> {
     scan(spec, args, out, Select::Keys)
-}
-
-/// Pushes the indices of shard channels: the `NOT_KEY` specs of SSUBSCRIBE, SUNSUBSCRIBE and
-/// SPUBLISH. They are not keys to Redis but hash to a slot like keys, so redcar routes by them.
-pub fn channel_indices(
-    spec: &CommandSpec,
-    args: &[Bytes],
-    out: &mut Vec<usize>,
-) -> Result<KeyScan, KeyError> {
-    scan(spec, args, out, Select::Channels)
 }
 
 /// Pushes every argument that determines the slot: keys and shard channels, in spec order.

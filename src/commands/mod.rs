@@ -6,10 +6,11 @@
 //! - [`keys`]: key and shard-channel positions from the Redis 7 key specs.
 //! - [`policy`]: how redcar serves each command ([`Serve`]).
 //! - [`custom`]: commands declared in the configuration (`custom_commands`).
-//! - [`docs`]: the markdown reference in docs/commands.md.
+//! - `docs` (tests only): renders the markdown reference in docs/commands.md, which a test keeps current.
 
 pub mod custom;
-pub mod docs;
+#[cfg(test)]
+mod docs;
 pub mod keys;
 pub mod learn;
 pub mod lookup;
@@ -25,7 +26,7 @@ pub(crate) mod test_server;
 mod tests;
 
 pub use custom::CustomCommand;
-pub use keys::{channel_indices, key_indices, routing_indices, KeyError, KeyScan};
+pub use keys::{key_indices, routing_indices, KeyError, KeyScan};
 pub use learn::InfoValue;
 pub use lookup::{lookup, CommandTable};
 pub use policy::{describe, serve, Local, Serve};

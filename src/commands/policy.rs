@@ -426,12 +426,6 @@ pub fn describe(spec: &CommandSpec) -> &'static str {
     }
 }
 
-/// The error line (without `-` and CRLF) sent for an unsupported command.
-pub fn unsupported_message(spec: &CommandSpec, reason: &str) -> String {
-    let shown = spec.name.replace('|', " ").to_ascii_uppercase();
-    format!("ERR redcar: {shown} is not supported ({reason})")
-}
-
 #[cfg(test)]
 #[path = "policy_tests.rs"]
 mod tests;

@@ -123,16 +123,6 @@ fn keyed_means_has_keys_and_keyless_is_never_keyed() {
 }
 
 #[test]
-fn unsupported_message_names_the_command() {
-    let spec =
-        lookup(&[Bytes::from_static(b"cluster"), Bytes::from_static(b"slots")]).expect("known");
-    assert_eq!(
-        unsupported_message(spec, NODE_ADMIN),
-        "ERR redcar: CLUSTER SLOTS is not supported (node administration is not allowed through the proxy)"
-    );
-}
-
-#[test]
 fn only_non_atomic_multi_key_commands_are_split() {
     let split = |line: &str| {
         let args: Vec<Bytes> = line

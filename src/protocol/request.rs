@@ -34,11 +34,6 @@ impl Request {
         &self.raw
     }
 
-    /// Consume the request, keeping only its RESP encoding (for forwarding without a refcount bump).
-    pub fn into_raw(self) -> Bytes {
-        self.raw
-    }
-
     /// All arguments, the command name first.
     pub fn args(&self) -> &[Bytes] {
         &self.args
