@@ -10,7 +10,8 @@
 //! - [`backends`]: named backends (cluster, standalone, sentinel), each with its topology source,
 //!   and the route table built over them.
 //! - [`downstream`]: listeners and client sessions with in-order replies.
-//! - [`metrics`]: the Prometheus registry and the slow log.
+//! - [`metrics`]: the Prometheus registry (one group of series per producing module), the slow log
+//!   and the event log.
 //! - [`admin`]: HTTP health, readiness, metrics, topology, clients, slow log, config.
 //! - [`auth`]: AUTH against `--requirepass` or configured users, and per-user command rules.
 //! - [`values`]: durations, sizes, secrets and PEM loading, the value types every layer uses.

@@ -82,9 +82,9 @@ impl Downstream {
     ) -> Downstream {
         let budget = Budget::new(
             config.max_buffered_bytes_total,
-            metrics.client_buffered.clone(),
-            metrics.clients_paused.clone(),
-            metrics.client_read_pauses.clone(),
+            metrics.clients.buffered.clone(),
+            metrics.clients.paused.clone(),
+            metrics.clients.read_pauses.clone(),
         );
         Downstream {
             budget,
@@ -336,7 +336,7 @@ fn spawn_session<S>(
     let max = downstream.config.load().max_connections;
     if count >= max {
         downstream.connected.fetch_sub(1, Ordering::SeqCst);
-        downstream.metrics.clients_refused.inc();
+        downstream.metrics.clients.refused.inc();
         let peer = &session.peer;
         tracing::warn!(%peer, max, "client refused: client.max_connections reached");
         tokio::spawn(refuse(stream));

@@ -107,7 +107,7 @@ where
             biased;
             wrote = writer.write(out), if !out.is_empty() => match wrote {
                 Ok(n) if n > 0 => {
-                    metrics.bytes_sent.inc_by(n as u64);
+                    metrics.clients.bytes_sent.inc_by(n as u64);
                     out.advance(n);
                 }
                 _ => return Left::Gone,
@@ -120,7 +120,7 @@ where
             read = reader.read_buf(input), if input.len() < READ_AHEAD => match read {
                 Ok(0) | Err(_) => return Left::Gone,
                 Ok(n) => {
-                    metrics.bytes_received.inc_by(n as u64);
+                    metrics.clients.bytes_received.inc_by(n as u64);
                 }
             },
             _ = tick.tick(), if !mode.orphans.is_empty() => mode.adopt_orphans().await,

@@ -13,8 +13,9 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
+use super::command::CommandSeries;
 use super::latency::LocalLatency;
-use super::{CommandSeries, Metrics};
+use super::Metrics;
 
 /// Distinct (registry, command) pairs a thread keeps handles for; past it, the thread flushes
 /// and starts over.
@@ -56,7 +57,7 @@ impl<'m> CommandTally<'m> {
     /// Counts one finished command and returns whether it was slow (as
     /// [`Metrics::record_command`], which it replaces on the hot path).
     pub fn record(&mut self, command: &'static str, elapsed: Duration, error: bool) -> bool {
-        if self.metrics.command_stats {
+        if self.metrics.commands.enabled() {
             PENDING.with(|pending| {
                 let mut pending = pending.borrow_mut();
                 let entry = entry(&mut pending, self.metrics, command);
@@ -93,7 +94,7 @@ fn entry<'p>(
             pending.push(Pending {
                 registry,
                 command,
-                series: metrics.series_of(command),
+                series: metrics.commands.series_of(command),
                 errors: 0,
                 duration: LocalLatency::default(),
             });

@@ -135,3 +135,40 @@ fn readiness_gauges_follow_the_backends() {
     assert!(text.contains("redcar_cluster_ready{backend=\"default\"} 0"));
     assert!(!text.contains("backend=\"sessions\""), "{text}");
 }
+
+/// The INFO totals add up over the groups and read no series into existence.
+#[test]
+fn totals_read_the_groups_without_creating_series() {
+    let metrics = Metrics::default();
+    assert_eq!(metrics.totals().clients, 0);
+    assert!(
+        !metrics.encode().contains("listener="),
+        "totals made a series"
+    );
+    let tcp = metrics.listener("tcp");
+    tcp.connected.inc();
+    tcp.accepted.inc_by(3);
+    metrics.listener("unix").connected.inc();
+    metrics.retry();
+    metrics.refresh(true);
+    metrics.refresh(false);
+    metrics.refresh(false);
+    let totals = metrics.totals();
+    assert_eq!((totals.clients, totals.accepted, totals.retries), (2, 3, 1));
+    assert_eq!((totals.refreshes_ok, totals.refreshes_failed), (1, 2));
+}
+
+/// A forgotten node loses every per-node series; the shared request count stays.
+#[test]
+fn a_forgotten_node_loses_its_series() {
+    let metrics = Metrics::default();
+    let gone = metrics.node("127.0.0.1:7000");
+    gone.requests.inc();
+    gone.all_requests.inc();
+    metrics.node("127.0.0.1:7001").ejected.set(1);
+    metrics.forget_node("127.0.0.1:7000");
+    let text = metrics.encode();
+    assert!(!text.contains("node=\"127.0.0.1:7000\""), "{text}");
+    assert!(text.contains("redcar_node_ejected{node=\"127.0.0.1:7001\"} 1"));
+    assert_eq!(metrics.requests_sent(), 1);
+}

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{ListenerLabel, Metrics, ResultLabel};
+use super::Metrics;
 
 /// What redcar reports about itself in INFO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,35 +18,18 @@ pub struct Totals {
     pub refreshes_failed: u64,
 }
 
-/// Every listener label (see `downstream::listener`).
-const LISTENERS: [&str; 2] = ["tcp", "unix"];
-
 impl Metrics {
     /// Reads the totals without creating series that do not exist yet.
     pub fn totals(&self) -> Totals {
-        let mut clients = 0;
-        let mut accepted = 0;
-        for listener in LISTENERS {
-            let label = ListenerLabel { listener };
-            if let Some(gauge) = self.client_connections.get(&label) {
-                clients += gauge.get();
-            }
-            if let Some(counter) = self.client_connections_total.get(&label) {
-                accepted += counter.get();
-            }
-        }
-        let refreshes = |result| {
-            self.refreshes
-                .get(&ResultLabel { result })
-                .map_or(0, |c| c.get())
-        };
+        let (clients, accepted) = self.clients.connected_and_accepted();
+        let (refreshes_ok, refreshes_failed) = self.topology.refreshes();
         Totals {
-            uptime: self.started.elapsed(),
+            uptime: self.process.uptime(),
             clients,
             accepted,
-            retries: self.retries.get(),
-            refreshes_ok: refreshes("ok"),
-            refreshes_failed: refreshes("failed"),
+            retries: self.router.retries(),
+            refreshes_ok,
+            refreshes_failed,
         }
     }
 }

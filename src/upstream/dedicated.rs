@@ -74,7 +74,7 @@ struct Busy(Arc<Metrics>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.dedicated_busy.dec();
+        self.0.upstream.dedicated_busy.dec();
     }
 }
 
@@ -146,7 +146,7 @@ impl DedicatedPool {
         let shared = &self.shared;
         let dedicated = &shared.config.dedicated;
         let exhausted = || {
-            shared.metrics.dedicated_exhausted.inc();
+            shared.metrics.upstream.dedicated_exhausted.inc();
             UpstreamError::Exhausted {
                 reason: format!(
                     "all {} dedicated connections are busy (upstream.dedicated.max); \
@@ -185,7 +185,7 @@ impl Shared {
         (addr, protocol): IdleKey,
         permit: OwnedSemaphorePermit,
     ) -> Dedicated {
-        self.metrics.dedicated_busy.inc();
+        self.metrics.upstream.dedicated_busy.inc();
         Dedicated {
             stream,
             input: BytesMut::with_capacity(READ_CHUNK),
@@ -203,7 +203,7 @@ impl Shared {
         let queue = idle.get_mut(key)?;
         let max_idle = self.config.dedicated.idle_timeout;
         while let Some(conn) = queue.pop_front() {
-            self.metrics.dedicated_idle.dec();
+            self.metrics.upstream.dedicated_idle.dec();
             if conn.since.elapsed() < max_idle && is_open(&conn.stream) {
                 return Some(conn);
             }
@@ -223,7 +223,7 @@ impl Shared {
         };
         if let Some(queue) = idle.get_mut(&addr) {
             queue.pop_front();
-            self.metrics.dedicated_idle.dec();
+            self.metrics.upstream.dedicated_idle.dec();
         }
         true
     }
@@ -238,7 +238,7 @@ impl Shared {
         for queue in idle.values_mut() {
             while queue.front().is_some_and(|c| c.since.elapsed() >= max_idle) {
                 queue.pop_front();
-                self.metrics.dedicated_idle.dec();
+                self.metrics.upstream.dedicated_idle.dec();
             }
         }
         idle.retain(|_, queue| !queue.is_empty());
@@ -247,7 +247,7 @@ impl Shared {
             permit,
             since: Instant::now(),
         });
-        self.metrics.dedicated_idle.inc();
+        self.metrics.upstream.dedicated_idle.inc();
     }
 }
 

@@ -265,7 +265,7 @@ where
             }
             wrote = poll_fn(|cx| std::pin::Pin::new(&mut c.stream.writer()).poll_write(cx, &c.out[..])), if may_write => match wrote {
                 Ok(n) if n > 0 => {
-                    metrics.bytes_sent.inc_by(n as u64);
+                    metrics.clients.bytes_sent.inc_by(n as u64);
                     c.out.advance(n);
                     batches.wrote(calls.len(), c.out.len());
                 }
@@ -276,7 +276,7 @@ where
                 Ok(0) | Err(_) if waiting_alone => return Busy::Done,
                 Ok(0) | Err(_) => closing = true,
                 Ok(n) => {
-                    metrics.bytes_received.inc_by(n as u64);
+                    metrics.clients.bytes_received.inc_by(n as u64);
                     let now = Instant::now();
                     c.last_activity = now;
                     clock = Some(now);

@@ -26,9 +26,9 @@ pub(super) fn failed_login(
     failures: u16,
     limit_reached: bool,
 ) -> bool {
-    metrics.auth_failures.inc();
+    metrics.clients.auth_failures.inc();
     if limit_reached {
-        metrics.auth_closed.inc();
+        metrics.clients.auth_closed.inc();
     }
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -217,7 +217,7 @@ where
     /// A safe point reached while `max_age` or the latency watch wants the client closed.
     fn closes_at_safe_point(&self) -> bool {
         if self.aged {
-            self.downstream.metrics.clients_closed_max_age.inc();
+            self.downstream.metrics.clients.closed_max_age.inc();
             tracing::debug!(client = self.state.id, "closing client at client.max_age");
             return true;
         }
@@ -249,7 +249,11 @@ where
             match self.input.poll_read_from(&mut self.stream.reader(), cx) {
                 Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(Wake::Close),
                 Poll::Ready(Ok(n)) => {
-                    self.downstream.metrics.bytes_received.inc_by(n as u64);
+                    self.downstream
+                        .metrics
+                        .clients
+                        .bytes_received
+                        .inc_by(n as u64);
                     self.last_activity = Instant::now();
                     return Poll::Ready(Wake::Request);
                 }

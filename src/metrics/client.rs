@@ -1,0 +1,183 @@
+//! The series `downstream` produces: client connections per listener and per worker, the
+//! worker threads, client traffic, refusals and closes, failed logins and the buffer budget.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabel {
+    listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ThreadingLabel {
+    threading: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabel {
+    worker: usize,
+}
+
+/// Every listener label (see `downstream::listener`).
+const LISTENERS: [&str; 2] = ["tcp", "unix"];
+
+/// The client side's figures; the plain counters and gauges are handed to sessions as they are.
+#[derive(Default)]
+pub struct ClientMetrics {
+    connections: Family<ListenerLabel, Gauge>,
+    accepted: Family<ListenerLabel, Counter>,
+    /// `threading: per-core`: connected clients on each worker.
+    worker_clients: Family<WorkerLabel, Gauge>,
+    /// Data-plane threads, labelled with the threading model that runs (what `auto` settled to).
+    workers: Family<ThreadingLabel, Gauge>,
+    /// Client traffic, counted per read and per write (not per command).
+    pub bytes_received: Counter,
+    pub bytes_sent: Counter,
+    /// Clients refused because `client.max_connections` were connected.
+    pub refused: Counter,
+    /// Clients closed at a safe point because they reached `client.max_age`.
+    pub closed_max_age: Counter,
+    /// Idle clients closed by `client.close_idle_when_slow`.
+    closed_slow: Counter,
+    /// Failed `AUTH` / `HELLO … AUTH` attempts, and connections closed after
+    /// `auth.max_failures` of them.
+    pub auth_failures: Counter,
+    pub auth_closed: Counter,
+    /// Bytes held in client buffers over all sessions (`client.max_buffered_bytes_total`).
+    pub buffered: Gauge,
+    /// Sessions not reading their client because of that budget, and pauses since start.
+    pub paused: Gauge,
+    pub read_pauses: Counter,
+}
+
+/// One listener's connection series.
+#[derive(Clone, Debug)]
+pub struct ListenerMetrics {
+    pub connected: Gauge,
+    pub accepted: Counter,
+}
+
+impl ClientMetrics {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "clients_closed_slow",
+            "Idle clients closed because latency was above its baseline (client.close_idle_when_slow)",
+            self.closed_slow.clone(),
+        );
+        r.register(
+            "client_connections",
+            "Connected clients, by listener",
+            self.connections.clone(),
+        );
+        r.register(
+            "workers",
+            "Data-plane worker threads, by the threading model that runs (threading: auto settled)",
+            self.workers.clone(),
+        );
+        r.register(
+            "worker_clients",
+            "Connected clients on each worker (threading: per-core)",
+            self.worker_clients.clone(),
+        );
+        r.register(
+            "client_connections_accepted",
+            "Clients accepted, by listener",
+            self.accepted.clone(),
+        );
+        r.register(
+            "client_bytes_received",
+            "Bytes read from clients",
+            self.bytes_received.clone(),
+        );
+        r.register(
+            "client_bytes_sent",
+            "Bytes written to clients",
+            self.bytes_sent.clone(),
+        );
+        r.register(
+            "clients_refused",
+            "Clients refused because client.max_connections were connected",
+            self.refused.clone(),
+        );
+        r.register(
+            "clients_closed_max_age",
+            "Clients closed at a safe point after client.max_age (load-balancer rebalancing)",
+            self.closed_max_age.clone(),
+        );
+        r.register(
+            "auth_failures",
+            "Failed AUTH and HELLO ... AUTH attempts (wrong password or unknown user)",
+            self.auth_failures.clone(),
+        );
+        r.register(
+            "auth_closed",
+            "Client connections closed after auth.max_failures failed attempts",
+            self.auth_closed.clone(),
+        );
+        r.register(
+            "client_buffered_bytes",
+            "Unparsed request and unwritten reply bytes held for all clients (client.max_buffered_bytes_total)",
+            self.buffered.clone(),
+        );
+        r.register(
+            "clients_paused",
+            "Clients not being read because client.max_buffered_bytes_total is exceeded",
+            self.paused.clone(),
+        );
+        r.register(
+            "client_read_pauses",
+            "Times a client stopped being read because client.max_buffered_bytes_total was exceeded",
+            self.read_pauses.clone(),
+        );
+    }
+
+    /// The series for one listener (`tcp` or `unix`).
+    pub fn listener(&self, listener: &'static str) -> ListenerMetrics {
+        let label = ListenerLabel { listener };
+        ListenerMetrics {
+            connected: self.connections.get_or_create_owned(&label),
+            accepted: self.accepted.get_or_create_owned(&label),
+        }
+    }
+
+    /// Records the threading model that runs (`shared` or `per-core`) and its worker threads;
+    /// called once at start-up.
+    pub fn set_workers(&self, threading: &'static str, workers: usize) {
+        let count = i64::try_from(workers).unwrap_or(i64::MAX);
+        self.workers
+            .get_or_create(&ThreadingLabel { threading })
+            .set(count);
+    }
+
+    /// The connected-clients gauge of per-core worker `worker`.
+    pub fn worker_clients(&self, worker: usize) -> Gauge {
+        self.worker_clients
+            .get_or_create_owned(&WorkerLabel { worker })
+    }
+
+    /// The counter of idle clients closed by `client.close_idle_when_slow`.
+    pub fn clients_closed_slow(&self) -> Counter {
+        self.closed_slow.clone()
+    }
+
+    /// Clients connected now and accepted since start, over every listener, read without
+    /// creating series that do not exist yet.
+    pub(super) fn connected_and_accepted(&self) -> (i64, u64) {
+        let mut clients = 0;
+        let mut accepted = 0;
+        for listener in LISTENERS {
+            let label = ListenerLabel { listener };
+            if let Some(gauge) = self.connections.get(&label) {
+                clients += gauge.get();
+            }
+            if let Some(counter) = self.accepted.get(&label) {
+                accepted += counter.get();
+            }
+        }
+        (clients, accepted)
+    }
+}

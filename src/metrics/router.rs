@@ -1,0 +1,72 @@
+//! The series `router` produces: retries, hedged reads, retries the budget refused, and
+//! injected faults.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+/// What the router did beyond sending a command once.
+#[derive(Default)]
+pub struct RouterMetrics {
+    retries: Counter,
+    hedges: Counter,
+    retry_budget_exhausted: Counter,
+    faults: Family<KindLabel, Counter>,
+}
+
+impl RouterMetrics {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "faults_injected",
+            "Commands delayed or answered with an error by router.faults, by kind (delay, error)",
+            self.faults.clone(),
+        );
+        r.register(
+            "hedged_reads",
+            "Reads sent to a second node because the first had not answered within router.hedge_after",
+            self.hedges.clone(),
+        );
+        r.register(
+            "retry_budget_exhausted",
+            "Retries not made because router.retry_budget was spent",
+            self.retry_budget_exhausted.clone(),
+        );
+        r.register(
+            "retries",
+            "Commands sent again after a failure or a TRYAGAIN/CLUSTERDOWN/LOADING/MASTERDOWN reply",
+            self.retries.clone(),
+        );
+    }
+
+    /// A command about to be sent again (after a connection failure or a transient error reply).
+    pub fn retry(&self) {
+        self.retries.inc();
+    }
+
+    /// Commands sent again so far.
+    pub fn retries(&self) -> u64 {
+        self.retries.get()
+    }
+
+    /// A read sent to a second node (`router.hedge_after`).
+    pub fn hedge(&self) {
+        self.hedges.inc();
+    }
+
+    /// A retry refused by `router.retry_budget`.
+    pub fn retry_budget_exhausted(&self) {
+        self.retry_budget_exhausted.inc();
+    }
+
+    /// The counter of injected faults of one `kind` (`delay` or `error`), made once at start-up
+    /// so injecting costs one atomic add.
+    pub fn faults(&self, kind: &'static str) -> Counter {
+        self.faults.get_or_create_owned(&KindLabel { kind })
+    }
+}

@@ -1,0 +1,84 @@
+//! The series `cluster` produces: slot-map refreshes and the maps it rejected, and the MOVED/ASK
+//! redirects followed (the router follows them, but they report a topology that moved).
+//! Slots owned and readiness per backend are gauges set at scrape time (`readiness.rs`).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RedirectLabel {
+    kind: &'static str,
+    node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// Refreshes by result, rejected maps by reason, redirects by kind and node.
+#[derive(Default)]
+pub struct TopologyMetrics {
+    redirects: Family<RedirectLabel, Counter>,
+    refreshes: Family<ResultLabel, Counter>,
+    rejected: Family<ReasonLabel, Counter>,
+}
+
+impl TopologyMetrics {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "redirects",
+            "MOVED and ASK replies followed",
+            self.redirects.clone(),
+        );
+        r.register(
+            "topology_refreshes",
+            "Slot map refreshes, by result",
+            self.refreshes.clone(),
+        );
+        r.register(
+            "topology_rejected",
+            "Slot maps read but not adopted, by reason (stale, unconfirmed, partial)",
+            self.rejected.clone(),
+        );
+    }
+
+    /// A followed redirect: `moved` or `ask`, to `node`. Rare, so the label allocation is fine.
+    pub fn redirect(&self, kind: &'static str, node: &str) {
+        let label = RedirectLabel {
+            kind,
+            node: node.to_string(),
+        };
+        self.redirects.get_or_create(&label).inc();
+    }
+
+    /// A topology refresh that succeeded or failed.
+    pub fn refresh(&self, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.refreshes.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// A slot map read but not adopted: `stale` (an owner with a lower config epoch),
+    /// `unconfirmed` (a surprising change no second node agreed with) or `partial` (unowned
+    /// slots while the current map is complete).
+    pub fn rejected(&self, reason: &'static str) {
+        self.rejected.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// Refreshes that succeeded and that failed so far, without creating series.
+    pub(super) fn refreshes(&self) -> (u64, u64) {
+        let count = |result| {
+            self.refreshes
+                .get(&ResultLabel { result })
+                .map_or(0, |c| c.get())
+        };
+        (count("ok"), count("failed"))
+    }
+}

@@ -1,0 +1,197 @@
+//! The series `upstream` produces: per-node requests, replies, latency, connections and
+//! ejections (handed out once per node as a [`NodeMetrics`]), and the dedicated-connection pool.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::{EventLog, LatencyHistogram};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabel {
+    node: String,
+}
+
+/// The per-node families and the pool's figures.
+#[derive(Default)]
+pub struct UpstreamMetrics {
+    requests: Family<NodeLabel, Counter>,
+    errors: Family<NodeLabel, Counter>,
+    /// Per reply on the hot path, and read back by the status page: the lock-free kind.
+    duration: Family<NodeLabel, LatencyHistogram>,
+    replies: Family<NodeLabel, Counter>,
+    latency_us: Family<NodeLabel, Counter>,
+    in_flight: Family<NodeLabel, Gauge>,
+    connections: Family<NodeLabel, Gauge>,
+    ejections: Family<NodeLabel, Counter>,
+    ejected: Family<NodeLabel, Gauge>,
+    in_flight_capped: Family<NodeLabel, Counter>,
+    /// Commands sent to any node (not exported: the sum of `node_requests`); the retry budget's
+    /// measure of traffic.
+    requests_sent: Counter,
+    /// Dedicated connections (blocking commands, WATCH, pub/sub) lent to a client right now.
+    pub dedicated_busy: Gauge,
+    /// Dedicated connections kept open for reuse.
+    pub dedicated_idle: Gauge,
+    /// Requests for a dedicated connection that found the pool exhausted (failed or waited out).
+    pub dedicated_exhausted: Counter,
+}
+
+/// One node's series, created once per node.
+#[derive(Clone, Debug)]
+pub struct NodeMetrics {
+    pub requests: Counter,
+    pub errors: Counter,
+    pub duration: LatencyHistogram,
+    pub replies: Counter,
+    pub latency_us: Counter,
+    pub in_flight: Gauge,
+    pub connections: Gauge,
+    pub ejections: Counter,
+    pub ejected: Gauge,
+    /// Batches that filled a connection up to `upstream.max_in_flight_per_connection`.
+    pub in_flight_capped: Counter,
+    /// Shared by every node: commands sent anywhere.
+    pub all_requests: Counter,
+    /// Where ejections and restorations are recorded.
+    pub events: Arc<EventLog>,
+}
+
+impl NodeMetrics {
+    /// Records `count` replies (one read's worth) that took `latency` in total; the histogram is
+    /// fed per reply by the caller.
+    pub fn record_replies(&self, count: u64, latency: Duration) {
+        if count == 0 {
+            return;
+        }
+        self.replies.inc_by(count);
+        self.latency_us
+            .inc_by(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
+        self.in_flight.dec_by(count as i64);
+    }
+
+    /// Mean write-to-reply time so far, in microseconds.
+    pub fn mean_latency_us(&self) -> Option<u64> {
+        let replies = self.replies.get();
+        (replies > 0).then(|| self.latency_us.get() / replies)
+    }
+}
+
+impl UpstreamMetrics {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "node_requests",
+            "Commands sent to a node",
+            self.requests.clone(),
+        );
+        r.register(
+            "node_errors",
+            "Connection failures and lost replies, by node",
+            self.errors.clone(),
+        );
+        r.register(
+            "node_duration_seconds",
+            "Write to reply on a node connection",
+            self.duration.clone(),
+        );
+        r.register(
+            "node_replies",
+            "Replies received from a node",
+            self.replies.clone(),
+        );
+        r.register(
+            "node_latency_microseconds",
+            "Sum of write-to-reply times on a node (divide by node_replies for the mean)",
+            self.latency_us.clone(),
+        );
+        r.register(
+            "node_in_flight",
+            "Commands awaiting a reply from a node",
+            self.in_flight.clone(),
+        );
+        r.register(
+            "node_connections",
+            "Open connections to a node",
+            self.connections.clone(),
+        );
+        r.register(
+            "node_ejections",
+            "Times a node was ejected from selection after consecutive failures",
+            self.ejections.clone(),
+        );
+        r.register(
+            "node_ejected",
+            "1 while a node is ejected from selection (outlier detection), else 0",
+            self.ejected.clone(),
+        );
+        r.register(
+            "node_in_flight_capped",
+            "Write batches that filled a node connection to upstream.max_in_flight_per_connection (it then waits for replies before taking more)",
+            self.in_flight_capped.clone(),
+        );
+        r.register(
+            "dedicated_connections_busy",
+            "Dedicated node connections lent to a client (blocking commands, WATCH, pub/sub)",
+            self.dedicated_busy.clone(),
+        );
+        r.register(
+            "dedicated_connections_idle",
+            "Dedicated node connections kept open for reuse",
+            self.dedicated_idle.clone(),
+        );
+        r.register(
+            "dedicated_exhausted",
+            "Requests for a dedicated connection refused because the pool was exhausted",
+            self.dedicated_exhausted.clone(),
+        );
+    }
+
+    /// The series for one node (created on first use); ejections are recorded in `events`.
+    pub fn node(&self, addr: &str, events: &Arc<EventLog>) -> NodeMetrics {
+        let label = NodeLabel {
+            node: addr.to_string(),
+        };
+        NodeMetrics {
+            requests: self.requests.get_or_create_owned(&label),
+            errors: self.errors.get_or_create_owned(&label),
+            duration: self.duration.get_or_create_owned(&label),
+            replies: self.replies.get_or_create_owned(&label),
+            latency_us: self.latency_us.get_or_create_owned(&label),
+            in_flight: self.in_flight.get_or_create_owned(&label),
+            connections: self.connections.get_or_create_owned(&label),
+            ejections: self.ejections.get_or_create_owned(&label),
+            ejected: self.ejected.get_or_create_owned(&label),
+            in_flight_capped: self.in_flight_capped.get_or_create_owned(&label),
+            all_requests: self.requests_sent.clone(),
+            events: events.clone(),
+        }
+    }
+
+    /// Drops a node's series once redcar no longer knows the node (it left the cluster, or is
+    /// a failed replica), so dashboards do not show a gone node as stuck ejected or busy.
+    pub fn forget_node(&self, addr: &str) {
+        let label = NodeLabel {
+            node: addr.to_string(),
+        };
+        self.requests.remove(&label);
+        self.errors.remove(&label);
+        self.duration.remove(&label);
+        self.replies.remove(&label);
+        self.latency_us.remove(&label);
+        self.in_flight.remove(&label);
+        self.connections.remove(&label);
+        self.ejections.remove(&label);
+        self.ejected.remove(&label);
+        self.in_flight_capped.remove(&label);
+    }
+
+    /// Commands sent to any node so far.
+    pub fn requests_sent(&self) -> u64 {
+        self.requests_sent.get()
+    }
+}
