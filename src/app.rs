@@ -4,6 +4,8 @@
 mod accept;
 mod bind;
 mod fd_limit;
+mod listen;
+mod parts;
 mod reload;
 
 pub use reload::ConfigSource;
@@ -19,16 +21,11 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use crate::admin::AdminState;
-use crate::backends::Backends;
-use crate::cluster::{ClusterState, Refresher};
+use crate::cluster::ClusterState;
 use crate::config::Config;
-use crate::downstream::{Downstream, Spread, TlsListener};
-use crate::metrics::Metrics;
-use crate::protocol::Limits;
 use crate::router::Router;
 use crate::upstream::Upstreams;
-use crate::workers::{Model, Workers};
-use accept::spawn_accept_loops;
+use parts::Parts;
 
 /// Sockets bound before the proxy starts, so tests can bind port 0 and read the address.
 #[derive(Default)]
@@ -143,190 +140,55 @@ pub async fn run(
     fd_limit::raise(config.client.max_connections);
     let (stop_tx, stop_rx) = watch::channel(false);
     let hangup = reload::watch_sighup();
-    let reply_limits = Limits::default();
-    let metrics = Arc::new(Metrics::new(&config.metrics));
-    let upstreams = Arc::new(
-        Upstreams::new(
-            config.upstream.clone(),
-            reply_limits.clone(),
-            metrics.clone(),
-            reads_replicas(&config),
-        )
-        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
-    );
-    // Per core: the worker threads exist before any node, so every node's connections are dealt
-    // out to them.
-    let model = config.threading_model();
-    metrics.set_workers(model.name(), config.worker_threads());
-    let workers = match model {
-        Model::PerCore => {
-            let workers = Workers::start(config.worker_threads())
-                .context("cannot start the worker threads (`threading: per-core`)")?;
-            upstreams.set_workers(workers.handles().clone());
-            tracing::info!(
-                workers = workers.handles().len(),
-                setting = config.threading.name(),
-                "threading: per-core (one runtime per worker; node connections dealt out to the workers)"
-            );
-            Some(workers)
-        }
-        Model::Shared => {
-            tracing::info!(
-                workers = config.worker_threads(),
-                setting = config.threading.name(),
-                "threading: shared (one multi-thread runtime; node connections shared by its workers)"
-            );
-            None
-        }
-    };
-    let cluster = Arc::new(ClusterState::with_config(&config.cluster));
-    let has_default = !config.cluster.seeds.is_empty() || config.sentinel.is_some();
-    let context = crate::backends::Context {
-        upstreams: upstreams.clone(),
-        metrics: metrics.clone(),
-        limits: reply_limits.clone(),
-        cluster: config.cluster.clone(),
-    };
-    let backends = Backends::start(
-        &config.backends,
-        has_default.then(|| cluster.clone()),
-        &context,
-    );
-    // Validation checked that `catch_all` names a backend.
-    let catch_all = backends
-        .state(&config.catch_all)
-        .unwrap_or_else(|| cluster.clone());
-    let refresher = Refresher {
-        state: cluster.clone(),
-        upstreams: upstreams.clone(),
-        limits: reply_limits,
-        metrics: metrics.clone(),
-    };
-    let router = Arc::new(Router::new(
-        catch_all.clone(),
-        upstreams.clone(),
-        metrics.clone(),
-        config.router.clone(),
-    ));
-    router.set_routes(backends.table(&config.routes, config.routes_ignore_case, &metrics));
-    let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
-    let users = crate::auth::Users::from_config(&config.auth)
-        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    let spread = workers
-        .as_ref()
-        .map(|w| Arc::new(Spread::new(w.handles().len(), &metrics)));
-    let downstream = Arc::new(Downstream::new(
-        router.clone(),
-        config.client.clone(),
-        metrics.clone(),
-        Arc::new(users),
-        spread,
-    ));
-
-    // The default backend: the `cluster.seeds` cluster, or a Sentinel-managed primary.
-    match &config.sentinel {
-        Some(sentinel) => {
-            tokio::spawn(crate::sentinel::follow(
-                sentinel.clone(),
-                cluster.clone(),
-                upstreams.clone(),
-                metrics.clone(),
-                stop_rx.clone(),
-            ));
-        }
-        None if has_default => {
-            tokio::spawn(refresher.run(stop_rx.clone()));
-        }
-        None => {}
-    }
-    tokio::spawn(downstream.clone().watch_latency(stop_rx.clone()));
-    tokio::spawn(crate::upstream::run_health_checks(
-        upstreams.clone(),
-        stop_rx.clone(),
-    ));
-    tokio::spawn(refresh_while_ejected(
-        cluster.clone(),
-        upstreams.clone(),
-        stop_rx.clone(),
-    ));
-    router.declare_commands(&config.custom_commands);
-    tokio::spawn(learn_commands(router.clone()));
+    let parts = Parts::build(&config)?;
+    parts.spawn_background(&config, &stop_rx);
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
-    if let Some(tcp) = listeners.tcp {
-        tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
-        let facade = facade(&config.cluster_facade, false, "TCP");
-        spawn_accept_loops(
-            tcp,
-            |tcp| tcp,
-            workers.as_ref(),
-            &downstream,
-            facade,
-            &stop_rx,
-            &done_tx,
-        )?;
-    }
-    if let Some(tcp) = listeners.tls {
-        let server_config = config
-            .tls
-            .server_config()
-            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-        tracing::info!(addr = %tcp.local_addr()?, "listening (TLS)");
-        let (timeout, stop) = (config.tls.handshake_timeout, stop_rx.clone());
-        let facade = facade(&config.tls.cluster_facade, true, "TLS");
-        spawn_accept_loops(
-            tcp,
-            move |tcp| TlsListener::start(tcp, server_config.clone(), timeout, stop.clone()),
-            workers.as_ref(),
-            &downstream,
-            facade,
-            &stop_rx,
-            &done_tx,
-        )?;
-    }
-    if let Some(unix) = listeners.unix {
-        tracing::info!(path = ?config.unix, "listening (Unix socket)");
-        // Never a facade: a Unix socket cannot be announced as a cluster node (see validate.rs).
-        spawn_accept_loops(
-            unix,
-            |unix| unix,
-            workers.as_ref(),
-            &downstream,
-            None,
-            &stop_rx,
-            &done_tx,
-        )?;
-    }
+    let Listeners {
+        tcp,
+        tls,
+        unix,
+        admin,
+    } = listeners;
+    let sockets = listen::ClientSockets { tcp, tls, unix };
+    listen::spawn_client_listeners(&config, sockets, &parts, &stop_rx, &done_tx)?;
     let shown = Arc::new(ArcSwap::from_pointee(redacted(&config)));
     let current = Arc::new(ArcSwap::from_pointee(config.clone()));
-    let parts = reload::Reloadable {
-        router: router.clone(),
-        downstream: downstream.clone(),
-        upstreams: upstreams.clone(),
-        cluster: cluster.clone(),
-        backends,
-        backend_states: backend_states.clone(),
-        context,
-        metrics: metrics.clone(),
-        shown: shown.clone(),
-        current: current.clone(),
-        secrets: config.secret_digests()?,
-    };
-    if let Some(hangup) = hangup {
-        tokio::spawn(reload::on_sighup(hangup, parts, source, stop_rx.clone()));
-    }
-    if let Some(admin) = listeners.admin {
+    let downstream = parts.downstream.clone();
+    if let Some(admin) = admin {
         let token = config.admin.token_digest().map_err(anyhow::Error::msg)?;
         warn_if_open(admin.local_addr()?, token.is_some());
         let state = AdminState {
-            cluster: catch_all.clone(),
-            backends: backend_states,
+            cluster: parts.catch_all.clone(),
+            backends: parts.backend_states.clone(),
             downstream: downstream.clone(),
-            metrics: metrics.clone(),
-            config: shown,
+            metrics: parts.metrics.clone(),
+            config: shown.clone(),
             sampler: Default::default(),
             token,
         };
         tokio::spawn(crate::admin::serve(admin, state, stop_rx.clone()));
+    }
+    let workers = parts.workers;
+    let reloadable = reload::Reloadable {
+        router: parts.router,
+        downstream: downstream.clone(),
+        upstreams: parts.upstreams,
+        cluster: parts.cluster,
+        backends: parts.backends,
+        backend_states: parts.backend_states,
+        context: parts.context,
+        metrics: parts.metrics,
+        shown,
+        current: current.clone(),
+        secrets: config.secret_digests()?,
+    };
+    if let Some(hangup) = hangup {
+        tokio::spawn(reload::on_sighup(
+            hangup,
+            reloadable,
+            source,
+            stop_rx.clone(),
+        ));
     }
     drop(done_tx);
 
@@ -351,6 +213,8 @@ pub async fn run(
     if let Some(path) = &config.unix {
         let _ = std::fs::remove_file(path);
     }
+    // Per core, the worker threads end with the proxy, after the drain.
+    drop(workers);
     Ok(())
 }
 

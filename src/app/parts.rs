@@ -1,0 +1,178 @@
+//! The proxy's parts built from the config, in dependency order: metrics, node connections and
+//! worker threads, the slot maps (default and named backends), the router, the sessions' home.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+
+use super::{learn_commands, reads_replicas, refresh_while_ejected};
+use crate::backends::{self, Backends};
+use crate::cluster::{ClusterState, Refresher};
+use crate::config::Config;
+use crate::downstream::{Downstream, Spread};
+use crate::metrics::Metrics;
+use crate::protocol::Limits;
+use crate::router::Router;
+use crate::upstream::Upstreams;
+use crate::workers::{Model, Workers};
+
+/// Everything `run` wires together, built once at start-up.
+pub(super) struct Parts {
+    pub metrics: Arc<Metrics>,
+    pub upstreams: Arc<Upstreams>,
+    /// Per core: the worker threads (kept alive for the proxy's life); shared: none.
+    pub workers: Option<Workers>,
+    /// The default backend's map (`cluster.seeds` or the Sentinel primary).
+    pub cluster: Arc<ClusterState>,
+    /// Whether there is a default backend to refresh at all.
+    pub has_default: bool,
+    pub backends: Backends,
+    pub backend_states: Arc<crate::admin::BackendStates>,
+    /// The backend `catch_all` names (what keys without a route use).
+    pub catch_all: Arc<ClusterState>,
+    pub context: backends::Context,
+    /// Reply size limits for the refresher's own queries.
+    pub limits: Limits,
+    pub router: Arc<Router>,
+    pub downstream: Arc<Downstream>,
+}
+
+impl Parts {
+    pub fn build(config: &Config) -> anyhow::Result<Parts> {
+        let reply_limits = Limits::default();
+        let metrics = Arc::new(Metrics::new(&config.metrics));
+        let upstreams = Arc::new(
+            Upstreams::new(
+                config.upstream.clone(),
+                reply_limits.clone(),
+                metrics.clone(),
+                reads_replicas(config),
+            )
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
+        );
+        let workers = start_workers(config, &metrics, &upstreams)?;
+        let cluster = Arc::new(ClusterState::with_config(&config.cluster));
+        let has_default = !config.cluster.seeds.is_empty() || config.sentinel.is_some();
+        let context = backends::Context {
+            upstreams: upstreams.clone(),
+            metrics: metrics.clone(),
+            limits: reply_limits.clone(),
+            cluster: config.cluster.clone(),
+        };
+        let backends = Backends::start(
+            &config.backends,
+            has_default.then(|| cluster.clone()),
+            &context,
+        );
+        // Validation checked that `catch_all` names a backend.
+        let catch_all = backends
+            .state(&config.catch_all)
+            .unwrap_or_else(|| cluster.clone());
+        let router = Arc::new(Router::new(
+            catch_all.clone(),
+            upstreams.clone(),
+            metrics.clone(),
+            config.router.clone(),
+        ));
+        router.set_routes(backends.table(&config.routes, config.routes_ignore_case, &metrics));
+        let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
+        let users = crate::auth::Users::from_config(&config.auth)
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        let spread = workers
+            .as_ref()
+            .map(|w| Arc::new(Spread::new(w.handles().len(), &metrics)));
+        let downstream = Arc::new(Downstream::new(
+            router.clone(),
+            config.client.clone(),
+            metrics.clone(),
+            Arc::new(users),
+            spread,
+        ));
+        Ok(Parts {
+            metrics,
+            upstreams,
+            workers,
+            cluster,
+            has_default,
+            backends,
+            backend_states,
+            catch_all,
+            context,
+            limits: reply_limits,
+            router,
+            downstream,
+        })
+    }
+
+    /// The background tasks: the default backend's map (refresher or Sentinel), latency watch,
+    /// node health checks, refreshes while a primary is ejected, learning the cluster's commands.
+    pub fn spawn_background(&self, config: &Config, stop: &watch::Receiver<bool>) {
+        match &config.sentinel {
+            Some(sentinel) => {
+                tokio::spawn(crate::sentinel::follow(
+                    sentinel.clone(),
+                    self.cluster.clone(),
+                    self.upstreams.clone(),
+                    self.metrics.clone(),
+                    stop.clone(),
+                ));
+            }
+            None if self.has_default => {
+                let refresher = Refresher {
+                    state: self.cluster.clone(),
+                    upstreams: self.upstreams.clone(),
+                    limits: self.limits.clone(),
+                    metrics: self.metrics.clone(),
+                };
+                tokio::spawn(refresher.run(stop.clone()));
+            }
+            None => {}
+        }
+        tokio::spawn(self.downstream.clone().watch_latency(stop.clone()));
+        tokio::spawn(crate::upstream::run_health_checks(
+            self.upstreams.clone(),
+            stop.clone(),
+        ));
+        tokio::spawn(refresh_while_ejected(
+            self.cluster.clone(),
+            self.upstreams.clone(),
+            stop.clone(),
+        ));
+        self.router.declare_commands(&config.custom_commands);
+        tokio::spawn(learn_commands(self.router.clone()));
+    }
+}
+
+/// Per core: the worker threads exist before any node, so every node's connections are dealt
+/// out to them.
+fn start_workers(
+    config: &Config,
+    metrics: &Metrics,
+    upstreams: &Upstreams,
+) -> anyhow::Result<Option<Workers>> {
+    let model = config.threading_model();
+    metrics.set_workers(model.name(), config.worker_threads());
+    match model {
+        Model::PerCore => {
+            let workers = Workers::start(config.worker_threads())
+                .context("cannot start the worker threads (`threading: per-core`)")?;
+            upstreams.set_workers(workers.handles().clone());
+            tracing::info!(
+                workers = workers.handles().len(),
+                setting = config.threading.name(),
+                "threading: per-core (one runtime per worker; node connections dealt out to the workers)"
+            );
+            Ok(Some(workers))
+        }
+        Model::Shared => {
+            tracing::info!(
+                workers = config.worker_threads(),
+                setting = config.threading.name(),
+                "threading: shared (one multi-thread runtime; node connections shared by its workers)"
+            );
+            Ok(None)
+        }
+    }
+}
