@@ -266,6 +266,11 @@ func smoke(addr string, proto int) string {
 	ps := r.Subscribe(ctx, ch)
 	must(ps.Receive(ctx))
 	check(ps.PSubscribe(ctx, p+"ch*"))
+	// go-redis sends PSUBSCRIBE without waiting for its confirmation: wait for it, or a PUBLISH
+	// right after may reach the channel subscription only (1 receiver; seen once in CI).
+	if sub, ok := must(ps.ReceiveTimeout(ctx, 5*time.Second)).(*redis.Subscription); !ok || sub.Kind != "psubscribe" {
+		fail("PSUBSCRIBE confirmation: %#v", sub)
+	}
 	numsub := must(r.PubSubNumSub(ctx, ch).Result())
 	eq("PUBSUB NUMSUB", numsub[ch], int64(1))
 	receivers := must(r.Publish(ctx, ch, "hello").Result())
