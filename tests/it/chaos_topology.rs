@@ -11,25 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::redirects::write_config;
-use crate::support::{Redcar, RedisCluster, Value};
-
-/// Resumes a SIGSTOPped process when dropped, so a failing test still leaves a live node.
-struct Resume(u32);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        signal(self.0, "-CONT");
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(sig)
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill {sig} {pid}: {status}");
-}
+use crate::support::{signal, Redcar, RedisCluster, Resume, Value};
 
 fn topology(redcar: &Redcar) -> serde_json::Value {
     let (status, body) = redcar.http_get("/topology").expect("admin reachable");

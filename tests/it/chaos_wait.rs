@@ -2,12 +2,11 @@
 //! errors from the demoted primary; and WAIT asks only the primaries of the writes since the
 //! client's previous WAIT, so a frozen shard the client no longer writes to does not hold it up.
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::{Redcar, RedisCluster, SlotRange, Value};
+use crate::support::{signal, Redcar, RedisCluster, Resume, SlotRange, Value};
 
 /// Slots per group of redcar's WAIT bookkeeping (`router/stateful/wait_written.rs`).
 const GROUP: u16 = 16;
@@ -23,24 +22,6 @@ fn key_inside(map: &[SlotRange], prefix: &str, primary: u16) -> String {
                 .any(|r| r.primary == primary && r.start <= group && group + GROUP - 1 <= r.end)
         })
         .unwrap_or_else(|| panic!("no key with prefix {prefix} inside node {primary}'s slots"))
-}
-
-/// Resumes a SIGSTOPped process when dropped, also when the test panics, so the cluster's
-/// cleanup finds a live node.
-struct Resume(u32);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        let _ = signal(self.0, "-CONT");
-    }
-}
-
-fn signal(pid: u32, sig: &str) -> bool {
-    Command::new("kill")
-        .arg(sig)
-        .arg(pid.to_string())
-        .status()
-        .is_ok_and(|status| status.success())
 }
 
 /// Item 1: clients write and WAIT in a loop while `CLUSTER FAILOVER` moves their shard to its
@@ -168,7 +149,7 @@ fn wait_asks_only_the_shards_written_since_the_previous_wait() {
         .node_by_port(a)
         .pid()
         .expect("shard A's primary runs");
-    assert!(signal(pid, "-STOP"), "SIGSTOP {pid}");
+    signal(pid, "-STOP");
     let resume = Resume(pid);
     let started = Instant::now();
     let reply = c.q(&["WAIT", "1", "500"]);
@@ -223,7 +204,7 @@ fn wait_counts_a_dead_or_frozen_primary_as_zero_replicas() {
         .expect("shard F's primary runs");
     assert_eq!(c.q(&["SET", &key_b, "2"]), Value::simple("OK"));
     assert_eq!(c.q(&["SET", &key_f, "2"]), Value::simple("OK"));
-    assert!(signal(pid, "-STOP"), "SIGSTOP {pid}");
+    signal(pid, "-STOP");
     let resume = Resume(pid);
     let started = Instant::now();
     let frozen = c.q(&["WAIT", "1", "300"]);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::redirects::write_config;
 use crate::support::load::{ms_after, verify, Load, LoadOptions, LoadReport, Written};
-use crate::support::{Redcar, RedisCluster, RedisServer, Value};
+use crate::support::{signal, Redcar, RedisCluster, RedisServer, Resume, Value};
 
 /// Load before, during and after each event.
 const PHASE: Duration = Duration::from_secs(3);
@@ -403,25 +403,6 @@ fn slot_migration() {
         "no redirects followed\n{}",
         metric_lines(&redcar, "redcar_redirects_total")
     );
-}
-
-/// Resumes a SIGSTOPped process when dropped, so a failing test still leaves a live node for
-/// the cluster's cleanup.
-struct Resume(u32);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        signal(self.0, "-CONT");
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(sig)
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill {sig} {pid}: {status}");
 }
 
 /// Scenario 5: a replica hangs (SIGSTOP: connections stay open, nothing answers). Hedged reads

@@ -6,6 +6,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod cluster;
+pub mod freeze;
 pub mod load;
 pub mod pki;
 pub mod redcar;
@@ -15,6 +16,7 @@ pub mod server;
 pub mod tls_cluster;
 
 pub use cluster::{Migration, NodeInfo, RedisCluster, SlotRange};
+pub use freeze::{signal, Resume};
 pub use pki::Pki;
 pub use redcar::Redcar;
 pub use resp_client::{Resp3, RespClient, Value};
