@@ -7,14 +7,15 @@
 //! for the slot (at once) and from a refresh whose node is the source or the target (`CLUSTER
 //! NODES` shows `[slot->-id]` / `[slot-<-id]` on its own line only). It forgets it [`GRACE`]
 //! after a `-MOVED` for the slot (the handover is done) or a refresh from the slot's owner that
-//! shows no marker, and [`HOLD`] after the last sign of it in any case (a migration abandoned
-//! with `SETSLOT STABLE` sends no `MOVED`).
+//! shows no marker, at once when it adopts a map that gives the slot a new owner, and [`HOLD`]
+//! after the last sign of it in any case (a migration abandoned with `SETSLOT STABLE` sends no
+//! `MOVED`).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::nodes::own_slots;
-use super::SLOT_COUNT;
+use super::{Topology, SLOT_COUNT};
 use crate::protocol::Frame;
 
 /// How long a mark lasts after the last `-ASK` or marker seen for the slot. Long, because while
@@ -23,9 +24,10 @@ use crate::protocol::Frame;
 /// sooner on the `-MOVED` that follows the handover.
 pub const HOLD: Duration = Duration::from_secs(60);
 
-/// How long a mark outlives the end of its migration: until the map names the new owner, and
-/// the old owner's replicas have heard of the handover (before that, one would still serve the
-/// slot, without the keys that moved).
+/// How long a mark outlives the end of its migration at most: until the map names the new
+/// owner (before that, reads would go to the old owner's replicas, and one that has not heard of
+/// the handover still serves the slot without the keys that moved). A map that names the new
+/// owner ends the mark at once ([`MigratingSlots::note_new_map`]).
 pub const GRACE: Duration = Duration::from_secs(5);
 
 const WORDS: usize = SLOT_COUNT / 64;
@@ -88,6 +90,22 @@ impl MigratingSlots {
         }
         for &slot in &own.moving {
             self.mark(slot, now);
+        }
+    }
+
+    /// `next` is adopted in place of `previous`: a marked slot it gives a new owner is no longer
+    /// marked. The handover is done and in the map, so its reads go to the new owner's replicas,
+    /// which have the moved keys (one that has not heard of the handover answers `-MOVED`, which
+    /// is followed); the old owner's replicas, which may still serve the slot without them, are
+    /// no longer asked. Keeping the mark for [`GRACE`] would send those reads to the new owner
+    /// alone, and a new owner frozen in that time would time them out with a replica in sync.
+    pub fn note_new_map(&self, previous: &Topology, next: &Topology) {
+        let owner = |map: &Topology, slot: u16| map.shard(slot).map(|s| s.primary.addr().clone());
+        for slot in self.slots() {
+            let now = owner(next, slot);
+            if now.is_some() && now != owner(previous, slot) {
+                self.clear(slot);
+            }
         }
     }
 
@@ -168,6 +186,8 @@ fn position(slot: u16) -> (usize, u64) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use bytes::Bytes;
 
@@ -261,6 +281,25 @@ mod tests {
         set.age(GRACE);
         // Other nodes' markers are not shown by Redis; 500 keeps its mark from the ASK.
         assert_eq!(set.slots(), vec![500]);
+    }
+
+    #[tokio::test]
+    async fn a_map_that_gives_the_slot_a_new_owner_ends_the_mark() {
+        let (upstreams, _metrics) = crate::upstream::Upstreams::for_tests(true);
+        let map = |primary: &str| {
+            let replicas = [format!("{primary}1")];
+            Topology::single_shard(primary, &replicas, &upstreams, Arc::from("seed"))
+        };
+        let (source, target) = (map("127.0.0.1:7000"), map("127.0.0.1:7001"));
+        let set = MigratingSlots::new();
+        set.note_ask(42);
+        set.note_new_map(&source, &map("127.0.0.1:7000"));
+        assert_eq!(set.slots(), vec![42], "same owner: still migrating");
+        set.note_moved(42);
+        set.note_new_map(&source, &target);
+        assert!(set.slots().is_empty(), "the map names the new owner: over");
+        set.note_ask(42);
+        assert_eq!(set.slots(), vec![42], "a new ASK marks it again");
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub struct NodeState {
     pub unusable: bool,
     /// Flagged `slave`: a replica in this node's view (whether or not `CLUSTER SLOTS` lists it).
     pub replica: bool,
+    /// A member with an address: not `handshake` (being met, under a temporary id) nor `noaddr`.
+    /// Such a node that owns no slot and is not a replica in this node's view is one whose role
+    /// has not reached it yet: a new replica, right after `CLUSTER REPLICATE` or cluster creation.
+    pub member: bool,
 }
 
 /// Node id → state.
@@ -82,12 +86,14 @@ fn parse_line(line: &str) -> Result<(&str, NodeState), String> {
     }
     let unusable = flag_list(flags)?.any(|flag| matches!(flag, "fail" | "handshake" | "noaddr"));
     let replica = flag_list(flags)?.any(|flag| flag == "slave");
+    let member = !flag_list(flags)?.any(|flag| matches!(flag, "handshake" | "noaddr"));
     Ok((
         id,
         NodeState {
             config_epoch,
             unusable,
             replica,
+            member,
         },
     ))
 }
@@ -240,6 +246,7 @@ mod tests {
         assert!(!states[B].unusable);
         assert!(states[C].unusable);
         assert!(states[C].replica && !states[A].replica);
+        assert!(states[A].member && states[B].member && states[C].member);
     }
 
     #[test]
@@ -250,6 +257,7 @@ mod tests {
         let states = parse_cluster_nodes(&text).expect("valid");
         assert!(states[A].unusable);
         assert!(states[B].unusable);
+        assert!(!states[A].member && !states[B].member);
         assert_eq!(states[B].config_epoch, 3);
     }
 

@@ -320,6 +320,9 @@ impl Refresher {
         let seeds = &config.seeds;
         let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
         topology.assign_standby(self.upstreams.reads_replicas());
+        if let Some(previous) = previous {
+            self.state.migrating().note_new_map(previous, &topology);
+        }
         self.state.remember_epochs(&topology);
         // Adopted first, so a node only the old map had is free and forgotten now.
         self.state.adopt(topology);

@@ -30,9 +30,11 @@ pub struct Topology {
     source: Arc<str>,
     /// False when `CLUSTER NODES` could not be read: every epoch is 0 and means nothing.
     has_epochs: bool,
-    /// Ids of replicas the answering node knows (`CLUSTER NODES`) that this map leaves out:
-    /// failed, or restarted and not yet synced (`CLUSTER SLOTS` lists a replica only once its
-    /// replication offset is non-zero). Sorted. The refresher watches such a map closely.
+    /// Ids of nodes the answering node knows (`CLUSTER NODES`) that this map serves no reads
+    /// from: replicas failed, or restarted and not yet synced (`CLUSTER SLOTS` lists a replica
+    /// only once its replication offset is non-zero), and members that own no slot, as a new
+    /// replica looks until its role has reached this node. Sorted. The refresher watches such a
+    /// map closely.
     left_out: Vec<String>,
 }
 
@@ -108,12 +110,15 @@ impl Topology {
     /// Tells each node of the map, once it is adopted, whether it has anything to serve:
     /// primaries do, replicas only when `reads_replicas`. A node with nothing to serve (a
     /// replica under `read_policy: primary`, a primary demoted by a failover) is put on standby:
-    /// its pooled connections close within a second of their last command.
+    /// its pooled connections close within a second of their last command. Each node's health
+    /// learns its role too (a primary's ejections do not grow: `Health::set_primary`).
     pub fn assign_standby(&self, reads_replicas: bool) {
         for shard in &self.shards {
             shard.primary.set_standby(false);
+            shard.primary.health().set_primary(true);
             for replica in &shard.replicas {
                 replica.set_standby(!reads_replicas);
+                replica.health().set_primary(false);
             }
         }
     }
@@ -123,7 +128,8 @@ impl Topology {
         self.has_epochs
     }
 
-    /// Replicas the cluster knows and this map leaves out (node ids, sorted).
+    /// Replicas (and slotless nodes) the cluster knows and this map leaves out (node ids,
+    /// sorted).
     pub fn left_out(&self) -> &[String] {
         &self.left_out
     }
@@ -228,8 +234,12 @@ fn shard(
     }
 }
 
-/// Ids of the replicas in `states` that no range of the map serves reads from: absent from
-/// `CLUSTER SLOTS`, or listed there but flagged unusable (see [`shard`]).
+/// Ids of the nodes in `states` that no range of the map serves reads from: replicas absent
+/// from `CLUSTER SLOTS` or listed there but flagged unusable (see [`shard`]), and members that
+/// own no slot and are not replicas in the answering node's view. Right after a cluster is
+/// created, or a node is told `CLUSTER REPLICATE`, the other nodes list the new replica as a
+/// primary without slots until gossip tells them its role (about a second): a map read then has
+/// no replica for that shard, and under `prefer-replica` its reads go to the primary.
 fn left_out(ranges: &[SlotRange], states: &NodeStates) -> Vec<String> {
     let listed = |id: &str| {
         ranges.iter().any(|r| {
@@ -239,7 +249,9 @@ fn left_out(ranges: &[SlotRange], states: &NodeStates) -> Vec<String> {
     };
     let mut ids: Vec<String> = states
         .iter()
-        .filter(|(id, state)| state.replica && (state.unusable || !listed(id)))
+        .filter(|(id, state)| {
+            (state.replica && state.unusable) || ((state.replica || state.member) && !listed(id))
+        })
         .map(|(id, _)| id.clone())
         .collect();
     ids.sort_unstable();
@@ -295,6 +307,36 @@ mod tests {
         assert_eq!(
             left_out(&ranges, &states),
             vec![S.to_string(), F.to_string()]
+        );
+    }
+
+    #[test]
+    fn members_without_slots_are_left_out_but_not_nodes_being_met() {
+        // N is a new replica the answering node still takes for a primary without slots; D a
+        // dead primary a failover took the slots from (it rejoins as a replica); H is being met
+        // and X has no address: neither can be read from, and H's id is a temporary one.
+        const N: &str = "2222222222222222222222222222222222222222";
+        const D: &str = "3333333333333333333333333333333333333333";
+        const H: &str = "4444444444444444444444444444444444444444";
+        const X: &str = "5555555555555555555555555555555555555555";
+        let text = format!(
+            "{P} 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-16383\n\
+             {R} 127.0.0.1:2@12 slave {P} 0 0 1 connected\n\
+             {N} 127.0.0.1:3@13 master - 0 0 0 connected\n\
+             {D} 127.0.0.1:4@14 master,fail - 0 0 0 disconnected\n\
+             {H} 127.0.0.1:5@15 handshake - 0 0 0 connected\n\
+             {X} :0@0 master,noaddr - 0 0 0 disconnected\n"
+        );
+        let states = parse_cluster_nodes(&text).expect("valid");
+        let ranges = vec![SlotRange {
+            start: 0,
+            end: 16383,
+            primary: Some(node("127.0.0.1:1", P)),
+            replicas: vec![node("127.0.0.1:2", R)],
+        }];
+        assert_eq!(
+            left_out(&ranges, &states),
+            vec![N.to_string(), D.to_string()]
         );
     }
 }

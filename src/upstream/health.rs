@@ -27,7 +27,8 @@ pub struct OutlierConfig {
     /// Consecutive failures (connect errors, lost connections, timeouts, `-LOADING`,
     /// `-MASTERDOWN`) that eject a node from selection; 0 turns ejection off.
     pub consecutive_failures: u32,
-    /// How long the first ejection lasts; each further ejection doubles it.
+    /// How long the first ejection lasts; each further ejection of a replica doubles it (a
+    /// primary's stays at this: [`Health::set_primary`]).
     #[serde(with = "units::duration")]
     pub base_ejection_time: Duration,
     /// Upper bound for the doubling. A node that stays healthy this long after coming back
@@ -75,6 +76,9 @@ pub struct Health {
     /// Ejections in a row (reset once the node stays healthy for `max_ejection_time`).
     ejections: AtomicU32,
     restored_at_ms: AtomicU64,
+    /// A primary in the current slot map (set when a map is adopted): its writes have no other
+    /// node to go to, so its ejections do not grow (see [`Health::set_primary`]).
+    primary: AtomicBool,
     /// Write-to-reply latency, exponentially weighted (µs); 0 until the first reply.
     ewma_us: AtomicU64,
     /// Commands written and not yet answered (the node's in-flight gauge, shared with metrics).
@@ -123,6 +127,7 @@ impl Health {
             ejected_until_ms: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
             restored_at_ms: AtomicU64::new(0),
+            primary: AtomicBool::new(false),
             ewma_us: AtomicU64::new(0),
             in_flight: metrics.in_flight,
             ejections_total: metrics.ejections,
@@ -136,6 +141,18 @@ impl Health {
     #[inline]
     pub fn is_ejected(&self) -> bool {
         self.ejected.load(Ordering::Relaxed)
+    }
+
+    /// Whether the node is a primary in the adopted slot map. A primary's ejection always lasts
+    /// `base_ejection_time`, however often it was ejected: doubling spares a flapping replica's
+    /// reads (they have other nodes to go to), but a primary's writes have none, so every
+    /// ejection past the outage is write errors for a node that answers again — a primary frozen
+    /// a few times in half a minute (a fork, a VM pause) would refuse its shard's writes for 4,
+    /// 8, 16 s after each freeze. It is brought back by the first `PONG` after the base time.
+    pub fn set_primary(&self, on: bool) {
+        if self.primary.load(Ordering::Relaxed) != on {
+            self.primary.store(on, Ordering::Relaxed);
+        }
     }
 
     /// A reply that was not an error arrived: the failure streak is over. Stores only when
@@ -168,7 +185,17 @@ impl Health {
     /// Ejects the node now, whatever its failure streak and even with `consecutive_failures: 0`:
     /// it answers, but must not serve (a replica not in sync with its primary). Health checks
     /// bring it back as for any ejection. Returns true for the call that ejected it.
+    ///
+    /// Not a node the adopted map names as a primary: that map is stale (a failover just demoted
+    /// the node, which has not synced from its successor yet). Its connect still fails (nothing
+    /// is read from it), but ejecting it would fail its shard's writes at once until the next
+    /// map; not ejected, they are retried within `op_timeout`, and the failed connects count as
+    /// upstream failures, which ask for that map (`cluster.failure_refresh_threshold`).
     pub fn eject_now(&self, why: &str) -> bool {
+        if self.primary.load(Ordering::Relaxed) {
+            tracing::info!(node = %self.addr, reason = why, "a primary of the slot map says it is a replica: not ejected, its writes wait for a fresh map");
+            return false;
+        }
         let streak = self.failures.load(Ordering::Relaxed).max(1);
         self.eject(&self.config.load(), streak, why)
     }
@@ -193,7 +220,8 @@ impl Health {
             .ejections
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1);
-        let time = ejection_time(config, nth);
+        let primary = self.primary.load(Ordering::Relaxed);
+        let time = ejection_time(config, if primary { 1 } else { nth });
         self.ejected_until_ms
             .store(now.saturating_add(millis(time)), Ordering::Relaxed);
         self.ejections_total.inc();
@@ -202,7 +230,14 @@ impl Health {
         self.event_log.push(
             EventKind::NodeEjected,
             &self.addr,
-            format!("{streak} failure(s) in a row, last: {why}; out for {time:?} (ejection {nth})"),
+            format!(
+                "{streak} failure(s) in a row, last: {why}; out for {time:?} (ejection {nth}{})",
+                if primary && nth > 1 {
+                    ", a primary's is not doubled"
+                } else {
+                    ""
+                }
+            ),
         );
         self.events.send_modify(|n| *n = n.wrapping_add(1));
         true
@@ -282,140 +317,5 @@ fn millis(d: Duration) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn health(threshold: u32) -> (Health, watch::Receiver<u64>) {
-        let (tx, rx) = watch::channel(0);
-        let config = OutlierConfig {
-            consecutive_failures: threshold,
-            base_ejection_time: Duration::from_millis(100),
-            max_ejection_time: Duration::from_millis(1000),
-            health_check_interval: Duration::from_millis(10),
-        };
-        let metrics = HealthMetrics {
-            in_flight: Gauge::default(),
-            ejections: Counter::default(),
-            ejected: Gauge::default(),
-            events: Arc::new(EventLog::new()),
-        };
-        (
-            Health::new(
-                Arc::from("n:1"),
-                Arc::new(ArcSwap::from_pointee(config)),
-                metrics,
-                Arc::new(tx),
-            ),
-            rx,
-        )
-    }
-
-    #[test]
-    fn ejection_time_doubles_up_to_the_cap() {
-        let config = OutlierConfig {
-            base_ejection_time: Duration::from_secs(1),
-            max_ejection_time: Duration::from_secs(5),
-            ..OutlierConfig::default()
-        };
-        let times: Vec<u64> = (1..=5)
-            .map(|n| ejection_time(&config, n).as_secs())
-            .collect();
-        assert_eq!(times, vec![1, 2, 4, 5, 5]);
-        assert_eq!(ejection_time(&config, 1000), Duration::from_secs(5));
-    }
-
-    #[test]
-    fn consecutive_failures_eject_once_and_successes_reset_the_streak() {
-        let (h, rx) = health(3);
-        assert!(!h.record_failure("x"));
-        assert!(!h.record_failure("x"));
-        h.record_success();
-        assert!(!h.record_failure("x"));
-        assert!(!h.record_failure("x"));
-        assert!(!h.is_ejected());
-        assert!(h.record_failure("x"), "third in a row ejects");
-        assert!(h.is_ejected());
-        assert!(!h.record_failure("x"), "already ejected: not again");
-        assert_eq!(*rx.borrow(), 1, "one ejection event");
-        assert_eq!(h.ejected_gauge.get(), 1);
-        assert_eq!(h.ejections_total.get(), 1);
-        let events = h.event_log.entries();
-        assert_eq!(events.len(), 1, "one event log entry: {events:?}");
-        assert_eq!(events[0].kind, EventKind::NodeEjected);
-        assert_eq!(events[0].node, "n:1");
-        h.restore();
-        h.restore();
-        let events = h.event_log.entries();
-        assert_eq!(events.len(), 2, "one restoration, not two: {events:?}");
-        assert_eq!(events[0].kind, EventKind::NodeRestored);
-    }
-
-    #[test]
-    fn eject_now_ejects_without_a_streak_even_with_ejection_off() {
-        let (h, rx) = health(0);
-        assert!(h.eject_now("replica not in sync"));
-        assert!(h.is_ejected());
-        assert!(!h.eject_now("again"), "already ejected: not again");
-        assert_eq!(*rx.borrow(), 1, "one ejection event");
-        assert!(h.event_log.entries()[0].detail.contains("not in sync"));
-        h.restore();
-        assert!(!h.is_ejected());
-    }
-
-    #[test]
-    fn zero_threshold_never_ejects() {
-        let (h, _rx) = health(0);
-        for _ in 0..100 {
-            assert!(!h.record_failure("x"));
-        }
-        assert!(!h.is_ejected());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_health_check_is_due_only_after_the_ejection_time_and_restore_ends_it() {
-        let (h, _rx) = health(1);
-        assert!(h.record_failure("x"));
-        assert!(!h.due_for_check());
-        assert!(h.ejected_for() > Duration::ZERO);
-        tokio::time::advance(Duration::from_millis(101)).await;
-        assert!(h.due_for_check());
-        h.restore();
-        assert!(!h.is_ejected());
-        assert_eq!(h.ejected_gauge.get(), 0);
-        // Ejected again soon after: the second ejection lasts twice as long.
-        assert!(h.record_failure("x"));
-        tokio::time::advance(Duration::from_millis(150)).await;
-        assert!(!h.due_for_check(), "second ejection lasts 200ms");
-        tokio::time::advance(Duration::from_millis(60)).await;
-        assert!(h.due_for_check());
-        h.restore();
-        // Healthy for longer than max_ejection_time: back to the base time.
-        tokio::time::advance(Duration::from_millis(1100)).await;
-        assert!(h.record_failure("x"));
-        tokio::time::advance(Duration::from_millis(101)).await;
-        assert!(h.due_for_check(), "streak forgotten: base time again");
-    }
-
-    #[test]
-    fn load_score_prefers_idle_fast_nodes() {
-        let (fast, _a) = health(1);
-        let (slow, _b) = health(1);
-        fast.observe_latency(Duration::from_micros(100));
-        slow.observe_latency(Duration::from_micros(2000));
-        assert!(fast.load_score() < slow.load_score());
-        fast.in_flight.set(100);
-        assert!(
-            fast.load_score() > slow.load_score(),
-            "a queue outweighs speed"
-        );
-    }
-
-    #[test]
-    fn ewma_moves_an_eighth_towards_each_sample() {
-        let (h, _rx) = health(1);
-        h.observe_latency(Duration::from_micros(800));
-        assert_eq!(h.snapshot().latency_ewma_us, 800);
-        h.observe_latency(Duration::from_micros(1600));
-        assert_eq!(h.snapshot().latency_ewma_us, 900);
-    }
-}
+#[path = "health_tests.rs"]
+mod tests;

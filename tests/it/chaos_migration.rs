@@ -1,6 +1,7 @@
 //! Slot migrations under client traffic, as the chaos soak found them (issue 30, items 2 and 3):
 //! transactions on a hashtag whose keys are split between source and target, and reads with
-//! `prefer-replica` of keys that already moved.
+//! `prefer-replica` of keys that already moved, and of a slot just moved to a primary that
+//! freezes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -300,4 +301,91 @@ fn a_replica_nil_is_confirmed_by_the_primary_before_any_sign_of_a_migration() {
         checked.metric_sum("redcar_redirects_total{kind=\"ask\"") >= 1.0,
         "the primary's -ASK was followed"
     );
+}
+
+/// Once redcar's map names a migrated slot's new owner, the slot is no longer marked migrating
+/// and its reads go to the new owner's replica (the soak, seed 124416110: a slot moved to a
+/// primary that was frozen 2.4 s later, while the mark still had its 5 s grace after the `-MOVED`,
+/// so a `prefer-replica` read went to the frozen primary alone and timed out). Here the new owner
+/// is frozen right after redcar adopts the map that names it: every read is answered by its
+/// replica. Before, the first reads timed out until the frozen primary was ejected.
+#[test]
+fn a_slot_just_moved_is_read_from_the_new_owners_replica_while_the_new_owner_is_frozen() {
+    // A node timeout above the freeze: the cluster does not fail the frozen primary over.
+    let cluster = RedisCluster::start_with(3, 1, 5000);
+    let quiet = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
+    let args = [
+        "--read-policy",
+        "prefer-replica",
+        "--op-timeout",
+        "300ms",
+        "--config",
+        quiet.path_str(),
+    ];
+    let redcar = Redcar::start_with(&cluster.seeds(), &args);
+    let keys: Vec<String> = (0..20).map(|i| format!("{{chaos-handover}}k{i}")).collect();
+    let (slot, from, to) = slot_and_another_owner(&cluster, &keys[0]);
+    let mut c = redcar.client();
+    for key in &keys {
+        assert_eq!(c.q(&["SET", key, key]), Value::simple("OK"));
+    }
+    assert_eq!(c.q(&["WAIT", "1", "2000"]), Value::Int(1));
+
+    let migration = cluster.start_migration(slot, from, to);
+    cluster.migrate_keys(&migration, &[keys[0].as_bytes()]);
+    assert_eq!(
+        c.q(&["GET", &keys[0]]),
+        Value::bulk(&keys[0]),
+        "read by ASK"
+    );
+    assert_eq!(migrating_slots(&redcar), vec![u64::from(slot)]);
+    cluster.finish_migration(migration);
+    // The new owner's replica has every key (it replicates the MIGRATE's RESTOREs).
+    let to_replica = cluster.replicas_of(to)[0].port();
+    let mut direct = cluster.node_by_port(to_replica).client();
+    assert_eq!(direct.q(&["READONLY"]), Value::simple("OK"));
+    crate::chaos_topology::wait_for(
+        Duration::from_secs(10),
+        "the new owner's replica has the keys and serves the slot",
+        || keys.iter().all(|k| direct.q(&["GET", k]) == Value::bulk(k)),
+    );
+    // The source's -MOVED teaches redcar the new owner.
+    assert_eq!(c.q(&["GET", &keys[1]]), Value::bulk(&keys[1]));
+    let owner = format!("127.0.0.1:{to}");
+    crate::chaos_topology::wait_for(
+        Duration::from_secs(5),
+        "redcar's map names the new owner",
+        || crate::chaos_topology::shard_of(&redcar, slot).0 == owner,
+    );
+    let marked = migrating_slots(&redcar);
+
+    let pid = cluster.node_by_port(to).pid().expect("the new owner runs");
+    crate::support::signal(pid, "-STOP");
+    let resume = crate::support::Resume(pid);
+    let frozen = Instant::now();
+    let (mut reads, mut failures) = (0, Vec::new());
+    while frozen.elapsed() < Duration::from_millis(1500) {
+        for key in &keys {
+            match c.cmd(&["GET", key.as_str()]) {
+                Ok(Value::Bulk(Some(v))) if v == key.as_bytes() => reads += 1,
+                other => failures.push(format!(
+                    "{} ms into the freeze, GET {key}: {other:?}",
+                    frozen.elapsed().as_millis()
+                )),
+            }
+        }
+    }
+    drop(resume);
+    eprintln!(
+        "chaos_migration handover: marked after the map named the new owner: {marked:?}; \
+         reads={reads} failures={}",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "reads failed while the new owner was frozen (slots marked migrating: {marked:?}): {:?}",
+        &failures[..failures.len().min(5)]
+    );
+    assert!(marked.is_empty(), "the new map ended the mark: {marked:?}");
+    assert!(reads > 0);
 }

@@ -20,7 +20,7 @@ fn topology(redcar: &Redcar) -> serde_json::Value {
 }
 
 /// `(primary, epoch, replicas)` of the range holding `slot` in redcar's map.
-fn shard_of(redcar: &Redcar, slot: u16) -> (String, u64, Vec<String>) {
+pub(crate) fn shard_of(redcar: &Redcar, slot: u16) -> (String, u64, Vec<String>) {
     let map = topology(redcar);
     let range = map["ranges"]
         .as_array()
@@ -43,7 +43,7 @@ fn shard_of(redcar: &Redcar, slot: u16) -> (String, u64, Vec<String>) {
     )
 }
 
-fn wait_for(within: Duration, what: &str, mut done: impl FnMut() -> bool) -> Instant {
+pub(crate) fn wait_for(within: Duration, what: &str, mut done: impl FnMut() -> bool) -> Instant {
     let deadline = Instant::now() + within;
     loop {
         if done() {
@@ -316,4 +316,81 @@ fn a_replica_back_from_a_restart_serves_reads_while_its_primary_is_frozen() {
             .cmd(&["SET", keys[0].as_str(), keys[0].as_str()])
             .is_ok_and(|v| v == Value::simple("OK"))
     });
+}
+
+/// A manual failover demotes a primary; before redcar's map has followed, the node closes its
+/// connections (Redis does, for a connection with a blocked command such as WAIT) and redcar
+/// connects again. The new connection's `INFO replication` says it is a replica that has not
+/// synced from its new primary yet. Under a policy that reads replicas that used to eject it at
+/// once, so writes to its shard arriving before the next map failed fast (`no usable node …
+/// ejected`; the chaos soak, seed 247052969: 11 errors in a `failover`, the map 107 ms later).
+/// The map is what is stale: the node must not be ejected, and writes wait for the fresh map and
+/// go to the new primary. The demoted node is kept from syncing (a wrong `masterauth`) so the
+/// window stays open. (Here one client writes one command at a time and the fresh map comes
+/// within the first retry's pause, so before the fix only the ejection showed.)
+#[test]
+fn writes_to_a_primary_just_demoted_follow_the_failover_instead_of_failing_fast() {
+    let cluster = RedisCluster::start(3, 1);
+    // No periodic refresh: only redirects and failures ask for a map.
+    let config = write_config("cluster:\n  refresh_interval: 1h\n  refresh_min_gap: 10ms\n");
+    let args = [
+        "--config",
+        config.path_str(),
+        "--read-policy",
+        "prefer-replica",
+    ];
+    let redcar = Redcar::start_with(&cluster.seeds(), &args);
+    let old = cluster.primary_ports()[0];
+    let new = cluster.replicas_of(old)[0].port();
+    let key = cluster.key_on_node("ct:demoted:", old);
+    let mut client = redcar.client();
+    assert_eq!(client.q(&["SET", key.as_str(), "0"]), Value::simple("OK"));
+
+    let demoted = cluster.node_by_port(old);
+    assert_eq!(
+        demoted.cmd(&["CONFIG", "SET", "masterauth", "not-the-password"]),
+        Value::simple("OK")
+    );
+    cluster.failover(new);
+    wait_for(
+        Duration::from_secs(10),
+        "the demoted node is a replica not in sync",
+        || {
+            demoted.info_field("replication", "role").as_deref() == Some("slave")
+                && demoted
+                    .info_field("replication", "master_link_down_since_seconds")
+                    .as_deref()
+                    == Some("-1")
+        },
+    );
+    assert_eq!(
+        shard_of(&redcar, cluster.key_slot(&key)).0,
+        format!("127.0.0.1:{old}")
+    );
+    // The node closes redcar's connections: the next write connects again.
+    let killed = demoted.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+    let mut failures = Vec::new();
+    for i in 0..20 {
+        let value = i.to_string();
+        match client.cmd(&["SET", key.as_str(), value.as_str()]) {
+            Ok(v) if v == Value::simple("OK") => {}
+            other => failures.push(format!("SET #{i}: {other:?}")),
+        }
+    }
+    let log = redcar.log();
+    eprintln!(
+        "chaos_topology demoted: killed {killed:?} connections; failures={failures:?}; map now {:?}",
+        shard_of(&redcar, cluster.key_slot(&key)).0
+    );
+    assert!(failures.is_empty(), "writes failed: {failures:?}\n{log}");
+    assert_eq!(
+        cluster.node_by_port(new).cmd(&["GET", key.as_str()]),
+        Value::bulk("19"),
+        "the writes went to the new primary"
+    );
+    assert!(
+        !log.contains(&format!("node ejected node=127.0.0.1:{old}")),
+        "the demoted primary was ejected:\n{log}"
+    );
+    let _ = demoted.cmd(&["CONFIG", "SET", "masterauth", ""]);
 }

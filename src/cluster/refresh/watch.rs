@@ -1,8 +1,9 @@
 //! Refreshing more often while the slot map leaves out a replica the cluster knows: one that
 //! failed, or restarted and is still syncing (`CLUSTER SLOTS` lists a replica only once its
-//! replication offset is non-zero). Such a replica usually comes back within seconds, and until
-//! the map lists it again no read is sent to it — with `prefer-replica`, a frozen or dead
-//! primary then leaves its shard with no node to read from at all.
+//! replication offset is non-zero), or a new one the answering node still lists as a primary
+//! without slots (just after the cluster was created or `CLUSTER REPLICATE`). Such a replica
+//! usually serves within seconds, and until the map lists it no read is sent to it — with
+//! `prefer-replica`, a frozen or dead primary then leaves its shard with no node to read from.
 
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ impl Watch {
                 replicas = left_out.len(),
                 interval_ms = WATCH_INTERVAL.min(normal).as_millis() as u64,
                 for_s = WATCH_FOR.as_secs(),
-                "the slot map leaves out replicas the cluster knows (failed or syncing); refreshing more often until they are back"
+                "the slot map leaves out replicas the cluster knows (failed, syncing, or not yet known as replicas); refreshing more often until they are in it"
             );
             self.since = Some(now);
         }
