@@ -4,14 +4,15 @@
 #
 #   bench/callgrind.sh BIN [BIN...]
 #
-# Starts one 3+3 cluster (scripts/cluster.sh), then for each BIN in turn: redcar --workers 1
+# Starts one 3+3 cluster (scripts/cluster.sh), then for each BIN in turn: redcar --workers N
 # under `valgrind --tool=callgrind`, a 2,000-request warm-up, and for each scenario (test,
 # pipeline depth, requests[, clients, default 10[, keep-alive 1|0, default 1]]) counters zeroed, `redis-benchmark -r 100000`
 # run, counters dumped; prints instructions per request (test `mget10` is an MGET of 10 random
 # keys, any other name a `redis-benchmark -t` test). Env: CALLGRIND_SCENARIOS (default
 # "get:16:20000 set:16:20000 get:1:5000"; `get:1:3000:1` is one client, the steadiest;
 # `get:1:3000:10:0` opens a new connection per request, the per-request PHP worker's pattern),
-# REDCAR_CONFIG (a config file passed to every BIN), CALLGRIND_KEEP=1 (keep the dumps for
+# REDCAR_CONFIG (a config file passed to every BIN), CALLGRIND_WORKERS (default 1: `--workers`;
+# 2 is the default threading on a 2-core box), CALLGRIND_KEEP=1 (keep the dumps for
 # callgrind_annotate).
 set -euo pipefail
 
@@ -19,7 +20,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 SCENARIOS=${CALLGRIND_SCENARIOS:-"get:16:20000 set:16:20000 get:1:5000"}
-[[ $# -ge 1 ]] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 WORK=$(mktemp -d -t redcar-callgrind-XXXXXX)
 REDCAR_PID=
@@ -38,7 +39,7 @@ for BIN in "$@"; do
     ADMIN=$(free_port 11000 12000) || die "no free port"
     OUT="$WORK/$(basename "$BIN")-$PORT"
     mkdir -p "$OUT"
-    args=(--workers 1 --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --cluster "$SEEDS")
+    args=(--workers "${CALLGRIND_WORKERS:-1}" --listen "127.0.0.1:$PORT" --admin "127.0.0.1:$ADMIN" --cluster "$SEEDS")
     [[ -n "${REDCAR_CONFIG:-}" ]] && args+=(--config "$REDCAR_CONFIG")
     valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" \
         "$BIN" "${args[@]}" >"$OUT/log" 2>&1 &

@@ -112,14 +112,22 @@ fn nanos(seconds: f64) -> u64 {
 #[derive(Debug)]
 pub struct LocalLatency {
     buckets: [u64; SLOTS],
+    /// Bit `i` set: `buckets[i]` holds something. A flush visits only those buckets: at `-P 1`
+    /// a flush carries one or two observations, and walking all 82 buckets cost about 250
+    /// instructions per command (callgrind, 2026-11-26).
+    touched: u128,
     sum_ns: u64,
     count: u64,
 }
+
+// Every slot has its bit.
+const _: () = assert!(SLOTS <= u128::BITS as usize);
 
 impl Default for LocalLatency {
     fn default() -> LocalLatency {
         LocalLatency {
             buckets: [0; SLOTS],
+            touched: 0,
             sum_ns: 0,
             count: 0,
         }
@@ -129,7 +137,9 @@ impl Default for LocalLatency {
 impl LocalLatency {
     /// Records one observation in seconds, in this task only.
     pub fn observe(&mut self, seconds: f64) {
-        self.buckets[slot_of(seconds)] += 1;
+        let slot = slot_of(seconds);
+        self.buckets[slot] += 1;
+        self.touched |= 1 << slot;
         self.sum_ns = self.sum_ns.saturating_add(nanos(seconds));
         self.count += 1;
     }
@@ -144,11 +154,12 @@ impl LocalLatency {
         if self.count == 0 {
             return;
         }
-        for (local, bucket) in self.buckets.iter_mut().zip(&shared.inner.buckets) {
-            if *local > 0 {
-                bucket.fetch_add(*local, Ordering::Relaxed);
-                *local = 0;
-            }
+        let mut touched = std::mem::take(&mut self.touched);
+        while touched != 0 {
+            let slot = touched.trailing_zeros() as usize;
+            touched &= touched - 1;
+            let local = std::mem::take(&mut self.buckets[slot]);
+            shared.inner.buckets[slot].fetch_add(local, Ordering::Relaxed);
         }
         shared
             .inner
@@ -236,6 +247,13 @@ mod tests {
         );
         // Flushed means emptied: a second flush adds nothing.
         assert_eq!(local.count(), 0);
+        local.flush_into(&batched);
+        assert_eq!(batched.buckets(), direct.buckets());
+        // Reused after a flush, the first and the overflow bucket included.
+        for seconds in [0.000001, 0.000001, 100.0, f64::NAN] {
+            direct.observe(seconds);
+            local.observe(seconds);
+        }
         local.flush_into(&batched);
         assert_eq!(batched.buckets(), direct.buckets());
     }

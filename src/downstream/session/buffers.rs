@@ -40,6 +40,11 @@ pub struct Buffer {
     /// (Its capacity alone cannot tell: after a large request is split off, the rest of the
     /// buffer looks small while the allocation behind it is not.)
     grown: bool,
+    /// It may hold an allocation: it was lent, or written through `DerefMut`, since it was last
+    /// given back. A session gives its buffers back up to six times per command at `-P 1`
+    /// (both buffers, every turn of its loop), most of them already given back: this makes
+    /// that a test of one flag (callgrind, 2026-11-26).
+    lent: bool,
 }
 
 // === impl Buffer ===
@@ -48,6 +53,7 @@ impl Buffer {
     /// Makes room for a read or for replies: an empty buffer takes one from the pool, one that
     /// holds something grows in place.
     pub fn make_room(&mut self) {
+        self.lent = true;
         if self.bytes.capacity() - self.bytes.len() >= MIN_SPARE {
             return;
         }
@@ -68,9 +74,10 @@ impl Buffer {
     /// A buffer written to its very end has no capacity left but still holds its allocation
     /// (capacity alone cannot tell it from a buffer never lent), so every empty buffer is taken.
     pub fn release_if_empty(&mut self) {
-        if !self.bytes.is_empty() {
+        if !self.lent || !self.bytes.is_empty() {
             return;
         }
+        self.lent = false;
         let mut bytes = std::mem::take(&mut self.bytes);
         if std::mem::take(&mut self.grown) {
             return; // dropped: a large value's memory goes back to the allocator
@@ -90,6 +97,7 @@ impl Buffer {
 
     /// Appends `bytes`, taking a buffer first if the session had none.
     pub fn append(&mut self, bytes: &[u8]) {
+        self.lent = true;
         if self.bytes.capacity() == 0 {
             self.make_room();
         }
@@ -132,6 +140,7 @@ impl Deref for Buffer {
 
 impl DerefMut for Buffer {
     fn deref_mut(&mut self) -> &mut BytesMut {
+        self.lent = true;
         &mut self.bytes
     }
 }

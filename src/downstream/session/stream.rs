@@ -72,6 +72,18 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Writer<'_, S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> Writer<'_, S> {
+    /// Writes what the socket takes right now, without waiting: `None` when it takes nothing
+    /// now. No waker is kept then, so the caller must poll a write to wait for room.
+    pub(super) fn try_write(&mut self, buf: &[u8]) -> Option<std::io::Result<usize>> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match Pin::new(self).poll_write(&mut cx, buf) {
+            Poll::Ready(wrote) => Some(wrote),
+            Poll::Pending => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

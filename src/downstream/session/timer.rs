@@ -51,6 +51,52 @@ impl LazyTimer {
     }
 }
 
+/// The busy spell's op timer: a [`LazyTimer`] whose `Sleep` is polled only when it may have
+/// fired. A `Sleep` that returned `Pending` keeps the task's waker until it fires (or is reset),
+/// so polling it again in every turn of the session's loop only re-registered the same waker:
+/// 2.5 polls and about 300 instructions per `-P 1` command (callgrind, 2026-11-26). Here a
+/// turn looks at one flag and the entry's state instead.
+#[derive(Default)]
+pub(super) struct OpTimer {
+    timer: LazyTimer,
+    /// Polled since the last reset and found pending: the waker is with the timer.
+    waiting: bool,
+}
+
+// === impl OpTimer ===
+
+impl OpTimer {
+    /// Arms the timer for `deadline` (it is polled again at the next turn).
+    pub(super) fn reset(&mut self, deadline: Instant) {
+        self.timer.reset(deadline);
+        self.waiting = false;
+    }
+
+    /// The deadline it was last armed for.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.timer.deadline()
+    }
+
+    /// Resolves when the deadline passes. Must be polled from one task (its waker is kept).
+    pub(super) async fn fired(&mut self) {
+        poll_fn(|cx| self.poll_fired(cx)).await
+    }
+
+    fn poll_fired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let elapsed = self
+            .timer
+            .0
+            .as_ref()
+            .is_some_and(|sleep| sleep.is_elapsed());
+        if self.waiting && !elapsed {
+            return Poll::Pending;
+        }
+        let polled = self.timer.poll_fired(cx);
+        self.waiting = polled.is_pending();
+        polled
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +117,34 @@ mod tests {
         assert!(Instant::now() >= deadline);
         timer.free();
         assert!(!timer.is_made());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_op_timer_fires_at_its_deadline_without_being_polled_in_between() {
+        let mut timer = OpTimer::default();
+        let start = Instant::now();
+        timer.reset(start + Duration::from_secs(5));
+        // Polled many times before its deadline (a busy loop's turns), then awaited.
+        for _ in 0..10 {
+            let early = tokio::time::timeout(Duration::from_millis(100), timer.fired()).await;
+            assert!(early.is_err());
+        }
+        timer.fired().await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(5));
+        // Reset earlier and later: each deadline is kept.
+        timer.reset(Instant::now() + Duration::from_secs(1));
+        let early = tokio::time::timeout(Duration::from_millis(500), timer.fired()).await;
+        assert!(early.is_err());
+        timer.reset(Instant::now() + Duration::from_secs(3));
+        let before = Instant::now();
+        timer.fired().await;
+        assert_eq!(Instant::now(), before + Duration::from_secs(3));
+        timer.reset(Instant::now() + Duration::from_secs(2));
+        let early = tokio::time::timeout(Duration::from_millis(500), timer.fired()).await;
+        assert!(early.is_err());
+        timer.reset(Instant::now() + Duration::from_millis(100));
+        let before = Instant::now();
+        timer.fired().await;
+        assert_eq!(Instant::now(), before + Duration::from_millis(100));
     }
 }
