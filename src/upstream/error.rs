@@ -26,3 +26,34 @@ impl UpstreamError {
         )
     }
 }
+
+/// True for the error Redis gives a blocked command (redcar's `WAIT` on a shared connection)
+/// when the node turns replica. Nothing the connection carried behind it can have been
+/// applied: the node was not running that client's later commands while it was blocked, and
+/// after the change a replica refuses writes. So when the node then closes the connection,
+/// the commands still owed a reply never ran and may go to the new primary.
+pub(super) fn turned_replica(reply: &[u8]) -> bool {
+    const UNBLOCKED: &[u8] = b"-UNBLOCKED ";
+    const ROLE_CHANGE: &[u8] = b"(master -> replica?)";
+    reply.starts_with(UNBLOCKED)
+        && reply
+            .windows(ROLE_CHANGE.len())
+            .any(|window| window == ROLE_CHANGE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::turned_replica;
+
+    #[test]
+    fn only_the_role_change_unblocked_error_counts() {
+        assert!(turned_replica(
+            b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n"
+        ));
+        assert!(!turned_replica(
+            b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+        ));
+        assert!(!turned_replica(b"+OK\r\n"));
+        assert!(!turned_replica(b"$20\r\n(master -> replica?)\r\n"));
+    }
+}
