@@ -166,6 +166,8 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(client.max_buffered_bytes_total);
     // The listen queue is set when the listeners are bound.
     keep!(client.accept_backlog);
+    // The client-side caching table is made once, with its bound.
+    keep!(client.tracking_table_max_keys);
     // Node connections are built once (count, handshake, buffers); only outlier detection is
     // shared settings that every node reads when it needs them.
     let outlier = std::mem::replace(

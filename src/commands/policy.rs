@@ -70,6 +70,12 @@ pub enum Local {
     ClientSetInfo,
     ClientGetName,
     ClientId,
+    /// `CLIENT TRACKING`, `CLIENT CACHING`, `CLIENT GETREDIR`, `CLIENT TRACKINGINFO`:
+    /// client-side caching, kept per session (downstream/tracking).
+    ClientTracking,
+    ClientCaching,
+    ClientGetRedir,
+    ClientTrackingInfo,
     Command,
     CommandCount,
     CommandInfo,
@@ -176,10 +182,14 @@ pub const KEYLESS: &str = "keyless command with no single target node";
 
 const LOCAL: &[(&str, Local)] = &[
     ("auth", Local::Auth),
+    ("client|caching", Local::ClientCaching),
     ("client|getname", Local::ClientGetName),
+    ("client|getredir", Local::ClientGetRedir),
     ("client|id", Local::ClientId),
     ("client|setinfo", Local::ClientSetInfo),
     ("client|setname", Local::ClientSetName),
+    ("client|tracking", Local::ClientTracking),
+    ("client|trackinginfo", Local::ClientTrackingInfo),
     ("command", Local::Command),
     ("command|count", Local::CommandCount),
     ("command|docs", Local::CommandDocs),

@@ -56,6 +56,9 @@ pub struct ClientConfig {
     /// The listen queue of every client listener (TCP, TLS, Unix): connections the kernel holds
     /// completed until redcar accepts them. Capped by `net.core.somaxconn`. Restart-only.
     pub accept_backlog: u32,
+    /// Keys in the client-side caching table (who read what, for `CLIENT TRACKING`); at the
+    /// bound the oldest key is invalidated for its readers and forgotten. Restart-only.
+    pub tracking_table_max_keys: usize,
 }
 
 /// `client.accept_backlog` by default (bench/RESULTS-connect-burst.md).
@@ -77,6 +80,7 @@ impl Default for ClientConfig {
             max_age: Duration::ZERO,
             close_idle_when_slow: false,
             accept_backlog: DEFAULT_ACCEPT_BACKLOG,
+            tracking_table_max_keys: super::tracking::DEFAULT_MAX_KEYS,
         }
     }
 }

@@ -17,10 +17,12 @@ use super::facade::{Endpoint, Facade};
 use super::session;
 use super::slow::LatencyWatch;
 use super::spread::Spread;
+use super::tracking::Tracking;
 use super::ClientConfig;
 use crate::auth::Users;
 use crate::metrics::{ListenerMetrics, Metrics};
 use crate::router::Router;
+use crate::upstream::InvalidationSink;
 
 /// What every session shares.
 pub struct Downstream {
@@ -48,6 +50,8 @@ pub struct Downstream {
     spread: Option<Arc<Spread>>,
     /// Started at shutdown: sessions close once they owe nothing.
     pub(super) drain: Drain,
+    /// Client-side caching: who tracks which keys, and their mailboxes (see `tracking`).
+    pub(super) tracking: Arc<Tracking>,
 }
 
 /// A connected client in the registry (what [`ClientInfo`] is made from).
@@ -86,7 +90,21 @@ impl Downstream {
             metrics.clients.paused.clone(),
             metrics.clients.read_pauses.clone(),
         );
+        let tracking = Arc::new(
+            Tracking::new(config.tracking_table_max_keys)
+                .with_nodes(
+                    router.upstreams().tracking().clone(),
+                    router.cluster().clone(),
+                )
+                .with_metrics(metrics.tracking.clone()),
+        );
+        let sink: Arc<dyn InvalidationSink> = tracking.clone();
+        router
+            .upstreams()
+            .tracking()
+            .set_sink(Arc::downgrade(&sink));
         Downstream {
+            tracking,
             budget,
             router,
             latency: LatencyWatch::new(),
@@ -139,6 +157,19 @@ impl Downstream {
     pub(super) fn snapshot(&self) -> (u64, Arc<ClientConfig>, Arc<Users>) {
         let generation = self.generation();
         (generation, self.config.load_full(), self.users.load_full())
+    }
+
+    /// Whether client `id` is connected (`CLIENT TRACKING ... REDIRECT id`).
+    pub(super) fn is_connected(&self, id: u64) -> bool {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&id)
+    }
+
+    /// Client-side caching's shared state.
+    pub fn tracking(&self) -> &Arc<Tracking> {
+        &self.tracking
     }
 
     /// Clients connected right now.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use super::tracking::ClientTracking;
 use super::transaction::Transaction;
 use crate::auth::{self, User, Users};
 use crate::commands::{CommandSpec, Local};
@@ -38,6 +39,8 @@ pub struct ClientState {
     users: Arc<Users>,
     /// The authenticated user; `None` until AUTH when authentication is required.
     user: Option<Arc<User>>,
+    /// Client-side caching (`CLIENT TRACKING`), made the first time it is used.
+    pub tracking: Option<Box<ClientTracking>>,
 }
 
 impl ClientState {
@@ -54,18 +57,23 @@ impl ClientState {
             written: Written::default(),
             user: users.anonymous(),
             users,
+            tracking: None,
         }
     }
 
     /// This client's connection to every node (see `Node::send`): its id spreads clients over
     /// a node's connections, its protocol picks the RESP2 or the RESP3 ones.
     pub fn lane(&self) -> Lane {
-        Lane::new(self.id as usize, self.protocol)
+        let tracked = self.tracking.as_ref().is_some_and(|t| t.is_on());
+        Lane::new(self.id as usize, self.protocol).tracked(tracked)
     }
 
     /// RESET: back to a fresh connection's state (the router ends a WATCH separately), which
     /// includes logging out when authentication is required, as in Redis.
     pub fn reset(&mut self) {
+        if let Some(tracking) = &mut self.tracking {
+            tracking.off();
+        }
         self.name = None;
         self.tx.reset();
         self.user = self.users.anonymous();

@@ -17,6 +17,7 @@ mod session;
 mod slow;
 mod spread;
 mod tls;
+mod tracking;
 mod transaction;
 
 pub use config::ClientConfig;
@@ -24,3 +25,4 @@ pub use facade::{Facade, FacadeConfig};
 pub use listener::{serve, Accept, Downstream};
 pub use spread::{Gated, Spread};
 pub use tls::{TlsConfig, TlsListener};
+pub use tracking::{Tracking, DEFAULT_MAX_KEYS as TRACKING_MAX_KEYS};

@@ -124,6 +124,12 @@ where
                 }
             },
             _ = tick.tick(), if !mode.orphans.is_empty() => mode.adopt_orphans().await,
+            () = super::tracking::ready(state), if state.tracking.is_some() => {
+                // Invalidations redirected here (or this client's own, in RESP3).
+                if let Some(tracking) = state.tracking.as_deref() {
+                    out.extend_from_slice(&tracking.take_frames(state, true));
+                }
+            }
             () = drain.started() => return Left::Close,
         }
     }
@@ -238,6 +244,7 @@ impl<'r> Mode<'r> {
     /// blocking commands, CLIENT, HELLO) is refused until the client leaves subscribe mode.
     async fn serve_resp3(&self, plan: Plan, request: &Request, name: &str) -> Bytes {
         let lane = self.state.lane();
+        super::tracking::note_subscribed(self.router, self.state, request);
         let now = tokio::time::Instant::now();
         let raw = request.raw().clone();
         match plan {

@@ -132,6 +132,9 @@ impl Transaction {
             Plan::Blocking { .. } | Plan::Wait { .. } | Plan::Sub(_) | Plan::Tx(Tx::Watch, _) => {
                 true
             }
+            // Turning tracking on or off moves the client to other node connections: what it
+            // sent before must have run first.
+            Plan::Local(Local::ClientTracking) => true,
             Plan::Multi(multi) => multi.is_blocking() || multi.routed_watch().is_some(),
             Plan::Tx(Tx::Unwatch, _) => self.watching(),
             _ => false,

@@ -10,8 +10,9 @@
 //!   `command.rs` (per-command series, sessions), `upstream.rs` (per-node series and the
 //!   dedicated pool), `client.rs` (listeners, workers, client traffic and closes: `downstream`),
 //!   `topology.rs` (refreshes, rejected maps, redirects: `cluster`), `router.rs` (retries,
-//!   hedges, retry budget, faults), `mirror.rs` (request mirroring), `readiness.rs` (gauges set
-//!   when scraped), `process.rs` (uptime, config reloads: `app`).
+//!   hedges, retry budget, faults), `mirror.rs` (request mirroring), `tracking.rs`
+//!   (client-side caching: `downstream::tracking`), `readiness.rs` (gauges set when scraped),
+//!   `process.rs` (uptime, config reloads: `app`).
 //! - Shared pieces: `latency.rs` (the lock-free histogram), `tally.rs` (a thread's per-command
 //!   counts), `slowlog.rs`, `events.rs` (the status page's event log), `totals.rs` (INFO).
 //!
@@ -34,6 +35,7 @@ mod slowlog;
 mod tally;
 mod topology;
 mod totals;
+mod tracking;
 mod upstream;
 
 pub use client::{ClientMetrics, ListenerMetrics};
@@ -48,6 +50,7 @@ pub use slowlog::{SlowEntry, SlowLog};
 pub use tally::CommandTally;
 pub use topology::TopologyMetrics;
 pub use totals::Totals;
+pub use tracking::{FlushCause, TrackingMetrics};
 pub use upstream::{NodeMetrics, UpstreamMetrics};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,6 +106,8 @@ pub struct Metrics {
     pub router: RouterMetrics,
     /// Request mirroring (`routes[].mirror`).
     pub mirror: MirrorMetrics,
+    /// Client-side caching (`downstream::tracking`).
+    pub tracking: TrackingMetrics,
     /// Slots owned, readiness and the client limit, set when `/metrics` is scraped.
     pub readiness: ReadinessGauges,
     /// Uptime and config reloads (`app`).
@@ -125,6 +130,7 @@ impl Metrics {
             topology: TopologyMetrics::default(),
             router: RouterMetrics::default(),
             mirror: MirrorMetrics::default(),
+            tracking: TrackingMetrics::default(),
             readiness: ReadinessGauges::default(),
             process: ProcessMetrics::new(),
             slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
@@ -139,6 +145,7 @@ impl Metrics {
         metrics.clients.register(r);
         metrics.topology.register(r);
         metrics.process.register(r);
+        metrics.tracking.register(r);
         metrics
     }
 

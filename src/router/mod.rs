@@ -120,6 +120,11 @@ impl Router {
         &self.cluster
     }
 
+    /// The node connections (client-side caching subscribes to their invalidations).
+    pub fn upstreams(&self) -> &Arc<Upstreams> {
+        &self.upstreams
+    }
+
     /// The spec for a command line: built-in table first, then commands learned from the cluster.
     pub fn lookup(&self, args: &[bytes::Bytes]) -> Option<&'static CommandSpec> {
         commands::lookup(args).or_else(|| self.learned.load().as_ref()?.lookup(args))

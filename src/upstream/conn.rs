@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::batch::Batching;
+use super::error::turned_replica;
 use super::handshake::Handshake;
 use super::health::Health;
 use super::inbox::{Delivered, Delivery, Shared};
@@ -80,8 +81,6 @@ struct ReplyBatch {
     latency: Duration,
     /// At least one reply was not an error: the node is serving.
     answered: bool,
-    /// The node's latency histogram, fed once per read (see `LocalLatency`).
-    duration: LocalLatency,
 }
 
 /// A written command waiting for its reply.
@@ -183,6 +182,7 @@ async fn run(context: Arc<NodeContext>, mut rx: queue::Receiver<Pending>) {
                     session.fail_in_flight(&reason);
                 }
                 metrics.connections.dec();
+                context.handshake.ended();
             }
             Err(reason) => {
                 failures = failures.saturating_add(1);
@@ -293,8 +293,14 @@ struct Session {
     batching: Batching,
     /// Replies of the read being parsed that go to session inboxes (kept for its capacity).
     for_inboxes: ForInboxes,
+    /// The node's latency histogram, fed once per read (see `LocalLatency`). Kept, not made
+    /// per read: a fresh one is 680 bytes to zero for every read.
+    duration: LocalLatency,
     /// The node's standby flag: shortens how long this connection may stay idle.
     standby: Arc<Standby>,
+    /// The last replies said the node turned replica (see [`turned_replica`]): nothing still
+    /// in flight behind them can have been applied.
+    demoted: bool,
 }
 
 impl Session {
@@ -310,7 +316,9 @@ impl Session {
             batch_at: Instant::now(),
             batching: Batching::new(&context.config, context.metrics.in_flight_capped.clone()),
             for_inboxes: Vec::new(),
+            duration: LocalLatency::default(),
             standby: context.standby.clone(),
+            demoted: false,
         }
     }
 
@@ -485,7 +493,7 @@ impl Session {
         let result = self.deliver_frames(input, now, &mut batch);
         hand_over(&mut self.for_inboxes);
         self.metrics.record_replies(batch.count, batch.latency);
-        batch.duration.flush_into(&self.metrics.duration);
+        self.duration.flush_into(&self.metrics.duration);
         if batch.count > 0 {
             self.health
                 .observe_latency(batch.latency / u32::try_from(batch.count).unwrap_or(u32::MAX));
@@ -503,6 +511,15 @@ impl Session {
         batch: &mut ReplyBatch,
     ) -> Result<(), String> {
         loop {
+            // A push is never a reply: a tracked lane whose invalidation connection was lost
+            // gets Redis's `tracking-redir-broken` (see `tracking`); nothing else pushes here.
+            if input.first() == Some(&b'>') {
+                match frames_len(input, 1, &self.limits)? {
+                    Some(len) => input.advance(len),
+                    None => return Ok(()),
+                }
+                continue;
+            }
             let Some(front) = self.in_flight.front_mut() else {
                 if input.is_empty() {
                     return Ok(());
@@ -520,9 +537,11 @@ impl Session {
                 return Ok(());
             };
             let frame = input.split_to(len).freeze();
+            // Errors after the role change (-MOVED, -READONLY) keep the mark; a success clears it.
+            self.demoted = turned_replica(&frame) || (self.demoted && frame.first() == Some(&b'-'));
             if let Some(done) = self.in_flight.pop_front() {
                 let elapsed = now.saturating_duration_since(done.queued_at);
-                batch.duration.observe(elapsed.as_secs_f64());
+                self.duration.observe(elapsed.as_secs_f64());
                 batch.count += u64::from(done.frames);
                 batch.latency += elapsed * done.frames;
                 batch.answered |= frame.first() != Some(&b'-');
@@ -544,7 +563,7 @@ impl Session {
         let commands: u64 = self.in_flight.iter().map(|f| u64::from(f.frames)).sum();
         self.metrics.in_flight.dec_by(commands as i64);
         for waiting in self.in_flight.drain(..) {
-            let error = if waiting.start >= self.written {
+            let error = if waiting.start >= self.written || self.demoted {
                 UpstreamError::NotSent {
                     addr: self.addr.clone(),
                     reason: reason.to_string(),
@@ -559,3 +578,7 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

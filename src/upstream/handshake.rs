@@ -46,6 +46,8 @@ pub struct Handshake {
     expected: Vec<Expect>,
     /// What the commands are, for error messages (never the password).
     names: String,
+    /// A tracked lane's last step, `CLIENT TRACKING on REDIRECT <id>` (see `tracking`).
+    tracking: Option<std::sync::Arc<super::tracking::LaneRedirect>>,
 }
 
 /// The reply one handshake command must get.
@@ -121,12 +123,47 @@ impl Handshake {
             payload: payload.freeze(),
             expected,
             names: names.join(" and "),
+            tracking: None,
+        }
+    }
+
+    /// The same handshake, then `CLIENT TRACKING on REDIRECT` (a tracked lane's connections).
+    pub(super) fn with_tracking(
+        mut self,
+        redirect: std::sync::Arc<super::tracking::LaneRedirect>,
+    ) -> Handshake {
+        self.tracking = Some(redirect);
+        self
+    }
+
+    /// A connection this handshake opened ended: for a tracked lane, the node forgot what it
+    /// tracked for it (see `tracking`).
+    pub(super) fn ended(&self) {
+        if let Some(redirect) = &self.tracking {
+            redirect.lost();
         }
     }
 
     /// Sends the commands on a fresh connection and checks every reply. `health`: the node's, for
     /// its pipelined connections, ejected at once when it is a replica not in sync.
     pub async fn run<S>(
+        &self,
+        stream: S,
+        limits: &Limits,
+        health: Option<&Health>,
+    ) -> Result<S, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let stream = self.run_fixed(stream, limits, health).await?;
+        match &self.tracking {
+            Some(redirect) => redirect.enable(stream, limits).await,
+            None => Ok(stream),
+        }
+    }
+
+    /// The commands encoded in `payload`, and their replies checked.
+    async fn run_fixed<S>(
         &self,
         mut stream: S,
         limits: &Limits,

@@ -10,12 +10,30 @@ use crate::protocol::Protocol;
 pub struct Lane {
     client: usize,
     protocol: Protocol,
+    /// The client has `CLIENT TRACKING` on: its commands take the node's tracked lane.
+    tracked: bool,
 }
 
 impl Lane {
     /// The lane of client `client` (its id) speaking `protocol`.
     pub const fn new(client: usize, protocol: Protocol) -> Lane {
-        Lane { client, protocol }
+        Lane {
+            client,
+            protocol,
+            tracked: false,
+        }
+    }
+
+    /// The same lane on the nodes' tracked connections (see `upstream::tracking`) when `on`.
+    pub const fn tracked(self, on: bool) -> Lane {
+        Lane {
+            tracked: on,
+            ..self
+        }
+    }
+
+    pub fn is_tracked(self) -> bool {
+        self.tracked
     }
 
     /// A RESP2 lane, for redcar's own commands (topology, health, fan-outs it merges itself).

@@ -24,6 +24,7 @@ mod reply_slot;
 mod standby;
 mod stream;
 mod tls;
+mod tracking;
 
 pub use config::{
     DedicatedConfig, Exhausted, UpstreamConfig, MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS,
@@ -42,3 +43,4 @@ pub use registry::Upstreams;
 pub use standby::STANDBY_IDLE;
 pub use stream::NodeStream;
 pub use tls::{UpstreamTls, UpstreamTlsConfig};
+pub use tracking::{parse_invalidation, BcastRegistered, InvalidationSink, TrackingFeed};

@@ -13,6 +13,7 @@ use super::inbox::Inbox;
 use super::queue;
 use super::reply_slot::{self, ReplyReceiver};
 use super::standby::Standby;
+use super::tracking::NodeTracking;
 use super::Lane;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
@@ -35,6 +36,8 @@ pub(super) struct NodeSettings<'a> {
     pub outlier: &'a Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
     /// `threading: per-core`: the workers' runtimes; the node's connections are spread over them.
     pub workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
+    /// Where the node's invalidations go once a tracking client uses it.
+    pub tracking: &'a Arc<super::tracking::TrackingFeed>,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
@@ -55,6 +58,8 @@ pub struct Node {
     health: Arc<Health>,
     /// Set while the current slot map gives the node nothing to serve (see `standby`).
     standby: Arc<Standby>,
+    /// The tracked lanes and invalidation connection, started by the first tracking client.
+    tracking: OnceLock<NodeTracking>,
 }
 
 impl Node {
@@ -87,6 +92,8 @@ impl Node {
         let resp3 = Box::new(Resp3Spawn {
             context: Arc::new(context.with_handshake(settings.handshake3.clone())),
             workers: settings.workers.cloned(),
+            resp2: context.clone(),
+            feed: settings.tracking.clone(),
         });
         // `connections_per_node` bounds the node's connections in both threading models; per
         // core they are dealt out to the workers' runtimes in turn.
@@ -100,6 +107,7 @@ impl Node {
             workers: settings.workers.map_or(1, |handles| handles.len()),
             health,
             standby,
+            tracking: OnceLock::new(),
         }
     }
 
@@ -202,6 +210,9 @@ impl Node {
     /// The connection for `lane` on the calling thread.
     #[inline]
     fn connection(&self, lane: Lane) -> &queue::Sender<Pending> {
+        if lane.is_tracked() {
+            return self.tracked_lane(lane);
+        }
         let conns = match lane.protocol() {
             Protocol::Resp2 => &self.conns,
             Protocol::Resp3 => self.conns3.get_or_init(|| {
@@ -230,12 +241,36 @@ impl Node {
     ) -> Result<Bytes, UpstreamError> {
         self.send(payload, asking, lane).await
     }
+
+    /// Starts the node's invalidation connection and tracked lanes if they are not yet (BCAST
+    /// clients hear of writes on every primary, whether they sent it anything or not).
+    pub fn start_tracking(&self) {
+        self.tracked_lane(Lane::resp2(0).tracked(true));
+    }
+
+    /// What the node confirmed of the BCAST prefixes (`None` before `start_tracking`).
+    pub fn bcast_registered(&self) -> Option<super::BcastRegistered> {
+        self.tracking.get().map(NodeTracking::bcast_registered)
+    }
+
+    /// A tracking client's connection: the node's tracked lane for its protocol, started on
+    /// first use (see `upstream::tracking`).
+    #[cold]
+    fn tracked_lane(&self, lane: Lane) -> &queue::Sender<Pending> {
+        let spawn = &self.resp3;
+        self.tracking
+            .get_or_init(|| NodeTracking::start(&spawn.resp2, &spawn.context, &spawn.feed))
+            .lane(lane.protocol())
+    }
 }
 
-/// What a node needs to open its RESP3 connections later.
+/// What a node needs to open its RESP3 connections and its tracked lanes later.
 struct Resp3Spawn {
     context: Arc<NodeContext>,
     workers: Option<Arc<[tokio::runtime::Handle]>>,
+    /// The RESP2 connections' context (the tracked lanes copy it).
+    resp2: Arc<NodeContext>,
+    feed: Arc<super::tracking::TrackingFeed>,
 }
 
 /// `total` connection tasks for `context`: on the current runtime, or per core dealt out to the

@@ -37,6 +37,8 @@ pub struct Upstreams {
     /// `threading: per-core`: each worker's runtime, which runs that worker's connections to
     /// every node. Set once at start-up, before any node exists.
     workers: std::sync::OnceLock<Arc<[tokio::runtime::Handle]>>,
+    /// Where every node's invalidations go (client-side caching, see `tracking`).
+    tracking: Arc<super::TrackingFeed>,
 }
 
 impl Upstreams {
@@ -84,6 +86,7 @@ impl Upstreams {
             tls,
             ejections: Arc::new(watch::channel(0).0),
             workers: std::sync::OnceLock::new(),
+            tracking: Arc::default(),
         })
     }
 
@@ -131,10 +134,16 @@ impl Upstreams {
             tls: &self.tls,
             outlier: &self.outlier,
             workers: self.workers.get(),
+            tracking: &self.tracking,
         };
         let node = Arc::new(Node::spawn(addr, &settings, metrics));
         nodes.insert(node.addr().clone(), node.clone());
         node
+    }
+
+    /// Where the nodes' invalidations for tracking clients go (`CLIENT TRACKING`).
+    pub fn tracking(&self) -> &Arc<super::TrackingFeed> {
+        &self.tracking
     }
 
     /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).

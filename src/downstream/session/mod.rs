@@ -15,6 +15,7 @@ use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Buf;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -279,11 +280,29 @@ where
             if self.drain.poll_started(cx).is_ready() {
                 return Poll::Ready(Wake::Close);
             }
+            if super::tracking::poll_ready(&self.state, cx).is_ready() {
+                // Invalidations to write: the busy loop writes them.
+                return Poll::Ready(Wake::Request);
+            }
             if let Poll::Ready(slow) = self.slow.poll_changed(cx) {
                 self.close_when_safe = slow;
                 continue;
             }
             return Poll::Pending;
+        }
+    }
+
+    /// Writes what the socket takes of `out` right now, without waiting: whether it took
+    /// something; `Err` when the client is gone.
+    fn write_now(&mut self) -> Result<bool, ()> {
+        match self.stream.writer().try_write(&self.out[..]) {
+            Some(Ok(n)) if n > 0 => {
+                self.downstream.metrics.clients.bytes_sent.inc_by(n as u64);
+                self.out.advance(n);
+                Ok(true)
+            }
+            Some(_) => Err(()),
+            None => Ok(false),
         }
     }
 

@@ -48,6 +48,14 @@ impl Stamp {
         }
     }
 
+    /// For invalidation pushes placed between replies (client-side caching): counted nowhere.
+    pub(super) fn push(now: Instant) -> Stamp {
+        Stamp {
+            command: "",
+            ..Stamp::none(now)
+        }
+    }
+
     /// Records the finished command (slow ones also go to the slow log) and returns its reply
     /// as the client gets it: a whole-reply RESP2 null that redcar made itself (a failed
     /// WATCH, a RANDOMKEY on an empty cluster) becomes RESP3's `_` for a RESP3 client. Replies
@@ -60,6 +68,9 @@ impl Stamp {
         node: Option<&str>,
         peer: &str,
     ) -> &'a [u8] {
+        if self.command.is_empty() {
+            return reply;
+        }
         let elapsed = now.saturating_duration_since(self.started);
         let error = reply.first() == Some(&b'-');
         if tally.record(self.command, elapsed, error) {

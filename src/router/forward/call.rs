@@ -83,7 +83,7 @@ impl<'r> Call<'r> {
         }
     }
 
-    pub(in crate::router) fn slow(future: impl Future<Output = Bytes> + Send + 'r) -> Call<'r> {
+    pub(crate) fn slow(future: impl Future<Output = Bytes> + Send + 'r) -> Call<'r> {
         Call {
             state: State::Slow(Box::pin(future)),
         }

@@ -1,0 +1,129 @@
+//! The series client-side caching (`downstream::tracking`) produces: tracking clients, the
+//! tracking table, invalidations delivered, flushes by cause and broken redirects.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: &'static str,
+}
+
+/// Why every tracking client was told to flush its cache (a closed set: the `cause` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushCause {
+    /// A slot changed owner (failover, migration, node replaced).
+    Topology,
+    /// An invalidation connection or a tracked lane to a node was lost.
+    ConnectionLost,
+    /// A node sent a null invalidation (FLUSHALL, FLUSHDB).
+    NodeFlush,
+}
+
+impl FlushCause {
+    fn label(self) -> &'static str {
+        match self {
+            FlushCause::Topology => "topology",
+            FlushCause::ConnectionLost => "connection_lost",
+            FlushCause::NodeFlush => "node_flush",
+        }
+    }
+}
+
+/// Client-side caching's figures; cheap to clone (the tracking hub keeps a copy).
+#[derive(Clone, Default)]
+pub struct TrackingMetrics {
+    /// Sessions with `CLIENT TRACKING` on now.
+    pub clients: Gauge,
+    /// Keys in the tracking table now.
+    pub keys: Gauge,
+    invalidations: Family<KindLabel, Counter>,
+    flushes: Family<CauseLabel, Counter>,
+    /// Keys evicted because the table was full (`client.tracking_table_max_keys`).
+    pub evicted: Counter,
+    /// Sessions told their REDIRECT target is gone (`tracking-redir-broken`).
+    pub redirects_broken: Counter,
+}
+
+impl TrackingMetrics {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "tracking_clients",
+            "Clients with CLIENT TRACKING on",
+            self.clients.clone(),
+        );
+        r.register(
+            "tracking_keys",
+            "Keys in the tracking table (read by tracking clients since their last invalidation)",
+            self.keys.clone(),
+        );
+        r.register(
+            "tracking_invalidations",
+            "Invalidations delivered to clients, by kind (key: one key to one client; flush: one null invalidation to one client)",
+            self.invalidations.clone(),
+        );
+        r.register(
+            "tracking_flushes",
+            "Flush orders, by cause (topology, connection_lost, node_flush: every tracking client; slow_client: one client whose queue of invalidations overflowed)",
+            self.flushes.clone(),
+        );
+        // Every series exists from the start, at 0.
+        for kind in ["key", "flush"] {
+            self.invalidation(kind);
+        }
+        for cause in [
+            FlushCause::Topology,
+            FlushCause::ConnectionLost,
+            FlushCause::NodeFlush,
+        ] {
+            self.flush(cause.label());
+        }
+        self.flush("slow_client");
+        r.register(
+            "tracking_keys_evicted",
+            "Keys evicted (and invalidated) because the tracking table was full (client.tracking_table_max_keys)",
+            self.evicted.clone(),
+        );
+        r.register(
+            "tracking_redirects_broken",
+            "Tracking clients told that the client they redirect to is gone",
+            self.redirects_broken.clone(),
+        );
+    }
+
+    /// `keys` invalidated keys delivered to clients.
+    pub fn keys_delivered(&self, keys: usize) {
+        self.invalidation("key").inc_by(keys as u64);
+    }
+
+    /// `clients` null invalidations delivered.
+    pub fn flushes_delivered(&self, clients: usize) {
+        self.invalidation("flush").inc_by(clients as u64);
+    }
+
+    /// Every tracking client was told to flush because of `cause`.
+    pub fn flushed(&self, cause: FlushCause) {
+        self.flush(cause.label()).inc();
+    }
+
+    /// One client's queue of invalidations overflowed: it was told to flush instead.
+    pub fn slow_client(&self) {
+        self.flush("slow_client").inc();
+    }
+
+    fn invalidation(&self, kind: &'static str) -> Counter {
+        self.invalidations.get_or_create_owned(&KindLabel { kind })
+    }
+
+    fn flush(&self, cause: &'static str) -> Counter {
+        self.flushes.get_or_create_owned(&CauseLabel { cause })
+    }
+}

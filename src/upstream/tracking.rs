@@ -1,0 +1,395 @@
+//! Client-side caching towards one node: the tracked lanes that carry the commands of clients
+//! with `CLIENT TRACKING` on, and the node's invalidation connection they redirect to.
+//!
+//! The shared data connections never track (they multiplex many clients). Per node, on the
+//! first command of a tracking client, two more connections are started (one per RESP version,
+//! each connecting on its first command) whose handshake ends with `CLIENT TRACKING on REDIRECT
+//! <id>` (default mode: every read on them is tracked), `<id>` being the node's **invalidation
+//! connection** (`tracking_conn`), a RESP3 connection that only receives the node's `invalidate`
+//! pushes and hands them to the [`InvalidationSink`] (the downstream table of who read what).
+//!
+//! When redcar may have missed an invalidation, it says so ([`InvalidationSink::lost`]): the
+//! invalidation connection was lost (and again once it reconnected with a new id and the lanes
+//! were pointed at it), or a tracked lane was lost (the node forgot what it tracked for that
+//! connection; the lane reconnects on its next command). Tracked lanes never close for
+//! idleness (`upstream.idle_timeout`), which would flush every tracking client.
+
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::conn::{self, frames_len, NodeContext, Pending};
+use super::queue;
+use crate::protocol::{encode_command, Limits, Protocol};
+
+#[path = "tracking_conn.rs"]
+mod tracking_conn;
+
+pub use tracking_conn::parse_invalidation;
+
+/// Who is told about invalidations (the downstream tracking table).
+pub trait InvalidationSink: Send + Sync {
+    /// `keys` changed on the node at `addr`; `None`: the node flushed (forget everything).
+    fn invalidated(&self, addr: &str, keys: Option<Vec<Bytes>>);
+
+    /// A connection to the node at `addr` that tracking relies on was lost: what it tracked
+    /// there is forgotten, and invalidations may have been missed.
+    fn lost(&self, addr: &str);
+}
+
+/// Where every node's invalidations go (set once the downstream side exists), and the BCAST
+/// prefixes every node's invalidation connection registers.
+pub struct TrackingFeed {
+    /// Weak: the sink (held by the sessions' side) outlives no one because of the nodes.
+    sink: RwLock<Option<Weak<dyn InvalidationSink>>>,
+    /// The union of the BCAST prefixes clients asked for, as its minimal cover (`""`: every
+    /// key). It only grows: redcar filters per client, so a wider registration is only traffic.
+    bcast: watch::Sender<Vec<Bytes>>,
+}
+
+impl Default for TrackingFeed {
+    fn default() -> Self {
+        TrackingFeed {
+            sink: RwLock::default(),
+            bcast: watch::channel(Vec::new()).0,
+        }
+    }
+}
+
+impl TrackingFeed {
+    /// A client tracks in BCAST mode with `prefixes` (`""`: all keys): every node's
+    /// invalidation connection registers them too (those with a tracked lane now; others when
+    /// they start, see `Node::start_tracking`).
+    pub fn want_bcast(&self, prefixes: &[Bytes]) {
+        self.bcast.send_if_modified(|cover| {
+            let mut all: Vec<Bytes> = cover.iter().chain(prefixes).cloned().collect();
+            all = minimal_cover(all);
+            let changed = all != *cover;
+            *cover = all;
+            changed
+        });
+    }
+
+    /// The BCAST prefixes every node registers now (their minimal cover).
+    pub fn bcast_cover(&self) -> Vec<Bytes> {
+        self.bcast.borrow().clone()
+    }
+
+    /// The BCAST prefixes wanted now, and a way to hear of changes.
+    pub(super) fn bcast(&self) -> watch::Receiver<Vec<Bytes>> {
+        self.bcast.subscribe()
+    }
+
+    /// Sends every node's invalidations to `sink` from now on.
+    pub fn set_sink(&self, sink: Weak<dyn InvalidationSink>) {
+        *self.sink.write().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+    }
+
+    pub(super) fn deliver(&self, addr: &str, keys: Option<Vec<Bytes>>) {
+        if let Some(sink) = self.sink() {
+            sink.invalidated(addr, keys);
+        }
+    }
+
+    /// A connection to `addr` that tracking relies on was lost (see [`InvalidationSink::lost`]).
+    pub(super) fn lost(&self, addr: &str) {
+        if let Some(sink) = self.sink() {
+            sink.lost(addr);
+        }
+    }
+
+    fn sink(&self) -> Option<Arc<dyn InvalidationSink>> {
+        self.sink
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(Weak::upgrade)
+    }
+}
+
+/// One node's tracked lanes (RESP2 and RESP3) and its invalidation connection's task.
+pub(super) struct NodeTracking {
+    lanes: Arc<[queue::Sender<Pending>; 2]>,
+    /// The BCAST prefixes the invalidation connection has confirmed.
+    registered: watch::Receiver<Vec<Bytes>>,
+}
+
+/// The BCAST prefixes one node confirmed on its invalidation connection.
+pub struct BcastRegistered(watch::Receiver<Vec<Bytes>>);
+
+impl BcastRegistered {
+    /// Waits until the node confirmed a registration covering every one of `prefixes` (`""`:
+    /// every key); false if the node's tracking went away.
+    pub async fn covers(mut self, prefixes: &[Bytes]) -> bool {
+        let covered = |registered: &Vec<Bytes>| covered(registered, prefixes);
+        self.0.wait_for(covered).await.is_ok()
+    }
+
+    /// Whether the node confirmed a registration covering every one of `prefixes` already.
+    pub fn covers_now(&self, prefixes: &[Bytes]) -> bool {
+        covered(&self.0.borrow(), prefixes)
+    }
+}
+
+fn covered(registered: &[Bytes], prefixes: &[Bytes]) -> bool {
+    prefixes
+        .iter()
+        .all(|p| registered.iter().any(|q| p.starts_with(q)))
+}
+
+impl NodeTracking {
+    /// Starts the invalidation connection and the two lanes (which connect on first use).
+    /// `resp2` and `resp3`: the node's contexts for its RESP2 and RESP3 data connections.
+    pub(super) fn start(
+        resp2: &NodeContext,
+        resp3: &Arc<NodeContext>,
+        feed: &Arc<TrackingFeed>,
+    ) -> NodeTracking {
+        let (id, ids) = watch::channel(None);
+        let (confirmed, registered) = watch::channel(Vec::new());
+        let runtime = tokio::runtime::Handle::current();
+        let lane = |context: &NodeContext| {
+            let redirect = Arc::new(LaneRedirect {
+                addr: context.addr.clone(),
+                id: ids.clone(),
+                timeout: context.config.connect_timeout,
+                feed: feed.clone(),
+            });
+            let handshake = context.handshake.clone().with_tracking(redirect);
+            let mut context = context.with_handshake(handshake);
+            context.config.idle_timeout = Duration::ZERO;
+            conn::spawn(&runtime, Arc::new(context))
+        };
+        let lanes = Arc::new([lane(resp2), lane(resp3)]);
+        runtime.spawn(tracking_conn::run(
+            resp3.clone(),
+            id,
+            confirmed,
+            Arc::downgrade(&lanes),
+            feed.clone(),
+        ));
+        NodeTracking { lanes, registered }
+    }
+
+    pub(super) fn bcast_registered(&self) -> BcastRegistered {
+        BcastRegistered(self.registered.clone())
+    }
+
+    /// The tracked lane for clients speaking `protocol`.
+    pub(super) fn lane(&self, protocol: Protocol) -> &queue::Sender<Pending> {
+        match protocol {
+            Protocol::Resp2 => &self.lanes[0],
+            Protocol::Resp3 => &self.lanes[1],
+        }
+    }
+}
+
+/// What the tracked lanes are called in the nodes' `CLIENT LIST`.
+pub const LANE_NAME: &str = "redcar-tracked";
+
+/// The last step of a tracked lane's handshake: `CLIENT TRACKING on REDIRECT <id>` to the
+/// node's invalidation connection, waiting (up to `connect_timeout`) for it to be connected.
+pub(super) struct LaneRedirect {
+    addr: Arc<str>,
+    /// The invalidation connection's client id, while it is connected.
+    id: watch::Receiver<Option<u64>>,
+    timeout: Duration,
+    feed: Arc<TrackingFeed>,
+}
+
+impl std::fmt::Debug for LaneRedirect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneRedirect")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl LaneRedirect {
+    /// Turns tracking on for the new lane connection `stream`, and names it (`CLIENT LIST`
+    /// shows the lanes as `redcar-tracked`, the invalidation connections as
+    /// `redcar-invalidations`).
+    pub(super) async fn enable<S>(&self, mut stream: S, limits: &Limits) -> Result<S, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut ids = self.id.clone();
+        let id = match tokio::time::timeout(self.timeout, ids.wait_for(Option::is_some)).await {
+            Ok(Ok(id)) => id.unwrap_or_default(),
+            _ => return Err("CLIENT TRACKING: no invalidation connection to the node".into()),
+        };
+        let mut payload = BytesMut::from(&redirect_command(id)[..]);
+        payload.extend_from_slice(&encode_command(
+            [&b"CLIENT"[..], b"SETNAME", LANE_NAME.as_bytes()].into_iter(),
+        ));
+        stream
+            .write_all(&payload)
+            .await
+            .map_err(|e| format!("CLIENT TRACKING: write failed: {e}"))?;
+        stream
+            .flush()
+            .await
+            .map_err(|e| format!("CLIENT TRACKING: write failed: {e}"))?;
+        let mut input = BytesMut::with_capacity(64);
+        let len = loop {
+            if let Some(len) = frames_len(&input, 2, limits)? {
+                break len;
+            }
+            match stream.read_buf(&mut input).await {
+                Ok(0) => return Err("node closed the connection during CLIENT TRACKING".into()),
+                Ok(_) => {}
+                Err(e) => return Err(format!("CLIENT TRACKING: read failed: {e}")),
+            }
+        };
+        if &input[..len] != b"+OK\r\n+OK\r\n" {
+            let line = String::from_utf8_lossy(&input[..len])
+                .trim_end()
+                .to_string();
+            return Err(format!("CLIENT TRACKING refused by the node: {line}"));
+        }
+        Ok(stream)
+    }
+
+    /// A lane connection ended: the node forgot the keys read on it.
+    pub(super) fn lost(&self) {
+        self.feed.lost(&self.addr);
+    }
+}
+
+/// The prefixes of `prefixes` that no other one of them starts: registering those covers all.
+pub(super) fn minimal_cover(mut prefixes: Vec<Bytes>) -> Vec<Bytes> {
+    prefixes.sort();
+    let mut cover: Vec<Bytes> = Vec::with_capacity(prefixes.len());
+    for prefix in prefixes {
+        // Sorted: the keys starting with a kept prefix follow it in one run.
+        if cover.last().is_none_or(|kept| !prefix.starts_with(kept)) {
+            cover.push(prefix);
+        }
+    }
+    cover
+}
+
+/// `CLIENT TRACKING on REDIRECT <id>`.
+fn redirect_command(id: u64) -> Bytes {
+    let id = id.to_string();
+    encode_command(
+        [
+            &b"CLIENT"[..],
+            b"TRACKING",
+            b"on",
+            b"REDIRECT",
+            id.as_bytes(),
+        ]
+        .into_iter(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lane_redirects_to_the_invalidation_connection() {
+        assert_eq!(
+            &redirect_command(42)[..],
+            b"*5\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n$8\r\nREDIRECT\r\n$2\r\n42\r\n"
+        );
+    }
+
+    #[test]
+    fn the_bcast_cover_keeps_only_the_shortest_prefixes() {
+        let cover = |p: &[&str]| {
+            minimal_cover(
+                p.iter()
+                    .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+                    .collect(),
+            )
+        };
+        assert_eq!(cover(&["ab", "a", "b", "abc", "ba"]), ["a", "b"]);
+        assert_eq!(cover(&["user:", "", "x"]), [""]);
+        let feed = TrackingFeed::default();
+        let mut seen = feed.bcast();
+        feed.want_bcast(&[Bytes::from_static(b"user:1")]);
+        feed.want_bcast(&[Bytes::from_static(b"user:")]);
+        feed.want_bcast(&[Bytes::from_static(b"user:2")]);
+        assert!(seen.has_changed().unwrap_or(false));
+        assert_eq!(*seen.borrow_and_update(), [Bytes::from_static(b"user:")]);
+    }
+
+    /// A node that answers every `PING` with `+PONG`, each preceded by a push frame, as
+    /// Redis's `tracking-redir-broken` would come.
+    async fn pushing_node() -> String {
+        use tokio::net::TcpListener;
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        tokio::spawn(async move {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let mut input = Vec::new();
+            let mut chunk = [0u8; 4096];
+            const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+            while let Ok(n @ 1..) = socket.read(&mut chunk).await {
+                input.extend_from_slice(&chunk[..n]);
+                let complete = input.len() / PING.len();
+                input.drain(..complete * PING.len());
+                let mut reply = Vec::new();
+                for _ in 0..complete {
+                    reply.extend_from_slice(
+                        b">2\r\n$21\r\ntracking-redir-broken\r\n:5\r\n+PONG\r\n",
+                    );
+                }
+                if socket.write_all(&reply).await.is_err() {
+                    return;
+                }
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_push_on_a_pipelined_connection_is_never_taken_for_a_reply() {
+        let (upstreams, _metrics) = crate::upstream::Upstreams::for_tests(false);
+        let node = upstreams.node(&pushing_node().await);
+        let replies: Vec<_> = (0..10)
+            .map(|_| {
+                node.send(
+                    Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+                    false,
+                    crate::upstream::Lane::default(),
+                )
+            })
+            .collect();
+        for reply in replies {
+            assert_eq!(&reply.await.expect("a reply")[..], b"+PONG\r\n");
+        }
+    }
+
+    struct Count(std::sync::Mutex<Vec<Option<Vec<Bytes>>>>);
+
+    impl InvalidationSink for Count {
+        fn invalidated(&self, _addr: &str, keys: Option<Vec<Bytes>>) {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(keys);
+        }
+
+        fn lost(&self, _addr: &str) {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(None);
+        }
+    }
+
+    #[test]
+    fn the_feed_reaches_its_sink_while_it_lives() {
+        let feed = TrackingFeed::default();
+        feed.deliver("a:1", None); // no sink yet: nothing happens
+        let sink = Arc::new(Count(Default::default()));
+        let weak: Weak<dyn InvalidationSink> = Arc::downgrade(&sink) as Weak<dyn InvalidationSink>;
+        feed.set_sink(weak);
+        feed.deliver("a:1", Some(vec![Bytes::from_static(b"k")]));
+        assert_eq!(sink.0.lock().map(|v| v.len()).unwrap_or(0), 1);
+        drop(sink);
+        feed.deliver("a:1", None); // sink gone: dropped
+    }
+}

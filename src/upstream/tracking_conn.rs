@@ -1,0 +1,362 @@
+//! A node's invalidation connection: RESP3, asks its own `CLIENT ID` (the tracked lanes'
+//! REDIRECT target), then reads `invalidate` pushes until it breaks; reconnects with back-off
+//! while the node's lanes exist.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::super::conn::{self, frames_len, NodeContext, Pending, ReplyTo};
+use super::super::queue;
+use super::super::reply_slot;
+use super::{redirect_command, TrackingFeed};
+use crate::protocol::{encode_command, header_value, Limits};
+
+/// Longest wait between two connect attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Keeps the node's invalidation connection up while its lanes exist (`lanes` upgrades), and
+/// publishes its client id in `id` (`None` while down) and the BCAST prefixes the node
+/// confirmed on it in `registered` (empty while down).
+pub(super) async fn run(
+    context: Arc<NodeContext>,
+    id: watch::Sender<Option<u64>>,
+    registered: watch::Sender<Vec<Bytes>>,
+    lanes: Weak<[queue::Sender<Pending>; 2]>,
+    feed: Arc<TrackingFeed>,
+) {
+    let addr = context.addr.clone();
+    let mut backoff = context.config.reconnect_backoff;
+    let mut first = true;
+    loop {
+        if lanes.strong_count() == 0 {
+            return;
+        }
+        let session = async {
+            let mut stream =
+                conn::connect(&addr, &context.config, &context.connect_limit, &context.tls).await?;
+            stream = context.greet(stream).await?;
+            let mut input = BytesMut::with_capacity(256);
+            let client = client_id(&mut stream, &mut input, &context.limits).await?;
+            id.send_replace(Some(client));
+            if !std::mem::take(&mut first) {
+                // The lanes still redirect to the old id: point them here, then flush what
+                // was read while no one listened.
+                redirect_lanes(&lanes, client).await;
+                feed.lost(&addr);
+            }
+            tracing::debug!(node = %addr, client, "invalidation connection up");
+            let mut state = Listening {
+                limits: &context.limits,
+                addr: &addr,
+                feed: &feed,
+                registered: &registered,
+                acks: VecDeque::new(),
+            };
+            state.listen(&mut stream, &mut input).await
+        };
+        let reason = tokio::select! {
+            reason = session => reason,
+            () = id.closed() => return,
+        };
+        let reason = reason.err().unwrap_or_else(|| "closed".to_string());
+        registered.send_replace(Vec::new());
+        if id.send_replace(None).is_some() {
+            tracing::warn!(node = %addr, %reason, "invalidation connection lost; tracking clients are told to flush");
+            feed.lost(&addr);
+            backoff = context.config.reconnect_backoff;
+        } else {
+            tracing::debug!(node = %addr, %reason, "invalidation connection failed");
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = id.closed() => return,
+        }
+    }
+}
+
+/// What the invalidation connections are called in the nodes' `CLIENT LIST`.
+pub const NAME: &str = "redcar-invalidations";
+
+/// Names the fresh connection and asks its `CLIENT ID`.
+async fn client_id<S>(stream: &mut S, input: &mut BytesMut, limits: &Limits) -> Result<u64, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut payload = BytesMut::new();
+    payload.extend_from_slice(&encode_command(
+        [&b"CLIENT"[..], b"SETNAME", NAME.as_bytes()].into_iter(),
+    ));
+    payload.extend_from_slice(b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n");
+    stream
+        .write_all(&payload)
+        .await
+        .map_err(|e| format!("CLIENT ID: write failed: {e}"))?;
+    stream
+        .flush()
+        .await
+        .map_err(|e| format!("CLIENT ID: write failed: {e}"))?;
+    let named = next_frame(stream, input, limits).await?;
+    if &named[..] != b"+OK\r\n" {
+        let line = String::from_utf8_lossy(&named).trim_end().to_string();
+        return Err(format!("CLIENT SETNAME refused: {line}"));
+    }
+    let frame = next_frame(stream, input, limits).await?;
+    match header_value(&frame, b':') {
+        Some((id, _)) if id > 0 => Ok(id as u64),
+        _ => Err(format!(
+            "CLIENT ID: unexpected reply {:?}",
+            String::from_utf8_lossy(&frame).trim_end()
+        )),
+    }
+}
+
+/// A connected invalidation connection's side of things.
+struct Listening<'a> {
+    limits: &'a Limits,
+    addr: &'a Arc<str>,
+    feed: &'a TrackingFeed,
+    /// The BCAST prefixes the node confirmed (see `Node::bcast_registered`).
+    registered: &'a watch::Sender<Vec<Bytes>>,
+    /// BCAST registrations sent and not yet answered, in order: the replies still owed, the
+    /// cover in force once they are in, and whether the node refused one.
+    acks: VecDeque<(usize, Vec<Bytes>, bool)>,
+}
+
+impl Listening<'_> {
+    /// Reads pushes until the connection fails; each `invalidate` goes to the feed. Registers
+    /// the BCAST prefixes clients want as they change (the replies come back among the pushes,
+    /// and confirm the registration once all of one are in).
+    async fn listen<S>(&mut self, stream: &mut S, input: &mut BytesMut) -> Result<(), String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut wanted = self.feed.bcast();
+        wanted.mark_changed();
+        let mut sent: Vec<Bytes> = Vec::new();
+        let mut feed_open = true;
+        loop {
+            while let Some(len) = frames_len(input, 1, self.limits)? {
+                let frame = input.split_to(len).freeze();
+                match parse_invalidation(&frame) {
+                    Some(keys) => self.feed.deliver(self.addr, keys),
+                    None if frame.first() == Some(&b'>') => {}
+                    None => self.acked(&frame),
+                }
+            }
+            tokio::select! {
+                read = stream.read_buf(input) => match read {
+                    Ok(0) => return Err("closed by the node".into()),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("read failed: {e}")),
+                },
+                changed = wanted.changed(), if feed_open => {
+                    feed_open = changed.is_ok();
+                    let want = wanted.borrow_and_update().clone();
+                    if let Some((payload, now, replies)) = bcast_commands(&sent, &want) {
+                        stream.write_all(&payload).await.map_err(|e| format!("write failed: {e}"))?;
+                        stream.flush().await.map_err(|e| format!("write failed: {e}"))?;
+                        self.acks.push_back((replies, now.clone(), false));
+                        sent = now;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A reply to a BCAST registration (the connection sends nothing else after its handshake).
+    fn acked(&mut self, frame: &[u8]) {
+        let Some((owed, _, refused)) = self.acks.front_mut() else {
+            return;
+        };
+        if frame.first() == Some(&b'-') {
+            tracing::warn!(
+                node = %self.addr,
+                reply = %String::from_utf8_lossy(frame).trim_end(),
+                "BCAST registration refused"
+            );
+            *refused = true;
+        }
+        *owed = owed.saturating_sub(1);
+        if *owed == 0 {
+            if let Some((_, now, false)) = self.acks.pop_front() {
+                self.registered.send_replace(now);
+            }
+        }
+    }
+}
+
+/// What to send so the connection broadcasts every prefix of `want` (a minimal cover), given
+/// those `registered` already, and what is registered after it; `None` when nothing is to do.
+/// New prefixes are added to those in force; one that would overlap a registered one (Redis
+/// refuses overlaps) makes the registration start again: `off`, then `on` with all of `want`,
+/// pipelined, so no write runs in between. The last item: how many replies the node owes.
+fn bcast_commands(registered: &[Bytes], want: &[Bytes]) -> Option<(Bytes, Vec<Bytes>, usize)> {
+    let new: Vec<&Bytes> = want
+        .iter()
+        .filter(|p| !registered.iter().any(|q| p.starts_with(q)))
+        .collect();
+    if new.is_empty() {
+        return None;
+    }
+    let overlap = new
+        .iter()
+        .any(|p| registered.iter().any(|q| q.starts_with(p)));
+    let mut payload = BytesMut::new();
+    let (list, now): (Vec<&Bytes>, Vec<Bytes>) = if overlap {
+        payload.extend_from_slice(b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$3\r\noff\r\n");
+        (want.iter().collect(), want.to_vec())
+    } else {
+        let mut now: Vec<Bytes> = registered.to_vec();
+        now.extend(new.iter().map(|p| (*p).clone()));
+        (new, super::minimal_cover(now))
+    };
+    let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"on", b"BCAST"];
+    // `""` (every key) is BCAST without a prefix; a cover holding it holds nothing else.
+    for prefix in list.iter().filter(|p| !p.is_empty()) {
+        args.push(b"PREFIX");
+        args.push(prefix);
+    }
+    payload.extend_from_slice(&encode_command(args.into_iter()));
+    Some((payload.freeze(), now, 1 + usize::from(overlap)))
+}
+
+/// The next complete frame, reading as needed.
+async fn next_frame<S>(
+    stream: &mut S,
+    input: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Bytes, String>
+where
+    S: AsyncRead + Unpin,
+{
+    loop {
+        if let Some(len) = frames_len(input, 1, limits)? {
+            return Ok(input.split_to(len).freeze());
+        }
+        match stream.read_buf(input).await {
+            Ok(0) => return Err("closed by the node".into()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("read failed: {e}")),
+        }
+    }
+}
+
+/// Points both lanes at the invalidation connection `id` (queued behind what they carry).
+async fn redirect_lanes(lanes: &Weak<[queue::Sender<Pending>; 2]>, id: u64) {
+    let Some(lanes) = lanes.upgrade() else {
+        return;
+    };
+    let mut waiting = Vec::new();
+    for lane in lanes.iter() {
+        let (reply, receive) = reply_slot::channel();
+        let pending = Pending {
+            payload: redirect_command(id),
+            asking: false,
+            frames: 1,
+            reply: ReplyTo::Slot(reply),
+        };
+        if lane.send(pending).is_ok() {
+            waiting.push(receive);
+        }
+    }
+    drop(lanes);
+    for receive in waiting {
+        // A lane that fails here reconnects through its handshake, which redirects it too.
+        let _ = receive.await;
+    }
+}
+
+/// The keys of an `invalidate` push (`>2 $10 invalidate *N $.. ..`): `Some(None)` for the null
+/// one (the node flushed, or cannot tell which keys), `None` when `frame` is not one.
+pub fn parse_invalidation(frame: &[u8]) -> Option<Option<Vec<Bytes>>> {
+    let (2, at) = header_value(frame, b'>')? else {
+        return None;
+    };
+    let mut rest = frame.get(at..)?;
+    let (10, at) = header_value(rest, b'$')? else {
+        return None;
+    };
+    if rest.get(at..at + 10)? != b"invalidate" {
+        return None;
+    }
+    rest = rest.get(at + 12..)?;
+    if rest.starts_with(b"_\r\n") || rest.starts_with(b"$-1\r\n") || rest.starts_with(b"*-1\r\n") {
+        return Some(None);
+    }
+    let (count, at) = header_value(rest, b'*')?;
+    let mut rest = Bytes::copy_from_slice(rest.get(at..)?);
+    let mut keys = Vec::with_capacity(usize::try_from(count).ok()?.min(1024));
+    for _ in 0..count {
+        let (len, at) = header_value(&rest, b'$')?;
+        let len = usize::try_from(len).ok()?;
+        if rest.len() < at + len + 2 {
+            return None;
+        }
+        rest.advance(at);
+        keys.push(rest.split_to(len));
+        rest.advance(2);
+    }
+    Some(Some(keys))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bcast_commands, parse_invalidation};
+    use bytes::Bytes;
+
+    fn list(p: &[&str]) -> Vec<Bytes> {
+        p.iter()
+            .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn bcast_prefixes_are_added_or_registered_again_when_they_overlap() {
+        assert_eq!(bcast_commands(&list(&["a"]), &list(&["a"])), None);
+        let (added, now, 1) = bcast_commands(&list(&["a"]), &list(&["a", "b"])).expect("adds b")
+        else {
+            panic!("one reply owed");
+        };
+        assert_eq!(
+            &added[..],
+            b"*6\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n$5\r\nBCAST\r\n$6\r\nPREFIX\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(now, list(&["a", "b"]));
+        // "" covers "a": off, then on for every key.
+        let (again, now, 2) = bcast_commands(&list(&["a"]), &list(&[""])).expect("again") else {
+            panic!("two replies owed");
+        };
+        assert_eq!(
+            &again[..],
+            &b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$3\r\noff\r\n\
+               *4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n$5\r\nBCAST\r\n"[..]
+        );
+        assert_eq!(now, list(&[""]));
+    }
+
+    #[test]
+    fn invalidation_pushes_are_read_as_keys_or_a_flush() {
+        let keys = parse_invalidation(b">2\r\n$10\r\ninvalidate\r\n*2\r\n$2\r\nk4\r\n$0\r\n\r\n");
+        assert_eq!(keys, Some(Some(vec!["k4".into(), "".into()])));
+        assert_eq!(
+            parse_invalidation(b">2\r\n$10\r\ninvalidate\r\n_\r\n"),
+            Some(None)
+        );
+        assert_eq!(
+            parse_invalidation(b">3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nb\r\n"),
+            None
+        );
+        assert_eq!(parse_invalidation(b"+OK\r\n"), None);
+        assert_eq!(
+            parse_invalidation(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\nk\r\n"),
+            None,
+            "a key longer than the frame"
+        );
+    }
+}
