@@ -1,0 +1,170 @@
+//! Which of a node's connections carries a client's lane: the RESP2 or RESP3 set (the RESP3 one
+//! started on first use), the tracked lanes, and per core the connections on the caller's own
+//! worker.
+
+use std::sync::Arc;
+
+use super::super::conn::{self, NodeContext, Pending};
+use super::super::queue;
+use super::super::tracking::{NodeTracking, TrackingFeed};
+use super::super::Lane;
+use super::Node;
+use crate::protocol::Protocol;
+
+impl Node {
+    /// The connection for `lane` on the calling thread.
+    #[inline]
+    pub(super) fn connection(&self, lane: Lane) -> &queue::Sender<Pending> {
+        if lane.is_tracked() {
+            return self.tracked_lane(lane);
+        }
+        let conns = match lane.protocol() {
+            Protocol::Resp2 => &self.conns,
+            Protocol::Resp3 => self.conns3.get_or_init(|| {
+                spawn_connections(
+                    self.conns.len(),
+                    &self.resp3.context,
+                    self.resp3.workers.as_ref(),
+                )
+            }),
+        };
+        // The thread-local is read only per core: the shared runtime's path stays as it was.
+        let worker = if self.workers > 1 {
+            crate::workers::current()
+        } else {
+            None
+        };
+        &conns[connection_for(lane.client(), conns.len(), self.workers, worker)]
+    }
+
+    /// A tracking client's connection: the node's tracked lane for its protocol, started on
+    /// first use (see `upstream::tracking`).
+    #[cold]
+    pub(super) fn tracked_lane(&self, lane: Lane) -> &queue::Sender<Pending> {
+        let spawn = &self.resp3;
+        self.tracking
+            .get_or_init(|| NodeTracking::start(&spawn.resp2, &spawn.context, &spawn.feed))
+            .lane(lane.protocol())
+    }
+}
+
+/// What a node needs to open its RESP3 connections and its tracked lanes later.
+pub(super) struct Resp3Spawn {
+    pub(super) context: Arc<NodeContext>,
+    pub(super) workers: Option<Arc<[tokio::runtime::Handle]>>,
+    /// The RESP2 connections' context (the tracked lanes copy it).
+    pub(super) resp2: Arc<NodeContext>,
+    pub(super) feed: Arc<TrackingFeed>,
+}
+
+/// `total` connection tasks for `context`: on the current runtime, or per core dealt out to the
+/// workers' runtimes in turn (connection `i` on worker `i % workers`).
+pub(super) fn spawn_connections(
+    total: usize,
+    context: &Arc<NodeContext>,
+    workers: Option<&Arc<[tokio::runtime::Handle]>>,
+) -> Box<[queue::Sender<Pending>]> {
+    match workers {
+        None => {
+            let current = tokio::runtime::Handle::current();
+            (0..total)
+                .map(|_| conn::spawn(&current, context.clone()))
+                .collect()
+        }
+        Some(handles) => (0..total)
+            .map(|i| conn::spawn(&handles[i % handles.len()], context.clone()))
+            .collect(),
+    }
+}
+
+/// Which of a node's `total` connections carries `lane` for a caller on `worker`, when connection
+/// `i` runs on worker `i % workers`. A worker that runs some of the node's connections uses one
+/// of its own (same thread: no hand-off, no wake-up of another thread); a worker without one, and
+/// any other thread (control plane, TLS sessions), picks among all of them. A session never moves
+/// between workers, so one lane always maps to one connection: its commands keep their order.
+fn connection_for(lane: usize, total: usize, workers: usize, worker: Option<usize>) -> usize {
+    match worker {
+        Some(worker) if worker < total && workers > 1 => {
+            let owned = (total - worker).div_ceil(workers);
+            // Lanes are client ids, handed out across all workers: divide first, so a worker's
+            // own clients still spread over all of its connections.
+            worker + (lane / workers % owned) * workers
+        }
+        _ => lane % total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::connection_for;
+
+    #[test]
+    fn one_runtime_spreads_lanes_over_all_connections() {
+        let picked: Vec<usize> = (0..6)
+            .map(|lane| connection_for(lane, 3, 1, None))
+            .collect();
+        assert_eq!(picked, [0, 1, 2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn per_core_a_worker_uses_only_the_connections_on_its_own_thread() {
+        // 5 connections over 2 workers: worker 0 runs 0, 2, 4; worker 1 runs 1, 3.
+        for lane in 0..20 {
+            let on_zero = connection_for(lane, 5, 2, Some(0));
+            let on_one = connection_for(lane, 5, 2, Some(1));
+            assert_eq!(on_zero % 2, 0, "lane {lane} on worker 0 -> {on_zero}");
+            assert_eq!(on_one % 2, 1, "lane {lane} on worker 1 -> {on_one}");
+            assert!(on_zero < 5 && on_one < 5);
+        }
+        let zero: std::collections::BTreeSet<usize> = (0..20)
+            .map(|lane| connection_for(lane, 5, 2, Some(0)))
+            .collect();
+        let one: std::collections::BTreeSet<usize> = (0..20)
+            .map(|lane| connection_for(lane, 5, 2, Some(1)))
+            .collect();
+        assert_eq!(
+            zero.into_iter().collect::<Vec<_>>(),
+            [0, 2, 4],
+            "all of its own are used"
+        );
+        assert_eq!(one.into_iter().collect::<Vec<_>>(), [1, 3]);
+        // Clients accepted in turns (even ids on worker 0) still use both of worker 0's.
+        let even: Vec<usize> = [0, 2, 4, 6]
+            .map(|lane| connection_for(lane, 4, 2, Some(0)))
+            .into();
+        assert_eq!(even, [0, 2, 0, 2]);
+    }
+
+    #[test]
+    fn per_core_other_threads_and_workers_without_a_connection_use_any() {
+        let control: Vec<usize> = (0..4)
+            .map(|lane| connection_for(lane, 2, 2, None))
+            .collect();
+        assert_eq!(control, [0, 1, 0, 1]);
+        // Worker 3 of 4 with only 2 connections (not what `Node::spawn` builds, but safe).
+        let stranger: Vec<usize> = (0..4)
+            .map(|lane| connection_for(lane, 2, 4, Some(3)))
+            .collect();
+        assert_eq!(stranger, [0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn every_worker_with_connections_spreads_its_lanes_over_exactly_its_own() {
+        for total in 1..8 {
+            for workers in 2..5 {
+                for worker in 0..workers.min(total) {
+                    let own: Vec<usize> = (worker..total).step_by(workers).collect();
+                    let mut used: Vec<usize> = (0..total * workers * 2)
+                        .map(|lane| connection_for(lane, total, workers, Some(worker)))
+                        .collect();
+                    used.sort_unstable();
+                    used.dedup();
+                    assert_eq!(
+                        used, own,
+                        "{total} connections, worker {worker} of {workers}"
+                    );
+                }
+            }
+        }
+    }
+}
