@@ -360,22 +360,12 @@ fn a_slot_just_moved_is_read_from_the_new_owners_replica_while_the_new_owner_is_
     let marked = migrating_slots(&redcar);
 
     let pid = cluster.node_by_port(to).pid().expect("the new owner runs");
-    crate::support::signal(pid, "-STOP");
-    let resume = crate::support::Resume(pid);
-    let frozen = Instant::now();
-    let (mut reads, mut failures) = (0, Vec::new());
-    while frozen.elapsed() < Duration::from_millis(1500) {
-        for key in &keys {
-            match c.cmd(&["GET", key.as_str()]) {
-                Ok(Value::Bulk(Some(v))) if v == key.as_bytes() => reads += 1,
-                other => failures.push(format!(
-                    "{} ms into the freeze, GET {key}: {other:?}",
-                    frozen.elapsed().as_millis()
-                )),
-            }
-        }
-    }
-    drop(resume);
+    let (reads, failures) = crate::support::freeze::read_own_names_while_frozen(
+        pid,
+        Duration::from_millis(1500),
+        &keys,
+        &mut c,
+    );
     eprintln!(
         "chaos_migration handover: marked after the map named the new owner: {marked:?}; \
          reads={reads} failures={}",

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::chaos_topology::{shard_of, wait_for};
 use crate::redirects::write_config;
-use crate::support::{signal, Redcar, RedisCluster, RedisServer, Resume, Value};
+use crate::support::freeze::read_own_names_while_frozen;
+use crate::support::{Redcar, RedisCluster, RedisServer, Value};
 
 /// The soak's case, made deterministic: redcar reads its first map while every node lists the
 /// future replica as a primary without slots, the periodic refresh is 30 s away, then the node
@@ -101,22 +102,8 @@ fn a_replica_announced_after_the_first_map_serves_reads_while_its_primary_is_fro
     thread::sleep(Duration::from_millis(1300).saturating_sub(listed.elapsed()));
 
     let pid = cluster.node_by_port(primary).pid().expect("primary runs");
-    signal(pid, "-STOP");
-    let resume = Resume(pid);
-    let frozen = Instant::now();
-    let (mut reads, mut failures) = (0, Vec::new());
-    while frozen.elapsed() < Duration::from_secs(2) {
-        for key in &keys {
-            match client.cmd(&["GET", key.as_str()]) {
-                Ok(Value::Bulk(Some(v))) if v == key.as_bytes() => reads += 1,
-                other => failures.push(format!(
-                    "{} ms into the freeze, GET {key}: {other:?}",
-                    frozen.elapsed().as_millis()
-                )),
-            }
-        }
-    }
-    drop(resume);
+    let (reads, failures) =
+        read_own_names_while_frozen(pid, Duration::from_secs(2), &keys, &mut client);
     eprintln!(
         "chaos_new_replica: listed by every node {} ms after CLUSTER REPLICATE, in redcar's map \
          {lag:?} after that; reads={reads} failures={}",
