@@ -8,7 +8,8 @@
 # under `valgrind --tool=callgrind`, a 2,000-request warm-up, and for each scenario (test,
 # pipeline depth, requests[, clients, default 10[, keep-alive 1|0, default 1]]) counters zeroed, `redis-benchmark -r 100000`
 # run, counters dumped; prints instructions per request (test `mget10` is an MGET of 10 random
-# keys, any other name a `redis-benchmark -t` test). Env: CALLGRIND_SCENARIOS (default
+# keys, any other name a `redis-benchmark -t` test: `mset` is its MSET of 10 random keys, so
+# `mset:1:3000 mget10:1:3000` are the split commands at `-P 1`). Env: CALLGRIND_SCENARIOS (default
 # "get:16:20000 set:16:20000 get:1:5000"; `get:1:3000:1` is one client, the steadiest;
 # `get:1:3000:10:0` opens a new connection per request, the per-request PHP worker's pattern),
 # REDCAR_CONFIG (a config file passed to every BIN), CALLGRIND_WORKERS (default 1: `--workers`;
@@ -20,7 +21,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 SCENARIOS=${CALLGRIND_SCENARIOS:-"get:16:20000 set:16:20000 get:1:5000"}
-[[ $# -ge 1 ]] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 WORK=$(mktemp -d -t redcar-callgrind-XXXXXX)
 REDCAR_PID=

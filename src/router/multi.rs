@@ -92,7 +92,7 @@ impl Router {
     /// node before this returns, so the client's order is kept.
     pub fn start(&self, multi: Multi, request: &Request, lane: Lane) -> Call<'_> {
         match multi.0 {
-            Job::Split(split) => self.start_split(split, request.args(), lane),
+            Job::Split(split) => self.start_split(split, request, lane),
             Job::FanOut(kind) => self.start_fan_out(kind, request, lane),
             Job::NodeAdmin => self.start_node_admin(request, lane),
             Job::Eval { slot, write } => self.start_eval(request, slot, write, lane),

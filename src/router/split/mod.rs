@@ -140,6 +140,77 @@ pub(super) fn reply_limits() -> Limits {
     }
 }
 
+/// The length of the reply frame at the start of `replies`, which a node connection framed
+/// already; `None` if they end before it does. The replies parts get (`+OK`, an array of bulk
+/// strings, a count) are measured here directly; anything else by the general scan.
+pub(super) fn part_reply_len(replies: &[u8]) -> Option<usize> {
+    if replies.starts_with(b"+OK\r\n") {
+        return Some(5);
+    }
+    if let Some((count, mut at)) = small_header(replies, b'*') {
+        for _ in 0..count {
+            at += value_len(replies.get(at..)?)?;
+        }
+        return Some(at);
+    }
+    reply_frame_len(replies, &reply_limits()).ok().flatten()
+}
+
+/// The length of the value at the start of `reply` (an MGET element): a bulk string or nil
+/// measured directly, anything else by the general scan.
+fn value_len(reply: &[u8]) -> Option<usize> {
+    if let Some((len, header)) = small_header(reply, b'$') {
+        let end = header + len + 2;
+        if reply.get(end - 2..end) == Some(&b"\r\n"[..]) {
+            return Some(end);
+        }
+    } else if reply.starts_with(b"$-1\r\n") {
+        return Some(5);
+    }
+    reply_frame_len(reply, &reply_limits()).ok().flatten()
+}
+
+/// `*n\r\n` or `$n\r\n` (`kind`) at the start of `reply` with `n` of 1 to 9 digits: `n` and
+/// the header's length; `None` for anything else (which the general scan then reads).
+#[inline]
+fn small_header(reply: &[u8], kind: u8) -> Option<(usize, usize)> {
+    if reply.first() != Some(&kind) {
+        return None;
+    }
+    let mut n = 0;
+    for (i, &byte) in reply.iter().enumerate().skip(1).take(10) {
+        match byte {
+            b'0'..=b'9' if i < 10 => n = n * 10 + usize::from(byte - b'0'),
+            b'\r' if i > 1 => return (reply.get(i + 1) == Some(&b'\n')).then_some((n, i + 2)),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Where argument `arg`'s payload ends in `raw` (the encoding `args` are slices of); `None`
+/// when it is not a slice of it (an empty argument never is).
+fn end_in(raw: &[u8], arg: &[u8]) -> Option<usize> {
+    let offset = (arg.as_ptr() as usize).checked_sub(raw.as_ptr() as usize)?;
+    let end = offset.checked_add(arg.len())?;
+    (!arg.is_empty() && end.checked_add(2)? <= raw.len()).then_some(end)
+}
+
+/// The frames of arguments `arg..arg + step` (a key, and its value for MSET) in `raw`, headers
+/// included: from the end of the argument before them to the end of their last one.
+fn frames(raw: &[u8], args: &[Bytes], arg: usize, step: usize) -> Option<Range<usize>> {
+    let start = end_in(raw, &args[arg.checked_sub(1)?])? + 2;
+    let end = end_in(raw, &args[arg + step - 1])? + 2;
+    (start < end && raw[start] == b'$').then_some(start..end)
+}
+
+/// The command name's frame (`$4\r\nMSET\r\n`) in `raw`: after the array header.
+fn name_frame(raw: &[u8], args: &[Bytes]) -> Option<Range<usize>> {
+    let end = end_in(raw, &args[0])? + 2;
+    let start = raw.iter().position(|&b| b == b'\n')? + 1;
+    (raw[0] == b'*' && start < end && raw[start] == b'$').then_some(start..end)
+}
+
 fn same_route(a: &Option<Arc<Route>>, b: &Option<Arc<Route>>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -152,24 +223,43 @@ impl Split {
     /// Encodes every part's command (the command name followed by each key of the part, and
     /// its value for MSET) into one buffer, parts in `order` (each part once), and sets each
     /// part's `bytes`: consecutive parts in `order` are adjacent in the buffer. `args` are the
-    /// arguments the split was planned from; each key goes out as its part's backend stores it
-    /// (`strip_prefix`).
-    pub(super) fn encode(&mut self, args: &[Bytes], order: &[usize]) {
+    /// arguments the split was planned from, and `raw` the request they are slices of (its
+    /// RESP encoding; empty when they are not): a key (with its value) that goes out as the
+    /// client sent it is copied from there as it stands, headers included, in one piece; a key
+    /// its backend stores differently (`strip_prefix`) is encoded afresh.
+    pub(super) fn encode(&mut self, args: &[Bytes], raw: &[u8], order: &[usize]) {
         let step = self.merge.step();
-        // Headers: at most 16 bytes per argument (`$` + length + two CRLFs) and per part.
-        let size = args[1..].iter().map(|a| a.len() + 16).sum::<usize>()
-            + self.parts.len() * (args[0].len() + 32);
+        let name = name_frame(raw, args);
+        // The client's frames, or at most 16 bytes of header per argument; plus per part its
+        // array header (at most 24 bytes) and the command name.
+        let size = if raw.is_empty() {
+            args[1..].iter().map(|a| a.len() + 16).sum::<usize>()
+        } else {
+            raw.len()
+        } + self.parts.len() * (args[0].len() + 40);
         let mut out = BytesMut::with_capacity(size);
         for &index in order {
             let part = &mut self.parts[index];
             let start = out.len();
-            write_array_len(&mut out, 1 + part.keys.len() * step);
-            write_bulk(&mut out, &args[0]);
+            let count = 1 + part.keys.len() * step;
+            match u8::try_from(count) {
+                Ok(digit @ 0..=9) => out.extend_from_slice(&[b'*', b'0' + digit, b'\r', b'\n']),
+                _ => write_array_len(&mut out, count),
+            }
+            match &name {
+                Some(frame) => out.extend_from_slice(&raw[frame.clone()]),
+                None => write_bulk(&mut out, &args[0]),
+            }
             for &position in &self.positions[part.keys.clone()] {
                 let arg = self.key_args[position];
                 // Checked non-empty while planning.
                 let key =
                     forwarded_key_bytes(part.route.as_deref(), &args[arg]).unwrap_or_default();
+                let unchanged = key.as_ptr() == args[arg].as_ptr() && key.len() == args[arg].len();
+                if let Some(span) = unchanged.then(|| frames(raw, args, arg, step)).flatten() {
+                    out.extend_from_slice(&raw[span]);
+                    continue;
+                }
                 write_bulk(&mut out, key);
                 for value in &args[arg + 1..arg + step] {
                     write_bulk(&mut out, value);
@@ -212,36 +302,34 @@ impl Split {
 
     /// The client's reply from the parts' replies (same order as `parts`); `node` names the
     /// node of a failed part in the error.
-    pub(super) fn merge_replies(&self, replies: &[Bytes], node: impl Fn(&Part) -> String) -> Bytes {
+    pub(super) fn merge_replies(&self, replies: &[&[u8]], node: impl Fn(&Part) -> String) -> Bytes {
         let merged = match self.merge {
             SplitMerge::Values => self.merge_values(replies),
             SplitMerge::AllOk => replies
                 .iter()
-                .position(|r| &r[..] != b"+OK\r\n")
+                .position(|r| *r != b"+OK\r\n")
                 .map_or(Ok(Bytes::from_static(b"+OK\r\n")), Err),
             SplitMerge::Sum => sum(replies),
         };
-        merged.unwrap_or_else(|failed| self.failure(failed, &replies[failed], node))
+        merged.unwrap_or_else(|failed| self.failure(failed, replies[failed], node))
     }
 
     /// MGET: each part's values put back at their keys' positions, copied once into the reply.
     /// `Err`: the index of a part whose reply is not an array of one value per key.
-    fn merge_values(&self, replies: &[Bytes]) -> Result<Bytes, usize> {
-        let limits = reply_limits();
+    fn merge_values(&self, replies: &[&[u8]]) -> Result<Bytes, usize> {
         // Where each key's value is: (part, offset, length), in the client's key order.
         let mut values: SmallVec<[(usize, usize, usize); 16]> =
             smallvec![(0, 0, 0); self.key_args.len()];
         let mut size = 16;
         for (index, (part, reply)) in self.parts.iter().zip(replies).enumerate() {
-            let (count, mut at) = split_header(reply, b'*').ok_or(index)?;
+            let (count, mut at) = small_header(reply, b'*')
+                .or_else(|| split_header(reply, b'*'))
+                .ok_or(index)?;
             if count != part.keys.len() {
                 return Err(index);
             }
             for &position in &self.positions[part.keys.clone()] {
-                let len = reply_frame_len(&reply[at..], &limits)
-                    .ok()
-                    .flatten()
-                    .ok_or(index)?;
+                let len = value_len(&reply[at..]).ok_or(index)?;
                 values[position] = (index, at, len);
                 at += len;
                 size += len;
@@ -278,7 +366,7 @@ impl Split {
 
 /// DEL, UNLINK, EXISTS, TOUCH: the sum of the parts' counts (`Err`: the index of a part whose
 /// reply is not a count).
-fn sum(replies: &[Bytes]) -> Result<Bytes, usize> {
+fn sum(replies: &[&[u8]]) -> Result<Bytes, usize> {
     let mut total: i64 = 0;
     for (index, reply) in replies.iter().enumerate() {
         total = total.saturating_add(integer(reply).ok_or(index)?);

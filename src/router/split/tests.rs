@@ -23,14 +23,13 @@ fn planned(line: &str) -> Split {
     let args = args(line);
     let mut split = unencoded(&args);
     let order: Vec<usize> = (0..split.parts.len()).collect();
-    split.encode(&args, &order);
+    split.encode(&args, &[], &order);
     split
 }
 
 /// Merges one reply per part; a failed part's node reads `127.0.0.1:7000`.
 fn merge(split: &Split, replies: &[&[u8]]) -> Bytes {
-    let replies: Vec<Bytes> = replies.iter().map(|r| Bytes::copy_from_slice(r)).collect();
-    split.merge_replies(&replies, |_| "127.0.0.1:7000".to_string())
+    split.merge_replies(replies, |_| "127.0.0.1:7000".to_string())
 }
 
 #[test]
@@ -70,7 +69,7 @@ fn parts_encoded_in_sending_order_lie_back_to_back_in_that_order() {
     let args = args("MGET {a}1 {b}1 {c}1 {a}2");
     let mut split = unencoded(&args);
     // As if {c} and {a} shared a node and {b} had one of its own.
-    split.encode(&args, &[2, 0, 1]);
+    split.encode(&args, &[], &[2, 0, 1]);
     let (a, b, c) = (&split.parts[0], &split.parts[1], &split.parts[2]);
     assert_eq!(c.bytes.start, 0);
     assert_eq!(
@@ -163,4 +162,77 @@ fn counts_are_summed() {
     let split = planned("DEL {a}1 {b}1");
     let failed = merge(&split, &[b":1\r\n", b"-ERR x\r\n"]);
     assert!(String::from_utf8_lossy(&failed).contains("may have been deleted"));
+}
+
+#[test]
+fn parts_copied_from_the_request_match_parts_encoded_afresh() {
+    // Empty values and a part of 5 keys (an 11-argument MSET) take the other paths.
+    let mut line = vec!["MSET".to_string()];
+    for (i, tag) in ["a", "b", "a", "c", "a", "a", "b", "a"].iter().enumerate() {
+        line.push(format!("{{{tag}}}{i}"));
+        line.push(if i % 3 == 1 {
+            String::new()
+        } else {
+            format!("v{i}")
+        });
+    }
+    for line in [line.join(" "), "MGET {a}1 {b}1 {a}2 x {c}1".to_string()] {
+        let request = crate::protocol::Request::from_args(line.split(' '));
+        let args = request.args();
+        let mut fresh = unencoded(args);
+        let mut copied = unencoded(args);
+        let order: Vec<usize> = (0..fresh.parts.len()).rev().collect();
+        fresh.encode(args, &[], &order);
+        copied.encode(args, request.raw(), &order);
+        assert_eq!(copied.payload, fresh.payload, "{line}");
+        assert_eq!(copied.parts, fresh.parts, "{line}");
+    }
+}
+
+#[test]
+fn part_replies_are_measured_like_the_general_scan_does() {
+    let frames: [&[u8]; 14] = [
+        b"+OK\r\n",
+        b"+QUEUED\r\n",
+        b"-MOVED 1 127.0.0.1:7001\r\n",
+        b":12\r\n",
+        b"*0\r\n",
+        b"*-1\r\n",
+        b"*2\r\n$2\r\nab\r\n$-1\r\n",
+        b"*1\r\n$0\r\n\r\n",
+        b"*2\r\n_\r\n$3\r\na\r\n\r\n",
+        b"*1\r\n*2\r\n:1\r\n:2\r\n",
+        b"*10\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n$1\r\nh\r\n$1\r\ni\r\n$1\r\nj\r\n",
+        b"*1\r\n$12345678901\r\nx\r\n",
+        b"$5\r\nhello\r\n",
+        b"%1\r\n+a\r\n:1\r\n",
+    ];
+    for frame in frames {
+        let general = reply_frame_len(frame, &reply_limits()).ok().flatten();
+        assert_eq!(
+            part_reply_len(frame),
+            general,
+            "{:?}",
+            frame.escape_ascii().to_string()
+        );
+        // Followed by the next part's reply; cut short.
+        let mut two = frame.to_vec();
+        two.extend_from_slice(b"+OK\r\n");
+        assert_eq!(
+            part_reply_len(&two),
+            general,
+            "{:?}",
+            frame.escape_ascii().to_string()
+        );
+        for cut in 1..frame.len() {
+            let general = reply_frame_len(&frame[..cut], &reply_limits())
+                .ok()
+                .flatten();
+            assert_eq!(
+                part_reply_len(&frame[..cut]),
+                general,
+                "{frame:?} cut at {cut}"
+            );
+        }
+    }
 }
