@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
+.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
@@ -10,7 +10,7 @@ help:
 	@echo "make deb     - the Debian package: binary, systemd unit, /etc/redcar/redcar.yaml, man pages"
 	@echo "               -> target/debian/redcar_<version>_<arch>.deb (docs/packaging.md)"
 	@echo "make demo    - start a local 3+3 cluster + redcar, run a short workload (scripts/demo.sh)"
-	@echo "make test    - fmt check, clippy -D warnings, all tests, fuzz and a 30 s chaos soak (needs"
+	@echo "make test    - fmt check, clippy -D warnings, all tests, fuzz and two 30 s chaos soaks (needs"
 	@echo "               redis-server; CI runs this)"
 	@echo "make bench   - the benchmark suite: standalone, direct cluster, redcar and nutcracker; CPU per"
 	@echo "               command, worker scaling, per-request and rate-limit workloads; checks the"
@@ -26,6 +26,9 @@ help:
 	@echo "               15,000), the rate with an idle crowd; writes bench/RESULTS-crowd.md (bench/crowd.sh)"
 	@echo "make bench-connect-burst - 5,000 connects from 50 connectors at client.accept_backlog 128 and the"
 	@echo "               default: connect times, listen-queue overflows; bench/RESULTS-connect-burst.md"
+	@echo "make bench-nearcache - the near cache off vs on: 50 clients -P 1, 90 % GET / 10 % SET over 100 hot keys"
+	@echo "               (bench/mixload), the nodes' commands and CPU, the staleness probe; writes"
+	@echo "               bench/RESULTS-nearcache.md (bench/nearcache.sh, ~2 min; also the last part of make bench)"
 	@echo "make status-screenshot - re-take docs/img/status-page.png (scripts/status-screenshot.sh)"
 	@echo "make fmt     - cargo fmt --all"
 	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
@@ -84,9 +87,11 @@ test: ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-j
 	scripts/fuzz.sh
 	$(CHAOS_PY) tools/chaos/selftest.py
 	$(CHAOS_PY) tools/chaos/soak.py --seconds $${CHAOS_SECONDS:-30} --redcar target/debug/redcar $${CHAOS_SEED:+--seed $$CHAOS_SEED}
+	$(CHAOS_PY) tools/chaos/soak.py --seconds $${CHAOS_SECONDS:-30} --redcar target/debug/redcar --near-cache $${CHAOS_SEED:+--seed $$CHAOS_SEED}
 
 # `make test` and `make chaos` both draw a new seed each run (printed, and named again on a
-# failure) to keep finding new cases; CHAOS_SEED=N replays one.
+# failure) to keep finding new cases; CHAOS_SEED=N replays one. The second soak of `make test`
+# runs with the near cache on for every key (`--near-cache`, docs/near-cache.md).
 # The chaos soak (issue 30; docs/resilience.md "The chaos soak"): CHAOS_SECONDS of load (default
 # 60) with a seeded schedule of faults (CHAOS_SEED, default random; the seed is always printed).
 # Standard library only (its own RESP client: no client-side retries); any python3 >= 3.8.
@@ -119,6 +124,10 @@ bench-crowd: ensure-redis build
 # Not part of `make test`: about a minute (bench/connect_burst.sh; python3 and ss).
 bench-connect-burst: ensure-redis build
 	bench/connect_burst.sh
+
+# Not part of `make test`: about 2 minutes (bench/nearcache.sh builds bench/mixload itself).
+bench-nearcache: ensure-redis build
+	bench/nearcache.sh
 
 # Re-take docs/img/status-page.png (a local cluster, traffic, one replica killed).
 status-screenshot: ensure-redis ensure-browser

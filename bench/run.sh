@@ -33,6 +33,8 @@
 #      BENCH_CONNECTIONS (default 1)  0 skips the per-request and rate-limit workloads
 #      BENCH_FLOOR    (default 1)     0 skips the hop-floor runs (byte pump, redcar on one node)
 #      BENCH_CROWD    (default 1)     0 skips the cost-of-one-client scenario (bench/crowd.sh)
+#      BENCH_NEARCACHE (default 1)    0 skips the near-cache scenario (bench/nearcache.sh, run last;
+#                     it writes bench/RESULTS-nearcache.md, or NEARCACHE_OUT, and RESULTS.md includes it)
 #      BENCH_OUT      (default bench/RESULTS.md)
 #      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
 #      BENCH_RUN_TIMEOUT (default 120) seconds before one redis-benchmark run is killed
@@ -40,6 +42,7 @@
 #                     CONN_RATE_NETWORKS=loopback CONN_REQUESTS=300 CONN_RATE_SECONDS=3)
 #      CROWD_*        passed on to bench/crowd.sh (the suite's defaults: CROWD_REQUESTS=BENCH_REQUESTS,
 #                     CROWD_NUTCRACKER=BENCH_NUTCRACKER)
+#      NEARCACHE_*    passed on to bench/nearcache.sh (its own defaults)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,6 +61,7 @@ SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2 2:shared}
 CONNECTIONS=${BENCH_CONNECTIONS:-1}
 FLOOR=${BENCH_FLOOR:-1}
 CROWD=${BENCH_CROWD:-1}
+NEARCACHE=${BENCH_NEARCACHE:-1}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120} # seconds per redis-benchmark run
@@ -478,6 +482,15 @@ else
     CROWD_NOTE="BENCH_CROWD=0: the cost-of-one-client scenario was skipped (run \`make bench-crowd\`)."
 fi
 
+NEAR_NOTE=""
+NEAR_OUT=${NEARCACHE_OUT:-$ROOT/bench/RESULTS-nearcache.md}
+if [[ $NEARCACHE == 1 ]]; then
+    log "the near cache: bench/nearcache.sh"
+    env REDCAR_BIN="$REDCAR_BIN" NEARCACHE_OUT="$NEAR_OUT" "$ROOT/bench/nearcache.sh" || die "bench/nearcache.sh failed"
+else
+    NEAR_NOTE="BENCH_NEARCACHE=0: the near-cache scenario was skipped (run \`make bench-nearcache\`)."
+fi
+
 # ---------------------------------------------------------------- report
 evaluate_targets
 REPORT="$TMP/RESULTS.md"
@@ -485,7 +498,7 @@ REPORT="$TMP/RESULTS.md"
     echo "# redcar benchmark results"
     echo
     echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); the suite took $((SECONDS - BENCH_START)) s"
-    echo "- command: \`$(env | grep -E '^(BENCH_|REDCAR_BIN=|CONN_|CROWD_)' | sort | tr '\n' ' ')bench/run.sh\`"
+    echo "- command: \`$(env | grep -E '^(BENCH_|REDCAR_BIN=|CONN_|CROWD_|NEARCACHE_)' | sort | tr '\n' ' ')bench/run.sh\`"
     report_machine
     echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN), ${REDCAR_THREADING:-threading not logged}"
     echo "- rounds: $ROUNDS (every test run $ROUNDS time(s), interleaved; each row is the run with the median ops/s, the raw CSV has all)"
@@ -650,6 +663,17 @@ REPORT="$TMP/RESULTS.md"
         sed '1d; s/^#/##/' "$TMP/crowd.md"
     else
         echo "$CROWD_NOTE"
+    fi
+    echo
+    echo "## The near cache"
+    echo
+    if [[ $NEARCACHE == 1 ]]; then
+        echo "Run by the suite last: \`bench/nearcache.sh\` (alone: \`make bench-nearcache\`), which wrote"
+        echo "[RESULTS-nearcache.md](RESULTS-nearcache.md). Its report, headings one level down:"
+        echo
+        sed '1d; s/^#/##/' "$NEAR_OUT"
+    else
+        echo "$NEAR_NOTE"
     fi
     echo
     echo "## Raw CSV (redis-benchmark --csv)"

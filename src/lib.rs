@@ -9,9 +9,12 @@
 //! - [`router`]: slot → node, MOVED/ASK, retries within the command deadline; key-prefix routes.
 //! - [`backends`]: named backends (cluster, standalone, sentinel), each with its topology source,
 //!   and the route table built over them.
+//! - [`near_cache`]: chosen reads served from memory, kept correct by the nodes' invalidations.
 //! - [`downstream`]: listeners and client sessions with in-order replies.
 //! - [`metrics`]: the Prometheus registry (one group of series per producing module), the slow log
 //!   and the event log.
+//! - [`hotkeys`]: the hottest keys (sampled, Space-Saving over a sliding window) and the biggest
+//!   requests and replies, in memory fixed at start-up.
 //! - [`admin`]: HTTP health, readiness, metrics, topology, clients, slow log, config.
 //! - [`auth`]: AUTH against `--requirepass` or configured users, and per-user command rules.
 //! - [`values`]: durations, sizes, secrets and PEM loading, the value types every layer uses.
@@ -34,7 +37,9 @@ pub mod config;
 pub mod doctor;
 pub mod downstream;
 pub mod envoy;
+pub mod hotkeys;
 pub mod metrics;
+pub mod near_cache;
 pub mod protocol;
 pub mod router;
 pub mod sentinel;

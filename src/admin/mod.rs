@@ -11,6 +11,8 @@
 //! - `GET /topology`: slot ranges → primary and replicas, with per-node connections, latency and health (JSON);
 //! - `GET /clients`: connected clients (JSON);
 //! - `GET /slowlog`: the slow log, newest first (JSON);
+//! - `GET /hotkeys`: the hottest keys per command and node over a sliding window, and the
+//!   biggest requests and replies (JSON; `hotkeys`);
 //! - `GET /config`: the effective configuration (JSON; secrets redacted).
 //!
 //! With `admin.token` set, every endpoint except `/healthz` and `/readyz` needs
@@ -78,6 +80,7 @@ pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch
         .route("/topology", get(topology::topology))
         .route("/clients", get(clients))
         .route("/slowlog", get(slowlog))
+        .route("/hotkeys", get(hotkeys))
         .route("/config", get(config));
     let protected = match token {
         Some(token) => {
@@ -177,6 +180,11 @@ async fn clients(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value
 
 async fn slowlog(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "entries": state.metrics.slowlog.entries() }))
+}
+
+/// The hottest keys over the window and the biggest values seen (docs/observability.md).
+async fn hotkeys(State(state): State<Arc<AdminState>>) -> Json<crate::hotkeys::Report> {
+    Json(state.downstream.hotkeys.report(tokio::time::Instant::now()))
 }
 
 async fn config(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {

@@ -1,6 +1,6 @@
 //! `GET /status.json`: everything the status page draws, in one document — slot ranges by
 //! shard, each node's role, health, latency, load and rates, command rates, the event log and
-//! the newest slow commands.
+//! the newest slow commands, and the hottest and biggest keys.
 
 use std::sync::Arc;
 
@@ -16,6 +16,9 @@ use crate::upstream::Node;
 
 /// Slow commands included (the full list is at `/slowlog`).
 const SLOW_SHOWN: usize = 20;
+
+/// Hot and big keys included (the full lists are at `/hotkeys`).
+const HOT_SHOWN: usize = 10;
 
 #[derive(Serialize)]
 struct Range {
@@ -72,6 +75,9 @@ pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_j
     let mut slow = state.metrics.slowlog.entries();
     slow.truncate(SLOW_SHOWN);
     let totals = state.metrics.totals();
+    let mut hotkeys = state.downstream.hotkeys.report(tokio::time::Instant::now());
+    hotkeys.hot.truncate(HOT_SHOWN);
+    hotkeys.big.truncate(HOT_SHOWN);
     Json(serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": totals.uptime.as_secs(),
@@ -89,7 +95,26 @@ pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_j
         "commands": commands,
         "events": state.metrics.events.entries(),
         "slowlog": slow,
+        "hotkeys": hotkeys,
+        "near_cache": near_cache(&state),
     }))
+}
+
+/// The near cache's counters since start-up (the page turns them into recent rates), or
+/// `null` when it is off.
+fn near_cache(state: &AdminState) -> serde_json::Value {
+    if !state.downstream.near_cache_on() {
+        return serde_json::Value::Null;
+    }
+    let m = &state.metrics.near_cache;
+    serde_json::json!({
+        "hits": m.hits.get(),
+        "misses": m.misses.get(),
+        "invalidations": m.invalidations.get(),
+        "evictions": m.evictions.get(),
+        "bytes": m.bytes.get(),
+        "entries": m.entries.get(),
+    })
 }
 
 fn ranges(topology: &Topology) -> Vec<Range> {

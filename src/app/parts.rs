@@ -13,6 +13,7 @@ use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
 use crate::downstream::{Downstream, Spread};
 use crate::metrics::Metrics;
+use crate::near_cache::NearCache;
 use crate::protocol::Limits;
 use crate::router::Router;
 use crate::upstream::Upstreams;
@@ -83,13 +84,24 @@ impl Parts {
         let spread = workers
             .as_ref()
             .map(|w| Arc::new(Spread::new(w.handles().len(), &metrics)));
-        let downstream = Arc::new(Downstream::new(
-            router.clone(),
-            config.client.clone(),
-            metrics.clone(),
-            Arc::new(users),
-            spread,
-        ));
+        let hotkeys = crate::hotkeys::HotKeys::new(&config.hotkeys, config.worker_threads());
+        let near_cache = NearCache::start(
+            &config.near_cache,
+            upstreams.tracking(),
+            catch_all.clone(),
+            metrics.near_cache.clone(),
+        );
+        let downstream = Arc::new(
+            Downstream::new(
+                router.clone(),
+                config.client.clone(),
+                metrics.clone(),
+                Arc::new(users),
+                spread,
+            )
+            .with_hotkeys(Arc::new(hotkeys))
+            .with_near_cache(near_cache),
+        );
         Ok(Parts {
             metrics,
             upstreams,

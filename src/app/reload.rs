@@ -158,6 +158,8 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(log_level);
     keep!(log_format);
     keep!(metrics);
+    // The hot-key sketches are sized once, before the first client.
+    keep!(hotkeys);
     keep!(tls);
     keep!(custom_commands);
     // The Sentinel follower is started once with its sentinels and credentials.
@@ -168,6 +170,8 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(client.accept_backlog);
     // The client-side caching table is made once, with its bound.
     keep!(client.tracking_table_max_keys);
+    // The near cache is made once, with its rules, bound and heartbeat.
+    keep!(near_cache);
     // Node connections are built once (count, handshake, buffers); only outlier detection is
     // shared settings that every node reads when it needs them.
     let outlier = std::mem::replace(

@@ -26,7 +26,9 @@ use crate::backends::{BackendConfig, RouteConfig, DEFAULT_BACKEND};
 use crate::cluster::ClusterConfig;
 use crate::commands::CustomCommand;
 use crate::downstream::{ClientConfig, FacadeConfig, TlsConfig};
+use crate::hotkeys::HotKeysConfig;
 use crate::metrics::MetricsConfig;
+use crate::near_cache::NearCacheConfig;
 use crate::router::RouterConfig;
 use crate::sentinel::SentinelConfig;
 use crate::upstream::UpstreamConfig;
@@ -65,6 +67,11 @@ pub struct Config {
     pub router: RouterConfig,
     pub client: ClientConfig,
     pub metrics: MetricsConfig,
+    /// The hot-key and big-key monitor (`/hotkeys`).
+    pub hotkeys: HotKeysConfig,
+    /// Chosen reads served from redcar's memory, kept fresh by the nodes' invalidations
+    /// (docs/near-cache.md). Off by default.
+    pub near_cache: NearCacheConfig,
     /// Client authentication: `requirepass` and users with their command rules.
     pub auth: AuthConfig,
     /// A TLS listener for clients (certificate, key, optional client CA).
@@ -101,6 +108,8 @@ impl Default for Config {
             router: RouterConfig::default(),
             client: ClientConfig::default(),
             metrics: MetricsConfig::default(),
+            hotkeys: HotKeysConfig::default(),
+            near_cache: NearCacheConfig::default(),
             auth: AuthConfig::default(),
             tls: TlsConfig::default(),
             custom_commands: Vec::new(),

@@ -427,3 +427,13 @@ fn keepalive_interval_and_probes_default_to_today_and_are_checked() {
     let config = Config::from_yaml(&format!("{MINIMAL}{off}")).expect("parses");
     config.validate().expect("keepalive off");
 }
+
+#[test]
+fn hotkeys_settings_are_checked_at_start_up() {
+    let config = Config::from_yaml(MINIMAL).expect("parses");
+    assert!(config.hotkeys.enabled, "on by default");
+    let yaml = format!("{MINIMAL}hotkeys:\n  sample_rate: 0\n");
+    assert!(error_of(&yaml).contains("hotkeys.sample_rate"));
+    let yaml = format!("{MINIMAL}hotkeys:\n  window: 100ms\n");
+    assert!(error_of(&yaml).contains("hotkeys.window"));
+}

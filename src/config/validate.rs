@@ -27,6 +27,8 @@ impl Config {
         crate::auth::Users::from_config(&self.auth).map_err(ConfigError)?;
         crate::router::validate_faults(&self.router.faults).map_err(ConfigError)?;
         crate::router::validate_node_admin(&self.router.allow_node_admin).map_err(ConfigError)?;
+        self.near_cache.validate().map_err(ConfigError)?;
+        self.hotkeys.check().map_err(ConfigError)?;
         crate::commands::custom::validate(&self.custom_commands).map_err(ConfigError)
     }
 

@@ -20,7 +20,9 @@ use super::spread::Spread;
 use super::tracking::Tracking;
 use super::ClientConfig;
 use crate::auth::Users;
+use crate::hotkeys::HotKeys;
 use crate::metrics::{ListenerMetrics, Metrics};
+use crate::near_cache::NearCache;
 use crate::router::Router;
 use crate::upstream::InvalidationSink;
 
@@ -52,6 +54,11 @@ pub struct Downstream {
     pub(super) drain: Drain,
     /// Client-side caching: who tracks which keys, and their mailboxes (see `tracking`).
     pub(super) tracking: Arc<Tracking>,
+    /// `hotkeys:`: sessions sample their commands into it, `/hotkeys` reads it (off unless
+    /// [`Downstream::with_hotkeys`] gives one).
+    pub hotkeys: Arc<HotKeys>,
+    /// Reads served from memory (`near_cache`), when on.
+    pub(super) near_cache: Option<Arc<NearCache>>,
 }
 
 /// A connected client in the registry (what [`ClientInfo`] is made from).
@@ -77,6 +84,17 @@ pub struct ClientInfo {
 }
 
 impl Downstream {
+    /// Whether the near cache is on (its figures are in `metrics.near_cache`).
+    pub fn near_cache_on(&self) -> bool {
+        self.near_cache.is_some()
+    }
+
+    /// Serves reads from `cache` (`near_cache`), when it is on.
+    pub fn with_near_cache(mut self, cache: Option<Arc<NearCache>>) -> Downstream {
+        self.near_cache = cache;
+        self
+    }
+
     pub fn new(
         router: Arc<Router>,
         config: ClientConfig,
@@ -102,9 +120,10 @@ impl Downstream {
         router
             .upstreams()
             .tracking()
-            .set_sink(Arc::downgrade(&sink));
+            .add_sink(Arc::downgrade(&sink));
         Downstream {
             tracking,
+            near_cache: None,
             budget,
             router,
             latency: LatencyWatch::new(),
@@ -117,7 +136,14 @@ impl Downstream {
             clients: Mutex::new(HashMap::new()),
             spread,
             drain: Drain::default(),
+            hotkeys: Arc::new(HotKeys::off()),
         }
+    }
+
+    /// Watches for hot and big keys with `hotkeys` (set once, before any client connects).
+    pub fn with_hotkeys(mut self, hotkeys: Arc<HotKeys>) -> Downstream {
+        self.hotkeys = hotkeys;
+        self
     }
 
     /// Tells every session to close once it owes its client nothing (shutdown). Accept loops

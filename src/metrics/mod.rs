@@ -11,7 +11,8 @@
 //!   dedicated pool), `client.rs` (listeners, workers, client traffic and closes: `downstream`),
 //!   `topology.rs` (refreshes, rejected maps, redirects: `cluster`), `router.rs` (retries,
 //!   hedges, retry budget, faults), `mirror.rs` (request mirroring), `tracking.rs`
-//!   (client-side caching: `downstream::tracking`), `readiness.rs` (gauges set when scraped),
+//!   (client-side caching: `downstream::tracking`), `near_cache.rs` (the near cache),
+//!   `readiness.rs` (gauges set when scraped),
 //!   `process.rs` (uptime, config reloads: `app`).
 //! - Shared pieces: `latency.rs` (the lock-free histogram), `tally.rs` (a thread's per-command
 //!   counts), `slowlog.rs`, `events.rs` (the status page's event log), `totals.rs` (INFO).
@@ -28,6 +29,7 @@ mod command;
 mod events;
 mod latency;
 mod mirror;
+mod near_cache;
 mod process;
 mod readiness;
 mod router;
@@ -43,6 +45,7 @@ pub use command::CommandMetrics;
 pub use events::{Event, EventKind, EventLog, EVENT_LOG_LEN};
 pub use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency, LATENCY_BUCKETS};
 pub use mirror::{MirrorCounters, MirrorMetrics};
+pub use near_cache::NearCacheMetrics;
 pub use process::ProcessMetrics;
 pub use readiness::ReadinessGauges;
 pub use router::RouterMetrics;
@@ -108,6 +111,8 @@ pub struct Metrics {
     pub mirror: MirrorMetrics,
     /// Client-side caching (`downstream::tracking`).
     pub tracking: TrackingMetrics,
+    /// The near cache (`near_cache`).
+    pub near_cache: NearCacheMetrics,
     /// Slots owned, readiness and the client limit, set when `/metrics` is scraped.
     pub readiness: ReadinessGauges,
     /// Uptime and config reloads (`app`).
@@ -131,6 +136,7 @@ impl Metrics {
             router: RouterMetrics::default(),
             mirror: MirrorMetrics::default(),
             tracking: TrackingMetrics::default(),
+            near_cache: NearCacheMetrics::default(),
             readiness: ReadinessGauges::default(),
             process: ProcessMetrics::new(),
             slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
@@ -146,6 +152,7 @@ impl Metrics {
         metrics.topology.register(r);
         metrics.process.register(r);
         metrics.tracking.register(r);
+        metrics.near_cache.register(r);
         metrics
     }
 

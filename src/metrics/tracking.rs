@@ -29,7 +29,7 @@ pub enum FlushCause {
 }
 
 impl FlushCause {
-    fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             FlushCause::Topology => "topology",
             FlushCause::ConnectionLost => "connection_lost",

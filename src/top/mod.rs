@@ -3,11 +3,13 @@
 //! - [`scrape`]: a minimal HTTP/1.1 GET and a parser of the Prometheus text format.
 //! - [`stats`]: counter deltas → rates, histogram bucket deltas → p50/p99, one [`Frame`].
 //! - [`render`]: a frame → text that fits the terminal width.
+//! - [`hotkeys`]: the hot-key and big-key panel, from `/hotkeys` (JSON).
 //!
 //! The first frame is shown at once, with rates averaged since start; later frames cover the last
 //! interval. `--once` takes two scrapes `interval` apart and prints one frame. A failed scrape
 //! after the first keeps the last frame on screen with a notice, so the view survives a restart.
 
+pub mod hotkeys;
 pub mod render;
 pub mod scrape;
 pub mod stats;
@@ -119,7 +121,8 @@ async fn once(args: &TopArgs, out: &mut impl Write) -> Result<(), TopError> {
     let started = Instant::now();
     tokio::time::sleep(args.interval).await;
     let second = scrape(addr, token).await?;
-    let frame = Frame::build(addr, &second, Some((&first, started.elapsed())));
+    let mut frame = Frame::build(addr, &second, Some((&first, started.elapsed())));
+    frame.hotkeys = hotkeys::fetch(addr, token, SCRAPE_TIMEOUT).await;
     write_frame(out, &frame, false, false)
 }
 
@@ -133,6 +136,7 @@ async fn live(
     let (addr, token) = (host_port(&args.admin), args.admin_token.as_deref());
     let mut prev = (scrape(addr, token).await?, Instant::now());
     let mut frame = Frame::build(addr, &prev.0, None);
+    frame.hotkeys = hotkeys::fetch(addr, token, SCRAPE_TIMEOUT).await;
     if ansi {
         out.write_all(HIDE_CURSOR.as_bytes())
             .map_err(TopError::Output)?;
@@ -151,7 +155,11 @@ async fn live(
                     scraped = scrape(addr, token) => scraped,
                 },
             };
+            let fresh = scraped.is_ok();
             frame = next_frame(addr, &mut prev, scraped, &frame);
+            if fresh {
+                frame.hotkeys = hotkeys::fetch(addr, token, SCRAPE_TIMEOUT).await;
+            }
             write_frame(out, &frame, ansi, true)?;
         }
     }

@@ -1,4 +1,5 @@
-//! Drawing a [`Frame`] as plain text: a header, the busiest commands, the nodes. Pure: the same
+//! Drawing a [`Frame`] as plain text: a header, the busiest commands, the nodes, the hot and big
+//! keys. Pure: the same
 //! frame and width always give the same text, and no line is wider than `width`.
 
 use super::stats::{CommandRow, Frame, NodeRow};
@@ -21,6 +22,10 @@ pub fn render(frame: &Frame, width: usize) -> String {
     lines.extend(command_table(&frame.commands, width));
     lines.push(String::new());
     lines.extend(node_table(&frame.nodes, width));
+    if let Some(panel) = &frame.hotkeys {
+        lines.push(String::new());
+        lines.extend(super::hotkeys::lines(panel, width));
+    }
     let mut out = String::new();
     for line in lines {
         out.push_str(&fit(&line, width));
@@ -56,6 +61,16 @@ fn header(frame: &Frame) -> Vec<String> {
             opt(frame.refresh_failures, count),
         ),
     ];
+    if let Some(near) = &frame.near_cache {
+        lines.push(format!(
+            "near cache: hits/s {}   hit ratio {}   held {}",
+            opt(near.hits_per_sec, rate),
+            opt(near.hit_ratio, |r| format!("{:.0}%", r * 100.0)),
+            opt(near.bytes, |b| bytes_rate(b)
+                .trim_end_matches("/s")
+                .to_string()),
+        ));
+    }
     if let Some(notice) = &frame.notice {
         lines.push(format!("! {notice}"));
     }
@@ -124,7 +139,7 @@ fn column_width<'a>(title: &str, names: impl Iterator<Item = &'a str>, max: usiz
 }
 
 /// Cuts `text` to `width` characters, marking a cut with `…`.
-fn fit(text: &str, width: usize) -> String {
+pub(super) fn fit(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -140,7 +155,7 @@ fn opt(value: Option<f64>, format: fn(f64) -> String) -> String {
     }
 }
 
-fn rate(v: f64) -> String {
+pub(super) fn rate(v: f64) -> String {
     if v.abs() >= 1000.0 {
         format!("{v:.0}")
     } else {

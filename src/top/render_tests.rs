@@ -46,6 +46,8 @@ fn sample_frame() -> Frame {
             connections: Some(2.0),
         }],
         notice: None,
+        hotkeys: None,
+        near_cache: None,
     }
 }
 
@@ -64,6 +66,10 @@ fn shows_the_header_and_the_rows_in_rate_order() {
     );
     assert!(text.contains("cmds/s 15234   errors/s 1.5   clients 42   in 1.5 MiB/s   out 512 B/s"));
     assert!(text.contains("ask/s -"), "missing metric shows -");
+    assert!(
+        !text.contains("near cache"),
+        "no line while the cache is off"
+    );
     let (get, set, del) = (
         row_starting_with(&text, "get "),
         row_starting_with(&text, "set "),
@@ -150,4 +156,53 @@ fn notice_and_units() {
         "3072.0 GiB/s"
     );
     assert_eq!(millis(12.345), "12.35");
+}
+
+#[test]
+fn the_hot_key_panel_fits_the_width() {
+    use crate::top::hotkeys::{BigRow, HotPanel, HotRow};
+    let mut frame = sample_frame();
+    frame.hotkeys = Some(HotPanel {
+        enabled: true,
+        sample_rate: 16,
+        window_seconds: 10.0,
+        hot: vec![HotRow {
+            key: "k".repeat(300),
+            command: "get".into(),
+            node: "127.0.0.1:7000".into(),
+            rate: 52_000.0,
+        }],
+        big: vec![BigRow {
+            key: "blob".into(),
+            command: "set".into(),
+            node: "".into(),
+            direction: "request".into(),
+            size: 1 << 20,
+        }],
+    });
+    for width in [40, 80, 200] {
+        let text = render(&frame, width);
+        assert!(text.contains("HOT KEY"), "{text}");
+        assert!(text.contains("BIG KEY"), "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= width, "{width}: {line}");
+        }
+    }
+}
+
+#[test]
+fn the_near_cache_line_shows_hits_ratio_and_size() {
+    let frame = Frame {
+        near_cache: Some(crate::top::stats::NearCacheLine {
+            hits_per_sec: Some(9000.0),
+            hit_ratio: Some(0.815),
+            bytes: Some(3.0 * 1024.0 * 1024.0),
+        }),
+        ..sample_frame()
+    };
+    let text = render(&frame, 100);
+    assert!(
+        text.contains("near cache: hits/s 9000   hit ratio 82%   held 3.0 MiB"),
+        "{text}"
+    );
 }

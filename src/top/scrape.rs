@@ -62,6 +62,19 @@ pub async fn fetch_metrics(
     }
 }
 
+/// `GET http://{addr}{path}`, bounded by `limit` like [`fetch_metrics`].
+pub async fn get_with_timeout(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+    limit: Duration,
+) -> Result<String, ScrapeError> {
+    match timeout(limit, get(addr, path, token)).await {
+        Ok(result) => result,
+        Err(_) => Err(ScrapeError::Timeout(limit)),
+    }
+}
+
 async fn get(addr: &str, path: &str, token: Option<&str>) -> Result<String, ScrapeError> {
     let mut stream = TcpStream::connect(addr).await?;
     let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));

@@ -249,6 +249,40 @@ pub struct Frame {
     pub nodes: Vec<NodeRow>,
     /// A line shown under the header, e.g. the last scrape's error while retrying.
     pub notice: Option<String>,
+    /// `/hotkeys`, when the redcar has it (fetched after the metrics, see `top::hotkeys`).
+    pub hotkeys: Option<super::hotkeys::HotPanel>,
+    /// The near cache, once it has seen a cacheable read (`None`: off, or nothing yet).
+    pub near_cache: Option<NearCacheLine>,
+}
+
+/// The near cache's line: hits per second, the share of cacheable reads it answered over the
+/// window, and the bytes it holds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NearCacheLine {
+    pub hits_per_sec: Option<f64>,
+    pub hit_ratio: Option<f64>,
+    pub bytes: Option<f64>,
+}
+
+impl NearCacheLine {
+    fn build(w: &Window<'_>, cur: &Snapshot) -> Option<NearCacheLine> {
+        let reads =
+            cur.sum("redcar_near_cache_hits_total")? + cur.sum("redcar_near_cache_misses_total")?;
+        if reads == 0.0 {
+            return None;
+        }
+        let hits = w.rate("redcar_near_cache_hits_total");
+        let misses = w.rate("redcar_near_cache_misses_total");
+        let hit_ratio = match (hits, misses) {
+            (Some(h), Some(m)) if h + m > 0.0 => Some(h / (h + m)),
+            _ => None,
+        };
+        Some(NearCacheLine {
+            hits_per_sec: hits,
+            hit_ratio,
+            bytes: cur.sum("redcar_near_cache_bytes"),
+        })
+    }
 }
 
 impl Frame {
@@ -281,6 +315,8 @@ impl Frame {
             commands: command_rows(&w),
             nodes: node_rows(&w),
             notice: None,
+            hotkeys: None,
+            near_cache: NearCacheLine::build(&w, cur),
         }
     }
 }

@@ -203,3 +203,18 @@ redcar_client_connections_total{listener=\"tcp\"} 999
     );
     assert_eq!(f.slow_per_sec, None);
 }
+
+#[test]
+fn the_near_cache_line_is_the_hit_share_of_the_window_and_absent_while_unused() {
+    let off = snap("redcar_near_cache_hits_total 0\nredcar_near_cache_misses_total 0\n");
+    assert_eq!(Frame::build("a", &off, None).near_cache, None);
+    let before = snap("redcar_near_cache_hits_total 100\nredcar_near_cache_misses_total 100\n");
+    let after = snap(
+        "redcar_near_cache_hits_total 1000\nredcar_near_cache_misses_total 200\nredcar_near_cache_bytes 4096\n",
+    );
+    let frame = Frame::build("a", &after, Some((&before, Duration::from_secs(1))));
+    let line = frame.near_cache.expect("the cache was used");
+    close(line.hits_per_sec, 900.0);
+    close(line.hit_ratio, 0.9);
+    close(line.bytes, 4096.0);
+}

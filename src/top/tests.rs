@@ -78,12 +78,14 @@ fn with_length(body: &str) -> String {
     )
 }
 
-/// Answers one connection per response, in order, then stops listening.
+/// Answers one `/metrics` connection per response, in order, then stops listening; `/hotkeys`
+/// gets a 404 (an older redcar: no panel) without using up a response.
 async fn serve(responses: Vec<String>) -> (String, JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();
     let task = tokio::spawn(async move {
-        for response in responses {
+        let mut responses = responses.into_iter().peekable();
+        while responses.peek().is_some() {
             let Ok((mut conn, _)) = listener.accept().await else {
                 return;
             };
@@ -95,7 +97,12 @@ async fn serve(responses: Vec<String>) -> (String, JoinHandle<()>) {
                     Ok(n) => request.extend_from_slice(&buf[..n]),
                 }
             }
-            assert!(request.starts_with(b"GET /metrics HTTP/1.1\r\n"));
+            let response = if request.starts_with(b"GET /hotkeys HTTP/1.1\r\n") {
+                "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_string()
+            } else {
+                assert!(request.starts_with(b"GET /metrics HTTP/1.1\r\n"));
+                responses.next().unwrap_or_default()
+            };
             let _ = conn.write_all(response.as_bytes()).await;
             let _ = conn.shutdown().await;
         }

@@ -1,10 +1,11 @@
 //! The connection task against a scripted node: what commands still in flight are told when
 //! the node closes the connection.
 
-use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use std::time::Duration;
 
+use bytes::Bytes;
+
+use crate::upstream::scripted_node::{scripted_node, Step};
 use crate::upstream::{Lane, Upstreams};
 
 const WAIT: &[u8] = b"*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$2\r\n10\r\n";
@@ -12,24 +13,14 @@ const SET: &[u8] = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
 
 /// A node that reads a WAIT and a SET, answers the first with `first_reply` and closes.
 async fn node_answering(first_reply: &'static [u8]) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    tokio::spawn(async move {
-        let Ok((mut socket, _)) = listener.accept().await else {
-            return;
-        };
-        let mut input = Vec::new();
-        let mut chunk = [0u8; 1024];
-        while input.len() < WAIT.len() + SET.len() {
-            match socket.read(&mut chunk).await {
-                Ok(n @ 1..) => input.extend_from_slice(&chunk[..n]),
-                _ => return,
-            }
+    scripted_node(Duration::ZERO, move |input| {
+        if input.len() < WAIT.len() + SET.len() {
+            Step::Wait
+        } else {
+            Step::ReplyAndClose(first_reply.to_vec())
         }
-        let _ = socket.write_all(first_reply).await;
-        let _ = socket.shutdown().await;
-    });
-    addr
+    })
+    .await
 }
 
 /// Sends WAIT then SET on one connection; returns whether the SET's error says it never ran.

@@ -21,6 +21,8 @@ mod queue;
 mod registry;
 mod replica_sync;
 mod reply_slot;
+#[cfg(test)]
+mod scripted_node;
 mod standby;
 mod stream;
 mod tls;
@@ -43,4 +45,6 @@ pub use registry::Upstreams;
 pub use standby::STANDBY_IDLE;
 pub use stream::NodeStream;
 pub use tls::{UpstreamTls, UpstreamTlsConfig};
-pub use tracking::{parse_invalidation, BcastRegistered, InvalidationSink, TrackingFeed};
+pub use tracking::{
+    clock_ms, parse_invalidation, BcastRegistered, Heard, InvalidationSink, TrackingFeed,
+};

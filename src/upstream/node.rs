@@ -229,6 +229,12 @@ impl Node {
         self.tracked_lane(Lane::resp2(0).tracked(true));
     }
 
+    /// How recently the node's invalidation connection proved it missed nothing (`None` before
+    /// `start_tracking`; see [`Heard`](super::Heard)).
+    pub fn heard(&self) -> Option<Arc<super::Heard>> {
+        self.tracking.get().map(|t| t.heard().clone())
+    }
+
     /// What the node confirmed of the BCAST prefixes (`None` before `start_tracking`).
     pub fn bcast_registered(&self) -> Option<super::BcastRegistered> {
         self.tracking.get().map(NodeTracking::bcast_registered)

@@ -14,8 +14,9 @@
 //! connection; the lane reconnects on its next command). Tracked lanes never close for
 //! idleness (`upstream.idle_timeout`), which would flush every tracking client.
 
-use std::sync::{Arc, RwLock, Weak};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -40,22 +41,56 @@ pub trait InvalidationSink: Send + Sync {
     fn lost(&self, addr: &str);
 }
 
-/// Where every node's invalidations go (set once the downstream side exists), and the BCAST
-/// prefixes every node's invalidation connection registers.
+/// Where every node's invalidations go (the downstream tracking table, and the near cache when
+/// it is on), and the BCAST prefixes every node's invalidation connection registers.
 pub struct TrackingFeed {
-    /// Weak: the sink (held by the sessions' side) outlives no one because of the nodes.
-    sink: RwLock<Option<Weak<dyn InvalidationSink>>>,
+    /// Weak: the sinks (held by the sessions' side) outlive no one because of the nodes.
+    sinks: RwLock<Vec<Weak<dyn InvalidationSink>>>,
     /// The union of the BCAST prefixes clients asked for, as its minimal cover (`""`: every
     /// key). It only grows: redcar filters per client, so a wider registration is only traffic.
     bcast: watch::Sender<Vec<Bytes>>,
+    /// How often each invalidation connection sends `PING` (milliseconds; 0: never), so the
+    /// near cache knows how recently it heard everything a node had to say (see [`Heard`]).
+    heartbeat_ms: AtomicU64,
 }
 
 impl Default for TrackingFeed {
     fn default() -> Self {
         TrackingFeed {
-            sink: RwLock::default(),
+            sinks: RwLock::default(),
             bcast: watch::channel(Vec::new()).0,
+            heartbeat_ms: AtomicU64::new(0),
         }
+    }
+}
+
+/// Milliseconds on redcar's monotonic clock (since the first call), the unit of [`Heard`].
+pub fn clock_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What one node's invalidation connection has proven: the [`clock_ms`] time at which redcar
+/// sent the latest `PING` the node answered. Every invalidation the node queued before
+/// answering was read before that `PONG` (one connection, in order), so a write acknowledged
+/// before that time has had its invalidation delivered. 0: nothing proven yet.
+#[derive(Debug, Default)]
+pub struct Heard(AtomicU64);
+
+impl Heard {
+    /// The send time of the latest answered `PING`.
+    pub fn at(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn answered(&self, sent_ms: u64) {
+        self.0.fetch_max(sent_ms, Ordering::AcqRel);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn answered_for_tests(&self, sent_ms: u64) {
+        self.answered(sent_ms);
     }
 }
 
@@ -83,30 +118,53 @@ impl TrackingFeed {
         self.bcast.subscribe()
     }
 
-    /// Sends every node's invalidations to `sink` from now on.
-    pub fn set_sink(&self, sink: Weak<dyn InvalidationSink>) {
-        *self.sink.write().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+    /// Sends every node's invalidations to `sink` too from now on.
+    pub fn add_sink(&self, sink: Weak<dyn InvalidationSink>) {
+        self.sinks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(sink);
+    }
+
+    /// Has every invalidation connection send `PING` every `every` (set once at start-up, by
+    /// the near cache; connections started before pick it up when they next connect).
+    pub fn set_heartbeat(&self, every: Duration) {
+        let ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.heartbeat_ms.store(ms, Ordering::Relaxed);
+    }
+
+    pub(super) fn heartbeat(&self) -> Option<Duration> {
+        match self.heartbeat_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
     }
 
     pub(super) fn deliver(&self, addr: &str, keys: Option<Vec<Bytes>>) {
-        if let Some(sink) = self.sink() {
-            sink.invalidated(addr, keys);
+        let sinks = self.sinks();
+        let Some((last, others)) = sinks.split_last() else {
+            return;
+        };
+        for sink in others {
+            sink.invalidated(addr, keys.clone());
         }
+        last.invalidated(addr, keys);
     }
 
     /// A connection to `addr` that tracking relies on was lost (see [`InvalidationSink::lost`]).
     pub(super) fn lost(&self, addr: &str) {
-        if let Some(sink) = self.sink() {
+        for sink in self.sinks() {
             sink.lost(addr);
         }
     }
 
-    fn sink(&self) -> Option<Arc<dyn InvalidationSink>> {
-        self.sink
+    fn sinks(&self) -> Vec<Arc<dyn InvalidationSink>> {
+        self.sinks
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .and_then(Weak::upgrade)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 }
 
@@ -115,6 +173,8 @@ pub(super) struct NodeTracking {
     lanes: Arc<[queue::Sender<Pending>; 2]>,
     /// The BCAST prefixes the invalidation connection has confirmed.
     registered: watch::Receiver<Vec<Bytes>>,
+    /// How recently the invalidation connection proved it missed nothing (heartbeat on).
+    heard: Arc<Heard>,
 }
 
 /// The BCAST prefixes one node confirmed on its invalidation connection.
@@ -164,18 +224,30 @@ impl NodeTracking {
             conn::spawn(&runtime, Arc::new(context))
         };
         let lanes = Arc::new([lane(resp2), lane(resp3)]);
+        let heard = Arc::new(Heard::default());
         runtime.spawn(tracking_conn::run(
             resp3.clone(),
-            id,
-            confirmed,
+            tracking_conn::Published {
+                id,
+                registered: confirmed,
+                heard: heard.clone(),
+            },
             Arc::downgrade(&lanes),
             feed.clone(),
         ));
-        NodeTracking { lanes, registered }
+        NodeTracking {
+            lanes,
+            registered,
+            heard,
+        }
     }
 
     pub(super) fn bcast_registered(&self) -> BcastRegistered {
         BcastRegistered(self.registered.clone())
+    }
+
+    pub(super) fn heard(&self) -> &Arc<Heard> {
+        &self.heard
     }
 
     /// The tracked lane for clients speaking `protocol`.
@@ -322,32 +394,14 @@ mod tests {
     /// A node that answers every `PING` with `+PONG`, each preceded by a push frame, as
     /// Redis's `tracking-redir-broken` would come.
     async fn pushing_node() -> String {
-        use tokio::net::TcpListener;
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
-        tokio::spawn(async move {
-            let Ok((mut socket, _)) = listener.accept().await else {
-                return;
-            };
-            let mut input = Vec::new();
-            let mut chunk = [0u8; 4096];
-            const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
-            while let Ok(n @ 1..) = socket.read(&mut chunk).await {
-                input.extend_from_slice(&chunk[..n]);
-                let complete = input.len() / PING.len();
-                input.drain(..complete * PING.len());
-                let mut reply = Vec::new();
-                for _ in 0..complete {
-                    reply.extend_from_slice(
-                        b">2\r\n$21\r\ntracking-redir-broken\r\n:5\r\n+PONG\r\n",
-                    );
-                }
-                if socket.write_all(&reply).await.is_err() {
-                    return;
-                }
-            }
-        });
-        addr
+        use crate::upstream::scripted_node::{scripted_node, Step};
+        const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+        scripted_node(Duration::ZERO, |input| {
+            let complete = input.len() / PING.len();
+            input.drain(..complete * PING.len());
+            Step::Reply(b">2\r\n$21\r\ntracking-redir-broken\r\n:5\r\n+PONG\r\n".repeat(complete))
+        })
+        .await
     }
 
     #[tokio::test]
@@ -386,7 +440,7 @@ mod tests {
         feed.deliver("a:1", None); // no sink yet: nothing happens
         let sink = Arc::new(Count(Default::default()));
         let weak: Weak<dyn InvalidationSink> = Arc::downgrade(&sink) as Weak<dyn InvalidationSink>;
-        feed.set_sink(weak);
+        feed.add_sink(weak);
         feed.deliver("a:1", Some(vec![Bytes::from_static(b"k")]));
         assert_eq!(sink.0.lock().map(|v| v.len()).unwrap_or(0), 1);
         drop(sink);

@@ -13,22 +13,35 @@ use tokio::sync::watch;
 use super::super::conn::{self, frames_len, NodeContext, Pending, ReplyTo};
 use super::super::queue;
 use super::super::reply_slot;
-use super::{redirect_command, TrackingFeed};
+use super::{clock_ms, redirect_command, Heard, TrackingFeed};
 use crate::protocol::{encode_command, header_value, Limits};
 
 /// Longest wait between two connect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
+/// What the invalidation connection tells the rest of the node.
+pub(super) struct Published {
+    /// Its client id (`None` while down): the tracked lanes' REDIRECT target.
+    pub id: watch::Sender<Option<u64>>,
+    /// The BCAST prefixes the node confirmed on it (empty while down).
+    pub registered: watch::Sender<Vec<Bytes>>,
+    /// The send time of the latest `PING` the node answered (heartbeat on).
+    pub heard: Arc<Heard>,
+}
+
 /// Keeps the node's invalidation connection up while its lanes exist (`lanes` upgrades), and
-/// publishes its client id in `id` (`None` while down) and the BCAST prefixes the node
-/// confirmed on it in `registered` (empty while down).
+/// publishes what it learns in `published`.
 pub(super) async fn run(
     context: Arc<NodeContext>,
-    id: watch::Sender<Option<u64>>,
-    registered: watch::Sender<Vec<Bytes>>,
+    published: Published,
     lanes: Weak<[queue::Sender<Pending>; 2]>,
     feed: Arc<TrackingFeed>,
 ) {
+    let Published {
+        id,
+        registered,
+        heard,
+    } = published;
     let addr = context.addr.clone();
     let mut backoff = context.config.reconnect_backoff;
     let mut first = true;
@@ -56,6 +69,8 @@ pub(super) async fn run(
                 feed: &feed,
                 registered: &registered,
                 acks: VecDeque::new(),
+                heard: &heard,
+                pings: VecDeque::new(),
             };
             state.listen(&mut stream, &mut input).await
         };
@@ -126,7 +141,17 @@ struct Listening<'a> {
     /// BCAST registrations sent and not yet answered, in order: the replies still owed, the
     /// cover in force once they are in, and whether the node refused one.
     acks: VecDeque<(usize, Vec<Bytes>, bool)>,
+    /// Told when the node answers a heartbeat `PING`.
+    heard: &'a Heard,
+    /// The send times of the heartbeat `PING`s not answered yet, oldest first.
+    pings: VecDeque<u64>,
 }
+
+/// A heartbeat's answer (a BCAST registration is answered `+OK` or an error, never this).
+const PONG: &[u8] = b"+PONG\r\n";
+
+/// Unanswered heartbeats after which the connection is given up as stuck.
+const MAX_UNANSWERED: usize = 64;
 
 impl Listening<'_> {
     /// Reads pushes until the connection fails; each `invalidate` goes to the feed. Registers
@@ -140,16 +165,32 @@ impl Listening<'_> {
         wanted.mark_changed();
         let mut sent: Vec<Bytes> = Vec::new();
         let mut feed_open = true;
+        let beat = self.feed.heartbeat();
+        let mut heartbeat = tokio::time::interval(beat.unwrap_or(Duration::from_secs(3600)));
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             while let Some(len) = frames_len(input, 1, self.limits)? {
                 let frame = input.split_to(len).freeze();
                 match parse_invalidation(&frame) {
                     Some(keys) => self.feed.deliver(self.addr, keys),
                     None if frame.first() == Some(&b'>') => {}
+                    None if &frame[..] == PONG && !self.pings.is_empty() => {
+                        if let Some(sent) = self.pings.pop_front() {
+                            self.heard.answered(sent);
+                        }
+                    }
                     None => self.acked(&frame),
                 }
             }
             tokio::select! {
+                _ = heartbeat.tick(), if beat.is_some() => {
+                    if self.pings.len() >= MAX_UNANSWERED {
+                        return Err("the node stopped answering heartbeats".into());
+                    }
+                    self.pings.push_back(clock_ms());
+                    stream.write_all(b"*1\r\n$4\r\nPING\r\n").await.map_err(|e| format!("write failed: {e}"))?;
+                    stream.flush().await.map_err(|e| format!("write failed: {e}"))?;
+                }
                 read = stream.read_buf(input) => match read {
                     Ok(0) => return Err("closed by the node".into()),
                     Ok(_) => {}

@@ -3,7 +3,9 @@
 //! Lettuce (Java). Each runs its smoke script from tests/clients/ against a fresh cluster behind
 //! redcar; the script asserts every reply and exits non-zero on a mismatch. The Node.js, Go and
 //! Java programs also read what they wrote back from the cluster itself (`redis-cli -c`, or a
-//! Jedis cluster client, against `REDCAR_CLUSTER_NODE`).
+//! Jedis cluster client, against `REDCAR_CLUSTER_NODE`). node-redis's client-side cache (`RESP: 3`,
+//! `clientSideCache`) is checked through redcar too: served from the cache, invalidated by a write
+//! straight on the cluster (tracking_node_redis.mjs).
 //!
 //! The libraries come from `scripts/ensure-clients.sh` (php-cli, php-redis and php-predis from
 //! apt, redis-py and hiredis in the virtualenv `target/pyenv`), `scripts/ensure-node-clients.sh`
@@ -320,4 +322,15 @@ fn jedis_and_lettuce_smoke_program_passes_through_redcar() {
     let cluster = RedisCluster::start(3, 1);
     let redcar = Redcar::start(&cluster.seeds());
     run_java("smoke", &redcar, &cluster);
+}
+
+/// node-redis with `RESP: 3` and its client-side cache (`clientSideCache`) through plain redcar:
+/// GETs served from the cache, an invalidation when another connection writes the key straight
+/// on the cluster, then the new value (tests/clients/tracking_node_redis.mjs).
+#[test]
+fn node_redis_client_side_cache_is_invalidated_through_redcar() {
+    let node = node();
+    let cluster = RedisCluster::start(3, 0);
+    let redcar = Redcar::start(&cluster.seeds());
+    run_script_checked(&node, "tracking_node_redis.mjs", &redcar, &cluster);
 }

@@ -214,7 +214,9 @@ class Cluster:
 class Redcar:
     """redcar in front of the cluster, with an admin port; RSS sampled every second."""
 
-    def __init__(self, binary, listen_port, admin_port, seeds, dirpath, log):
+    def __init__(self, binary, listen_port, admin_port, seeds, dirpath, log, extra_args=()):
+        self.extra_args = list(extra_args)
+        self.near_cache_hits = {}  # pid -> hits seen last (extra_args turn the near cache on)
         self.binary, self.port, self.admin = binary, listen_port, admin_port
         self.seeds, self.dir, self.log = seeds, dirpath, log
         self.proc = None
@@ -231,7 +233,7 @@ class Redcar:
         logf = open(os.path.join(self.dir, f"redcar.{self.starts}.log"), "w")
         self.proc = subprocess.Popen(
             [self.binary, "--listen", f"127.0.0.1:{self.port}", "--admin", f"127.0.0.1:{self.admin}",
-             "--cluster", self.seeds, "--read-policy", "prefer-replica"],
+             "--cluster", self.seeds, "--read-policy", "prefer-replica", *self.extra_args],
             stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
         logf.close()
         self.expected_exit = False
@@ -276,6 +278,18 @@ class Redcar:
                             self.rss_samples.append((time.monotonic(), kb))
             except OSError:
                 pass
+            if self.extra_args:
+                self._sample_near_cache(p.pid)
+
+    def _sample_near_cache(self, pid):
+        """The near cache's hits so far, per redcar process (a restart starts from 0)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/metrics", timeout=1) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("redcar_near_cache_hits_total "):
+                        self.near_cache_hits[pid] = float(line.split()[1])
+        except (OSError, ValueError):
+            pass
 
     def terminate(self, timeout=15.0):
         """SIGTERM (requests in flight are drained); returns (exit code, seconds to exit)."""

@@ -60,6 +60,8 @@ def parse_args():
     ap.add_argument("--rate", type=float, default=150, help="operations/s per client (default 150)")
     ap.add_argument("--rss-limit-mb", type=int, default=512, help="redcar RSS limit (default 512)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir even when all pass")
+    ap.add_argument("--near-cache", action="store_true",
+                    help="run redcar with the near cache on for every key (docs/near-cache.md)")
     a = ap.parse_args()
     if bool(a.target) != bool(a.cluster):
         ap.error("--target and --cluster go together")
@@ -136,8 +138,15 @@ class Run:
         self.cluster = Cluster(self.dir, log)
         self.cluster.start()
         self.addrs = self.cluster.addrs
+        extra = []
+        if self.a.near_cache:
+            path = os.path.join(self.dir, "near-cache.yaml")
+            with open(path, "w") as f:
+                f.write('near_cache:\n  enabled: true\n  keys:\n    - pattern: "*"\n')
+            extra = ["--config", path]
+            log("near cache on for every key")
         self.redcar = Redcar(self.a.redcar, free_port(), free_port(), self.cluster.seeds(),
-                             self.dir, log)
+                             self.dir, log, extra)
         self.redcar.start()
         log(f"redcar on 127.0.0.1:{self.redcar.port}, admin 127.0.0.1:{self.redcar.admin}")
         return "127.0.0.1", self.redcar.port

@@ -53,6 +53,7 @@ function header(s) {
   ready.className = "pill " + (s.ready ? "ok" : "bad");
   $("rate").textContent = num(s.commands_per_s);
   $("clients").textContent = s.clients;
+  nearCache(s.near_cache);
   $("owned").textContent = s.owned_slots + " / 16384";
   $("source").textContent = s.source || "–";
   $("uptime").textContent = duration(s.uptime_s);
@@ -64,6 +65,18 @@ function header(s) {
   const points = history.map((r, i) =>
     (i * step).toFixed(1) + "," + (31 - r / max * 30).toFixed(1));
   document.querySelector("#spark polyline").setAttribute("points", points.join(" "));
+}
+
+// The near cache's hit ratio since the last refresh (since start-up on the first), and its size.
+let nearLast = null;
+function nearCache(n) {
+  $("nearcache").hidden = !n;
+  if (!n) return;
+  const prev = nearLast || { hits: 0, misses: 0 };
+  const hits = n.hits - prev.hits, reads = hits + n.misses - prev.misses;
+  nearLast = n;
+  const ratio = reads > 0 ? Math.round(hits / reads * 100) + "% hits" : "idle";
+  $("nearhits").textContent = ratio + " · " + bytes(n.bytes);
 }
 
 function slotbar(s) {
@@ -174,13 +187,44 @@ function slowlog(s) {
     : [el("tr", {}, el("td", { class: "empty", colspan: 6 }, "no slow commands"))]));
 }
 
+function bytes(v) {
+  if (v >= 1 << 20) return (v / (1 << 20)).toFixed(1) + " MB";
+  if (v >= 1 << 10) return (v / (1 << 10)).toFixed(1) + " KB";
+  return v + " B";
+}
+
+// The hottest keys (sampled: rates are estimates) and the biggest requests and replies.
+function hotkeys(s) {
+  const h = s.hotkeys;
+  if (!h) return;
+  const empty = (text, span) => [el("tr", {}, el("td", { class: "empty", colspan: span }, text))];
+  const hot = h.hot.map(k => el("tr", { "data-key": k.key, "data-command": k.command },
+    el("td", { class: "key" }, k.key),
+    el("td", {}, k.command.toUpperCase()),
+    el("td", {}, k.node || "–"),
+    el("td", { class: "num", title: `about ${k.count} in ${h.window_seconds.toFixed(0)} s (± ${k.error})` }, num(k.rate))));
+  $("hotkeys").replaceChildren(...(hot.length ? hot
+    : empty(h.enabled ? "no keyed commands in the window" : "off (hotkeys.enabled: false)", 4)));
+  $("hotwindow").firstChild.textContent = h.enabled
+    ? `last ${Math.round(h.window_seconds)} s, 1 in ${h.sample_rate} sampled; full list at ` : "full list at ";
+  const big = h.big.map(b => el("tr", { "data-key": b.key, "data-direction": b.direction },
+    el("td", { class: "key" }, b.key),
+    el("td", {}, b.command.toUpperCase()),
+    el("td", {}, b.node || "–"),
+    el("td", {}, b.direction),
+    el("td", { class: "num", title: `${b.size} bytes, seen ${b.seen}×` }, bytes(b.size)),
+    el("td", {}, clock(b.at_ms))));
+  $("bigkeys").replaceChildren(...(big.length ? big : empty("none yet", 6)));
+  $("bigthreshold").textContent = `requests and replies of ${bytes(h.big_value_threshold)} or more, biggest first`;
+}
+
 async function poll() {
   const root = $("status");
   try {
     const response = await fetch("status.json", { cache: "no-store" });
     if (!response.ok) throw new Error("HTTP " + response.status);
     const s = await response.json();
-    header(s); slotbar(s); nodes(s); commands(s); events(s); slowlog(s);
+    header(s); slotbar(s); nodes(s); commands(s); events(s); slowlog(s); hotkeys(s);
     root.dataset.state = "ok";
     root.dataset.updated = String(Date.now());
     $("updated").textContent = "updated " + clock(Date.now());

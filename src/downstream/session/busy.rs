@@ -16,18 +16,18 @@ use super::super::budget;
 use super::super::listener::Downstream;
 use super::super::pubsub;
 use super::super::reply_batch::ReplyBatches;
-use super::super::slow::LatencyWatch;
 use super::super::tracking;
-use super::buffers::{Buffer, CHUNK};
+use super::buffers::CHUNK;
 use super::dispatch::{dispatch, facade_plan, protocol_error};
 use super::failed_login::failed_login;
-use super::stamp::Stamp;
+use super::near::Near;
+use super::owed::{goes_idle, Owed};
+use super::stamp::{key_position, Hot, Stamp};
 use super::timer::{LazyTimer, OpTimer};
 use super::{Busy, Client};
 use crate::metrics::CommandTally;
 use crate::protocol::{parse_request, Request};
 use crate::router::{Call, Plan, Router};
-use crate::upstream::Inbox;
 
 /// Replies waiting for the rest of their read's replies are written anyway once this big: past
 /// it, writing now is cheap per reply.
@@ -51,7 +51,13 @@ where
     let router: &'d Router = &downstream.router;
     let metrics = &*downstream.metrics;
     let peer: &str = c.peer;
-    let keep_raw = metrics.slowlog.is_enabled();
+    // The request is kept (a reference count) for the slow log and the hot keys.
+    let keep_raw = metrics.slowlog.is_enabled() || downstream.hotkeys.is_enabled();
+    let hot = Hot {
+        keys: &downstream.hotkeys,
+        client: c.state.id,
+    };
+    let mut sampler = downstream.hotkeys.sampler(c.state.id);
     // Per-command series, added to the shared ones before each write to the client.
     let mut tally = CommandTally::new(metrics);
     // Replies owed to the client, oldest first, with what the metrics need to know about them.
@@ -136,6 +142,7 @@ where
                             batches: &mut batches,
                             out: &mut c.out,
                             tally: &mut tally,
+                            hot,
                             peer,
                         };
                         owed.push(call, Stamp::none(now), now);
@@ -144,6 +151,7 @@ where
                 },
             };
             let (plan, command) = router.plan(&request, &mut scratch);
+            let key_arg = key_position(&plan, &scratch);
             let plan = match &c.facade {
                 Some(facade) => facade_plan(facade, plan, command, &request, router, &c.state),
                 None => plan,
@@ -159,25 +167,9 @@ where
                     // Subscribe mode takes the connection over until the client leaves it
                     // (and writes the replies before it).
                     tally.flush();
-                    tracking::join_subscriber(downstream, &mut c.state);
-                    // Boxed: subscribe mode is rare, and its state would otherwise be part of
-                    // every busy session.
-                    let left = Box::pin(pubsub::serve(
-                        router,
-                        request,
-                        &mut c.stream.reader(),
-                        &mut c.stream.writer(),
-                        &mut c.input,
-                        &mut c.out,
-                        &limits,
-                        metrics,
-                        config.max_reply_bytes,
-                        &mut c.drain,
-                        c.state.id as usize,
-                        &c.state,
-                    ))
-                    .await;
-                    c.last_activity = Instant::now();
+                    let left = c
+                        .subscribe_mode(request, &limits, config.max_reply_bytes)
+                        .await;
                     match left {
                         pubsub::Left::Normal => {}
                         pubsub::Left::Reset => c.state.reset(),
@@ -188,6 +180,11 @@ where
                 }
             }
             let plan = tracking::intercept(downstream, &mut c.state, plan, &request);
+            let near =
+                (downstream.near_cache.as_ref()).map(|cache| Near::new(cache, command, &scratch));
+            let writing = near
+                .as_ref()
+                .and_then(|n| n.note_writes(&plan, &request, router, &c.state));
             // `CLIENT TRACKING on BCAST` answers once the nodes confirmed its prefixes.
             let call = match tracking::take_wait(&mut c.state) {
                 Some(waiting) => waiting,
@@ -199,9 +196,13 @@ where
                     &request,
                     config.max_request_bytes,
                     now,
+                    near,
                 ),
             };
-            let stamp = Stamp::new(command, &request, now, keep_raw, alone, c.state.protocol);
+            let weight = if key_arg == 0 { 0 } else { sampler.sample() };
+            let stamp = Stamp::new(command, &request, now, keep_raw, alone, c.state.protocol)
+                .with_hot(key_arg, weight)
+                .with_writing(writing);
             closing |= c.state.quit;
             if let Some((failures, limit_reached)) = c.state.take_failed_login() {
                 closing |= failed_login(metrics, peer, &request, failures, limit_reached);
@@ -210,7 +211,7 @@ where
                 // Nothing ahead of it: straight to the output buffer.
                 let reply = call.now_or_never().unwrap_or_default();
                 c.out
-                    .append(stamp.finish(&mut tally, &reply, now, None, peer));
+                    .append(stamp.finish(&mut tally, hot, &reply, now, None, peer));
                 continue;
             }
             if let Some(deadline) = call.deadline() {
@@ -283,7 +284,7 @@ where
             }), if !calls.is_empty() && c.out.len() < config.max_reply_bytes => {
                 let now = Instant::now();
                 clock = Some(now);
-                let mut owed = Owed { calls: &mut calls, batches: &mut batches, out: &mut c.out, tally: &mut tally, peer };
+                let mut owed = Owed { calls: &mut calls, batches: &mut batches, out: &mut c.out, tally: &mut tally, hot, peer };
                 // Take every following reply that is already here, to write them in one syscall.
                 exclusive -= owed.take_replies(Some(reply), c.inbox.as_deref_mut(), latency, now, |call, inbox| call.try_now(inbox));
             }
@@ -312,7 +313,7 @@ where
                 // A call past its deadline whose reply is here anyway (it came while an earlier
                 // call held up the queue) gets that reply, not the timeout.
                 // Only first attempts are timed here (redirects and retries time themselves).
-                let mut owed = Owed { calls: &mut calls, batches: &mut batches, out: &mut c.out, tally: &mut tally, peer };
+                let mut owed = Owed { calls: &mut calls, batches: &mut batches, out: &mut c.out, tally: &mut tally, hot, peer };
                 exclusive -= owed.take_replies(None, c.inbox.as_deref_mut(), latency, now, |call, inbox| {
                     call.deadline()?;
                     match inbox {
@@ -348,7 +349,7 @@ where
                         "request not completed within {:?} (client.request_timeout); closing",
                         config.request_timeout
                     )));
-                    let mut owed = Owed { calls: &mut calls, batches: &mut batches, out: &mut c.out, tally: &mut tally, peer };
+                    let mut owed = Owed { calls: &mut calls, batches: &mut batches, out: &mut c.out, tally: &mut tally, hot, peer };
                     owed.push(call, Stamp::none(now), now);
                 } else {
                     request_timer.reset(started + config.request_timeout);
@@ -366,7 +367,7 @@ where
                 let now = Instant::now();
                 let pushes = tracking::take_frames(&c.state);
                 if !pushes.is_empty() {
-                    let mut owed = Owed { calls: &mut calls, batches: &mut batches, out: &mut c.out, tally: &mut tally, peer };
+                    let mut owed = Owed { calls: &mut calls, batches: &mut batches, out: &mut c.out, tally: &mut tally, hot, peer };
                     owed.push(Call::ready(pushes), Stamp::push(now), now);
                 }
             }
@@ -375,82 +376,5 @@ where
                 c.close_when_safe = now_slow;
             }
         }
-    }
-}
-
-/// Whether a busy session with nothing owed may go idle: nothing buffered either ways, nothing
-/// half-read or waiting to run, nothing to finish. It gives back its inbox on the way.
-fn goes_idle<S>(
-    c: &mut Client<'_, S>,
-    parked: &Option<Request>,
-    closing: bool,
-    budget_paused: bool,
-    partial_since: Option<Instant>,
-) -> bool {
-    let idle = parked.is_none()
-        && !closing
-        && !budget_paused
-        && partial_since.is_none()
-        && c.input.is_empty()
-        && c.out.is_empty();
-    if idle && c.inbox.as_deref().is_some_and(Inbox::is_empty) {
-        // No number is outstanding: a late reply cannot reach a new inbox.
-        c.inbox = None;
-    }
-    idle
-}
-
-/// The replies owed to the client, and where finished ones go.
-struct Owed<'a, 'r> {
-    calls: &'a mut VecDeque<(Call<'r>, Stamp)>,
-    batches: &'a mut ReplyBatches,
-    out: &'a mut Buffer,
-    tally: &'a mut CommandTally<'r>,
-    peer: &'a str,
-}
-
-impl<'r> Owed<'_, 'r> {
-    /// Queues a reply that is not to a command (protocol errors) behind the owed ones.
-    fn push(&mut self, call: Call<'r>, stamp: Stamp, now: Instant) {
-        if self.calls.is_empty() {
-            let reply = call.now_or_never().unwrap_or_default();
-            self.out
-                .append(stamp.finish(self.tally, &reply, now, None, self.peer));
-        } else {
-            self.calls.push_back((call, stamp));
-            self.batches.queued();
-        }
-    }
-
-    /// Moves finished replies to the output buffer in order: `first` (already taken from the
-    /// front call), then each following one that `next` yields. Returns how many of them ran
-    /// alone.
-    fn take_replies(
-        &mut self,
-        mut first: Option<bytes::Bytes>,
-        mut inbox: Option<&mut Inbox>,
-        latency: Option<&LatencyWatch>,
-        now: Instant,
-        mut next: impl FnMut(&mut Call<'r>, Option<&mut Inbox>) -> Option<bytes::Bytes>,
-    ) -> usize {
-        let mut alone = 0;
-        while let Some(bytes) = first.take().or_else(|| {
-            let (call, _) = self.calls.front_mut()?;
-            next(call, inbox.as_deref_mut())
-        }) {
-            let sent = match self.calls.pop_front() {
-                Some((call, stamp)) => {
-                    alone += usize::from(stamp.alone);
-                    if let Some(watch) = latency {
-                        // Feeds `client.close_idle_when_slow` (one atomic add) when it is on.
-                        watch.record(now.saturating_duration_since(stamp.started));
-                    }
-                    stamp.finish(self.tally, &bytes, now, call.node(), self.peer)
-                }
-                None => &bytes[..],
-            };
-            self.out.append(sent);
-        }
-        alone
     }
 }

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use super::super::facade::Endpoint;
 use super::super::local::ClientState;
 use super::super::transaction::Step;
+use super::near::Near;
 use crate::commands::Local;
 use crate::protocol::Request;
 use crate::router::{Call, Plan, Router};
@@ -35,7 +36,8 @@ pub(super) fn facade_plan(
 }
 
 /// Starts one planned command: forwarded commands are queued on their node right away, their
-/// replies going to the session's `inbox` (made on the first such command).
+/// replies going to the session's `inbox` (made on the first such command). `near`: the near
+/// cache's view of the command, when the cache is on (its writes were noted before).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn dispatch<'r>(
     router: &'r Router,
@@ -45,8 +47,16 @@ pub(super) fn dispatch<'r>(
     request: &Request,
     max_tx_bytes: usize,
     now: Instant,
+    near: Option<Near<'_>>,
 ) -> Call<'r> {
     let lane = state.lane();
+    if let Some(near) = &near {
+        if !state.tx.is_open() {
+            if let Some(call) = near.serve(router, &plan, request, lane, now) {
+                return call;
+            }
+        }
+    }
     let rewritten = match &plan {
         Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
             router.evalsha_as_eval(request)

@@ -32,8 +32,11 @@ mod buffers;
 mod busy;
 mod dispatch;
 mod failed_login;
+mod near;
+mod owed;
 mod stamp;
 mod stream;
+mod subscribe;
 mod timer;
 
 use buffers::Buffer;

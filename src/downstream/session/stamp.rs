@@ -3,8 +3,11 @@
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
+use crate::hotkeys::{HotKeys, Observed};
 use crate::metrics::CommandTally;
+use crate::near_cache::Writing;
 use crate::protocol::{parse_request, resp3_null, Limits, Protocol, Request};
+use crate::router::Plan;
 
 /// What the metrics and the slow log need to know about one command.
 pub(super) struct Stamp {
@@ -16,6 +19,20 @@ pub(super) struct Stamp {
     pub(super) alone: bool,
     /// The client spoke RESP3 when it sent the command.
     resp3: bool,
+    /// Where its key is in the request (0: no single key), and its weight when sampled for the
+    /// hot keys (0: not sampled); see [`Stamp::with_hot`].
+    key_arg: u8,
+    weight: u32,
+    /// The near cache's hold on the keys it writes, released with the reply (see
+    /// `near_cache::Writing`).
+    writing: Option<Box<Writing>>,
+}
+
+/// Where a session's finished commands are recorded for `/hotkeys`.
+#[derive(Clone, Copy)]
+pub(super) struct Hot<'d> {
+    pub(super) keys: &'d HotKeys,
+    pub(super) client: u64,
 }
 
 impl Stamp {
@@ -34,7 +51,26 @@ impl Stamp {
             raw: keep_raw.then(|| request.raw().clone()),
             alone,
             resp3: protocol.is_resp3(),
+            key_arg: 0,
+            weight: 0,
+            writing: None,
         }
+    }
+
+    /// The key's position (0: none, or past 255) and the hot-key sample weight (0: not
+    /// sampled). The key itself is found again in `raw` only if the command is recorded.
+    #[inline]
+    pub(super) fn with_hot(mut self, key_arg: usize, weight: u32) -> Stamp {
+        self.key_arg = u8::try_from(key_arg).unwrap_or(0);
+        self.weight = weight;
+        self
+    }
+
+    /// Keeps the near cache's hold on the command's keys until its reply is written.
+    #[inline]
+    pub(super) fn with_writing(mut self, writing: Option<Box<Writing>>) -> Stamp {
+        self.writing = writing;
+        self
     }
 
     /// For replies that are not to a command (protocol errors).
@@ -45,6 +81,9 @@ impl Stamp {
             raw: None,
             alone: false,
             resp3: false,
+            key_arg: 0,
+            weight: 0,
+            writing: None,
         }
     }
 
@@ -63,6 +102,7 @@ impl Stamp {
     pub(super) fn finish<'a>(
         self,
         tally: &mut CommandTally,
+        hot: Hot<'_>,
         reply: &'a [u8],
         now: Instant,
         node: Option<&str>,
@@ -70,6 +110,19 @@ impl Stamp {
     ) -> &'a [u8] {
         if self.command.is_empty() {
             return reply;
+        }
+        let raw = self.raw.as_deref().unwrap_or_default();
+        if hot.keys.wants(self.weight, raw.len(), reply.len()) {
+            hot.keys.observe(Observed {
+                client: hot.client,
+                command: self.command,
+                raw,
+                key_arg: usize::from(self.key_arg),
+                node: node.unwrap_or(""),
+                weight: self.weight,
+                reply_len: reply.len(),
+                now,
+            });
         }
         let elapsed = now.saturating_duration_since(self.started);
         let error = reply.first() == Some(&b'-');
@@ -84,6 +137,16 @@ impl Stamp {
             true => resp3_null(reply).unwrap_or(reply),
             false => reply,
         }
+    }
+}
+
+/// A single-slot command's key position in its arguments (planning left the key positions in
+/// `keys`), for the hot and big keys; 0 for any other plan.
+#[inline]
+pub(super) fn key_position(plan: &Plan, keys: &[usize]) -> usize {
+    match plan {
+        Plan::Slot { .. } | Plan::Blocking { .. } => keys.first().copied().unwrap_or(0),
+        _ => 0,
     }
 }
 

@@ -126,6 +126,28 @@ impl<'r> Call<'r> {
         }
     }
 
+    /// [`settle`](Self::settle) for a call made without an inbox, and the node that gave the
+    /// reply when it was the first attempt's final answer (no redirect, retry or time-out):
+    /// only such a reply can be matched to what that node tracks (the near cache).
+    pub async fn settle_first(mut self) -> (Bytes, Option<Arc<Node>>) {
+        let Some(deadline) = self.deadline() else {
+            return (self.await, None);
+        };
+        let reply = match tokio::time::timeout_at(deadline, &mut self).await {
+            Ok(reply) => reply,
+            Err(_elapsed) => {
+                let reply = self
+                    .expire(None)
+                    .unwrap_or_else(|| redcar_error("timed out waiting for a node"));
+                return (reply, None);
+            }
+        };
+        match self.state {
+            State::Sent { node, .. } => (reply, Some(node)),
+            _ => (reply, None),
+        }
+    }
+
     /// Gives up on a call whose deadline passed: its reply, if it ever comes, is dropped.
     /// `inbox`: the session's, for calls queued into it.
     pub fn expire(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {

@@ -1,0 +1,668 @@
+//! A mixed GET/SET load generator and a staleness probe for redcar's near-cache benchmark
+//! (bench/nearcache.sh). `redis-benchmark` runs one command per test, so it cannot mix reads
+//! and writes over the same keys; this does.
+//!
+//! ```text
+//! mixload --addr HOST:PORT [--clients 50] [--seconds 10 | --requests N] [--keys 100]
+//!         [--prefix hot:] [--read-ratio 0.9] [--value-size 32] [--threads 1] [--seed N]
+//!         [--no-populate]
+//! mixload --staleness --addr REDCAR --node HOST:PORT [--key hot:staleness] [--writes 2000]
+//!         [--bound-ms 205] [--readers 1] [--timeout-ms 2000] [--gap-us 500]
+//! ```
+//!
+//! **Load** (default mode): `--clients` connections, each its own TCP connection with one command
+//! in flight (pipeline depth 1), each sending GET (with probability `--read-ratio`) or SET of a
+//! key drawn uniformly from `PREFIX0 .. PREFIX{keys-1}`, until `--seconds` have passed or
+//! `--requests` commands were sent in all. Before the run every key is SET once (unless
+//! `--no-populate`), so GETs find values. Latency is per command, from the write of the command
+//! to the end of its reply. The last line, `RESULT key=value ...`, is for scripts.
+//!
+//! **Staleness** (`--staleness`): a writer connected straight to the cluster primary that owns
+//! `--key` (it sends to `--node` and follows `-MOVED`), and `--readers` readers through `--addr`
+//! (redcar) reading the key in a tight loop. The writer SETs `NONCE:1`, `NONCE:2`, ... (a new
+//! value each time); for each write, the time from its acknowledgement to the end of the first
+//! read through redcar that returns it (or a later one) is its visibility latency. A read that
+//! *started* more than `--bound-ms` after a write was acknowledged and still returns an older
+//! value is a "stale read after the bound"; with a correct near cache there are none. The writer
+//! waits until its write was seen (at most `--timeout-ms`; otherwise it counts it "not seen"),
+//! then pauses about `--gap-us` before the next one.
+
+mod resp;
+
+use std::io::{self, BufReader, Write};
+use std::net::TcpStream;
+use std::process::exit;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use resp::Reply;
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: mixload --addr HOST:PORT [--clients 50] [--seconds 10 | --requests N] [--keys 100]\n\
+         \x20              [--prefix hot:] [--read-ratio 0.9] [--value-size 32] [--threads 1]\n\
+         \x20              [--seed N] [--no-populate]\n\
+         \x20      mixload --staleness --addr REDCAR --node HOST:PORT [--key hot:staleness]\n\
+         \x20              [--writes 2000] [--bound-ms 205] [--readers 1] [--timeout-ms 2000] [--gap-us 500]"
+    );
+    exit(2)
+}
+
+fn die(msg: impl std::fmt::Display) -> ! {
+    eprintln!("mixload: {msg}");
+    exit(1)
+}
+
+#[derive(Clone)]
+struct Opts {
+    addr: String,
+    clients: usize,
+    seconds: f64,
+    requests: Option<u64>,
+    keys: u64,
+    prefix: String,
+    read_ratio: f64,
+    value_size: usize,
+    threads: usize,
+    seed: u64,
+    populate: bool,
+    staleness: bool,
+    node: Option<String>,
+    key: String,
+    writes: u64,
+    bound_ms: f64,
+    readers: usize,
+    timeout_ms: u64,
+    gap_us: u64,
+}
+
+fn parse_args() -> Opts {
+    let mut o = Opts {
+        addr: String::new(),
+        clients: 50,
+        seconds: 10.0,
+        requests: None,
+        keys: 100,
+        prefix: "hot:".into(),
+        read_ratio: 0.9,
+        value_size: 32,
+        threads: 1,
+        seed: 1,
+        populate: true,
+        staleness: false,
+        node: None,
+        key: "hot:staleness".into(),
+        writes: 2000,
+        bound_ms: 205.0,
+        readers: 1,
+        timeout_ms: 2000,
+        gap_us: 500,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().unwrap_or_else(|| usage());
+        fn num<T: std::str::FromStr>(name: &str, v: String) -> T {
+            v.parse()
+                .unwrap_or_else(|_| die(format!("{name}: not a number: {v}")))
+        }
+        match a.as_str() {
+            "--addr" => o.addr = val(),
+            "--clients" => o.clients = num(&a, val()),
+            "--seconds" => o.seconds = num(&a, val()),
+            "--requests" => o.requests = Some(num(&a, val())),
+            "--keys" => o.keys = num(&a, val()),
+            "--prefix" => o.prefix = val(),
+            "--read-ratio" => o.read_ratio = num(&a, val()),
+            "--value-size" => o.value_size = num(&a, val()),
+            "--threads" => o.threads = num(&a, val()),
+            "--seed" => o.seed = num(&a, val()),
+            "--no-populate" => o.populate = false,
+            "--staleness" => o.staleness = true,
+            "--node" => o.node = Some(val()),
+            "--key" => o.key = val(),
+            "--writes" => o.writes = num(&a, val()),
+            "--bound-ms" => o.bound_ms = num(&a, val()),
+            "--readers" => o.readers = num(&a, val()),
+            "--timeout-ms" => o.timeout_ms = num(&a, val()),
+            "--gap-us" => o.gap_us = num(&a, val()),
+            "-h" | "--help" => usage(),
+            _ => {
+                eprintln!("mixload: unknown argument {a}");
+                usage()
+            }
+        }
+    }
+    if o.addr.is_empty() {
+        usage()
+    }
+    if o.clients == 0 || o.keys == 0 || o.threads == 0 || o.readers == 0 {
+        die("--clients, --keys, --threads and --readers must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&o.read_ratio) {
+        die("--read-ratio must be between 0 and 1");
+    }
+    o
+}
+
+fn main() {
+    let o = parse_args();
+    if o.staleness {
+        staleness(&o)
+    } else {
+        load(&o)
+    }
+}
+
+/// xorshift64*: fast, seedable, good enough to pick keys and commands.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The `q`-quantile (0..=1) of sorted nanoseconds, in milliseconds (nearest rank).
+fn quantile_ms(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1e6
+}
+
+// ------------------------------------------------------------------------------------- load
+
+#[derive(Default)]
+struct ClientStats {
+    gets: u64,
+    sets: u64,
+    errors: u64,
+    first_error: Option<String>,
+    latencies: Vec<u64>,
+}
+
+fn load(o: &Opts) {
+    let rt = if o.threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(o.threads)
+            .enable_all()
+            .build()
+    }
+    .unwrap_or_else(|e| die(format!("tokio runtime: {e}")));
+    rt.block_on(load_async(o.clone()))
+}
+
+async fn load_async(o: Opts) {
+    use tokio::io::{AsyncWriteExt, BufReader};
+    use tokio::net::TcpStream;
+
+    let o = Arc::new(o);
+    println!(
+        "mixload: {} clients, pipeline 1, {}, {:.0}% GET / {:.0}% SET over {} keys ({}0..{}{}), value {} B, {} thread(s)",
+        o.clients,
+        match o.requests {
+            Some(n) => format!("{n} requests"),
+            None => format!("{} s", o.seconds),
+        },
+        o.read_ratio * 100.0,
+        (1.0 - o.read_ratio) * 100.0,
+        o.keys,
+        o.prefix,
+        o.prefix,
+        o.keys - 1,
+        o.value_size,
+        o.threads
+    );
+    if o.populate {
+        let s = TcpStream::connect(&o.addr)
+            .await
+            .unwrap_or_else(|e| die(format!("connect {}: {e}", o.addr)));
+        let (r, mut w) = s.into_split();
+        let mut r = BufReader::new(r);
+        let mut buf = Vec::new();
+        let value = value_of(0, 0, o.value_size);
+        for k in 0..o.keys {
+            let key = format!("{}{}", o.prefix, k);
+            resp::encode(&mut buf, &[b"SET", key.as_bytes(), value.as_bytes()]);
+        }
+        w.write_all(&buf)
+            .await
+            .unwrap_or_else(|e| die(format!("populate: {e}")));
+        let mut line = Vec::new();
+        for k in 0..o.keys {
+            match resp::skip_reply(&mut r, &mut line).await {
+                Ok(None) => {}
+                Ok(Some(e)) => die(format!("populate: SET {}{k}: -{e}", o.prefix)),
+                Err(e) => die(format!("populate: {e}")),
+            }
+        }
+    }
+
+    let budget = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = match o.requests {
+        Some(_) => None,
+        None => Some(start + Duration::from_secs_f64(o.seconds)),
+    };
+    let mut tasks = Vec::new();
+    for id in 0..o.clients {
+        let o = o.clone();
+        let budget = budget.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut st = ClientStats::default();
+            let s = match TcpStream::connect(&o.addr).await {
+                Ok(s) => s,
+                Err(e) => {
+                    st.errors += 1;
+                    st.first_error = Some(format!("connect: {e}"));
+                    return st;
+                }
+            };
+            let _ = s.set_nodelay(true);
+            let (r, mut w) = s.into_split();
+            let mut r = BufReader::with_capacity(16 << 10, r);
+            let mut rng = Rng::new(o.seed.wrapping_add(id as u64 * 7919));
+            let mut cmd = Vec::with_capacity(128 + o.value_size);
+            let mut line = Vec::with_capacity(128);
+            let mut n = 0u64;
+            loop {
+                if let Some(total) = o.requests {
+                    if budget.fetch_add(1, Ordering::Relaxed) >= total {
+                        break;
+                    }
+                } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break;
+                }
+                let key = format!("{}{}", o.prefix, rng.next() % o.keys);
+                let get = rng.unit() < o.read_ratio;
+                cmd.clear();
+                if get {
+                    resp::encode(&mut cmd, &[b"GET", key.as_bytes()]);
+                } else {
+                    n += 1;
+                    let v = value_of(id, n, o.value_size);
+                    resp::encode(&mut cmd, &[b"SET", key.as_bytes(), v.as_bytes()]);
+                }
+                let t0 = Instant::now();
+                let done = async {
+                    w.write_all(&cmd).await?;
+                    resp::skip_reply(&mut r, &mut line).await
+                }
+                .await;
+                match done {
+                    Ok(err) => {
+                        st.latencies.push(t0.elapsed().as_nanos() as u64);
+                        if get {
+                            st.gets += 1;
+                        } else {
+                            st.sets += 1;
+                        }
+                        if let Some(e) = err {
+                            st.errors += 1;
+                            st.first_error.get_or_insert(format!("-{e}"));
+                        }
+                    }
+                    Err(e) => {
+                        st.errors += 1;
+                        st.first_error.get_or_insert(format!("connection: {e}"));
+                        break;
+                    }
+                }
+            }
+            st
+        }));
+    }
+    let mut all = ClientStats::default();
+    for t in tasks {
+        let st = t.await.unwrap_or_else(|e| die(format!("client task: {e}")));
+        all.gets += st.gets;
+        all.sets += st.sets;
+        all.errors += st.errors;
+        if all.first_error.is_none() {
+            all.first_error = st.first_error;
+        }
+        all.latencies.extend(st.latencies);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    all.latencies.sort_unstable();
+    let ops = all.gets + all.sets;
+    let rate = ops as f64 / elapsed;
+    let (p50, p99, max) = (
+        quantile_ms(&all.latencies, 0.50),
+        quantile_ms(&all.latencies, 0.99),
+        quantile_ms(&all.latencies, 1.0),
+    );
+    println!(
+        "{ops} commands in {elapsed:.2} s: {rate:.0} ops/s ({} GET, {} SET); latency p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.3} ms; errors {}{}",
+        all.gets,
+        all.sets,
+        all.errors,
+        all.first_error
+            .as_deref()
+            .map(|e| format!(" (first: {e})"))
+            .unwrap_or_default()
+    );
+    println!(
+        "RESULT ops={ops} seconds={elapsed:.3} ops_per_sec={rate:.0} gets={} sets={} p50_ms={p50:.3} p99_ms={p99:.3} max_ms={max:.3} errors={}",
+        all.gets, all.sets, all.errors
+    );
+    if ops == 0 {
+        exit(1);
+    }
+}
+
+/// A SET value of `size` bytes (at least the id and counter).
+fn value_of(client: usize, n: u64, size: usize) -> String {
+    let mut v = format!("v{client}-{n}-");
+    while v.len() < size {
+        v.push('x');
+    }
+    v
+}
+
+// -------------------------------------------------------------------------------- staleness
+
+fn connect(addr: &str) -> io::Result<(BufReader<TcpStream>, TcpStream)> {
+    let s = TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let w = s.try_clone()?;
+    Ok((BufReader::new(s), w))
+}
+
+fn call(c: &mut (BufReader<TcpStream>, TcpStream), args: &[&[u8]]) -> io::Result<Reply> {
+    let mut buf = Vec::new();
+    resp::encode(&mut buf, args);
+    c.1.write_all(&buf)?;
+    resp::read_reply(&mut c.0)
+}
+
+/// What the writer and the readers share.
+struct Shared {
+    /// Acknowledgement time of write `i` (index = counter; counter 0 is the initial value).
+    acks: Mutex<Vec<Instant>>,
+    /// End of the first read through redcar that returned write `i` or a later one.
+    seen: Mutex<Vec<Option<Instant>>>,
+    max_seen: AtomicI64,
+    stop: AtomicBool,
+    /// The first error any reader got (for the message when they never see a value).
+    first_error: Mutex<Option<String>>,
+}
+
+#[derive(Default)]
+struct ReaderStats {
+    reads: u64,
+    errors: u64,
+    first_error: Option<String>,
+    /// Reads that returned a value older than the newest write acknowledged before they started.
+    stale_within_bound: u64,
+    /// Reads that started more than the bound after a write's ack and returned an older value.
+    stale_after_bound: u64,
+    /// The worst of those: (read start - ack of the missed write) in ms, what it got, what it missed.
+    worst: Option<(f64, i64, i64)>,
+}
+
+fn staleness(o: &Opts) {
+    let node = o
+        .node
+        .clone()
+        .unwrap_or_else(|| die("--staleness needs --node HOST:PORT (a cluster node)"));
+    let nonce = format!(
+        "s{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0)
+    );
+    let bound = Duration::from_secs_f64(o.bound_ms / 1000.0);
+    let key = o.key.as_bytes().to_vec();
+
+    // The writer: straight on the primary that owns the key (follow MOVED from --node).
+    let mut at = node.clone();
+    let first = format!("{nonce}:0");
+    let mut w = None;
+    for _ in 0..5 {
+        let mut c = connect(&at).unwrap_or_else(|e| die(format!("connect {at}: {e}")));
+        match call(&mut c, &[b"SET", &key, first.as_bytes()]) {
+            Ok(Reply::Error(e)) if e.starts_with("MOVED ") => {
+                at = e
+                    .split_whitespace()
+                    .nth(2)
+                    .unwrap_or_else(|| die(format!("bad redirect: {e}")))
+                    .to_string();
+            }
+            Ok(Reply::Simple(_)) => {
+                w = Some(c);
+                break;
+            }
+            other => die(format!("SET on {at}: {other:?}")),
+        }
+    }
+    let mut w = w.unwrap_or_else(|| die("too many MOVED redirects"));
+    let shared = Arc::new(Shared {
+        acks: Mutex::new(vec![Instant::now()]),
+        seen: Mutex::new(vec![None; o.writes as usize + 1]),
+        max_seen: AtomicI64::new(-1),
+        stop: AtomicBool::new(false),
+        first_error: Mutex::new(None),
+    });
+    println!(
+        "mixload --staleness: key {} (writer straight on its primary {at}), {} reader(s) through {}, {} writes, bound {} ms",
+        o.key, o.readers, o.addr, o.writes, o.bound_ms
+    );
+
+    let mut readers = Vec::new();
+    for _ in 0..o.readers {
+        let shared = shared.clone();
+        let addr = o.addr.clone();
+        let key = key.clone();
+        let nonce = nonce.clone();
+        readers.push(std::thread::spawn(move || {
+            read_loop(&addr, &key, &nonce, bound, &shared)
+        }));
+    }
+
+    let timeout = Duration::from_millis(o.timeout_ms);
+    let mut not_seen = 0u64;
+    let mut rng = Rng::new(o.seed);
+    let wait_seen = |i: i64, since: Instant| -> bool {
+        while shared.max_seen.load(Ordering::Acquire) < i {
+            if since.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        true
+    };
+    if !wait_seen(0, Instant::now()) {
+        shared.stop.store(true, Ordering::Release);
+        let why = shared
+            .first_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_else(|| "no error".into());
+        die(format!(
+            "the readers never saw the initial value through {} (first read error: {why})",
+            o.addr
+        ));
+    }
+    for i in 1..=o.writes {
+        let v = format!("{nonce}:{i}");
+        match call(&mut w, &[b"SET", &key, v.as_bytes()]) {
+            Ok(Reply::Simple(_)) => {}
+            other => {
+                shared.stop.store(true, Ordering::Release);
+                die(format!("SET {i} on {at}: {other:?}"));
+            }
+        }
+        let ack = Instant::now();
+        shared
+            .acks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(ack);
+        if !wait_seen(i as i64, ack) {
+            not_seen += 1;
+        }
+        // A pause of 0.5x..1.5x --gap-us, so writes do not fall into step with anything periodic.
+        let gap = (o.gap_us as f64 * (0.5 + rng.unit())) as u64;
+        std::thread::sleep(Duration::from_micros(gap));
+    }
+    // Keep reading a little past the bound after the last write, so it is checked too.
+    std::thread::sleep(bound + Duration::from_millis(20));
+    shared.stop.store(true, Ordering::Release);
+    let mut all = ReaderStats::default();
+    for r in readers {
+        let st = r.join().unwrap_or_default();
+        all.reads += st.reads;
+        all.errors += st.errors;
+        all.stale_within_bound += st.stale_within_bound;
+        all.stale_after_bound += st.stale_after_bound;
+        if all.first_error.is_none() {
+            all.first_error = st.first_error;
+        }
+        if st.worst.map(|w| w.0) > all.worst.map(|w| w.0) {
+            all.worst = st.worst;
+        }
+    }
+
+    let acks = shared
+        .acks
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let seen = shared
+        .seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let mut lat: Vec<u64> = (1..acks.len())
+        .filter_map(|i| seen[i].map(|s| s.saturating_duration_since(acks[i]).as_nanos() as u64))
+        .collect();
+    lat.sort_unstable();
+    let (p50, p99, max) = (
+        quantile_ms(&lat, 0.50),
+        quantile_ms(&lat, 0.99),
+        quantile_ms(&lat, 1.0),
+    );
+    println!(
+        "{} writes, {} reads: visible after p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.3} ms; not seen within {} ms: {not_seen}; stale reads after the bound: {}; stale reads within the bound: {}; read errors: {}{}{}",
+        o.writes,
+        all.reads,
+        o.timeout_ms,
+        all.stale_after_bound,
+        all.stale_within_bound,
+        all.errors,
+        all.first_error
+            .as_deref()
+            .map(|e| format!(" (first: {e})"))
+            .unwrap_or_default(),
+        all.worst
+            .map(|(age, got, missed)| format!(
+                "; worst: a read {age:.1} ms after write {missed}'s ack returned write {got}"
+            ))
+            .unwrap_or_default()
+    );
+    println!(
+        "RESULT writes={} reads={} p50_ms={p50:.3} p99_ms={p99:.3} max_ms={max:.3} not_seen={not_seen} stale_after_bound={} stale_within_bound={} read_errors={} bound_ms={}",
+        o.writes,
+        all.reads,
+        all.stale_after_bound,
+        all.stale_within_bound,
+        all.errors,
+        o.bound_ms
+    );
+}
+
+fn read_loop(addr: &str, key: &[u8], nonce: &str, bound: Duration, sh: &Shared) -> ReaderStats {
+    let mut st = ReaderStats::default();
+    let mut c = match connect(addr) {
+        Ok(c) => c,
+        Err(e) => {
+            st.errors += 1;
+            st.first_error = Some(format!("connect {addr}: {e}"));
+            return st;
+        }
+    };
+    let prefix = format!("{nonce}:");
+    while !sh.stop.load(Ordering::Acquire) {
+        let start = Instant::now();
+        let got = match call(&mut c, &[b"GET", key]) {
+            Ok(Reply::Bulk(Some(v))) => std::str::from_utf8(&v)
+                .ok()
+                .and_then(|s| s.strip_prefix(&prefix))
+                .and_then(|n| n.parse::<i64>().ok())
+                .unwrap_or(-1),
+            Ok(Reply::Bulk(None)) => -1,
+            Ok(other) => {
+                st.errors += 1;
+                st.first_error.get_or_insert(format!("{other:?}"));
+                sh.first_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(format!("{other:?}"));
+                continue;
+            }
+            Err(e) => {
+                st.errors += 1;
+                st.first_error.get_or_insert(format!("{e}"));
+                sh.first_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(format!("{e}"));
+                match connect(addr) {
+                    Ok(n) => c = n,
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+                continue;
+            }
+        };
+        let end = Instant::now();
+        st.reads += 1;
+        {
+            let acks = sh.acks.lock().unwrap_or_else(|p| p.into_inner());
+            // The newest write acknowledged before this read started, and the newest one
+            // acknowledged more than the bound before it.
+            let newest = acks.partition_point(|a| *a < start) as i64 - 1;
+            let due = acks.partition_point(|a| *a + bound < start) as i64 - 1;
+            if got < newest {
+                st.stale_within_bound += 1;
+            }
+            if got < due {
+                st.stale_after_bound += 1;
+                let age = start.duration_since(acks[due as usize]).as_secs_f64() * 1e3;
+                if st.worst.is_none_or(|w| age > w.0) {
+                    st.worst = Some((age, got, due));
+                }
+            }
+        }
+        if got > sh.max_seen.load(Ordering::Acquire) {
+            let mut seen = sh.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let upto = (got as usize).min(seen.len() - 1);
+            for s in seen.iter_mut().take(upto + 1).rev() {
+                if s.is_some() {
+                    break;
+                }
+                *s = Some(end);
+            }
+            sh.max_seen.fetch_max(got, Ordering::AcqRel);
+        }
+    }
+    st
+}

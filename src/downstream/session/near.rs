@@ -1,0 +1,150 @@
+//! The near cache on a session's path: reads it may answer are answered from memory or filled
+//! on a miss, and writes drop their keys before they are sent (see `near_cache`).
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
+use tokio::time::Instant;
+
+use super::super::local::ClientState;
+use crate::commands::spec::flags;
+use crate::near_cache::{cacheable, NearCache, Writing};
+use crate::protocol::{encode_command, write_array_len, Protocol, Request};
+use crate::router::{Call, Plan, Router};
+use crate::upstream::Lane;
+
+/// What a session passes for one command when the near cache is on.
+pub(in crate::downstream) struct Near<'a> {
+    pub cache: &'a Arc<NearCache>,
+    /// The command's table name.
+    pub command: &'static str,
+    /// The positions of its keys in its arguments (as planning found them).
+    pub keys: &'a [usize],
+}
+
+impl<'a> Near<'a> {
+    pub fn new(cache: &'a Arc<NearCache>, command: &'static str, keys: &'a [usize]) -> Near<'a> {
+        Near {
+            cache,
+            command,
+            keys,
+        }
+    }
+
+    /// Before a command is served or queued in a transaction (MULTI open): if it may write, its
+    /// admitted keys are dropped from the cache and kept out of it until the returned guard
+    /// goes (with the command's reply), or for `max_silence` when queued in MULTI.
+    pub fn note_writes(
+        &self,
+        plan: &Plan,
+        request: &Request,
+        router: &Router,
+        state: &ClientState,
+    ) -> Option<Box<Writing>> {
+        let write = match plan {
+            Plan::Slot { write, .. } | Plan::Blocking { write, .. } => *write,
+            // Splits, scripts and routed commands: whatever is not read-only may write.
+            Plan::Multi(_) => router
+                .lookup(request.args())
+                .is_some_and(|spec| !spec.has_flag(flags::READONLY)),
+            _ => false,
+        };
+        if !write {
+            return None;
+        }
+        let args = request.args();
+        let keys: SmallVec<[Bytes; 2]> = self
+            .keys
+            .iter()
+            .filter_map(|&i| args.get(i))
+            .filter(|key| self.cache.admits(key, false))
+            .cloned()
+            .collect();
+        if keys.is_empty() {
+            return None;
+        }
+        if state.tx.is_open() {
+            keys.iter()
+                .for_each(|key| self.cache.written_in_transaction(key));
+            return None;
+        }
+        Some(Box::new(self.cache.begin_write(keys)))
+    }
+
+    /// The call for a read the cache answers or fills; `None`: serve it as usual.
+    pub fn serve<'r>(
+        &self,
+        router: &'r Router,
+        plan: &Plan,
+        request: &Request,
+        lane: Lane,
+        now: Instant,
+    ) -> Option<Call<'r>> {
+        // A tracking client's reads must reach the nodes, which remember them for it.
+        if lane.is_tracked() {
+            return None;
+        }
+        let args = request.args();
+        if self.command == "mget" {
+            return self.mget(args, lane.protocol()).map(Call::ready);
+        }
+        let Plan::Slot { slot, write: false } = *plan else {
+            return None;
+        };
+        if !cacheable(self.command, args) || !self.cache.admits(&args[1], true) {
+            return None;
+        }
+        let protocol = lane.protocol();
+        let hit = self.cache.get(self.command, protocol, &args[1], &args[2..]);
+        self.cache.count(hit.is_some());
+        if let Some(reply) = hit {
+            return Some(Call::ready(reply));
+        }
+        let fill = self.cache.begin_fill(&args[1])?;
+        // On the tracked lane (to the node the read policy picks), so that node invalidates what
+        // it read; the key's TTL right after.
+        let tracked = lane.tracked(true);
+        let read = router.forward(None, request.raw().clone(), Some(slot), false, tracked, now);
+        let ttl = encode_command([&b"PTTL"[..], &args[1]].into_iter());
+        let ttl = router.forward(None, ttl, Some(slot), false, tracked, now);
+        let command = self.command;
+        let args = args.to_vec();
+        Some(Call::slow(async move {
+            let (reply, node) = read.settle_first().await;
+            let (ttl, _) = ttl.settle_first().await;
+            fill.finish((command, protocol, &args), &reply, &ttl, node);
+            reply
+        }))
+    }
+
+    /// MGET answered from memory when every key is cached (as GET); otherwise not at all.
+    fn mget(&self, args: &[Bytes], protocol: Protocol) -> Option<Bytes> {
+        let mut replies: SmallVec<[Bytes; 16]> = SmallVec::new();
+        for key in args.get(1..).unwrap_or_default() {
+            let reply = self
+                .cache
+                .admits(key, true)
+                .then(|| self.cache.get("get", protocol, key, &[]))
+                .flatten();
+            match reply {
+                Some(reply) => replies.push(reply),
+                None => {
+                    self.cache.count(false);
+                    return None;
+                }
+            }
+        }
+        if replies.is_empty() {
+            return None;
+        }
+        self.cache.count(true);
+        let len = replies.iter().map(Bytes::len).sum::<usize>() + 16;
+        let mut out = BytesMut::with_capacity(len);
+        write_array_len(&mut out, replies.len());
+        for reply in &replies {
+            out.extend_from_slice(reply);
+        }
+        Some(out.freeze())
+    }
+}

@@ -1,0 +1,349 @@
+//! Finding the hottest keys (per command and node, over a sliding window) and the biggest
+//! requests and replies redcar forwards, in memory bounded by `hotkeys:`, for `/hotkeys`, the
+//! status page and `redcar top` (docs/observability.md, "Hot keys and big keys").
+//!
+//! The cost per command is a countdown and two size comparisons. One command in
+//! `hotkeys.sample_rate` (a random gap per client, so a periodic pipeline is not always sampled
+//! at the same place) is counted, with that weight, in one of a few shards chosen by the client,
+//! so sessions seldom wait for each other; each shard holds a sliding window of Space-Saving
+//! sketches (`window`, `sketch`) and a list of the biggest values (`big`). Every structure is
+//! sized at start-up: counting allocates nothing.
+
+mod args;
+mod big;
+mod config;
+mod hash;
+mod sketch;
+mod text;
+mod window;
+
+pub use args::nth_arg;
+pub use big::Direction;
+pub use config::HotKeysConfig;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use big::BigList;
+use window::Window;
+
+/// Most shards: enough that sessions on different cores seldom share one.
+const MAX_SHARDS: usize = 16;
+
+/// Busy spells begun, mixed into each sampler's seed.
+static SPELLS: AtomicU64 = AtomicU64::new(0);
+
+/// The hot-key sketches and the big-key lists of every shard.
+pub struct HotKeys {
+    config: HotKeysConfig,
+    /// `config.sample_rate`, or 0 when off (no command is sampled).
+    rate: u32,
+    /// `config.big_value_threshold`, or `usize::MAX` when off.
+    big_threshold: usize,
+    /// A power of two long (empty when off); a client's shard is its id modulo the length.
+    shards: Box<[Mutex<Shard>]>,
+    /// Random per process: which keys share a hash cannot be chosen from outside.
+    seed: u64,
+}
+
+/// What one shard counts.
+struct Shard {
+    window: Window,
+    big: BigList,
+}
+
+/// Decides which of one client's commands are sampled: a countdown over random gaps of mean
+/// `sample_rate`. One per busy session (no shared state, no atomics).
+pub struct Sampler {
+    left: u32,
+    rate: u32,
+    random: u32,
+}
+
+/// One finished command, as [`HotKeys::observe`] takes it.
+pub struct Observed<'a> {
+    /// The client's id (picks the shard).
+    pub client: u64,
+    pub command: &'static str,
+    /// The request as the client sent it (RESP multibulk) and where its key is (0: no single
+    /// key; only big values are then recorded).
+    pub raw: &'a [u8],
+    pub key_arg: usize,
+    /// The node that answered ("" when none did).
+    pub node: &'a str,
+    /// The sample's weight ([`Sampler::sample`]; 0 when not sampled).
+    pub weight: u32,
+    pub reply_len: usize,
+    pub now: Instant,
+}
+
+/// What `/hotkeys` serves.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub enabled: bool,
+    pub sample_rate: u32,
+    /// Seconds the rates are measured over (the window, less right after start-up).
+    pub window_seconds: f64,
+    /// Hottest first: at most `hotkeys.top_k`.
+    pub hot: Vec<HotKey>,
+    /// Biggest first: at most `hotkeys.big_top_n`.
+    pub big: Vec<BigKey>,
+    pub big_value_threshold: usize,
+}
+
+/// One hot key with the command and node it was counted for.
+#[derive(Debug, Serialize)]
+pub struct HotKey {
+    pub key: String,
+    pub command: &'static str,
+    pub node: String,
+    /// Estimated commands per second over the window.
+    pub rate: f64,
+    /// Estimated commands in the window, and how much of that may be overestimate.
+    pub count: u64,
+    pub error: u64,
+}
+
+/// One big request or reply.
+#[derive(Debug, Serialize)]
+pub struct BigKey {
+    pub key: String,
+    pub command: &'static str,
+    pub node: String,
+    pub direction: Direction,
+    /// The biggest seen, in bytes on the wire.
+    pub size: u64,
+    /// Times seen past the threshold, and when last (milliseconds since the Unix epoch).
+    pub seen: u64,
+    pub at_ms: u64,
+}
+
+// === impl HotKeys ===
+
+impl HotKeys {
+    /// Sized for `config` with about one shard per worker thread.
+    pub fn new(config: &HotKeysConfig, workers: usize) -> HotKeys {
+        let on = config.enabled;
+        let count = if on {
+            workers.clamp(1, MAX_SHARDS).next_power_of_two()
+        } else {
+            0
+        };
+        let epoch = Instant::now();
+        let shards = (0..count)
+            .map(|_| {
+                Mutex::new(Shard {
+                    window: Window::new(
+                        config::BUCKETS as usize,
+                        config.bucket(),
+                        config.counters(),
+                        epoch,
+                    ),
+                    big: BigList::new(config.big_top_n),
+                })
+            })
+            .collect();
+        HotKeys {
+            config: config.clone(),
+            rate: if on { config.sample_rate } else { 0 },
+            big_threshold: if on {
+                config.big_value_threshold
+            } else {
+                usize::MAX
+            },
+            shards,
+            seed: RandomState::new().hash_one(0x0068_6f74_6b65_7973_u64),
+        }
+    }
+
+    /// Watches nothing (sessions built without `hotkeys:`, tests).
+    pub fn off() -> HotKeys {
+        let config = HotKeysConfig {
+            enabled: false,
+            ..HotKeysConfig::default()
+        };
+        HotKeys::new(&config, 1)
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        !self.shards.is_empty()
+    }
+
+    /// A sampler for one busy spell of client `client`. Its first gap differs from spell to
+    /// spell (one relaxed atomic add per spell, not per command): a client sending one command
+    /// per spell is then sampled one time in `sample_rate`, not always or never.
+    pub fn sampler(&self, client: u64) -> Sampler {
+        let spell = SPELLS.fetch_add(1, Ordering::Relaxed);
+        let seed = (client ^ spell.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut sampler = Sampler {
+            left: 0,
+            rate: self.rate,
+            random: (seed >> 32) as u32 | 1,
+        };
+        // The first command to sample is uniform over the first `rate`: a spell of n commands
+        // (n ≤ rate) is sampled with probability n / rate, as a share of one in `rate` must be.
+        sampler.left = match sampler.rate {
+            0 => u32::MAX,
+            rate => 1 + sampler.random() % rate,
+        };
+        sampler
+    }
+
+    /// Whether a finished command is to be recorded: sampled, or a big request or reply.
+    #[inline]
+    pub fn wants(&self, weight: u32, request_len: usize, reply_len: usize) -> bool {
+        weight != 0 || request_len.max(reply_len) >= self.big_threshold
+    }
+
+    /// Records a command [`HotKeys::wants`]: its key, and its sizes when big.
+    pub fn observe(&self, seen: Observed<'_>) {
+        let Some(shard) = self.shard(seen.client) else {
+            return;
+        };
+        // Without a single key (a split MGET, a fan-out), a big value is named by the first
+        // argument, as the slow log does; such commands are never sampled as hot keys.
+        let key = nth_arg(seen.raw, seen.key_arg.max(1)).unwrap_or_default();
+        let hash = hash::hash(
+            self.seed,
+            [seen.command.as_bytes(), key, seen.node.as_bytes()],
+        );
+        let mut shard = lock(shard);
+        if seen.weight != 0 {
+            shard
+                .window
+                .offer(seen.now, hash, u64::from(seen.weight), |counter| {
+                    counter.command = seen.command;
+                    counter.text.set(key, seen.node);
+                });
+        }
+        for (direction, size) in [
+            (Direction::Request, seen.raw.len()),
+            (Direction::Reply, seen.reply_len),
+        ] {
+            if size >= self.big_threshold {
+                let at = SystemTime::now();
+                shard.big.offer(hash, direction, size as u64, at, |big| {
+                    big.command = seen.command;
+                    big.text.set(key, seen.node);
+                });
+            }
+        }
+    }
+
+    fn shard(&self, client: u64) -> Option<&Mutex<Shard>> {
+        if self.shards.is_empty() {
+            return None;
+        }
+        self.shards.get(client as usize & (self.shards.len() - 1))
+    }
+
+    /// The hottest and biggest keys over every shard, at `now`.
+    pub fn report(&self, now: Instant) -> Report {
+        let mut hot: HashMap<u64, HotKey> = HashMap::new();
+        let mut big: HashMap<(u64, Direction), BigKey> = HashMap::new();
+        let mut covered = Duration::ZERO;
+        for shard in self.shards.iter() {
+            let mut shard = lock(shard);
+            shard.window.advance(now);
+            covered = shard.window.covered(now);
+            for c in shard.window.counters() {
+                let entry = hot.entry(c.hash).or_insert_with(|| HotKey {
+                    key: c.text.shown_key(),
+                    command: c.command,
+                    node: c.text.node().to_string(),
+                    rate: 0.0,
+                    count: 0,
+                    error: 0,
+                });
+                entry.count += c.count;
+                entry.error += c.error;
+            }
+            for b in shard.big.entries() {
+                let at_ms =
+                    b.at.duration_since(UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as u64);
+                let entry = big.entry((b.hash, b.direction)).or_insert_with(|| BigKey {
+                    key: b.text.shown_key(),
+                    command: b.command,
+                    node: b.text.node().to_string(),
+                    direction: b.direction,
+                    size: 0,
+                    seen: 0,
+                    at_ms: 0,
+                });
+                entry.size = entry.size.max(b.size);
+                entry.seen += b.seen;
+                entry.at_ms = entry.at_ms.max(at_ms);
+            }
+        }
+        let seconds = covered.as_secs_f64();
+        let mut hot: Vec<HotKey> = hot.into_values().collect();
+        hot.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        hot.truncate(self.config.top_k);
+        for key in &mut hot {
+            key.rate = if seconds > 0.0 {
+                key.count as f64 / seconds
+            } else {
+                0.0
+            };
+        }
+        let mut big: Vec<BigKey> = big.into_values().collect();
+        big.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.key.cmp(&b.key)));
+        big.truncate(self.config.big_top_n);
+        Report {
+            enabled: self.is_enabled(),
+            sample_rate: self.config.sample_rate,
+            window_seconds: seconds,
+            hot,
+            big,
+            big_value_threshold: self.config.big_value_threshold,
+        }
+    }
+}
+
+/// Nothing panics while a shard is locked, so a poisoned lock still holds consistent counts.
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    shard.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// === impl Sampler ===
+
+impl Sampler {
+    /// The weight to count this command with: `sample_rate` for a sampled one, else 0.
+    #[inline]
+    pub fn sample(&mut self) -> u32 {
+        if self.left > 1 {
+            self.left -= 1;
+            return 0;
+        }
+        self.left = self.gap();
+        self.rate
+    }
+
+    /// A gap of 1 to 2 × rate − 1 commands (mean: the rate); `u32::MAX` when off.
+    fn gap(&mut self) -> u32 {
+        if self.rate <= 1 {
+            return if self.rate == 0 { u32::MAX } else { 1 };
+        }
+        1 + self.random() % (2 * self.rate - 1)
+    }
+
+    /// xorshift32: a few instructions, once per sampled command.
+    fn random(&mut self) -> u32 {
+        let mut x = self.random;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.random = x;
+        x
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,99 @@
+//! The series the near cache (`near_cache`) produces: hits, misses, fills, invalidations,
+//! evictions, flushes by cause, and what it holds.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::FlushCause;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: &'static str,
+}
+
+/// The near cache's figures; cheap to clone (the cache keeps a copy).
+#[derive(Clone, Default)]
+pub struct NearCacheMetrics {
+    /// Reads answered from memory.
+    pub hits: Counter,
+    /// Cacheable reads sent to a node (not cached, expired, or the node silent too long).
+    pub misses: Counter,
+    /// Replies stored after a miss.
+    pub fills: Counter,
+    /// Entries dropped because a node said the key changed, or a write went through redcar.
+    pub invalidations: Counter,
+    /// Entries dropped to stay within `near_cache.max_bytes`.
+    pub evictions: Counter,
+    flushes: Family<CauseLabel, Counter>,
+    /// Bytes held (replies, keys, bookkeeping), sampled every second.
+    pub bytes: Gauge,
+    /// Keys held, sampled every second.
+    pub entries: Gauge,
+}
+
+impl NearCacheMetrics {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "near_cache_hits",
+            "Reads answered from the near cache",
+            self.hits.clone(),
+        );
+        r.register(
+            "near_cache_misses",
+            "Cacheable reads sent to a node (not cached, expired, or its node silent longer than near_cache.max_silence)",
+            self.misses.clone(),
+        );
+        r.register(
+            "near_cache_fills",
+            "Replies stored in the near cache after a miss",
+            self.fills.clone(),
+        );
+        r.register(
+            "near_cache_invalidations",
+            "Near cache entries dropped because the key changed (a node's invalidation, or a write through redcar)",
+            self.invalidations.clone(),
+        );
+        r.register(
+            "near_cache_evictions",
+            "Near cache entries dropped to stay within near_cache.max_bytes",
+            self.evictions.clone(),
+        );
+        r.register(
+            "near_cache_flushes",
+            "Times the whole near cache was dropped, by cause (topology, connection_lost, node_flush)",
+            self.flushes.clone(),
+        );
+        // Every series exists from the start, at 0.
+        for cause in [
+            FlushCause::Topology,
+            FlushCause::ConnectionLost,
+            FlushCause::NodeFlush,
+        ] {
+            self.flushes.get_or_create_owned(&CauseLabel {
+                cause: cause.label(),
+            });
+        }
+        r.register(
+            "near_cache_bytes",
+            "Bytes the near cache holds (sampled every second)",
+            self.bytes.clone(),
+        );
+        r.register(
+            "near_cache_entries",
+            "Keys the near cache holds (sampled every second)",
+            self.entries.clone(),
+        );
+    }
+
+    /// The whole cache was dropped because of `cause`.
+    pub fn flushed(&self, cause: FlushCause) {
+        self.flushes
+            .get_or_create(&CauseLabel {
+                cause: cause.label(),
+            })
+            .inc();
+    }
+}

@@ -1,0 +1,311 @@
+//! The near cache: chosen reads answered from redcar's memory, kept correct by the nodes' own
+//! invalidations (server-assisted client-side caching on redcar's node connections).
+//!
+//! How it stays correct (docs/near-cache.md has the whole argument):
+//! - A miss is read (from the node the read policy picks) on its **tracked lane** (`upstream::tracking`),
+//!   so the node remembers the key and pushes an invalidation to the node's invalidation
+//!   connection when it changes; those reach [`NearCache::invalidated`].
+//! - The fill is registered before the read is sent; an invalidation or a write arriving before
+//!   the reply cancels it (`store`), so a reply read before a change is never stored after it.
+//! - Writes through redcar drop the key before they are sent and keep it uncached until their
+//!   reply reaches the client, so a client reads its own writes.
+//! - Each entry is served only while its node's invalidation connection answered a heartbeat
+//!   `PING` sent within `max_silence`: every invalidation the node queued before that answer
+//!   has been read. So a value is never served more than `max_silence` after a write to it was
+//!   acknowledged, whatever happens to the connection.
+//! - A lost connection, a null invalidation (FLUSHALL) or a changed slot owner drops everything;
+//!   entries also end at `max_ttl` and at the key's own TTL, read with the fill (`PTTL`).
+
+mod admit;
+mod commands;
+mod config;
+mod glob;
+mod store;
+mod watch;
+
+pub use commands::cacheable;
+pub use config::{HotKeyAdmission, KeyRule, NearCacheConfig};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+
+use self::admit::Admission;
+use self::store::{Found, Store, Variant};
+use crate::cluster::ClusterState;
+use crate::metrics::{FlushCause, NearCacheMetrics};
+use crate::protocol::{header_value, Protocol};
+use crate::upstream::{clock_ms, InvalidationSink, Node, TrackingFeed};
+
+/// The near cache, shared by every session.
+pub struct NearCache {
+    prefixes: Vec<Bytes>,
+    patterns: Vec<Bytes>,
+    admission: Option<Admission>,
+    store: Store,
+    max_entry_bytes: usize,
+    max_ttl_ms: u64,
+    max_silence_ms: u64,
+    next_fill: AtomicU64,
+    metrics: NearCacheMetrics,
+}
+
+impl NearCache {
+    /// The cache `config` asks for (`None` when off), fed by `feed`'s invalidations, with its
+    /// heartbeat set, and dropped whole when `cluster`'s slot owners change.
+    pub fn start(
+        config: &NearCacheConfig,
+        feed: &TrackingFeed,
+        cluster: Arc<ClusterState>,
+        metrics: NearCacheMetrics,
+    ) -> Option<Arc<NearCache>> {
+        if !config.enabled {
+            return None;
+        }
+        let (prefixes, patterns) = config.rules();
+        let min_rate = config.hot_keys.min_reads_per_second;
+        let cache = Arc::new(NearCache {
+            prefixes,
+            patterns,
+            admission: (min_rate > 0).then(|| Admission::new(min_rate)),
+            store: Store::new(config.max_bytes),
+            max_entry_bytes: config.max_entry_bytes,
+            max_ttl_ms: millis(config.max_ttl),
+            max_silence_ms: millis(config.max_silence),
+            next_fill: AtomicU64::new(1),
+            metrics,
+        });
+        feed.set_heartbeat(config.max_silence / 4);
+        let sink: Arc<dyn InvalidationSink> = cache.clone();
+        feed.add_sink(Arc::downgrade(&sink));
+        tokio::spawn(watch::watch(Arc::downgrade(&cache), cluster));
+        tracing::info!(
+            max_bytes = config.max_bytes,
+            max_silence = ?config.max_silence,
+            rules = config.keys.len(),
+            hot_keys = min_rate,
+            "near cache on"
+        );
+        Some(cache)
+    }
+
+    /// Whether `key` may be cached: a `near_cache.keys` rule matches, or (hot keys on) it is
+    /// read often enough. `read`: count this as a read for the hot-key estimate.
+    pub fn admits(&self, key: &[u8], read: bool) -> bool {
+        if self.prefixes.iter().any(|p| key.starts_with(p))
+            || self.patterns.iter().any(|p| glob::matches(p, key))
+        {
+            return true;
+        }
+        match &self.admission {
+            Some(admission) if read => admission.read(key, clock_ms()),
+            // A write must reach any key the cache may hold.
+            Some(_) => true,
+            None => false,
+        }
+    }
+
+    /// The cached reply to `command key rest...` (a [`cacheable`] read) for a `protocol`
+    /// client.
+    pub fn get(
+        &self,
+        command: &str,
+        protocol: Protocol,
+        key: &[u8],
+        rest: &[Bytes],
+    ) -> Option<Bytes> {
+        let read = (command, protocol, rest);
+        match self.store.get(key, read, clock_ms(), self.max_silence_ms) {
+            Found::Hit(reply) => Some(reply),
+            Found::Miss => None,
+        }
+    }
+
+    /// Counts a read answered from memory (`hit`) or sent to a node.
+    pub fn count(&self, hit: bool) {
+        if hit {
+            self.metrics.hits.inc();
+        } else {
+            self.metrics.misses.inc();
+        }
+    }
+
+    /// Starts filling `key`: `None` when a fill is already in flight or the key was just
+    /// written through redcar (the read then goes to its node uncached).
+    pub fn begin_fill(self: &Arc<Self>, key: &Bytes) -> Option<Fill> {
+        let token = self.next_fill.fetch_add(1, Ordering::Relaxed);
+        self.store.begin_fill(key, token, clock_ms())?;
+        Some(Fill {
+            cache: self.clone(),
+            key: key.clone(),
+            token,
+            done: false,
+        })
+    }
+
+    /// `keys` are being written through redcar (before the write is sent): they are dropped
+    /// and neither served nor filled until the returned guard is dropped, when the write's
+    /// reply reaches the client, so the writer reads its write back while other keys and
+    /// other times keep their hits.
+    pub fn begin_write(self: &Arc<Self>, keys: SmallVec<[Bytes; 2]>) -> Writing {
+        for key in &keys {
+            if self.store.begin_write(key) {
+                self.metrics.invalidations.inc();
+            }
+        }
+        Writing {
+            cache: self.clone(),
+            keys,
+        }
+    }
+
+    /// `key` was queued in a transaction: drop it and keep it uncached for `max_silence`
+    /// (its write runs at EXEC, whose reply is not followed).
+    pub fn written_in_transaction(&self, key: &Bytes) {
+        if self.store.written(key, clock_ms() + self.max_silence_ms) {
+            self.metrics.invalidations.inc();
+        }
+    }
+
+    /// Drops everything (something may have been missed).
+    pub fn flush(&self, cause: FlushCause) {
+        self.store.clear();
+        self.metrics.flushed(cause);
+    }
+
+    fn sample(&self) {
+        let (bytes, entries) = self.store.usage();
+        self.metrics
+            .bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self.metrics
+            .entries
+            .set(i64::try_from(entries).unwrap_or(i64::MAX));
+    }
+}
+
+impl InvalidationSink for NearCache {
+    fn invalidated(&self, _addr: &str, keys: Option<Vec<Bytes>>) {
+        match keys {
+            Some(keys) => {
+                let dropped = keys.iter().filter(|key| self.store.forget(key)).count();
+                self.metrics.invalidations.inc_by(dropped as u64);
+            }
+            None => self.flush(FlushCause::NodeFlush),
+        }
+    }
+
+    fn lost(&self, addr: &str) {
+        tracing::info!(node = %addr, "near cache flushed: a tracking connection was lost");
+        self.flush(FlushCause::ConnectionLost);
+    }
+}
+
+/// Writes in flight through redcar (see [`NearCache::begin_write`]); dropping it ends them.
+pub struct Writing {
+    cache: Arc<NearCache>,
+    keys: SmallVec<[Bytes; 2]>,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        let now = clock_ms();
+        for key in &self.keys {
+            self.cache.store.end_write(key, now);
+        }
+    }
+}
+
+/// A fill in flight; dropped unfinished (the client went away), it cancels itself.
+pub struct Fill {
+    cache: Arc<NearCache>,
+    key: Bytes,
+    token: u64,
+    done: bool,
+}
+
+impl Fill {
+    /// Stores `reply` to the read `args` (for `protocol` clients), read from `node` on its
+    /// tracked lane, if it may be: a value or nil (no error), small enough, from the slot's
+    /// first node (`None` after a redirect or retry). `ttl` is the node's `PTTL` reply for
+    /// the key, read right after it.
+    pub fn finish(
+        mut self,
+        read: (&'static str, Protocol, &[Bytes]),
+        reply: &[u8],
+        ttl: &[u8],
+        node: Option<Arc<Node>>,
+    ) {
+        self.done = true;
+        let cache = &self.cache;
+        let now = clock_ms();
+        let variant = node
+            .and_then(|node| node.heard())
+            .zip(ttl_ms(ttl, cache.max_ttl_ms))
+            .filter(|_| storable(reply, cache.max_entry_bytes))
+            .map(|(heard, ttl)| Variant {
+                command: read.0,
+                protocol: read.1,
+                args: read.2[2..].into(),
+                reply: Bytes::copy_from_slice(reply),
+                expires: now + ttl,
+                heard,
+            });
+        let filled = cache.store.end_fill(&self.key, self.token, variant, now);
+        if filled.stored {
+            cache.metrics.fills.inc();
+        }
+        cache.metrics.evictions.inc_by(filled.evicted as u64);
+    }
+}
+
+impl Drop for Fill {
+    fn drop(&mut self) {
+        if !self.done {
+            self.cache
+                .store
+                .end_fill(&self.key, self.token, None, clock_ms());
+        }
+    }
+}
+
+/// How long an entry may live: the key's own TTL (`PTTL`'s reply, in ms) capped at `max_ms`;
+/// `None` when the reply is not a number (an error: do not cache).
+fn ttl_ms(pttl: &[u8], max_ms: u64) -> Option<u64> {
+    let (ms, _) = header_value(pttl, b':')?;
+    match u64::try_from(ms) {
+        Ok(ms) => Some(ms.min(max_ms)),
+        // -1: no TTL; -2: no key (a nil is cached too, and invalidated when the key appears).
+        Err(_) => Some(max_ms),
+    }
+}
+
+/// A reply worth keeping: not an error or a push, within the entry limit.
+fn storable(reply: &[u8], max: usize) -> bool {
+    !reply.is_empty() && reply.len() <= max && !matches!(reply[0], b'-' | b'!' | b'>')
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_keys_ttl_caps_an_entry_and_errors_are_never_stored() {
+        assert_eq!(ttl_ms(b":1500\r\n", 60_000), Some(1500));
+        assert_eq!(ttl_ms(b":999999\r\n", 60_000), Some(60_000));
+        assert_eq!(ttl_ms(b":-1\r\n", 60_000), Some(60_000));
+        assert_eq!(ttl_ms(b":-2\r\n", 60_000), Some(60_000));
+        assert_eq!(ttl_ms(b"-MOVED 1 a:1\r\n", 60_000), None);
+        assert!(storable(b"$1\r\nx\r\n", 100));
+        assert!(storable(b"$-1\r\n", 100));
+        assert!(storable(b"_\r\n", 100));
+        assert!(!storable(b"-WRONGTYPE x\r\n", 100));
+        assert!(!storable(b"$5\r\nhello\r\n", 8));
+    }
+}

@@ -1,0 +1,322 @@
+//! The cached replies: one entry per key (each command and protocol read of it a variant), in
+//! shards behind their own locks, least recently used out first, bounded in bytes.
+
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use hashlink::LinkedHashMap;
+use smallvec::SmallVec;
+
+use crate::protocol::Protocol;
+use crate::upstream::Heard;
+
+/// Shards: enough that the workers rarely meet on a lock.
+const SHARDS: usize = 16;
+/// What an entry or a variant costs beyond its bytes (map slot, links, vectors, `Arc`s).
+const ENTRY_OVERHEAD: usize = 96;
+const VARIANT_OVERHEAD: usize = 80;
+/// Variants one key keeps (reads of different fields, ranges, protocols); more replace the
+/// oldest.
+const MAX_VARIANTS: usize = 8;
+
+/// One cached read of a key: the command, its arguments after the key, the client's protocol,
+/// and the reply to send.
+pub(super) struct Variant {
+    pub command: &'static str,
+    pub protocol: Protocol,
+    pub args: Box<[Bytes]>,
+    pub reply: Bytes,
+    /// [`clock_ms`](crate::upstream::clock_ms) after which it is not served.
+    pub expires: u64,
+    /// Its node's invalidation connection: served only while that proves it missed nothing.
+    pub heard: Arc<Heard>,
+}
+
+impl Variant {
+    fn size(&self) -> usize {
+        VARIANT_OVERHEAD + self.reply.len() + self.args.iter().map(Bytes::len).sum::<usize>()
+    }
+
+    fn same_read(&self, command: &str, protocol: Protocol, args: &[Bytes]) -> bool {
+        self.command == command && self.protocol == protocol && *self.args == *args
+    }
+}
+
+#[derive(Default)]
+struct Entry {
+    variants: SmallVec<[Variant; 1]>,
+    /// The fill in flight: only its end may add a variant, and only if no invalidation or
+    /// write came in between (they drop the entry or clear this).
+    filling: Option<u64>,
+    /// Writes through redcar sent and not answered yet: no hit and no fill meanwhile (a read
+    /// on another connection could run before them).
+    writing: u32,
+    /// A write queued in a transaction: no hit and no fill before this time.
+    dirty_until: u64,
+}
+
+impl Entry {
+    fn size(&self, key: &Bytes) -> usize {
+        ENTRY_OVERHEAD + key.len() + self.variants.iter().map(Variant::size).sum::<usize>()
+    }
+
+    fn idle(&self, now: u64) -> bool {
+        self.variants.is_empty()
+            && self.filling.is_none()
+            && self.writing == 0
+            && self.dirty_until <= now
+    }
+
+    /// Neither served nor filled now (see `writing` and `dirty_until`).
+    fn blocked(&self, now: u64) -> bool {
+        self.writing > 0 || self.dirty_until > now
+    }
+}
+
+#[derive(Default)]
+struct Shard {
+    map: LinkedHashMap<Bytes, Entry>,
+    bytes: usize,
+}
+
+impl Shard {
+    /// Evicts least recently used entries until the shard fits `limit`; how many went. An
+    /// entry with a write in flight stays (its write must find it), moved to the back.
+    fn fit(&mut self, limit: usize) -> usize {
+        let mut evicted = 0;
+        let mut kept = 0;
+        while self.bytes > limit && kept < self.map.len() {
+            let Some((key, entry)) = self.map.pop_front() else {
+                break;
+            };
+            if entry.writing > 0 {
+                self.map.insert(key, entry);
+                kept += 1;
+                continue;
+            }
+            self.bytes = self.bytes.saturating_sub(entry.size(&key));
+            evicted += 1;
+        }
+        evicted
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (key, entry) = self.map.remove_entry(key)?;
+        self.bytes = self.bytes.saturating_sub(entry.size(&key));
+        Some(entry)
+    }
+}
+
+/// What a lookup found.
+pub(super) enum Found {
+    Hit(Bytes),
+    /// Not cached, expired, or its node has been silent too long.
+    Miss,
+}
+
+/// How the end of a fill went.
+pub(super) struct Filled {
+    pub stored: bool,
+    pub evicted: usize,
+}
+
+/// The entries, sharded by key.
+pub(super) struct Store {
+    shards: Box<[Mutex<Shard>]>,
+    shard_limit: usize,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl Store {
+    pub fn new(max_bytes: usize) -> Store {
+        Store {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shard_limit: max_bytes / SHARDS,
+            hasher: foldhash::fast::FixedState::with_seed(0x6e63),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
+        let index = (self.hasher.hash_one(key) as usize) % SHARDS;
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The reply cached for this read of `key`, if fresh: not expired, and its node heard from
+    /// within `max_silence` of `now`. A hit moves the entry to the back of the eviction order.
+    pub fn get(
+        &self,
+        key: &[u8],
+        read: (&str, Protocol, &[Bytes]),
+        now: u64,
+        max_silence: u64,
+    ) -> Found {
+        let (command, protocol, args) = read;
+        let mut shard = self.shard(key);
+        let Some(entry) = shard.map.to_back(key) else {
+            return Found::Miss;
+        };
+        if entry.blocked(now) {
+            return Found::Miss;
+        }
+        let variant = entry
+            .variants
+            .iter()
+            .find(|v| v.same_read(command, protocol, args));
+        match variant {
+            Some(v) if v.expires > now && v.heard.at() + max_silence >= now => {
+                Found::Hit(v.reply.clone())
+            }
+            _ => Found::Miss,
+        }
+    }
+
+    /// Starts a fill of `key`: `Some(token)` unless one is in flight or the key was just
+    /// written through redcar.
+    pub fn begin_fill(&self, key: &Bytes, token: u64, now: u64) -> Option<u64> {
+        let mut shard = self.shard(key);
+        if let Some(entry) = shard.map.to_back(key) {
+            if entry.filling.is_some() || entry.blocked(now) {
+                return None;
+            }
+            entry.filling = Some(token);
+            return Some(token);
+        }
+        let entry = Entry {
+            filling: Some(token),
+            ..Entry::default()
+        };
+        shard.bytes += entry.size(key);
+        shard.map.insert(key.clone(), entry);
+        Some(token)
+    }
+
+    /// Ends the fill `token` of `key`, storing `variant` if the fill is still the key's own
+    /// (nothing invalidated or wrote the key since it began).
+    pub fn end_fill(&self, key: &Bytes, token: u64, variant: Option<Variant>, now: u64) -> Filled {
+        let mut shard = self.shard(key);
+        let limit = self.shard_limit;
+        let mut filled = Filled {
+            stored: false,
+            evicted: 0,
+        };
+        let Some(entry) = shard.map.get_mut(key) else {
+            return filled;
+        };
+        if entry.filling != Some(token) {
+            return filled;
+        }
+        entry.filling = None;
+        let before = entry.size(key);
+        if let Some(variant) = variant {
+            let read = (variant.command, variant.protocol, &variant.args[..]);
+            entry
+                .variants
+                .retain(|v| !v.same_read(read.0, read.1, read.2) && v.expires > now);
+            if entry.variants.len() >= MAX_VARIANTS {
+                entry.variants.remove(0);
+            }
+            entry.variants.push(variant);
+            filled.stored = true;
+        }
+        let after = entry.size(key);
+        let idle = entry.idle(now);
+        shard.bytes = (shard.bytes + after).saturating_sub(before);
+        if idle {
+            shard.remove(key);
+        }
+        filled.evicted = shard.fit(limit);
+        filled
+    }
+
+    /// Forgets `key` (an invalidation); whether something cached was dropped.
+    pub fn forget(&self, key: &[u8]) -> bool {
+        self.shard(key)
+            .remove(key)
+            .is_some_and(|e| !e.variants.is_empty())
+    }
+
+    /// A write of `key` through redcar is being sent: drop what is cached, cancel any fill,
+    /// and serve or fill nothing until [`end_write`](Self::end_write). Whether something
+    /// cached was dropped.
+    pub fn begin_write(&self, key: &Bytes) -> bool {
+        self.block(key, |entry| entry.writing += 1)
+    }
+
+    /// The write of `key` that [`begin_write`](Self::begin_write) announced was answered (or
+    /// will never be).
+    pub fn end_write(&self, key: &[u8], now: u64) {
+        let mut shard = self.shard(key);
+        let Some(entry) = shard.map.get_mut(key) else {
+            return;
+        };
+        entry.writing = entry.writing.saturating_sub(1);
+        if entry.idle(now) {
+            shard.remove(key);
+        }
+    }
+
+    /// A write of `key` queued in a transaction: drop what is cached, cancel any fill, and
+    /// serve or fill nothing until `until`. Whether something cached was dropped.
+    pub fn written(&self, key: &Bytes, until: u64) -> bool {
+        self.block(key, |entry| {
+            entry.dirty_until = entry.dirty_until.max(until)
+        })
+    }
+
+    fn block(&self, key: &Bytes, mark: impl FnOnce(&mut Entry)) -> bool {
+        let mut shard = self.shard(key);
+        let before = shard.map.get(key).map_or(0, |e| e.size(key));
+        if before == 0 {
+            shard.map.insert(key.clone(), Entry::default());
+        }
+        let Some(entry) = shard.map.to_back(key) else {
+            return false;
+        };
+        let dropped = !entry.variants.is_empty();
+        entry.variants.clear();
+        entry.filling = None;
+        mark(entry);
+        let after = entry.size(key);
+        shard.bytes = (shard.bytes + after).saturating_sub(before);
+        shard.fit(self.shard_limit);
+        dropped
+    }
+
+    /// Forgets everything; how many entries held replies.
+    /// Entries with a write in flight stay (emptied), so the write still blocks fills.
+    pub fn clear(&self) -> usize {
+        let mut dropped = 0;
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            dropped += shard
+                .map
+                .values()
+                .filter(|e| !e.variants.is_empty())
+                .count();
+            shard.map.retain(|_, entry| entry.writing > 0);
+            let mut bytes = 0;
+            for (key, entry) in shard.map.iter_mut() {
+                entry.variants.clear();
+                entry.filling = None;
+                bytes += entry.size(key);
+            }
+            shard.bytes = bytes;
+        }
+        dropped
+    }
+
+    /// Bytes and entries held now.
+    pub fn usage(&self) -> (usize, usize) {
+        self.shards.iter().fold((0, 0), |(bytes, entries), shard| {
+            let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            (bytes + shard.bytes, entries + shard.map.len())
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;
