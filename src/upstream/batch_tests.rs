@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use prometheus_client::metrics::counter::Counter;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 use super::{Batching, WRITE_HIGH_WATER};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
+use crate::upstream::scripted_node::{scripted_node, Step};
 use crate::upstream::{UpstreamConfig, Upstreams};
 
 fn batching(max_in_flight: usize, flush_interval: Duration) -> Batching {
@@ -74,41 +73,22 @@ async fn reaching_the_cap_is_counted_once_per_batch() {
 /// A node that answers `ECHO <4 bytes>` with `+<4 bytes>` after a short pause, and records the
 /// most commands it ever saw unanswered.
 async fn fake_node(max_outstanding: Arc<AtomicUsize>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    tokio::spawn(async move {
-        let Ok((mut socket, _)) = listener.accept().await else {
-            return;
-        };
-        let mut input = Vec::new();
-        let mut chunk = [0u8; 4096];
-        // `*2\r\n$4\r\nECHO\r\n$4\r\nNNNN\r\n`
-        const COMMAND: usize = 24;
-        loop {
-            let Ok(n) = socket.read(&mut chunk).await else {
-                return;
-            };
-            if n == 0 {
-                return;
-            }
-            input.extend_from_slice(&chunk[..n]);
-            let complete = input.len() / COMMAND;
-            max_outstanding.fetch_max(complete, Ordering::SeqCst);
-            // Give the proxy time to write more if it (wrongly) would.
-            tokio::time::sleep(Duration::from_millis(2)).await;
-            let mut reply = Vec::new();
-            for command in input.chunks_exact(COMMAND) {
-                reply.extend_from_slice(b"+");
-                reply.extend_from_slice(&command[COMMAND - 6..COMMAND - 2]);
-                reply.extend_from_slice(b"\r\n");
-            }
-            input.drain(..complete * COMMAND);
-            if socket.write_all(&reply).await.is_err() {
-                return;
-            }
+    // `*2\r\n$4\r\nECHO\r\n$4\r\nNNNN\r\n`
+    const COMMAND: usize = 24;
+    // The pause gives the proxy time to write more if it (wrongly) would.
+    scripted_node(Duration::from_millis(2), move |input| {
+        let complete = input.len() / COMMAND;
+        max_outstanding.fetch_max(complete, Ordering::SeqCst);
+        let mut reply = Vec::new();
+        for command in input.chunks_exact(COMMAND) {
+            reply.extend_from_slice(b"+");
+            reply.extend_from_slice(&command[COMMAND - 6..COMMAND - 2]);
+            reply.extend_from_slice(b"\r\n");
         }
-    });
-    addr
+        input.drain(..complete * COMMAND);
+        Step::Reply(reply)
+    })
+    .await
 }
 
 /// Sends 40 pipelined commands on one connection capped at `cap`; returns the replies and the
