@@ -41,6 +41,10 @@ pub struct ClientState {
     user: Option<Arc<User>>,
     /// Client-side caching (`CLIENT TRACKING`), made the first time it is used.
     pub tracking: Option<Box<ClientTracking>>,
+    /// The client's commands take the nodes' tracked lanes because a near-cache fill went
+    /// there (see `session/near.rs`): set by a fill, cleared only when nothing of the client's
+    /// is in flight, so its commands never change connection while some are on the way.
+    pub near_lanes: bool,
 }
 
 impl ClientState {
@@ -58,13 +62,14 @@ impl ClientState {
             user: users.anonymous(),
             users,
             tracking: None,
+            near_lanes: false,
         }
     }
 
     /// This client's connection to every node (see `Node::send`): its id spreads clients over
     /// a node's connections, its protocol picks the RESP2 or the RESP3 ones.
     pub fn lane(&self) -> Lane {
-        let tracked = self.tracking.as_ref().is_some_and(|t| t.is_on());
+        let tracked = self.near_lanes || self.tracking.as_ref().is_some_and(|t| t.is_on());
         Lane::new(self.id as usize, self.protocol).tracked(tracked)
     }
 

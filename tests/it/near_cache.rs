@@ -296,3 +296,33 @@ fn keys_read_often_enough_are_cached_without_a_rule() {
     assert_eq!(c.q(&["SET", "any:hot", "h2"]), Value::simple("OK"));
     assert_eq!(c.q(&["GET", "any:hot"]), Value::bulk("h2"));
 }
+
+#[test]
+fn a_pipelined_write_never_overtakes_a_filling_read_of_the_same_client() {
+    let cluster = RedisCluster::start(3, 0);
+    let (redcar, _config) = start(&cluster);
+    let mut c = redcar.client();
+    let mut other = redcar.client();
+    for i in 0..300 {
+        let key = format!("nc:pipe:{i}");
+        let side = format!("nc:side:{i}");
+        cluster.primary_for_key(&key).cmd(&["SET", &key, "old"]);
+        // GET misses and fills on the tracked lane; the SET and GET behind it must reach the
+        // node after it, and a read of another key in between must not move them elsewhere.
+        let replies = c
+            .pipeline(&[
+                vec!["GET", key.as_str()],
+                vec!["SET", key.as_str(), "new"],
+                vec!["GET", side.as_str()],
+                vec!["GET", key.as_str()],
+                vec!["INCR", key.as_str()],
+            ])
+            .expect("pipeline");
+        assert_eq!(replies[0], Value::bulk("old"), "pipeline {i}: {replies:?}");
+        assert_eq!(replies[3], Value::bulk("new"), "pipeline {i}: {replies:?}");
+        assert!(replies[4].is_error(), "INCR of \"new\": {replies:?}");
+        // And one at a time, from another client, the cache agrees.
+        assert_eq!(other.q(&["GET", &key]), Value::bulk("new"), "pipeline {i}");
+    }
+    assert!(redcar.metric_sum("redcar_near_cache_fills_total") >= 100.0);
+}

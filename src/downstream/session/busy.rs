@@ -180,8 +180,8 @@ where
                 }
             }
             let plan = tracking::intercept(downstream, &mut c.state, plan, &request);
-            let near =
-                (downstream.near_cache.as_ref()).map(|cache| Near::new(cache, command, &scratch));
+            let near = (downstream.near_cache.as_ref())
+                .map(|cache| Near::new(cache, command, &scratch, calls.is_empty()));
             let writing = near
                 .as_ref()
                 .and_then(|n| n.note_writes(&plan, &request, router, &c.state));

@@ -49,14 +49,14 @@ pub(super) fn dispatch<'r>(
     now: Instant,
     near: Option<Near<'_>>,
 ) -> Call<'r> {
-    let lane = state.lane();
     if let Some(near) = &near {
         if !state.tx.is_open() {
-            if let Some(call) = near.serve(router, &plan, request, lane, now) {
+            if let Some(call) = near.serve(router, &plan, request, state, now) {
                 return call;
             }
         }
     }
+    let lane = state.lane();
     let rewritten = match &plan {
         Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
             router.evalsha_as_eval(request)

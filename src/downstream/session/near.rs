@@ -12,7 +12,6 @@ use crate::commands::spec::flags;
 use crate::near_cache::{cacheable, NearCache, Writing};
 use crate::protocol::{encode_command, write_array_len, Protocol, Request};
 use crate::router::{Call, Plan, Router};
-use crate::upstream::Lane;
 
 /// What a session passes for one command when the near cache is on.
 pub(in crate::downstream) struct Near<'a> {
@@ -21,14 +20,22 @@ pub(in crate::downstream) struct Near<'a> {
     pub command: &'static str,
     /// The positions of its keys in its arguments (as planning found them).
     pub keys: &'a [usize],
+    /// Nothing of the client's is in flight: its commands may change connection now.
+    pub idle: bool,
 }
 
 impl<'a> Near<'a> {
-    pub fn new(cache: &'a Arc<NearCache>, command: &'static str, keys: &'a [usize]) -> Near<'a> {
+    pub fn new(
+        cache: &'a Arc<NearCache>,
+        command: &'static str,
+        keys: &'a [usize],
+        idle: bool,
+    ) -> Near<'a> {
         Near {
             cache,
             command,
             keys,
+            idle,
         }
     }
 
@@ -73,21 +80,30 @@ impl<'a> Near<'a> {
     }
 
     /// The call for a read the cache answers or fills; `None`: serve it as usual.
+    ///
+    /// A fill is read on the node's tracked lane, another connection than the client's: so the
+    /// client's commands all move to the tracked lanes with its first fill (`near_lanes`), and
+    /// only when nothing of the client's is in flight, the only time they may move back too.
+    /// Otherwise a pipelined `SET k` behind a filling `GET k`, or a `GET k` behind a `SET k`
+    /// still on the other connection, could reach the node first.
     pub fn serve<'r>(
         &self,
         router: &'r Router,
         plan: &Plan,
         request: &Request,
-        lane: Lane,
+        state: &mut ClientState,
         now: Instant,
     ) -> Option<Call<'r>> {
+        if self.idle {
+            state.near_lanes = false;
+        }
         // A tracking client's reads must reach the nodes, which remember them for it.
-        if lane.is_tracked() {
+        if state.tracking.as_ref().is_some_and(|t| t.is_on()) {
             return None;
         }
         let args = request.args();
         if self.command == "mget" {
-            return self.mget(args, lane.protocol()).map(Call::ready);
+            return self.mget(args, state.protocol).map(Call::ready);
         }
         let Plan::Slot { slot, write: false } = *plan else {
             return None;
@@ -95,16 +111,20 @@ impl<'a> Near<'a> {
         if !cacheable(self.command, args) || !self.cache.admits(&args[1], true) {
             return None;
         }
-        let protocol = lane.protocol();
+        let protocol = state.protocol;
         let hit = self.cache.get(self.command, protocol, &args[1], &args[2..]);
         self.cache.count(hit.is_some());
         if let Some(reply) = hit {
             return Some(Call::ready(reply));
         }
+        if !self.idle && !state.near_lanes {
+            return None;
+        }
         let fill = self.cache.begin_fill(&args[1])?;
+        state.near_lanes = true;
         // On the tracked lane (to the node the read policy picks), so that node invalidates what
         // it read; the key's TTL right after.
-        let tracked = lane.tracked(true);
+        let tracked = state.lane();
         let read = router.forward(None, request.raw().clone(), Some(slot), false, tracked, now);
         let ttl = encode_command([&b"PTTL"[..], &args[1]].into_iter());
         let ttl = router.forward(None, ttl, Some(slot), false, tracked, now);
