@@ -53,7 +53,8 @@ mapfile -t PORTS <"$TMP/cluster/ports"
 
 LISTEN=$(free_port 8000 11000) || die "no free port"
 ADMIN=$(free_port 11000 12000) || die "no free port"
-# Reads prefer replicas so every node has traffic; one failure ejects; slow log from 40 ms.
+# Reads prefer replicas so every node has traffic; one failure ejects; slow log from 40 ms; the
+# near cache on for the benchmark's keys; the hot keys sampled more often.
 cat >"$TMP/redcar.yaml" <<YAML
 router:
   read_policy: prefer-replica
@@ -64,6 +65,12 @@ upstream:
     max_ejection_time: 120s
 metrics:
   slowlog_threshold: 40ms
+near_cache:
+  enabled: true
+  keys:
+    - prefix: "key:"
+hotkeys:
+  sample_rate: 4
 YAML
 log "starting redcar on 127.0.0.1:$LISTEN (admin $ADMIN)"
 "$REDCAR_BIN" --config "$TMP/redcar.yaml" --listen "127.0.0.1:$LISTEN" --cluster "$SEEDS" \
@@ -78,6 +85,11 @@ for spec in get:4 set:2 hset:1 incr:1 mset:1 lpush:1; do
         -t "${spec%:*}" >/dev/null 2>&1 &
     BENCH_PIDS+=($!)
 done
+# A few hot keys (read from the near cache) and one big value, for the hot- and big-key panels.
+redis-benchmark -h 127.0.0.1 -p "$LISTEN" -c 2 -r 20 -n 100000000 -q -t get >/dev/null 2>&1 &
+BENCH_PIDS+=($!)
+head -c 300000 /dev/zero | tr '\0' x | redis-cli -p "$LISTEN" -x SET report:big >/dev/null
+redis-cli -p "$LISTEN" GET report:big >/dev/null
 # Replicas appear in CLUSTER SLOTS a little after the cluster is created.
 all_replicas() {
     [[ $(http_body 127.0.0.1 "$ADMIN" /status.json | grep -o '"role":"replica"' | wc -l) -eq 3 ]]
@@ -105,7 +117,7 @@ wait_for 30 "the killed replica to be ejected" ejected
 
 # A few slow commands for the slow-log panel: a Lua busy loop of some tens of milliseconds.
 for i in 1 2 3 4 5 6; do
-    redis-cli -p "$LISTEN" EVAL 'local n = 0 for i = 1, 5000000 do n = n + i end return n' \
+    redis-cli -p "$LISTEN" EVAL 'local n = 0 for i = 1, 8000000 do n = n + i end return n' \
         1 "report:$i" >/dev/null || true
 done
 sleep 4 # let the rates and percentiles fill a window
@@ -113,7 +125,7 @@ sleep 4 # let the rates and percentiles fill a window
 log "screenshot → $OUT"
 mkdir -p "$(dirname "$OUT")"
 "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars \
-    --user-data-dir="$TMP/chromium" --window-size=1280,1150 --virtual-time-budget=4000 \
+    --user-data-dir="$TMP/chromium" --window-size=1280,1700 --virtual-time-budget=4000 \
     --screenshot="$OUT" "http://127.0.0.1:$ADMIN/" >"$TMP/chromium.log" 2>&1 ||
     {
         cat "$TMP/chromium.log" >&2
