@@ -2,9 +2,10 @@
 //! invalidations (server-assisted client-side caching on redcar's node connections).
 //!
 //! How it stays correct (docs/near-cache.md has the whole argument):
-//! - A miss is read (from the node the read policy picks) on its **tracked lane** (`upstream::tracking`),
-//!   so the node remembers the key and pushes an invalidation to the node's invalidation
-//!   connection when it changes; those reach [`NearCache::invalidated`].
+//! - A miss is read (from the node the read policy picks) on that node's **tracked lane**
+//!   (`upstream::tracking`), so the node remembers the key and pushes an invalidation to its
+//!   invalidation connection when the key changes; those reach the cache as an
+//!   [`InvalidationSink`].
 //! - The fill is registered before the read is sent; an invalidation or a write arriving before
 //!   the reply cancels it (`store`), so a reply read before a change is never stored after it.
 //! - Writes through redcar drop the key before they are sent and keep it uncached until their
