@@ -248,8 +248,9 @@ def check_redcar(v, redcar, faults, rss_limit_mb, hist):
         elif rc != 0:
             v.fail(CHECKS[9], f"redcar (pid {pid}) exited with status {rc} after SIGTERM", t)
     v.stats["redcar max RSS (MB)"] = round(redcar.rss_max_kb / 1024, 1)
-    if redcar.near_cache_hits:
-        v.stats["reads answered by the near cache"] = int(sum(redcar.near_cache_hits.values()))
+    hits = getattr(redcar, "near_cache_hits", None)  # only a redcar with the near cache on
+    if hits:
+        v.stats["reads answered by the near cache"] = int(sum(hits.values()))
     if redcar.rss_max_kb > rss_limit_mb * 1024:
         v.fail(CHECKS[10], f"redcar RSS reached {redcar.rss_max_kb / 1024:.0f} MB "
                f"(limit {rss_limit_mb} MB)")
