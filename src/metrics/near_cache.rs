@@ -23,6 +23,8 @@ pub struct NearCacheMetrics {
     pub misses: Counter,
     /// Replies stored after a miss.
     pub fills: Counter,
+    /// Misses that waited for the same read already on its way instead of sending their own.
+    pub coalesced: Counter,
     /// Entries dropped because a node said the key changed, or a write went through redcar.
     pub invalidations: Counter,
     /// Entries dropped to stay within `near_cache.max_bytes`.
@@ -50,6 +52,11 @@ impl NearCacheMetrics {
             "near_cache_fills",
             "Replies stored in the near cache after a miss",
             self.fills.clone(),
+        );
+        r.register(
+            "near_cache_coalesced",
+            "Near cache misses that waited for the same read already on its way to the node instead of sending their own",
+            self.coalesced.clone(),
         );
         r.register(
             "near_cache_invalidations",

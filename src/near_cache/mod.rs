@@ -34,7 +34,7 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use self::admit::Admission;
-use self::store::{Found, Store, Variant};
+use self::store::{Begin, Found, Store, Variant};
 use crate::cluster::ClusterState;
 use crate::metrics::{FlushCause, NearCacheMetrics};
 use crate::protocol::{header_value, Protocol};
@@ -133,17 +133,34 @@ impl NearCache {
         }
     }
 
-    /// Starts filling `key`: `None` when a fill is already in flight or the key was just
-    /// written through redcar (the read then goes to its node uncached).
-    pub fn begin_fill(self: &Arc<Self>, key: &Bytes) -> Option<Fill> {
+    /// A miss of the read `command key rest...`: fill it, or wait for the same read already
+    /// on its way (a burst of readers after a write sends one read, not one each); `None`
+    /// when a write holds the key or another read of it fills it (read it uncached).
+    pub fn begin_fill(
+        self: &Arc<Self>,
+        command: &'static str,
+        protocol: Protocol,
+        key: &Bytes,
+        rest: &[Bytes],
+    ) -> Option<Filling> {
         let token = self.next_fill.fetch_add(1, Ordering::Relaxed);
-        self.store.begin_fill(key, token, clock_ms())?;
-        Some(Fill {
-            cache: self.clone(),
-            key: key.clone(),
-            token,
-            done: false,
-        })
+        match self
+            .store
+            .begin_fill(key, token, (command, protocol, rest), clock_ms())
+        {
+            Begin::Fill(tell) => Some(Filling::Fill(Fill {
+                cache: self.clone(),
+                key: key.clone(),
+                token,
+                tell,
+                done: false,
+            })),
+            Begin::Join(reply) => {
+                self.metrics.coalesced.inc();
+                Some(Filling::Join(Joined(reply)))
+            }
+            Begin::No => None,
+        }
     }
 
     /// `keys` are being written through redcar (before the write is sent): they are dropped
@@ -224,7 +241,28 @@ pub struct Fill {
     cache: Arc<NearCache>,
     key: Bytes,
     token: u64,
+    /// Where the reads waiting for this one hear its reply.
+    tell: tokio::sync::watch::Sender<Option<Bytes>>,
     done: bool,
+}
+
+/// What a miss does: fill, or wait for the same read's fill.
+pub enum Filling {
+    Fill(Fill),
+    Join(Joined),
+}
+
+/// A read waiting for the same read already on its way to the node.
+pub struct Joined(tokio::sync::watch::Receiver<Option<Bytes>>);
+
+impl Joined {
+    /// That read's reply (what the node answered, stored or not: it was read after this read
+    /// arrived at redcar, or moments before); `None` if it was dropped unanswered (its client
+    /// left), when this read must go itself.
+    pub async fn reply(mut self) -> Option<Bytes> {
+        let reply = self.0.wait_for(Option::is_some).await.ok()?;
+        reply.clone()
+    }
 }
 
 impl Fill {
@@ -235,11 +273,12 @@ impl Fill {
     pub fn finish(
         mut self,
         read: (&'static str, Protocol, &[Bytes]),
-        reply: &[u8],
+        reply: &Bytes,
         ttl: &[u8],
         node: Option<Arc<Node>>,
     ) {
         self.done = true;
+        self.tell.send_replace(Some(reply.clone()));
         let cache = &self.cache;
         let now = clock_ms();
         let variant = node

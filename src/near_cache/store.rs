@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use hashlink::LinkedHashMap;
 use smallvec::SmallVec;
+use tokio::sync::watch;
 
 use crate::protocol::Protocol;
 use crate::upstream::Heard;
@@ -43,12 +44,31 @@ impl Variant {
     }
 }
 
+/// A fill on its way: its token, the read it makes, and where its reply will be told.
+struct Flight {
+    token: u64,
+    command: &'static str,
+    protocol: Protocol,
+    args: Box<[Bytes]>,
+    reply: watch::Receiver<Option<Bytes>>,
+}
+
+/// What [`Store::begin_fill`] decided.
+pub(super) enum Begin {
+    /// This read fills the key: tell the waiters its reply on the sender.
+    Fill(watch::Sender<Option<Bytes>>),
+    /// The same read is on its way already: wait for its reply.
+    Join(watch::Receiver<Option<Bytes>>),
+    /// Neither (another read of the key fills it, or a write holds it): read uncached.
+    No,
+}
+
 #[derive(Default)]
 struct Entry {
     variants: SmallVec<[Variant; 1]>,
     /// The fill in flight: only its end may add a variant, and only if no invalidation or
     /// write came in between (they drop the entry or clear this).
-    filling: Option<u64>,
+    filling: Option<Box<Flight>>,
     /// Writes through redcar sent and not answered yet: no hit and no fill meanwhile (a read
     /// on another connection could run before them).
     writing: u32,
@@ -173,24 +193,44 @@ impl Store {
         }
     }
 
-    /// Starts a fill of `key`: `Some(token)` unless one is in flight or the key was just
-    /// written through redcar.
-    pub fn begin_fill(&self, key: &Bytes, token: u64, now: u64) -> Option<u64> {
+    /// Starts the fill `token` of `key` by the read `read` (its arguments after the key),
+    /// unless a write holds the key; joins a fill of the same read already on its way.
+    pub fn begin_fill(
+        &self,
+        key: &Bytes,
+        token: u64,
+        read: (&'static str, Protocol, &[Bytes]),
+        now: u64,
+    ) -> Begin {
         let mut shard = self.shard(key);
-        if let Some(entry) = shard.map.to_back(key) {
-            if entry.filling.is_some() || entry.blocked(now) {
-                return None;
-            }
-            entry.filling = Some(token);
-            return Some(token);
+        if !shard.map.contains_key(key) {
+            let entry = Entry::default();
+            shard.bytes += entry.size(key);
+            shard.map.insert(key.clone(), entry);
         }
-        let entry = Entry {
-            filling: Some(token),
-            ..Entry::default()
+        let Some(entry) = shard.map.to_back(key) else {
+            return Begin::No;
         };
-        shard.bytes += entry.size(key);
-        shard.map.insert(key.clone(), entry);
-        Some(token)
+        if entry.blocked(now) {
+            return Begin::No;
+        }
+        let (command, protocol, args) = read;
+        if let Some(flight) = &entry.filling {
+            let same = flight.command == command && flight.protocol == protocol;
+            return match same && *flight.args == *args {
+                true => Begin::Join(flight.reply.clone()),
+                false => Begin::No,
+            };
+        }
+        let (tell, reply) = watch::channel(None);
+        entry.filling = Some(Box::new(Flight {
+            token,
+            command,
+            protocol,
+            args: args.into(),
+            reply,
+        }));
+        Begin::Fill(tell)
     }
 
     /// Ends the fill `token` of `key`, storing `variant` if the fill is still the key's own
@@ -205,7 +245,7 @@ impl Store {
         let Some(entry) = shard.map.get_mut(key) else {
             return filled;
         };
-        if entry.filling != Some(token) {
+        if entry.filling.as_ref().map(|f| f.token) != Some(token) {
             return filled;
         }
         entry.filling = None;

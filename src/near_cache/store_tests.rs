@@ -24,6 +24,14 @@ fn get_variant(reply: &str, expires: u64, heard: &Arc<Heard>) -> Variant {
     }
 }
 
+/// Starts a GET fill: `Some(token)` when this read fills, `None` when it may not (or joins).
+fn begin(store: &Store, k: &Bytes, token: u64, now: u64) -> Option<u64> {
+    match store.begin_fill(k, token, ("get", Protocol::Resp2, &[]), now) {
+        Begin::Fill(_) => Some(token),
+        Begin::Join(_) | Begin::No => None,
+    }
+}
+
 fn get(store: &Store, k: &str, now: u64) -> Option<Bytes> {
     match store.get(
         k.as_bytes(),
@@ -38,7 +46,7 @@ fn get(store: &Store, k: &str, now: u64) -> Option<Bytes> {
 
 fn fill(store: &Store, k: &str, token: u64, reply: &str, node: &Arc<Heard>) -> bool {
     let k = key(k);
-    assert_eq!(store.begin_fill(&k, token, 10), Some(token));
+    assert_eq!(begin(&store, &k, token, 10), Some(token));
     store
         .end_fill(&k, token, Some(get_variant(reply, 10_000, node)), 10)
         .stored
@@ -66,8 +74,8 @@ fn an_invalidation_during_a_fill_keeps_its_reply_out() {
     let store = Store::new(1 << 20);
     let node = heard(10);
     let k = key("k");
-    assert_eq!(store.begin_fill(&k, 7, 10), Some(7));
-    assert_eq!(store.begin_fill(&k, 8, 10), None, "one fill at a time");
+    assert_eq!(begin(&store, &k, 7, 10), Some(7));
+    assert_eq!(begin(&store, &k, 8, 10), None, "one fill at a time");
     // The node changed the key while the read was on its way back.
     store.forget(&k);
     let late = store.end_fill(&k, 7, Some(get_variant("$3\r\nold\r\n", 10_000, &node)), 10);
@@ -82,13 +90,13 @@ fn a_write_through_redcar_cancels_fills_and_hits_for_a_while() {
     let node = heard(10);
     assert!(fill(&store, "k", 1, "$1\r\nv\r\n", &node));
     let k = key("k");
-    assert_eq!(store.begin_fill(&k, 2, 10), Some(2));
+    assert_eq!(begin(&store, &k, 2, 10), Some(2));
     assert!(store.written(&k, 300));
     let cancelled = store.end_fill(&k, 2, Some(get_variant("$1\r\nv\r\n", 10_000, &node)), 20);
     assert!(!cancelled.stored, "the read may have run before the write");
     assert!(get(&store, "k", 100).is_none());
-    assert_eq!(store.begin_fill(&k, 3, 100), None, "no fill while dirty");
-    assert_eq!(store.begin_fill(&k, 4, 300), Some(4), "dirty ends");
+    assert_eq!(begin(&store, &k, 3, 100), None, "no fill while dirty");
+    assert_eq!(begin(&store, &k, 4, 300), Some(4), "dirty ends");
 }
 
 #[test]
@@ -96,7 +104,7 @@ fn entries_end_at_their_ttl_and_when_their_node_goes_silent() {
     let store = Store::new(1 << 20);
     let node = heard(1_000);
     let k = key("k");
-    store.begin_fill(&k, 1, 1_000);
+    begin(&store, &k, 1, 1_000);
     store.end_fill(&k, 1, Some(get_variant("$1\r\nv\r\n", 1_500, &node)), 1_000);
     assert!(get(&store, "k", 1_100).is_some());
     assert!(
@@ -117,7 +125,7 @@ fn the_least_recently_used_entries_go_first_and_bytes_stay_bounded() {
     let mut evicted = 0;
     for n in 0..400 {
         let k = key(&format!("k{n}"));
-        store.begin_fill(&k, n, 10);
+        begin(&store, &k, n, 10);
         evicted += store
             .end_fill(&k, n, Some(get_variant(&value, 10_000, &node)), 10)
             .evicted;
@@ -138,7 +146,7 @@ fn a_write_in_flight_blocks_the_key_until_it_is_answered_and_survives_a_flush() 
     let node = heard(10);
     assert!(fill(&store, "k", 1, "$1\r\nv\r\n", &node));
     let k = key("k");
-    assert_eq!(store.begin_fill(&k, 2, 10), Some(2));
+    assert_eq!(begin(&store, &k, 2, 10), Some(2));
     assert!(store.begin_write(&k), "the cached reply is dropped");
     assert!(
         !store.begin_write(&k),
@@ -150,24 +158,53 @@ fn a_write_in_flight_blocks_the_key_until_it_is_answered_and_survives_a_flush() 
         "a read sent before the write may have run before it"
     );
     assert_eq!(
-        store.begin_fill(&k, 3, 20),
+        begin(&store, &k, 3, 20),
         None,
         "no fill while a write is in flight"
     );
     store.clear();
     assert_eq!(
-        store.begin_fill(&k, 4, 20),
+        begin(&store, &k, 4, 20),
         None,
         "a flush keeps the write's hold"
     );
     store.end_write(&k, 20);
     assert_eq!(
-        store.begin_fill(&k, 5, 20),
+        begin(&store, &k, 5, 20),
         None,
         "one of two writes still in flight"
     );
     store.end_write(&k, 20);
-    assert_eq!(store.begin_fill(&k, 6, 20), Some(6), "both answered");
+    assert_eq!(begin(&store, &k, 6, 20), Some(6), "both answered");
     store.end_fill(&k, 6, None, 20);
+    assert_eq!(store.usage(), (0, 0), "nothing left behind");
+}
+
+#[test]
+fn the_same_read_joins_a_fill_on_its_way_and_hears_its_reply() {
+    let store = Store::new(1 << 20);
+    let k = key("k");
+    let Begin::Fill(tell) = store.begin_fill(&k, 1, ("hget", Protocol::Resp2, &[key("f")]), 10)
+    else {
+        panic!("the first read fills");
+    };
+    let Begin::Join(mut waiting) =
+        store.begin_fill(&k, 2, ("hget", Protocol::Resp2, &[key("f")]), 10)
+    else {
+        panic!("the same read joins");
+    };
+    let other = store.begin_fill(&k, 3, ("hget", Protocol::Resp2, &[key("g")]), 10);
+    assert!(matches!(other, Begin::No), "another field reads uncached");
+    let resp3 = store.begin_fill(&k, 4, ("hget", Protocol::Resp3, &[key("f")]), 10);
+    assert!(
+        matches!(resp3, Begin::No),
+        "another protocol reads uncached"
+    );
+    tell.send_replace(Some(key("$1\r\n1\r\n")));
+    assert_eq!(
+        waiting.borrow_and_update().as_deref(),
+        Some(&b"$1\r\n1\r\n"[..])
+    );
+    assert!(!store.end_fill(&k, 1, None, 10).stored);
     assert_eq!(store.usage(), (0, 0), "nothing left behind");
 }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::super::local::ClientState;
 use crate::commands::spec::flags;
-use crate::near_cache::{cacheable, NearCache, Writing};
+use crate::near_cache::{cacheable, Filling, NearCache, Writing};
 use crate::protocol::{encode_command, write_array_len, Protocol, Request};
 use crate::router::{Call, Plan, Router};
 
@@ -117,14 +117,35 @@ impl<'a> Near<'a> {
         if let Some(reply) = hit {
             return Some(Call::ready(reply));
         }
+        // Both a fill and a wait move the client to the tracked lanes (see above): its next
+        // commands must reach the node after the read it counts on.
         if !self.idle && !state.near_lanes {
             return None;
         }
-        let fill = self.cache.begin_fill(&args[1])?;
+        let filling = self
+            .cache
+            .begin_fill(self.command, protocol, &args[1], &args[2..])?;
         state.near_lanes = true;
+        let tracked = state.lane();
+        let fill = match filling {
+            Filling::Fill(fill) => fill,
+            Filling::Join(joined) => {
+                let payload = request.raw().clone();
+                return Some(Call::slow(async move {
+                    match joined.reply().await {
+                        Some(reply) => reply,
+                        // Its client left: go alone.
+                        None => {
+                            let call =
+                                router.forward(None, payload, Some(slot), false, tracked, now);
+                            call.settle_first().await.0
+                        }
+                    }
+                }));
+            }
+        };
         // On the tracked lane (to the node the read policy picks), so that node invalidates what
         // it read; the key's TTL right after.
-        let tracked = state.lane();
         let read = router.forward(None, request.raw().clone(), Some(slot), false, tracked, now);
         let ttl = encode_command([&b"PTTL"[..], &args[1]].into_iter());
         let ttl = router.forward(None, ttl, Some(slot), false, tracked, now);
