@@ -46,7 +46,7 @@ fn get(store: &Store, k: &str, now: u64) -> Option<Bytes> {
 
 fn fill(store: &Store, k: &str, token: u64, reply: &str, node: &Arc<Heard>) -> bool {
     let k = key(k);
-    assert_eq!(begin(&store, &k, token, 10), Some(token));
+    assert_eq!(begin(store, &k, token, 10), Some(token));
     store
         .end_fill(&k, token, Some(get_variant(reply, 10_000, node)), 10)
         .stored
