@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::conn::{self, frames_len, NodeContext, Pending};
 use super::queue;
@@ -210,11 +210,13 @@ impl NodeTracking {
     ) -> NodeTracking {
         let (id, ids) = watch::channel(None);
         let (confirmed, registered) = watch::channel(Vec::new());
+        let wake = Arc::new(Notify::new());
         let runtime = tokio::runtime::Handle::current();
         let lane = |context: &NodeContext| {
             let redirect = Arc::new(LaneRedirect {
                 addr: context.addr.clone(),
                 id: ids.clone(),
+                wake: wake.clone(),
                 timeout: context.config.connect_timeout,
                 feed: feed.clone(),
             });
@@ -231,6 +233,7 @@ impl NodeTracking {
                 id,
                 registered: confirmed,
                 heard: heard.clone(),
+                wake,
             },
             Arc::downgrade(&lanes),
             feed.clone(),
@@ -268,6 +271,9 @@ pub(super) struct LaneRedirect {
     addr: Arc<str>,
     /// The invalidation connection's client id, while it is connected.
     id: watch::Receiver<Option<u64>>,
+    /// Cuts the invalidation connection's reconnect back-off short: a lane that just reached
+    /// the node needs it now, not after a back-off grown while the node was down.
+    wake: Arc<Notify>,
     timeout: Duration,
     feed: Arc<TrackingFeed>,
 }
@@ -289,6 +295,9 @@ impl LaneRedirect {
         S: AsyncRead + AsyncWrite + Unpin,
     {
         let mut ids = self.id.clone();
+        if ids.borrow().is_none() {
+            self.wake.notify_one();
+        }
         let id = match tokio::time::timeout(self.timeout, ids.wait_for(Option::is_some)).await {
             Ok(Ok(id)) => id.unwrap_or_default(),
             _ => return Err("CLIENT TRACKING: no invalidation connection to the node".into()),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::super::conn::{self, frames_len, NodeContext, Pending, ReplyTo};
 use super::super::queue;
@@ -16,8 +16,9 @@ use super::super::reply_slot;
 use super::{clock_ms, redirect_command, Heard, TrackingFeed};
 use crate::protocol::{encode_command, header_value, Limits};
 
-/// Longest wait between two connect attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// The longest back-off is `reconnect_backoff` times this, as for the data connections
+/// (`conn::run`): 800 ms by default.
+const MAX_BACKOFF_FACTOR: u32 = 16;
 
 /// What the invalidation connection tells the rest of the node.
 pub(super) struct Published {
@@ -27,6 +28,8 @@ pub(super) struct Published {
     pub registered: watch::Sender<Vec<Bytes>>,
     /// The send time of the latest `PING` the node answered (heartbeat on).
     pub heard: Arc<Heard>,
+    /// Notified by a tracked lane that connected while this connection is down: retry now.
+    pub wake: Arc<Notify>,
 }
 
 /// Keeps the node's invalidation connection up while its lanes exist (`lanes` upgrades), and
@@ -41,9 +44,11 @@ pub(super) async fn run(
         id,
         registered,
         heard,
+        wake,
     } = published;
     let addr = context.addr.clone();
     let mut backoff = context.config.reconnect_backoff;
+    let max_backoff = context.config.reconnect_backoff * MAX_BACKOFF_FACTOR;
     let mut first = true;
     loop {
         if lanes.strong_count() == 0 {
@@ -86,10 +91,11 @@ pub(super) async fn run(
             backoff = context.config.reconnect_backoff;
         } else {
             tracing::debug!(node = %addr, %reason, "invalidation connection failed");
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            backoff = (backoff * 2).min(max_backoff);
         }
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
+            () = wake.notified() => {}
             () = id.closed() => return,
         }
     }

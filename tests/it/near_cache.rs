@@ -326,3 +326,60 @@ fn a_pipelined_write_never_overtakes_a_filling_read_of_the_same_client() {
     }
     assert!(redcar.metric_sum("redcar_near_cache_fills_total") >= 100.0);
 }
+
+/// The ids of `node`'s clients named `name` (CLIENT LIST).
+fn client_ids(node: &RedisServer, name: &str) -> Vec<String> {
+    let Value::Bulk(Some(text)) = node.cmd(&["CLIENT", "LIST"]) else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter(|line| line.split(' ').any(|f| f == format!("name={name}")))
+        .filter_map(|line| Some(line.split(' ').next()?.strip_prefix("id=")?.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_tracked_lane_reaching_its_node_again_is_not_held_by_the_invalidation_back_off() {
+    // With a 1 s back-off, the invalidation connection's second failed connect makes it wait
+    // 2 s before the next. A miss read on the tracked lane in that time used to wait for it up
+    // to connect_timeout (1 s), and the client got an error: the lane now wakes it.
+    let config = write_config(&format!(
+        "{CONFIG}upstream:\n  reconnect_backoff: 1s\n  outlier:\n    consecutive_failures: 0\n"
+    ));
+    let cluster = RedisCluster::start(3, 0);
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let node = cluster.primary_for_key("nc:lane");
+    node.cmd(&["SET", "nc:lane", "v1"]);
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["GET", "nc:lane"]), Value::bulk("v1"));
+    let invalidations = client_ids(node, "redcar-invalidations");
+    let lanes = client_ids(node, "redcar-tracked");
+    assert_eq!(invalidations.len(), 1, "{invalidations:?}");
+    assert!(!lanes.is_empty());
+
+    // The node takes no new client for 1.5 s; its tracking connections are cut meanwhile.
+    let mut admin = node.client();
+    assert_eq!(
+        admin.q(&["CONFIG", "SET", "maxclients", "1"]),
+        Value::simple("OK")
+    );
+    for id in invalidations.iter().chain(&lanes) {
+        admin.q(&["CLIENT", "KILL", "ID", id]);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        admin.q(&["CONFIG", "SET", "maxclients", "10000"]),
+        Value::simple("OK")
+    );
+    assert_eq!(admin.q(&["SET", "nc:lane", "v2"]), Value::simple("OK"));
+
+    let mut fresh = redcar.client();
+    let reply = fresh.q(&["GET", "nc:lane"]);
+    assert_eq!(
+        reply,
+        Value::bulk("v2"),
+        "the first read after the node took clients again"
+    );
+    assert_eq!(client_ids(node, "redcar-invalidations").len(), 1);
+}
