@@ -9,6 +9,7 @@ use super::tracking::ClientTracking;
 use super::transaction::Transaction;
 use crate::auth::{self, User, Users};
 use crate::commands::{CommandSpec, Local};
+use crate::near_cache::Admitted;
 use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_map_len, write_null_in,
     write_simple, Protocol,
@@ -41,10 +42,11 @@ pub struct ClientState {
     user: Option<Arc<User>>,
     /// Client-side caching (`CLIENT TRACKING`), made the first time it is used.
     pub tracking: Option<Box<ClientTracking>>,
-    /// The client's commands take the nodes' tracked lanes because a near-cache fill went
-    /// there (see `session/near.rs`): set by a fill, cleared only when nothing of the client's
-    /// is in flight, so its commands never change connection while some are on the way.
-    pub near_lanes: bool,
+    /// The client's commands take the nodes' tracked or near lanes because a near-cache fill
+    /// or write-through went there (see `session/near.rs`): set by those, cleared only when
+    /// nothing of the client's is in flight, so its commands never change connection while
+    /// some are on the way.
+    pub near_lanes: Option<Admitted>,
 }
 
 impl ClientState {
@@ -62,15 +64,17 @@ impl ClientState {
             user: users.anonymous(),
             users,
             tracking: None,
-            near_lanes: false,
+            near_lanes: None,
         }
     }
 
     /// This client's connection to every node (see `Node::send`): its id spreads clients over
     /// a node's connections, its protocol picks the RESP2 or the RESP3 ones.
     pub fn lane(&self) -> Lane {
-        let tracked = self.near_lanes || self.tracking.as_ref().is_some_and(|t| t.is_on());
-        Lane::new(self.id as usize, self.protocol).tracked(tracked)
+        let tracking = self.tracking.as_ref().is_some_and(|t| t.is_on());
+        Lane::new(self.id as usize, self.protocol)
+            .tracked(tracking || self.near_lanes == Some(Admitted::Tracked))
+            .near(self.near_lanes == Some(Admitted::Bcast))
     }
 
     /// RESET: back to a fresh connection's state (the router ends a WATCH separately), which

@@ -33,6 +33,11 @@ pub struct NearCacheConfig {
     pub keys: Vec<KeyRule>,
     /// Also admit the keys read most often, whatever their name.
     pub hot_keys: HotKeyAdmission,
+    /// Keys a `prefix` rule admits are tracked in BCAST mode on the nodes' near lanes, and a
+    /// plain `SET` of one through redcar stores the value it wrote when the node acknowledges
+    /// it, so the next reads hit instead of reading the key back. Off: those keys are tracked
+    /// like the others (by the reads), and a write only drops the key.
+    pub write_through: bool,
 }
 
 impl Default for NearCacheConfig {
@@ -45,6 +50,7 @@ impl Default for NearCacheConfig {
             max_silence: Duration::from_millis(200),
             keys: Vec::new(),
             hot_keys: HotKeyAdmission::default(),
+            write_through: true,
         }
     }
 }

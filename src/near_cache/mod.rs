@@ -22,10 +22,12 @@ mod commands;
 mod config;
 mod glob;
 mod store;
+mod through;
 mod watch;
 
 pub use commands::cacheable;
 pub use config::{HotKeyAdmission, KeyRule, NearCacheConfig};
+pub use through::Through;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,9 +42,21 @@ use crate::metrics::{FlushCause, NearCacheMetrics};
 use crate::protocol::{header_value, Protocol};
 use crate::upstream::{clock_ms, InvalidationSink, Node, TrackingFeed};
 
+/// How a key is admitted, which decides the lanes its reads and writes take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admitted {
+    /// By a `prefix` rule with `write_through` on: the nodes' near lanes, which track those
+    /// prefixes in BCAST mode with NOLOOP (`upstream::tracking`).
+    Bcast,
+    /// By a `pattern` rule or the hot-key estimate: the tracked lanes (default tracking).
+    Tracked,
+}
+
 /// The near cache, shared by every session.
 pub struct NearCache {
     prefixes: Vec<Bytes>,
+    /// `write_through` is on: the prefix rules' keys are [`Admitted::Bcast`].
+    write_through: bool,
     patterns: Vec<Bytes>,
     admission: Option<Admission>,
     store: Store,
@@ -67,7 +81,12 @@ impl NearCache {
         }
         let (prefixes, patterns) = config.rules();
         let min_rate = config.hot_keys.min_reads_per_second;
+        let write_through = config.write_through && !prefixes.is_empty();
+        if write_through {
+            feed.set_near_prefixes(prefixes.clone());
+        }
         let cache = Arc::new(NearCache {
+            write_through,
             prefixes,
             patterns,
             admission: (min_rate > 0).then(|| Admission::new(min_rate)),
@@ -87,6 +106,7 @@ impl NearCache {
             max_silence = ?config.max_silence,
             rules = config.keys.len(),
             hot_keys = min_rate,
+            write_through,
             "near cache on"
         );
         Some(cache)
@@ -95,30 +115,44 @@ impl NearCache {
     /// Whether `key` may be cached: a `near_cache.keys` rule matches, or (hot keys on) it is
     /// read often enough. `read`: count this as a read for the hot-key estimate.
     pub fn admits(&self, key: &[u8], read: bool) -> bool {
-        if self.prefixes.iter().any(|p| key.starts_with(p))
-            || self.patterns.iter().any(|p| glob::matches(p, key))
-        {
-            return true;
+        self.admission(key, read).is_some()
+    }
+
+    /// How `key` is admitted, if it is (see [`admits`](Self::admits)).
+    pub fn admission(&self, key: &[u8], read: bool) -> Option<Admitted> {
+        if self.prefixes.iter().any(|p| key.starts_with(p)) {
+            return Some(match self.write_through {
+                true => Admitted::Bcast,
+                false => Admitted::Tracked,
+            });
         }
-        match &self.admission {
+        if self.patterns.iter().any(|p| glob::matches(p, key)) {
+            return Some(Admitted::Tracked);
+        }
+        let admitted = match &self.admission {
             Some(admission) if read => admission.read(key, clock_ms()),
             // A write must reach any key the cache may hold.
             Some(_) => true,
             None => false,
-        }
+        };
+        admitted.then_some(Admitted::Tracked)
     }
 
     /// The cached reply to `command key rest...` (a [`cacheable`] read) for a `protocol`
-    /// client.
+    /// client; `idle`: the client has nothing in flight.
     pub fn get(
         &self,
         command: &str,
         protocol: Protocol,
         key: &[u8],
         rest: &[Bytes],
+        idle: bool,
     ) -> Option<Bytes> {
         let read = (command, protocol, rest);
-        match self.store.get(key, read, clock_ms(), self.max_silence_ms) {
+        match self
+            .store
+            .get(key, read, clock_ms(), self.max_silence_ms, idle)
+        {
             Found::Hit(reply) => Some(reply),
             Found::Miss => None,
         }
@@ -163,19 +197,24 @@ impl NearCache {
         }
     }
 
-    /// `keys` are being written through redcar (before the write is sent): they are dropped
-    /// and neither served nor filled until the returned guard is dropped, when the write's
-    /// reply reaches the client, so the writer reads its write back while other keys and
-    /// other times keep their hits.
-    pub fn begin_write(self: &Arc<Self>, keys: SmallVec<[Bytes; 2]>) -> Writing {
-        for key in &keys {
-            if self.store.begin_write(key) {
-                self.metrics.invalidations.inc();
-            }
+    /// `keys` are being written through redcar (before the write is sent): they are not
+    /// filled, and served only to clients with nothing in flight, until the returned guard is
+    /// dropped, when the write's reply reaches the client; then what was cached is dropped
+    /// (unless `through`, the write-through of the first key, stored its value). So the writer
+    /// reads its write back while other keys and other times keep their hits.
+    pub fn begin_write(
+        self: &Arc<Self>,
+        keys: SmallVec<[Bytes; 2]>,
+        through: Option<&Through>,
+    ) -> Writing {
+        let through = through.map(Through::token);
+        for (i, key) in keys.iter().enumerate() {
+            self.store.begin_write(key, through.filter(|_| i == 0));
         }
         Writing {
             cache: self.clone(),
             keys,
+            through,
         }
     }
 
@@ -208,7 +247,11 @@ impl InvalidationSink for NearCache {
     fn invalidated(&self, _addr: &str, keys: Option<Vec<Bytes>>) {
         match keys {
             Some(keys) => {
-                let dropped = keys.iter().filter(|key| self.store.forget(key)).count();
+                let now = clock_ms();
+                let dropped = keys
+                    .iter()
+                    .filter(|key| self.store.forget(key, now))
+                    .count();
                 self.metrics.invalidations.inc_by(dropped as u64);
             }
             None => self.flush(FlushCause::NodeFlush),
@@ -225,13 +268,18 @@ impl InvalidationSink for NearCache {
 pub struct Writing {
     cache: Arc<NearCache>,
     keys: SmallVec<[Bytes; 2]>,
+    /// The write-through token of the first key.
+    through: Option<u64>,
 }
 
 impl Drop for Writing {
     fn drop(&mut self) {
         let now = clock_ms();
-        for key in &self.keys {
-            self.cache.store.end_write(key, now);
+        for (i, key) in self.keys.iter().enumerate() {
+            let through = self.through.filter(|_| i == 0);
+            if self.cache.store.end_write(key, through, now) {
+                self.cache.metrics.invalidations.inc();
+            }
         }
     }
 }

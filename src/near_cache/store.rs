@@ -69,16 +69,26 @@ struct Entry {
     /// The fill in flight: only its end may add a variant, and only if no invalidation or
     /// write came in between (they drop the entry or clear this).
     filling: Option<Box<Flight>>,
-    /// Writes through redcar sent and not answered yet: no hit and no fill meanwhile (a read
-    /// on another connection could run before them).
+    /// Writes through redcar sent and not answered yet: no fill meanwhile (a read on another
+    /// connection could run before them), and what is cached is served only to clients with
+    /// nothing in flight (they cannot be the writer; the write is not acknowledged yet).
     writing: u32,
+    /// The write-through in flight that may store its value with its reply: cleared by any
+    /// other write, invalidation or flush meanwhile.
+    through: Option<u64>,
+    /// The write-through whose value was stored: its own end keeps it.
+    kept: Option<u64>,
     /// A write queued in a transaction: no hit and no fill before this time.
     dirty_until: u64,
 }
 
 impl Entry {
     fn size(&self, key: &Bytes) -> usize {
-        ENTRY_OVERHEAD + key.len() + self.variants.iter().map(Variant::size).sum::<usize>()
+        ENTRY_OVERHEAD + key.len() + self.variants_size()
+    }
+
+    fn variants_size(&self) -> usize {
+        self.variants.iter().map(Variant::size).sum::<usize>()
     }
 
     fn idle(&self, now: u64) -> bool {
@@ -91,6 +101,19 @@ impl Entry {
     /// Neither served nor filled now (see `writing` and `dirty_until`).
     fn blocked(&self, now: u64) -> bool {
         self.writing > 0 || self.dirty_until > now
+    }
+
+    /// Not served to a reader with (`idle` false) or without commands in flight now.
+    fn hidden(&self, now: u64, idle: bool) -> bool {
+        self.dirty_until > now || (self.writing > 0 && !idle)
+    }
+
+    /// Drops what is cached and any fill or write-through on its way.
+    fn empty(&mut self) {
+        self.variants.clear();
+        self.filling = None;
+        self.through = None;
+        self.kept = None;
     }
 }
 
@@ -166,19 +189,21 @@ impl Store {
 
     /// The reply cached for this read of `key`, if fresh: not expired, and its node heard from
     /// within `max_silence` of `now`. A hit moves the entry to the back of the eviction order.
+    /// `idle`: the reader has nothing in flight (so it is not writing the key now).
     pub fn get(
         &self,
         key: &[u8],
         read: (&str, Protocol, &[Bytes]),
         now: u64,
         max_silence: u64,
+        idle: bool,
     ) -> Found {
         let (command, protocol, args) = read;
         let mut shard = self.shard(key);
         let Some(entry) = shard.map.to_back(key) else {
             return Found::Miss;
         };
-        if entry.blocked(now) {
+        if entry.hidden(now, idle) {
             return Found::Miss;
         }
         let variant = entry
@@ -271,31 +296,98 @@ impl Store {
         filled
     }
 
-    /// Forgets `key` (an invalidation); whether something cached was dropped.
-    pub fn forget(&self, key: &[u8]) -> bool {
-        self.shard(key)
-            .remove(key)
-            .is_some_and(|e| !e.variants.is_empty())
+    /// Forgets `key` (an invalidation); whether something cached was dropped. A write's hold
+    /// on the key stays.
+    pub fn forget(&self, key: &[u8], now: u64) -> bool {
+        let mut shard = self.shard(key);
+        let Some(entry) = shard.map.get_mut(key) else {
+            return false;
+        };
+        let dropped = !entry.variants.is_empty();
+        if !entry.blocked(now) {
+            shard.remove(key);
+            return dropped;
+        }
+        let freed = entry.variants_size();
+        entry.empty();
+        shard.bytes = shard.bytes.saturating_sub(freed);
+        dropped
     }
 
-    /// A write of `key` through redcar is being sent: drop what is cached, cancel any fill,
-    /// and serve or fill nothing until [`end_write`](Self::end_write). Whether something
-    /// cached was dropped.
-    pub fn begin_write(&self, key: &Bytes) -> bool {
-        self.block(key, |entry| entry.writing += 1)
+    /// A write of `key` through redcar is being sent: cancel any fill, and fill nothing until
+    /// [`end_write`](Self::end_write); what is cached is served meanwhile only to readers with
+    /// nothing in flight. `through`: the token of a write-through, which may store the value it
+    /// writes with its reply ([`end_through`](Self::end_through)) if no other write of the key
+    /// is in flight now.
+    pub fn begin_write(&self, key: &Bytes, through: Option<u64>) {
+        let mut shard = self.shard(key);
+        if !shard.map.contains_key(key) {
+            let entry = Entry::default();
+            shard.bytes += entry.size(key);
+            shard.map.insert(key.clone(), entry);
+        }
+        if let Some(entry) = shard.map.to_back(key) {
+            // Only a write that began alone may store its value: one begun while another was
+            // in flight may reach the node before it (sessions on other threads send in their
+            // own time, even on the same lane), and a later one clears this.
+            entry.through = through.filter(|_| entry.writing == 0);
+            entry.writing += 1;
+            entry.filling = None;
+        }
+        shard.fit(self.shard_limit);
+    }
+
+    /// The write-through `token` of `key` was acknowledged: store `variant` (the value it
+    /// wrote, as a read of it), replacing every other read of the key, if it is still the
+    /// key's own (no other write, invalidation or flush since it began) and the only write of
+    /// the key in flight. Whether it was stored.
+    pub fn end_through(&self, key: &[u8], token: u64, variant: Variant, now: u64) -> Filled {
+        let mut shard = self.shard(key);
+        let mut filled = Filled {
+            stored: false,
+            evicted: 0,
+        };
+        let Some(entry) = shard.map.get_mut(key) else {
+            return filled;
+        };
+        if entry.through != Some(token) || entry.writing != 1 || entry.dirty_until > now {
+            return filled;
+        }
+        let before = entry.variants_size();
+        entry.through = None;
+        entry.kept = Some(token);
+        entry.variants.clear();
+        entry.variants.push(variant);
+        let after = entry.variants_size();
+        shard.bytes = (shard.bytes + after).saturating_sub(before);
+        filled.stored = true;
+        filled.evicted = shard.fit(self.shard_limit);
+        filled
     }
 
     /// The write of `key` that [`begin_write`](Self::begin_write) announced was answered (or
-    /// will never be).
-    pub fn end_write(&self, key: &[u8], now: u64) {
+    /// will never be): what was cached is dropped, unless it is what this write-through
+    /// (`through`) stored. Whether something cached was dropped.
+    pub fn end_write(&self, key: &[u8], through: Option<u64>, now: u64) -> bool {
         let mut shard = self.shard(key);
         let Some(entry) = shard.map.get_mut(key) else {
-            return;
+            return false;
         };
         entry.writing = entry.writing.saturating_sub(1);
-        if entry.idle(now) {
+        let mut freed = 0;
+        if through.is_some() && entry.kept == through {
+            entry.kept = None;
+        } else {
+            freed = entry.variants_size();
+            entry.variants.clear();
+        }
+        let dropped = freed > 0;
+        let idle = entry.idle(now);
+        shard.bytes = shard.bytes.saturating_sub(freed);
+        if idle {
             shard.remove(key);
         }
+        dropped
     }
 
     /// A write of `key` queued in a transaction: drop what is cached, cancel any fill, and
@@ -316,8 +408,7 @@ impl Store {
             return false;
         };
         let dropped = !entry.variants.is_empty();
-        entry.variants.clear();
-        entry.filling = None;
+        entry.empty();
         mark(entry);
         let after = entry.size(key);
         shard.bytes = (shard.bytes + after).saturating_sub(before);
@@ -339,8 +430,7 @@ impl Store {
             shard.map.retain(|_, entry| entry.writing > 0);
             let mut bytes = 0;
             for (key, entry) in shard.map.iter_mut() {
-                entry.variants.clear();
-                entry.filling = None;
+                entry.empty();
                 bytes += entry.size(key);
             }
             shard.bytes = bytes;

@@ -33,11 +33,17 @@ fn begin(store: &Store, k: &Bytes, token: u64, now: u64) -> Option<u64> {
 }
 
 fn get(store: &Store, k: &str, now: u64) -> Option<Bytes> {
+    read(store, k, now, false)
+}
+
+/// A GET by a reader with (`idle` false) or without commands in flight.
+fn read(store: &Store, k: &str, now: u64, idle: bool) -> Option<Bytes> {
     match store.get(
         k.as_bytes(),
         ("get", Protocol::Resp2, &[]),
         now,
         MAX_SILENCE,
+        idle,
     ) {
         Found::Hit(reply) => Some(reply),
         Found::Miss => None,
@@ -60,13 +66,13 @@ fn a_fill_is_served_until_its_key_is_invalidated() {
     assert!(fill(&store, "k", 1, "$1\r\nv\r\n", &node));
     assert_eq!(get(&store, "k", 20).as_deref(), Some(&b"$1\r\nv\r\n"[..]));
     // Another command, or the other protocol, is another read.
-    let hget = store.get(b"k", ("hget", Protocol::Resp2, &[]), 20, MAX_SILENCE);
+    let hget = store.get(b"k", ("hget", Protocol::Resp2, &[]), 20, MAX_SILENCE, true);
     assert!(matches!(hget, Found::Miss));
-    let resp3 = store.get(b"k", ("get", Protocol::Resp3, &[]), 20, MAX_SILENCE);
+    let resp3 = store.get(b"k", ("get", Protocol::Resp3, &[]), 20, MAX_SILENCE, true);
     assert!(matches!(resp3, Found::Miss));
-    assert!(store.forget(b"k"));
+    assert!(store.forget(b"k", 20));
     assert!(get(&store, "k", 20).is_none());
-    assert!(!store.forget(b"k"), "nothing left to drop");
+    assert!(!store.forget(b"k", 20), "nothing left to drop");
 }
 
 #[test]
@@ -77,7 +83,7 @@ fn an_invalidation_during_a_fill_keeps_its_reply_out() {
     assert_eq!(begin(&store, &k, 7, 10), Some(7));
     assert_eq!(begin(&store, &k, 8, 10), None, "one fill at a time");
     // The node changed the key while the read was on its way back.
-    store.forget(&k);
+    store.forget(&k, 10);
     let late = store.end_fill(&k, 7, Some(get_variant("$3\r\nold\r\n", 10_000, &node)), 10);
     assert!(!late.stored);
     assert!(get(&store, "k", 20).is_none());
@@ -147,11 +153,14 @@ fn a_write_in_flight_blocks_the_key_until_it_is_answered_and_survives_a_flush() 
     assert!(fill(&store, "k", 1, "$1\r\nv\r\n", &node));
     let k = key("k");
     assert_eq!(begin(&store, &k, 2, 10), Some(2));
-    assert!(store.begin_write(&k), "the cached reply is dropped");
-    assert!(
-        !store.begin_write(&k),
-        "a second write of the same key: nothing left to drop"
+    store.begin_write(&k, None);
+    assert_eq!(
+        read(&store, "k", 10, true).as_deref(),
+        Some(&b"$1\r\nv\r\n"[..]),
+        "a reader with nothing in flight may still get the value the write replaces"
     );
+    assert_eq!(read(&store, "k", 10, false), None, "the writer may not");
+    store.begin_write(&k, None);
     let late = store.end_fill(&k, 2, Some(get_variant("$1\r\nv\r\n", 10_000, &node)), 20);
     assert!(
         !late.stored,
@@ -168,13 +177,16 @@ fn a_write_in_flight_blocks_the_key_until_it_is_answered_and_survives_a_flush() 
         None,
         "a flush keeps the write's hold"
     );
-    store.end_write(&k, 20);
+    assert!(
+        !store.end_write(&k, None, 20),
+        "the flush dropped it already"
+    );
     assert_eq!(
         begin(&store, &k, 5, 20),
         None,
         "one of two writes still in flight"
     );
-    store.end_write(&k, 20);
+    store.end_write(&k, None, 20);
     assert_eq!(begin(&store, &k, 6, 20), Some(6), "both answered");
     store.end_fill(&k, 6, None, 20);
     assert_eq!(store.usage(), (0, 0), "nothing left behind");
@@ -207,4 +219,106 @@ fn the_same_read_joins_a_fill_on_its_way_and_hears_its_reply() {
     );
     assert!(!store.end_fill(&k, 1, None, 10).stored);
     assert_eq!(store.usage(), (0, 0), "nothing left behind");
+}
+
+#[test]
+fn a_write_ends_by_dropping_what_was_cached_and_an_invalidation_keeps_its_hold() {
+    let store = Store::new(1 << 20);
+    let node = heard(10);
+    assert!(fill(&store, "k", 1, "$1\r\nv\r\n", &node));
+    let k = key("k");
+    store.begin_write(&k, None);
+    assert!(
+        store.end_write(&k, None, 10),
+        "the old value goes with the reply"
+    );
+    assert_eq!(read(&store, "k", 10, true), None);
+    assert!(fill(&store, "k", 2, "$1\r\nw\r\n", &node));
+    store.begin_write(&k, None);
+    assert!(store.forget(&k, 10), "an invalidation drops the value");
+    assert_eq!(begin(&store, &k, 3, 10), None, "but not the write's hold");
+    store.end_write(&k, None, 10);
+    assert_eq!(store.usage(), (0, 0), "nothing left behind");
+}
+
+#[test]
+fn a_write_through_stores_its_value_only_if_nothing_came_in_between() {
+    let store = Store::new(1 << 20);
+    let node = heard(10);
+    let k = key("k");
+    // Alone: stored with the reply, and kept when the write ends.
+    store.begin_write(&k, Some(1));
+    let stored = store.end_through(&k, 1, get_variant("$1\r\n1\r\n", 10_000, &node), 10);
+    assert!(stored.stored);
+    assert!(!store.end_write(&k, Some(1), 10));
+    assert_eq!(get(&store, "k", 20).as_deref(), Some(&b"$1\r\n1\r\n"[..]));
+    // An invalidation before the reply: another client wrote after it, maybe.
+    store.begin_write(&k, Some(2));
+    store.forget(&k, 20);
+    let late = store.end_through(&k, 2, get_variant("$1\r\n2\r\n", 10_000, &node), 20);
+    assert!(!late.stored);
+    store.end_write(&k, Some(2), 20);
+    assert_eq!(get(&store, "k", 20), None);
+    // Two writes in flight (their order at the node is unknown): neither stores.
+    store.begin_write(&k, Some(3));
+    store.begin_write(&k, Some(4));
+    let first = store.end_through(&k, 3, get_variant("$1\r\n3\r\n", 10_000, &node), 20);
+    let second = store.end_through(&k, 4, get_variant("$1\r\n4\r\n", 10_000, &node), 20);
+    assert!(!first.stored && !second.stored);
+    store.end_write(&k, Some(3), 20);
+    store.end_write(&k, Some(4), 20);
+    assert_eq!(get(&store, "k", 20), None);
+    // A write begun while another is in flight may reach the node first: it does not store
+    // even when the other ends before its reply is handled.
+    store.begin_write(&k, Some(6));
+    store.begin_write(&k, Some(7));
+    store.end_write(&k, Some(6), 20);
+    let after = store.end_through(&k, 7, get_variant("$1\r\n7\r\n", 10_000, &node), 20);
+    assert!(!after.stored);
+    store.end_write(&k, Some(7), 20);
+    assert_eq!(get(&store, "k", 20), None);
+    // A flush before the reply.
+    store.begin_write(&k, Some(5));
+    store.clear();
+    let flushed = store.end_through(&k, 5, get_variant("$1\r\n5\r\n", 10_000, &node), 20);
+    assert!(!flushed.stored);
+    store.end_write(&k, Some(5), 20);
+    assert_eq!(store.usage(), (0, 0), "nothing left behind");
+}
+
+#[test]
+fn a_stored_write_through_is_dropped_by_a_later_write_and_replaces_other_reads() {
+    let store = Store::new(1 << 20);
+    let node = heard(10);
+    let k = key("k");
+    let Begin::Fill(_) = store.begin_fill(&k, 1, ("strlen", Protocol::Resp2, &[]), 10) else {
+        panic!("fills");
+    };
+    let strlen = Variant {
+        command: "strlen",
+        ..get_variant(":1\r\n", 10_000, &node)
+    };
+    assert!(store.end_fill(&k, 1, Some(strlen), 10).stored);
+    store.begin_write(&k, Some(2));
+    assert!(
+        store
+            .end_through(&k, 2, get_variant("$2\r\nab\r\n", 10_000, &node), 10)
+            .stored
+    );
+    store.end_write(&k, Some(2), 10);
+    let strlen = store.get(
+        b"k",
+        ("strlen", Protocol::Resp2, &[]),
+        10,
+        MAX_SILENCE,
+        true,
+    );
+    assert!(
+        matches!(strlen, Found::Miss),
+        "the old STRLEN went with the write"
+    );
+    assert!(get(&store, "k", 10).is_some());
+    store.begin_write(&k, None);
+    assert!(store.end_write(&k, None, 10));
+    assert_eq!(get(&store, "k", 10), None);
 }

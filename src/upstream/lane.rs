@@ -12,6 +12,8 @@ pub struct Lane {
     protocol: Protocol,
     /// The client has `CLIENT TRACKING` on: its commands take the node's tracked lane.
     tracked: bool,
+    /// The near cache moved the client to the nodes' BCAST lanes (see `upstream::tracking`).
+    near: bool,
 }
 
 impl Lane {
@@ -21,6 +23,7 @@ impl Lane {
             client,
             protocol,
             tracked: false,
+            near: false,
         }
     }
 
@@ -32,8 +35,19 @@ impl Lane {
         }
     }
 
+    /// The same lane on the nodes' near-cache BCAST connections when `on` (see
+    /// `upstream::tracking`; a tracking client's lane stays on the tracked connections).
+    pub const fn near(self, on: bool) -> Lane {
+        Lane { near: on, ..self }
+    }
+
+    /// On a tracked connection (default tracking, or the near cache's BCAST lanes).
     pub fn is_tracked(self) -> bool {
-        self.tracked
+        self.tracked || self.near
+    }
+
+    pub fn is_near(self) -> bool {
+        self.near && !self.tracked
     }
 
     /// A RESP2 lane, for redcar's own commands (topology, health, fan-outs it merges itself).

@@ -44,7 +44,7 @@ impl Node {
         let spawn = &self.resp3;
         self.tracking
             .get_or_init(|| NodeTracking::start(&spawn.resp2, &spawn.context, &spawn.feed))
-            .lane(lane.protocol())
+            .lane(lane.protocol(), lane.is_near())
     }
 }
 

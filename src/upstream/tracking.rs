@@ -18,18 +18,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::Bytes;
 use tokio::sync::{watch, Notify};
 
-use super::conn::{self, frames_len, NodeContext, Pending};
+use super::conn::{self, NodeContext, Pending};
 use super::queue;
-use crate::protocol::{encode_command, Limits, Protocol};
+use crate::protocol::Protocol;
 
 #[path = "tracking_conn.rs"]
 mod tracking_conn;
+#[path = "tracking_lane.rs"]
+mod tracking_lane;
 
 pub use tracking_conn::parse_invalidation;
+
+pub(super) use tracking_lane::LaneRedirect;
+use tracking_lane::{Mode, TrackedLane};
 
 /// Who is told about invalidations (the downstream tracking table).
 pub trait InvalidationSink: Send + Sync {
@@ -52,6 +56,9 @@ pub struct TrackingFeed {
     /// How often each invalidation connection sends `PING` (milliseconds; 0: never), so the
     /// near cache knows how recently it heard everything a node had to say (see [`Heard`]).
     heartbeat_ms: AtomicU64,
+    /// The near cache's prefix rules (their minimal cover), registered in BCAST mode with
+    /// NOLOOP on every node's near lanes (set once at start-up, when the near cache has them).
+    near_prefixes: OnceLock<Vec<Bytes>>,
 }
 
 impl Default for TrackingFeed {
@@ -60,6 +67,7 @@ impl Default for TrackingFeed {
             sinks: RwLock::default(),
             bcast: watch::channel(Vec::new()).0,
             heartbeat_ms: AtomicU64::new(0),
+            near_prefixes: OnceLock::new(),
         }
     }
 }
@@ -133,6 +141,18 @@ impl TrackingFeed {
         self.heartbeat_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// The near cache's prefixes, registered on the nodes' near lanes (see [`Lane::near`]);
+    /// set once at start-up, before any lane connects.
+    ///
+    /// [`Lane::near`]: super::Lane::near
+    pub fn set_near_prefixes(&self, prefixes: Vec<Bytes>) {
+        let _ = self.near_prefixes.set(minimal_cover(prefixes));
+    }
+
+    pub(super) fn near_prefixes(&self) -> Vec<Bytes> {
+        self.near_prefixes.get().cloned().unwrap_or_default()
+    }
+
     pub(super) fn heartbeat(&self) -> Option<Duration> {
         match self.heartbeat_ms.load(Ordering::Relaxed) {
             0 => None,
@@ -168,9 +188,10 @@ impl TrackingFeed {
     }
 }
 
-/// One node's tracked lanes (RESP2 and RESP3) and its invalidation connection's task.
+/// One node's tracked lanes (default tracking, and the near cache's BCAST lanes, each in RESP2
+/// and RESP3) and its invalidation connection's task.
 pub(super) struct NodeTracking {
-    lanes: Arc<[queue::Sender<Pending>; 2]>,
+    lanes: Arc<[TrackedLane; 4]>,
     /// The BCAST prefixes the invalidation connection has confirmed.
     registered: watch::Receiver<Vec<Bytes>>,
     /// How recently the invalidation connection proved it missed nothing (heartbeat on).
@@ -212,20 +233,29 @@ impl NodeTracking {
         let (confirmed, registered) = watch::channel(Vec::new());
         let wake = Arc::new(Notify::new());
         let runtime = tokio::runtime::Handle::current();
-        let lane = |context: &NodeContext| {
+        let lane = |context: &NodeContext, mode: Mode| {
             let redirect = Arc::new(LaneRedirect {
                 addr: context.addr.clone(),
+                mode,
                 id: ids.clone(),
                 wake: wake.clone(),
                 timeout: context.config.connect_timeout,
                 feed: feed.clone(),
             });
-            let handshake = context.handshake.clone().with_tracking(redirect);
+            let handshake = context.handshake.clone().with_tracking(redirect.clone());
             let mut context = context.with_handshake(handshake);
             context.config.idle_timeout = Duration::ZERO;
-            conn::spawn(&runtime, Arc::new(context))
+            TrackedLane {
+                queue: conn::spawn(&runtime, Arc::new(context)),
+                redirect,
+            }
         };
-        let lanes = Arc::new([lane(resp2), lane(resp3)]);
+        let lanes = Arc::new([
+            lane(resp2, Mode::Tracked),
+            lane(resp3, Mode::Tracked),
+            lane(resp2, Mode::Near),
+            lane(resp3, Mode::Near),
+        ]);
         let heard = Arc::new(Heard::default());
         runtime.spawn(tracking_conn::run(
             resp3.clone(),
@@ -253,90 +283,13 @@ impl NodeTracking {
         &self.heard
     }
 
-    /// The tracked lane for clients speaking `protocol`.
-    pub(super) fn lane(&self, protocol: Protocol) -> &queue::Sender<Pending> {
-        match protocol {
-            Protocol::Resp2 => &self.lanes[0],
-            Protocol::Resp3 => &self.lanes[1],
-        }
-    }
-}
-
-/// What the tracked lanes are called in the nodes' `CLIENT LIST`.
-pub const LANE_NAME: &str = "redcar-tracked";
-
-/// The last step of a tracked lane's handshake: `CLIENT TRACKING on REDIRECT <id>` to the
-/// node's invalidation connection, waiting (up to `connect_timeout`) for it to be connected.
-pub(super) struct LaneRedirect {
-    addr: Arc<str>,
-    /// The invalidation connection's client id, while it is connected.
-    id: watch::Receiver<Option<u64>>,
-    /// Cuts the invalidation connection's reconnect back-off short: a lane that just reached
-    /// the node needs it now, not after a back-off grown while the node was down.
-    wake: Arc<Notify>,
-    timeout: Duration,
-    feed: Arc<TrackingFeed>,
-}
-
-impl std::fmt::Debug for LaneRedirect {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LaneRedirect")
-            .field("addr", &self.addr)
-            .finish()
-    }
-}
-
-impl LaneRedirect {
-    /// Turns tracking on for the new lane connection `stream`, and names it (`CLIENT LIST`
-    /// shows the lanes as `redcar-tracked`, the invalidation connections as
-    /// `redcar-invalidations`).
-    pub(super) async fn enable<S>(&self, mut stream: S, limits: &Limits) -> Result<S, String>
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
-        let mut ids = self.id.clone();
-        if ids.borrow().is_none() {
-            self.wake.notify_one();
-        }
-        let id = match tokio::time::timeout(self.timeout, ids.wait_for(Option::is_some)).await {
-            Ok(Ok(id)) => id.unwrap_or_default(),
-            _ => return Err("CLIENT TRACKING: no invalidation connection to the node".into()),
-        };
-        let mut payload = BytesMut::from(&redirect_command(id)[..]);
-        payload.extend_from_slice(&encode_command(
-            [&b"CLIENT"[..], b"SETNAME", LANE_NAME.as_bytes()].into_iter(),
-        ));
-        stream
-            .write_all(&payload)
-            .await
-            .map_err(|e| format!("CLIENT TRACKING: write failed: {e}"))?;
-        stream
-            .flush()
-            .await
-            .map_err(|e| format!("CLIENT TRACKING: write failed: {e}"))?;
-        let mut input = BytesMut::with_capacity(64);
-        let len = loop {
-            if let Some(len) = frames_len(&input, 2, limits)? {
-                break len;
-            }
-            match stream.read_buf(&mut input).await {
-                Ok(0) => return Err("node closed the connection during CLIENT TRACKING".into()),
-                Ok(_) => {}
-                Err(e) => return Err(format!("CLIENT TRACKING: read failed: {e}")),
-            }
-        };
-        if &input[..len] != b"+OK\r\n+OK\r\n" {
-            let line = String::from_utf8_lossy(&input[..len])
-                .trim_end()
-                .to_string();
-            return Err(format!("CLIENT TRACKING refused by the node: {line}"));
-        }
-        Ok(stream)
-    }
-
-    /// A lane connection ended: the node forgot the keys read on it.
-    pub(super) fn lost(&self) {
-        self.feed.lost(&self.addr);
+    /// The tracked lane for clients speaking `protocol`; `near`: the near cache's BCAST lane.
+    pub(super) fn lane(&self, protocol: Protocol, near: bool) -> &queue::Sender<Pending> {
+        let index = match protocol {
+            Protocol::Resp2 => 0,
+            Protocol::Resp3 => 1,
+        } + if near { 2 } else { 0 };
+        &self.lanes[index].queue
     }
 }
 
@@ -353,32 +306,9 @@ pub(super) fn minimal_cover(mut prefixes: Vec<Bytes>) -> Vec<Bytes> {
     cover
 }
 
-/// `CLIENT TRACKING on REDIRECT <id>`.
-fn redirect_command(id: u64) -> Bytes {
-    let id = id.to_string();
-    encode_command(
-        [
-            &b"CLIENT"[..],
-            b"TRACKING",
-            b"on",
-            b"REDIRECT",
-            id.as_bytes(),
-        ]
-        .into_iter(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_lane_redirects_to_the_invalidation_connection() {
-        assert_eq!(
-            &redirect_command(42)[..],
-            b"*5\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\non\r\n$8\r\nREDIRECT\r\n$2\r\n42\r\n"
-        );
-    }
 
     #[test]
     fn the_bcast_cover_keeps_only_the_shortest_prefixes() {

@@ -11,9 +11,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{watch, Notify};
 
 use super::super::conn::{self, frames_len, NodeContext, Pending, ReplyTo};
-use super::super::queue;
 use super::super::reply_slot;
-use super::{clock_ms, redirect_command, Heard, TrackingFeed};
+use super::tracking_lane::TrackedLane;
+use super::{clock_ms, Heard, TrackingFeed};
 use crate::protocol::{encode_command, header_value, Limits};
 
 /// The longest back-off is `reconnect_backoff` times this, as for the data connections
@@ -37,7 +37,7 @@ pub(super) struct Published {
 pub(super) async fn run(
     context: Arc<NodeContext>,
     published: Published,
-    lanes: Weak<[queue::Sender<Pending>; 2]>,
+    lanes: Weak<[TrackedLane; 4]>,
     feed: Arc<TrackingFeed>,
 ) {
     let Published {
@@ -294,21 +294,22 @@ where
     }
 }
 
-/// Points both lanes at the invalidation connection `id` (queued behind what they carry).
-async fn redirect_lanes(lanes: &Weak<[queue::Sender<Pending>; 2]>, id: u64) {
+/// Points every lane at the invalidation connection `id` (queued behind what they carry).
+async fn redirect_lanes(lanes: &Weak<[TrackedLane; 4]>, id: u64) {
     let Some(lanes) = lanes.upgrade() else {
         return;
     };
     let mut waiting = Vec::new();
     for lane in lanes.iter() {
         let (reply, receive) = reply_slot::channel();
+        let (payload, frames) = lane.redirect.repoint(id);
         let pending = Pending {
-            payload: redirect_command(id),
+            payload,
             asking: false,
-            frames: 1,
+            frames,
             reply: ReplyTo::Slot(reply),
         };
-        if lane.send(pending).is_ok() {
+        if lane.queue.send(pending).is_ok() {
             waiting.push(receive);
         }
     }

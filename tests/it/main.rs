@@ -33,6 +33,7 @@ mod isolation;
 mod multikey;
 mod near_cache;
 mod near_cache_staleness;
+mod near_cache_through;
 mod node_admin;
 mod observability_examples;
 mod outlier;

@@ -141,10 +141,17 @@ class Run:
         extra = []
         if self.a.near_cache:
             path = os.path.join(self.dir, "near-cache.yaml")
+            # Even seeds: a prefix rule (BCAST near lanes, NOLOOP, write-through); odd seeds: a
+            # pattern (default tracking on the tracked lanes). Both cover every workload key.
+            if self.seed % 2 == 0:
+                prefix = self.a.prefix or "chaos:"
+                rule, how = f"prefix: \"{prefix}\"", "a prefix rule (BCAST lanes)"
+            else:
+                rule, how = "pattern: \"*\"", "a pattern (tracked lanes)"
             with open(path, "w") as f:
-                f.write('near_cache:\n  enabled: true\n  keys:\n    - pattern: "*"\n')
+                f.write(f"near_cache:\n  enabled: true\n  keys:\n    - {rule}\n")
             extra = ["--config", path]
-            log("near cache on for every key")
+            log(f"near cache on for every key, by {how}")
         self.redcar = Redcar(self.a.redcar, free_port(), free_port(), self.cluster.seeds(),
                              self.dir, log, extra)
         self.redcar.start()

@@ -180,10 +180,10 @@ where
                 }
             }
             let plan = tracking::intercept(downstream, &mut c.state, plan, &request);
-            let near = (downstream.near_cache.as_ref())
+            let mut near = (downstream.near_cache.as_ref())
                 .map(|cache| Near::new(cache, command, &scratch, calls.is_empty()));
             let writing = near
-                .as_ref()
+                .as_mut()
                 .and_then(|n| n.note_writes(&plan, &request, router, &c.state));
             // `CLIENT TRACKING on BCAST` answers once the nodes confirmed its prefixes.
             let call = match tracking::take_wait(&mut c.state) {

@@ -49,7 +49,7 @@ pub(super) fn dispatch<'r>(
     now: Instant,
     near: Option<Near<'_>>,
 ) -> Call<'r> {
-    if let Some(near) = &near {
+    if let Some(mut near) = near {
         if !state.tx.is_open() {
             if let Some(call) = near.serve(router, &plan, request, state, now) {
                 return call;

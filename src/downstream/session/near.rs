@@ -1,5 +1,6 @@
 //! The near cache on a session's path: reads it may answer are answered from memory or filled
-//! on a miss, and writes drop their keys before they are sent (see `near_cache`).
+//! on a miss, writes hold their keys while they are sent, and a plain `SET` of a key tracked in
+//! BCAST mode stores its value with its reply (see `near_cache`).
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use tokio::time::Instant;
 
 use super::super::local::ClientState;
 use crate::commands::spec::flags;
-use crate::near_cache::{cacheable, Filling, NearCache, Writing};
+use crate::near_cache::{cacheable, Admitted, Filling, NearCache, Through, Writing};
 use crate::protocol::{encode_command, write_array_len, Protocol, Request};
 use crate::router::{Call, Plan, Router};
 
@@ -22,6 +23,8 @@ pub(in crate::downstream) struct Near<'a> {
     pub keys: &'a [usize],
     /// Nothing of the client's is in flight: its commands may change connection now.
     pub idle: bool,
+    /// The write-through `note_writes` started, which `serve` sends.
+    through: Option<Through>,
 }
 
 impl<'a> Near<'a> {
@@ -36,6 +39,7 @@ impl<'a> Near<'a> {
             command,
             keys,
             idle,
+            through: None,
         }
     }
 
@@ -43,7 +47,7 @@ impl<'a> Near<'a> {
     /// admitted keys are dropped from the cache and kept out of it until the returned guard
     /// goes (with the command's reply), or for `max_silence` when queued in MULTI.
     pub fn note_writes(
-        &self,
+        &mut self,
         plan: &Plan,
         request: &Request,
         router: &Router,
@@ -76,7 +80,15 @@ impl<'a> Near<'a> {
                 .for_each(|key| self.cache.written_in_transaction(key));
             return None;
         }
-        Some(Box::new(self.cache.begin_write(keys)))
+        // A write-through moves the client to the near lanes (see `serve`): only if it may.
+        let tracking = state.tracking.as_ref().is_some_and(|t| t.is_on());
+        let may_move = self.idle || state.near_lanes == Some(Admitted::Bcast);
+        if self.command == "set" && !tracking && may_move {
+            self.through = self.cache.through(args, state.protocol);
+        }
+        Some(Box::new(
+            self.cache.begin_write(keys, self.through.as_ref()),
+        ))
     }
 
     /// The call for a read the cache answers or fills; `None`: serve it as usual.
@@ -87,7 +99,7 @@ impl<'a> Near<'a> {
     /// Otherwise a pipelined `SET k` behind a filling `GET k`, or a `GET k` behind a `SET k`
     /// still on the other connection, could reach the node first.
     pub fn serve<'r>(
-        &self,
+        &mut self,
         router: &'r Router,
         plan: &Plan,
         request: &Request,
@@ -95,7 +107,10 @@ impl<'a> Near<'a> {
         now: Instant,
     ) -> Option<Call<'r>> {
         if self.idle {
-            state.near_lanes = false;
+            state.near_lanes = None;
+        }
+        if let Some(through) = self.through.take() {
+            return self.write_through(through, router, plan, request, state, now);
         }
         // A tracking client's reads must reach the nodes, which remember them for it.
         if state.tracking.as_ref().is_some_and(|t| t.is_on()) {
@@ -108,24 +123,27 @@ impl<'a> Near<'a> {
         let Plan::Slot { slot, write: false } = *plan else {
             return None;
         };
-        if !cacheable(self.command, args) || !self.cache.admits(&args[1], true) {
+        if !cacheable(self.command, args) {
             return None;
         }
+        let admitted = self.cache.admission(&args[1], true)?;
         let protocol = state.protocol;
-        let hit = self.cache.get(self.command, protocol, &args[1], &args[2..]);
+        let hit = self
+            .cache
+            .get(self.command, protocol, &args[1], &args[2..], self.idle);
         self.cache.count(hit.is_some());
         if let Some(reply) = hit {
             return Some(Call::ready(reply));
         }
-        // Both a fill and a wait move the client to the tracked lanes (see above): its next
+        // Both a fill and a wait move the client to the key's lanes (see above): its next
         // commands must reach the node after the read it counts on.
-        if !self.idle && !state.near_lanes {
+        if !self.idle && state.near_lanes != Some(admitted) {
             return None;
         }
         let filling = self
             .cache
             .begin_fill(self.command, protocol, &args[1], &args[2..])?;
-        state.near_lanes = true;
+        state.near_lanes = Some(admitted);
         let tracked = state.lane();
         let fill = match filling {
             Filling::Fill(fill) => fill,
@@ -159,6 +177,38 @@ impl<'a> Near<'a> {
         }))
     }
 
+    /// The `SET` of a write-through, on the client's near lane (it moves there: it was idle or
+    /// there already, see `note_writes`); its value is stored with its `+OK`.
+    fn write_through<'r>(
+        &self,
+        through: Through,
+        router: &'r Router,
+        plan: &Plan,
+        request: &Request,
+        state: &mut ClientState,
+        now: Instant,
+    ) -> Option<Call<'r>> {
+        let Plan::Slot { slot, write: true } = *plan else {
+            return None;
+        };
+        state.near_lanes = Some(Admitted::Bcast);
+        state.written.note(slot);
+        let call = router.forward(
+            None,
+            request.raw().clone(),
+            Some(slot),
+            true,
+            state.lane(),
+            now,
+        );
+        let cache = self.cache.clone();
+        Some(Call::slow(async move {
+            let (reply, node) = call.settle_first().await;
+            through.finish(&cache, &reply, node);
+            reply
+        }))
+    }
+
     /// MGET answered from memory when every key is cached (as GET); otherwise not at all.
     fn mget(&self, args: &[Bytes], protocol: Protocol) -> Option<Bytes> {
         let mut replies: SmallVec<[Bytes; 16]> = SmallVec::new();
@@ -166,7 +216,7 @@ impl<'a> Near<'a> {
             let reply = self
                 .cache
                 .admits(key, true)
-                .then(|| self.cache.get("get", protocol, key, &[]))
+                .then(|| self.cache.get("get", protocol, key, &[], self.idle))
                 .flatten();
             match reply {
                 Some(reply) => replies.push(reply),

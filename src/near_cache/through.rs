@@ -1,0 +1,125 @@
+//! Write-through: a plain `SET` of a key tracked in BCAST mode stores the value it wrote when
+//! the node acknowledges it, so the readers that follow hit instead of reading it back.
+//!
+//! Why it is correct: the `SET` goes on the node's near lane, whose BCAST registration has
+//! NOLOOP, so the node reports every later write of the key by anyone else (the lane's own
+//! writes are redcar's, each holding the key: `NearCache::begin_write`). The token registered
+//! before the `SET` is sent is cleared by any invalidation, other write or flush before the
+//! reply; the value is stored only if the token survived and no other write of the key was in
+//! flight when it began (two writes may reach the node in either order: sessions on other
+//! threads queue them in their own time, even on the same lane).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::store::Variant;
+use super::{Admitted, NearCache};
+use crate::protocol::{write_bulk, Protocol};
+use crate::upstream::{clock_ms, Node};
+
+/// A `SET` whose value the cache stores with its `+OK` (see the module docs).
+pub struct Through {
+    token: u64,
+    key: Bytes,
+    /// The value as a `GET` reply.
+    reply: Bytes,
+    protocol: Protocol,
+    ttl_ms: u64,
+}
+
+impl NearCache {
+    /// A write-through for `args` from a `protocol` client, when it is a plain `SET key value`
+    /// (optionally `EX seconds` or `PX milliseconds`) of a key admitted in BCAST mode whose
+    /// value fits an entry; `None` otherwise (the write only drops the key).
+    pub fn through(&self, args: &[Bytes], protocol: Protocol) -> Option<Through> {
+        let (key, value) = match args {
+            [set, key, value] | [set, key, value, _, _] if set.eq_ignore_ascii_case(b"SET") => {
+                (key, value)
+            }
+            _ => return None,
+        };
+        let ttl_ms = match args.get(3..) {
+            Some([unit, amount]) => ttl_ms(unit, amount)?.min(self.max_ttl_ms),
+            _ => self.max_ttl_ms,
+        };
+        if value.len() + 32 > self.max_entry_bytes
+            || self.admission(key, false) != Some(Admitted::Bcast)
+        {
+            return None;
+        }
+        let mut reply = BytesMut::with_capacity(value.len() + 16);
+        write_bulk(&mut reply, value);
+        Some(Through {
+            token: self.next_fill.fetch_add(1, Ordering::Relaxed),
+            key: key.clone(),
+            reply: reply.freeze(),
+            protocol,
+            ttl_ms,
+        })
+    }
+}
+
+impl Through {
+    pub(super) fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// The `SET` was answered `reply` by `node` (`None` after a redirect or a retry): on
+    /// `+OK`, store its value as the key's `GET` reply, if it may be (see the module docs).
+    pub fn finish(self, cache: &NearCache, reply: &[u8], node: Option<Arc<Node>>) {
+        if reply != b"+OK\r\n" {
+            return;
+        }
+        let Some(heard) = node.and_then(|node| node.heard()) else {
+            return;
+        };
+        let now = clock_ms();
+        let variant = Variant {
+            command: "get",
+            protocol: self.protocol,
+            args: Box::new([]),
+            reply: self.reply,
+            expires: now + self.ttl_ms,
+            heard,
+        };
+        let filled = cache.store.end_through(&self.key, self.token, variant, now);
+        if filled.stored {
+            cache.metrics.fills.inc();
+        }
+        cache.metrics.evictions.inc_by(filled.evicted as u64);
+    }
+}
+
+/// `EX seconds` or `PX milliseconds` as milliseconds; `None` for anything else (`KEEPTTL`,
+/// `EXAT`, `NX`, a bad number: the node decides, the cache stays out).
+fn ttl_ms(unit: &[u8], amount: &[u8]) -> Option<u64> {
+    let amount: u64 = std::str::from_utf8(amount).ok()?.parse().ok()?;
+    if amount == 0 {
+        return None;
+    }
+    if unit.eq_ignore_ascii_case(b"EX") {
+        amount.checked_mul(1000)
+    } else if unit.eq_ignore_ascii_case(b"PX") {
+        Some(amount)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ttl_ms;
+
+    #[test]
+    fn only_ex_and_px_with_a_positive_number_give_a_ttl() {
+        assert_eq!(ttl_ms(b"ex", b"2"), Some(2000));
+        assert_eq!(ttl_ms(b"PX", b"1500"), Some(1500));
+        assert_eq!(ttl_ms(b"EX", b"0"), None);
+        assert_eq!(ttl_ms(b"EX", b"-1"), None);
+        assert_eq!(ttl_ms(b"NX", b"1"), None);
+        assert_eq!(ttl_ms(b"EXAT", b"1"), None);
+        assert_eq!(ttl_ms(b"EX", b"x"), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! The near cache's write-through (`near_cache.write_through`, on by default for `prefix`
+//! rules) on a real cluster: a `SET` through redcar is served to the next readers without a
+//! read at the node, and whoever writes the key next (a client straight on the node, another
+//! redcar) is heard through the nodes' BCAST registrations.
+
+use std::time::{Duration, Instant};
+
+use crate::redirects::{write_config, TempConfig};
+use crate::support::{Redcar, RedisCluster, RedisServer, Value};
+
+const CONFIG: &str = "near_cache:
+  enabled: true
+  max_silence: 200ms
+  keys:
+    - prefix: \"nc:\"
+";
+
+fn start(cluster: &RedisCluster, yaml: &str) -> (Redcar, TempConfig) {
+    let config = write_config(yaml);
+    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    (redcar, config)
+}
+
+/// How many times `node` ran `command` (INFO commandstats).
+fn calls(node: &RedisServer, command: &str) -> u64 {
+    let Value::Bulk(Some(text)) = node.cmd(&["INFO", "commandstats"]) else {
+        return 0;
+    };
+    let prefix = format!("cmdstat_{command}:calls=");
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix)?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reads of the key's value at the node: `GET` and the `PTTL` a fill sends with it.
+fn reads(node: &RedisServer) -> u64 {
+    calls(node, "get") + calls(node, "pttl")
+}
+
+/// Polls `GET key` through `redcar` until it returns `want`.
+fn until_served(redcar: &Redcar, key: &str, want: &str) {
+    let mut c = redcar.client();
+    let start = Instant::now();
+    while c.q(&["GET", key]) != Value::bulk(want) {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{key} never became {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_set_through_redcar_is_served_to_the_next_readers_without_a_read_at_the_node() {
+    let cluster = RedisCluster::start(3, 0);
+    let (redcar, _config) = start(&cluster, CONFIG);
+    let node = cluster.primary_for_key("nc:w");
+    let mut writer = redcar.client();
+    let mut reader = redcar.client();
+    let before = reads(node);
+    for i in 0..50 {
+        let value = format!("v{i}");
+        assert_eq!(writer.q(&["SET", "nc:w", &value]), Value::simple("OK"));
+        assert_eq!(
+            writer.q(&["GET", "nc:w"]),
+            Value::bulk(&value),
+            "the writer, {i}"
+        );
+        for _ in 0..5 {
+            assert_eq!(
+                reader.q(&["GET", "nc:w"]),
+                Value::bulk(&value),
+                "a reader, {i}"
+            );
+        }
+    }
+    let read_back = reads(node) - before;
+    assert_eq!(read_back, 0, "{read_back} reads reached the node");
+    assert!(redcar.metric_sum("redcar_near_cache_hits_total") >= 300.0);
+    // The near lanes are named on the node, beside the invalidation connection.
+    let Value::Bulk(Some(list)) = node.cmd(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST");
+    };
+    let list = String::from_utf8_lossy(&list);
+    assert!(list.contains("name=redcar-near"), "{list}");
+    assert!(list.contains("name=redcar-invalidations"), "{list}");
+
+    // A SET with an option the cache does not model is not written through: read back.
+    assert_eq!(writer.q(&["SET", "nc:w", "nx", "XX"]), Value::simple("OK"));
+    let before = calls(node, "get");
+    assert_eq!(reader.q(&["GET", "nc:w"]), Value::bulk("nx"));
+    assert_eq!(
+        calls(node, "get") - before,
+        1,
+        "read back from the node once"
+    );
+}
+
+#[test]
+fn a_write_by_anyone_else_after_a_write_through_is_heard() {
+    let cluster = RedisCluster::start(3, 0);
+    let (redcar, _config) = start(&cluster, CONFIG);
+    let (other, _other_config) = start(&cluster, CONFIG);
+    let node = cluster.primary_for_key("nc:shared");
+    let mut c = redcar.client();
+    let mut d = other.client();
+    for i in 0..30 {
+        // Written through by redcar, then straight on the node.
+        let mine = format!("mine{i}");
+        assert_eq!(c.q(&["SET", "nc:shared", &mine]), Value::simple("OK"));
+        assert_eq!(c.q(&["GET", "nc:shared"]), Value::bulk(&mine));
+        let direct = format!("direct{i}");
+        assert_eq!(
+            node.cmd(&["SET", "nc:shared", &direct]),
+            Value::simple("OK")
+        );
+        until_served(&redcar, "nc:shared", &direct);
+        // Cached by the other redcar, then written through this one.
+        until_served(&other, "nc:shared", &direct);
+        assert_eq!(d.q(&["GET", "nc:shared"]), Value::bulk(&direct));
+        let again = format!("again{i}");
+        assert_eq!(c.q(&["SET", "nc:shared", &again]), Value::simple("OK"));
+        until_served(&other, "nc:shared", &again);
+    }
+    assert!(other.metric_sum("redcar_near_cache_invalidations_total") >= 30.0);
+}
+
+#[test]
+fn a_written_through_key_keeps_its_ttl_and_its_writer_reads_it_back() {
+    let cluster = RedisCluster::start(3, 0);
+    let (redcar, _config) = start(&cluster, CONFIG);
+    let mut c = redcar.client();
+    assert_eq!(
+        c.q(&["SET", "nc:ttl", "short", "PX", "300"]),
+        Value::simple("OK")
+    );
+    assert_eq!(c.q(&["GET", "nc:ttl"]), Value::bulk("short"));
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        c.q(&["GET", "nc:ttl"]),
+        Value::Bulk(None),
+        "expired with the key"
+    );
+    // Pipelined: each GET sees the SET before it.
+    for i in 0..100 {
+        let a = format!("a{i}");
+        let b = format!("b{i}");
+        let replies = c
+            .pipeline(&[
+                vec!["SET", "nc:p", a.as_str()],
+                vec!["GET", "nc:p"],
+                vec!["SET", "nc:p", b.as_str()],
+                vec!["GET", "nc:p"],
+            ])
+            .expect("pipeline");
+        assert_eq!(replies[1], Value::bulk(&a), "{i}: {replies:?}");
+        assert_eq!(replies[3], Value::bulk(&b), "{i}: {replies:?}");
+    }
+}
+
+#[test]
+fn with_write_through_off_a_set_only_drops_the_key() {
+    let cluster = RedisCluster::start(3, 0);
+    let yaml = format!("{CONFIG}  write_through: false\n");
+    let (redcar, _config) = start(&cluster, &yaml);
+    let node = cluster.primary_for_key("nc:off");
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["SET", "nc:off", "1"]), Value::simple("OK"));
+    let before = calls(node, "get");
+    assert_eq!(c.q(&["GET", "nc:off"]), Value::bulk("1"));
+    assert_eq!(c.q(&["GET", "nc:off"]), Value::bulk("1"));
+    assert_eq!(
+        calls(node, "get") - before,
+        1,
+        "read back once, then cached"
+    );
+    let Value::Bulk(Some(list)) = node.cmd(&["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST");
+    };
+    assert!(
+        !String::from_utf8_lossy(&list).contains("name=redcar-near"),
+        "no near lane"
+    );
+}
