@@ -14,7 +14,8 @@
 # `get:1:3000:10:0` opens a new connection per request, the per-request PHP worker's pattern),
 # REDCAR_CONFIG (a config file passed to every BIN), CALLGRIND_WORKERS (default 1: `--workers`;
 # 2 is the default threading on a 2-core box), CALLGRIND_KEEP=1 (keep the dumps for
-# callgrind_annotate).
+# callgrind_annotate), CALLGRIND_KEYS (default 100000: `-r`, the keys drawn from; 100 with a
+# near-cache config admitting `key:` measures hits).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,14 +50,14 @@ for BIN in "$@"; do
         curl -sf "http://127.0.0.1:$ADMIN/readyz" >/dev/null 2>&1 && break
         sleep 0.1
     done
-    redis-benchmark -p "$PORT" -t set,get -c 10 -n 2000 -r 100000 -q >/dev/null 2>&1
+    redis-benchmark -p "$PORT" -t set,get -c 10 -n 2000 -r "${CALLGRIND_KEYS:-100000}" -q >/dev/null 2>&1
     for scenario in $SCENARIOS; do
         IFS=: read -r test depth requests clients keepalive <<<"$scenario"
         clients=${clients:-10}
         keepalive=${keepalive:-1}
         callgrind_control -z "$REDCAR_PID" >/dev/null 2>&1
         bench_test_args "$test"
-        redis-benchmark -p "$PORT" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r 100000 -q "${WHAT[@]}" >/dev/null 2>&1
+        redis-benchmark -p "$PORT" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r "${CALLGRIND_KEYS:-100000}" -q "${WHAT[@]}" >/dev/null 2>&1
         callgrind_control -d "$REDCAR_PID" >/dev/null 2>&1
         sleep 0.5
         dump=$(ls -t "$OUT"/callgrind.out.* | head -1)
