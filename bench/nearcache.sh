@@ -17,7 +17,9 @@
 #
 # Env: NEARCACHE_SECONDS   (default 10) seconds per measured run
 #      NEARCACHE_WARMUP    (default 1) seconds of unmeasured load on each fresh redcar first
-#      NEARCACHE_ROUNDS    (default 3) off/on pairs, interleaved; rows report the median round
+#      NEARCACHE_ROUNDS    (default 3) rounds of every mode (off, on, and on-nowt: the cache
+#                          on with write_through false), interleaved; rows report the median round
+#      NEARCACHE_NOWT      (default 1) 0 skips the on-nowt mode
 #      NEARCACHE_CLIENTS   (default 50) connections, pipeline depth 1
 #      NEARCACHE_KEYS      (default 100) hot keys hot:0 .. hot:(N-1)
 #      NEARCACHE_READ_RATIO (default 0.9) share of GETs (the rest SET)
@@ -105,6 +107,14 @@ else
 fi
 MODES=(off)
 ((CACHE == 0)) || MODES+=(on)
+# The cache on without write-through (a SET drops its key; the next read fills it again), to
+# show what write-through adds; skipped for a redcar without the setting or NEARCACHE_NOWT=0.
+sed 's/^  keys:/  write_through: false\n  keys:/' "$TMP/on.yaml" >"$TMP/on-nowt.yaml"
+if ((CACHE == 1)) && [[ "${NEARCACHE_NOWT:-1}" != 0 ]] &&
+    "$REDCAR_BIN" --listen 127.0.0.1:1 --cluster 127.0.0.1:7000 --config "$TMP/on-nowt.yaml" \
+        --check-config >/dev/null 2>&1; then
+    MODES+=(on-nowt)
+fi
 
 # ---------------------------------------------------------------- cluster
 log "starting 3+3 cluster"
@@ -186,7 +196,10 @@ measure() {
 log "workload: $CLIENTS clients, -P 1, $SECS s per run, $ROUNDS round(s), modes: ${MODES[*]}"
 for ((r = 1; r <= ROUNDS; r++)); do
     order=("${MODES[@]}")
-    ((r % 2 == 1 || ${#MODES[@]} == 1)) || order=(on off)
+    if ((r % 2 == 0)); then # every other round in reverse
+        order=()
+        for ((i = ${#MODES[@]} - 1; i >= 0; i--)); do order+=("${MODES[i]}"); done
+    fi
     for mode in "${order[@]}"; do measure "$mode" "$r"; done
 done
 
@@ -303,7 +316,7 @@ REPORT=$TMP/RESULTS-nearcache.md
     if ((CACHE == 0)); then
         echo "- **near cache: not available** — $CACHE_NOTE"
     fi
-    echo "- workload: \`mixload ${LOAD_ARGS[*]} --seconds $SECS\` (bench/mixload: each client its own connection, one command in flight; keys drawn uniformly from hot:0..hot:$((KEYS - 1)), all SET once before the warm-up), through redcar; $ROUNDS round(s), the modes interleaved (off/on, then on/off), a fresh redcar per run warmed up for $WARMUP s; rows report the round with the median ops/s"
+    echo "- workload: \`mixload ${LOAD_ARGS[*]} --seconds $SECS\` (bench/mixload: each client its own connection, one command in flight; keys drawn uniformly from hot:0..hot:$((KEYS - 1)), all SET once before the warm-up), through redcar; $ROUNDS round(s), the modes interleaved (${MODES[*]}, then in reverse), a fresh redcar per run warmed up for $WARMUP s; rows report the round with the median ops/s; \`on-nowt\` is the cache on with \`write_through: false\` (a SET drops its key and the next read fills it again)"
     echo "- commands at the primaries: INFO stats \`total_commands_processed\` summed over the 3 primaries, before and after the run, divided by the client commands of the run (redcar's own health checks and the INFO calls included)"
     echo "- CPU s/M: user + system CPU seconds (/proc/PID/stat, $CLK_TCK ticks/s) per million client commands: \"nodes\" is all six cluster nodes (replicas included), \"redcar\" its process"
     echo "- hit ratio: redcar_near_cache_hits_total / (hits + misses_total) over the run, from /metrics (\"-\": redcar reported neither)"
