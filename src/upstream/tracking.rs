@@ -14,7 +14,7 @@
 //! connection; the lane reconnects on its next command). Tracked lanes never close for
 //! idleness (`upstream.idle_timeout`), which would flush every tracking client.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -241,6 +241,7 @@ impl NodeTracking {
                 wake: wake.clone(),
                 timeout: context.config.connect_timeout,
                 feed: feed.clone(),
+                connected: AtomicBool::new(false),
             });
             let handshake = context.handshake.clone().with_tracking(redirect.clone());
             let mut context = context.with_handshake(handshake);

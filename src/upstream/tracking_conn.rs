@@ -294,13 +294,18 @@ where
     }
 }
 
-/// Points every lane at the invalidation connection `id` (queued behind what they carry).
+/// Points every connected lane at the invalidation connection `id` (queued behind what they
+/// carry). A lane whose node refuses closes (`QUIT`): it reconnects through its handshake, and
+/// its end flushes what it tracked.
 async fn redirect_lanes(lanes: &Weak<[TrackedLane; 4]>, id: u64) {
     let Some(lanes) = lanes.upgrade() else {
         return;
     };
     let mut waiting = Vec::new();
-    for lane in lanes.iter() {
+    for (i, lane) in lanes.iter().enumerate() {
+        if !lane.redirect.is_connected() {
+            continue;
+        }
         let (reply, receive) = reply_slot::channel();
         let (payload, frames) = lane.redirect.repoint(id);
         let pending = Pending {
@@ -310,13 +315,28 @@ async fn redirect_lanes(lanes: &Weak<[TrackedLane; 4]>, id: u64) {
             reply: ReplyTo::Slot(reply),
         };
         if lane.queue.send(pending).is_ok() {
-            waiting.push(receive);
+            waiting.push((i, frames, receive));
         }
     }
-    drop(lanes);
-    for receive in waiting {
+    let lanes = Arc::downgrade(&lanes);
+    for (i, frames, receive) in waiting {
         // A lane that fails here reconnects through its handshake, which redirects it too.
-        let _ = receive.await;
+        let Ok(Ok(reply)) = receive.await else {
+            continue;
+        };
+        if reply.chunks(5).len() == frames as usize && reply.chunks(5).all(|r| r == b"+OK\r\n") {
+            continue;
+        }
+        tracing::warn!(reply = %String::from_utf8_lossy(&reply).trim_end(), "a tracked lane refused to follow the invalidation connection; closing it");
+        if let Some(lane) = lanes.upgrade().as_ref().and_then(|l| l.get(i)) {
+            let (quit, _) = reply_slot::channel();
+            let _ = lane.queue.send(Pending {
+                payload: Bytes::from_static(b"*1\r\n$4\r\nQUIT\r\n"),
+                asking: false,
+                frames: 1,
+                reply: ReplyTo::Slot(quit),
+            });
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! invalidation connection, in the lane's mode (default tracking, or the near cache's BCAST
 //! with NOLOOP), and point it again when that connection comes back with a new id.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +49,10 @@ pub(in crate::upstream) struct LaneRedirect {
     pub wake: Arc<Notify>,
     pub timeout: Duration,
     pub feed: Arc<TrackingFeed>,
+    /// A connection of this lane finished its handshake and has not ended: only such a lane is
+    /// re-pointed when the invalidation connection comes back (connecting the others would
+    /// register BCAST prefixes nobody uses).
+    pub connected: AtomicBool,
 }
 
 impl std::fmt::Debug for LaneRedirect {
@@ -112,7 +117,19 @@ impl LaneRedirect {
                 .to_string();
             return Err(format!("CLIENT TRACKING refused by the node: {line}"));
         }
+        // Set before the check: the invalidation connection publishes its new id before it
+        // re-points the connected lanes, so either it sees this lane or this lane sees the id.
+        self.connected.store(true, Ordering::SeqCst);
+        if *self.id.borrow() != Some(id) {
+            self.connected.store(false, Ordering::SeqCst);
+            return Err("the invalidation connection changed during CLIENT TRACKING".into());
+        }
         Ok(stream)
+    }
+
+    /// Whether a connection of this lane is up with tracking on (see `connected`).
+    pub(in crate::upstream) fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
     }
 
     /// What points a connected lane at the invalidation connection `id`, and how many replies
@@ -133,6 +150,7 @@ impl LaneRedirect {
     /// A lane connection ended: the node forgot the keys read on it (or its BCAST
     /// registration).
     pub(in crate::upstream) fn lost(&self) {
+        self.connected.store(false, Ordering::SeqCst);
         self.feed.lost(&self.addr);
     }
 
@@ -184,5 +202,30 @@ mod tests {
         );
         let every = tracking_on(7, Some(&[Bytes::new()]));
         assert!(every.ends_with(b"$5\r\nBCAST\r\n$6\r\nNOLOOP\r\n"));
+    }
+
+    fn lane(mode: Mode, feed: Arc<TrackingFeed>) -> LaneRedirect {
+        LaneRedirect {
+            addr: Arc::from("127.0.0.1:1"),
+            mode,
+            id: watch::channel(None).1,
+            wake: Arc::new(Notify::new()),
+            timeout: Duration::from_secs(1),
+            feed,
+            connected: AtomicBool::new(false),
+        }
+    }
+
+    #[test]
+    fn a_near_lane_is_repointed_by_turning_tracking_off_and_on_with_its_prefixes() {
+        let feed = Arc::new(TrackingFeed::default());
+        feed.set_near_prefixes(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"a")]);
+        let (tracked, frames) = lane(Mode::Tracked, feed.clone()).repoint(9);
+        assert_eq!((tracked, frames), (tracking_on(9, None), 1));
+        let (near, frames) = lane(Mode::Near, feed).repoint(9);
+        assert_eq!(frames, 2);
+        assert!(near.starts_with(b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$3\r\noff\r\n"));
+        // The minimal cover: `ab` is inside `a` (overlapping prefixes are refused by Redis).
+        assert!(near.ends_with(&tracking_on(9, Some(&[Bytes::from_static(b"a")]))));
     }
 }

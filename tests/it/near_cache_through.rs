@@ -183,3 +183,46 @@ fn with_write_through_off_a_set_only_drops_the_key() {
         "no near lane"
     );
 }
+
+#[test]
+fn the_near_lanes_follow_a_new_invalidation_connection_and_writes_are_heard_again() {
+    let cluster = RedisCluster::start(3, 0);
+    let (redcar, _config) = start(&cluster, CONFIG);
+    let node = cluster.primary_for_key("nc:re");
+    let mut c = redcar.client();
+    assert_eq!(c.q(&["SET", "nc:re", "1"]), Value::simple("OK"));
+    assert_eq!(c.q(&["GET", "nc:re"]), Value::bulk("1"));
+    let list = node.cli(&["CLIENT", "LIST"]);
+    let id = list
+        .lines()
+        .find(|line| line.contains("name=redcar-invalidations "))
+        .and_then(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .expect("an invalidation connection")
+        .to_string();
+    node.cmd(&["CLIENT", "KILL", "ID", &id]);
+    // Until it is back (and the near lane re-registered, `CLIENT TRACKING off` then on), reads
+    // go to the node; after, a write straight on the node is heard again.
+    for round in 0..20 {
+        let value = format!("direct{round}");
+        assert_eq!(node.cmd(&["SET", "nc:re", &value]), Value::simple("OK"));
+        until_served(&redcar, "nc:re", &value);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let flushed = redcar.metric_sum("redcar_near_cache_flushes_total");
+    assert!(flushed >= 1.0, "the lost connection flushed the cache");
+    let list = node.cli(&["CLIENT", "LIST"]);
+    assert_eq!(list.matches("name=redcar-near ").count(), 1, "{list}");
+    assert_eq!(
+        list.matches("name=redcar-invalidations ").count(),
+        1,
+        "{list}"
+    );
+    // Served from memory again, and still invalidated by the node.
+    let hits = redcar.metric_sum("redcar_near_cache_hits_total");
+    for _ in 0..10 {
+        assert_eq!(c.q(&["GET", "nc:re"]), Value::bulk("direct19"));
+    }
+    assert!(redcar.metric_sum("redcar_near_cache_hits_total") >= hits + 9.0);
+    assert_eq!(node.cmd(&["SET", "nc:re", "last"]), Value::simple("OK"));
+    until_served(&redcar, "nc:re", "last");
+}

@@ -82,6 +82,12 @@ fn a_lost_invalidation_connection_tells_tracking_clients_to_flush() {
             ),
         }
     }
+    // Only the lane in use was pointed at the new connection: the RESP3 lane and the near
+    // cache's BCAST lanes (off here) were not opened for it.
+    let list = node.cli(&["CLIENT", "LIST"]);
+    let named = |name: &str| list.matches(&format!("name={name} ")).count();
+    assert_eq!(named("redcar-tracked"), 1, "{list}");
+    assert_eq!(named("redcar-near"), 0, "{list}");
 }
 
 /// The id of the connection named `name` in `CLIENT LIST` of `node`.
