@@ -38,6 +38,7 @@ pub mod doctor;
 pub mod downstream;
 pub mod envoy;
 pub mod hotkeys;
+pub mod memory;
 pub mod metrics;
 pub mod near_cache;
 pub mod protocol;

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("values", 0),
     ("protocol", 0),
     ("workers", 0),
+    ("memory", 0),
     ("commands", 0),
     ("metrics", 1),
     ("auth", 1),

@@ -27,6 +27,30 @@ const READ_CHUNK: usize = 16 * 1024;
 /// empty, so a 1 MB reply or request is not held for the connection's life.
 const KEEP_AT_MOST: usize = 4 * READ_CHUNK;
 
+/// After a read: a buffer that grew past [`KEEP_AT_MOST`] for a large value is replaced by a
+/// fresh one once empty; one nearly full gets room for the next read.
+#[inline]
+fn room_after_read(input: &mut BytesMut, grown: &mut bool) {
+    if !fresh_once_empty(input, grown) && input.capacity() - input.len() < 512 {
+        input.reserve(READ_CHUNK);
+        *grown |= input.capacity() > KEEP_AT_MOST;
+    }
+}
+
+/// Replaces `buffer`, grown for a large value, by a fresh one once it is empty, and says a large
+/// buffer was freed: the thread's heap is collected at the next quiet moment
+/// (`crate::memory`), so the value's pages do not stay resident for the connection's life.
+#[inline]
+fn fresh_once_empty(buffer: &mut BytesMut, grown: &mut bool) -> bool {
+    if !(*grown && buffer.is_empty()) {
+        return false;
+    }
+    *grown = false;
+    *buffer = BytesMut::with_capacity(READ_CHUNK);
+    crate::memory::large_freed();
+    true
+}
+
 /// Replies of one read bound for session inboxes, handed over per session once the read is
 /// parsed (one lock and at most one wake-up per session and read).
 type ForInboxes = Vec<(Arc<Shared>, u64, Delivered)>;
@@ -183,12 +207,7 @@ impl Session {
                         Ok(_) => self.deliver(&mut input)?,
                         Err(e) => return Err(format!("read failed: {e}")),
                     }
-                    if input.is_empty() && std::mem::take(&mut input_grown) {
-                        input = BytesMut::with_capacity(READ_CHUNK);
-                    } else if input.capacity() - input.len() < 512 {
-                        input.reserve(READ_CHUNK);
-                        input_grown |= input.capacity() > KEEP_AT_MOST;
-                    }
+                    room_after_read(&mut input, &mut input_grown);
                 }
                 wrote = writer.write(if flush_now { &[] } else { &out[..] }),
                     if flush_now || (!out.is_empty() && self.batching.may_write()) =>
@@ -200,9 +219,7 @@ impl Session {
                         out.advance(n);
                         self.written += n as u64;
                         unflushed = FLUSH;
-                        if out.is_empty() && std::mem::take(&mut out_grown) {
-                            out = BytesMut::with_capacity(READ_CHUNK);
-                        }
+                        fresh_once_empty(&mut out, &mut out_grown);
                     }
                 }
                 next = rx.recv(), if open && self.batching.has_room(out.len(), self.in_flight.len()) => match next {
@@ -367,5 +384,62 @@ impl Session {
             };
             waiting.reply.send(Err(error));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_grown_for_a_large_reply_is_replaced_and_its_memory_asked_back() {
+        let freed = crate::memory::freed_here();
+        let mut input = BytesMut::with_capacity(READ_CHUNK);
+        let mut grown = false;
+        // A 1 MB reply arriving read by read.
+        let reply = vec![b'x'; 1 << 20];
+        let mut sent = 0;
+        while sent < reply.len() {
+            room_after_read(&mut input, &mut grown);
+            let n = (input.capacity() - input.len()).min(reply.len() - sent);
+            input.extend_from_slice(&reply[sent..sent + n]);
+            sent += n;
+        }
+        assert!(grown && input.capacity() >= 1 << 20);
+        assert_eq!(
+            crate::memory::freed_here(),
+            freed,
+            "still holding the reply"
+        );
+        let frame = input.split_to(input.len()).freeze();
+        room_after_read(&mut input, &mut grown);
+        assert_eq!(input.capacity(), READ_CHUNK, "a fresh buffer once empty");
+        assert!(!grown);
+        assert_eq!(
+            crate::memory::freed_here(),
+            freed + 1,
+            "the large buffer is reported"
+        );
+        drop(frame);
+        // Small traffic afterwards: nothing more to report.
+        input.extend_from_slice(b"+OK\r\n");
+        input.clear();
+        room_after_read(&mut input, &mut grown);
+        assert_eq!(crate::memory::freed_here(), freed + 1);
+    }
+
+    #[test]
+    fn a_buffer_that_stayed_small_is_kept() {
+        let freed = crate::memory::freed_here();
+        let mut out = BytesMut::with_capacity(READ_CHUNK);
+        let mut grown = false;
+        out.extend_from_slice(&[b'y'; 100]);
+        out.clear();
+        let before = out.as_ptr();
+        assert!(!fresh_once_empty(&mut out, &mut grown));
+        assert_eq!(out.as_ptr(), before, "kept: no allocation per batch");
+        grown = true;
+        assert!(fresh_once_empty(&mut out, &mut grown));
+        assert_eq!(crate::memory::freed_here(), freed + 1);
     }
 }

@@ -23,6 +23,10 @@ use crate::metrics::Metrics;
 use crate::protocol::{Limits, Protocol};
 
 const READ_CHUNK: usize = 16 * 1024;
+/// A lent connection's input that grew past this for a large reply starts afresh once that reply
+/// is taken, instead of keeping the allocation while the connection is lent (a subscriber's,
+/// for its whole life).
+const KEEP_AT_MOST: usize = 4 * READ_CHUNK;
 
 /// The pool. One per proxy, shared by every session.
 pub struct DedicatedPool {
@@ -62,11 +66,26 @@ struct Idle {
 pub struct Dedicated {
     stream: NodeStream,
     input: BytesMut,
+    /// `input` grew past [`KEEP_AT_MOST`] for a large reply.
+    grown: bool,
     addr: Arc<str>,
     protocol: Protocol,
     permit: OwnedSemaphorePermit,
     shared: Arc<Shared>,
     _busy: Busy,
+}
+
+/// The first `len` bytes of `input`: a reply. After a large one (`grown`), the input starts again
+/// empty instead of holding on to the rest of the reply's allocation, and the thread's heap is
+/// collected at the next quiet moment (`crate::memory`).
+fn take_reply(input: &mut BytesMut, grown: &mut bool, len: usize) -> Bytes {
+    let reply = input.split_to(len).freeze();
+    if *grown && input.is_empty() {
+        *grown = false;
+        *input = BytesMut::new();
+        crate::memory::large_freed();
+    }
+    reply
 }
 
 /// Counts a lent connection in the busy gauge for as long as it is lent.
@@ -189,6 +208,7 @@ impl Shared {
         Dedicated {
             stream,
             input: BytesMut::with_capacity(READ_CHUNK),
+            grown: false,
             addr,
             protocol,
             permit,
@@ -279,12 +299,13 @@ impl Dedicated {
     pub async fn receive(&mut self, frames: u32) -> Result<Bytes, UpstreamError> {
         loop {
             match frames_len(&self.input, frames, &self.shared.limits) {
-                Ok(Some(len)) => return Ok(self.input.split_to(len).freeze()),
+                Ok(Some(len)) => return Ok(take_reply(&mut self.input, &mut self.grown, len)),
                 Ok(None) => {}
                 Err(reason) => return Err(self.lost(reason)),
             }
             if self.input.capacity() - self.input.len() < 1024 {
                 self.input.reserve(READ_CHUNK);
+                self.grown |= self.input.capacity() > KEEP_AT_MOST;
             }
             match self.stream.read_buf(&mut self.input).await {
                 Ok(0) => return Err(self.lost("node closed the connection".to_string())),
@@ -322,5 +343,41 @@ impl Dedicated {
             addr: self.addr.clone(),
             reason,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_reply_leaves_the_input_empty_and_asks_for_its_memory_back() {
+        let freed = crate::memory::freed_here();
+        let mut input = BytesMut::with_capacity(READ_CHUNK);
+        let mut grown = false;
+        let reply = b"+OK\r\n";
+        input.extend_from_slice(reply);
+        assert_eq!(&take_reply(&mut input, &mut grown, reply.len())[..], reply);
+        assert!(input.capacity() > 0, "a small reply: the buffer is kept");
+        assert_eq!(crate::memory::freed_here(), freed);
+
+        let large = vec![b'm'; 1 << 20];
+        input.extend_from_slice(&large);
+        grown = input.capacity() > KEEP_AT_MOST;
+        input.extend_from_slice(b"+OK\r\n");
+        let taken = take_reply(&mut input, &mut grown, large.len());
+        assert_eq!(taken.len(), large.len());
+        assert!(
+            grown,
+            "another reply follows in the same allocation: not yet"
+        );
+        assert_eq!(take_reply(&mut input, &mut grown, 5).len(), 5);
+        assert_eq!(
+            input.capacity(),
+            0,
+            "nothing of the large reply's allocation is kept"
+        );
+        assert!(!grown);
+        assert_eq!(crate::memory::freed_here(), freed + 1);
     }
 }

@@ -45,6 +45,8 @@ pub struct Buffer {
     /// (both buffers, every turn of its loop), most of them already given back: this makes
     /// that a test of one flag (callgrind, 2026-11-26).
     lent: bool,
+    /// It gave a grown allocation back since [`take_large`](Self::take_large) was last asked.
+    gave_large: bool,
 }
 
 // === impl Buffer ===
@@ -80,7 +82,11 @@ impl Buffer {
         self.lent = false;
         let mut bytes = std::mem::take(&mut self.bytes);
         if std::mem::take(&mut self.grown) {
-            return; // dropped: a large value's memory goes back to the allocator
+            // Dropped: a large value's memory goes back to the allocator, and from there to the
+            // system once the session goes quiet (`memory::give_back`).
+            crate::memory::large_freed();
+            self.gave_large = true;
+            return;
         }
         if bytes.capacity() < MIN_SPARE && !bytes.try_reclaim(CHUNK) {
             // Used up, and its allocation still shared with requests on their way to a node
@@ -93,6 +99,14 @@ impl Buffer {
                 pool.push(bytes);
             }
         });
+    }
+
+    /// Whether a large request or reply went through this buffer since last asked: the session
+    /// then has its thread's heap collected once quiet (`crate::memory::give_back`), when the
+    /// value's last reference (the request on its way to a node, the reply a node connection
+    /// read) is gone too. One still held counts.
+    pub fn take_large(&mut self) -> bool {
+        std::mem::take(&mut self.gave_large) || self.grown
     }
 
     /// Appends `bytes`, taking a buffer first if the session had none.
@@ -127,6 +141,15 @@ impl Buffer {
     #[cfg(test)]
     pub fn is_lent(&self) -> bool {
         self.bytes.capacity() > 0
+    }
+}
+
+impl Drop for Buffer {
+    /// A session that ends holding a large request or reply frees it here.
+    fn drop(&mut self) {
+        if self.grown {
+            crate::memory::large_freed();
+        }
     }
 }
 
@@ -198,6 +221,41 @@ mod tests {
         // The session goes on with a fresh buffer.
         buffer.make_room();
         assert!(buffer.capacity() < 2 * CHUNK + MIN_SPARE);
+    }
+
+    #[test]
+    fn a_large_buffer_given_back_or_dropped_asks_for_the_memory_back() {
+        let freed = crate::memory::freed_here();
+        let mut buffer = Buffer::default();
+        buffer.make_room();
+        buffer.extend_from_slice(b"PING\r\n");
+        buffer.clear();
+        buffer.release_if_empty();
+        assert!(!buffer.take_large());
+        drop(buffer);
+        assert_eq!(
+            crate::memory::freed_here(),
+            freed,
+            "a pooled-size buffer: nothing to ask"
+        );
+        let mut buffer = Buffer::default();
+        buffer.append(&vec![b'v'; 1 << 20]);
+        buffer.clear();
+        assert!(buffer.take_large(), "held");
+        buffer.release_if_empty();
+        assert_eq!(
+            crate::memory::freed_here(),
+            freed + 1,
+            "given back once empty"
+        );
+        assert!(buffer.take_large(), "the session is told");
+        assert!(!buffer.take_large(), "once");
+        drop(buffer);
+        assert_eq!(crate::memory::freed_here(), freed + 1, "counted once");
+        let mut held = Buffer::default();
+        held.append(&vec![b'v'; 1 << 20]);
+        drop(held); // the client left in the middle of a large request
+        assert_eq!(crate::memory::freed_here(), freed + 2);
     }
 
     #[test]

@@ -61,9 +61,18 @@ pub async fn serve<S>(
             Wake::Close => return client.close().await,
         }
         // Boxed: its state exists only while the client is busy.
-        match Box::pin(busy::serve_busy(&mut client)).await {
-            Busy::Idle => {}
-            Busy::Done => return,
+        let busy = Box::pin(busy::serve_busy(&mut client)).await;
+        // A quiet moment (the busy state is freed, and the client too if it is done): if a
+        // large value went through, its memory goes back to the system; otherwise this costs
+        // a load and a compare.
+        let large = client.input.take_large() | client.out.take_large();
+        match busy {
+            Busy::Idle => crate::memory::give_back(large),
+            Busy::Done => {
+                drop(client);
+                crate::memory::give_back(large);
+                return;
+            }
         }
     }
 }
