@@ -1,5 +1,6 @@
 //! Wiring: builds every part from the config, runs the listeners, reloads on SIGHUP, and drains
 //! on shutdown.
+#![warn(unreachable_pub, missing_docs)]
 
 mod accept;
 mod bind;
@@ -14,6 +15,7 @@ use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
@@ -23,6 +25,7 @@ use tokio::sync::{mpsc, watch};
 use crate::admin::AdminState;
 use crate::cluster::ClusterState;
 use crate::config::Config;
+use crate::downstream::Downstream;
 use crate::router::Router;
 use crate::upstream::Upstreams;
 use parts::Parts;
@@ -30,11 +33,12 @@ use parts::Parts;
 /// Sockets bound before the proxy starts, so tests can bind port 0 and read the address.
 #[derive(Default)]
 pub struct Listeners {
+    /// The TCP socket for `listen` (its local address is where clients connect).
     pub tcp: Option<TcpListener>,
     /// The TCP socket for `tls.listen` (TLS starts once the proxy runs).
-    pub tls: Option<TcpListener>,
-    pub unix: Option<UnixListener>,
-    pub admin: Option<TcpListener>,
+    pub(crate) tls: Option<TcpListener>,
+    pub(crate) unix: Option<UnixListener>,
+    pub(crate) admin: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -155,18 +159,7 @@ pub async fn run(
     let current = Arc::new(ArcSwap::from_pointee(config.clone()));
     let downstream = parts.downstream.clone();
     if let Some(admin) = admin {
-        let token = config.admin.token_digest().map_err(anyhow::Error::msg)?;
-        warn_if_open(admin.local_addr()?, token.is_some());
-        let state = AdminState {
-            cluster: parts.catch_all.clone(),
-            backends: parts.backend_states.clone(),
-            downstream: downstream.clone(),
-            metrics: parts.metrics.clone(),
-            config: shown.clone(),
-            sampler: Default::default(),
-            token,
-        };
-        tokio::spawn(crate::admin::serve(admin, state, stop_rx.clone()));
+        spawn_admin(admin, &config, &parts, &shown, &stop_rx)?;
     }
     let workers = parts.workers;
     let reloadable = reload::Reloadable {
@@ -193,29 +186,66 @@ pub async fn run(
     drop(done_tx);
 
     shutdown.await;
-    tracing::info!(
-        clients = downstream.connected_clients(),
-        "shutting down: draining clients"
-    );
-    let _ = stop_tx.send(true);
-    downstream.drain();
-    // Every session and accept loop holds a `done` sender; `recv` returns None when all are gone.
     // A reload may have changed `drain_timeout`.
-    if tokio::time::timeout(current.load().drain_timeout, done_rx.recv())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            clients = downstream.connected_clients(),
-            "drain timeout: closing remaining clients"
-        );
-    }
+    drain(
+        &downstream,
+        &stop_tx,
+        &mut done_rx,
+        current.load().drain_timeout,
+    )
+    .await;
     if let Some(path) = &config.unix {
         let _ = std::fs::remove_file(path);
     }
     // Per core, the worker threads end with the proxy, after the drain.
     drop(workers);
     Ok(())
+}
+
+/// Serves the admin API on `admin` until `stop`, behind `admin.token` when one is set.
+fn spawn_admin(
+    admin: TcpListener,
+    config: &Config,
+    parts: &Parts,
+    shown: &Arc<ArcSwap<serde_json::Value>>,
+    stop: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let token = config.admin.token_digest().map_err(anyhow::Error::msg)?;
+    warn_if_open(admin.local_addr()?, token.is_some());
+    let state = AdminState {
+        cluster: parts.catch_all.clone(),
+        backends: parts.backend_states.clone(),
+        downstream: parts.downstream.clone(),
+        metrics: parts.metrics.clone(),
+        config: shown.clone(),
+        sampler: Default::default(),
+        token,
+    };
+    tokio::spawn(crate::admin::serve(admin, state, stop.clone()));
+    Ok(())
+}
+
+/// Stops the listeners and tells the sessions to finish, then waits until every session and
+/// accept loop has dropped its `done` sender, at most `timeout`.
+async fn drain(
+    downstream: &Downstream,
+    stop: &watch::Sender<bool>,
+    done: &mut mpsc::Receiver<()>,
+    timeout: Duration,
+) {
+    tracing::info!(
+        clients = downstream.connected_clients(),
+        "shutting down: draining clients"
+    );
+    let _ = stop.send(true);
+    downstream.drain();
+    // `recv` returns None when every sender is gone.
+    if tokio::time::timeout(timeout, done.recv()).await.is_err() {
+        tracing::warn!(
+            clients = downstream.connected_clients(),
+            "drain timeout: closing remaining clients"
+        );
+    }
 }
 
 /// True when some read policy (`router.read_policy` or a route's) reads from replicas: node

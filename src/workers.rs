@@ -9,6 +9,7 @@
 //! node's `connections_per_node` connections are dealt out to the workers in turn, and a session
 //! uses one on its own thread, so its whole path — client socket, node connection, reply — stays
 //! there, with no more connections than the shared runtime opens. See docs/architecture.md.
+#![warn(unreachable_pub, missing_docs)]
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -34,13 +35,15 @@ pub enum Threading {
 /// The threading model that runs: `threading` with `auto` settled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Model {
+    /// One multi-thread runtime; node connections shared by all workers.
     Shared,
+    /// One single-threaded runtime per worker thread.
     PerCore,
 }
 
 impl Model {
     /// How the log and the docs name it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Model::Shared => "shared",
             Model::PerCore => "per-core",
@@ -53,7 +56,7 @@ impl Threading {
     /// Per core pays only while each worker has its own connection to every node: a worker
     /// without one hands every command to another thread, which is what `shared` does anyway,
     /// and then `shared` also balances the load across threads.
-    pub fn resolve(self, workers: usize, connections_per_node: usize) -> Model {
+    pub(crate) fn resolve(self, workers: usize, connections_per_node: usize) -> Model {
         match self {
             Threading::Auto if workers <= connections_per_node => Model::PerCore,
             Threading::Auto | Threading::Shared => Model::Shared,
@@ -62,7 +65,7 @@ impl Threading {
     }
 
     /// The name used in the config file and on the command line.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Threading::Auto => "auto",
             Threading::Shared => "shared",
@@ -92,12 +95,12 @@ thread_local! {
 
 /// The per-core worker this thread is, if it is one.
 #[inline]
-pub fn current() -> Option<usize> {
+pub(crate) fn current() -> Option<usize> {
     WORKER.with(Cell::get)
 }
 
 /// Running per-core workers; dropping this stops them (after their tasks were told to finish).
-pub struct Workers {
+pub(crate) struct Workers {
     handles: Arc<[Handle]>,
     stop: watch::Sender<bool>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -105,7 +108,7 @@ pub struct Workers {
 
 impl Workers {
     /// Starts `count` worker threads, each with a single-threaded runtime (I/O and timers on).
-    pub fn start(count: usize) -> std::io::Result<Workers> {
+    pub(crate) fn start(count: usize) -> std::io::Result<Workers> {
         let (stop, stopped) = watch::channel(false);
         let mut handles = Vec::with_capacity(count);
         let mut threads = Vec::with_capacity(count);
@@ -133,7 +136,7 @@ impl Workers {
     }
 
     /// One runtime handle per worker, in worker order.
-    pub fn handles(&self) -> &Arc<[Handle]> {
+    pub(crate) fn handles(&self) -> &Arc<[Handle]> {
         &self.handles
     }
 }

@@ -13,7 +13,7 @@ use crate::values::secret::PasswordDigest;
 const REFUSED: &str = "redcar: the admin API needs `Authorization: Bearer <admin.token>`\n";
 
 /// Middleware for the protected routes: runs the handler only for the right token.
-pub async fn require(
+pub(crate) async fn require(
     State(token): State<PasswordDigest>,
     request: Request,
     next: Next,
@@ -36,7 +36,7 @@ pub async fn require(
 
 /// True when `headers` carry `Authorization: Bearer <token>` (scheme in any case) with the
 /// token whose digest is `token`.
-pub fn authorized(headers: &HeaderMap, token: &PasswordDigest) -> bool {
+fn authorized(headers: &HeaderMap, token: &PasswordDigest) -> bool {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return false;
     };

@@ -14,10 +14,10 @@ use crate::values::secret::{PasswordDigest, Secret};
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct AdminConfig {
     /// `IP:PORT` of the HTTP admin listener; off when absent.
-    pub listen: Option<String>,
+    pub(crate) listen: Option<String>,
     /// Bearer token every endpoint except `/healthz` and `/readyz` requires (`Authorization:
     /// Bearer <token>`); a string, `{file: PATH}`, `{env: NAME}` or `{sha256: HEX}`. Never shown.
-    pub token: Option<Secret>,
+    pub(crate) token: Option<Secret>,
 }
 
 /// The mapping form, checked like every other section (unknown keys are errors).
@@ -33,7 +33,7 @@ struct Mapping {
 impl AdminConfig {
     /// The token's digest, read now (start-up): errors name `admin.token`. `None` when the
     /// admin API is open.
-    pub fn token_digest(&self) -> Result<Option<PasswordDigest>, String> {
+    pub(crate) fn token_digest(&self) -> Result<Option<PasswordDigest>, String> {
         self.token
             .as_ref()
             .map(|token| token.resolve("admin.token"))
@@ -42,7 +42,7 @@ impl AdminConfig {
 
     /// Start-up checks the address checks in `config::validate` leave: a token needs a
     /// listener, and a token that cannot be read stops start-up.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if self.token.is_some() && self.listen.is_none() {
             return Err(
                 "`admin.token` is set but there is no admin listener: set `admin.listen` \

@@ -14,30 +14,30 @@ use tokio::time::Instant;
 use crate::cluster::Topology;
 
 /// How long a departed node is shown.
-pub const SHOWN_FOR: Duration = Duration::from_secs(600);
+const SHOWN_FOR: Duration = Duration::from_secs(600);
 
 /// Where a node was in the last map that had it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Place {
-    pub role: &'static str,
+pub(crate) struct Place {
+    pub(crate) role: &'static str,
     /// The first slot of its shard, to find the shard that owns those slots now.
-    pub slot: u16,
+    pub(crate) slot: u16,
 }
 
 /// A node no longer in the map.
 #[derive(Clone, Debug, Serialize)]
-pub struct Gone {
-    pub addr: String,
-    pub role: &'static str,
-    pub slot: u16,
+pub(crate) struct Gone {
+    pub(crate) addr: String,
+    pub(crate) role: &'static str,
+    pub(crate) slot: u16,
     /// Unix time (ms) the map without it was first seen.
-    pub since_ms: u64,
+    since_ms: u64,
     #[serde(skip)]
     at: Instant,
 }
 
 #[derive(Default)]
-pub struct Departed {
+pub(crate) struct Departed {
     state: Mutex<State>,
 }
 
@@ -51,7 +51,7 @@ struct State {
 
 impl Departed {
     /// Compares the current map's nodes with the previous call's.
-    pub fn observe(&self, now: HashMap<String, Place>) {
+    pub(crate) fn observe(&self, now: HashMap<String, Place>) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let at = Instant::now();
         let since_ms = SystemTime::now()
@@ -77,7 +77,7 @@ impl Departed {
     }
 
     /// Departed nodes, by address.
-    pub fn list(&self) -> Vec<Gone> {
+    pub(crate) fn list(&self) -> Vec<Gone> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut list: Vec<Gone> = state.gone.values().cloned().collect();
         list.sort_by(|a, b| a.addr.cmp(&b.addr));
@@ -86,7 +86,7 @@ impl Departed {
 }
 
 /// Every node of `topology` with its role and its shard's first slot.
-pub fn places(topology: &Topology) -> HashMap<String, Place> {
+pub(crate) fn places(topology: &Topology) -> HashMap<String, Place> {
     let mut first_slot = vec![None; topology.shards().len()];
     for (start, _, shard) in topology.ranges() {
         let Some(shard) = shard else { continue };

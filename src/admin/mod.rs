@@ -17,6 +17,7 @@
 //!
 //! With `admin.token` set, every endpoint except `/healthz` and `/readyz` needs
 //! `Authorization: Bearer <token>` (`access`).
+#![warn(unreachable_pub, missing_docs)]
 
 mod access;
 mod config;
@@ -26,8 +27,8 @@ mod sampler;
 mod status;
 mod topology;
 
-pub use config::AdminConfig;
-pub use sampler::Sampler;
+pub(crate) use config::AdminConfig;
+pub(crate) use sampler::Sampler;
 
 use std::sync::Arc;
 
@@ -44,27 +45,31 @@ use crate::metrics::Metrics;
 use crate::values::secret::PasswordDigest;
 
 /// Every backend's slot map by name, as `/readyz` and `/topology` read it; a reload swaps it.
-pub type BackendStates = arc_swap::ArcSwap<Vec<(String, Arc<ClusterState>)>>;
+pub(crate) type BackendStates = arc_swap::ArcSwap<Vec<(String, Arc<ClusterState>)>>;
 
 /// What the admin endpoints read (never write).
-pub struct AdminState {
+pub(crate) struct AdminState {
     /// The catch-all backend (the only one without `backends:`).
-    pub cluster: Arc<ClusterState>,
+    pub(crate) cluster: Arc<ClusterState>,
     /// Every backend by name (`default` is the `cluster.seeds` cluster); a reload replaces it.
-    pub backends: Arc<BackendStates>,
-    pub downstream: Arc<Downstream>,
-    pub metrics: Arc<Metrics>,
+    pub(crate) backends: Arc<BackendStates>,
+    pub(crate) downstream: Arc<Downstream>,
+    pub(crate) metrics: Arc<Metrics>,
     /// The configuration in effect, already redacted; a reload (SIGHUP) replaces it.
-    pub config: Arc<arc_swap::ArcSwap<serde_json::Value>>,
+    pub(crate) config: Arc<arc_swap::ArcSwap<serde_json::Value>>,
     /// Recent counter samples, for the status page's rates (filled by a task `serve` starts).
-    pub sampler: Arc<Sampler>,
+    pub(crate) sampler: Arc<Sampler>,
     /// `admin.token`'s digest: when set, every endpoint but `/healthz` and `/readyz` needs it.
     /// Read at start-up only (restart to change it).
-    pub token: Option<PasswordDigest>,
+    pub(crate) token: Option<PasswordDigest>,
 }
 
 /// Serves the admin API on `listener` until `shutdown` fires.
-pub async fn serve(listener: TcpListener, state: AdminState, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: AdminState,
+    mut shutdown: watch::Receiver<bool>,
+) {
     tokio::spawn(state.sampler.clone().run(
         state.cluster.clone(),
         state.metrics.clone(),

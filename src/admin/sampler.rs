@@ -17,7 +17,7 @@ use crate::cluster::ClusterState;
 use crate::metrics::{quantile_us, BucketCounts, Metrics};
 
 /// How often counters are read.
-pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 /// Samples kept: rates use the newest two, latency percentiles the whole span (~5 s), so a quiet
 /// second does not blank them.
 const KEPT: usize = 6;
@@ -28,12 +28,12 @@ const RATE_HISTORY: usize = 120;
 
 /// The recent samples.
 #[derive(Default)]
-pub struct Sampler {
+pub(crate) struct Sampler {
     history: Mutex<VecDeque<Sample>>,
     /// Client commands per second, one entry per sample, oldest first.
     rate_history: Mutex<VecDeque<f64>>,
     /// Nodes that left the map recently.
-    pub departed: Departed,
+    pub(crate) departed: Departed,
 }
 
 struct Sample {
@@ -51,29 +51,29 @@ struct NodeSample {
 
 /// One node's recent rates; `None` until two samples exist (or no replies in the window).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct NodeRates {
-    pub requests_per_s: Option<f64>,
-    pub errors_per_s: Option<f64>,
-    pub p50_us: Option<u64>,
-    pub p99_us: Option<u64>,
+pub(crate) struct NodeRates {
+    pub(crate) requests_per_s: Option<f64>,
+    pub(crate) errors_per_s: Option<f64>,
+    pub(crate) p50_us: Option<u64>,
+    pub(crate) p99_us: Option<u64>,
 }
 
 /// What the status page shows as "live".
 #[derive(Debug, Default)]
-pub struct Rates {
+pub(crate) struct Rates {
     /// Seconds the latency percentiles cover.
-    pub latency_window_s: f64,
-    pub nodes: HashMap<String, NodeRates>,
+    pub(crate) latency_window_s: f64,
+    pub(crate) nodes: HashMap<String, NodeRates>,
     /// Client commands per second, busiest first (empty when `metrics.command_stats` is off).
-    pub commands: Vec<(&'static str, f64)>,
-    pub commands_per_s: Option<f64>,
+    pub(crate) commands: Vec<(&'static str, f64)>,
+    pub(crate) commands_per_s: Option<f64>,
 }
 
 // === impl Sampler ===
 
 impl Sampler {
     /// Samples every second until `shutdown` fires.
-    pub async fn run(
+    pub(crate) async fn run(
         self: Arc<Self>,
         cluster: Arc<ClusterState>,
         metrics: Arc<Metrics>,
@@ -90,7 +90,7 @@ impl Sampler {
     }
 
     /// Reads the counters of every node in the current map, and every command's.
-    pub fn sample(&self, cluster: &ClusterState, metrics: &Metrics) {
+    pub(crate) fn sample(&self, cluster: &ClusterState, metrics: &Metrics) {
         let mut nodes = HashMap::new();
         if let Some(topology) = cluster.topology() {
             self.departed.observe(places(&topology));
@@ -129,13 +129,13 @@ impl Sampler {
     }
 
     /// Client commands per second over the last two minutes, oldest first.
-    pub fn rate_history(&self) -> Vec<f64> {
+    pub(crate) fn rate_history(&self) -> Vec<f64> {
         let rates = self.rate_history.lock().unwrap_or_else(|e| e.into_inner());
         rates.iter().copied().collect()
     }
 
     /// The rates between the kept samples.
-    pub fn rates(&self) -> Rates {
+    pub(crate) fn rates(&self) -> Rates {
         let history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         let (Some(newest), Some(oldest)) = (history.back(), history.front()) else {
             return Rates::default();

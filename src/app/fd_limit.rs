@@ -9,9 +9,9 @@ const HEADROOM: u64 = 256;
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct FdLimit {
     /// The soft limit before and after raising it, and the hard limit.
-    pub was: u64,
-    pub now: u64,
-    pub hard: u64,
+    pub(crate) was: u64,
+    pub(crate) now: u64,
+    pub(crate) hard: u64,
 }
 
 /// Raises the soft limit to the hard limit and logs the result; warns when

@@ -12,9 +12,9 @@ use crate::downstream::TlsListener;
 
 /// The sockets clients connect to, bound before the proxy starts.
 pub(super) struct ClientSockets {
-    pub tcp: Option<TcpListener>,
-    pub tls: Option<TcpListener>,
-    pub unix: Option<UnixListener>,
+    pub(crate) tcp: Option<TcpListener>,
+    pub(crate) tls: Option<TcpListener>,
+    pub(crate) unix: Option<UnixListener>,
 }
 
 /// Starts accepting on every bound client socket. Each accept loop and session holds a clone

@@ -21,27 +21,27 @@ use crate::workers::{Model, Workers};
 
 /// Everything `run` wires together, built once at start-up.
 pub(super) struct Parts {
-    pub metrics: Arc<Metrics>,
-    pub upstreams: Arc<Upstreams>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) upstreams: Arc<Upstreams>,
     /// Per core: the worker threads (kept alive for the proxy's life); shared: none.
-    pub workers: Option<Workers>,
+    pub(crate) workers: Option<Workers>,
     /// The default backend's map (`cluster.seeds` or the Sentinel primary).
-    pub cluster: Arc<ClusterState>,
+    pub(crate) cluster: Arc<ClusterState>,
     /// Whether there is a default backend to refresh at all.
-    pub has_default: bool,
-    pub backends: Backends,
-    pub backend_states: Arc<crate::admin::BackendStates>,
+    has_default: bool,
+    pub(crate) backends: Backends,
+    pub(crate) backend_states: Arc<crate::admin::BackendStates>,
     /// The backend `catch_all` names (what keys without a route use).
-    pub catch_all: Arc<ClusterState>,
-    pub context: backends::Context,
+    pub(crate) catch_all: Arc<ClusterState>,
+    pub(crate) context: backends::Context,
     /// Reply size limits for the refresher's own queries.
-    pub limits: Limits,
-    pub router: Arc<Router>,
-    pub downstream: Arc<Downstream>,
+    pub(crate) limits: Limits,
+    pub(crate) router: Arc<Router>,
+    pub(crate) downstream: Arc<Downstream>,
 }
 
 impl Parts {
-    pub fn build(config: &Config) -> anyhow::Result<Parts> {
+    pub(crate) fn build(config: &Config) -> anyhow::Result<Parts> {
         let reply_limits = Limits::default();
         let metrics = Arc::new(Metrics::new(&config.metrics));
         let upstreams = Arc::new(
@@ -120,7 +120,7 @@ impl Parts {
 
     /// The background tasks: the default backend's map (refresher or Sentinel), latency watch,
     /// node health checks, refreshes while a primary is ejected, learning the cluster's commands.
-    pub fn spawn_background(&self, config: &Config, stop: &watch::Receiver<bool>) {
+    pub(crate) fn spawn_background(&self, config: &Config, stop: &watch::Receiver<bool>) {
         match &config.sentinel {
             Some(sentinel) => {
                 tokio::spawn(crate::sentinel::follow(

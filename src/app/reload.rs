@@ -30,24 +30,24 @@ pub type ConfigSource = Arc<dyn Fn() -> Result<Config, ConfigError> + Send + Syn
 
 /// The running parts a reload reconfigures.
 pub(super) struct Reloadable {
-    pub router: Arc<Router>,
-    pub downstream: Arc<Downstream>,
-    pub upstreams: Arc<Upstreams>,
-    pub cluster: Arc<ClusterState>,
+    pub(crate) router: Arc<Router>,
+    pub(crate) downstream: Arc<Downstream>,
+    pub(crate) upstreams: Arc<Upstreams>,
+    pub(crate) cluster: Arc<ClusterState>,
     /// The named backends: a reload starts new ones and stops removed ones.
-    pub backends: Backends,
+    pub(crate) backends: Backends,
     /// What `/readyz` checks; replaced with `backends`.
-    pub backend_states: Arc<crate::admin::BackendStates>,
+    pub(crate) backend_states: Arc<crate::admin::BackendStates>,
     /// What starting a backend needs.
-    pub context: Context,
-    pub metrics: Arc<Metrics>,
+    pub(crate) context: Context,
+    pub(crate) metrics: Arc<Metrics>,
     /// What `/config` shows (redacted); also read at shutdown for `drain_timeout`.
-    pub shown: Arc<ArcSwap<Value>>,
+    pub(crate) shown: Arc<ArcSwap<Value>>,
     /// The config in effect; `drain_timeout` is read from it at shutdown.
-    pub current: Arc<ArcSwap<Config>>,
+    pub(crate) current: Arc<ArcSwap<Config>>,
     /// Digests of the secrets in effect (read at start-up, then by each reload), so a reload
     /// can name a secret whose file or variable changed.
-    pub secrets: SecretDigests,
+    pub(crate) secrets: SecretDigests,
 }
 
 /// Takes over SIGHUP (whose default action ends the process). Called before anything is

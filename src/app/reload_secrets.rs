@@ -9,11 +9,11 @@ use crate::config::Config;
 #[derive(Debug, Default)]
 pub(super) struct SecretChanges {
     /// Applied now (`auth.*`; a backend's password when that backend restarts).
-    pub live: Vec<String>,
+    pub(crate) live: Vec<String>,
     /// Read once at start-up: the running value stays until a restart.
-    pub restart: Vec<String>,
+    pub(crate) restart: Vec<String>,
     /// What runs now: the new digests of the live keys, the old ones of the others.
-    pub running: SecretDigests,
+    pub(crate) running: SecretDigests,
 }
 
 /// Compares `before` (what runs) with `read` (the file's secrets, read for this reload).

@@ -1,3 +1,5 @@
+//! Tests of the SIGHUP reload: which settings apply at once and which need a restart.
+
 use std::time::Duration;
 
 use super::*;

@@ -4,8 +4,9 @@
 //!
 //! With neither `requirepass` nor users configured, every client is the unrestricted default
 //! user and nothing here runs per command.
+#![warn(unreachable_pub, missing_docs)]
 
-pub use crate::values::secret::{PasswordDigest, Secret};
+pub(crate) use crate::values::secret::{PasswordDigest, Secret};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,29 +22,29 @@ use crate::commands::CommandSpec;
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// The `default` user's password (`AUTH <password>`), like redis-server's `requirepass`.
-    pub requirepass: Option<Secret>,
+    pub(crate) requirepass: Option<Secret>,
     /// Named users (`AUTH <user> <password>`).
-    pub users: Vec<UserConfig>,
+    pub(crate) users: Vec<UserConfig>,
     /// Failed authentications one connection may make before redcar closes it; 0: no limit.
-    pub max_failures: u32,
+    pub(crate) max_failures: u32,
 }
 
 /// One entry of `auth.users`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct UserConfig {
-    pub name: String,
-    pub password: Secret,
+pub(crate) struct UserConfig {
+    pub(crate) name: String,
+    pub(crate) password: Secret,
     /// Refuse every command that may write.
     #[serde(default)]
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     /// Commands (`get`, `config`, `client|kill`) or categories (`@read`, `@all`) the user may
     /// run; empty means all.
     #[serde(default)]
-    pub allow: Vec<String>,
+    pub(crate) allow: Vec<String>,
     /// Commands or categories refused even when `allow` matches (`@admin`, `@dangerous`, `flushall`).
     #[serde(default)]
-    pub deny: Vec<String>,
+    pub(crate) deny: Vec<String>,
 }
 
 /// A command or a category in `allow` / `deny`.
@@ -88,8 +89,8 @@ impl Rule {
 
 /// An authenticated identity and what it may run.
 #[derive(Debug)]
-pub struct User {
-    pub name: String,
+pub(crate) struct User {
+    pub(crate) name: String,
     digest: Option<PasswordDigest>,
     read_only: bool,
     allow: Vec<Rule>,
@@ -120,12 +121,12 @@ impl User {
 
     /// True when no rule can refuse a command (the session then skips the check).
     #[inline]
-    pub fn is_unrestricted(&self) -> bool {
+    pub(crate) fn is_unrestricted(&self) -> bool {
         self.unrestricted
     }
 
     /// Whether the user may run `spec`.
-    pub fn may_run(&self, spec: &CommandSpec) -> bool {
+    pub(crate) fn may_run(&self, spec: &CommandSpec) -> bool {
         let writes = spec.has_flag(flags::WRITE)
             || spec.acl_categories & acl::WRITE != 0
             || runs_writable_script(spec);
@@ -137,7 +138,7 @@ impl User {
     }
 
     /// Redis's refusal for a command the user may not run.
-    pub fn refusal(&self, spec: &CommandSpec) -> Bytes {
+    pub(crate) fn refusal(&self, spec: &CommandSpec) -> Bytes {
         Bytes::from(format!(
             "-NOPERM User {} has no permissions to run the '{}' command\r\n",
             self.name, spec.name
@@ -157,12 +158,13 @@ pub struct Users {
     max_failures: u32,
 }
 
-pub const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
-pub const WRONGPASS: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+pub(crate) const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
+pub(crate) const WRONGPASS: &[u8] =
+    b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
 
 impl Users {
     /// No authentication: everyone is the unrestricted default user.
-    pub fn open() -> Users {
+    pub(crate) fn open() -> Users {
         Users {
             default: None,
             named: HashMap::new(),
@@ -172,12 +174,12 @@ impl Users {
     }
 
     /// `auth.max_failures`: failed logins after which a connection is closed (0: never).
-    pub fn max_failures(&self) -> u32 {
+    pub(crate) fn max_failures(&self) -> u32 {
         self.max_failures
     }
 
     /// Resolves the config (reads files and environment variables); errors name the key.
-    pub fn from_config(config: &AuthConfig) -> Result<Users, String> {
+    pub(crate) fn from_config(config: &AuthConfig) -> Result<Users, String> {
         if config.requirepass.is_none() && config.users.is_empty() {
             return Ok(Users::open());
         }
@@ -210,14 +212,14 @@ impl Users {
     }
 
     /// The identity of a client that has not authenticated: `None` when it must.
-    pub fn anonymous(&self) -> Option<Arc<User>> {
+    pub(crate) fn anonymous(&self) -> Option<Arc<User>> {
         self.anonymous.clone()
     }
 
     /// `user` as this (reloaded) set defines it: the same name with the same password, else
     /// `None` (removed, or the password changed). The open default user only matches the open
     /// default user, so turning `requirepass` on logs out clients that never authenticated.
-    pub fn renewed(&self, user: &User) -> Option<Arc<User>> {
+    pub(crate) fn renewed(&self, user: &User) -> Option<Arc<User>> {
         let candidate = if user.name == "default" {
             self.default.as_ref().or(self.anonymous.as_ref())
         } else {
@@ -229,7 +231,7 @@ impl Users {
     }
 
     /// `AUTH [user] password`: the user, or the reply refusing it.
-    pub fn login(&self, user: Option<&[u8]>, password: &[u8]) -> Result<Arc<User>, Bytes> {
+    pub(crate) fn login(&self, user: Option<&[u8]>, password: &[u8]) -> Result<Arc<User>, Bytes> {
         let candidate = match user {
             None | Some(b"default") => self.default.as_ref(),
             Some(name) => std::str::from_utf8(name)
@@ -262,7 +264,7 @@ fn runs_writable_script(spec: &CommandSpec) -> bool {
 }
 
 /// True for commands Redis serves before authentication (AUTH, HELLO, QUIT, ...).
-pub fn allowed_before_auth(spec: &CommandSpec) -> bool {
+pub(crate) fn allowed_before_auth(spec: &CommandSpec) -> bool {
     spec.has_flag(flags::NO_AUTH)
 }
 

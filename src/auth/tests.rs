@@ -1,3 +1,5 @@
+//! Tests of AUTH, users and per-user command rules.
+
 use bytes::Bytes;
 
 use super::*;

@@ -7,7 +7,7 @@ use crate::router::ReadPolicy;
 use crate::sentinel::SentinelConfig;
 
 /// The name of the backend that `cluster.seeds` (`--cluster`) defines.
-pub const DEFAULT_BACKEND: &str = "default";
+pub(crate) const DEFAULT_BACKEND: &str = "default";
 
 /// One named backend (`backends.<name>`); `kind` picks the variant.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -26,7 +26,7 @@ pub enum BackendConfig {
 #[serde(deny_unknown_fields)]
 pub struct ClusterBackend {
     /// Nodes asked for the topology (HOST:PORT).
-    pub seeds: Vec<String>,
+    pub(crate) seeds: Vec<String>,
 }
 
 /// `kind: standalone`.
@@ -34,10 +34,10 @@ pub struct ClusterBackend {
 #[serde(deny_unknown_fields)]
 pub struct StandaloneBackend {
     /// The node that takes writes (HOST:PORT).
-    pub primary: String,
+    pub(crate) primary: String,
     /// Replicas of `primary` that a read policy may read from.
     #[serde(default)]
-    pub replicas: Vec<String>,
+    pub(crate) replicas: Vec<String>,
 }
 
 /// One entry of `routes:`.
@@ -45,35 +45,35 @@ pub struct StandaloneBackend {
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// Keys starting with this (the longest matching prefix wins) go to `backend`.
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// A name from `backends:`, or `default` (the `cluster.seeds` cluster).
-    pub backend: String,
+    pub(crate) backend: String,
     /// Remove `prefix` from the keys before forwarding (`sess:42` is stored as `42`).
     #[serde(default)]
-    pub strip_prefix: bool,
+    pub(crate) strip_prefix: bool,
     /// Where this route's reads go; `router.read_policy` when absent.
     #[serde(default)]
-    pub read_policy: Option<ReadPolicy>,
+    pub(crate) read_policy: Option<ReadPolicy>,
     /// Copy this route's commands to a second backend (fire-and-forget).
     #[serde(default)]
-    pub mirror: Option<MirrorConfig>,
+    pub(crate) mirror: Option<MirrorConfig>,
 }
 
 /// `routes[].mirror`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct MirrorConfig {
+pub(crate) struct MirrorConfig {
     /// The backend that receives the copies.
-    pub backend: String,
+    pub(crate) backend: String,
     /// Share of the route's commands copied, 0 to 100.
     #[serde(default = "hundred")]
-    pub percent: u32,
+    pub(crate) percent: u32,
     /// Copy reads too (writes only by default).
     #[serde(default)]
-    pub reads: bool,
+    pub(crate) reads: bool,
     /// Copies awaiting the mirror's reply; more are dropped (`redcar_mirror_dropped_total`).
     #[serde(default = "default_mirror_in_flight")]
-    pub max_in_flight: usize,
+    pub(crate) max_in_flight: usize,
 }
 
 fn hundred() -> u32 {
@@ -86,7 +86,7 @@ fn default_mirror_in_flight() -> usize {
 
 impl BackendConfig {
     /// `cluster`, `standalone` or `sentinel`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             BackendConfig::Cluster(_) => "cluster",
             BackendConfig::Standalone(_) => "standalone",

@@ -2,12 +2,11 @@
 //! `ClusterState` with its own topology source, started and stopped as a unit, so the router
 //! serves a standalone node or a Sentinel-managed primary exactly like a cluster (a one-shard
 //! map owning every slot).
+#![warn(unreachable_pub, missing_docs)]
 
 mod config;
 
-pub use config::{
-    BackendConfig, ClusterBackend, MirrorConfig, RouteConfig, StandaloneBackend, DEFAULT_BACKEND,
-};
+pub(crate) use config::{BackendConfig, MirrorConfig, RouteConfig, DEFAULT_BACKEND};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,10 +20,9 @@ use crate::router::{Mirror, Route, RouteTable, RouteTarget};
 use crate::upstream::Upstreams;
 
 /// One running backend.
-pub struct Backend {
-    pub name: Arc<str>,
-    pub config: BackendConfig,
-    pub state: Arc<ClusterState>,
+struct Backend {
+    pub(crate) config: BackendConfig,
+    pub(crate) state: Arc<ClusterState>,
     /// Held only to be dropped: the topology source waits on the receiver and stops when the
     /// backend is dropped (a reload removed or changed it).
     _stop: watch::Sender<bool>,
@@ -32,17 +30,17 @@ pub struct Backend {
 
 /// What starting a backend needs from the rest of the proxy.
 #[derive(Clone)]
-pub struct Context {
-    pub upstreams: Arc<Upstreams>,
-    pub metrics: Arc<Metrics>,
-    pub limits: Limits,
+pub(crate) struct Context {
+    pub(crate) upstreams: Arc<Upstreams>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) limits: Limits,
     /// `cluster:` timings, shared by every `kind: cluster` backend.
-    pub cluster: ClusterConfig,
+    pub(crate) cluster: ClusterConfig,
 }
 
 /// The running backends by name; the `cluster.seeds` cluster is added as `default`.
 #[derive(Default)]
-pub struct Backends {
+pub(crate) struct Backends {
     running: BTreeMap<String, Arc<Backend>>,
     /// The `default` backend's state (run by the wiring itself), when `cluster.seeds` is set.
     default: Option<Arc<ClusterState>>,
@@ -50,7 +48,7 @@ pub struct Backends {
 
 impl Backends {
     /// Starts every backend of `configs`; `default` is the `cluster.seeds` cluster, if any.
-    pub fn start(
+    pub(crate) fn start(
         configs: &BTreeMap<String, BackendConfig>,
         default: Option<Arc<ClusterState>>,
         context: &Context,
@@ -65,20 +63,20 @@ impl Backends {
 
     /// Brings the running set in line with `configs` (a reload): unchanged backends keep
     /// running (and their maps), changed ones restart, removed ones stop.
-    pub fn update(&mut self, configs: &BTreeMap<String, BackendConfig>, context: &Context) {
+    pub(crate) fn update(&mut self, configs: &BTreeMap<String, BackendConfig>, context: &Context) {
         self.running
             .retain(|name, b| configs.get(name) == Some(&b.config));
         for (name, config) in configs {
             if !self.running.contains_key(name) {
                 tracing::info!(backend = %name, kind = config.kind(), "starting backend");
-                let backend = start(name, config, context);
+                let backend = start(config, context);
                 self.running.insert(name.clone(), Arc::new(backend));
             }
         }
     }
 
     /// A backend's slot map by name (`default` included).
-    pub fn state(&self, name: &str) -> Option<Arc<ClusterState>> {
+    pub(crate) fn state(&self, name: &str) -> Option<Arc<ClusterState>> {
         if name == DEFAULT_BACKEND {
             return self.default.clone();
         }
@@ -86,7 +84,7 @@ impl Backends {
     }
 
     /// Every backend with its state, `default` first (readiness, admin pages).
-    pub fn states(&self) -> Vec<(String, Arc<ClusterState>)> {
+    pub(crate) fn states(&self) -> Vec<(String, Arc<ClusterState>)> {
         let default = self
             .default
             .iter()
@@ -100,7 +98,7 @@ impl Backends {
 
     /// The route table for `routes` over the running backends. Validation has checked that
     /// every name exists; a name that does not is skipped with an error in the log.
-    pub fn table(
+    pub(crate) fn table(
         &self,
         routes: &[RouteConfig],
         ignore_case: bool,
@@ -148,7 +146,7 @@ impl Backends {
 }
 
 /// Starts one backend's topology source.
-fn start(name: &str, config: &BackendConfig, context: &Context) -> Backend {
+fn start(config: &BackendConfig, context: &Context) -> Backend {
     let (stop, stopped) = watch::channel(false);
     let state = match config {
         BackendConfig::Cluster(cluster) => {
@@ -193,7 +191,6 @@ fn start(name: &str, config: &BackendConfig, context: &Context) -> Backend {
         }
     };
     Backend {
-        name: Arc::from(name),
         config: config.clone(),
         state,
         _stop: stop,

@@ -12,7 +12,7 @@ use super::SLOT_COUNT;
 const LISTED: usize = 4;
 
 /// One line for the first map adopted.
-pub fn describe_first(next: &impl SlotOwners, nodes: &[&str]) -> String {
+pub(crate) fn describe_first(next: &impl SlotOwners, nodes: &[&str]) -> String {
     format!(
         "first slot map: {} primaries, {} nodes, {} of {SLOT_COUNT} slots owned",
         next.primaries().len(),
@@ -22,7 +22,7 @@ pub fn describe_first(next: &impl SlotOwners, nodes: &[&str]) -> String {
 }
 
 /// One line saying how `next` differs from `previous` (`*_nodes`: every address in each map).
-pub fn describe_change(
+pub(crate) fn describe_change(
     previous: &impl SlotOwners,
     previous_nodes: &[&str],
     next: &impl SlotOwners,

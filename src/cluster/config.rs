@@ -17,14 +17,14 @@ pub struct ClusterConfig {
     pub refresh_interval: Duration,
     /// Deadline for one `CLUSTER SLOTS` + `CLUSTER NODES` query.
     #[serde(with = "units::duration")]
-    pub refresh_timeout: Duration,
+    pub(crate) refresh_timeout: Duration,
     /// Minimum time between two refreshes, so a burst of MOVED replies triggers one refresh.
     #[serde(with = "units::duration")]
-    pub refresh_min_gap: Duration,
+    pub(crate) refresh_min_gap: Duration,
     /// Every this many MOVED replies ask for a refresh; 0: redirects never do.
-    pub redirect_refresh_threshold: u32,
+    pub(crate) redirect_refresh_threshold: u32,
     /// Every this many upstream failures ask for a refresh; 0: failures never do.
-    pub failure_refresh_threshold: u32,
+    pub(crate) failure_refresh_threshold: u32,
 }
 
 impl Default for ClusterConfig {

@@ -22,18 +22,18 @@ use crate::protocol::Frame;
 /// a slot is marked its reads go to the primary, whose `-ASK`s renew the mark, and a refresh
 /// reaches the source or target only now and then (it asks one node at random); the mark ends
 /// sooner on the `-MOVED` that follows the handover.
-pub const HOLD: Duration = Duration::from_secs(60);
+const HOLD: Duration = Duration::from_secs(60);
 
 /// How long a mark outlives the end of its migration at most: until the map names the new
 /// owner (before that, reads would go to the old owner's replicas, and one that has not heard of
 /// the handover still serves the slot without the keys that moved). A map that names the new
 /// owner ends the mark at once ([`MigratingSlots::note_new_map`]).
-pub const GRACE: Duration = Duration::from_secs(5);
+pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
 const WORDS: usize = SLOT_COUNT / 64;
 
 /// The migrating slots: a bitmap (the hot path's one test) and, per slot, when its mark lapses.
-pub struct MigratingSlots {
+pub(crate) struct MigratingSlots {
     bits: Box<[AtomicU64]>,
     /// Seconds since `base` at which each slot's mark lapses; read only for marked slots.
     until: Box<[AtomicU32]>,
@@ -41,7 +41,7 @@ pub struct MigratingSlots {
 }
 
 impl MigratingSlots {
-    pub fn new() -> MigratingSlots {
+    pub(crate) fn new() -> MigratingSlots {
         MigratingSlots {
             bits: (0..WORDS).map(|_| AtomicU64::new(0)).collect(),
             until: (0..SLOT_COUNT).map(|_| AtomicU32::new(0)).collect(),
@@ -52,7 +52,7 @@ impl MigratingSlots {
     /// True while `slot` is marked migrating. One relaxed load and a bit test when it is not;
     /// no allocation either way.
     #[inline]
-    pub fn contains(&self, slot: u16) -> bool {
+    pub(crate) fn contains(&self, slot: u16) -> bool {
         let (word, bit) = position(slot);
         if self.bits[word].load(Ordering::Relaxed) & bit == 0 {
             return false;
@@ -61,19 +61,19 @@ impl MigratingSlots {
     }
 
     /// A `-ASK` for `slot`: it is migrating now.
-    pub fn note_ask(&self, slot: u16) {
+    pub(crate) fn note_ask(&self, slot: u16) {
         self.mark(slot, self.now());
     }
 
     /// A `-MOVED` for `slot`: its owner changed for good, so any migration of it is over (a new
     /// one is seen again by its first `-ASK`).
-    pub fn note_moved(&self, slot: u16) {
+    pub(crate) fn note_moved(&self, slot: u16) {
         self.wind_down(slot, self.now());
     }
 
     /// A refresh's `CLUSTER NODES` reply: its own line's markers mark their slots, and a slot it
     /// owns with no marker is not migrating (it is the source, or the target after handover).
-    pub fn note_cluster_nodes(&self, reply: &Frame) {
+    pub(crate) fn note_cluster_nodes(&self, reply: &Frame) {
         let Some(text) = reply.as_bytes().and_then(|b| std::str::from_utf8(b).ok()) else {
             return;
         };
@@ -99,7 +99,7 @@ impl MigratingSlots {
     /// is followed); the old owner's replicas, which may still serve the slot without them, are
     /// no longer asked. Keeping the mark for [`GRACE`] would send those reads to the new owner
     /// alone, and a new owner frozen in that time would time them out with a replica in sync.
-    pub fn note_new_map(&self, previous: &Topology, next: &Topology) {
+    pub(crate) fn note_new_map(&self, previous: &Topology, next: &Topology) {
         let owner = |map: &Topology, slot: u16| map.shard(slot).map(|s| s.primary.addr().clone());
         for slot in self.slots() {
             let now = owner(next, slot);
@@ -110,7 +110,7 @@ impl MigratingSlots {
     }
 
     /// The slots marked now, in order (`/topology`).
-    pub fn slots(&self) -> Vec<u16> {
+    pub(crate) fn slots(&self) -> Vec<u16> {
         (0..SLOT_COUNT as u16)
             .filter(|&slot| self.contains(slot))
             .collect()
@@ -166,11 +166,6 @@ impl MigratingSlots {
             .unwrap_or(u32::MAX - 1)
             .saturating_add(1)
     }
-
-    #[cfg(test)]
-    fn age(&mut self, by: Duration) {
-        self.base = self.base.checked_sub(by).unwrap_or(self.base);
-    }
 }
 
 impl Default for MigratingSlots {
@@ -190,6 +185,13 @@ mod tests {
 
     use super::*;
     use bytes::Bytes;
+
+    impl MigratingSlots {
+        /// Moves the clock `by` into the future, as if that much time had passed.
+        fn age(&mut self, by: Duration) {
+            self.base = self.base.checked_sub(by).unwrap_or(self.base);
+        }
+    }
 
     const A: &str = "07c37dfeb235213a872192d90877d0cd55635b91";
     const B: &str = "67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1";

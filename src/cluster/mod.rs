@@ -4,6 +4,7 @@
 //! a complete new snapshot and swaps it in at once, so nobody sees half an update. It never
 //! adopts a map older than the current one (config epochs) and confirms surprising changes with a
 //! second node first (`safety`).
+#![warn(unreachable_pub, missing_docs)]
 
 mod change;
 mod config;
@@ -16,9 +17,10 @@ mod slot;
 mod state;
 mod topology;
 
-pub use config::ClusterConfig;
-pub use migrating::MigratingSlots;
-pub use refresh::Refresher;
-pub use slot::{key_slot, SLOT_COUNT};
-pub use state::ClusterState;
-pub use topology::{Shard, Topology};
+pub(crate) use config::ClusterConfig;
+pub(crate) use migrating::MigratingSlots;
+pub(crate) use refresh::Refresher;
+pub use slot::key_slot;
+pub(crate) use slot::SLOT_COUNT;
+pub(crate) use state::ClusterState;
+pub(crate) use topology::{Shard, Topology};

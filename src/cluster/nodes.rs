@@ -13,24 +13,24 @@ use crate::protocol::Frame;
 
 /// What redcar needs from one `CLUSTER NODES` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NodeState {
-    pub config_epoch: u64,
+pub(crate) struct NodeState {
+    pub(crate) config_epoch: u64,
     /// Flagged `fail` (the cluster agreed; `fail?` is only one node's suspicion), `handshake` or
     /// `noaddr`: the node cannot serve, so it is not offered as a replica.
-    pub unusable: bool,
+    pub(crate) unusable: bool,
     /// Flagged `slave`: a replica in this node's view (whether or not `CLUSTER SLOTS` lists it).
-    pub replica: bool,
+    pub(crate) replica: bool,
     /// A member with an address: not `handshake` (being met, under a temporary id) nor `noaddr`.
     /// Such a node that owns no slot and is not a replica in this node's view is one whose role
     /// has not reached it yet: a new replica, right after `CLUSTER REPLICATE` or cluster creation.
-    pub member: bool,
+    pub(crate) member: bool,
 }
 
 /// Node id → state.
-pub type NodeStates = HashMap<String, NodeState>;
+pub(crate) type NodeStates = HashMap<String, NodeState>;
 
 /// Parses the reply (a bulk string with one line per node).
-pub fn parse_cluster_nodes_reply(reply: &Frame) -> Result<NodeStates, String> {
+pub(crate) fn parse_cluster_nodes_reply(reply: &Frame) -> Result<NodeStates, String> {
     if let Frame::Error(message) = reply {
         return Err(format!(
             "CLUSTER NODES failed: {}",
@@ -46,7 +46,7 @@ pub fn parse_cluster_nodes_reply(reply: &Frame) -> Result<NodeStates, String> {
 
 /// Parses the text of `CLUSTER NODES`. Any malformed line makes the whole reply an error: a
 /// half-read list could hide the epoch that matters.
-pub fn parse_cluster_nodes(text: &str) -> Result<NodeStates, String> {
+pub(crate) fn parse_cluster_nodes(text: &str) -> Result<NodeStates, String> {
     let mut states = NodeStates::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -163,14 +163,14 @@ fn slot_number(value: &str) -> Result<u16, String> {
 /// primary: the ranges it owns, and the slots it is migrating out or importing (Redis shows
 /// those markers on a node's own line only).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct OwnSlots {
-    pub owned: Vec<(u16, u16)>,
-    pub moving: Vec<u16>,
+pub(crate) struct OwnSlots {
+    pub(crate) owned: Vec<(u16, u16)>,
+    pub(crate) moving: Vec<u16>,
 }
 
 /// [`OwnSlots`] from the text of `CLUSTER NODES`; `None` when no primary's line is `myself` or
 /// that line is malformed.
-pub fn own_slots(text: &str) -> Option<OwnSlots> {
+pub(crate) fn own_slots(text: &str) -> Option<OwnSlots> {
     let line = text.lines().find(|line| {
         line.split_ascii_whitespace()
             .nth(2)
@@ -201,7 +201,7 @@ pub fn own_slots(text: &str) -> Option<OwnSlots> {
 /// Checks that every node of `CLUSTER SLOTS` has an id `CLUSTER NODES` lists, so the two replies
 /// describe the same cluster view (they come from one node, but a server too old to send ids
 /// cannot be joined).
-pub fn check_join(ranges: &[SlotRange], states: &NodeStates) -> Result<(), String> {
+pub(crate) fn check_join(ranges: &[SlotRange], states: &NodeStates) -> Result<(), String> {
     let nodes = ranges
         .iter()
         .flat_map(|r| r.primary.iter().chain(r.replicas.iter()));

@@ -4,26 +4,29 @@ use crate::protocol::Frame;
 
 /// One entry of `CLUSTER SLOTS`: a slot range, its primary and replicas.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SlotRange {
-    pub start: u16,
-    pub end: u16,
-    pub primary: Option<SlotNode>,
-    pub replicas: Vec<SlotNode>,
+pub(crate) struct SlotRange {
+    pub(crate) start: u16,
+    pub(crate) end: u16,
+    pub(crate) primary: Option<SlotNode>,
+    pub(crate) replicas: Vec<SlotNode>,
 }
 
 /// A node of a `CLUSTER SLOTS` entry: the address to use (it honours
 /// `cluster-preferred-endpoint-type`) and the node id, which joins it with `CLUSTER NODES`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SlotNode {
-    pub addr: String,
+pub(crate) struct SlotNode {
+    pub(crate) addr: String,
     /// Absent only in replies of servers older than Redis 4.
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
 }
 
 /// Parses the reply. `answered_by` is the `host:port` that was asked: an empty host in the reply
 /// means "the node you asked" (Redis 7 `cluster-preferred-endpoint-type`), and `?` means the
 /// endpoint is unknown, so that node is left out (a range with no known primary stays unowned).
-pub fn parse_cluster_slots(reply: &Frame, answered_by: &str) -> Result<Vec<SlotRange>, String> {
+pub(crate) fn parse_cluster_slots(
+    reply: &Frame,
+    answered_by: &str,
+) -> Result<Vec<SlotRange>, String> {
     if let Frame::Error(message) = reply {
         return Err(format!(
             "CLUSTER SLOTS failed: {}",

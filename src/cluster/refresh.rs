@@ -38,17 +38,17 @@ const CLUSTER_SLOTS_AND_NODES: &[u8] =
 const ASK_NEXT_AFTER: Duration = Duration::from_millis(100);
 
 /// The refresh task.
-pub struct Refresher {
-    pub state: Arc<ClusterState>,
-    pub upstreams: Arc<Upstreams>,
-    pub limits: Limits,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct Refresher {
+    pub(crate) state: Arc<ClusterState>,
+    pub(crate) upstreams: Arc<Upstreams>,
+    pub(crate) limits: Limits,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Refresher {
     /// Refreshes now, then every `refresh_interval` (more often while the map leaves out a
     /// replica the cluster knows: `watch`) or on request, until `shutdown` fires.
-    pub async fn run(self, mut shutdown: signal::Receiver<bool>) {
+    pub(crate) async fn run(self, mut shutdown: signal::Receiver<bool>) {
         let mut watch = Watch::default();
         loop {
             let started = Instant::now();
@@ -73,7 +73,7 @@ impl Refresher {
 
     /// Asks known nodes (healthy ones first, in random order), then the seeds, until an answer
     /// settles it.
-    pub async fn refresh_once(&self) -> bool {
+    async fn refresh_once(&self) -> bool {
         self.state.refresh_started();
         let complete = self.try_refresh().await;
         self.metrics.refresh(complete);

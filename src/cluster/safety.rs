@@ -10,7 +10,7 @@ use std::fmt;
 use super::{Topology, SLOT_COUNT};
 
 /// The part of a slot map the safety rules read.
-pub trait SlotOwners {
+pub(crate) trait SlotOwners {
     /// The primary address owning `slot` and its config epoch.
     fn owner(&self, slot: u16) -> Option<(&str, u64)>;
     /// False when the map's epochs are unknown (`CLUSTER NODES` unreadable).
@@ -27,12 +27,12 @@ pub trait SlotOwners {
 /// candidate node has not heard of a newer claim yet. `epoch` is `None` when the candidate's
 /// epochs are unknown, so its change of owner cannot be checked.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Stale {
-    pub slot: u16,
-    pub owner: String,
-    pub epoch: Option<u64>,
-    pub current_owner: String,
-    pub current_epoch: u64,
+pub(crate) struct Stale {
+    pub(crate) slot: u16,
+    pub(crate) owner: String,
+    pub(crate) epoch: Option<u64>,
+    pub(crate) current_owner: String,
+    pub(crate) current_epoch: u64,
 }
 
 /// Slot → index into `KnownEpochs::owners` for a slot never owned in a map with epochs.
@@ -43,7 +43,7 @@ const NONE: u16 = u16::MAX;
 /// erase what was known, so a node that missed a failover cannot hand the slot back to the old
 /// owner in either case. Built by the refresher only (once per adopted map), never per command.
 #[derive(Debug, Default)]
-pub struct KnownEpochs {
+pub(crate) struct KnownEpochs {
     /// Slot → index into `owners`; empty until the first map with epochs.
     slots: Vec<u16>,
     owners: Vec<(String, u64)>,
@@ -51,7 +51,7 @@ pub struct KnownEpochs {
 
 impl KnownEpochs {
     /// `self` updated with `map`'s owners; the same when `map`'s epochs are unknown.
-    pub fn updated(&self, map: &impl SlotOwners) -> KnownEpochs {
+    pub(crate) fn updated(&self, map: &impl SlotOwners) -> KnownEpochs {
         if !map.has_epochs() {
             return KnownEpochs {
                 slots: self.slots.clone(),
@@ -114,7 +114,7 @@ impl SlotOwners for KnownEpochs {
 
 /// Why a candidate map needs a second node's agreement before it is adopted.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Surprise {
+pub(crate) enum Surprise {
     /// It owns fewer slots than the current map.
     FewerSlots { current: usize, candidate: usize },
     /// A current primary is in it neither as a primary nor as a replica.
@@ -148,7 +148,7 @@ impl fmt::Display for Surprise {
 /// win, so its word is the best there is; this lets through the one legitimate move to a lower
 /// epoch, `CLUSTER SETSLOT <slot> NODE` on a target that was not `IMPORTING` (its epoch is not
 /// bumped, yet Redis 7 hands the slot over once the old owner lets go of it).
-pub fn stale_slot(
+pub(crate) fn stale_slot(
     known: &impl SlotOwners,
     candidate: &impl SlotOwners,
     source: &str,
@@ -176,7 +176,7 @@ pub fn stale_slot(
 
 /// Whether replacing `current` with `candidate` is surprising enough to ask another node first.
 /// One partitioned node's view must not make redcar flap.
-pub fn surprise(current: &impl SlotOwners, candidate: &impl SlotOwners) -> Option<Surprise> {
+pub(crate) fn surprise(current: &impl SlotOwners, candidate: &impl SlotOwners) -> Option<Surprise> {
     if candidate.owned() < current.owned() {
         return Some(Surprise::FewerSlots {
             current: current.owned(),
@@ -208,7 +208,7 @@ fn moved_slots(current: &impl SlotOwners, candidate: &impl SlotOwners) -> usize 
 /// slot the same primary, `Some(false)` it does not, `None` it cannot vouch either way — it is
 /// stale itself, or its epochs are unknown while redcar knows some (a node that missed the change
 /// proves nothing against it, and an unverifiable map proves nothing for it).
-pub fn second_opinion(
+pub(crate) fn second_opinion(
     known: &impl SlotOwners,
     candidate: &impl SlotOwners,
     second: &Topology,
@@ -230,7 +230,7 @@ fn second_opinion_of(
 }
 
 /// True when both maps give every slot the same primary (epochs and replicas aside).
-pub fn same_assignment(a: &impl SlotOwners, b: &impl SlotOwners) -> bool {
+fn same_assignment(a: &impl SlotOwners, b: &impl SlotOwners) -> bool {
     (0..SLOT_COUNT as u16)
         .all(|slot| a.owner(slot).map(|(o, _)| o) == b.owner(slot).map(|(o, _)| o))
 }

@@ -44,12 +44,12 @@ struct EventCount {
 
 impl ClusterState {
     /// A state with the default refresh thresholds (tests and tools).
-    pub fn new() -> ClusterState {
+    pub(crate) fn new() -> ClusterState {
         ClusterState::with_config(&ClusterConfig::default())
     }
 
     /// A state whose `note_*` thresholds come from `config`.
-    pub fn with_config(config: &ClusterConfig) -> ClusterState {
+    pub(crate) fn with_config(config: &ClusterConfig) -> ClusterState {
         ClusterState {
             topology: ArcSwapOption::empty(),
             refresh_wanted: Notify::new(),
@@ -65,13 +65,13 @@ impl ClusterState {
     }
 
     /// `cluster:` as it is now (read by the refresher once per refresh).
-    pub fn config(&self) -> Arc<ClusterConfig> {
+    pub(crate) fn config(&self) -> Arc<ClusterConfig> {
         self.config.load_full()
     }
 
     /// Reloaded `cluster:` settings: intervals and timeouts from the next refresh, thresholds
     /// from the next event.
-    pub fn reconfigure(&self, config: ClusterConfig) {
+    pub(crate) fn reconfigure(&self, config: ClusterConfig) {
         self.redirects
             .set_threshold(config.redirect_refresh_threshold);
         self.failures
@@ -81,30 +81,30 @@ impl ClusterState {
 
     /// The slots seen migrating (marked by ASK replies and refreshes).
     #[inline]
-    pub fn migrating(&self) -> &MigratingSlots {
+    pub(crate) fn migrating(&self) -> &MigratingSlots {
         &self.migrating
     }
 
     /// The current snapshot (lock-free).
-    pub fn topology(&self) -> Option<Arc<Topology>> {
+    pub(crate) fn topology(&self) -> Option<Arc<Topology>> {
         self.topology.load_full()
     }
 
     /// The current snapshot for a short look (routing one command): no reference count is
     /// touched, so threads routing at once do not contend on the snapshot's counter.
     #[inline]
-    pub fn topology_now(&self) -> arc_swap::Guard<Option<Arc<Topology>>> {
+    pub(crate) fn topology_now(&self) -> arc_swap::Guard<Option<Arc<Topology>>> {
         self.topology.load()
     }
 
     /// Asks the refresher to run soon (after `refresh_min_gap`). Called directly when a node is
     /// ejected or anything else makes the map suspect.
-    pub fn request_refresh(&self) {
+    pub(crate) fn request_refresh(&self) {
         self.refresh_wanted.notify_one();
     }
 
     /// Counts one MOVED reply; every `redirect_refresh_threshold`-th asks for a refresh.
-    pub fn note_redirect(&self) {
+    pub(crate) fn note_redirect(&self) {
         if self.redirects.note() {
             self.request_refresh();
         }
@@ -112,32 +112,32 @@ impl ClusterState {
 
     /// Counts one upstream failure (connect failed, connection lost); every
     /// `failure_refresh_threshold`-th asks for a refresh.
-    pub fn note_failure(&self) {
+    pub(crate) fn note_failure(&self) {
         if self.failures.note() {
             self.request_refresh();
         }
     }
 
     /// True once a complete slot map has been known.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 
     /// Resolves when a new snapshot is adopted (or immediately if one was adopted since `seen`).
-    pub async fn changed_since(&self, seen: u64) -> u64 {
+    pub(crate) async fn changed_since(&self, seen: u64) -> u64 {
         let mut rx = self.version.subscribe();
         let result = rx.wait_for(|v| *v != seen).await;
         result.map_or(seen, |v| *v)
     }
 
     /// The number of snapshots adopted so far.
-    pub fn version(&self) -> u64 {
+    pub(crate) fn version(&self) -> u64 {
         *self.version.borrow()
     }
 
     /// Resolves when someone asked for a refresh (the refresher, or another topology source
     /// such as the Sentinel follower, waits on it).
-    pub async fn refresh_wanted(&self) {
+    pub(crate) async fn refresh_wanted(&self) {
         self.refresh_wanted.notified().await;
     }
 
@@ -159,18 +159,18 @@ impl ClusterState {
     }
 
     /// Why the last failed query for a map failed (`node: reason`), if none succeeded since.
-    pub fn refresh_error(&self) -> Option<Arc<String>> {
+    pub(crate) fn refresh_error(&self) -> Option<Arc<String>> {
         self.refresh_error.load_full()
     }
 
     /// Records why the last query for a map failed (shown to clients while no map is known).
-    pub fn note_refresh_error(&self, error: String) {
+    pub(crate) fn note_refresh_error(&self, error: String) {
         self.refresh_error.store(Some(Arc::new(error)));
     }
 
     /// Installs a new snapshot. The refresher calls it after its safety checks; other topology
     /// sources (Sentinel, a static standalone node) call it directly.
-    pub fn adopt(&self, topology: Topology) {
+    pub(crate) fn adopt(&self, topology: Topology) {
         self.refresh_error.store(None);
         if topology.is_complete() {
             self.ready.store(true, Ordering::Release);

@@ -12,16 +12,16 @@ const UNOWNED: u16 = u16::MAX;
 
 /// A primary and its replicas, as handles to their shared connections.
 #[derive(Debug)]
-pub struct Shard {
-    pub primary: Arc<Node>,
+pub(crate) struct Shard {
+    pub(crate) primary: Arc<Node>,
     /// Replicas the cluster does not consider failed (`fail`, `handshake`, `noaddr`).
-    pub replicas: Vec<Arc<Node>>,
+    pub(crate) replicas: Vec<Arc<Node>>,
     /// The primary's config epoch (`CLUSTER NODES`); 0 when the map's epochs are unknown.
-    pub epoch: u64,
+    pub(crate) epoch: u64,
 }
 
 /// The slot map. Built whole, never mutated: a refresh swaps in a new one.
-pub struct Topology {
+pub(crate) struct Topology {
     /// Slot → index into `shards`, or `UNOWNED`.
     slots: Box<[u16]>,
     shards: Vec<Shard>,
@@ -42,7 +42,7 @@ impl Topology {
     /// Builds the map from parsed ranges, grouping ranges with the same primary into one shard.
     /// `states` (from `CLUSTER NODES`, already joined by id) gives epochs and drops failed
     /// replicas; without it every epoch is 0 and the map says it has none.
-    pub fn build(
+    pub(crate) fn build(
         ranges: &[SlotRange],
         states: Option<&NodeStates>,
         upstreams: &Upstreams,
@@ -86,7 +86,7 @@ impl Topology {
     /// A map in which one primary (with these replicas) owns all 16384 slots: how a
     /// non-cluster backend (a standalone node, a Sentinel-managed primary) looks to the router,
     /// so pipelining, read policies, retries and health work for it unchanged.
-    pub fn single_shard(
+    pub(crate) fn single_shard(
         primary: &str,
         replicas: &[String],
         upstreams: &Upstreams,
@@ -112,7 +112,7 @@ impl Topology {
     /// replica under `read_policy: primary`, a primary demoted by a failover) is put on standby:
     /// its pooled connections close within a second of their last command. Each node's health
     /// learns its role too (a primary's ejections do not grow: `Health::set_primary`).
-    pub fn assign_standby(&self, reads_replicas: bool) {
+    pub(crate) fn assign_standby(&self, reads_replicas: bool) {
         for shard in &self.shards {
             shard.primary.set_standby(false);
             shard.primary.health().set_primary(true);
@@ -124,43 +124,43 @@ impl Topology {
     }
 
     /// True when the shards' epochs were read from `CLUSTER NODES`.
-    pub fn has_epochs(&self) -> bool {
+    pub(crate) fn has_epochs(&self) -> bool {
         self.has_epochs
     }
 
     /// Replicas (and slotless nodes) the cluster knows and this map leaves out (node ids,
     /// sorted).
-    pub fn left_out(&self) -> &[String] {
+    pub(crate) fn left_out(&self) -> &[String] {
         &self.left_out
     }
 
     /// The shard that owns `slot`, if any.
-    pub fn shard(&self, slot: u16) -> Option<&Shard> {
+    pub(crate) fn shard(&self, slot: u16) -> Option<&Shard> {
         let index = *self.slots.get(usize::from(slot))?;
         self.shards.get(usize::from(index))
     }
 
     /// True when every slot has an owner.
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.owned == SLOT_COUNT
     }
 
     /// How many slots have an owner.
-    pub fn owned_slots(&self) -> usize {
+    pub(crate) fn owned_slots(&self) -> usize {
         self.owned
     }
 
-    pub fn shards(&self) -> &[Shard] {
+    pub(crate) fn shards(&self) -> &[Shard] {
         &self.shards
     }
 
     /// The node this snapshot was read from.
-    pub fn source(&self) -> &str {
+    pub(crate) fn source(&self) -> &str {
         &self.source
     }
 
     /// Every node address in the map, primaries first.
-    pub fn addrs(&self) -> impl Iterator<Item = &Arc<str>> {
+    pub(crate) fn addrs(&self) -> impl Iterator<Item = &Arc<str>> {
         let primaries = self.shards.iter().map(|s| s.primary.addr());
         let replicas = self
             .shards
@@ -170,7 +170,7 @@ impl Topology {
     }
 
     /// Contiguous slot ranges with the same owner, in slot order.
-    pub fn ranges(&self) -> Vec<(u16, u16, Option<&Shard>)> {
+    pub(crate) fn ranges(&self) -> Vec<(u16, u16, Option<&Shard>)> {
         let mut ranges = Vec::new();
         let mut start = 0;
         while start < SLOT_COUNT {
@@ -191,7 +191,7 @@ impl Topology {
 
     /// A one-line description of who owns what (`start-end:primary+replica...`), to log when
     /// the map changes.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let parts: Vec<String> = self
             .ranges()
             .into_iter()

@@ -12,24 +12,24 @@ use super::spec::{flags, key_flags, BeginSearch, CommandSpec, FindKeys, KeySpec}
 #[serde(deny_unknown_fields)]
 pub struct CustomCommand {
     /// The command's name, any case (`MYMOD.GET`).
-    pub name: String,
+    pub(crate) name: String,
     /// Argument index of the first key: 1 is the argument right after the name.
-    pub first_key: i32,
+    pub(crate) first_key: i32,
     /// Index of the last key; negative counts from the end (-1: the last argument). Defaults to
     /// `first_key` (one key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_key: Option<i32>,
+    pub(crate) last_key: Option<i32>,
     /// Every `key_step`-th argument from the first to the last key is a key (2 for key/value pairs).
     #[serde(default = "one")]
-    pub key_step: i32,
+    pub(crate) key_step: i32,
     /// Whether the command may write. Writes are never sent again once they may have reached a
     /// node; `false` lets a read be retried after a broken connection.
     #[serde(default = "yes")]
-    pub write: bool,
+    pub(crate) write: bool,
     /// Redis arity: exact argument count including the name, or negative for a minimum. Defaults
     /// to "at least up to the last fixed key".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arity: Option<i32>,
+    pub(crate) arity: Option<i32>,
 }
 
 fn one() -> i32 {
@@ -52,7 +52,7 @@ impl CustomCommand {
 
     /// The spec the router uses, as the legacy first/last/step become a Redis 7 range key spec
     /// (what Redis itself does in `populateCommandLegacyRangeSpec`).
-    pub fn spec(&self) -> CommandSpec {
+    pub(crate) fn spec(&self) -> CommandSpec {
         let (command_flags, key_access) = if self.write {
             (flags::WRITE, key_flags::RW | key_flags::UPDATE)
         } else {
@@ -86,7 +86,7 @@ impl CustomCommand {
 
 /// Checks every declared command; the message names the offending key, e.g.
 /// `custom_commands[1].key_step`.
-pub fn validate(commands: &[CustomCommand]) -> Result<(), String> {
+pub(crate) fn validate(commands: &[CustomCommand]) -> Result<(), String> {
     for (i, command) in commands.iter().enumerate() {
         let key = |field: &str| format!("`custom_commands[{i}].{field}`");
         let name = command.name.as_str();

@@ -7,7 +7,7 @@ use super::spec::{self, key_flags, BeginSearch, CommandSpec, FindKeys};
 use super::table::{COMMANDS, REDIS_VERSION};
 
 /// The whole docs/commands.md text for the builtin table.
-pub fn render_markdown() -> String {
+pub(crate) fn render_markdown() -> String {
     let mut out = String::new();
     header(&mut out);
     for top in COMMANDS {
@@ -63,7 +63,7 @@ fn header(out: &mut String) {
 
 fn row(out: &mut String, spec: &CommandSpec) {
     let name = spec.name.replace('|', " ").to_ascii_uppercase();
-    let flags: Vec<&str> = spec::names_of(spec::flags::NAMES, spec.flags).collect();
+    let flags: Vec<&str> = names_of(spec::flags::NAMES, spec.flags).collect();
     let served = match policy::serve(spec) {
         Serve::Keyed => match policy::keyed_note(spec) {
             Some(note) => format!("keyed; {note}"),
@@ -109,4 +109,12 @@ fn keys_summary(spec: &CommandSpec) -> &'static str {
     } else {
         "yes"
     }
+}
+
+/// Redis' names of the bits set in `bits`, in bit order (for docs).
+fn names_of(table: &[spec::Named], bits: u32) -> impl Iterator<Item = &'static str> + '_ {
+    table
+        .iter()
+        .filter(move |(_, b)| bits & b != 0)
+        .map(|(n, _)| *n)
 }

@@ -9,7 +9,7 @@ use super::spec::{key_flags, BeginSearch, CommandSpec, FindKeys, KeySpec};
 
 /// Whether the indices found are all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyScan {
+pub(crate) enum KeyScan {
     /// Every key position the specs describe was found.
     Complete,
     /// Some spec is `INCOMPLETE` or `unknown` (SORT's STORE/BY/GET, MIGRATE's KEYS form):
@@ -20,7 +20,7 @@ pub enum KeyScan {
 
 /// The arguments don't fit the command's key specs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     /// Too few arguments, a non-numeric or negative key count, or a key count pointing past
     /// the end. Redis would reply with an arity or syntax error; let it.
     #[error("arguments do not match the command's key specification")]
@@ -47,7 +47,7 @@ impl Select {
 /// Pushes the index (into `args`, where `args[0]` is the command name) of every key.
 /// Specs flagged `NOT_KEY` (shard channels) are skipped, as Redis does for keys.
 /// On error `out` is left as it was.
-pub fn key_indices(
+pub(crate) fn key_indices(
     spec: &CommandSpec,
     args: &[Bytes],
     out: &mut Vec<usize>,
@@ -56,7 +56,7 @@ pub fn key_indices(
 }
 
 /// Pushes every argument that determines the slot: keys and shard channels, in spec order.
-pub fn routing_indices(
+pub(crate) fn routing_indices(
     spec: &CommandSpec,
     args: &[Bytes],
     out: &mut Vec<usize>,

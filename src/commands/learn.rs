@@ -13,7 +13,7 @@ use super::spec::{self, BeginSearch, CommandSpec, FindKeys, KeySpec};
 /// verbatim strings) → `Str`; arrays and sets → `Array`; RESP3 maps → `Array` of
 /// alternating key, value (exactly the RESP2 shape); null / nil → `Nil`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InfoValue {
+pub(crate) enum InfoValue {
     Int(i64),
     Str(Bytes),
     Array(Vec<InfoValue>),
@@ -211,7 +211,7 @@ pub(crate) fn leak(learned: Learned) -> &'static CommandSpec {
     Box::leak(Box::new(into_static(learned)))
 }
 
-pub(crate) fn into_static(learned: Learned) -> CommandSpec {
+fn into_static(learned: Learned) -> CommandSpec {
     let mut subcommands: Vec<CommandSpec> =
         learned.subcommands.into_iter().map(into_static).collect();
     // Lookup binary-searches subcommands by name.

@@ -12,43 +12,45 @@ use super::table::COMMANDS;
 
 /// Longest command or subcommand name we look up; longer names are simply unknown
 /// (the longest Redis 7 name is 20 bytes), which keeps lowercasing on the stack.
-pub const MAX_NAME_LEN: usize = 32;
+pub(crate) const MAX_NAME_LEN: usize = 32;
 
 /// Upper bound on runtime-learned top-level commands: learned specs are leaked, so a
 /// misbehaving node must not be able to grow memory without limit.
-pub const MAX_LEARNED: usize = 1024;
+pub(crate) const MAX_LEARNED: usize = 1024;
 
 /// Looks `args` up in the builtin table only; see [`CommandTable::lookup`].
-pub fn lookup(args: &[Bytes]) -> Option<&'static CommandSpec> {
-    let mut buf = [0u8; MAX_NAME_LEN];
-    let name = lowercase(args.first()?, &mut buf)?;
-    find_builtin(name).map(|spec| resolve(spec, args))
+/// Every command passes through here: the name is hashed and compared in place, in any case,
+/// without first being copied and lowercased.
+pub(crate) fn lookup(args: &[Bytes]) -> Option<&'static CommandSpec> {
+    BuiltinIndex::get()
+        .find_any_case(args.first()?)
+        .map(|spec| resolve(spec, args))
 }
 
 /// The builtin table plus specs learned at runtime from a node's `COMMAND INFO`.
 /// Cloning is cheap: learned specs are `'static` references.
 #[derive(Debug, Clone, Default)]
-pub struct CommandTable {
+pub(crate) struct CommandTable {
     learned: HashMap<&'static str, &'static CommandSpec>,
 }
 
 impl CommandTable {
     /// The table with only the builtin (generated) commands.
-    pub fn builtin() -> Self {
+    pub(crate) fn builtin() -> Self {
         Self::default()
     }
 
     /// Spec for a command line: `args[0]` is the name in any case; when the command is a
     /// container and `args[1]` names one of its subcommands, the subcommand's spec
     /// (`CLIENT SETNAME` → `client|setname`), otherwise the container's.
-    pub fn lookup(&self, args: &[Bytes]) -> Option<&'static CommandSpec> {
+    pub(crate) fn lookup(&self, args: &[Bytes]) -> Option<&'static CommandSpec> {
         let mut buf = [0u8; MAX_NAME_LEN];
         let name = lowercase(args.first()?, &mut buf)?;
         self.top(name).map(|spec| resolve(spec, args))
     }
 
     /// Spec by Redis name, any case: `"get"` or `"client|setname"` (as `COMMAND INFO` takes).
-    pub fn by_name(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+    pub(crate) fn by_name(&self, name: &[u8]) -> Option<&'static CommandSpec> {
         let mut buf = [0u8; MAX_NAME_LEN];
         let name = lowercase(name, &mut buf)?;
         match name.split_once('|') {
@@ -57,27 +59,10 @@ impl CommandTable {
         }
     }
 
-    /// Every top-level command: builtin ones sorted by name, then learned ones sorted by name.
-    pub fn iter(&self) -> impl Iterator<Item = &'static CommandSpec> {
-        let mut learned: Vec<&'static CommandSpec> = self.learned.values().copied().collect();
-        learned.sort_by_key(|spec| spec.name);
-        COMMANDS.iter().chain(learned)
-    }
-
-    /// Number of top-level commands (what `COMMAND COUNT` reports).
-    pub fn len(&self) -> usize {
-        COMMANDS.len() + self.learned.len()
-    }
-
-    /// Never true: the builtin table is not empty. Present for API symmetry with `len`.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Learns commands from a decoded `COMMAND INFO` / `COMMAND` reply (see [`InfoValue`]).
     /// Only names not yet known are added (each is leaked once); malformed entries are
     /// skipped. Returns how many new top-level commands were added.
-    pub fn learn(&mut self, reply: &InfoValue) -> usize {
+    pub(crate) fn learn(&mut self, reply: &InfoValue) -> usize {
         let InfoValue::Array(entries) = reply else {
             return 0;
         };
@@ -103,7 +88,7 @@ impl CommandTable {
 
     /// Adds a spec declared in the configuration (`custom_commands`, already validated not to
     /// clash with a builtin name). Learning later skips its name, so the declaration wins.
-    pub fn declare(&mut self, spec: &'static CommandSpec) {
+    pub(crate) fn declare(&mut self, spec: &'static CommandSpec) {
         self.learned.insert(spec.name, spec);
     }
 
@@ -157,11 +142,22 @@ impl BuiltinIndex {
     }
 
     fn find(&self, name: &str) -> Option<&'static CommandSpec> {
-        let mut slot = name_hash(name) & self.mask;
+        self.find_any_case(name.as_bytes())
+    }
+
+    /// [`find`](Self::find) for a name in any case. The builtin names are lowercase ASCII, so a
+    /// byte-wise case-insensitive match is the same as lowercasing the name first; a name that
+    /// is not ASCII (or not UTF-8) matches none of them, as before.
+    #[inline]
+    fn find_any_case(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        if name.len() > MAX_NAME_LEN {
+            return None;
+        }
+        let mut slot = name_hash_any_case(name) & self.mask;
         loop {
             let at = usize::from(*self.slots.get(slot)?);
             let spec = COMMANDS.get(at.checked_sub(1)?)?;
-            if spec.name == name {
+            if spec.name.len() == name.len() && spec.name.as_bytes().eq_ignore_ascii_case(name) {
                 return Some(spec);
             }
             slot = (slot + 1) & self.mask;
@@ -172,8 +168,14 @@ impl BuiltinIndex {
 /// FNV-1a: a few instructions per byte for names of 3–20 bytes, and no keys an attacker chooses
 /// can hurt a table that only ever holds the fixed builtin names.
 fn name_hash(name: &str) -> usize {
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    name_hash_any_case(name.as_bytes())
+}
+
+/// [`name_hash`] of the name lowercased (ASCII), without lowercasing a copy first.
+#[inline]
+fn name_hash_any_case(name: &[u8]) -> usize {
+    let hash = name.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0000_01b3)
     });
     // Fold the high bits in: the mask keeps only the low ones.
     (hash ^ (hash >> 32)) as usize

@@ -6,6 +6,26 @@ use super::*;
 use crate::commands::test_server::{Reply, TestServer};
 use crate::commands::COMMANDS;
 
+/// What only the tests (here and in learn_tests.rs) read of the table.
+impl CommandTable {
+    /// Every top-level command: builtin ones sorted by name, then learned ones sorted by name.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &'static CommandSpec> {
+        let mut learned: Vec<&'static CommandSpec> = self.learned.values().copied().collect();
+        learned.sort_by_key(|spec| spec.name);
+        COMMANDS.iter().chain(learned)
+    }
+
+    /// Number of top-level commands (what `COMMAND COUNT` reports).
+    pub(crate) fn len(&self) -> usize {
+        COMMANDS.len() + self.learned.len()
+    }
+
+    /// Never true: the builtin table is not empty. Present for API symmetry with `len`.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 fn args(line: &str) -> Vec<Bytes> {
     line.split(' ')
         .map(|t| Bytes::copy_from_slice(t.as_bytes()))
@@ -57,6 +77,8 @@ fn table_is_sorted_unique_and_lowercase() {
         assert!(sorted(spec.subcommands), "{}", spec.name);
         for s in std::iter::once(spec).chain(spec.subcommands) {
             assert_eq!(s.name, s.name.to_ascii_lowercase());
+            // `lookup` compares names byte by byte, case-insensitively: they must be ASCII.
+            assert!(s.name.is_ascii(), "{}", s.name);
             assert!(
                 s.name.split('|').all(|part| part.len() <= MAX_NAME_LEN),
                 "{}",
@@ -125,4 +147,29 @@ fn the_builtin_index_finds_every_command_and_nothing_else() {
     for absent in ["", "gett", "ge", "client|setname", "nosuchcommand"] {
         assert!(super::find_builtin(absent).is_none(), "{absent}");
     }
+}
+
+#[test]
+fn lookup_matches_names_in_any_case_and_nothing_else() {
+    let index = super::BuiltinIndex::get();
+    for spec in super::COMMANDS {
+        for name in [spec.name.to_string(), spec.name.to_ascii_uppercase()] {
+            let found = index.find_any_case(name.as_bytes()).expect("found");
+            assert!(std::ptr::eq(found, spec), "{name}");
+        }
+    }
+    // Bytes that only lowercase to a name outside ASCII, or are not UTF-8, match nothing.
+    for absent in [
+        &b"G\xc3\x89T"[..],
+        b"g\xffet",
+        b"GE",
+        b"GETT",
+        b"\x07et",
+        b"get ",
+    ] {
+        assert!(index.find_any_case(absent).is_none(), "{absent:?}");
+    }
+    // A name one byte off in the case bit that is not a letter ('@' is '`' & !0x20).
+    assert!(index.find_any_case(b"GE@").is_none());
+    assert_eq!(name_of(&"G".repeat(MAX_NAME_LEN + 1)), None);
 }

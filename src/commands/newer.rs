@@ -9,7 +9,7 @@
 use super::spec::{acl as a, flags as f, CommandSpec};
 
 /// `CLIENT SETINFO` as Redis 7.2 describes it.
-pub static CLIENT_SETINFO: CommandSpec = CommandSpec {
+static CLIENT_SETINFO: CommandSpec = CommandSpec {
     name: "client|setinfo",
     arity: 4,
     flags: f::NOSCRIPT | f::LOADING | f::STALE,
@@ -20,7 +20,7 @@ pub static CLIENT_SETINFO: CommandSpec = CommandSpec {
 };
 
 /// The newer subcommand `sub` of `container` (both lowercase), if redcar knows one.
-pub fn subcommand(container: &str, sub: &str) -> Option<&'static CommandSpec> {
+pub(crate) fn subcommand(container: &str, sub: &str) -> Option<&'static CommandSpec> {
     match (container, sub) {
         ("client", "setinfo") => Some(&CLIENT_SETINFO),
         _ => None,

@@ -7,7 +7,7 @@ use super::table::COMMANDS;
 
 /// Serving decision for one command (or subcommand).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Serve {
+pub(crate) enum Serve {
     /// Has keys: forward to the node owning their slot (the router computes and checks slots).
     Keyed,
     /// Answered by redcar itself.
@@ -41,14 +41,14 @@ pub enum Tx {
 /// The subscription commands: which kind of subscription, and whether it adds or removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sub {
-    pub kind: SubKind,
-    pub subscribe: bool,
+    pub(crate) kind: SubKind,
+    pub(crate) subscribe: bool,
 }
 
 /// Channels and patterns are cluster-wide (one node connection hears every message); shard
 /// channels live on the node owning their slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SubKind {
+pub(crate) enum SubKind {
     Channel,
     Pattern,
     Shard,
@@ -85,7 +85,7 @@ pub enum Local {
 
 /// How a fan-out command's per-primary replies become the client's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FanOut {
+pub(crate) enum FanOut {
     /// DBSIZE: the sum of the integers.
     DbSize,
     /// KEYS: the arrays concatenated.
@@ -114,7 +114,7 @@ pub enum FanOut {
 
 impl FanOut {
     /// Human text for docs: how the replies are merged.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             FanOut::DbSize => "sent to every primary; replies summed",
             FanOut::Keys => "sent to every primary; replies concatenated",
@@ -154,7 +154,7 @@ impl FanOut {
 
 /// How a multi-key command whose keys span several slots is split per slot and merged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SplitMerge {
+pub(crate) enum SplitMerge {
     /// MGET: the values in the original key order.
     Values,
     /// MSET: key/value pairs; OK only if every part is OK.
@@ -165,7 +165,7 @@ pub enum SplitMerge {
 
 impl SplitMerge {
     /// Arguments per key: 2 for MSET's key/value pairs, else 1.
-    pub fn step(self) -> usize {
+    pub(crate) fn step(self) -> usize {
         match self {
             SplitMerge::AllOk => 2,
             SplitMerge::Values | SplitMerge::Sum => 1,
@@ -173,12 +173,11 @@ impl SplitMerge {
     }
 }
 
-pub const NODE_ADMIN: &str = "node administration is not allowed through the proxy";
-pub const FAN_OUT: &str = "needs a fan-out to every primary; not yet supported";
-pub const CONNECTION_STATE: &str =
-    "changes server-side state of a connection shared by many clients";
-pub const CLUSTER_STATE: &str = "cluster connection state is managed by redcar";
-pub const KEYLESS: &str = "keyless command with no single target node";
+pub(crate) const NODE_ADMIN: &str = "node administration is not allowed through the proxy";
+const FAN_OUT: &str = "needs a fan-out to every primary; not yet supported";
+const CONNECTION_STATE: &str = "changes server-side state of a connection shared by many clients";
+const CLUSTER_STATE: &str = "cluster connection state is managed by redcar";
+const KEYLESS: &str = "keyless command with no single target node";
 
 const LOCAL: &[(&str, Local)] = &[
     ("auth", Local::Auth),
@@ -309,7 +308,7 @@ const CLUSTER_CONN: &[&str] = &["asking", "readonly", "readwrite"];
 /// lists (about 270 instructions for a GET under callgrind, 5% of its whole forwarding), so the
 /// answers for the builtin table's top-level commands are decided once and looked up by the
 /// spec's position in it; subcommands and learned or custom commands are decided each time.
-pub fn serve(spec: &CommandSpec) -> Serve {
+pub(crate) fn serve(spec: &CommandSpec) -> Serve {
     static BUILTIN: OnceLock<Vec<Serve>> = OnceLock::new();
     match builtin_index(spec) {
         Some(index) => BUILTIN.get_or_init(|| COMMANDS.iter().map(decide).collect())[index],
@@ -385,7 +384,7 @@ fn admin_keyed(name: &str) -> bool {
 
 /// How `spec` is split per slot when its keys span several slots; `None`: it must not be (it is
 /// atomic across its keys, or not a plain multi-key command), so cross-slot use is refused.
-pub fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
+pub(crate) fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
     SPLIT
         .iter()
         .find(|(n, _)| *n == spec.name)
@@ -393,12 +392,12 @@ pub fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
 }
 
 /// True for the keyed commands that block only when they carry a BLOCK option.
-pub fn blocks_with_option(spec: &CommandSpec) -> bool {
+pub(crate) fn blocks_with_option(spec: &CommandSpec) -> bool {
     BLOCK_OPTION.contains(&spec.name)
 }
 
 /// What a keyed command does beyond plain routing, for docs.
-pub fn keyed_note(spec: &CommandSpec) -> Option<&'static str> {
+pub(crate) fn keyed_note(spec: &CommandSpec) -> Option<&'static str> {
     if split_merge(spec).is_some() {
         Some("keys in several slots are split per slot and the replies merged")
     } else if blocks_with_option(spec) {
@@ -411,7 +410,7 @@ pub fn keyed_note(spec: &CommandSpec) -> Option<&'static str> {
 }
 
 /// Human text for docs and errors: what redcar does with the command.
-pub fn describe(spec: &CommandSpec) -> &'static str {
+pub(crate) fn describe(spec: &CommandSpec) -> &'static str {
     match serve(spec) {
         Serve::Keyed => keyed_note(spec).unwrap_or("routed to the primary owning its keys' slot"),
         Serve::Local(_) => "answered by redcar",

@@ -7,33 +7,33 @@
 #[derive(Debug, PartialEq, Eq)]
 pub struct CommandSpec {
     /// Lowercase, as Redis reports it: `"get"`, subcommands as `"client|setname"`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Redis arity: positive = exact argument count (incl. the name), negative = at least `-arity`.
-    pub arity: i32,
+    pub(crate) arity: i32,
     /// Bit set of [`flags`] constants.
-    pub flags: u32,
+    pub(crate) flags: u32,
     /// Bit set of [`acl`] constants.
-    pub acl_categories: u32,
+    pub(crate) acl_categories: u32,
     /// Command tips, e.g. `"request_policy:all_shards"`, `"nondeterministic_output"`.
-    pub tips: &'static [&'static str],
+    pub(crate) tips: &'static [&'static str],
     /// Redis 7 key specifications, in Redis order.
-    pub key_specs: &'static [KeySpec],
+    pub(crate) key_specs: &'static [KeySpec],
     /// Subcommands sorted by name; empty for plain commands.
-    pub subcommands: &'static [CommandSpec],
+    pub(crate) subcommands: &'static [CommandSpec],
 }
 
 /// One Redis 7 key specification: where to start looking and how to find keys from there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeySpec {
+pub(crate) struct KeySpec {
     /// Bit set of [`key_flags`] constants.
-    pub flags: u32,
-    pub begin: BeginSearch,
-    pub find: FindKeys,
+    pub(crate) flags: u32,
+    pub(crate) begin: BeginSearch,
+    pub(crate) find: FindKeys,
 }
 
 /// Where the search for keys starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BeginSearch {
+pub(crate) enum BeginSearch {
     /// Keys start at this fixed argument index.
     Index(i32),
     /// Keys start right after `keyword`; scanning starts at `start_from`
@@ -48,7 +48,7 @@ pub enum BeginSearch {
 
 /// How keys are found once the search has begun.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FindKeys {
+pub(crate) enum FindKeys {
     /// `last_key` relative to the begin index (negative: from the end); every `step`-th
     /// argument; with `last_key == -1`, `limit > 1` keeps only `1/limit` of the remaining args.
     Range {
@@ -69,17 +69,17 @@ pub enum FindKeys {
 
 impl CommandSpec {
     /// True when every bit of `flag` (a [`flags`] constant) is set.
-    pub fn has_flag(&self, flag: u32) -> bool {
+    pub(crate) fn has_flag(&self, flag: u32) -> bool {
         self.flags & flag == flag
     }
 
     /// True when the command may take keys: any key spec or the movable-keys flag.
-    pub fn has_keys(&self) -> bool {
+    pub(crate) fn has_keys(&self) -> bool {
         !self.key_specs.is_empty() || self.has_flag(flags::MOVABLE_KEYS)
     }
 
     /// The container part of the name (`"client"` for `"client|setname"`).
-    pub fn container(&self) -> &'static str {
+    pub(crate) fn container(&self) -> &'static str {
         match self.name.split_once('|') {
             Some((container, _)) => container,
             None => self.name,
@@ -88,36 +88,36 @@ impl CommandSpec {
 }
 
 /// A name/bit pair: lets learning and docs translate Redis' words both ways.
-pub type Named = (&'static str, u32);
+pub(crate) type Named = (&'static str, u32);
 
 /// Command flags, as reported in `COMMAND INFO` (names in [`flags::NAMES`]).
-pub mod flags {
-    pub const WRITE: u32 = 1 << 0;
-    pub const READONLY: u32 = 1 << 1;
-    pub const DENYOOM: u32 = 1 << 2;
-    pub const MODULE: u32 = 1 << 3;
-    pub const ADMIN: u32 = 1 << 4;
-    pub const PUBSUB: u32 = 1 << 5;
-    pub const NOSCRIPT: u32 = 1 << 6;
-    pub const BLOCKING: u32 = 1 << 7;
-    pub const LOADING: u32 = 1 << 8;
-    pub const STALE: u32 = 1 << 9;
-    pub const SKIP_MONITOR: u32 = 1 << 10;
-    pub const SKIP_SLOWLOG: u32 = 1 << 11;
-    pub const ASKING: u32 = 1 << 12;
-    pub const FAST: u32 = 1 << 13;
-    pub const NO_AUTH: u32 = 1 << 14;
-    pub const MAY_REPLICATE: u32 = 1 << 15;
-    pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
-    pub const NO_MULTI: u32 = 1 << 17;
-    pub const MOVABLE_KEYS: u32 = 1 << 18;
-    pub const ALLOW_BUSY: u32 = 1 << 19;
-    pub const NO_ASYNC_LOADING: u32 = 1 << 20;
-    pub const SENTINEL: u32 = 1 << 21;
-    pub const ONLY_SENTINEL: u32 = 1 << 22;
+pub(crate) mod flags {
+    pub(crate) const WRITE: u32 = 1 << 0;
+    pub(crate) const READONLY: u32 = 1 << 1;
+    pub(crate) const DENYOOM: u32 = 1 << 2;
+    pub(crate) const MODULE: u32 = 1 << 3;
+    pub(crate) const ADMIN: u32 = 1 << 4;
+    pub(crate) const PUBSUB: u32 = 1 << 5;
+    pub(crate) const NOSCRIPT: u32 = 1 << 6;
+    pub(crate) const BLOCKING: u32 = 1 << 7;
+    pub(crate) const LOADING: u32 = 1 << 8;
+    pub(crate) const STALE: u32 = 1 << 9;
+    pub(crate) const SKIP_MONITOR: u32 = 1 << 10;
+    pub(crate) const SKIP_SLOWLOG: u32 = 1 << 11;
+    pub(crate) const ASKING: u32 = 1 << 12;
+    pub(crate) const FAST: u32 = 1 << 13;
+    pub(crate) const NO_AUTH: u32 = 1 << 14;
+    const MAY_REPLICATE: u32 = 1 << 15;
+    pub(crate) const NO_MANDATORY_KEYS: u32 = 1 << 16;
+    pub(crate) const NO_MULTI: u32 = 1 << 17;
+    pub(crate) const MOVABLE_KEYS: u32 = 1 << 18;
+    pub(crate) const ALLOW_BUSY: u32 = 1 << 19;
+    pub(crate) const NO_ASYNC_LOADING: u32 = 1 << 20;
+    pub(crate) const SENTINEL: u32 = 1 << 21;
+    const ONLY_SENTINEL: u32 = 1 << 22;
 
     /// Redis' spelling of each flag, in bit order.
-    pub const NAMES: &[super::Named] = &[
+    pub(crate) const NAMES: &[super::Named] = &[
         ("write", WRITE),
         ("readonly", READONLY),
         ("denyoom", DENYOOM),
@@ -145,31 +145,31 @@ pub mod flags {
 }
 
 /// ACL categories (`@read`, `@write`, ...); names in [`acl::NAMES`] without the `@`.
-pub mod acl {
-    pub const KEYSPACE: u32 = 1 << 0;
-    pub const READ: u32 = 1 << 1;
-    pub const WRITE: u32 = 1 << 2;
-    pub const SET: u32 = 1 << 3;
-    pub const SORTEDSET: u32 = 1 << 4;
-    pub const LIST: u32 = 1 << 5;
-    pub const HASH: u32 = 1 << 6;
-    pub const STRING: u32 = 1 << 7;
-    pub const BITMAP: u32 = 1 << 8;
-    pub const HYPERLOGLOG: u32 = 1 << 9;
-    pub const GEO: u32 = 1 << 10;
-    pub const STREAM: u32 = 1 << 11;
-    pub const PUBSUB: u32 = 1 << 12;
-    pub const ADMIN: u32 = 1 << 13;
-    pub const FAST: u32 = 1 << 14;
-    pub const SLOW: u32 = 1 << 15;
-    pub const BLOCKING: u32 = 1 << 16;
-    pub const DANGEROUS: u32 = 1 << 17;
-    pub const CONNECTION: u32 = 1 << 18;
-    pub const TRANSACTION: u32 = 1 << 19;
-    pub const SCRIPTING: u32 = 1 << 20;
+pub(crate) mod acl {
+    pub(crate) const KEYSPACE: u32 = 1 << 0;
+    pub(crate) const READ: u32 = 1 << 1;
+    pub(crate) const WRITE: u32 = 1 << 2;
+    pub(crate) const SET: u32 = 1 << 3;
+    pub(crate) const SORTEDSET: u32 = 1 << 4;
+    pub(crate) const LIST: u32 = 1 << 5;
+    pub(crate) const HASH: u32 = 1 << 6;
+    pub(crate) const STRING: u32 = 1 << 7;
+    pub(crate) const BITMAP: u32 = 1 << 8;
+    pub(crate) const HYPERLOGLOG: u32 = 1 << 9;
+    pub(crate) const GEO: u32 = 1 << 10;
+    pub(crate) const STREAM: u32 = 1 << 11;
+    pub(crate) const PUBSUB: u32 = 1 << 12;
+    pub(crate) const ADMIN: u32 = 1 << 13;
+    pub(crate) const FAST: u32 = 1 << 14;
+    pub(crate) const SLOW: u32 = 1 << 15;
+    pub(crate) const BLOCKING: u32 = 1 << 16;
+    pub(crate) const DANGEROUS: u32 = 1 << 17;
+    pub(crate) const CONNECTION: u32 = 1 << 18;
+    pub(crate) const TRANSACTION: u32 = 1 << 19;
+    pub(crate) const SCRIPTING: u32 = 1 << 20;
 
     /// Redis' spelling of each category (without `@`), in bit order.
-    pub const NAMES: &[super::Named] = &[
+    pub(crate) const NAMES: &[super::Named] = &[
         ("keyspace", KEYSPACE),
         ("read", READ),
         ("write", WRITE),
@@ -195,23 +195,23 @@ pub mod acl {
 }
 
 /// Key-spec flags (`RO`, `access`, `not_key`, ...); names in [`key_flags::NAMES`].
-pub mod key_flags {
-    pub const RO: u32 = 1 << 0;
-    pub const RW: u32 = 1 << 1;
-    pub const OW: u32 = 1 << 2;
-    pub const RM: u32 = 1 << 3;
-    pub const ACCESS: u32 = 1 << 4;
-    pub const UPDATE: u32 = 1 << 5;
-    pub const INSERT: u32 = 1 << 6;
-    pub const DELETE: u32 = 1 << 7;
+pub(crate) mod key_flags {
+    pub(crate) const RO: u32 = 1 << 0;
+    pub(crate) const RW: u32 = 1 << 1;
+    pub(crate) const OW: u32 = 1 << 2;
+    pub(crate) const RM: u32 = 1 << 3;
+    pub(crate) const ACCESS: u32 = 1 << 4;
+    pub(crate) const UPDATE: u32 = 1 << 5;
+    pub(crate) const INSERT: u32 = 1 << 6;
+    pub(crate) const DELETE: u32 = 1 << 7;
     /// Not a real key, e.g. the shard channel of SPUBLISH/SSUBSCRIBE (still hashed to a slot).
-    pub const NOT_KEY: u32 = 1 << 8;
+    pub(crate) const NOT_KEY: u32 = 1 << 8;
     /// The spec may miss keys (MIGRATE's KEYS form: a key named "keys" confuses it).
-    pub const INCOMPLETE: u32 = 1 << 9;
-    pub const VARIABLE_FLAGS: u32 = 1 << 10;
+    pub(crate) const INCOMPLETE: u32 = 1 << 9;
+    pub(crate) const VARIABLE_FLAGS: u32 = 1 << 10;
 
     /// Redis' spelling of each flag, in bit order.
-    pub const NAMES: &[super::Named] = &[
+    pub(crate) const NAMES: &[super::Named] = &[
         ("RO", RO),
         ("RW", RW),
         ("OW", OW),
@@ -228,7 +228,7 @@ pub mod key_flags {
 
 /// Bits for the names Redis reported; names this version doesn't know are ignored
 /// (a newer server may add flags, which must not break learning).
-pub fn bits_of<'a>(table: &[Named], names: impl IntoIterator<Item = &'a [u8]>) -> u32 {
+pub(crate) fn bits_of<'a>(table: &[Named], names: impl IntoIterator<Item = &'a [u8]>) -> u32 {
     let mut out = 0;
     for name in names {
         let name = name.strip_prefix(b"@").unwrap_or(name);
@@ -240,12 +240,4 @@ pub fn bits_of<'a>(table: &[Named], names: impl IntoIterator<Item = &'a [u8]>) -
         }
     }
     out
-}
-
-/// Redis' names of the bits set in `bits`, in bit order (for docs).
-pub fn names_of(table: &[Named], bits: u32) -> impl Iterator<Item = &'static str> + '_ {
-    table
-        .iter()
-        .filter(move |(_, b)| bits & b != 0)
-        .map(|(n, _)| *n)
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// A decoded RESP2 reply (enough for COMMAND GETKEYS / COMMAND INFO).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     Status(String),
     Error(String),
     Int(i64),
@@ -16,7 +16,7 @@ pub enum Reply {
 }
 
 /// A redis-server on a free port in a temp dir; killed on drop.
-pub struct TestServer {
+pub(crate) struct TestServer {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
@@ -26,12 +26,12 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server, or `None` (after printing why) when `redis-server` is unavailable,
     /// so the cross-checks degrade to a skip on machines without Redis.
-    pub fn start() -> Option<Self> {
+    pub(crate) fn start() -> Option<Self> {
         TestServer::start_with(&[])
     }
 
     /// [`start`](Self::start) with extra `redis-server` arguments (e.g. `--replicaof`).
-    pub fn start_with(extra: &[&str]) -> Option<Self> {
+    pub(crate) fn start_with(extra: &[&str]) -> Option<Self> {
         let dir = tempfile::tempdir().ok()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .ok()?
@@ -78,12 +78,12 @@ impl TestServer {
     }
 
     /// `127.0.0.1:PORT`
-    pub fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// Sends one command and reads its reply.
-    pub fn call(&mut self, args: &[&[u8]]) -> Reply {
+    pub(crate) fn call(&mut self, args: &[&[u8]]) -> Reply {
         let mut out = format!("*{}\r\n", args.len()).into_bytes();
         for arg in args {
             out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());

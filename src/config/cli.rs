@@ -14,24 +14,24 @@ use crate::values::units::parse_duration;
 pub struct Cli {
     /// YAML config file; flags given here override its values.
     #[arg(long, env = "REDCAR_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// TCP address to accept clients on, e.g. 127.0.0.1:6380.
     #[arg(long, env = "REDCAR_LISTEN", value_name = "ADDR")]
-    pub listen: Option<String>,
+    pub(crate) listen: Option<String>,
     /// Present the --listen listener as a one-node Redis Cluster owning every slot, for clients
     /// that insist on cluster mode (`cluster_facade.enabled`).
     #[arg(long, env = "REDCAR_CLUSTER_FACADE")]
-    pub cluster_facade: bool,
+    pub(crate) cluster_facade: bool,
     /// HOST:PORT the cluster facade announces instead of the address each client reached
     /// (`cluster_facade.announce`; behind NAT, Docker or Kubernetes).
     #[arg(long, env = "REDCAR_CLUSTER_FACADE_ANNOUNCE", value_name = "HOST:PORT")]
-    pub cluster_facade_announce: Option<String>,
+    cluster_facade_announce: Option<String>,
     /// Unix socket path to accept clients on.
     #[arg(long, env = "REDCAR_UNIX", value_name = "PATH")]
-    pub unix: Option<PathBuf>,
+    pub(crate) unix: Option<PathBuf>,
     /// Octal permissions of the Unix socket file (default 660).
     #[arg(long, env = "REDCAR_UNIX_PERMISSIONS", value_name = "OCTAL")]
-    pub unix_permissions: Option<String>,
+    pub(crate) unix_permissions: Option<String>,
     /// Cluster seed nodes, comma separated: HOST:PORT[,HOST:PORT...].
     #[arg(
         long,
@@ -39,7 +39,7 @@ pub struct Cli {
         value_name = "SEEDS",
         value_delimiter = ','
     )]
-    pub cluster: Vec<String>,
+    pub(crate) cluster: Vec<String>,
     /// Follow a Sentinel-managed primary instead of a cluster: the sentinels, comma separated
     /// (HOST:PORT[,HOST:PORT...]); needs --sentinel-master.
     #[arg(
@@ -48,13 +48,13 @@ pub struct Cli {
         value_name = "SENTINELS",
         value_delimiter = ','
     )]
-    pub sentinel: Vec<String>,
+    pub(crate) sentinel: Vec<String>,
     /// The primary's name as the sentinels monitor it (`sentinel monitor <name> ...`).
     #[arg(long, env = "REDCAR_SENTINEL_MASTER", value_name = "NAME")]
-    pub sentinel_master: Option<String>,
+    sentinel_master: Option<String>,
     /// HTTP admin address serving /healthz and /readyz.
     #[arg(long, env = "REDCAR_ADMIN", value_name = "ADDR")]
-    pub admin: Option<String>,
+    pub(crate) admin: Option<String>,
     /// Bearer token the admin API requires on every endpoint but /healthz and /readyz
     /// (`admin.token`). Prefer the environment variable or `{file: ...}` in the config: a
     /// flag's value is visible in the process list.
@@ -64,23 +64,23 @@ pub struct Cli {
         value_name = "TOKEN",
         hide_env_values = true
     )]
-    pub admin_token: Option<String>,
+    pub(crate) admin_token: Option<String>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, env = "REDCAR_LOG_LEVEL", value_name = "LEVEL")]
-    pub log_level: Option<String>,
+    pub(crate) log_level: Option<String>,
     /// Log format: text or json.
     #[arg(long, env = "REDCAR_LOG_FORMAT", value_name = "FORMAT")]
-    pub log_format: Option<String>,
+    pub(crate) log_format: Option<String>,
     /// Worker threads (0 = one per core).
     #[arg(long, env = "REDCAR_WORKERS", value_name = "N")]
-    pub workers: Option<usize>,
+    pub(crate) workers: Option<usize>,
     /// Threading model: auto (default), shared (one multi-thread runtime) or per-core (a runtime
     /// per worker).
     #[arg(long, env = "REDCAR_THREADING", value_name = "MODEL")]
-    pub threading: Option<crate::workers::Threading>,
+    pub(crate) threading: Option<crate::workers::Threading>,
     /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).
     #[arg(long, env = "REDCAR_OP_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
-    pub op_timeout: Option<Duration>,
+    pub(crate) op_timeout: Option<Duration>,
     /// Password clients must give with AUTH (the `default` user), as redis-server's
     /// --requirepass. Prefer `auth.requirepass` with `{file: ...}` or `{env: ...}` in the
     /// config: a flag's value is visible in the process list.
@@ -90,13 +90,13 @@ pub struct Cli {
         value_name = "PASSWORD",
         hide_env_values = true
     )]
-    pub requirepass: Option<String>,
+    pub(crate) requirepass: Option<String>,
     /// Where reads go: primary, prefer-primary, replica, prefer-replica or any.
     #[arg(long, env = "REDCAR_READ_POLICY", value_name = "POLICY", value_enum)]
-    pub read_policy: Option<crate::router::ReadPolicy>,
+    pub(crate) read_policy: Option<crate::router::ReadPolicy>,
     /// Persistent pipelined connections to each cluster node.
     #[arg(long, env = "REDCAR_CONNECTIONS_PER_NODE", value_name = "N")]
-    pub connections_per_node: Option<usize>,
+    pub(crate) connections_per_node: Option<usize>,
     /// Validate the configuration, print the effective config as YAML and exit.
     #[arg(long)]
     pub check_config: bool,
@@ -155,13 +155,13 @@ pub struct DoctorArgs {
         value_delimiter = ',',
         required = true
     )]
-    pub cluster: Vec<String>,
+    pub(crate) cluster: Vec<String>,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Bound on each connect and each command (e.g. 2s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// ACL user to authenticate as on every node (Redis 6+); needs --password.
     #[arg(
         long,
@@ -169,7 +169,7 @@ pub struct DoctorArgs {
         value_name = "USER",
         requires = "password"
     )]
-    pub user: Option<String>,
+    pub(crate) user: Option<String>,
     /// Password for AUTH on every node (the `default` user's without --user). Prefer the
     /// environment variable: a flag's value is visible in the process list.
     #[arg(
@@ -178,22 +178,22 @@ pub struct DoctorArgs {
         value_name = "PASSWORD",
         hide_env_values = true
     )]
-    pub password: Option<String>,
+    pub(crate) password: Option<String>,
     /// Connect to the nodes over TLS (as `upstream.tls.enabled`); needs --cacert.
     #[arg(long, requires = "cacert")]
-    pub tls: bool,
+    pub(crate) tls: bool,
     /// PEM file of the CA that signed the nodes' certificates (`upstream.tls.ca_file`).
     #[arg(long, value_name = "FILE", requires = "tls")]
-    pub cacert: Option<PathBuf>,
+    pub(crate) cacert: Option<PathBuf>,
     /// PEM client certificate, for nodes with `tls-auth-clients yes`; needs --key.
     #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
-    pub cert: Option<PathBuf>,
+    pub(crate) cert: Option<PathBuf>,
     /// PEM private key of --cert.
     #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
-    pub key: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
     /// Name to send as SNI and verify in the nodes' certificates (default: each node's host).
     #[arg(long, value_name = "NAME", requires = "tls")]
-    pub sni: Option<String>,
+    pub(crate) sni: Option<String>,
 }
 
 impl Cli {
@@ -224,7 +224,7 @@ impl Cli {
     }
 
     /// Overrides `config` with every flag that was given.
-    pub fn apply(&self, config: &mut Config) -> Result<(), ConfigError> {
+    pub(crate) fn apply(&self, config: &mut Config) -> Result<(), ConfigError> {
         set(&mut config.listen, self.listen.clone().map(Some));
         if self.cluster_facade {
             config.cluster_facade.enabled = true;

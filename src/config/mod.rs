@@ -3,12 +3,13 @@
 //! Each subsystem owns its leaf type (`cluster::ClusterConfig`, `upstream::UpstreamConfig`, ...)
 //! so no module imports `config`; this module only composes them and checks they fit together.
 //! Every key is documented in docs/configuration.md, and a test keeps the two in sync.
+#![warn(unreachable_pub, missing_docs)]
 
 mod cli;
 mod validate;
 mod validate_routes;
 
-pub mod secrets;
+pub(crate) mod secrets;
 
 pub use cli::{Cli, Command, ConfigCommand};
 
@@ -59,13 +60,18 @@ pub struct Config {
     /// How long SIGTERM/SIGINT waits for in-flight replies before closing clients.
     #[serde(with = "units::duration")]
     pub drain_timeout: Duration,
+    /// The Redis Cluster in front of which redcar runs: seeds and slot-map refresh.
     pub cluster: ClusterConfig,
     /// Follow one Sentinel-managed primary instead of a cluster (exclusive with
     /// `cluster.seeds`).
     pub sentinel: Option<SentinelConfig>,
+    /// Connections to the nodes: per-node pools, timeouts, health, AUTH and TLS.
     pub upstream: UpstreamConfig,
+    /// Command routing: read policy, retries, deadlines, hedged reads.
     pub router: RouterConfig,
+    /// Client sessions: limits, timeouts, keepalive.
     pub client: ClientConfig,
+    /// The Prometheus series, the slow log and the event log.
     pub metrics: MetricsConfig,
     /// The hot-key and big-key monitor (`/hotkeys`).
     pub hotkeys: HotKeysConfig,
@@ -124,11 +130,11 @@ impl Default for Config {
 /// A setting that stops start-up; the message names the key.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid configuration: {0}")]
-pub struct ConfigError(pub String);
+pub struct ConfigError(pub(crate) String);
 
 impl Config {
     /// Reads a YAML file; unknown keys are errors, missing keys take their defaults.
-    pub fn from_yaml_file(path: &Path) -> Result<Config, ConfigError> {
+    fn from_yaml_file(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
         Self::from_yaml(&text)
@@ -136,7 +142,7 @@ impl Config {
     }
 
     /// Parses YAML text (an empty document gives the defaults).
-    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+    pub(crate) fn from_yaml(text: &str) -> Result<Config, ConfigError> {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }

@@ -8,11 +8,11 @@ use crate::backends::BackendConfig;
 use crate::values::secret::{PasswordDigest, Secret};
 
 /// Secret key (`auth.requirepass`, `auth.users[0].password`, ...) → digest of its value.
-pub type SecretDigests = BTreeMap<String, PasswordDigest>;
+pub(crate) type SecretDigests = BTreeMap<String, PasswordDigest>;
 
 impl Config {
     /// Each secret that is set, with the key that names it in messages.
-    pub fn secrets(&self) -> Vec<(String, &Secret)> {
+    pub(crate) fn secrets(&self) -> Vec<(String, &Secret)> {
         let sentinel = self.sentinel.as_ref();
         let mut keys: Vec<(String, Option<&Secret>)> = vec![
             ("admin.token".into(), self.admin.token.as_ref()),
@@ -40,7 +40,7 @@ impl Config {
     }
 
     /// Reads every secret now (files, variables) and keeps only its digest.
-    pub fn secret_digests(&self) -> Result<SecretDigests, ConfigError> {
+    pub(crate) fn secret_digests(&self) -> Result<SecretDigests, ConfigError> {
         self.secrets()
             .into_iter()
             .map(|(key, secret)| {

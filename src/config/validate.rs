@@ -11,7 +11,7 @@ const MAX_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 
 impl Config {
     /// Rejects missing, malformed or contradictory settings before anything starts.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.validate_listeners()?;
         self.validate_cluster()?;
         self.validate_routes()?;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::validate::{fail, host_port, positive, within};
 use super::{Config, ConfigError};
-use crate::backends::{BackendConfig, DEFAULT_BACKEND};
+use crate::backends::{BackendConfig, MirrorConfig, RouteConfig, DEFAULT_BACKEND};
 
 impl Config {
     /// True when something sends commands to the `cluster.seeds` cluster.
@@ -23,87 +23,117 @@ impl Config {
         for (name, backend) in &self.backends {
             validate_backend(name, backend)?;
         }
-        let known = |name: &str| {
-            self.backends.contains_key(name)
-                || (name == DEFAULT_BACKEND && !self.cluster.seeds.is_empty())
-        };
-        let names = || {
-            let mut all: Vec<&str> = self.backends.keys().map(String::as_str).collect();
-            if !self.cluster.seeds.is_empty() {
-                all.insert(0, DEFAULT_BACKEND);
-            }
-            all.join(", ")
-        };
-        if !known(&self.catch_all) && self.catch_all != DEFAULT_BACKEND {
+        if !self.knows_backend(&self.catch_all) && self.catch_all != DEFAULT_BACKEND {
             return fail(format!(
                 "`catch_all` is `{}`: no such backend (known: {})",
                 self.catch_all,
-                names()
+                self.backend_names()
             ));
         }
         let mut seen = BTreeSet::new();
         for (i, route) in self.routes.iter().enumerate() {
             let key = format!("routes[{i}]");
-            if route.prefix.is_empty() {
-                return fail(format!(
-                    "`{key}.prefix` is empty: every key would match; use `catch_all` instead"
-                ));
-            }
-            let folded = match self.routes_ignore_case {
-                true => route.prefix.to_ascii_lowercase(),
-                false => route.prefix.clone(),
-            };
-            if !seen.insert(folded) {
-                let how = if self.routes_ignore_case {
-                    " (ignoring case: routes_ignore_case)"
-                } else {
-                    ""
-                };
-                return fail(format!(
-                    "`{key}.prefix` `{}` is listed twice{how}",
-                    route.prefix
-                ));
-            }
-            if route.backend.is_empty() {
-                return fail(format!("`{key}.backend` is empty: name one of {}", names()));
-            }
-            if !known(&route.backend) {
-                return fail(format!(
-                    "`{key}.backend` is `{}`: no such backend (known: {})",
-                    route.backend,
-                    names()
-                ));
-            }
+            self.validate_route(&key, route, &mut seen)?;
             if let Some(mirror) = &route.mirror {
-                if !known(&mirror.backend) {
-                    return fail(format!(
-                        "`{key}.mirror.backend` is `{}`: no such backend (known: {})",
-                        mirror.backend,
-                        names()
-                    ));
-                }
-                if mirror.backend == route.backend {
-                    return fail(format!(
-                        "`{key}.mirror.backend` is the route's own backend `{}`: every \
-                         mirrored command would run twice on it",
-                        route.backend
-                    ));
-                }
-                if mirror.percent > 100 {
-                    return fail(format!(
-                        "`{key}.mirror.percent` is {}: expected 0 to 100",
-                        mirror.percent
-                    ));
-                }
-                within(
-                    &format!("{key}.mirror.max_in_flight"),
-                    mirror.max_in_flight,
-                    1,
-                    1 << 20,
-                )?;
+                self.validate_mirror(&key, route, mirror)?;
             }
         }
         Ok(())
+    }
+
+    /// True when routes may name `name`: a configured backend, or `default` when
+    /// `cluster.seeds` is set.
+    fn knows_backend(&self, name: &str) -> bool {
+        self.backends.contains_key(name)
+            || (name == DEFAULT_BACKEND && !self.cluster.seeds.is_empty())
+    }
+
+    /// The backends routes may name, for error messages.
+    fn backend_names(&self) -> String {
+        let mut all: Vec<&str> = self.backends.keys().map(String::as_str).collect();
+        if !self.cluster.seeds.is_empty() {
+            all.insert(0, DEFAULT_BACKEND);
+        }
+        all.join(", ")
+    }
+
+    /// One route (`key` is `routes[i]`): a non-empty prefix not in `seen` (folded when
+    /// `routes_ignore_case`), and a known backend.
+    fn validate_route(
+        &self,
+        key: &str,
+        route: &RouteConfig,
+        seen: &mut BTreeSet<String>,
+    ) -> Result<(), ConfigError> {
+        if route.prefix.is_empty() {
+            return fail(format!(
+                "`{key}.prefix` is empty: every key would match; use `catch_all` instead"
+            ));
+        }
+        let folded = match self.routes_ignore_case {
+            true => route.prefix.to_ascii_lowercase(),
+            false => route.prefix.clone(),
+        };
+        if !seen.insert(folded) {
+            let how = if self.routes_ignore_case {
+                " (ignoring case: routes_ignore_case)"
+            } else {
+                ""
+            };
+            return fail(format!(
+                "`{key}.prefix` `{}` is listed twice{how}",
+                route.prefix
+            ));
+        }
+        if route.backend.is_empty() {
+            return fail(format!(
+                "`{key}.backend` is empty: name one of {}",
+                self.backend_names()
+            ));
+        }
+        if !self.knows_backend(&route.backend) {
+            return fail(format!(
+                "`{key}.backend` is `{}`: no such backend (known: {})",
+                route.backend,
+                self.backend_names()
+            ));
+        }
+        Ok(())
+    }
+
+    /// A route's mirror: a known backend other than the route's own, a percentage, a bound.
+    fn validate_mirror(
+        &self,
+        key: &str,
+        route: &RouteConfig,
+        mirror: &MirrorConfig,
+    ) -> Result<(), ConfigError> {
+        if !self.knows_backend(&mirror.backend) {
+            return fail(format!(
+                "`{key}.mirror.backend` is `{}`: no such backend (known: {})",
+                mirror.backend,
+                self.backend_names()
+            ));
+        }
+        if mirror.backend == route.backend {
+            return fail(format!(
+                "`{key}.mirror.backend` is the route's own backend `{}`: every \
+                 mirrored command would run twice on it",
+                route.backend
+            ));
+        }
+        if mirror.percent > 100 {
+            return fail(format!(
+                "`{key}.mirror.percent` is {}: expected 0 to 100",
+                mirror.percent
+            ));
+        }
+        within(
+            &format!("{key}.mirror.max_in_flight"),
+            mirror.max_in_flight,
+            1,
+            1 << 20,
+        )
     }
 }
 

@@ -13,19 +13,19 @@ use crate::upstream::{Credentials, NodeStream, UpstreamTls};
 
 /// How to reach a node.
 #[derive(Clone, Debug)]
-pub struct ConnectOptions {
+pub(crate) struct ConnectOptions {
     /// Bound on connecting, and on each command's round trip.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Sent with `AUTH` right after connecting (`--user`, `--password`), as the proxy's
     /// `upstream.username`/`upstream.password`.
-    pub credentials: Option<Credentials>,
+    pub(crate) credentials: Option<Credentials>,
     /// TLS towards the nodes (`--tls --cacert ...`), as the proxy's `upstream.tls`.
-    pub tls: Option<UpstreamTls>,
+    pub(crate) tls: Option<UpstreamTls>,
 }
 
 /// Why talking to a node failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     #[error("timed out after {0:?} while {1}")]
     Timeout(Duration, &'static str),
     #[error("{0}")]
@@ -43,7 +43,7 @@ pub enum ClientError {
 }
 
 /// One connection to one node.
-pub struct NodeClient {
+pub(crate) struct NodeClient {
     stream: NodeStream,
     /// Bytes read but not yet parsed into a reply.
     buf: BytesMut,
@@ -55,7 +55,10 @@ pub struct NodeClient {
 
 impl NodeClient {
     /// Connects (and authenticates, when credentials are given) within `options.timeout`.
-    pub async fn connect(addr: &str, options: &ConnectOptions) -> Result<NodeClient, ClientError> {
+    pub(crate) async fn connect(
+        addr: &str,
+        options: &ConnectOptions,
+    ) -> Result<NodeClient, ClientError> {
         let stream = timeout(options.timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| ClientError::Timeout(options.timeout, "connecting"))??;
@@ -91,7 +94,7 @@ impl NodeClient {
     }
 
     /// Sends one command and returns its reply; an error reply becomes [`ClientError::Reply`].
-    pub async fn call(&mut self, args: &[&str]) -> Result<Frame, ClientError> {
+    pub(crate) async fn call(&mut self, args: &[&str]) -> Result<Frame, ClientError> {
         let request = Request::from_args(args);
         let limit = self.timeout;
         let frame = timeout(limit, async {
@@ -110,7 +113,7 @@ impl NodeClient {
     }
 
     /// Sends a command whose reply is text (`INFO`, `CLUSTER NODES`).
-    pub async fn call_text(&mut self, args: &[&str]) -> Result<String, ClientError> {
+    pub(crate) async fn call_text(&mut self, args: &[&str]) -> Result<String, ClientError> {
         let frame = self.call(args).await?;
         match frame.as_bytes() {
             Some(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),

@@ -9,7 +9,7 @@ use super::parse;
 
 /// The configuration parameters the checks read, fetched one `CONFIG GET` each: Redis < 7
 /// accepts only one parameter per call.
-pub const CONFIG_PARAMS: &[&str] = &[
+const CONFIG_PARAMS: &[&str] = &[
     "appendonly",
     "appendfsync",
     "save",
@@ -24,10 +24,10 @@ pub const CONFIG_PARAMS: &[&str] = &[
 /// No seed could describe the cluster; one line per seed says why.
 #[derive(Debug, thiserror::Error)]
 #[error("no seed is reachable as a cluster node:\n{}", .0.join("\n"))]
-pub struct NoSeed(pub Vec<String>);
+pub(crate) struct NoSeed(pub(crate) Vec<String>);
 
 /// Asks each seed in turn for `CLUSTER NODES`; the first answer is the topology.
-pub async fn discover(
+pub(crate) async fn discover(
     seeds: &[String],
     options: &ConnectOptions,
 ) -> Result<(String, Vec<ClusterNode>), NoSeed> {
@@ -57,7 +57,7 @@ async fn cluster_nodes(
 }
 
 /// Reads every node of `topology` concurrently; nodes that fail are listed as unreachable.
-pub async fn gather(
+pub(crate) async fn gather(
     seed: String,
     topology: Vec<ClusterNode>,
     options: &ConnectOptions,

@@ -7,9 +7,10 @@
 //! - `parse`: Redis replies → plain data; `model`: that data and the findings.
 //! - `checks`: one small pure function per check, unit-tested on canned INFO/CONFIG text.
 //! - `report`: the human table, the JSON document and the exit status.
+#![warn(unreachable_pub, missing_docs)]
 
 mod checks;
-pub mod client;
+mod client;
 mod gather;
 mod model;
 mod parse;
@@ -18,14 +19,11 @@ mod report;
 use std::io::Write;
 use std::time::Duration;
 
-pub use checks::{Check, CHECKS};
-pub use model::{Finding, Severity};
-
 use client::ConnectOptions;
 use report::Report;
 
 /// Exit status when no seed could be read (distinct from 0/1/2, which grade the cluster).
-pub const EXIT_NO_SEED: u8 = 3;
+const EXIT_NO_SEED: u8 = 3;
 /// Exit status for bad arguments (EX_USAGE), as for the proxy's bad configuration.
 pub const EXIT_USAGE: u8 = 64;
 
@@ -33,22 +31,22 @@ pub const EXIT_USAGE: u8 = 64;
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Seeds `host:port`; the first that answers `CLUSTER NODES` describes the cluster.
-    pub seeds: Vec<String>,
+    pub(crate) seeds: Vec<String>,
     /// JSON on stdout instead of the table.
-    pub json: bool,
+    pub(crate) json: bool,
     /// Bound on each connect and each command.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// `AUTH` on every node connection, when the cluster requires it.
-    pub credentials: Option<crate::upstream::Credentials>,
+    pub(crate) credentials: Option<crate::upstream::Credentials>,
     /// TLS towards the nodes (`--tls`, `--cacert`, `--cert`, `--key`, `--sni`).
-    pub tls: crate::upstream::UpstreamTlsConfig,
+    pub(crate) tls: crate::upstream::UpstreamTlsConfig,
 }
 
 // === impl Options ===
 
 impl Options {
     /// Rejects what cannot work before connecting anywhere; the message names the argument.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.seeds.is_empty() {
             return Err("--cluster: give at least one seed HOST:PORT".to_string());
         }

@@ -8,7 +8,7 @@ use crate::protocol::Frame;
 use super::model::{ClusterNode, LatencyEvent, Role, SlotOwner, SlowEntry};
 
 /// `INFO` / `CLUSTER INFO` text → `field → value`. Section headers and blank lines are skipped.
-pub fn parse_info(text: &str) -> HashMap<String, String> {
+pub(crate) fn parse_info(text: &str) -> HashMap<String, String> {
     text.lines()
         .map(str::trim)
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
@@ -18,7 +18,7 @@ pub fn parse_info(text: &str) -> HashMap<String, String> {
 }
 
 /// A compound INFO value such as `calls=3,usec=10` or `ip=..,port=..,lag=0` → its fields.
-pub fn parse_fields(value: &str) -> HashMap<&str, &str> {
+pub(crate) fn parse_fields(value: &str) -> HashMap<&str, &str> {
     value
         .split(',')
         .filter_map(|pair| pair.split_once('='))
@@ -27,7 +27,7 @@ pub fn parse_fields(value: &str) -> HashMap<&str, &str> {
 
 /// `CLUSTER NODES` text → the nodes with a usable address. `seed_host` replaces an empty host
 /// (a node that does not know its own IP yet prints `:port`).
-pub fn parse_cluster_nodes(text: &str, seed_host: &str) -> Vec<ClusterNode> {
+pub(crate) fn parse_cluster_nodes(text: &str, seed_host: &str) -> Vec<ClusterNode> {
     text.lines()
         .filter_map(|line| parse_node_line(line, seed_host))
         .collect()
@@ -79,7 +79,7 @@ fn slot_count(field: &str) -> u32 {
 
 /// `CLUSTER SLOTS` → sorted ranges with their primary's `host:port`. An empty host means "the
 /// node you asked" (Redis 7); a `?` host means unknown, and that range counts as unowned.
-pub fn parse_cluster_slots(reply: &Frame, answered_by: &str) -> Option<Vec<SlotOwner>> {
+pub(crate) fn parse_cluster_slots(reply: &Frame, answered_by: &str) -> Option<Vec<SlotOwner>> {
     let answering_host = answered_by.rsplit_once(':').map_or("", |(h, _)| h);
     let mut owners = Vec::new();
     for entry in reply.as_array()? {
@@ -108,7 +108,7 @@ pub fn parse_cluster_slots(reply: &Frame, answered_by: &str) -> Option<Vec<SlotO
 }
 
 /// `SLOWLOG GET` → entries: `[id, unix time, micros, [args...], client addr, client name]`.
-pub fn parse_slowlog(reply: &Frame) -> Vec<SlowEntry> {
+pub(crate) fn parse_slowlog(reply: &Frame) -> Vec<SlowEntry> {
     let Some(entries) = reply.as_array() else {
         return Vec::new();
     };
@@ -124,7 +124,7 @@ pub fn parse_slowlog(reply: &Frame) -> Vec<SlowEntry> {
 }
 
 /// `LATENCY LATEST` → events: `[event, unix time, latest ms, all-time max ms, ...]`.
-pub fn parse_latency(reply: &Frame) -> Vec<LatencyEvent> {
+pub(crate) fn parse_latency(reply: &Frame) -> Vec<LatencyEvent> {
     let Some(events) = reply.as_array() else {
         return Vec::new();
     };
@@ -142,12 +142,12 @@ pub fn parse_latency(reply: &Frame) -> Vec<LatencyEvent> {
 }
 
 /// `CONFIG GET name` → its value (`[name, value]`); `None` for an unknown parameter.
-pub fn parse_config_value(reply: &Frame) -> Option<String> {
+pub(crate) fn parse_config_value(reply: &Frame) -> Option<String> {
     reply.as_array()?.get(1).map(text)
 }
 
 /// A bulk or simple string as text (lossy: only used for display and comparisons).
-pub fn text(frame: &Frame) -> String {
+pub(crate) fn text(frame: &Frame) -> String {
     frame
         .as_bytes()
         .map(|b| String::from_utf8_lossy(b).into_owned())

@@ -13,40 +13,40 @@ const NODES_SHOWN: usize = 1;
 
 /// The JSON document (`--json`), documented field by field in docs/doctor.md.
 #[derive(Debug, Serialize)]
-pub struct Report<'a> {
-    pub version: u32,
-    pub seed: &'a str,
-    pub nodes: Vec<NodeSummary>,
-    pub findings: &'a [Finding],
-    pub counts: Counts,
-    pub worst: Severity,
-    pub exit_code: u8,
+pub(crate) struct Report<'a> {
+    pub(crate) version: u32,
+    pub(crate) seed: &'a str,
+    pub(crate) nodes: Vec<NodeSummary>,
+    pub(crate) findings: &'a [Finding],
+    pub(crate) counts: Counts,
+    pub(crate) worst: Severity,
+    pub(crate) exit_code: u8,
 }
 
 /// One node of the topology and whether doctor could read it.
 #[derive(Debug, Serialize)]
-pub struct NodeSummary {
-    pub addr: String,
-    pub id: String,
-    pub role: Role,
+pub(crate) struct NodeSummary {
+    pub(crate) addr: String,
+    pub(crate) id: String,
+    pub(crate) role: Role,
     /// For a replica, its primary's `host:port` (when known).
-    pub primary: Option<String>,
-    pub reachable: bool,
+    pub(crate) primary: Option<String>,
+    pub(crate) reachable: bool,
 }
 
 /// Findings per severity.
 #[derive(Debug, Default, Serialize)]
-pub struct Counts {
-    pub ok: usize,
-    pub info: usize,
-    pub warn: usize,
-    pub critical: usize,
+pub(crate) struct Counts {
+    pub(crate) ok: usize,
+    pub(crate) info: usize,
+    pub(crate) warn: usize,
+    pub(crate) critical: usize,
 }
 
 // === impl Report ===
 
 impl<'a> Report<'a> {
-    pub fn new(snapshot: &'a Snapshot, findings: &'a [Finding]) -> Report<'a> {
+    pub(crate) fn new(snapshot: &'a Snapshot, findings: &'a [Finding]) -> Report<'a> {
         let worst = findings
             .iter()
             .map(|f| f.severity)
@@ -63,7 +63,7 @@ impl<'a> Report<'a> {
         }
     }
 
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         // Serialising plain strings and numbers cannot fail; fall back to a valid document anyway.
         serde_json::to_string_pretty(self)
             .unwrap_or_else(|e| format!("{{\"error\": \"cannot encode report: {e}\"}}"))
@@ -71,7 +71,7 @@ impl<'a> Report<'a> {
 
     /// The human table: problems first, one row each with its fix underneath, then the checks
     /// that passed on one line.
-    pub fn to_table(&self) -> String {
+    pub(crate) fn to_table(&self) -> String {
         let mut out = String::new();
         let primaries = self
             .nodes

@@ -31,16 +31,16 @@ pub(super) struct Draft {
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Note {
     /// The top-level redcar key the note is printed above; empty: the file header.
-    pub section: &'static str,
+    pub(crate) section: &'static str,
     /// One line; never holds a secret (callers name where a secret is, never its value).
-    pub text: String,
+    pub(crate) text: String,
 }
 
 // === impl Draft ===
 
 impl Draft {
     /// Sets `path` (e.g. `["upstream", "outlier", "base_ejection_time"]`), creating sections.
-    pub fn set(&mut self, path: &[&str], value: impl Into<Value>) {
+    pub(crate) fn set(&mut self, path: &[&str], value: impl Into<Value>) {
         let Some((last, parents)) = path.split_last() else {
             return;
         };
@@ -61,7 +61,7 @@ impl Draft {
     }
 
     /// The value at `path`, if set.
-    pub fn get(&self, path: &[&str]) -> Option<&Value> {
+    pub(crate) fn get(&self, path: &[&str]) -> Option<&Value> {
         let mut value = self.root.get(*path.first()?)?;
         for key in &path[1..] {
             value = value.as_mapping()?.get(*key)?;
@@ -70,7 +70,7 @@ impl Draft {
     }
 
     /// Records a note printed above `section` (a top-level key; "" for the header).
-    pub fn note(&mut self, section: &'static str, text: impl Into<String>) {
+    pub(crate) fn note(&mut self, section: &'static str, text: impl Into<String>) {
         // A comment must stay on one line.
         let text = text.into().replace(['\r', '\n'], " ");
         self.notes.push(Note { section, text });
@@ -78,7 +78,7 @@ impl Draft {
 
     /// Notes each key of `parent` (a mapping) missing from `known` as not converted, naming it
     /// as `{prefix}{key}`: nothing in the Envoy file is dropped without a word.
-    pub fn note_unknown(
+    pub(crate) fn note_unknown(
         &mut self,
         section: &'static str,
         parent: &Value,
@@ -96,12 +96,12 @@ impl Draft {
         }
     }
 
-    pub fn notes(&self) -> &[Note] {
+    pub(crate) fn notes(&self) -> &[Note] {
         &self.notes
     }
 
     /// The config as YAML: a header, then each section with its notes as comments above it.
-    pub fn render(&self, source: &str) -> Result<String, serde_yaml::Error> {
+    pub(crate) fn render(&self, source: &str) -> Result<String, serde_yaml::Error> {
         let mut out = format!(
             "# redcar config converted from {source} by `redcar config convert-envoy`.\n\
              # Settings the Envoy file leaves out take redcar's defaults (docs/configuration.md).\n"

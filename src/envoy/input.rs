@@ -33,18 +33,18 @@ pub(super) enum Form {
 /// The listeners and clusters of the file, whatever its form.
 #[derive(Debug)]
 pub(super) struct Resources {
-    pub form: Form,
-    pub listeners: Value,
-    pub clusters: Value,
+    pub(crate) form: Form,
+    pub(crate) listeners: Value,
+    pub(crate) clusters: Value,
     /// The file configures Envoy's admin interface.
-    pub admin: bool,
+    pub(crate) admin: bool,
 }
 
 // === impl Form ===
 
 impl Form {
     /// Said in the output's header line, after the file name; the bootstrap needs no words.
-    pub fn label(self) -> Option<&'static str> {
+    pub(crate) fn label(self) -> Option<&'static str> {
         match self {
             Form::Bootstrap => None,
             Form::EnvoyFilter => Some("Istio EnvoyFilter"),
@@ -53,7 +53,7 @@ impl Form {
     }
 
     /// Where the listeners were looked for, for the "none found" error.
-    pub fn listeners_place(self) -> &'static str {
+    pub(crate) fn listeners_place(self) -> &'static str {
         match self {
             Form::Bootstrap => "static_resources.listeners",
             Form::EnvoyFilter => {

@@ -9,11 +9,11 @@ use super::ConvertError;
 
 /// A `redis_proxy` filter and the listener (and filter chain) it sits in.
 pub(super) struct Found<'a> {
-    pub listener_name: String,
-    pub listener: &'a Value,
-    pub chain: &'a Value,
+    listener_name: String,
+    pub(crate) listener: &'a Value,
+    pub(crate) chain: &'a Value,
     /// The filter's `RedisProxy` message (unwrapped from `typed_config`).
-    pub proxy: &'a Value,
+    pub(crate) proxy: &'a Value,
 }
 
 /// Listener keys read here; the others get a note.

@@ -7,6 +7,7 @@
 //! section they concern and warnings on stderr: none is dropped without a word. Anything that
 //! would make the result accept clients Envoy refused, or read and write other keys, stops the
 //! conversion instead.
+#![warn(unreachable_pub, missing_docs)]
 
 mod auth;
 mod backends;
@@ -45,18 +46,18 @@ pub struct Options {
 
 /// A finished conversion: the YAML to print, and the notes it carries as comments.
 #[derive(Debug)]
-pub struct Conversion {
-    pub yaml: String,
-    pub warnings: Vec<String>,
+pub(crate) struct Conversion {
+    pub(crate) yaml: String,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// Why nothing could be converted; the message names the Envoy setting.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct ConvertError(pub String);
+pub(crate) struct ConvertError(pub(crate) String);
 
 /// Exit status when the input cannot be read or converted.
-pub const EXIT_FAILED: u8 = 1;
+const EXIT_FAILED: u8 = 1;
 
 /// Runs the subcommand: the config on stdout, warnings and errors on stderr.
 pub fn run(options: &Options) -> u8 {
@@ -95,7 +96,11 @@ fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
 
 /// Converts an Envoy file's text (a bootstrap, EnvoyFilter manifests or a config_dump, told
 /// apart by their content); `source` names it in the output's header.
-pub fn convert(text: &str, source: &str, options: &Options) -> Result<Conversion, ConvertError> {
+pub(crate) fn convert(
+    text: &str,
+    source: &str,
+    options: &Options,
+) -> Result<Conversion, ConvertError> {
     let mut draft = Draft::default();
     let resources = input::read(text, source, &mut draft)?;
     let place = resources.form.listeners_place();

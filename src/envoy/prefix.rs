@@ -46,6 +46,37 @@ pub(super) fn convert(
         "prefix_routes.",
     );
     let ignore_case = flag(&prefix_routes["case_insensitive"]);
+    let main = main_cluster(routes, draft)?;
+    let mut targets = Targets {
+        main: main.to_owned(),
+        others: Vec::new(),
+    };
+    let mut converted = Vec::new();
+    let mut seen = Vec::new();
+    for route in routes {
+        let Some(prefix) = route.prefix.filter(|p| !p.is_empty()) else {
+            catch_all_extras(route, draft);
+            continue;
+        };
+        let folded = match ignore_case {
+            true => prefix.to_ascii_lowercase(),
+            false => prefix.to_owned(),
+        };
+        if seen.contains(&folded) {
+            return Err(ConvertError(format!(
+                "prefix_routes lists the prefix `{prefix}` twice (Envoy refuses that too)"
+            )));
+        }
+        seen.push(folded);
+        converted.push(convert_one(route, prefix, &mut targets, draft)?);
+    }
+    write_routes(converted, &targets, ignore_case, draft);
+    Ok(targets)
+}
+
+/// The catch-all cluster: the catch_all_route's, else an empty prefix's, else the first
+/// route's (with a note: Envoy fails keys no prefix matches).
+fn main_cluster<'a>(routes: &[Route<'a>], draft: &mut Draft) -> Result<&'a str, ConvertError> {
     let catch_all = routes.iter().find(|r| r.prefix.is_none());
     let empty = routes.iter().find(|r| r.prefix == Some(""));
     let main = match (catch_all, empty, routes.first()) {
@@ -76,31 +107,12 @@ pub(super) fn convert(
             ),
         );
     }
-    let mut targets = Targets {
-        main: main.to_owned(),
-        others: Vec::new(),
-    };
-    let mut converted = Vec::new();
-    let mut seen = Vec::new();
-    for route in routes {
-        let Some(prefix) = route.prefix.filter(|p| !p.is_empty()) else {
-            catch_all_extras(route, draft);
-            continue;
-        };
-        let folded = match ignore_case {
-            true => prefix.to_ascii_lowercase(),
-            false => prefix.to_owned(),
-        };
-        if seen.contains(&folded) {
-            return Err(ConvertError(format!(
-                "prefix_routes lists the prefix `{prefix}` twice (Envoy refuses that too)"
-            )));
-        }
-        seen.push(folded);
-        converted.push(convert_one(route, prefix, &mut targets, draft)?);
-    }
-    // Routes that only send keys where catch_all sends them anyway are left out, so that a
-    // single-cluster filter converts to a config without routes.
+    Ok(main)
+}
+
+/// Writes the converted routes, unless they only send keys where catch_all sends them anyway:
+/// a single-cluster filter then converts to a config without routes.
+fn write_routes(converted: Vec<Mapping>, targets: &Targets, ignore_case: bool, draft: &mut Draft) {
     let needed = converted.iter().any(|r| {
         r["backend"].as_str() != Some(DEFAULT_BACKEND)
             || r.contains_key("strip_prefix")
@@ -120,7 +132,6 @@ pub(super) fn convert(
             draft.set(&["routes_ignore_case"], true);
         }
     }
-    Ok(targets)
 }
 
 /// One prefix route as a `routes:` entry.

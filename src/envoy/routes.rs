@@ -13,17 +13,17 @@ use super::ConvertError;
 /// One route (`routes[]` or `catch_all_route`).
 pub(super) struct Route<'a> {
     /// `None` for the catch-all route.
-    pub prefix: Option<&'a str>,
-    pub cluster: &'a str,
-    pub value: &'a Value,
+    pub(crate) prefix: Option<&'a str>,
+    pub(crate) cluster: &'a str,
+    pub(crate) value: &'a Value,
 }
 
 /// The Envoy clusters to convert: `main` becomes `cluster.seeds` and `upstream.*` (redcar's
 /// `default` backend), each of `others` a `backends.<name>` entry.
 #[derive(Debug, Default)]
 pub(super) struct Targets {
-    pub main: String,
-    pub others: Vec<String>,
+    pub(crate) main: String,
+    pub(crate) others: Vec<String>,
 }
 
 /// Converts the routes and names the clusters they need.

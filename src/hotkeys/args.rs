@@ -3,7 +3,7 @@
 
 /// The `n`th argument (0 is the command name) of a RESP multibulk request, or `None` when the
 /// bytes are not one or it has fewer arguments.
-pub fn nth_arg(raw: &[u8], n: usize) -> Option<&[u8]> {
+pub(crate) fn nth_arg(raw: &[u8], n: usize) -> Option<&[u8]> {
     let (count, mut at) = header(raw, 0, b'*')?;
     if n >= count {
         return None;

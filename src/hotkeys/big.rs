@@ -10,7 +10,7 @@ use super::text::Text;
 /// Which way the big value went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Direction {
+pub(crate) enum Direction {
     /// A client sent it (a big value written).
     Request,
     /// A node answered it (a big value or a big reply read).

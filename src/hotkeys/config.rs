@@ -7,35 +7,35 @@ use serde::{Deserialize, Serialize};
 use crate::values::units;
 
 /// Most counters one sketch may hold (`hotkeys.top_k` × [`COUNTERS_PER_SHOWN`]).
-pub const MAX_TOP_K: usize = 1024;
+const MAX_TOP_K: usize = 1024;
 
 /// Each sketch keeps this many counters per key shown: Space-Saving's error bound falls with the
 /// number of counters, so the keys shown are the well-measured head of a longer list.
-pub const COUNTERS_PER_SHOWN: usize = 4;
+const COUNTERS_PER_SHOWN: usize = 4;
 
 /// Sub-windows a window is cut into: the oldest falls out as a new one begins.
-pub const BUCKETS: u32 = 5;
+pub(crate) const BUCKETS: u32 = 5;
 
 /// `hotkeys:` in the config file. `Default` holds the documented defaults.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct HotKeysConfig {
     /// Watch for hot and big keys at all.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// One command in this many (on average, per client) is counted for the hot keys; its count
     /// is scaled back up by the same factor. `1` counts every command.
-    pub sample_rate: u32,
+    pub(crate) sample_rate: u32,
     /// Hot-key rates are over the last `window` (cut into five sub-windows).
     #[serde(with = "units::duration")]
-    pub window: Duration,
+    pub(crate) window: Duration,
     /// Hot keys shown; each sketch keeps four times as many counters.
-    pub top_k: usize,
+    pub(crate) top_k: usize,
     /// Requests and replies at least this big are candidates for the big-key list (every one is
     /// looked at, not a sample).
     #[serde(with = "units::size")]
-    pub big_value_threshold: usize,
+    pub(crate) big_value_threshold: usize,
     /// Big keys kept: the biggest seen since start-up.
-    pub big_top_n: usize,
+    pub(crate) big_top_n: usize,
 }
 
 impl Default for HotKeysConfig {
@@ -55,7 +55,7 @@ impl Default for HotKeysConfig {
 
 impl HotKeysConfig {
     /// Start-up checks; the message names the key.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if !(1..=65_536).contains(&self.sample_rate) {
             return Err(format!(
                 "`hotkeys.sample_rate` is {}: give 1 (every command) to 65536",

@@ -8,6 +8,7 @@
 //! so sessions seldom wait for each other; each shard holds a sliding window of Space-Saving
 //! sketches (`window`, `sketch`) and a list of the biggest values (`big`). Every structure is
 //! sized at start-up: counting allocates nothing.
+#![warn(unreachable_pub, missing_docs)]
 
 mod args;
 mod big;
@@ -17,9 +18,9 @@ mod sketch;
 mod text;
 mod window;
 
-pub use args::nth_arg;
-pub use big::Direction;
-pub use config::HotKeysConfig;
+pub(crate) use args::nth_arg;
+pub(crate) use big::Direction;
+pub(crate) use config::HotKeysConfig;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -60,75 +61,75 @@ struct Shard {
 
 /// Decides which of one client's commands are sampled: a countdown over random gaps of mean
 /// `sample_rate`. One per busy session (no shared state, no atomics).
-pub struct Sampler {
+pub(crate) struct Sampler {
     left: u32,
     rate: u32,
     random: u32,
 }
 
 /// One finished command, as [`HotKeys::observe`] takes it.
-pub struct Observed<'a> {
+pub(crate) struct Observed<'a> {
     /// The client's id (picks the shard).
-    pub client: u64,
-    pub command: &'static str,
+    pub(crate) client: u64,
+    pub(crate) command: &'static str,
     /// The request as the client sent it (RESP multibulk) and where its key is (0: no single
     /// key; only big values are then recorded).
-    pub raw: &'a [u8],
-    pub key_arg: usize,
+    pub(crate) raw: &'a [u8],
+    pub(crate) key_arg: usize,
     /// The node that answered ("" when none did).
-    pub node: &'a str,
+    pub(crate) node: &'a str,
     /// The sample's weight ([`Sampler::sample`]; 0 when not sampled).
-    pub weight: u32,
-    pub reply_len: usize,
-    pub now: Instant,
+    pub(crate) weight: u32,
+    pub(crate) reply_len: usize,
+    pub(crate) now: Instant,
 }
 
 /// What `/hotkeys` serves.
 #[derive(Debug, Serialize)]
-pub struct Report {
-    pub enabled: bool,
-    pub sample_rate: u32,
+pub(crate) struct Report {
+    pub(crate) enabled: bool,
+    pub(crate) sample_rate: u32,
     /// Seconds the rates are measured over (the window, less right after start-up).
-    pub window_seconds: f64,
+    pub(crate) window_seconds: f64,
     /// Hottest first: at most `hotkeys.top_k`.
-    pub hot: Vec<HotKey>,
+    pub(crate) hot: Vec<HotKey>,
     /// Biggest first: at most `hotkeys.big_top_n`.
-    pub big: Vec<BigKey>,
-    pub big_value_threshold: usize,
+    pub(crate) big: Vec<BigKey>,
+    pub(crate) big_value_threshold: usize,
 }
 
 /// One hot key with the command and node it was counted for.
 #[derive(Debug, Serialize)]
-pub struct HotKey {
-    pub key: String,
-    pub command: &'static str,
-    pub node: String,
+pub(crate) struct HotKey {
+    pub(crate) key: String,
+    pub(crate) command: &'static str,
+    pub(crate) node: String,
     /// Estimated commands per second over the window.
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// Estimated commands in the window, and how much of that may be overestimate.
-    pub count: u64,
-    pub error: u64,
+    pub(crate) count: u64,
+    pub(crate) error: u64,
 }
 
 /// One big request or reply.
 #[derive(Debug, Serialize)]
-pub struct BigKey {
-    pub key: String,
-    pub command: &'static str,
-    pub node: String,
-    pub direction: Direction,
+pub(crate) struct BigKey {
+    pub(crate) key: String,
+    pub(crate) command: &'static str,
+    pub(crate) node: String,
+    pub(crate) direction: Direction,
     /// The biggest seen, in bytes on the wire.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Times seen past the threshold, and when last (milliseconds since the Unix epoch).
-    pub seen: u64,
-    pub at_ms: u64,
+    pub(crate) seen: u64,
+    pub(crate) at_ms: u64,
 }
 
 // === impl HotKeys ===
 
 impl HotKeys {
     /// Sized for `config` with about one shard per worker thread.
-    pub fn new(config: &HotKeysConfig, workers: usize) -> HotKeys {
+    pub(crate) fn new(config: &HotKeysConfig, workers: usize) -> HotKeys {
         let on = config.enabled;
         let count = if on {
             workers.clamp(1, MAX_SHARDS).next_power_of_two()
@@ -163,7 +164,7 @@ impl HotKeys {
     }
 
     /// Watches nothing (sessions built without `hotkeys:`, tests).
-    pub fn off() -> HotKeys {
+    pub(crate) fn off() -> HotKeys {
         let config = HotKeysConfig {
             enabled: false,
             ..HotKeysConfig::default()
@@ -171,14 +172,14 @@ impl HotKeys {
         HotKeys::new(&config, 1)
     }
 
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         !self.shards.is_empty()
     }
 
     /// A sampler for one busy spell of client `client`. Its first gap differs from spell to
     /// spell (one relaxed atomic add per spell, not per command): a client sending one command
     /// per spell is then sampled one time in `sample_rate`, not always or never.
-    pub fn sampler(&self, client: u64) -> Sampler {
+    pub(crate) fn sampler(&self, client: u64) -> Sampler {
         let spell = SPELLS.fetch_add(1, Ordering::Relaxed);
         let seed = (client ^ spell.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let mut sampler = Sampler {
@@ -197,12 +198,12 @@ impl HotKeys {
 
     /// Whether a finished command is to be recorded: sampled, or a big request or reply.
     #[inline]
-    pub fn wants(&self, weight: u32, request_len: usize, reply_len: usize) -> bool {
+    pub(crate) fn wants(&self, weight: u32, request_len: usize, reply_len: usize) -> bool {
         weight != 0 || request_len.max(reply_len) >= self.big_threshold
     }
 
     /// Records a command [`HotKeys::wants`]: its key, and its sizes when big.
-    pub fn observe(&self, seen: Observed<'_>) {
+    pub(crate) fn observe(&self, seen: Observed<'_>) {
         let Some(shard) = self.shard(seen.client) else {
             return;
         };
@@ -244,7 +245,7 @@ impl HotKeys {
     }
 
     /// The hottest and biggest keys over every shard, at `now`.
-    pub fn report(&self, now: Instant) -> Report {
+    pub(crate) fn report(&self, now: Instant) -> Report {
         let mut hot: HashMap<u64, HotKey> = HashMap::new();
         let mut big: HashMap<(u64, Direction), BigKey> = HashMap::new();
         let mut covered = Duration::ZERO;
@@ -317,7 +318,7 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 impl Sampler {
     /// The weight to count this command with: `sample_rate` for a sampled one, else 0.
     #[inline]
-    pub fn sample(&mut self) -> u32 {
+    pub(crate) fn sample(&mut self) -> u32 {
         if self.left > 1 {
             self.left -= 1;
             return 0;

@@ -1,3 +1,5 @@
+//! Tests of the Space-Saving sketch against exact counts.
+
 use std::collections::HashMap;
 
 use super::*;

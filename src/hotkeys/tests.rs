@@ -1,3 +1,5 @@
+//! Tests of the hot-key and big-key monitor: sampling, windows, the biggest requests.
+
 use super::*;
 
 fn request(args: &[&[u8]]) -> Vec<u8> {

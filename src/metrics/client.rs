@@ -27,7 +27,7 @@ const LISTENERS: [&str; 2] = ["tcp", "unix"];
 
 /// The client side's figures; the plain counters and gauges are handed to sessions as they are.
 #[derive(Default)]
-pub struct ClientMetrics {
+pub(crate) struct ClientMetrics {
     connections: Family<ListenerLabel, Gauge>,
     accepted: Family<ListenerLabel, Counter>,
     /// `threading: per-core`: connected clients on each worker.
@@ -35,30 +35,30 @@ pub struct ClientMetrics {
     /// Data-plane threads, labelled with the threading model that runs (what `auto` settled to).
     workers: Family<ThreadingLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
-    pub bytes_received: Counter,
-    pub bytes_sent: Counter,
+    pub(crate) bytes_received: Counter,
+    pub(crate) bytes_sent: Counter,
     /// Clients refused because `client.max_connections` were connected.
-    pub refused: Counter,
+    pub(crate) refused: Counter,
     /// Clients closed at a safe point because they reached `client.max_age`.
-    pub closed_max_age: Counter,
+    pub(crate) closed_max_age: Counter,
     /// Idle clients closed by `client.close_idle_when_slow`.
     closed_slow: Counter,
     /// Failed `AUTH` / `HELLO … AUTH` attempts, and connections closed after
     /// `auth.max_failures` of them.
-    pub auth_failures: Counter,
-    pub auth_closed: Counter,
+    pub(crate) auth_failures: Counter,
+    pub(crate) auth_closed: Counter,
     /// Bytes held in client buffers over all sessions (`client.max_buffered_bytes_total`).
-    pub buffered: Gauge,
+    pub(crate) buffered: Gauge,
     /// Sessions not reading their client because of that budget, and pauses since start.
-    pub paused: Gauge,
-    pub read_pauses: Counter,
+    pub(crate) paused: Gauge,
+    pub(crate) read_pauses: Counter,
 }
 
 /// One listener's connection series.
 #[derive(Clone, Debug)]
-pub struct ListenerMetrics {
-    pub connected: Gauge,
-    pub accepted: Counter,
+pub(crate) struct ListenerMetrics {
+    pub(crate) connected: Gauge,
+    pub(crate) accepted: Counter,
 }
 
 impl ClientMetrics {
@@ -136,7 +136,7 @@ impl ClientMetrics {
     }
 
     /// The series for one listener (`tcp` or `unix`).
-    pub fn listener(&self, listener: &'static str) -> ListenerMetrics {
+    pub(crate) fn listener(&self, listener: &'static str) -> ListenerMetrics {
         let label = ListenerLabel { listener };
         ListenerMetrics {
             connected: self.connections.get_or_create_owned(&label),
@@ -146,7 +146,7 @@ impl ClientMetrics {
 
     /// Records the threading model that runs (`shared` or `per-core`) and its worker threads;
     /// called once at start-up.
-    pub fn set_workers(&self, threading: &'static str, workers: usize) {
+    pub(crate) fn set_workers(&self, threading: &'static str, workers: usize) {
         let count = i64::try_from(workers).unwrap_or(i64::MAX);
         self.workers
             .get_or_create(&ThreadingLabel { threading })
@@ -154,13 +154,13 @@ impl ClientMetrics {
     }
 
     /// The connected-clients gauge of per-core worker `worker`.
-    pub fn worker_clients(&self, worker: usize) -> Gauge {
+    pub(crate) fn worker_clients(&self, worker: usize) -> Gauge {
         self.worker_clients
             .get_or_create_owned(&WorkerLabel { worker })
     }
 
     /// The counter of idle clients closed by `client.close_idle_when_slow`.
-    pub fn clients_closed_slow(&self) -> Counter {
+    pub(crate) fn clients_closed_slow(&self) -> Counter {
         self.closed_slow.clone()
     }
 

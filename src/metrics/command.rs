@@ -19,7 +19,7 @@ struct CommandLabel {
 }
 
 /// The per-command families, and the handles of every command seen so far.
-pub struct CommandMetrics {
+pub(crate) struct CommandMetrics {
     /// `metrics.command_stats`: whether the per-command series are kept at all.
     enabled: bool,
     calls: Family<CommandLabel, Counter>,
@@ -89,7 +89,7 @@ impl CommandMetrics {
     }
 
     /// Whether per-command series are kept (`metrics.command_stats`).
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.enabled
     }
 
@@ -130,7 +130,7 @@ impl CommandMetrics {
     }
 
     /// Calls so far per command seen (status page rates); empty when command stats are off.
-    pub fn calls(&self) -> Vec<(&'static str, u64)> {
+    pub(crate) fn calls(&self) -> Vec<(&'static str, u64)> {
         let known = self.known.read().unwrap_or_else(|e| e.into_inner());
         known
             .iter()

@@ -13,12 +13,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 /// Events kept; the oldest is dropped first.
-pub const EVENT_LOG_LEN: usize = 100;
+const EVENT_LOG_LEN: usize = 100;
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EventKind {
+pub(crate) enum EventKind {
     /// A new slot map was adopted (the first one, or one that differs from the current map).
     TopologyAdopted,
     /// A slot map was read but not adopted (stale, unconfirmed or partial).
@@ -31,18 +31,18 @@ pub enum EventKind {
 
 /// One entry.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Event {
+pub(crate) struct Event {
     /// Sequence number from 0 (a repeat keeps its first id).
-    pub id: u64,
+    pub(crate) id: u64,
     /// Unix time in milliseconds of the latest occurrence.
-    pub time_ms: u64,
-    pub kind: EventKind,
+    time_ms: u64,
+    pub(crate) kind: EventKind,
     /// The node concerned (the ejected node, the map's source), or empty.
-    pub node: String,
+    pub(crate) node: String,
     /// What changed or why, in words.
-    pub detail: String,
+    pub(crate) detail: String,
     /// Occurrences folded into this entry (1 unless it repeated).
-    pub count: u64,
+    pub(crate) count: u64,
 }
 
 /// A bounded ring of events.
@@ -60,7 +60,7 @@ struct Ring {
 // === impl EventLog ===
 
 impl EventLog {
-    pub fn new() -> EventLog {
+    pub(crate) fn new() -> EventLog {
         EventLog {
             entries: Mutex::new(Ring {
                 events: VecDeque::with_capacity(EVENT_LOG_LEN),
@@ -70,7 +70,7 @@ impl EventLog {
     }
 
     /// Records an event now.
-    pub fn push(&self, kind: EventKind, node: &str, detail: String) {
+    pub(crate) fn push(&self, kind: EventKind, node: &str, detail: String) {
         let time_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -98,7 +98,7 @@ impl EventLog {
     }
 
     /// Newest first.
-    pub fn entries(&self) -> Vec<Event> {
+    pub(crate) fn entries(&self) -> Vec<Event> {
         let ring = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         ring.events.iter().rev().cloned().collect()
     }

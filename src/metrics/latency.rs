@@ -14,7 +14,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 /// to 10.49 s, four buckets per doubling. Reported as the geometric middle of its bucket, a
 /// percentile is within 2^(1/8) − 1 = 9.05 % of the true value anywhere in that range (the
 /// fixed 50 µs … 2.5 s buckets before made 400 µs read as "1.00 ms").
-pub const LATENCY_BUCKETS: [f64; 81] = log_linear_bounds();
+pub(crate) const LATENCY_BUCKETS: [f64; 81] = log_linear_bounds();
 
 /// The first bound and the bounds per doubling of [`LATENCY_BUCKETS`].
 const FIRST_BOUND: f64 = 1e-5;
@@ -45,11 +45,11 @@ const fn log_linear_bounds() -> [f64; 81] {
 const SLOTS: usize = LATENCY_BUCKETS.len() + 1;
 
 /// Observations per bucket (not cumulative), in the order of `LATENCY_BUCKETS` then `+Inf`.
-pub type BucketCounts = [u64; SLOTS];
+pub(crate) type BucketCounts = [u64; SLOTS];
 
 /// A cheap clone shares the counts (like every `prometheus_client` metric).
 #[derive(Clone, Debug, Default)]
-pub struct LatencyHistogram {
+pub(crate) struct LatencyHistogram {
     inner: Arc<Inner>,
 }
 
@@ -73,7 +73,7 @@ impl Default for Inner {
 
 impl LatencyHistogram {
     /// Records one observation in seconds (same call as `Histogram::observe`).
-    pub fn observe(&self, seconds: f64) {
+    pub(crate) fn observe(&self, seconds: f64) {
         self.inner.buckets[slot_of(seconds)].fetch_add(1, Ordering::Relaxed);
         self.inner
             .sum_ns
@@ -82,7 +82,7 @@ impl LatencyHistogram {
 
     /// The counts per bucket right now (each bucket read once; not a consistent cut, which
     /// percentiles over a second of traffic do not need).
-    pub fn buckets(&self) -> BucketCounts {
+    pub(crate) fn buckets(&self) -> BucketCounts {
         let mut counts = [0; SLOTS];
         for (count, bucket) in counts.iter_mut().zip(&self.inner.buckets) {
             *count = bucket.load(Ordering::Relaxed);
@@ -110,7 +110,7 @@ fn nanos(seconds: f64) -> u64 {
 /// cost more than the observation itself under load; a batch costs one add per bucket it
 /// touched, plus one.
 #[derive(Debug)]
-pub struct LocalLatency {
+pub(crate) struct LocalLatency {
     buckets: [u64; SLOTS],
     /// Bit `i` set: `buckets[i]` holds something. A flush visits only those buckets: at `-P 1`
     /// a flush carries one or two observations, and walking all 82 buckets cost about 250
@@ -136,7 +136,7 @@ impl Default for LocalLatency {
 
 impl LocalLatency {
     /// Records one observation in seconds, in this task only.
-    pub fn observe(&mut self, seconds: f64) {
+    pub(crate) fn observe(&mut self, seconds: f64) {
         let slot = slot_of(seconds);
         self.buckets[slot] += 1;
         self.touched |= 1 << slot;
@@ -145,12 +145,12 @@ impl LocalLatency {
     }
 
     /// Observations not yet added to a shared histogram.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count
     }
 
     /// Adds everything gathered so far to `shared` and starts again from nothing.
-    pub fn flush_into(&mut self, shared: &LatencyHistogram) {
+    pub(crate) fn flush_into(&mut self, shared: &LatencyHistogram) {
         if self.count == 0 {
             return;
         }
@@ -174,7 +174,7 @@ impl LocalLatency {
 /// middle of the bucket it falls in, within 9.05 % of the true value (the first bucket, below
 /// 10 µs, reports its bound). `None` when there are no observations; the overflow bucket
 /// reports the last finite bound.
-pub fn quantile_us(counts: &BucketCounts, q: f64) -> Option<u64> {
+pub(crate) fn quantile_us(counts: &BucketCounts, q: f64) -> Option<u64> {
     let total: u64 = counts.iter().sum();
     if total == 0 {
         return None;

@@ -13,7 +13,7 @@ struct BackendLabel {
 /// The three families; a route takes its handles once (at start-up or reload), so a mirrored
 /// command only does atomic adds.
 #[derive(Default)]
-pub struct MirrorMetrics {
+pub(crate) struct MirrorMetrics {
     sent: Family<BackendLabel, Counter>,
     errors: Family<BackendLabel, Counter>,
     dropped: Family<BackendLabel, Counter>,
@@ -22,9 +22,9 @@ pub struct MirrorMetrics {
 /// One mirror backend's counters.
 #[derive(Clone, Debug, Default)]
 pub struct MirrorCounters {
-    pub sent: Counter,
-    pub errors: Counter,
-    pub dropped: Counter,
+    pub(crate) sent: Counter,
+    pub(crate) errors: Counter,
+    pub(crate) dropped: Counter,
 }
 
 impl MirrorMetrics {
@@ -47,7 +47,7 @@ impl MirrorMetrics {
     }
 
     /// The counters for mirror backend `backend`.
-    pub fn counters(&self, backend: &str) -> MirrorCounters {
+    pub(crate) fn counters(&self, backend: &str) -> MirrorCounters {
         let label = BackendLabel {
             backend: backend.to_string(),
         };

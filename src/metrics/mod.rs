@@ -23,6 +23,7 @@
 //!
 //! Handles are created once where possible (per node, per listener) so the hot path only does
 //! atomic adds; per-command series are looked up by the command's static name.
+#![warn(unreachable_pub, missing_docs)]
 
 mod client;
 mod command;
@@ -40,21 +41,20 @@ mod totals;
 mod tracking;
 mod upstream;
 
-pub use client::{ClientMetrics, ListenerMetrics};
-pub use command::CommandMetrics;
-pub use events::{Event, EventKind, EventLog, EVENT_LOG_LEN};
-pub use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency, LATENCY_BUCKETS};
-pub use mirror::{MirrorCounters, MirrorMetrics};
-pub use near_cache::NearCacheMetrics;
-pub use process::ProcessMetrics;
-pub use readiness::ReadinessGauges;
-pub use router::RouterMetrics;
-pub use slowlog::{SlowEntry, SlowLog};
+pub(crate) use client::{ClientMetrics, ListenerMetrics};
+pub(crate) use command::CommandMetrics;
+pub(crate) use events::{EventKind, EventLog};
+pub(crate) use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency};
+pub(crate) use mirror::{MirrorCounters, MirrorMetrics};
+pub(crate) use near_cache::NearCacheMetrics;
+pub(crate) use process::ProcessMetrics;
+pub(crate) use readiness::ReadinessGauges;
+pub(crate) use router::RouterMetrics;
+pub(crate) use slowlog::{SlowEntry, SlowLog};
 pub use tally::CommandTally;
-pub use topology::TopologyMetrics;
-pub use totals::Totals;
-pub use tracking::{FlushCause, TrackingMetrics};
-pub use upstream::{NodeMetrics, UpstreamMetrics};
+pub(crate) use topology::TopologyMetrics;
+pub(crate) use tracking::{FlushCause, TrackingMetrics};
+pub(crate) use upstream::{NodeMetrics, UpstreamMetrics};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -73,12 +73,12 @@ use crate::values::units;
 pub struct MetricsConfig {
     /// Per-command call, error and latency series. Costs two clock reads and a few atomic
     /// operations per command; switch off if a benchmark shows it matters for you.
-    pub command_stats: bool,
+    pub(crate) command_stats: bool,
     /// Commands slower than this (dispatch to reply) are kept in the slow log; 0 disables it.
     #[serde(with = "units::duration")]
-    pub slowlog_threshold: Duration,
+    pub(crate) slowlog_threshold: Duration,
     /// Entries the slow log keeps (oldest dropped first).
-    pub slowlog_max_len: usize,
+    pub(crate) slowlog_max_len: usize,
 }
 
 impl Default for MetricsConfig {
@@ -98,33 +98,33 @@ pub struct Metrics {
     id: u64,
     registry: Registry,
     /// Per-command series and slow commands (client sessions).
-    pub commands: CommandMetrics,
+    pub(crate) commands: CommandMetrics,
     /// Per-node series and the dedicated pool (`upstream`).
-    pub upstream: UpstreamMetrics,
+    pub(crate) upstream: UpstreamMetrics,
     /// Listeners, workers, client traffic and closes (`downstream`).
-    pub clients: ClientMetrics,
+    pub(crate) clients: ClientMetrics,
     /// Refreshes, rejected maps and redirects (`cluster`).
-    pub topology: TopologyMetrics,
+    pub(crate) topology: TopologyMetrics,
     /// Retries, hedges, the retry budget and injected faults (`router`).
-    pub router: RouterMetrics,
+    pub(crate) router: RouterMetrics,
     /// Request mirroring (`routes[].mirror`).
-    pub mirror: MirrorMetrics,
+    pub(crate) mirror: MirrorMetrics,
     /// Client-side caching (`downstream::tracking`).
-    pub tracking: TrackingMetrics,
+    pub(crate) tracking: TrackingMetrics,
     /// The near cache (`near_cache`).
-    pub near_cache: NearCacheMetrics,
+    pub(crate) near_cache: NearCacheMetrics,
     /// Slots owned, readiness and the client limit, set when `/metrics` is scraped.
-    pub readiness: ReadinessGauges,
+    pub(crate) readiness: ReadinessGauges,
     /// Uptime and config reloads (`app`).
-    pub process: ProcessMetrics,
-    pub slowlog: SlowLog,
+    pub(crate) process: ProcessMetrics,
+    pub(crate) slowlog: SlowLog,
     /// Topology changes and node ejections (status page); shared with every node's health.
-    pub events: Arc<EventLog>,
+    pub(crate) events: Arc<EventLog>,
 }
 
 impl Metrics {
     /// Makes every group and registers its series.
-    pub fn new(config: &MetricsConfig) -> Metrics {
+    pub(crate) fn new(config: &MetricsConfig) -> Metrics {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let mut metrics = Metrics {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -157,7 +157,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         self.process.set_uptime();
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
@@ -183,82 +183,82 @@ impl Metrics {
     }
 
     /// Calls so far per command seen (status page rates); empty when command stats are off.
-    pub fn command_calls(&self) -> Vec<(&'static str, u64)> {
+    pub(crate) fn command_calls(&self) -> Vec<(&'static str, u64)> {
         self.commands.calls()
     }
 
     /// The series for one node (created on first use).
-    pub fn node(&self, addr: &str) -> NodeMetrics {
+    pub(crate) fn node(&self, addr: &str) -> NodeMetrics {
         self.upstream.node(addr, &self.events)
     }
 
     /// Drops the series of a node redcar no longer knows (see [`UpstreamMetrics::forget_node`]).
-    pub fn forget_node(&self, addr: &str) {
+    pub(crate) fn forget_node(&self, addr: &str) {
         self.upstream.forget_node(addr);
     }
 
     /// Commands sent to any node so far.
-    pub fn requests_sent(&self) -> u64 {
+    pub(crate) fn requests_sent(&self) -> u64 {
         self.upstream.requests_sent()
     }
 
     /// The series for one listener (`tcp` or `unix`).
-    pub fn listener(&self, listener: &'static str) -> ListenerMetrics {
+    pub(crate) fn listener(&self, listener: &'static str) -> ListenerMetrics {
         self.clients.listener(listener)
     }
 
     /// Records the threading model that runs and its worker threads; called once at start-up.
-    pub fn set_workers(&self, threading: &'static str, workers: usize) {
+    pub(crate) fn set_workers(&self, threading: &'static str, workers: usize) {
         self.clients.set_workers(threading, workers);
     }
 
     /// The connected-clients gauge of per-core worker `worker`.
-    pub fn worker_clients(&self, worker: usize) -> Gauge {
+    pub(crate) fn worker_clients(&self, worker: usize) -> Gauge {
         self.clients.worker_clients(worker)
     }
 
     /// The counter of idle clients closed by `client.close_idle_when_slow`.
-    pub fn clients_closed_slow(&self) -> Counter {
+    pub(crate) fn clients_closed_slow(&self) -> Counter {
         self.clients.clients_closed_slow()
     }
 
     /// A followed redirect: `moved` or `ask`, to `node`.
-    pub fn redirect(&self, kind: &'static str, node: &str) {
+    pub(crate) fn redirect(&self, kind: &'static str, node: &str) {
         self.topology.redirect(kind, node);
     }
 
     /// A topology refresh that succeeded or failed.
-    pub fn refresh(&self, ok: bool) {
+    pub(crate) fn refresh(&self, ok: bool) {
         self.topology.refresh(ok);
     }
 
     /// A slot map read but not adopted (see [`TopologyMetrics::rejected`]).
-    pub fn topology_rejected(&self, reason: &'static str) {
+    pub(crate) fn topology_rejected(&self, reason: &'static str) {
         self.topology.rejected(reason);
     }
 
     /// A command about to be sent again (after a connection failure or a transient error reply).
-    pub fn retry(&self) {
+    pub(crate) fn retry(&self) {
         self.router.retry();
     }
 
     /// A read sent to a second node (`router.hedge_after`).
-    pub fn hedge(&self) {
+    pub(crate) fn hedge(&self) {
         self.router.hedge();
     }
 
     /// A retry refused by `router.retry_budget`.
-    pub fn retry_budget_exhausted(&self) {
+    pub(crate) fn retry_budget_exhausted(&self) {
         self.router.retry_budget_exhausted();
     }
 
     /// The counter of injected faults of one `kind` (`delay` or `error`).
-    pub fn faults(&self, kind: &'static str) -> Counter {
+    pub(crate) fn faults(&self, kind: &'static str) -> Counter {
         self.router.faults(kind)
     }
 
     /// One config reload: `ok` (applied) or `error` (refused; the old config stays).
-    pub fn config_reload(&self, ok: bool) {
+    pub(crate) fn config_reload(&self, ok: bool) {
         self.process.config_reload(ok);
     }
 }
@@ -269,5 +269,8 @@ impl Default for Metrics {
     }
 }
 
+// For the status sampler's tests; last, so tests/layering.rs reads the code above.
+#[cfg(test)]
+pub(crate) use latency::LATENCY_BUCKETS;
 #[cfg(test)]
 mod tests;

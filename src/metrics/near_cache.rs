@@ -18,22 +18,22 @@ struct CauseLabel {
 #[derive(Clone, Default)]
 pub struct NearCacheMetrics {
     /// Reads answered from memory.
-    pub hits: Counter,
+    pub(crate) hits: Counter,
     /// Cacheable reads sent to a node (not cached, expired, or the node silent too long).
-    pub misses: Counter,
+    pub(crate) misses: Counter,
     /// Replies stored after a miss.
-    pub fills: Counter,
+    pub(crate) fills: Counter,
     /// Misses that waited for the same read already on its way instead of sending their own.
-    pub coalesced: Counter,
+    pub(crate) coalesced: Counter,
     /// Entries dropped because a node said the key changed, or a write went through redcar.
-    pub invalidations: Counter,
+    pub(crate) invalidations: Counter,
     /// Entries dropped to stay within `near_cache.max_bytes`.
-    pub evictions: Counter,
+    pub(crate) evictions: Counter,
     flushes: Family<CauseLabel, Counter>,
     /// Bytes held (replies, keys, bookkeeping), sampled every second.
-    pub bytes: Gauge,
+    pub(crate) bytes: Gauge,
     /// Keys held, sampled every second.
-    pub entries: Gauge,
+    pub(crate) entries: Gauge,
 }
 
 impl NearCacheMetrics {
@@ -96,7 +96,7 @@ impl NearCacheMetrics {
     }
 
     /// The whole cache was dropped because of `cause`.
-    pub fn flushed(&self, cause: FlushCause) {
+    pub(crate) fn flushed(&self, cause: FlushCause) {
         self.flushes
             .get_or_create(&CauseLabel {
                 cause: cause.label(),

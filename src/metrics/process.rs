@@ -16,7 +16,7 @@ struct ResultLabel {
 }
 
 /// Uptime (set when scraped) and the config in effect.
-pub struct ProcessMetrics {
+pub(crate) struct ProcessMetrics {
     started: Instant,
     uptime: Gauge<f64, AtomicU64>,
     /// Config reloads (SIGHUP), by result (`ok`, `error`).
@@ -53,7 +53,7 @@ impl ProcessMetrics {
     }
 
     /// Time since start.
-    pub fn uptime(&self) -> Duration {
+    pub(crate) fn uptime(&self) -> Duration {
         self.started.elapsed()
     }
 
@@ -63,7 +63,7 @@ impl ProcessMetrics {
     }
 
     /// One config reload: `ok` (applied) or `error` (refused; the old config stays).
-    pub fn config_reload(&self, ok: bool) {
+    pub(crate) fn config_reload(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.config_reloads
             .get_or_create(&ResultLabel { result })

@@ -17,7 +17,7 @@ struct BackendLabel {
 /// Without these, "slots uncovered" could only be guessed from failed refreshes and "client
 /// limit near" had to hard-code the default limit (examples/prometheus/redcar.rules.yml).
 #[derive(Default)]
-pub struct ReadinessGauges {
+pub(crate) struct ReadinessGauges {
     slots_owned: Family<BackendLabel, Gauge>,
     ready: Family<BackendLabel, Gauge>,
     client_max_connections: Gauge,
@@ -46,7 +46,7 @@ impl ReadinessGauges {
 
     /// Every backend's figures as of now: `(name, slots owned, ready)`; backends not listed
     /// any more (a reload removed them) lose their series.
-    pub fn set_backends<'a>(&self, now: impl IntoIterator<Item = (&'a str, usize, bool)>) {
+    pub(crate) fn set_backends<'a>(&self, now: impl IntoIterator<Item = (&'a str, usize, bool)>) {
         let mut known = self.backends.lock().unwrap_or_else(|e| e.into_inner());
         let mut seen = Vec::new();
         for (backend, slots_owned, ready) in now {
@@ -69,7 +69,7 @@ impl ReadinessGauges {
         *known = seen;
     }
 
-    pub fn set_client_max_connections(&self, limit: u64) {
+    pub(crate) fn set_client_max_connections(&self, limit: u64) {
         self.client_max_connections
             .set(i64::try_from(limit).unwrap_or(i64::MAX));
     }

@@ -13,7 +13,7 @@ struct KindLabel {
 
 /// What the router did beyond sending a command once.
 #[derive(Default)]
-pub struct RouterMetrics {
+pub(crate) struct RouterMetrics {
     retries: Counter,
     hedges: Counter,
     retry_budget_exhausted: Counter,
@@ -45,28 +45,28 @@ impl RouterMetrics {
     }
 
     /// A command about to be sent again (after a connection failure or a transient error reply).
-    pub fn retry(&self) {
+    pub(crate) fn retry(&self) {
         self.retries.inc();
     }
 
     /// Commands sent again so far.
-    pub fn retries(&self) -> u64 {
+    pub(crate) fn retries(&self) -> u64 {
         self.retries.get()
     }
 
     /// A read sent to a second node (`router.hedge_after`).
-    pub fn hedge(&self) {
+    pub(crate) fn hedge(&self) {
         self.hedges.inc();
     }
 
     /// A retry refused by `router.retry_budget`.
-    pub fn retry_budget_exhausted(&self) {
+    pub(crate) fn retry_budget_exhausted(&self) {
         self.retry_budget_exhausted.inc();
     }
 
     /// The counter of injected faults of one `kind` (`delay` or `error`), made once at start-up
     /// so injecting costs one atomic add.
-    pub fn faults(&self, kind: &'static str) -> Counter {
+    pub(crate) fn faults(&self, kind: &'static str) -> Counter {
         self.faults.get_or_create_owned(&KindLabel { kind })
     }
 }

@@ -11,22 +11,22 @@ const KEY_SHOWN: usize = 64;
 
 /// One slow command.
 #[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct SlowEntry {
+pub(crate) struct SlowEntry {
     /// Sequence number, from 0, like Redis's slow-log ids.
-    pub id: u64,
+    pub(crate) id: u64,
     /// Unix time (seconds) when the command finished.
-    pub time: u64,
-    pub duration_us: u64,
-    pub command: String,
+    pub(crate) time: u64,
+    pub(crate) duration_us: u64,
+    pub(crate) command: String,
     /// The first key, cut to 64 bytes (lossy UTF-8), or empty.
-    pub key: String,
+    pub(crate) key: String,
     /// The node it went to, when known.
-    pub node: String,
-    pub client: String,
+    pub(crate) node: String,
+    pub(crate) client: String,
 }
 
 /// A bounded ring of slow commands; pushes lock briefly, only for commands over the threshold.
-pub struct SlowLog {
+pub(crate) struct SlowLog {
     threshold: Duration,
     max_len: usize,
     entries: Mutex<VecDeque<SlowEntry>>,
@@ -34,7 +34,7 @@ pub struct SlowLog {
 }
 
 impl SlowLog {
-    pub fn new(threshold: Duration, max_len: usize) -> SlowLog {
+    pub(crate) fn new(threshold: Duration, max_len: usize) -> SlowLog {
         SlowLog {
             threshold,
             max_len,
@@ -44,17 +44,24 @@ impl SlowLog {
     }
 
     /// True when `elapsed` deserves an entry.
-    pub fn is_slow(&self, elapsed: Duration) -> bool {
+    pub(crate) fn is_slow(&self, elapsed: Duration) -> bool {
         self.is_enabled() && elapsed >= self.threshold
     }
 
     /// False when `slowlog_threshold` is 0 or `slowlog_max_len` is 0.
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         !self.threshold.is_zero() && self.max_len > 0
     }
 
     /// Adds an entry, dropping the oldest when full.
-    pub fn push(&self, elapsed: Duration, command: &str, key: &[u8], node: &str, client: &str) {
+    pub(crate) fn push(
+        &self,
+        elapsed: Duration,
+        command: &str,
+        key: &[u8],
+        node: &str,
+        client: &str,
+    ) {
         let time = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -81,16 +88,12 @@ impl SlowLog {
     }
 
     /// Entries kept now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Forgets every entry (SLOWLOG RESET).
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.entries
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -98,7 +101,7 @@ impl SlowLog {
     }
 
     /// Newest first, like Redis's SLOWLOG GET.
-    pub fn entries(&self) -> Vec<SlowEntry> {
+    pub(crate) fn entries(&self) -> Vec<SlowEntry> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.iter().rev().cloned().collect()
     }

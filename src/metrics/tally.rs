@@ -45,12 +45,13 @@ struct Pending {
 }
 
 impl<'m> CommandTally<'m> {
+    /// An empty tally that flushes into `metrics`.
     pub fn new(metrics: &'m Metrics) -> CommandTally<'m> {
         CommandTally { metrics }
     }
 
     /// The metrics this tally adds to.
-    pub fn metrics(&self) -> &'m Metrics {
+    pub(crate) fn metrics(&self) -> &'m Metrics {
         self.metrics
     }
 
@@ -81,9 +82,16 @@ fn entry<'p>(
     command: &'static str,
 ) -> &'p mut Pending {
     let registry = metrics.id;
+    // Command names are the table's `&'static str`s, so the same name is nearly always the same
+    // pointer: look for that first, and compare the text only when it is not found.
     let found = pending
         .iter()
-        .position(|p| p.command == command && p.registry == registry);
+        .position(|p| std::ptr::eq(p.command, command) && p.registry == registry)
+        .or_else(|| {
+            pending
+                .iter()
+                .position(|p| p.command == command && p.registry == registry)
+        });
     let at = match found {
         Some(at) => at,
         None => {
@@ -186,6 +194,27 @@ mod tests {
         assert_eq!(
             count_of(&metrics, "redcar_commands_total{command=\"c34\"}"),
             Some(1)
+        );
+    }
+
+    #[test]
+    fn one_name_at_two_addresses_is_one_command() {
+        let metrics = Metrics::default();
+        let mut tally = CommandTally::new(&metrics);
+        let copy: &'static str = Box::leak(String::from("get").into_boxed_str());
+        tally.record("get", Duration::from_micros(10), false);
+        tally.record(copy, Duration::from_micros(10), false);
+        let entries = PENDING.with(|p| {
+            p.borrow()
+                .iter()
+                .filter(|p| p.registry == metrics.id && p.command == "get")
+                .count()
+        });
+        assert_eq!(entries, 1);
+        tally.flush();
+        assert_eq!(
+            count_of(&metrics, "redcar_commands_total{command=\"get\"}"),
+            Some(2)
         );
     }
 

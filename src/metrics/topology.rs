@@ -25,7 +25,7 @@ struct ReasonLabel {
 
 /// Refreshes by result, rejected maps by reason, redirects by kind and node.
 #[derive(Default)]
-pub struct TopologyMetrics {
+pub(crate) struct TopologyMetrics {
     redirects: Family<RedirectLabel, Counter>,
     refreshes: Family<ResultLabel, Counter>,
     rejected: Family<ReasonLabel, Counter>,
@@ -51,7 +51,7 @@ impl TopologyMetrics {
     }
 
     /// A followed redirect: `moved` or `ask`, to `node`. Rare, so the label allocation is fine.
-    pub fn redirect(&self, kind: &'static str, node: &str) {
+    pub(crate) fn redirect(&self, kind: &'static str, node: &str) {
         let label = RedirectLabel {
             kind,
             node: node.to_string(),
@@ -60,7 +60,7 @@ impl TopologyMetrics {
     }
 
     /// A topology refresh that succeeded or failed.
-    pub fn refresh(&self, ok: bool) {
+    pub(crate) fn refresh(&self, ok: bool) {
         let result = if ok { "ok" } else { "failed" };
         self.refreshes.get_or_create(&ResultLabel { result }).inc();
     }
@@ -68,7 +68,7 @@ impl TopologyMetrics {
     /// A slot map read but not adopted: `stale` (an owner with a lower config epoch),
     /// `unconfirmed` (a surprising change no second node agreed with) or `partial` (unowned
     /// slots while the current map is complete).
-    pub fn rejected(&self, reason: &'static str) {
+    pub(crate) fn rejected(&self, reason: &'static str) {
         self.rejected.get_or_create(&ReasonLabel { reason }).inc();
     }
 

@@ -6,21 +6,21 @@ use super::Metrics;
 
 /// What redcar reports about itself in INFO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
-    pub uptime: Duration,
+pub(crate) struct Totals {
+    pub(crate) uptime: Duration,
     /// Clients connected now, over every listener.
-    pub clients: i64,
+    pub(crate) clients: i64,
     /// Clients accepted since start.
-    pub accepted: u64,
+    pub(crate) accepted: u64,
     /// Commands sent again after a connection failure or a transient error reply.
-    pub retries: u64,
-    pub refreshes_ok: u64,
-    pub refreshes_failed: u64,
+    pub(crate) retries: u64,
+    pub(crate) refreshes_ok: u64,
+    pub(crate) refreshes_failed: u64,
 }
 
 impl Metrics {
     /// Reads the totals without creating series that do not exist yet.
-    pub fn totals(&self) -> Totals {
+    pub(crate) fn totals(&self) -> Totals {
         let (clients, accepted) = self.clients.connected_and_accepted();
         let (refreshes_ok, refreshes_failed) = self.topology.refreshes();
         Totals {

@@ -42,15 +42,15 @@ impl FlushCause {
 #[derive(Clone, Default)]
 pub struct TrackingMetrics {
     /// Sessions with `CLIENT TRACKING` on now.
-    pub clients: Gauge,
+    pub(crate) clients: Gauge,
     /// Keys in the tracking table now.
-    pub keys: Gauge,
+    pub(crate) keys: Gauge,
     invalidations: Family<KindLabel, Counter>,
     flushes: Family<CauseLabel, Counter>,
     /// Keys evicted because the table was full (`client.tracking_table_max_keys`).
-    pub evicted: Counter,
+    pub(crate) evicted: Counter,
     /// Sessions told their REDIRECT target is gone (`tracking-redir-broken`).
-    pub redirects_broken: Counter,
+    pub(crate) redirects_broken: Counter,
 }
 
 impl TrackingMetrics {
@@ -100,22 +100,22 @@ impl TrackingMetrics {
     }
 
     /// `keys` invalidated keys delivered to clients.
-    pub fn keys_delivered(&self, keys: usize) {
+    pub(crate) fn keys_delivered(&self, keys: usize) {
         self.invalidation("key").inc_by(keys as u64);
     }
 
     /// `clients` null invalidations delivered.
-    pub fn flushes_delivered(&self, clients: usize) {
+    pub(crate) fn flushes_delivered(&self, clients: usize) {
         self.invalidation("flush").inc_by(clients as u64);
     }
 
     /// Every tracking client was told to flush because of `cause`.
-    pub fn flushed(&self, cause: FlushCause) {
+    pub(crate) fn flushed(&self, cause: FlushCause) {
         self.flush(cause.label()).inc();
     }
 
     /// One client's queue of invalidations overflowed: it was told to flush instead.
-    pub fn slow_client(&self) {
+    pub(crate) fn slow_client(&self) {
         self.flush("slow_client").inc();
     }
 

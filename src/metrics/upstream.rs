@@ -19,7 +19,7 @@ struct NodeLabel {
 
 /// The per-node families and the pool's figures.
 #[derive(Default)]
-pub struct UpstreamMetrics {
+pub(crate) struct UpstreamMetrics {
     requests: Family<NodeLabel, Counter>,
     errors: Family<NodeLabel, Counter>,
     /// Per reply on the hot path, and read back by the status page: the lock-free kind.
@@ -35,37 +35,37 @@ pub struct UpstreamMetrics {
     /// measure of traffic.
     requests_sent: Counter,
     /// Dedicated connections (blocking commands, WATCH, pub/sub) lent to a client right now.
-    pub dedicated_busy: Gauge,
+    pub(crate) dedicated_busy: Gauge,
     /// Dedicated connections kept open for reuse.
-    pub dedicated_idle: Gauge,
+    pub(crate) dedicated_idle: Gauge,
     /// Requests for a dedicated connection that found the pool exhausted (failed or waited out).
-    pub dedicated_exhausted: Counter,
+    pub(crate) dedicated_exhausted: Counter,
 }
 
 /// One node's series, created once per node.
 #[derive(Clone, Debug)]
-pub struct NodeMetrics {
-    pub requests: Counter,
-    pub errors: Counter,
-    pub duration: LatencyHistogram,
-    pub replies: Counter,
-    pub latency_us: Counter,
-    pub in_flight: Gauge,
-    pub connections: Gauge,
-    pub ejections: Counter,
-    pub ejected: Gauge,
+pub(crate) struct NodeMetrics {
+    pub(crate) requests: Counter,
+    pub(crate) errors: Counter,
+    pub(crate) duration: LatencyHistogram,
+    pub(crate) replies: Counter,
+    latency_us: Counter,
+    pub(crate) in_flight: Gauge,
+    pub(crate) connections: Gauge,
+    pub(crate) ejections: Counter,
+    pub(crate) ejected: Gauge,
     /// Batches that filled a connection up to `upstream.max_in_flight_per_connection`.
-    pub in_flight_capped: Counter,
+    pub(crate) in_flight_capped: Counter,
     /// Shared by every node: commands sent anywhere.
-    pub all_requests: Counter,
+    pub(crate) all_requests: Counter,
     /// Where ejections and restorations are recorded.
-    pub events: Arc<EventLog>,
+    pub(crate) events: Arc<EventLog>,
 }
 
 impl NodeMetrics {
     /// Records `count` replies (one read's worth) that took `latency` in total; the histogram is
     /// fed per reply by the caller.
-    pub fn record_replies(&self, count: u64, latency: Duration) {
+    pub(crate) fn record_replies(&self, count: u64, latency: Duration) {
         if count == 0 {
             return;
         }
@@ -76,7 +76,7 @@ impl NodeMetrics {
     }
 
     /// Mean write-to-reply time so far, in microseconds.
-    pub fn mean_latency_us(&self) -> Option<u64> {
+    pub(crate) fn mean_latency_us(&self) -> Option<u64> {
         let replies = self.replies.get();
         (replies > 0).then(|| self.latency_us.get() / replies)
     }
@@ -152,7 +152,7 @@ impl UpstreamMetrics {
     }
 
     /// The series for one node (created on first use); ejections are recorded in `events`.
-    pub fn node(&self, addr: &str, events: &Arc<EventLog>) -> NodeMetrics {
+    pub(crate) fn node(&self, addr: &str, events: &Arc<EventLog>) -> NodeMetrics {
         let label = NodeLabel {
             node: addr.to_string(),
         };
@@ -174,7 +174,7 @@ impl UpstreamMetrics {
 
     /// Drops a node's series once redcar no longer knows the node (it left the cluster, or is
     /// a failed replica), so dashboards do not show a gone node as stuck ejected or busy.
-    pub fn forget_node(&self, addr: &str) {
+    pub(crate) fn forget_node(&self, addr: &str) {
         let label = NodeLabel {
             node: addr.to_string(),
         };
@@ -191,7 +191,7 @@ impl UpstreamMetrics {
     }
 
     /// Commands sent to any node so far.
-    pub fn requests_sent(&self) -> u64 {
+    pub(crate) fn requests_sent(&self) -> u64 {
         self.requests_sent.get()
     }
 }

@@ -80,6 +80,10 @@ pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
 /// Parse the integer on the header line whose type byte is at `pos`; the line may be at most
 /// `max` bytes, else `too_long`; a line that is not a number is `invalid`.
 /// `Ok(None)` if incomplete, else the value and the offset just past the CRLF.
+///
+/// Inlined: every request pays it once per argument, and the shortcut is a few compares; the
+/// general path stays out of line.
+#[inline]
 pub(crate) fn read_header(
     buf: &[u8],
     pos: usize,
@@ -105,6 +109,7 @@ pub(crate) fn read_header(
 }
 
 /// [`read_header`] without its shortcut: finds the line's end, then parses it.
+#[inline(never)]
 fn read_any_header(
     buf: &[u8],
     pos: usize,

@@ -71,6 +71,9 @@ pub struct Router {
     routes: ArcSwap<RouteTable>,
     /// True when `routes` has entries: the one branch a config without routes pays per command.
     routed: AtomicBool,
+    /// `live.config.replica_miss_check`, read with one load by every nil reply to a read (most
+    /// replies to GETs of absent keys) instead of a snapshot of `live`.
+    replica_miss_check: AtomicBool,
 }
 
 /// The router settings a reload can change, prepared once per reload.
@@ -88,6 +91,7 @@ impl Router {
         config: RouterConfig,
     ) -> Router {
         let faults = forward::Faults::new(&config.faults, &metrics);
+        let replica_miss_check = AtomicBool::new(config.replica_miss_check);
         Router {
             cluster,
             upstreams,
@@ -98,6 +102,7 @@ impl Router {
             live: ArcSwap::from_pointee(Live { config, faults }),
             routes: ArcSwap::from_pointee(RouteTable::default()),
             routed: AtomicBool::new(false),
+            replica_miss_check,
         }
     }
 
@@ -113,6 +118,8 @@ impl Router {
     pub fn reconfigure(&self, config: RouterConfig) {
         self.retry_budget.set_config(config.retry_budget.clone());
         let faults = forward::Faults::new(&config.faults, &self.metrics);
+        self.replica_miss_check
+            .store(config.replica_miss_check, Ordering::Relaxed);
         self.live.store(Arc::new(Live { config, faults }));
     }
 

@@ -175,24 +175,38 @@ fn plan_keyed(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) -> Plan
         // The arguments don't fit the key spec; let a node produce Redis's own syntax error.
         return Plan::AnyNode;
     }
-    let mut slots = keys.iter().map(|&i| key_slot(&args[i]));
-    let Some(slot) = slots.next() else {
+    let Some((&first, rest)) = keys.split_first() else {
         return Plan::AnyNode;
     };
-    if slots.any(|other| other != slot) {
-        if let Some(merge) = policy::split_merge(spec) {
-            return match split::plan(spec, merge, args, keys) {
-                Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
-                Err(reply) => Plan::Reply(reply),
+    let slot = key_slot(&args[first]);
+    for (n, &i) in rest.iter().enumerate() {
+        let next = key_slot(&args[i]);
+        if next != slot {
+            // The split takes the slots hashed so far from here.
+            let hashed = split::Hashed {
+                same: n + 1,
+                first: slot,
+                next,
             };
+            return cross_slot(spec, args, keys, hashed);
         }
-        return Plan::Reply(error_with_prefix(
-            "CROSSSLOT ",
-            "Keys in request don't hash to the same slot (redcar: use a {hash tag} to keep related keys in one slot)",
-        ));
     }
     let write = spec.flags & flags::WRITE != 0;
     Plan::Slot { slot, write }
+}
+
+/// Keys in more than one slot: split if the command splits, else Redis's CROSSSLOT refusal.
+fn cross_slot(spec: &CommandSpec, args: &[Bytes], keys: &[usize], hashed: split::Hashed) -> Plan {
+    if let Some(merge) = policy::split_merge(spec) {
+        return match split::plan(spec, merge, args, keys, Some(hashed)) {
+            Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
+            Err(reply) => Plan::Reply(reply),
+        };
+    }
+    Plan::Reply(error_with_prefix(
+        "CROSSSLOT ",
+        "Keys in request don't hash to the same slot (redcar: use a {hash tag} to keep related keys in one slot)",
+    ))
 }
 
 /// Scripts (remembered for NOSCRIPT healing; writes unless `_RO`) and XREAD/XREADGROUP (on a
@@ -378,6 +392,41 @@ mod tests {
         assert_eq!(plan("WATCH k {k}x"), Plan::Tx(Tx::Watch, Some(slot)));
         assert!(matches!(plan("WATCH a b"), Plan::Reply(_)), "cross-slot");
         assert_eq!(plan("MULTI"), Plan::Tx(Tx::Multi, None));
+    }
+
+    #[test]
+    fn a_split_planned_with_the_slots_hashed_so_far_equals_one_hashed_afresh() {
+        for line in [
+            "MGET a b",
+            "MGET {a}1 {a}2 {a}3 b {a}4 c",
+            "MSET {a}1 x {a}2 y b z {a}3 w",
+            "DEL a {a}x b {b}y",
+            "MSET a 1 b",
+        ] {
+            let args = args(line);
+            let spec = commands::lookup(&args).expect("known");
+            let mut keys = Vec::new();
+            let planned = plan_keyed(spec, &args, &mut keys);
+            let merge = policy::split_merge(spec).expect("splits");
+            let afresh = match split::plan(spec, merge, &args, &keys, None) {
+                Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
+                Err(reply) => Plan::Reply(reply),
+            };
+            assert_eq!(planned, afresh, "{line}");
+        }
+        let get = args("GET a");
+        let spec = commands::lookup(&get).expect("known");
+        let mut keys = Vec::new();
+        assert!(matches!(
+            plan_keyed(spec, &get, &mut keys),
+            Plan::Slot { write: false, .. }
+        ));
+        let rename = args("RENAME a b");
+        let spec = commands::lookup(&rename).expect("known");
+        assert!(
+            matches!(plan_keyed(spec, &rename, &mut keys), Plan::Reply(_)),
+            "CROSSSLOT"
+        );
     }
 
     #[test]

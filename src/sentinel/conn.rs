@@ -11,13 +11,13 @@ use crate::protocol::{encode_command, Frame, Limits};
 
 /// `AUTH [username] password` for the sentinels (never the data nodes' credentials).
 #[derive(Clone)]
-pub struct SentinelAuth {
-    pub username: Option<String>,
-    pub password: String,
+pub(crate) struct SentinelAuth {
+    pub(crate) username: Option<String>,
+    pub(crate) password: String,
 }
 
 /// A connected (and authenticated) sentinel.
-pub struct SentinelConn {
+pub(crate) struct SentinelConn {
     stream: TcpStream,
     input: BytesMut,
     limits: Limits,
@@ -27,7 +27,7 @@ pub struct SentinelConn {
 
 impl SentinelConn {
     /// Connects to `addr` and authenticates; `timeout` bounds the connect and the AUTH reply.
-    pub async fn open(
+    pub(crate) async fn open(
         addr: &str,
         auth: Option<&SentinelAuth>,
         timeout: Duration,
@@ -62,7 +62,7 @@ impl SentinelConn {
     }
 
     /// Sends `commands` in one write and reads one reply per command, all within `timeout`.
-    pub async fn request(
+    pub(crate) async fn request(
         &mut self,
         commands: &[Vec<&[u8]>],
         timeout: Duration,
@@ -89,7 +89,7 @@ impl SentinelConn {
     }
 
     /// The next whole frame the sentinel sends (a reply, or a pub/sub message); no timeout.
-    pub async fn next_frame(&mut self) -> Result<Frame, String> {
+    pub(crate) async fn next_frame(&mut self) -> Result<Frame, String> {
         loop {
             if let Some(frame) =
                 Frame::parse(&mut self.input, &self.limits).map_err(|e| e.to_string())?

@@ -20,17 +20,17 @@ const MIN_GAP: Duration = Duration::from_millis(100);
 
 /// Follows one monitored primary.
 pub(super) struct Follower {
-    pub sentinels: Vec<String>,
-    pub master: String,
-    pub auth: Option<SentinelAuth>,
-    pub query_interval: Duration,
+    pub(crate) sentinels: Vec<String>,
+    pub(crate) master: String,
+    pub(crate) auth: Option<SentinelAuth>,
+    pub(crate) query_interval: Duration,
     /// Bounds each connect and each reply (`upstream.connect_timeout`).
-    pub timeout: Duration,
-    pub state: Arc<ClusterState>,
-    pub upstreams: Arc<Upstreams>,
-    pub metrics: Arc<Metrics>,
+    pub(crate) timeout: Duration,
+    pub(crate) state: Arc<ClusterState>,
+    pub(crate) upstreams: Arc<Upstreams>,
+    pub(crate) metrics: Arc<Metrics>,
     /// The view adopted last; `None` until the first.
-    pub current: Option<View>,
+    pub(crate) current: Option<View>,
 }
 
 // === impl Follower ===
@@ -38,7 +38,7 @@ pub(super) struct Follower {
 impl Follower {
     /// Queries now, then on every trigger, until `shutdown`. `switches` names the sentinel that
     /// reported a `+switch-master` for this primary: it is asked first, because it knows.
-    pub async fn run(
+    pub(crate) async fn run(
         mut self,
         mut switches: mpsc::Receiver<String>,
         mut shutdown: watch::Receiver<bool>,

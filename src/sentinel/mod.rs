@@ -4,6 +4,7 @@
 //! names, so pipelining, read policies, retries, health and metrics work unchanged. `follow`
 //! re-queries the sentinels every `query_interval`, at once on `+switch-master` (`watch`), and
 //! when the router asks for a refresh (e.g. after `-READONLY` from a demoted primary).
+#![warn(unreachable_pub, missing_docs)]
 
 mod conn;
 mod follow;
@@ -29,19 +30,19 @@ use conn::SentinelAuth;
 #[serde(deny_unknown_fields)]
 pub struct SentinelConfig {
     /// Sentinel addresses (`HOST:PORT`); any one that answers is enough.
-    pub sentinels: Vec<String>,
+    pub(crate) sentinels: Vec<String>,
     /// The monitored primary's name (`sentinel monitor <name> ...`).
-    pub master: String,
+    pub(crate) master: String,
     /// ACL user for the sentinels themselves (separate from the data nodes' credentials).
     #[serde(default)]
-    pub sentinel_username: Option<String>,
+    pub(crate) sentinel_username: Option<String>,
     /// Password for the sentinels (`{file: PATH}` or `{env: NAME}` also accepted; never shown).
     #[serde(default)]
-    pub sentinel_password: Option<Secret>,
+    pub(crate) sentinel_password: Option<Secret>,
     /// How often the sentinels are asked for the primary's address even without a
     /// `+switch-master` event.
     #[serde(default = "default_query_interval", with = "units::duration")]
-    pub query_interval: Duration,
+    pub(crate) query_interval: Duration,
 }
 
 fn default_query_interval() -> Duration {
@@ -66,7 +67,7 @@ impl Default for SentinelConfig {
 impl SentinelConfig {
     /// Start-up checks; `prefix` is where this config sits (`sentinel`, `backends.NAME`), so
     /// each message names the full key.
-    pub fn validate(&self, prefix: &str) -> Result<(), String> {
+    pub(crate) fn validate(&self, prefix: &str) -> Result<(), String> {
         if self.sentinels.is_empty() {
             return Err(format!(
                 "`{prefix}.sentinels` is empty: list the sentinels as HOST:PORT"
@@ -115,7 +116,7 @@ impl SentinelConfig {
 
 /// Keeps `state` pointing at the current primary (and its replicas) named by the sentinels until
 /// `shutdown` fires.
-pub async fn follow(
+pub(crate) async fn follow(
     config: SentinelConfig,
     state: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,

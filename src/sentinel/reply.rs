@@ -5,14 +5,14 @@ use crate::protocol::Frame;
 
 /// One sentinel's view of the monitored primary.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct View {
+pub(crate) struct View {
     /// `HOST:PORT` of the primary.
-    pub primary: String,
+    pub(crate) primary: String,
     /// Replicas Sentinel considers healthy and in sync, sorted (so views compare equal).
-    pub replicas: Vec<String>,
+    pub(crate) replicas: Vec<String>,
     /// The primary's config epoch (`SENTINEL MASTER`'s `config-epoch`): bumped by every
     /// failover, so a sentinel that missed one is recognisable.
-    pub epoch: u64,
+    pub(crate) epoch: u64,
 }
 
 /// Replica flags that mean "do not send reads here".
@@ -20,7 +20,12 @@ const UNUSABLE_FLAGS: [&str; 3] = ["s_down", "o_down", "disconnected"];
 
 /// Builds a [`View`] from the replies to `SENTINEL GET-MASTER-ADDR-BY-NAME`, `SENTINEL MASTER`
 /// and `SENTINEL REPLICAS` (in that order).
-pub fn view(master: &str, addr: &Frame, details: &Frame, replicas: &Frame) -> Result<View, String> {
+pub(crate) fn view(
+    master: &str,
+    addr: &Frame,
+    details: &Frame,
+    replicas: &Frame,
+) -> Result<View, String> {
     Ok(View {
         primary: master_addr(master, addr)?,
         epoch: config_epoch(details)?,
@@ -86,7 +91,7 @@ fn usable_replicas(reply: &Frame) -> Result<Vec<String>, String> {
 
 /// A `+switch-master` message's payload (`<name> <old ip> <old port> <new ip> <new port>`) →
 /// the new primary's address, when it is about `master`.
-pub fn switched(master: &str, message: &Frame) -> Option<String> {
+pub(crate) fn switched(master: &str, message: &Frame) -> Option<String> {
     let parts = message.as_array()?;
     let [kind, _channel, payload] = parts else {
         return None;

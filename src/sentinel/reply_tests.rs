@@ -1,3 +1,5 @@
+//! Tests of parsing Sentinel's replies and `+switch-master` messages.
+
 use bytes::Bytes;
 
 use super::*;

@@ -11,23 +11,23 @@ use super::reply::switched;
 
 /// What the subscription needs to know.
 pub(super) struct Switches {
-    pub sentinels: Vec<String>,
-    pub master: String,
-    pub auth: Option<SentinelAuth>,
+    pub(crate) sentinels: Vec<String>,
+    pub(crate) master: String,
+    pub(crate) auth: Option<SentinelAuth>,
     /// Bounds the connect, AUTH and the SUBSCRIBE confirmation.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Pause before trying the next sentinel after a failure.
-    pub retry: Duration,
+    pub(crate) retry: Duration,
     /// Names the sentinel that announced a switch (or that a new subscription started, since
     /// an event may have been missed meanwhile); the follower queries it first.
-    pub notify: mpsc::Sender<String>,
+    pub(crate) notify: mpsc::Sender<String>,
 }
 
 // === impl Switches ===
 
 impl Switches {
     /// Subscribes to each sentinel in turn until `shutdown`.
-    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+    pub(crate) async fn run(self, mut shutdown: watch::Receiver<bool>) {
         for addr in self.sentinels.iter().cycle() {
             tokio::select! {
                 reason = self.listen(addr) => {

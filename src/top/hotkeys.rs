@@ -16,35 +16,35 @@ const BIG_NUMBERS_WIDTH: usize = 42;
 
 /// What `/hotkeys` says (the fields `redcar top` uses).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-pub struct HotPanel {
-    pub enabled: bool,
-    pub sample_rate: u32,
-    pub window_seconds: f64,
-    pub hot: Vec<HotRow>,
-    pub big: Vec<BigRow>,
+pub(crate) struct HotPanel {
+    pub(crate) enabled: bool,
+    pub(crate) sample_rate: u32,
+    pub(crate) window_seconds: f64,
+    pub(crate) hot: Vec<HotRow>,
+    pub(crate) big: Vec<BigRow>,
 }
 
 /// One hot key (an estimate from samples).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct HotRow {
-    pub key: String,
-    pub command: String,
-    pub node: String,
-    pub rate: f64,
+pub(crate) struct HotRow {
+    pub(crate) key: String,
+    pub(crate) command: String,
+    pub(crate) node: String,
+    pub(crate) rate: f64,
 }
 
 /// One big request or reply.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct BigRow {
-    pub key: String,
-    pub command: String,
-    pub node: String,
-    pub direction: String,
-    pub size: u64,
+pub(crate) struct BigRow {
+    pub(crate) key: String,
+    pub(crate) command: String,
+    pub(crate) node: String,
+    pub(crate) direction: String,
+    pub(crate) size: u64,
 }
 
 /// `GET /hotkeys`, or `None` if it fails for any reason (the panel is optional).
-pub async fn fetch(addr: &str, token: Option<&str>, limit: Duration) -> Option<HotPanel> {
+pub(crate) async fn fetch(addr: &str, token: Option<&str>, limit: Duration) -> Option<HotPanel> {
     let body = get_with_timeout(addr, "/hotkeys", token, limit)
         .await
         .ok()?;
@@ -52,7 +52,7 @@ pub async fn fetch(addr: &str, token: Option<&str>, limit: Duration) -> Option<H
 }
 
 /// The panel's lines (not yet cut to `width`).
-pub fn lines(panel: &HotPanel, width: usize) -> Vec<String> {
+pub(crate) fn lines(panel: &HotPanel, width: usize) -> Vec<String> {
     if !panel.enabled {
         return vec!["(hot keys off: hotkeys.enabled is false)".to_string()];
     }

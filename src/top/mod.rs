@@ -8,11 +8,12 @@
 //! The first frame is shown at once, with rates averaged since start; later frames cover the last
 //! interval. `--once` takes two scrapes `interval` apart and prints one frame. A failed scrape
 //! after the first keeps the last frame on screen with a notice, so the view survives a restart.
+#![warn(unreachable_pub, missing_docs)]
 
-pub mod hotkeys;
-pub mod render;
-pub mod scrape;
-pub mod stats;
+mod hotkeys;
+mod render;
+mod scrape;
+mod stats;
 
 use std::future::Future;
 use std::io::{IsTerminal, Write};
@@ -22,9 +23,9 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::values::units::parse_duration;
-pub use render::render;
+pub(crate) use render::render;
 use scrape::{fetch_metrics, host_port, parse_exposition, ScrapeError};
-pub use stats::{Frame, Snapshot};
+pub(crate) use stats::{Frame, Snapshot};
 
 /// Bound on one scrape: connect, request and the whole response.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -39,7 +40,7 @@ const SHOW_CURSOR: &str = "\x1b[?25h";
 pub struct TopArgs {
     /// Admin address of the running redcar (its --admin), e.g. 127.0.0.1:9190.
     #[arg(long, env = "REDCAR_ADMIN", value_name = "ADDR")]
-    pub admin: String,
+    pub(crate) admin: String,
     /// The admin API's bearer token, when redcar runs with `admin.token`. Prefer the
     /// environment variable: a flag's value is visible in the process list.
     #[arg(
@@ -48,18 +49,18 @@ pub struct TopArgs {
         value_name = "TOKEN",
         hide_env_values = true
     )]
-    pub admin_token: Option<String>,
+    pub(crate) admin_token: Option<String>,
     /// Time between scrapes, e.g. 1s, 500ms, 5s.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// Print one frame (from two scrapes `interval` apart) as plain text and exit.
     #[arg(long)]
-    pub once: bool,
+    pub(crate) once: bool,
 }
 
 /// Why `redcar top` stopped with a failure.
 #[derive(Debug, thiserror::Error)]
-pub enum TopError {
+pub(crate) enum TopError {
     #[error(
         "redcar top: cannot reach http://{addr}/metrics: {source} — \
          is redcar running with --admin {addr}?"
@@ -93,7 +94,11 @@ pub async fn run(args: TopArgs) -> ExitCode {
 /// [`run`] writing frames to `out`: with `ansi`, the screen is cleared between frames (meant for
 /// a terminal); otherwise frames are plain text separated by a blank line. The live view stops
 /// on Ctrl-C.
-pub async fn run_with(args: &TopArgs, out: &mut impl Write, ansi: bool) -> Result<(), TopError> {
+pub(crate) async fn run_with(
+    args: &TopArgs,
+    out: &mut impl Write,
+    ansi: bool,
+) -> Result<(), TopError> {
     if args.interval.is_zero() {
         return Err(TopError::ZeroInterval);
     }

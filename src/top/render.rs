@@ -5,7 +5,7 @@
 use super::stats::{CommandRow, Frame, NodeRow};
 
 /// Commands shown; the rest are summarised in one line.
-pub const MAX_COMMAND_ROWS: usize = 20;
+const MAX_COMMAND_ROWS: usize = 20;
 /// Narrowest layout drawn; a smaller width still truncates every line to it.
 const MIN_WIDTH: usize = 20;
 /// Characters right of the name column in the command and node tables.
@@ -15,7 +15,7 @@ const NODE_NUMBERS_WIDTH: usize = 56;
 const NAME_MIN: usize = 8;
 
 /// Renders `frame` as lines of at most `width` characters, each ending in `\n`.
-pub fn render(frame: &Frame, width: usize) -> String {
+pub(crate) fn render(frame: &Frame, width: usize) -> String {
     let mut lines = header(frame);
     lines.push(String::new());
     let width = width.max(MIN_WIDTH);

@@ -12,15 +12,15 @@ const MAX_RESPONSE: usize = 32 << 20;
 
 /// One line of the exposition: `name{label="value",...} value`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Sample {
-    pub name: String,
-    pub labels: Vec<(String, String)>,
-    pub value: f64,
+pub(crate) struct Sample {
+    pub(crate) name: String,
+    pub(crate) labels: Vec<(String, String)>,
+    pub(crate) value: f64,
 }
 
 impl Sample {
     /// The value of label `key`, if present.
-    pub fn label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
         self.labels
             .iter()
             .find(|(k, _)| k == key)
@@ -30,7 +30,7 @@ impl Sample {
 
 /// Why a scrape failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ScrapeError {
+pub(crate) enum ScrapeError {
     #[error("timed out after {0:?}")]
     Timeout(Duration),
     #[error("{0}")]
@@ -43,7 +43,7 @@ pub enum ScrapeError {
 }
 
 /// `127.0.0.1:9190`, `http://127.0.0.1:9190/` → `127.0.0.1:9190`.
-pub fn host_port(admin: &str) -> &str {
+pub(crate) fn host_port(admin: &str) -> &str {
     let admin = admin.trim();
     let admin = admin.strip_prefix("http://").unwrap_or(admin);
     admin.split('/').next().unwrap_or(admin)
@@ -51,7 +51,7 @@ pub fn host_port(admin: &str) -> &str {
 
 /// `GET http://{addr}/metrics` (with `Authorization: Bearer <token>` when given), the whole
 /// exchange bounded by `limit`; returns the body.
-pub async fn fetch_metrics(
+pub(crate) async fn fetch_metrics(
     addr: &str,
     token: Option<&str>,
     limit: Duration,
@@ -63,7 +63,7 @@ pub async fn fetch_metrics(
 }
 
 /// `GET http://{addr}{path}`, bounded by `limit` like [`fetch_metrics`].
-pub async fn get_with_timeout(
+pub(crate) async fn get_with_timeout(
     addr: &str,
     path: &str,
     token: Option<&str>,
@@ -101,7 +101,7 @@ async fn get(addr: &str, path: &str, token: Option<&str>) -> Result<String, Scra
 }
 
 /// Splits an HTTP/1.1 response into status and body; `200` bodies are returned as text.
-pub fn parse_response(raw: &[u8]) -> Result<String, ScrapeError> {
+fn parse_response(raw: &[u8]) -> Result<String, ScrapeError> {
     let bad = |why: &str| ScrapeError::Http(why.to_string());
     let head_end =
         memchr::memmem::find(raw, b"\r\n\r\n").ok_or_else(|| bad("incomplete response"))?;
@@ -162,7 +162,7 @@ fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
 
 /// Parses a whole exposition. Comments, `# EOF` and lines that do not parse are skipped: an
 /// operator's view should survive a metric it does not understand.
-pub fn parse_exposition(text: &str) -> Vec<Sample> {
+pub(crate) fn parse_exposition(text: &str) -> Vec<Sample> {
     let mut samples = Vec::new();
     for line in text.lines() {
         let line = line.trim();
@@ -180,7 +180,7 @@ pub fn parse_exposition(text: &str) -> Vec<Sample> {
 }
 
 /// Parses one sample line; a trailing timestamp and an OpenMetrics exemplar are ignored.
-pub fn parse_line(line: &str) -> Result<Sample, String> {
+pub(crate) fn parse_line(line: &str) -> Result<Sample, String> {
     let name_end = line
         .find(|c: char| c == '{' || c.is_whitespace())
         .ok_or_else(|| format!("no value in `{line}`"))?;

@@ -11,28 +11,28 @@ const P50: f64 = 0.50;
 const P99: f64 = 0.99;
 
 /// Cumulative histogram buckets: `(upper bound "le", observations <= le)`, sorted by `le`.
-pub type Buckets = Vec<(f64, f64)>;
+type Buckets = Vec<(f64, f64)>;
 
 /// One scrape of `/metrics`.
 #[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    pub samples: Vec<Sample>,
+pub(crate) struct Snapshot {
+    pub(crate) samples: Vec<Sample>,
 }
 
 impl Snapshot {
-    pub fn new(samples: Vec<Sample>) -> Self {
+    pub(crate) fn new(samples: Vec<Sample>) -> Self {
         Snapshot { samples }
     }
 
     /// Sum of every series called `name`; `None` if there is none.
-    pub fn sum(&self, name: &str) -> Option<f64> {
+    pub(crate) fn sum(&self, name: &str) -> Option<f64> {
         let mut matching = self.samples.iter().filter(|s| s.name == name).peekable();
         matching.peek()?;
         Some(matching.map(|s| s.value).sum())
     }
 
     /// Series called `name` summed per value of `label` (series without it are ignored).
-    pub fn by(&self, name: &str, label: &str) -> BTreeMap<String, f64> {
+    pub(crate) fn by(&self, name: &str, label: &str) -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
         for s in self.samples.iter().filter(|s| s.name == name) {
             if let Some(key) = s.label(label) {
@@ -43,7 +43,7 @@ impl Snapshot {
     }
 
     /// The `{name}_bucket` histogram series grouped by `label`, buckets summed per `le`.
-    pub fn histograms(&self, name: &str, label: &str) -> BTreeMap<String, Buckets> {
+    pub(crate) fn histograms(&self, name: &str, label: &str) -> BTreeMap<String, Buckets> {
         let bucket_name = format!("{name}_bucket");
         let mut out: BTreeMap<String, Buckets> = BTreeMap::new();
         for s in self.samples.iter().filter(|s| s.name == bucket_name) {
@@ -70,7 +70,7 @@ impl Snapshot {
 /// lowest bucket starts at 0 and reports its bound. A quantile in the `+Inf` bucket is reported
 /// as the largest finite bound, as Prometheus's `histogram_quantile` does. `None` without
 /// observations.
-pub fn percentile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
+pub(crate) fn percentile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
     let total = buckets.last()?.1;
     if total <= 0.0 || !total.is_finite() {
         return None;
@@ -95,7 +95,7 @@ pub fn percentile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
 
 /// Per-bucket `cur - prev`; a bucket that went down means the process restarted, so the current
 /// buckets are the delta.
-pub fn bucket_delta(cur: &[(f64, f64)], prev: Option<&Buckets>) -> Buckets {
+fn bucket_delta(cur: &[(f64, f64)], prev: Option<&Buckets>) -> Buckets {
     let Some(prev) = prev else {
         return cur.to_vec();
     };
@@ -109,7 +109,7 @@ pub fn bucket_delta(cur: &[(f64, f64)], prev: Option<&Buckets>) -> Buckets {
 }
 
 /// `cur - prev` for a counter, treating a decrease as a reset.
-pub fn counter_delta(cur: f64, prev: Option<f64>) -> f64 {
+fn counter_delta(cur: f64, prev: Option<f64>) -> f64 {
     match prev {
         Some(prev) if cur >= prev => cur - prev,
         _ => cur,
@@ -117,7 +117,7 @@ pub fn counter_delta(cur: f64, prev: Option<f64>) -> f64 {
 }
 
 /// Rates and latencies over one window: between two scrapes, or since start on the first frame.
-pub struct Window<'a> {
+pub(crate) struct Window<'a> {
     cur: &'a Snapshot,
     prev: Option<&'a Snapshot>,
     /// Seconds the deltas cover; `None` when unknown (first frame without an uptime).
@@ -127,7 +127,7 @@ pub struct Window<'a> {
 impl<'a> Window<'a> {
     /// `prev` and the time between the scrapes; without it (or after a restart, seen as the
     /// uptime going down) the window is "since start", using `redcar_uptime_seconds`.
-    pub fn new(cur: &'a Snapshot, prev: Option<(&'a Snapshot, Duration)>) -> Self {
+    pub(crate) fn new(cur: &'a Snapshot, prev: Option<(&'a Snapshot, Duration)>) -> Self {
         let uptime = cur.sum("redcar_uptime_seconds");
         let restarted = |p: &Snapshot| match (p.sum("redcar_uptime_seconds"), uptime) {
             (Some(before), Some(now)) => now < before,
@@ -148,19 +148,19 @@ impl<'a> Window<'a> {
     }
 
     /// Whether rates are cumulative since start rather than over the last interval.
-    pub fn is_cumulative(&self) -> bool {
+    fn is_cumulative(&self) -> bool {
         self.prev.is_none()
     }
 
     /// Rate of the sum of every series called `name`.
-    pub fn rate(&self, name: &str) -> Option<f64> {
+    pub(crate) fn rate(&self, name: &str) -> Option<f64> {
         let cur = self.cur.sum(name)?;
         let prev = self.prev.and_then(|p| p.sum(name));
         Some(counter_delta(cur, prev) / self.secs?)
     }
 
     /// Rates of `name` per value of `label`.
-    pub fn rates_by(&self, name: &str, label: &str) -> BTreeMap<String, Option<f64>> {
+    fn rates_by(&self, name: &str, label: &str) -> BTreeMap<String, Option<f64>> {
         let prev = self.prev.map(|p| p.by(name, label)).unwrap_or_default();
         self.cur
             .by(name, label)
@@ -175,7 +175,7 @@ impl<'a> Window<'a> {
     }
 
     /// p50 and p99 in milliseconds of histogram `name` per value of `label`.
-    pub fn latencies_by(&self, name: &str, label: &str) -> BTreeMap<String, Latency> {
+    fn latencies_by(&self, name: &str, label: &str) -> BTreeMap<String, Latency> {
         let prev = self
             .prev
             .map(|p| p.histograms(name, label))
@@ -200,68 +200,68 @@ impl<'a> Window<'a> {
 
 /// Two latency quantiles, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Latency {
-    pub p50_ms: Option<f64>,
-    pub p99_ms: Option<f64>,
+pub(crate) struct Latency {
+    pub(crate) p50_ms: Option<f64>,
+    pub(crate) p99_ms: Option<f64>,
 }
 
 /// One row of the command table.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct CommandRow {
-    pub command: String,
-    pub calls_per_sec: Option<f64>,
-    pub errors_per_sec: Option<f64>,
-    pub latency: Latency,
+pub(crate) struct CommandRow {
+    pub(crate) command: String,
+    pub(crate) calls_per_sec: Option<f64>,
+    pub(crate) errors_per_sec: Option<f64>,
+    pub(crate) latency: Latency,
 }
 
 /// One row of the node table.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodeRow {
-    pub node: String,
-    pub requests_per_sec: Option<f64>,
-    pub errors_per_sec: Option<f64>,
-    pub latency: Latency,
-    pub in_flight: Option<f64>,
-    pub connections: Option<f64>,
+pub(crate) struct NodeRow {
+    pub(crate) node: String,
+    pub(crate) requests_per_sec: Option<f64>,
+    pub(crate) errors_per_sec: Option<f64>,
+    pub(crate) latency: Latency,
+    pub(crate) in_flight: Option<f64>,
+    pub(crate) connections: Option<f64>,
 }
 
 /// Everything one screen shows; `None` means the metric was missing (rendered as `-`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Frame {
+pub(crate) struct Frame {
     /// The admin address scraped.
-    pub admin: String,
-    pub uptime_secs: Option<f64>,
+    pub(crate) admin: String,
+    pub(crate) uptime_secs: Option<f64>,
     /// Seconds the rates cover; `None` means cumulative since start (first frame).
-    pub window_secs: Option<f64>,
-    pub commands_per_sec: Option<f64>,
-    pub errors_per_sec: Option<f64>,
-    pub client_connections: Option<f64>,
-    pub bytes_in_per_sec: Option<f64>,
-    pub bytes_out_per_sec: Option<f64>,
-    pub moved_per_sec: Option<f64>,
-    pub ask_per_sec: Option<f64>,
-    pub slow_per_sec: Option<f64>,
+    pub(crate) window_secs: Option<f64>,
+    pub(crate) commands_per_sec: Option<f64>,
+    pub(crate) errors_per_sec: Option<f64>,
+    pub(crate) client_connections: Option<f64>,
+    pub(crate) bytes_in_per_sec: Option<f64>,
+    pub(crate) bytes_out_per_sec: Option<f64>,
+    pub(crate) moved_per_sec: Option<f64>,
+    pub(crate) ask_per_sec: Option<f64>,
+    pub(crate) slow_per_sec: Option<f64>,
     /// Failed slot-map refreshes since start.
-    pub refresh_failures: Option<f64>,
+    pub(crate) refresh_failures: Option<f64>,
     /// Sorted by calls/s, busiest first.
-    pub commands: Vec<CommandRow>,
+    pub(crate) commands: Vec<CommandRow>,
     /// Sorted by node address.
-    pub nodes: Vec<NodeRow>,
+    pub(crate) nodes: Vec<NodeRow>,
     /// A line shown under the header, e.g. the last scrape's error while retrying.
-    pub notice: Option<String>,
+    pub(crate) notice: Option<String>,
     /// `/hotkeys`, when the redcar has it (fetched after the metrics, see `top::hotkeys`).
-    pub hotkeys: Option<super::hotkeys::HotPanel>,
+    pub(crate) hotkeys: Option<super::hotkeys::HotPanel>,
     /// The near cache, once it has seen a cacheable read (`None`: off, or nothing yet).
-    pub near_cache: Option<NearCacheLine>,
+    pub(crate) near_cache: Option<NearCacheLine>,
 }
 
 /// The near cache's line: hits per second, the share of cacheable reads it answered over the
 /// window, and the bytes it holds.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct NearCacheLine {
-    pub hits_per_sec: Option<f64>,
-    pub hit_ratio: Option<f64>,
-    pub bytes: Option<f64>,
+pub(crate) struct NearCacheLine {
+    pub(crate) hits_per_sec: Option<f64>,
+    pub(crate) hit_ratio: Option<f64>,
+    pub(crate) bytes: Option<f64>,
 }
 
 impl NearCacheLine {
@@ -288,7 +288,7 @@ impl NearCacheLine {
 impl Frame {
     /// Builds a frame from the current scrape and, if there is one, the previous scrape and the
     /// time between the two.
-    pub fn build(admin: &str, cur: &Snapshot, prev: Option<(&Snapshot, Duration)>) -> Frame {
+    pub(crate) fn build(admin: &str, cur: &Snapshot, prev: Option<(&Snapshot, Duration)>) -> Frame {
         let w = Window::new(cur, prev);
         // Counter series appear on first increment: with traffic measured, "none yet" is 0.
         let traffic = w.rate("redcar_commands_total");

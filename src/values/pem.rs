@@ -7,7 +7,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::RootCertStore;
 
 /// Every certificate in the PEM file at `path`; at least one, or an error naming `key`.
-pub fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
     let certs = rustls_pemfile::certs(&mut pem.as_slice())
@@ -23,7 +23,7 @@ pub fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static
 }
 
 /// The first private key (PKCS#8, PKCS#1 or SEC1) in the PEM file at `path`.
-pub fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+pub(crate) fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
     rustls_pemfile::private_key(&mut pem.as_slice())
@@ -32,7 +32,7 @@ pub fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'static>, Str
 }
 
 /// A trust store holding every CA certificate of the PEM file at `path`.
-pub fn roots(key: &str, path: &Path) -> Result<RootCertStore, String> {
+pub(crate) fn roots(key: &str, path: &Path) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     for ca in certificates(key, path)? {
         roots

@@ -96,7 +96,7 @@ impl<'de> Visitor<'de> for SecretVisitor {
 
 /// The SHA-256 of a password.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct PasswordDigest([u8; 32]);
+pub(crate) struct PasswordDigest([u8; 32]);
 
 impl fmt::Debug for PasswordDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -105,12 +105,12 @@ impl fmt::Debug for PasswordDigest {
 }
 
 impl PasswordDigest {
-    pub fn of(password: &[u8]) -> PasswordDigest {
+    pub(crate) fn of(password: &[u8]) -> PasswordDigest {
         PasswordDigest(Sha256::digest(password).into())
     }
 
     /// Compares in time independent of where the digests differ.
-    pub fn matches(&self, password: &[u8]) -> bool {
+    pub(crate) fn matches(&self, password: &[u8]) -> bool {
         let candidate = PasswordDigest::of(password);
         self.0
             .iter()
@@ -122,7 +122,7 @@ impl PasswordDigest {
 
 impl Secret {
     /// Reads the secret now (start-up), naming `key` in any error.
-    pub fn resolve(&self, key: &str) -> Result<PasswordDigest, String> {
+    pub(crate) fn resolve(&self, key: &str) -> Result<PasswordDigest, String> {
         match self {
             Secret::Plain(password) => non_empty(key, password.as_bytes()),
             Secret::Sha256 { sha256 } => parse_hex(sha256)
@@ -146,7 +146,7 @@ impl Secret {
 
 impl Secret {
     /// The password itself, for redcar to send (`AUTH` to the nodes). A digest cannot be sent.
-    pub fn reveal(&self, key: &str) -> Result<String, String> {
+    pub(crate) fn reveal(&self, key: &str) -> Result<String, String> {
         let text = match self {
             Secret::Plain(password) => password.clone(),
             Secret::Sha256 { .. } => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::{de, Deserialize, Deserializer, Serializer};
 
 /// Parses `"150us"`, `"250ms"`, `"5s"`, `"2m"`, `"1h"`; a bare number means seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -33,7 +33,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Parses `"512mb"`, `"64kb"`, `"1gb"`, or a plain number of bytes.
-pub fn parse_size(text: &str) -> Result<usize, String> {
+fn parse_size(text: &str) -> Result<usize, String> {
     let lower = text.trim().to_ascii_lowercase();
     let split = lower
         .find(|c: char| !c.is_ascii_digit())
@@ -59,7 +59,7 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
 }
 
 /// Formats a duration the way the parser reads it back.
-pub fn format_duration(d: Duration) -> String {
+pub(crate) fn format_duration(d: Duration) -> String {
     let micros = d.as_micros();
     if micros.is_multiple_of(1_000_000) {
         format!("{}s", micros / 1_000_000)
@@ -71,10 +71,10 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 /// serde adapter: `#[serde(with = "units::duration")]`.
-pub mod duration {
+pub(crate) mod duration {
     use super::*;
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let raw = NumberOrText::deserialize(d)?;
         match raw {
             NumberOrText::Number(n) => Ok(Duration::from_secs(n)),
@@ -82,16 +82,18 @@ pub mod duration {
         }
     }
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format_duration(*d))
     }
 }
 
 /// serde adapter for a duration that may be unset: `#[serde(with = "units::optional_duration")]`.
-pub mod optional_duration {
+pub(crate) mod optional_duration {
     use super::*;
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
         match Option::<NumberOrText>::deserialize(d)? {
             None => Ok(None),
             Some(NumberOrText::Number(n)) => Ok(Some(Duration::from_secs(n))),
@@ -99,7 +101,7 @@ pub mod optional_duration {
         }
     }
 
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match d {
             Some(d) => s.serialize_str(&format_duration(*d)),
             None => s.serialize_none(),
@@ -108,17 +110,17 @@ pub mod optional_duration {
 }
 
 /// serde adapter: `#[serde(with = "units::size")]`.
-pub mod size {
+pub(crate) mod size {
     use super::*;
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
         match NumberOrText::deserialize(d)? {
             NumberOrText::Number(n) => usize::try_from(n).map_err(de::Error::custom),
             NumberOrText::Text(t) => parse_size(&t).map_err(de::Error::custom),
         }
     }
 
-    pub fn serialize<S: Serializer>(v: &usize, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &usize, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(*v as u64)
     }
 }

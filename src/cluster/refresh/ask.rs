@@ -17,12 +17,12 @@ use tokio::time::Instant;
 use crate::cluster::Topology;
 
 /// One query: the node asked and its map (`None` when it failed; the failure is logged).
-pub type Answer = (String, Option<Topology>);
+pub(crate) type Answer = (String, Option<Topology>);
 
 type Query<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 
 /// The nodes still to ask and the queries in flight.
-pub struct Asks<'a> {
+pub(crate) struct Asks<'a> {
     queue: VecDeque<String>,
     in_flight: FuturesUnordered<Query<'a>>,
     /// Starts the query of one node.
@@ -36,7 +36,7 @@ pub struct Asks<'a> {
 
 impl<'a> Asks<'a> {
     /// `candidates` in the order to ask them; `ask` queries one.
-    pub fn new<F, Fut>(candidates: Vec<String>, stagger: Duration, ask: F) -> Asks<'a>
+    pub(crate) fn new<F, Fut>(candidates: Vec<String>, stagger: Duration, ask: F) -> Asks<'a>
     where
         F: Fn(String) -> Fut + Send + Sync + 'a,
         Fut: Future<Output = Answer> + Send + 'a,
@@ -53,7 +53,7 @@ impl<'a> Asks<'a> {
 
     /// The next answer, asking more nodes as queries go unanswered; `None` once every candidate
     /// was asked and every query is over.
-    pub async fn next(&mut self) -> Option<Answer> {
+    pub(crate) async fn next(&mut self) -> Option<Answer> {
         loop {
             if self.in_flight.is_empty() && !self.launch() {
                 return None;
@@ -70,12 +70,12 @@ impl<'a> Asks<'a> {
 
     /// The last answer settled nothing (it failed, was stale or partial, or needs a second
     /// node's word): ask the next node now rather than after the stagger.
-    pub fn hurry(&mut self) {
+    pub(crate) fn hurry(&mut self) {
         self.launch();
     }
 
     /// Nodes asked so far, in order.
-    pub fn asked(&self) -> &[String] {
+    pub(crate) fn asked(&self) -> &[String] {
         &self.asked
     }
 

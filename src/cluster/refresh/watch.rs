@@ -14,22 +14,27 @@ use crate::cluster::Topology;
 /// The refresh interval while a replica is left out: a replica is read from within about this
 /// long of the cluster listing it again. One refresh costs a node ~30 µs of CPU (6 nodes), so
 /// two a second are cheap.
-pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How long after a replica went missing the watch lasts: a replica that stays down (and is
 /// never `CLUSTER FORGET`-ten) must not keep every redcar refreshing twice a second for good.
-pub const WATCH_FOR: Duration = Duration::from_secs(60);
+const WATCH_FOR: Duration = Duration::from_secs(60);
 
 /// The replicas left out of the last map, and since when the newest of them is missing.
 #[derive(Debug, Default)]
-pub struct Watch {
+pub(crate) struct Watch {
     left_out: Vec<String>,
     since: Option<Instant>,
 }
 
 impl Watch {
     /// The time until the next periodic refresh, given the map just refreshed.
-    pub fn interval(&mut self, map: Option<&Topology>, normal: Duration, now: Instant) -> Duration {
+    pub(crate) fn interval(
+        &mut self,
+        map: Option<&Topology>,
+        normal: Duration,
+        now: Instant,
+    ) -> Duration {
         self.next(map.map_or(&[][..], Topology::left_out), normal, now)
     }
 

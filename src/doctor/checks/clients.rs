@@ -10,7 +10,7 @@ const MAXCLIENTS_WARN_RATIO: f64 = 0.8;
 
 /// `timeout N` closes connections idle for N seconds, including redcar's pooled ones, which
 /// then pay a reconnect on the next command.
-pub fn idle_timeout(node: &NodeData) -> Option<Finding> {
+pub(crate) fn idle_timeout(node: &NodeData) -> Option<Finding> {
     let secs = node.config_u64("timeout")?;
     (secs > 0 && secs < IDLE_TIMEOUT_MIN_SECS).then(|| {
         Finding::node(
@@ -23,7 +23,7 @@ pub fn idle_timeout(node: &NodeData) -> Option<Finding> {
 }
 
 /// `tcp-keepalive 0`: connections of crashed clients or dropped NAT entries are never noticed.
-pub fn tcp_keepalive(node: &NodeData) -> Option<Finding> {
+pub(crate) fn tcp_keepalive(node: &NodeData) -> Option<Finding> {
     (node.config_u64("tcp-keepalive")? == 0).then(|| {
         Finding::node(
             Severity::Warn,
@@ -35,7 +35,7 @@ pub fn tcp_keepalive(node: &NodeData) -> Option<Finding> {
 }
 
 /// More than 80% of `maxclients` connected: new connections will soon be refused.
-pub fn maxclients(node: &NodeData) -> Option<Finding> {
+pub(crate) fn maxclients(node: &NodeData) -> Option<Finding> {
     let max = node.config_u64("maxclients")?;
     let connected = node.info_u64("connected_clients")?;
     let used = connected as f64 / max.max(1) as f64;

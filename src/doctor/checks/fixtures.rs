@@ -4,7 +4,7 @@ use crate::doctor::model::NodeData;
 use crate::doctor::parse::parse_info;
 
 /// A node at `addr` whose `INFO all` printed `info` and whose `CONFIG GET` gave `config`.
-pub fn node(addr: &str, info: &str, config: &[(&str, &str)]) -> NodeData {
+pub(crate) fn node(addr: &str, info: &str, config: &[(&str, &str)]) -> NodeData {
     NodeData {
         addr: addr.to_string(),
         info: parse_info(info),

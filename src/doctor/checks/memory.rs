@@ -9,7 +9,7 @@ const SWAP_MIN_USED: u64 = 10 * 1024 * 1024;
 const FRAGMENTATION_HIGH: f64 = 1.5;
 
 /// `maxmemory 0`: the node grows until the kernel swaps it or the OOM killer ends it.
-pub fn maxmemory(node: &NodeData) -> Option<Finding> {
+pub(crate) fn maxmemory(node: &NodeData) -> Option<Finding> {
     (node.config_u64("maxmemory")? == 0).then(|| {
         Finding::node(
             Severity::Warn,
@@ -22,7 +22,7 @@ pub fn maxmemory(node: &NodeData) -> Option<Finding> {
 
 /// `noeviction` with a limit: when full, writes fail with `-OOM`. Right for a data store (never
 /// drop data), wrong for a cache (which should evict instead).
-pub fn eviction_policy(node: &NodeData) -> Option<Finding> {
+pub(crate) fn eviction_policy(node: &NodeData) -> Option<Finding> {
     let limited = node.config_u64("maxmemory")? > 0;
     (limited && node.config("maxmemory-policy")? == "noeviction").then(|| {
         Finding::node(
@@ -35,7 +35,7 @@ pub fn eviction_policy(node: &NodeData) -> Option<Finding> {
 }
 
 /// `mem_fragmentation_ratio` (RSS / used): high wastes RAM; below 1 means pages are swapped out.
-pub fn fragmentation(node: &NodeData) -> Option<Finding> {
+pub(crate) fn fragmentation(node: &NodeData) -> Option<Finding> {
     let ratio = node.info_f64("mem_fragmentation_ratio")?;
     let used = node.info_u64("used_memory")?;
     let mib = used / (1024 * 1024);

@@ -17,14 +17,14 @@ use super::model::{Finding, NodeData, Severity, Snapshot};
 
 /// One check: its stable id (used in JSON and docs/doctor.md), what "nothing found" means, and
 /// the function that looks.
-pub struct Check {
-    pub id: &'static str,
-    pub ok: &'static str,
-    pub run: Run,
+pub(crate) struct Check {
+    pub(crate) id: &'static str,
+    pub(crate) ok: &'static str,
+    pub(crate) run: Run,
 }
 
 /// The shape of a check function: most look at one node at a time.
-pub enum Run {
+pub(crate) enum Run {
     Cluster(fn(&Snapshot) -> Vec<Finding>),
     Node(fn(&NodeData) -> Option<Finding>),
     NodeMany(fn(&NodeData) -> Vec<Finding>),
@@ -33,7 +33,7 @@ pub enum Run {
 /// Every check, in report order (topology first: the rest matters less if slots are down).
 /// One line per check, so the table reads as the list in docs/doctor.md.
 #[rustfmt::skip]
-pub const CHECKS: &[Check] = &[
+pub(crate) const CHECKS: &[Check] = &[
     Check { id: "reachability", ok: "every node in CLUSTER NODES answered and none is flagged failing", run: Run::Cluster(topology::reachability) },
     Check { id: "cluster_state", ok: "every node reports cluster_state:ok", run: Run::Node(topology::cluster_state) },
     Check { id: "slot_coverage", ok: "all 16384 slots have a primary in every node's view", run: Run::Node(topology::slot_coverage) },
@@ -59,7 +59,7 @@ pub const CHECKS: &[Check] = &[
 
 /// Runs every check. A check that finds nothing contributes one `ok` finding, so the report
 /// shows what was verified. Worst findings come first; ties keep the table's order.
-pub fn run_all(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn run_all(snapshot: &Snapshot) -> Vec<Finding> {
     let mut report = Vec::new();
     for check in CHECKS {
         let mut findings = run_one(&check.run, snapshot);
@@ -86,7 +86,7 @@ fn run_one(run: &Run, snapshot: &Snapshot) -> Vec<Finding> {
 
 /// Findings that differ only in their nodes become one finding listing all of them, so a
 /// setting shared by 30 nodes is one line, not 30.
-pub fn merge(findings: Vec<Finding>) -> Vec<Finding> {
+pub(crate) fn merge(findings: Vec<Finding>) -> Vec<Finding> {
     let mut merged: Vec<Finding> = Vec::with_capacity(findings.len());
     for finding in findings {
         let same = merged.iter_mut().find(|m| {

@@ -10,7 +10,7 @@ const BUSY_OPS_PER_SEC: u64 = 1000;
 
 /// `appendonly yes` + `appendfsync always`: Redis calls fdatasync after every write, on its
 /// single event loop, so every command (reads too) waits behind the disk (5-8 ms on cloud disks).
-pub fn appendfsync(node: &NodeData) -> Option<Finding> {
+pub(crate) fn appendfsync(node: &NodeData) -> Option<Finding> {
     let aof = node.config("appendonly")? == "yes";
     (aof && node.config("appendfsync")? == "always").then(|| {
         Finding::node(
@@ -24,7 +24,7 @@ pub fn appendfsync(node: &NodeData) -> Option<Finding> {
 
 /// `save` rules on a node taking many writes: each BGSAVE forks; the fork pauses the node and
 /// copy-on-write can double its memory.
-pub fn rdb_save(node: &NodeData) -> Option<Finding> {
+pub(crate) fn rdb_save(node: &NodeData) -> Option<Finding> {
     let rules = node.config("save")?.trim();
     if rules.is_empty() {
         return None;
@@ -58,7 +58,7 @@ fn write_rate(node: &NodeData) -> Option<f64> {
 }
 
 /// A failed BGSAVE: with `stop-writes-on-bgsave-error yes` (the default) the node refuses writes.
-pub fn bgsave_status(node: &NodeData) -> Option<Finding> {
+pub(crate) fn bgsave_status(node: &NodeData) -> Option<Finding> {
     (node.info("rdb_last_bgsave_status")? == "err").then(|| {
         Finding::node(
             Severity::Critical,

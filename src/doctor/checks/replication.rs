@@ -9,7 +9,7 @@ const LAG_BYTES_WARN: u64 = 1024 * 1024;
 const LAG_SECONDS_WARN: u64 = 10;
 
 /// A replica whose `master_link_status` is `down` serves stale data and cannot fail over safely.
-pub fn replica_link(node: &NodeData) -> Option<Finding> {
+pub(crate) fn replica_link(node: &NodeData) -> Option<Finding> {
     if !node.is_replica() || node.info("master_link_status") != Some("down") {
         return None;
     }
@@ -29,7 +29,7 @@ pub fn replica_link(node: &NodeData) -> Option<Finding> {
 
 /// From a primary's `INFO replication`: `slaveN:ip=..,port=..,state=online,offset=..,lag=..`.
 /// Its own `master_repl_offset` is read in the same INFO, so the difference is a true snapshot.
-pub fn replication_lag(node: &NodeData) -> Vec<Finding> {
+pub(crate) fn replication_lag(node: &NodeData) -> Vec<Finding> {
     let Some(primary_offset) = node.info_u64("master_repl_offset") else {
         return Vec::new();
     };

@@ -7,7 +7,7 @@ use crate::cluster::SLOT_COUNT;
 use crate::doctor::model::{Finding, NodeData, Role, Severity, Snapshot};
 
 /// Nodes that did not answer, and nodes the cluster flags `fail`/`fail?`.
-pub fn reachability(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn reachability(snapshot: &Snapshot) -> Vec<Finding> {
     let mut findings: Vec<Finding> = snapshot
         .unreachable
         .iter()
@@ -40,7 +40,7 @@ pub fn reachability(snapshot: &Snapshot) -> Vec<Finding> {
 }
 
 /// `cluster_state:fail` means the node refuses every query with `-CLUSTERDOWN`.
-pub fn cluster_state(node: &NodeData) -> Option<Finding> {
+pub(crate) fn cluster_state(node: &NodeData) -> Option<Finding> {
     let state = node.cluster_info.get("cluster_state")?;
     (state != "ok").then(|| {
         Finding::node(
@@ -53,7 +53,7 @@ pub fn cluster_state(node: &NodeData) -> Option<Finding> {
 }
 
 /// Slots with no primary in this node's `CLUSTER SLOTS`: commands for them fail.
-pub fn slot_coverage(node: &NodeData) -> Option<Finding> {
+pub(crate) fn slot_coverage(node: &NodeData) -> Option<Finding> {
     let owners = node.slots.as_ref()?;
     let covered: usize = owners
         .iter()
@@ -73,7 +73,7 @@ pub fn slot_coverage(node: &NodeData) -> Option<Finding> {
 }
 
 /// Nodes whose slot map differs from the majority's: clients get MOVED until gossip converges.
-pub fn slot_map_agreement(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn slot_map_agreement(snapshot: &Snapshot) -> Vec<Finding> {
     let mut groups: HashMap<_, Vec<String>> = HashMap::new();
     for node in &snapshot.nodes {
         if let Some(slots) = &node.slots {
@@ -103,7 +103,7 @@ pub fn slot_map_agreement(snapshot: &Snapshot) -> Vec<Finding> {
 }
 
 /// Primaries that own slots but have no healthy replica: losing one loses its slots.
-pub fn replicas(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn replicas(snapshot: &Snapshot) -> Vec<Finding> {
     let nodes = &snapshot.topology;
     nodes
         .iter()

@@ -14,7 +14,7 @@ const LATENCY_WARN_MS: u64 = 100;
 const TOP: usize = 5;
 
 /// The slow log's most frequent commands, with their worst duration.
-pub fn slowlog(node: &NodeData) -> Option<Finding> {
+pub(crate) fn slowlog(node: &NodeData) -> Option<Finding> {
     if node.slowlog.is_empty() {
         return None;
     }
@@ -40,7 +40,7 @@ pub fn slowlog(node: &NodeData) -> Option<Finding> {
 }
 
 /// `LATENCY LATEST` events: info, or warn once one has reached 100 ms.
-pub fn latency_events(node: &NodeData) -> Option<Finding> {
+pub(crate) fn latency_events(node: &NodeData) -> Option<Finding> {
     if node.latency.is_empty() {
         return None;
     }
@@ -64,7 +64,7 @@ pub fn latency_events(node: &NodeData) -> Option<Finding> {
 }
 
 /// `KEYS` walks the whole keyspace while the node serves nobody else.
-pub fn keys_command(node: &NodeData) -> Option<Finding> {
+pub(crate) fn keys_command(node: &NodeData) -> Option<Finding> {
     let stats = parse_fields(node.info("cmdstat_keys")?);
     let calls: u64 = stats.get("calls")?.parse().ok()?;
     let usec: u64 = stats.get("usec").and_then(|u| u.parse().ok()).unwrap_or(0);
@@ -84,7 +84,7 @@ pub fn keys_command(node: &NodeData) -> Option<Finding> {
 /// The cluster-wide mix of data commands (those with keys, so admin traffic such as INFO and
 /// doctor's own calls is left out): top commands by calls and the share of writes. A replica's
 /// writes are its primary's, replayed, so only its reads count.
-pub fn command_mix(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn command_mix(snapshot: &Snapshot) -> Vec<Finding> {
     let table = CommandTable::builtin();
     let mut calls: HashMap<&str, u64> = HashMap::new();
     let (mut total, mut writes) = (0u64, 0u64);

@@ -1,3 +1,5 @@
+//! Tests of reading the nodes' INFO, CONFIG and CLUSTER replies.
+
 use bytes::Bytes;
 
 use super::*;

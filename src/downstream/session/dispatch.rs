@@ -57,6 +57,13 @@ pub(super) fn dispatch<'r>(
         }
     }
     let lane = state.lane();
+    // Most commands: one slot, no transaction open. The transaction rules would pass the plan
+    // through unchanged (`Step::Serve`); going straight to the node skips their moves of it.
+    if let Plan::Slot { slot, write } = plan {
+        if !state.tx.is_open() {
+            return forward_slot(router, inbox, state, request, slot, write, lane, now);
+        }
+    }
     let rewritten = match &plan {
         Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
             router.evalsha_as_eval(request)
@@ -126,17 +133,7 @@ fn serve_plan<'r>(
 ) -> Call<'r> {
     match plan {
         Plan::Slot { slot, write } => {
-            if write {
-                state.written.note(slot);
-            }
-            router.forward(
-                Some(inbox.get_or_insert_with(Box::default)),
-                request.raw().clone(),
-                Some(slot),
-                write,
-                lane,
-                now,
-            )
+            forward_slot(router, inbox, state, request, slot, write, lane, now)
         }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
         Plan::AnyNode => router.forward(
@@ -176,6 +173,32 @@ fn serve_plan<'r>(
             "SUBSCRIBE inside MULTI is not supported",
         )),
     }
+}
+
+/// A one-slot command to its node, its reply to the session's inbox.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn forward_slot<'r>(
+    router: &'r Router,
+    inbox: &mut Option<Box<Inbox>>,
+    state: &mut ClientState,
+    request: &Request,
+    slot: u16,
+    write: bool,
+    lane: Lane,
+    now: Instant,
+) -> Call<'r> {
+    if write {
+        state.written.note(slot);
+    }
+    router.forward(
+        Some(inbox.get_or_insert_with(Box::default)),
+        request.raw().clone(),
+        Some(slot),
+        write,
+        lane,
+        now,
+    )
 }
 
 /// Redis's own wording, so clients recognise it; the client is closed after it.

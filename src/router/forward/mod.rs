@@ -131,7 +131,12 @@ impl Router {
         node: &Arc<Node>,
         reply: &[u8],
     ) -> Option<Arc<Node>> {
-        if !is_nil(reply) || command.write || !self.live.load().config.replica_miss_check {
+        if !is_nil(reply)
+            || command.write
+            || !self
+                .replica_miss_check
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
             return None;
         }
         let slot = command.slot?;

@@ -52,15 +52,39 @@ pub(super) struct Part {
     keys: Range<usize>,
 }
 
+/// What planning found hashing a command's keys in order before it saw they span slots: the
+/// first `same` keys are in slot `first`, the key after them in `next`. The split takes those
+/// slots from here instead of hashing those keys again.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hashed {
+    pub same: usize,
+    pub first: u16,
+    pub next: u16,
+}
+
+impl Hashed {
+    /// The slot of the key at `position` (in key order) whose bytes are `key`.
+    #[inline]
+    fn slot(hashed: Option<Hashed>, position: usize, key: &[u8]) -> u16 {
+        match hashed {
+            Some(h) if position < h.same => h.first,
+            Some(h) if position == h.same => h.next,
+            _ => key_slot(key),
+        }
+    }
+}
+
 /// Builds the split of `args`, whose keys are at `keys`; an error reply (Redis's arity wording)
-/// when a key lacks its value (MSET with an odd count).
+/// when a key lacks its value (MSET with an odd count). `hashed`: the slots of the first keys
+/// when the planner computed them already.
 pub(super) fn plan(
     spec: &CommandSpec,
     merge: SplitMerge,
     args: &[Bytes],
     keys: &[usize],
+    hashed: Option<Hashed>,
 ) -> Result<Split, Bytes> {
-    plan_routed(spec, merge, args, keys, |_| None)
+    plan_parts(spec, merge, args, keys, |_| None, hashed)
 }
 
 /// [`plan`] with keys of several routes: one part per (route, slot), keys as each route's
@@ -72,6 +96,18 @@ pub(super) fn plan_routed(
     keys: &[usize],
     route_of: impl Fn(&[u8]) -> Option<Arc<Route>>,
 ) -> Result<Split, Bytes> {
+    plan_parts(spec, merge, args, keys, route_of, None)
+}
+
+/// [`plan_routed`]; `hashed` only where every key goes to the catch-all backend unchanged.
+fn plan_parts(
+    spec: &CommandSpec,
+    merge: SplitMerge,
+    args: &[Bytes],
+    keys: &[usize],
+    route_of: impl Fn(&[u8]) -> Option<Arc<Route>>,
+    hashed: Option<Hashed>,
+) -> Result<Split, Bytes> {
     let step = merge.step();
     if keys.iter().any(|&i| i + step > args.len()) || (step == 2 && args.len().is_multiple_of(2)) {
         return Err(error_with_prefix(
@@ -82,7 +118,7 @@ pub(super) fn plan_routed(
     // Each key's part, in the client's key order; meanwhile `keys.end` counts a part's keys.
     let mut parts: SmallVec<[Part; INLINE_KEYS]> = SmallVec::new();
     let mut part_of: SmallVec<[usize; INLINE_KEYS]> = SmallVec::with_capacity(keys.len());
-    for &index in keys {
+    for (position, &index) in keys.iter().enumerate() {
         let route = route_of(&args[index]);
         let Some(key) = forwarded_key_bytes(route.as_deref(), &args[index]) else {
             return Err(redcar_error(format_args!(
@@ -90,7 +126,7 @@ pub(super) fn plan_routed(
                 String::from_utf8_lossy(&args[index])
             )));
         };
-        let slot = key_slot(key);
+        let slot = Hashed::slot(hashed, position, key);
         let same = |p: &Part| p.slot == slot && same_route(&p.route, &route);
         let part = match parts.iter().position(same) {
             Some(part) => part,

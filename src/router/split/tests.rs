@@ -15,7 +15,7 @@ fn unencoded(args: &[Bytes]) -> Split {
     let spec = lookup(args).expect("known command");
     let merge = split_merge(spec).expect("splittable");
     let keys: Vec<usize> = (1..args.len()).step_by(merge.step()).collect();
-    plan(spec, merge, args, &keys).expect("valid")
+    plan(spec, merge, args, &keys, None).expect("valid")
 }
 
 /// [`unencoded`], then encoded with its parts in planning order.
@@ -92,7 +92,7 @@ fn parts_encoded_in_sending_order_lie_back_to_back_in_that_order() {
 fn mset_with_a_missing_value_is_an_arity_error() {
     let args = args("MSET {a}1 x {b}1");
     let spec = lookup(&args).expect("known");
-    let error = plan(spec, SplitMerge::AllOk, &args, &[1, 3]).expect_err("odd");
+    let error = plan(spec, SplitMerge::AllOk, &args, &[1, 3], None).expect_err("odd");
     assert_eq!(
         &error[..],
         b"-ERR wrong number of arguments for 'mset' command\r\n"

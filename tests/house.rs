@@ -1,0 +1,514 @@
+//! House rules for `src/` (issue 29), checked over the non-test code (test files and
+//! `#[cfg(test)]` test modules left out): no function over [`MAX_FN_LINES`] lines, no file
+//! over [`MAX_FILE_LINES`], and in the modules already tidied, `pub` only on what tests/,
+//! examples/, fuzz/ and `src/main.rs` use (everything else is `pub(crate)` or narrower). Each
+//! rule has an explicit allow-list of today's exceptions: a new exception fails, and so does an
+//! entry that is no longer needed, so the lists only shrink and always show what is left to do
+//! (docs/architecture.md, "Conventions").
+//!
+//! The scan is textual (braces outside strings, chars and comments), not a parser: simple
+//! enough to trust, and good enough for code that rustfmt has formatted.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// A function longer than this (its first line to its closing brace) should be split.
+const MAX_FN_LINES: usize = 80;
+/// A file whose non-test code is longer than this should be split.
+const MAX_FILE_LINES: usize = 450;
+
+/// Functions over [`MAX_FN_LINES`] today, as `file: name`: to be split, then removed from here.
+const LONG_FUNCTIONS: &[&str] = &[
+    "src/downstream/local.rs: hello",
+    "src/downstream/pubsub.rs: serve",
+    "src/downstream/session/busy.rs: serve_busy",
+    "src/downstream/session/dispatch.rs: dispatch",
+    "src/downstream/transaction.rs: step",
+    "src/router/forward/mod.rs: finish",
+    "src/router/split/send.rs: start_split",
+    "src/router/stateful/dedicated.rs: on_dedicated",
+    "src/router/stateful/transaction.rs: exec_on",
+    "src/upstream/conn_session.rs: serve_halves",
+];
+
+/// Files over [`MAX_FILE_LINES`] today (generated files, marked "do not edit" on their first
+/// line, are exempt).
+const LONG_FILES: &[&str] = &["src/router/forward/mod.rs"];
+
+/// The modules whose `pub` items have been narrowed: in them, plain `pub` is kept for the items
+/// below only. The other modules of `src/lib.rs` are still to be done.
+const TIDIED: &[&str] = &[
+    "admin", "app", "auth", "backends", "cluster", "commands", "config", "doctor", "envoy",
+    "hotkeys", "metrics", "sentinel", "top", "values", "workers",
+];
+
+/// Every plain `pub` item, field and re-export in [`TIDIED`] modules, as `file: name`. Most are
+/// used by `src/main.rs`, tests/ or examples/, or are the types of `Config`'s fields (public
+/// because tests/alloc builds a `Config`); the ones marked "(interface)" only because a `pub`
+/// item of a module not yet tidied (router, downstream, upstream, near_cache) names them, and can
+/// become `pub(crate)` when that module is narrowed.
+const PUBLIC: &[&str] = &[
+    "src/admin/config.rs: AdminConfig",
+    "src/app.rs: reload::ConfigSource",
+    "src/app.rs: Listeners",
+    "src/app.rs: tcp",
+    "src/app.rs: bind",
+    "src/app.rs: run",
+    "src/app/reload.rs: ConfigSource",
+    "src/auth/mod.rs: AuthConfig",
+    "src/auth/mod.rs: Users", // (interface)
+    "src/backends/config.rs: BackendConfig",
+    "src/backends/config.rs: ClusterBackend",
+    "src/backends/config.rs: StandaloneBackend",
+    "src/backends/config.rs: RouteConfig",
+    "src/cluster/config.rs: ClusterConfig",
+    "src/cluster/config.rs: seeds",
+    "src/cluster/config.rs: refresh_interval",
+    "src/cluster/mod.rs: slot::key_slot",
+    "src/cluster/slot.rs: key_slot",
+    "src/cluster/state.rs: ClusterState", // (interface)
+    "src/commands/custom.rs: CustomCommand",
+    "src/commands/policy.rs: Tx",        // (interface)
+    "src/commands/policy.rs: Sub",       // (interface)
+    "src/commands/policy.rs: Local",     // (interface)
+    "src/commands/spec.rs: CommandSpec", // (interface)
+    "src/config/cli.rs: Cli",
+    "src/config/cli.rs: check_config",
+    "src/config/cli.rs: command",
+    "src/config/cli.rs: Command",
+    "src/config/cli.rs: ConfigCommand",
+    "src/config/cli.rs: ConvertEnvoyArgs",
+    "src/config/cli.rs: file",
+    "src/config/cli.rs: listener",
+    "src/config/cli.rs: cluster",
+    "src/config/cli.rs: DoctorArgs",
+    "src/config/cli.rs: doctor_options",
+    "src/config/mod.rs: cli::{Cli, Command, ConfigCommand}",
+    "src/config/mod.rs: Config",
+    // Every field of `Config`: tests/alloc builds one with `..Config::default()`.
+    "src/config/mod.rs: listen",
+    "src/config/mod.rs: cluster_facade",
+    "src/config/mod.rs: unix",
+    "src/config/mod.rs: unix_permissions",
+    "src/config/mod.rs: admin",
+    "src/config/mod.rs: workers",
+    "src/config/mod.rs: threading",
+    "src/config/mod.rs: log_level",
+    "src/config/mod.rs: log_format",
+    "src/config/mod.rs: drain_timeout",
+    "src/config/mod.rs: cluster",
+    "src/config/mod.rs: sentinel",
+    "src/config/mod.rs: upstream",
+    "src/config/mod.rs: router",
+    "src/config/mod.rs: client",
+    "src/config/mod.rs: metrics",
+    "src/config/mod.rs: hotkeys",
+    "src/config/mod.rs: near_cache",
+    "src/config/mod.rs: auth",
+    "src/config/mod.rs: tls",
+    "src/config/mod.rs: custom_commands",
+    "src/config/mod.rs: backends",
+    "src/config/mod.rs: routes",
+    "src/config/mod.rs: catch_all",
+    "src/config/mod.rs: routes_ignore_case",
+    "src/config/mod.rs: ConfigError",
+    "src/config/mod.rs: load",
+    "src/config/mod.rs: worker_threads",
+    "src/config/mod.rs: threading_model",
+    "src/doctor/mod.rs: EXIT_USAGE",
+    "src/doctor/mod.rs: Options",
+    "src/doctor/mod.rs: run",
+    "src/envoy/mod.rs: Options",
+    "src/envoy/mod.rs: file",
+    "src/envoy/mod.rs: listener",
+    "src/envoy/mod.rs: cluster",
+    "src/envoy/mod.rs: run",
+    "src/hotkeys/config.rs: HotKeysConfig",
+    "src/hotkeys/mod.rs: HotKeys",           // (interface)
+    "src/metrics/events.rs: EventLog",       // (interface)
+    "src/metrics/mirror.rs: MirrorCounters", // (interface)
+    "src/metrics/mod.rs: tally::CommandTally",
+    "src/metrics/mod.rs: MetricsConfig",
+    "src/metrics/mod.rs: Metrics",
+    "src/metrics/mod.rs: record_command",
+    "src/metrics/near_cache.rs: NearCacheMetrics", // (interface)
+    "src/metrics/tally.rs: CommandTally",
+    "src/metrics/tally.rs: new",
+    "src/metrics/tally.rs: record",
+    "src/metrics/tally.rs: flush",
+    "src/metrics/tracking.rs: FlushCause",      // (interface)
+    "src/metrics/tracking.rs: TrackingMetrics", // (interface)
+    "src/sentinel/mod.rs: SentinelConfig",
+    "src/top/mod.rs: TopArgs",
+    "src/top/mod.rs: run",
+    "src/values/secret.rs: Secret", // (interface)
+    "src/workers.rs: Threading",
+    "src/workers.rs: Model",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src/") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Files that are test modules by name (`tests.rs`, `*_tests.rs`, `test_server.rs`, anything
+/// under a `tests/` folder) or that a `#[cfg(test)] mod name;` declares next to their parent.
+fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for file in files {
+        let name = file.file_name().map(|n| n.to_string_lossy().to_string());
+        let name = name.unwrap_or_default();
+        let under_tests = file.components().any(|c| c.as_os_str() == "tests");
+        if name == "tests.rs"
+            || name.ends_with("_tests.rs")
+            || name == "test_server.rs"
+            || under_tests
+        {
+            out.insert(file.clone());
+        }
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for pair in lines.windows(2) {
+            let declared = pair[1]
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'));
+            if let (true, Some(module)) = (pair[0] == "#[cfg(test)]", declared) {
+                let dir = file.parent().expect("a folder");
+                let stem = file.file_stem().expect("a name").to_string_lossy();
+                let base = match stem.as_ref() {
+                    "mod" | "lib" | "main" => dir.to_path_buf(),
+                    _ => dir.join(stem.as_ref()),
+                };
+                out.insert(base.join(format!("{module}.rs")));
+                out.insert(base.join(module).join("mod.rs"));
+                out.insert(dir.join(format!("{module}.rs")));
+            }
+        }
+    }
+    out
+}
+
+/// The non-test part of a file: up to its first `#[cfg(test)]` whose next line opens an inline
+/// module (`mod tests {`), without the `#[cfg(test)]` declarations of out-of-line test modules
+/// (`#[cfg(test)] #[path = ...] mod tests;`); other test items count as code.
+fn code_of(text: &str) -> String {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() == "#[cfg(test)]" {
+            let mut j = i + 1;
+            while j < lines.len() && lines[j].trim().starts_with("#[") {
+                j += 1;
+            }
+            let next = lines.get(j).map_or("", |l| l.trim());
+            if next.starts_with("mod ") && next.ends_with('{') {
+                return out;
+            }
+            if next.starts_with("mod ") && next.ends_with(';') {
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push_str(lines[i]);
+        i += 1;
+    }
+    out
+}
+
+/// `{`, `}`, `;`, `(`, `)`, `[` and `]` outside strings, chars and comments, with their
+/// 1-based line numbers.
+fn punctuation(code: &str) -> Vec<(usize, char)> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    let skip_to = |i: &mut usize, line: &mut usize, end: &dyn Fn(usize) -> Option<usize>| {
+        while *i < chars.len() {
+            if let Some(len) = end(*i) {
+                *i += len;
+                return;
+            }
+            if chars[*i] == '\n' {
+                *line += 1;
+            }
+            *i += 1;
+        }
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let ident_before = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        match c {
+            '\n' => {
+                line += 1;
+                i += 1;
+            }
+            '/' if next == Some('/') => {
+                skip_to(&mut i, &mut line, &|j| (chars[j] == '\n').then_some(0))
+            }
+            '/' if next == Some('*') => {
+                i += 2;
+                skip_to(&mut i, &mut line, &|j| {
+                    (chars[j] == '*' && chars.get(j + 1) == Some(&'/')).then_some(2)
+                });
+            }
+            'r' if !ident_before && matches!(next, Some('#') | Some('"')) => {
+                let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
+                if chars.get(i + 1 + hashes) != Some(&'"') {
+                    i += 1;
+                    continue;
+                }
+                i += 2 + hashes;
+                skip_to(&mut i, &mut line, &|j| {
+                    let closes =
+                        chars[j] == '"' && (1..=hashes).all(|k| chars.get(j + k) == Some(&'#'));
+                    closes.then_some(1 + hashes)
+                });
+            }
+            '"' => {
+                i += 1;
+                skip_to(&mut i, &mut line, &|j| {
+                    // A quote closes unless an odd number of backslashes escapes it.
+                    let backslashes = chars[..j].iter().rev().take_while(|&&b| b == '\\').count();
+                    (chars[j] == '"' && backslashes % 2 == 0).then_some(1)
+                });
+            }
+            '\'' => {
+                // A char literal ('x', '\n', '\u{..}', '{'), else a lifetime.
+                if next == Some('\\') {
+                    i += 2;
+                    skip_to(&mut i, &mut line, &|j| (chars[j] == '\'').then_some(1));
+                } else if chars.get(i + 2) == Some(&'\'') {
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+            }
+            '{' | '}' | ';' | '(' | ')' | '[' | ']' => {
+                out.push((line, c));
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// The name of the function a line declares (`pub(crate) async fn name(`), if it does.
+fn declared_fn(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    if let Some(after) = rest.strip_prefix("pub") {
+        rest = match after.strip_prefix('(') {
+            Some(scope) => scope.split_once(')')?.1,
+            None => after,
+        }
+        .trim_start();
+    }
+    for qualifier in ["const ", "async ", "unsafe ", "extern \"C\" "] {
+        rest = rest.strip_prefix(qualifier).unwrap_or(rest).trim_start();
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
+}
+
+/// Every function with a body in `code`: its name, first line and length in lines.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let marks = punctuation(code);
+    let mut out = Vec::new();
+    for (index, text) in code.lines().enumerate() {
+        let first = index + 1;
+        let Some(name) = declared_fn(text) else {
+            continue;
+        };
+        let mut nesting = 0i32; // (), [] in the signature
+        let mut depth = 0i32;
+        for &(line, c) in marks.iter().skip_while(|(line, _)| *line < first) {
+            match c {
+                '(' | '[' => nesting += 1,
+                ')' | ']' => nesting -= 1,
+                ';' if depth == 0 && nesting == 0 => break, // no body
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push((name.to_string(), first, line - first + 1));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// What a plain `pub` line makes public: an item's name, a field's name or a `use` path.
+fn public_name(line: &str) -> Option<String> {
+    let mut rest = line.trim_start().strip_prefix("pub ")?.trim_start();
+    for qualifier in ["const ", "async ", "unsafe "] {
+        if let Some(after) = rest.strip_prefix(qualifier) {
+            if !after.starts_with(|c: char| c.is_ascii_uppercase()) {
+                rest = after.trim_start();
+            }
+        }
+    }
+    if let Some(path) = rest.strip_prefix("use ") {
+        return Some(path.trim_end_matches(';').trim().to_string());
+    }
+    let keywords = [
+        "fn ", "struct ", "enum ", "trait ", "type ", "const ", "static ", "mod ",
+    ];
+    let name_after = keywords.iter().find_map(|k| rest.strip_prefix(k));
+    let name = match name_after {
+        Some(after) => after,
+        None => rest.split_once(':')?.0,
+    };
+    let end = name
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(name.len());
+    Some(name[..end].to_string())
+}
+
+/// The non-test source files under `src/` with their relative paths and code.
+fn sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let tests = test_files(&files);
+    let mut out = Vec::new();
+    for file in files.iter().filter(|f| !tests.contains(*f)) {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let rel = file.strip_prefix(root).unwrap_or(file);
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        out.push((rel, code_of(&text)));
+    }
+    out.sort();
+    out
+}
+
+/// `found` must equal `allowed`: names what is new and what is stale.
+fn check(rule: &str, found: BTreeSet<String>, allowed: &[&str]) {
+    let allowed: BTreeSet<String> = allowed.iter().map(|s| s.to_string()).collect();
+    let new: Vec<&String> = found.difference(&allowed).collect();
+    let stale: Vec<&String> = allowed.difference(&found).collect();
+    assert!(
+        new.is_empty() && stale.is_empty(),
+        "{rule}\nnot allowed (fix it, don't list it): {new:#?}\nlisted but no longer so (remove \
+         from the list in tests/house.rs): {stale:#?}"
+    );
+}
+
+#[test]
+fn functions_stay_short() {
+    let mut long = BTreeSet::new();
+    let mut seen = 0;
+    for (file, code) in sources() {
+        for (name, _, lines) in functions(&code) {
+            seen += 1;
+            if lines > MAX_FN_LINES {
+                long.insert(format!("{file}: {name}"));
+            }
+        }
+    }
+    assert!(
+        seen > 1000,
+        "only {seen} functions found: is the scan broken?"
+    );
+    check(
+        &format!("functions over {MAX_FN_LINES} lines (split them into named pieces)"),
+        long,
+        LONG_FUNCTIONS,
+    );
+}
+
+#[test]
+fn files_stay_short() {
+    let mut long = BTreeSet::new();
+    for (file, code) in sources() {
+        let generated = code
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("generated") && l.contains("do not edit"));
+        if !generated && code.lines().count() > MAX_FILE_LINES {
+            long.insert(file);
+        }
+    }
+    check(
+        &format!("files over {MAX_FILE_LINES} lines of non-test code (split them)"),
+        long,
+        LONG_FILES,
+    );
+}
+
+#[test]
+fn tidied_modules_are_public_only_where_used_outside() {
+    let mut public = BTreeSet::new();
+    for (file, code) in sources() {
+        let module = file
+            .trim_start_matches("src/")
+            .split(['/', '.'])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let generated = code
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("generated") && l.contains("do not edit"));
+        if generated || !TIDIED.contains(&module.as_str()) {
+            continue;
+        }
+        for line in code.lines() {
+            if let Some(name) = public_name(line) {
+                public.insert(format!("{file}: {name}"));
+            }
+        }
+    }
+    check(
+        "plain `pub` in tidied modules (make it `pub(crate)` or narrower unless src/main.rs, \
+         tests/, examples/ or fuzz/ need it, or a `pub` item elsewhere names it)",
+        public,
+        PUBLIC,
+    );
+}
+
+/// The scanner itself: strings, chars, comments and bodiless declarations.
+#[test]
+fn the_scan_measures_functions() {
+    let code = "fn a() {\n    let s = \"}\";\n    let c = '{';\n    // }\n}\n\
+                trait T {\n    fn b(&self);\n    fn c(&self) -> [u8; 2] {\n        [0; 2]\n    }\n}\n\
+                pub(crate) async fn d<'a>(x: &'a str) -> &'a str {\n    r#\"}\"#;\n    x\n}\n";
+    let found: Vec<(String, usize, usize)> = functions(code);
+    assert_eq!(
+        found,
+        [
+            ("a".to_string(), 1, 5),
+            ("c".to_string(), 8, 3),
+            ("d".to_string(), 12, 4)
+        ]
+    );
+    assert_eq!(code_of("a\n#[cfg(test)]\nmod tests {\n}\n"), "a\n");
+    assert_eq!(
+        code_of("a\n#[cfg(test)]\n#[path = \"x.rs\"]\nmod docs;\nb\n"),
+        "a\nb\n"
+    );
+    assert_eq!(
+        public_name("    pub cluster: Vec<String>,").as_deref(),
+        Some("cluster")
+    );
+    assert_eq!(public_name("pub async fn run(").as_deref(), Some("run"));
+    assert_eq!(public_name("pub(crate) fn run(").as_deref(), None);
+    assert_eq!(
+        public_name("pub const EXIT_USAGE: u8 = 64;").as_deref(),
+        Some("EXIT_USAGE")
+    );
+}
