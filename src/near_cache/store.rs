@@ -144,6 +144,15 @@ impl Shard {
         evicted
     }
 
+    /// Makes sure `key` has an entry (an empty one counts its key and overhead).
+    fn ensure(&mut self, key: &Bytes) {
+        if !self.map.contains_key(key) {
+            let entry = Entry::default();
+            self.bytes += entry.size(key);
+            self.map.insert(key.clone(), entry);
+        }
+    }
+
     fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let (key, entry) = self.map.remove_entry(key)?;
         self.bytes = self.bytes.saturating_sub(entry.size(&key));
@@ -228,11 +237,7 @@ impl Store {
         now: u64,
     ) -> Begin {
         let mut shard = self.shard(key);
-        if !shard.map.contains_key(key) {
-            let entry = Entry::default();
-            shard.bytes += entry.size(key);
-            shard.map.insert(key.clone(), entry);
-        }
+        shard.ensure(key);
         let Some(entry) = shard.map.to_back(key) else {
             return Begin::No;
         };
@@ -321,11 +326,7 @@ impl Store {
     /// is in flight now.
     pub fn begin_write(&self, key: &Bytes, through: Option<u64>) {
         let mut shard = self.shard(key);
-        if !shard.map.contains_key(key) {
-            let entry = Entry::default();
-            shard.bytes += entry.size(key);
-            shard.map.insert(key.clone(), entry);
-        }
+        shard.ensure(key);
         if let Some(entry) = shard.map.to_back(key) {
             // Only a write that began alone may store its value: one begun while another was
             // in flight may reach the node before it (sessions on other threads send in their

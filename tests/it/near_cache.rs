@@ -23,7 +23,7 @@ fn start(cluster: &RedisCluster) -> (Redcar, crate::redirects::TempConfig) {
 }
 
 /// How many times `node` ran `command` (INFO commandstats).
-fn calls(node: &RedisServer, command: &str) -> u64 {
+pub fn calls(node: &RedisServer, command: &str) -> u64 {
     let Value::Bulk(Some(text)) = node.cmd(&["INFO", "commandstats"]) else {
         return 0;
     };

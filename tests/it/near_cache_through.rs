@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::near_cache::calls;
 use crate::redirects::{write_config, TempConfig};
 use crate::support::{Redcar, RedisCluster, RedisServer, Value};
 
@@ -19,18 +20,6 @@ fn start(cluster: &RedisCluster, yaml: &str) -> (Redcar, TempConfig) {
     let config = write_config(yaml);
     let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
     (redcar, config)
-}
-
-/// How many times `node` ran `command` (INFO commandstats).
-fn calls(node: &RedisServer, command: &str) -> u64 {
-    let Value::Bulk(Some(text)) = node.cmd(&["INFO", "commandstats"]) else {
-        return 0;
-    };
-    let prefix = format!("cmdstat_{command}:calls=");
-    String::from_utf8_lossy(&text)
-        .lines()
-        .find_map(|line| line.strip_prefix(&prefix)?.split(',').next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Reads of the key's value at the node: `GET` and the `PTTL` a fill sends with it.
