@@ -19,6 +19,7 @@
 //! - [`auth`]: AUTH against `--requirepass` or configured users, and per-user command rules.
 //! - [`values`]: durations, sizes, secrets and PEM loading, the value types every layer uses.
 //! - [`workers`]: the threading model and the per-core worker layout.
+//! - [`memory`]: freed memory given back to the system after a large value went through.
 //! - [`sentinel`]: a Sentinel-managed primary published as a one-shard map.
 //! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up; it only
 //!   assembles the modules' own `*Config` types (only [`app`], [`envoy`] and `main` import it).

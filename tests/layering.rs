@@ -5,7 +5,7 @@
 //! the Envoy converter (which emits a `Config`) and `main` imports it (docs/architecture.md,
 //! "Layers").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Every module of `src/lib.rs` and its layer: a module may use modules of lower layers only.
@@ -92,6 +92,10 @@ fn modules_use_only_lower_layers() {
             layers.contains_key(module),
             "module `{module}` of src/lib.rs has no layer in tests/layering.rs: give it one"
         );
+        assert!(
+            lib.contains(&format!("//! - [`{module}`]")),
+            "module `{module}` is not named in src/lib.rs's layout list: say what it does there"
+        );
     }
     let mut files = Vec::new();
     rust_files(&src, &mut files);
@@ -159,4 +163,76 @@ fn the_scan_reads_crate_paths() {
         ["values", "metrics"]
     );
     assert!(uses("use super::x; use std::io;").is_empty());
+}
+
+/// The picture of the layers at the top of docs/architecture.md (and in docs/layers.mmd), as
+/// this scan sees the code: one box per layer, one arrow per module that uses another.
+fn layer_picture(edges: &BTreeSet<(String, String)>) -> String {
+    let mut out = String::from(
+        "%% What uses what in src/, made by tests/layering.rs from the code: do not edit by hand\n\
+         %% (REDCAR_WRITE_LAYERS=1 cargo test --test layering rewrites it).\n\
+         flowchart TD\n",
+    );
+    let top = LAYERS.iter().map(|&(_, l)| l).max().unwrap_or(0);
+    for layer in (0..=top).rev() {
+        out.push_str(&format!("  subgraph layer{layer}[\"layer {layer}\"]\n"));
+        for &(module, _) in LAYERS.iter().filter(|&&(_, l)| l == layer) {
+            out.push_str(&format!("    {module}\n"));
+        }
+        out.push_str("  end\n");
+    }
+    for (from, to) in edges {
+        out.push_str(&format!("  {from} --> {to}\n"));
+    }
+    out
+}
+
+#[test]
+fn the_layer_picture_matches_the_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let layers: BTreeMap<&str, u8> = LAYERS.iter().copied().collect();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut edges = BTreeSet::new();
+    for file in files {
+        let module = module_of(&src, &file);
+        if !layers.contains_key(module.as_str()) {
+            continue;
+        }
+        let Some(code) = code_of(&file) else {
+            continue;
+        };
+        for used in uses(&code) {
+            if used != module && layers.contains_key(used.as_str()) {
+                edges.insert((module.clone(), used));
+            }
+        }
+    }
+    let picture = layer_picture(&edges);
+    let mmd = root.join("docs/layers.mmd");
+    let doc = root.join("docs/architecture.md");
+    let text = std::fs::read_to_string(&doc).expect("docs/architecture.md");
+    let block = |text: &str| -> Option<(usize, usize)> {
+        let start = text.find("```mermaid\n")? + "```mermaid\n".len();
+        let end = start + text[start..].find("```")?;
+        Some((start, end))
+    };
+    if std::env::var_os("REDCAR_WRITE_LAYERS").is_some() {
+        std::fs::write(&mmd, &picture).expect("write docs/layers.mmd");
+        let (start, end) = block(&text).expect("a ```mermaid block in docs/architecture.md");
+        let updated = format!("{}{picture}{}", &text[..start], &text[end..]);
+        std::fs::write(&doc, updated).expect("write docs/architecture.md");
+        return;
+    }
+    let hint =
+        "the picture of the layers is stale: REDCAR_WRITE_LAYERS=1 cargo test --test layering";
+    let on_disk = std::fs::read_to_string(&mmd).unwrap_or_default();
+    assert_eq!(on_disk, picture, "docs/layers.mmd: {hint}");
+    let (start, end) = block(&text).expect("a ```mermaid block in docs/architecture.md");
+    assert!(
+        text[..start].lines().count() < 12,
+        "docs/architecture.md opens with the picture"
+    );
+    assert_eq!(&text[start..end], picture, "docs/architecture.md: {hint}");
 }

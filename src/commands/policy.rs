@@ -30,7 +30,7 @@ pub(crate) enum Serve {
 
 /// The transaction commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tx {
+pub(crate) enum Tx {
     Multi,
     Exec,
     Discard,
@@ -40,7 +40,7 @@ pub enum Tx {
 
 /// The subscription commands: which kind of subscription, and whether it adds or removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sub {
+pub(crate) struct Sub {
     pub(crate) kind: SubKind,
     pub(crate) subscribe: bool,
 }
@@ -56,7 +56,7 @@ pub(crate) enum SubKind {
 
 /// Commands redcar answers without a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Local {
+pub(crate) enum Local {
     /// `AUTH [user] password`: checked against `auth` in the config.
     Auth,
     Ping,

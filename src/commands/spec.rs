@@ -5,7 +5,7 @@
 
 /// One command (or subcommand) as Redis describes it in `COMMAND INFO`.
 #[derive(Debug, PartialEq, Eq)]
-pub struct CommandSpec {
+pub(crate) struct CommandSpec {
     /// Lowercase, as Redis reports it: `"get"`, subcommands as `"client|setname"`.
     pub(crate) name: &'static str,
     /// Redis arity: positive = exact argument count (incl. the name), negative = at least `-arity`.

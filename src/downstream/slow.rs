@@ -4,7 +4,7 @@
 //!
 //! Sessions pay one atomic add per finished command; a task samples the sum once per period.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -149,12 +149,8 @@ impl SlowChanges {
         self.0.is_some()
     }
 
-    /// The next change (true: slow). Never resolves while off, or once the watch is gone.
-    pub async fn changed(&mut self) -> bool {
-        poll_fn(|cx| self.poll_changed(cx)).await
-    }
-
-    /// [`changed`](Self::changed) as a poll.
+    /// Whether the watch changed its mind (ready: true when slow). Never ready while off, or
+    /// once the watch is gone.
     pub fn poll_changed(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
         let Some(next) = self.0.as_mut() else {
             return Poll::Pending;

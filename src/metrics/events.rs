@@ -47,7 +47,7 @@ pub(crate) struct Event {
 
 /// A bounded ring of events.
 #[derive(Debug)]
-pub struct EventLog {
+pub(crate) struct EventLog {
     entries: Mutex<Ring>,
 }
 

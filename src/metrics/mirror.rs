@@ -21,7 +21,7 @@ pub(crate) struct MirrorMetrics {
 
 /// One mirror backend's counters.
 #[derive(Clone, Debug, Default)]
-pub struct MirrorCounters {
+pub(crate) struct MirrorCounters {
     pub(crate) sent: Counter,
     pub(crate) errors: Counter,
     pub(crate) dropped: Counter,

@@ -16,7 +16,7 @@ struct CauseLabel {
 
 /// The near cache's figures; cheap to clone (the cache keeps a copy).
 #[derive(Clone, Default)]
-pub struct NearCacheMetrics {
+pub(crate) struct NearCacheMetrics {
     /// Reads answered from memory.
     pub(crate) hits: Counter,
     /// Cacheable reads sent to a node (not cached, expired, or the node silent too long).

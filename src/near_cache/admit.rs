@@ -21,7 +21,7 @@ pub(super) struct Admission {
 }
 
 impl Admission {
-    pub fn new(min_reads_per_second: u32) -> Admission {
+    pub(crate) fn new(min_reads_per_second: u32) -> Admission {
         Admission {
             counters: (0..ROWS * WIDTH).map(|_| AtomicU32::new(0)).collect(),
             threshold: min_reads_per_second.saturating_mul(2).max(1),
@@ -31,7 +31,7 @@ impl Admission {
     }
 
     /// Counts one read of `key`; whether its rate reaches the threshold.
-    pub fn read(&self, key: &[u8], now: u64) -> bool {
+    pub(crate) fn read(&self, key: &[u8], now: u64) -> bool {
         self.decay(now);
         let hash = self.hasher.hash_one(key);
         let mut estimate = u32::MAX;

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 /// Whether `command` with `args` (the command name first) is a read the cache may answer: a
 /// command whose key is the first argument, with any arguments after it.
-pub fn cacheable(command: &str, args: &[Bytes]) -> bool {
+pub(crate) fn cacheable(command: &str, args: &[Bytes]) -> bool {
     if args.len() < 2 {
         return false;
     }

@@ -13,31 +13,31 @@ use crate::values::units;
 #[serde(default, deny_unknown_fields)]
 pub struct NearCacheConfig {
     /// Serve the reads of the keys below from memory, kept correct by the nodes' invalidations.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Memory for cached replies, keys and bookkeeping; least recently used entries go first.
     #[serde(with = "units::size")]
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
     /// A reply bigger than this is never cached (it would push out many small ones).
     #[serde(with = "units::size")]
-    pub max_entry_bytes: usize,
+    pub(crate) max_entry_bytes: usize,
     /// No entry is served longer than this after it was read from its node (also bounds how
     /// long a key that expires on the node is served: the key's own TTL is read with it).
     #[serde(with = "units::duration")]
-    pub max_ttl: Duration,
+    pub(crate) max_ttl: Duration,
     /// The staleness bound: an entry is served only while its node's invalidation connection
     /// answered a `PING` sent within this long, which proves every invalidation for writes
     /// acknowledged before that `PING` has arrived. Pings go every quarter of it.
     #[serde(with = "units::duration")]
-    pub max_silence: Duration,
+    pub(crate) max_silence: Duration,
     /// Which keys may be cached: `prefix` or `pattern` (a glob) rules; any match admits.
-    pub keys: Vec<KeyRule>,
+    pub(crate) keys: Vec<KeyRule>,
     /// Also admit the keys read most often, whatever their name.
-    pub hot_keys: HotKeyAdmission,
+    pub(crate) hot_keys: HotKeyAdmission,
     /// Keys a `prefix` rule admits are tracked in BCAST mode on the nodes' near lanes, and a
     /// plain `SET` of one through redcar stores the value it wrote when the node acknowledges
     /// it, so the next reads hit instead of reading the key back. Off: those keys are tracked
     /// like the others (by the reads), and a write only drops the key.
-    pub write_through: bool,
+    pub(crate) write_through: bool,
 }
 
 impl Default for NearCacheConfig {
@@ -58,22 +58,22 @@ impl Default for NearCacheConfig {
 /// One `near_cache.keys` rule: exactly one of `prefix` and `pattern`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct KeyRule {
+pub(crate) struct KeyRule {
     /// Keys starting with these bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
+    pub(crate) prefix: Option<String>,
     /// Keys matching this glob (`*`, `?`, `[a-z]`, `[^x]`, `\` escapes), as Redis's `KEYS`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<String>,
+    pub(crate) pattern: Option<String>,
 }
 
 /// `near_cache.hot_keys`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct HotKeyAdmission {
+pub(crate) struct HotKeyAdmission {
     /// Keys read at least this often per second (estimated, over about two seconds) are
     /// admitted too; 0 = off.
-    pub min_reads_per_second: u32,
+    pub(crate) min_reads_per_second: u32,
 }
 
 /// Longest `max_silence`: a bound longer than this is no bound a client would want.
@@ -83,7 +83,7 @@ const MIN_SILENCE: Duration = Duration::from_millis(20);
 
 impl NearCacheConfig {
     /// Start-up checks: each error names its key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !self.enabled {
             return Ok(());
         }

@@ -1,7 +1,7 @@
 //! Redis-style glob matching of keys (`*`, `?`, `[...]`, `\` escapes) for `near_cache.keys`.
 
 /// Whether `pattern` is well formed: every `[` closed, no trailing `\`.
-pub fn check(pattern: &[u8]) -> Result<(), &'static str> {
+pub(crate) fn check(pattern: &[u8]) -> Result<(), &'static str> {
     let mut i = 0;
     while i < pattern.len() {
         match pattern[i] {
@@ -19,7 +19,7 @@ pub fn check(pattern: &[u8]) -> Result<(), &'static str> {
 
 /// Whether `key` matches `pattern` (checked with [`check`] at start-up; a malformed one
 /// matches literally where it breaks).
-pub fn matches(pattern: &[u8], key: &[u8]) -> bool {
+pub(crate) fn matches(pattern: &[u8], key: &[u8]) -> bool {
     // Iterative with one backtrack point for the last `*`: linear in practice, no recursion.
     let (mut p, mut k) = (0, 0);
     let mut star: Option<(usize, usize)> = None;

@@ -16,6 +16,7 @@
 //!   acknowledged, whatever happens to the connection.
 //! - A lost connection, a null invalidation (FLUSHALL) or a changed slot owner drops everything;
 //!   entries also end at `max_ttl` and at the key's own TTL, read with the fill (`PTTL`).
+#![warn(unreachable_pub, missing_docs)]
 
 mod admit;
 mod commands;
@@ -25,9 +26,9 @@ mod store;
 mod through;
 mod watch;
 
-pub use commands::cacheable;
-pub use config::{HotKeyAdmission, KeyRule, NearCacheConfig};
-pub use through::Through;
+pub(crate) use commands::cacheable;
+pub(crate) use config::NearCacheConfig;
+pub(crate) use through::Through;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -44,7 +45,7 @@ use crate::upstream::{clock_ms, InvalidationSink, Node, TrackingFeed};
 
 /// How a key is admitted, which decides the lanes its reads and writes take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Admitted {
+pub(crate) enum Admitted {
     /// By a `prefix` rule with `write_through` on: the nodes' near lanes, which track those
     /// prefixes in BCAST mode with NOLOOP (`upstream::tracking`).
     Bcast,
@@ -70,7 +71,7 @@ pub struct NearCache {
 impl NearCache {
     /// The cache `config` asks for (`None` when off), fed by `feed`'s invalidations, with its
     /// heartbeat set, and dropped whole when `cluster`'s slot owners change.
-    pub fn start(
+    pub(crate) fn start(
         config: &NearCacheConfig,
         feed: &TrackingFeed,
         cluster: Arc<ClusterState>,
@@ -114,12 +115,12 @@ impl NearCache {
 
     /// Whether `key` may be cached: a `near_cache.keys` rule matches, or (hot keys on) it is
     /// read often enough. `read`: count this as a read for the hot-key estimate.
-    pub fn admits(&self, key: &[u8], read: bool) -> bool {
+    pub(crate) fn admits(&self, key: &[u8], read: bool) -> bool {
         self.admission(key, read).is_some()
     }
 
     /// How `key` is admitted, if it is (see [`admits`](Self::admits)).
-    pub fn admission(&self, key: &[u8], read: bool) -> Option<Admitted> {
+    pub(crate) fn admission(&self, key: &[u8], read: bool) -> Option<Admitted> {
         if self.prefixes.iter().any(|p| key.starts_with(p)) {
             return Some(match self.write_through {
                 true => Admitted::Bcast,
@@ -140,7 +141,7 @@ impl NearCache {
 
     /// The cached reply to `command key rest...` (a [`cacheable`] read) for a `protocol`
     /// client; `idle`: the client has nothing in flight.
-    pub fn get(
+    pub(crate) fn get(
         &self,
         command: &str,
         protocol: Protocol,
@@ -159,7 +160,7 @@ impl NearCache {
     }
 
     /// Counts a read answered from memory (`hit`) or sent to a node.
-    pub fn count(&self, hit: bool) {
+    pub(crate) fn count(&self, hit: bool) {
         if hit {
             self.metrics.hits.inc();
         } else {
@@ -170,7 +171,7 @@ impl NearCache {
     /// A miss of the read `command key rest...`: fill it, or wait for the same read already
     /// on its way (a burst of readers after a write sends one read, not one each); `None`
     /// when a write holds the key or another read of it fills it (read it uncached).
-    pub fn begin_fill(
+    pub(crate) fn begin_fill(
         self: &Arc<Self>,
         command: &'static str,
         protocol: Protocol,
@@ -202,7 +203,7 @@ impl NearCache {
     /// dropped, when the write's reply reaches the client; then what was cached is dropped
     /// (unless `through`, the write-through of the first key, stored its value). So the writer
     /// reads its write back while other keys and other times keep their hits.
-    pub fn begin_write(
+    pub(crate) fn begin_write(
         self: &Arc<Self>,
         keys: SmallVec<[Bytes; 2]>,
         through: Option<&Through>,
@@ -220,14 +221,14 @@ impl NearCache {
 
     /// `key` was queued in a transaction: drop it and keep it uncached for `max_silence`
     /// (its write runs at EXEC, whose reply is not followed).
-    pub fn written_in_transaction(&self, key: &Bytes) {
+    pub(crate) fn written_in_transaction(&self, key: &Bytes) {
         if self.store.written(key, clock_ms() + self.max_silence_ms) {
             self.metrics.invalidations.inc();
         }
     }
 
     /// Drops everything (something may have been missed).
-    pub fn flush(&self, cause: FlushCause) {
+    pub(crate) fn flush(&self, cause: FlushCause) {
         self.store.clear();
         self.metrics.flushed(cause);
     }
@@ -265,7 +266,7 @@ impl InvalidationSink for NearCache {
 }
 
 /// Writes in flight through redcar (see [`NearCache::begin_write`]); dropping it ends them.
-pub struct Writing {
+pub(crate) struct Writing {
     cache: Arc<NearCache>,
     keys: SmallVec<[Bytes; 2]>,
     /// The write-through token of the first key.
@@ -285,7 +286,7 @@ impl Drop for Writing {
 }
 
 /// A fill in flight; dropped unfinished (the client went away), it cancels itself.
-pub struct Fill {
+pub(crate) struct Fill {
     cache: Arc<NearCache>,
     key: Bytes,
     token: u64,
@@ -295,19 +296,19 @@ pub struct Fill {
 }
 
 /// What a miss does: fill, or wait for the same read's fill.
-pub enum Filling {
+pub(crate) enum Filling {
     Fill(Fill),
     Join(Joined),
 }
 
 /// A read waiting for the same read already on its way to the node.
-pub struct Joined(tokio::sync::watch::Receiver<Option<Bytes>>);
+pub(crate) struct Joined(tokio::sync::watch::Receiver<Option<Bytes>>);
 
 impl Joined {
     /// That read's reply (what the node answered, stored or not: it was read after this read
     /// arrived at redcar, or moments before); `None` if it was dropped unanswered (its client
     /// left), when this read must go itself.
-    pub async fn reply(mut self) -> Option<Bytes> {
+    pub(crate) async fn reply(mut self) -> Option<Bytes> {
         let reply = self.0.wait_for(Option::is_some).await.ok()?;
         reply.clone()
     }
@@ -318,7 +319,7 @@ impl Fill {
     /// tracked lane, if it may be: a value or nil (no error), small enough, from the slot's
     /// first node (`None` after a redirect or retry). `ttl` is the node's `PTTL` reply for
     /// the key, read right after it.
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         read: (&'static str, Protocol, &[Bytes]),
         reply: &Bytes,

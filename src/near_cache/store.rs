@@ -24,14 +24,14 @@ const MAX_VARIANTS: usize = 8;
 /// One cached read of a key: the command, its arguments after the key, the client's protocol,
 /// and the reply to send.
 pub(super) struct Variant {
-    pub command: &'static str,
-    pub protocol: Protocol,
-    pub args: Box<[Bytes]>,
-    pub reply: Bytes,
+    pub(crate) command: &'static str,
+    pub(crate) protocol: Protocol,
+    pub(crate) args: Box<[Bytes]>,
+    pub(crate) reply: Bytes,
     /// [`clock_ms`](crate::upstream::clock_ms) after which it is not served.
-    pub expires: u64,
+    pub(crate) expires: u64,
     /// Its node's invalidation connection: served only while that proves it missed nothing.
-    pub heard: Arc<Heard>,
+    pub(crate) heard: Arc<Heard>,
 }
 
 impl Variant {
@@ -169,8 +169,8 @@ pub(super) enum Found {
 
 /// How the end of a fill went.
 pub(super) struct Filled {
-    pub stored: bool,
-    pub evicted: usize,
+    pub(crate) stored: bool,
+    pub(crate) evicted: usize,
 }
 
 /// The entries, sharded by key.
@@ -181,7 +181,7 @@ pub(super) struct Store {
 }
 
 impl Store {
-    pub fn new(max_bytes: usize) -> Store {
+    pub(crate) fn new(max_bytes: usize) -> Store {
         Store {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             shard_limit: max_bytes / SHARDS,
@@ -199,7 +199,7 @@ impl Store {
     /// The reply cached for this read of `key`, if fresh: not expired, and its node heard from
     /// within `max_silence` of `now`. A hit moves the entry to the back of the eviction order.
     /// `idle`: the reader has nothing in flight (so it is not writing the key now).
-    pub fn get(
+    pub(crate) fn get(
         &self,
         key: &[u8],
         read: (&str, Protocol, &[Bytes]),
@@ -229,7 +229,7 @@ impl Store {
 
     /// Starts the fill `token` of `key` by the read `read` (its arguments after the key),
     /// unless a write holds the key; joins a fill of the same read already on its way.
-    pub fn begin_fill(
+    pub(crate) fn begin_fill(
         &self,
         key: &Bytes,
         token: u64,
@@ -265,7 +265,13 @@ impl Store {
 
     /// Ends the fill `token` of `key`, storing `variant` if the fill is still the key's own
     /// (nothing invalidated or wrote the key since it began).
-    pub fn end_fill(&self, key: &Bytes, token: u64, variant: Option<Variant>, now: u64) -> Filled {
+    pub(crate) fn end_fill(
+        &self,
+        key: &Bytes,
+        token: u64,
+        variant: Option<Variant>,
+        now: u64,
+    ) -> Filled {
         let mut shard = self.shard(key);
         let limit = self.shard_limit;
         let mut filled = Filled {
@@ -303,7 +309,7 @@ impl Store {
 
     /// Forgets `key` (an invalidation); whether something cached was dropped. A write's hold
     /// on the key stays.
-    pub fn forget(&self, key: &[u8], now: u64) -> bool {
+    pub(crate) fn forget(&self, key: &[u8], now: u64) -> bool {
         let mut shard = self.shard(key);
         let Some(entry) = shard.map.get_mut(key) else {
             return false;
@@ -319,107 +325,9 @@ impl Store {
         dropped
     }
 
-    /// A write of `key` through redcar is being sent: cancel any fill, and fill nothing until
-    /// [`end_write`](Self::end_write); what is cached is served meanwhile only to readers with
-    /// nothing in flight. `through`: the token of a write-through, which may store the value it
-    /// writes with its reply ([`end_through`](Self::end_through)) if no other write of the key
-    /// is in flight now.
-    pub fn begin_write(&self, key: &Bytes, through: Option<u64>) {
-        let mut shard = self.shard(key);
-        shard.ensure(key);
-        if let Some(entry) = shard.map.to_back(key) {
-            // Only a write that began alone may store its value: one begun while another was
-            // in flight may reach the node before it (sessions on other threads send in their
-            // own time, even on the same lane), and a later one clears this.
-            entry.through = through.filter(|_| entry.writing == 0);
-            entry.writing += 1;
-            entry.filling = None;
-        }
-        shard.fit(self.shard_limit);
-    }
-
-    /// The write-through `token` of `key` was acknowledged: store `variant` (the value it
-    /// wrote, as a read of it), replacing every other read of the key, if it is still the
-    /// key's own (no other write, invalidation or flush since it began) and the only write of
-    /// the key in flight. Whether it was stored.
-    pub fn end_through(&self, key: &[u8], token: u64, variant: Variant, now: u64) -> Filled {
-        let mut shard = self.shard(key);
-        let mut filled = Filled {
-            stored: false,
-            evicted: 0,
-        };
-        let Some(entry) = shard.map.get_mut(key) else {
-            return filled;
-        };
-        if entry.through != Some(token) || entry.writing != 1 || entry.dirty_until > now {
-            return filled;
-        }
-        let before = entry.variants_size();
-        entry.through = None;
-        entry.kept = Some(token);
-        entry.variants.clear();
-        entry.variants.push(variant);
-        let after = entry.variants_size();
-        shard.bytes = (shard.bytes + after).saturating_sub(before);
-        filled.stored = true;
-        filled.evicted = shard.fit(self.shard_limit);
-        filled
-    }
-
-    /// The write of `key` that [`begin_write`](Self::begin_write) announced was answered (or
-    /// will never be): what was cached is dropped, unless it is what this write-through
-    /// (`through`) stored. Whether something cached was dropped.
-    pub fn end_write(&self, key: &[u8], through: Option<u64>, now: u64) -> bool {
-        let mut shard = self.shard(key);
-        let Some(entry) = shard.map.get_mut(key) else {
-            return false;
-        };
-        entry.writing = entry.writing.saturating_sub(1);
-        let mut freed = 0;
-        if through.is_some() && entry.kept == through {
-            entry.kept = None;
-        } else {
-            freed = entry.variants_size();
-            entry.variants.clear();
-        }
-        let dropped = freed > 0;
-        let idle = entry.idle(now);
-        shard.bytes = shard.bytes.saturating_sub(freed);
-        if idle {
-            shard.remove(key);
-        }
-        dropped
-    }
-
-    /// A write of `key` queued in a transaction: drop what is cached, cancel any fill, and
-    /// serve or fill nothing until `until`. Whether something cached was dropped.
-    pub fn written(&self, key: &Bytes, until: u64) -> bool {
-        self.block(key, |entry| {
-            entry.dirty_until = entry.dirty_until.max(until)
-        })
-    }
-
-    fn block(&self, key: &Bytes, mark: impl FnOnce(&mut Entry)) -> bool {
-        let mut shard = self.shard(key);
-        let before = shard.map.get(key).map_or(0, |e| e.size(key));
-        if before == 0 {
-            shard.map.insert(key.clone(), Entry::default());
-        }
-        let Some(entry) = shard.map.to_back(key) else {
-            return false;
-        };
-        let dropped = !entry.variants.is_empty();
-        entry.empty();
-        mark(entry);
-        let after = entry.size(key);
-        shard.bytes = (shard.bytes + after).saturating_sub(before);
-        shard.fit(self.shard_limit);
-        dropped
-    }
-
     /// Forgets everything; how many entries held replies.
     /// Entries with a write in flight stay (emptied), so the write still blocks fills.
-    pub fn clear(&self) -> usize {
+    pub(crate) fn clear(&self) -> usize {
         let mut dropped = 0;
         for shard in self.shards.iter() {
             let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
@@ -440,13 +348,16 @@ impl Store {
     }
 
     /// Bytes and entries held now.
-    pub fn usage(&self) -> (usize, usize) {
+    pub(crate) fn usage(&self) -> (usize, usize) {
         self.shards.iter().fold((0, 0), |(bytes, entries), shard| {
             let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
             (bytes + shard.bytes, entries + shard.map.len())
         })
     }
 }
+
+#[path = "store_writes.rs"]
+mod writes;
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

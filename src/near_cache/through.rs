@@ -20,7 +20,7 @@ use crate::protocol::{write_bulk, Protocol};
 use crate::upstream::{clock_ms, Node};
 
 /// A `SET` whose value the cache stores with its `+OK` (see the module docs).
-pub struct Through {
+pub(crate) struct Through {
     token: u64,
     key: Bytes,
     /// The value as a `GET` reply.
@@ -33,7 +33,7 @@ impl NearCache {
     /// A write-through for `args` from a `protocol` client, when it is a plain `SET key value`
     /// (optionally `EX seconds` or `PX milliseconds`) of a key admitted in BCAST mode whose
     /// value fits an entry; `None` otherwise (the write only drops the key).
-    pub fn through(&self, args: &[Bytes], protocol: Protocol) -> Option<Through> {
+    pub(crate) fn through(&self, args: &[Bytes], protocol: Protocol) -> Option<Through> {
         let (key, value) = match args {
             [set, key, value] | [set, key, value, _, _] if set.eq_ignore_ascii_case(b"SET") => {
                 (key, value)
@@ -68,7 +68,7 @@ impl Through {
 
     /// The `SET` was answered `reply` by `node` (`None` after a redirect or a retry): on
     /// `+OK`, store its value as the key's `GET` reply, if it may be (see the module docs).
-    pub fn finish(self, cache: &NearCache, reply: &[u8], node: Option<Arc<Node>>) {
+    pub(crate) fn finish(self, cache: &NearCache, reply: &[u8], node: Option<Arc<Node>>) {
         if reply != b"+OK\r\n" {
             return;
         }

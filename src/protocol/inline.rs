@@ -10,7 +10,11 @@ use super::{Limits, ProtocolError, Request};
 ///
 /// The line ends at `\n`, with an optional `\r` before it. A line that splits into no
 /// arguments (empty or blank) is skipped, as Redis does.
-pub(crate) fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<Step, ProtocolError> {
+pub(crate) fn parse_inline(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    out: &mut Request,
+) -> Result<Step, ProtocolError> {
     let Some(newline) = memchr(b'\n', buf) else {
         // A trailing `\r` may be the start of the line ending, so don't count it yet; this keeps
         // the outcome independent of how the input was chunked.
@@ -32,7 +36,8 @@ pub(crate) fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<Step, 
     if args.is_empty() {
         Ok(Step::Skipped)
     } else {
-        Ok(Step::Parsed(Request::from_args(args)))
+        *out = Request::from_args(args);
+        Ok(Step::Parsed)
     }
 }
 

@@ -17,7 +17,7 @@ pub use error::ProtocolError;
 pub use frame::Frame;
 pub use fuzz::fuzz_logic;
 pub use limits::Limits;
-pub use request::{parse_request, Request};
+pub use request::{parse_request, parse_request_into, Request};
 pub use resp3::{bulk_as_verbatim, resp3_null, write_map_len, write_null_in, write_verbatim};
 pub use scan::{header_value, reply_frame_len};
 pub use version::Protocol;

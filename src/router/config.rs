@@ -15,36 +15,36 @@ pub struct RouterConfig {
     /// Deadline for one command from dispatch to reply, including redirects, waiting for a slot
     /// owner and retries. On expiry the client gets `-ERR redcar: ... timed out`.
     #[serde(with = "units::duration")]
-    pub op_timeout: Duration,
+    pub(crate) op_timeout: Duration,
     /// MOVED/ASK redirects followed for one command before giving up.
-    pub max_redirects: usize,
+    pub(crate) max_redirects: usize,
     /// First pause before retrying a command that could not be sent (doubles each attempt, capped
     /// at 16×, always within `op_timeout`).
     #[serde(with = "units::duration")]
-    pub retry_backoff: Duration,
+    pub(crate) retry_backoff: Duration,
     /// Serve FLUSHALL and FLUSHDB (sent to every primary). When false they are refused with
     /// `-ERR redcar: FLUSHALL is disabled (router.allow_flush: false)`.
-    pub allow_flush: bool,
+    pub(crate) allow_flush: bool,
     /// Node-administration commands (`config|get`, `config|set`, ...) served by sending them
     /// to every node of the map; any other is refused. Checked at start-up.
-    pub allow_node_admin: Vec<String>,
+    pub(crate) allow_node_admin: Vec<String>,
     /// Where reads go: `primary`, `prefer-primary`, `replica`, `prefer-replica` or `any`.
     /// Anything but `primary` makes redcar send `READONLY` on its node connections.
-    pub read_policy: ReadPolicy,
+    pub(crate) read_policy: ReadPolicy,
     /// Send a read that has not been answered after this long to a second node of its shard as
     /// well (first good reply wins); 0 = off. Needs a read policy that uses replicas.
     #[serde(with = "units::duration")]
-    pub hedge_after: Duration,
+    pub(crate) hedge_after: Duration,
     /// A nil from a replica for a single-key read is asked again of the slot's primary, which
     /// answers from the data it owns (or with ASK while the slot is migrating): a replica cannot
     /// tell "absent" from "moved away by a migration redcar has not seen yet". Costs one more
     /// round trip per miss read from a replica; false serves the replica's nil as it is.
-    pub replica_miss_check: bool,
+    pub(crate) replica_miss_check: bool,
     /// Bounds retries to a share of the traffic, so retries cannot amplify an outage.
-    pub retry_budget: RetryBudgetConfig,
+    pub(crate) retry_budget: RetryBudgetConfig,
     /// Fault injection for tests and drills: delays and error replies for chosen commands and
     /// nodes. Empty (no cost) by default.
-    pub faults: Vec<FaultRule>,
+    pub(crate) faults: Vec<FaultRule>,
 }
 
 impl Default for RouterConfig {

@@ -16,7 +16,7 @@ const COMMAND: &[u8] = b"*1\r\n$7\r\nCOMMAND\r\n";
 impl Router {
     /// Makes the commands declared in the configuration routable. Called once at start-up, before
     /// [`Router::learn_commands`]; `custom` has been validated (no clash with a builtin name).
-    pub fn declare_commands(&self, custom: &[CustomCommand]) {
+    pub(crate) fn declare_commands(&self, custom: &[CustomCommand]) {
         if custom.is_empty() {
             return;
         }
@@ -39,7 +39,7 @@ impl Router {
 
     /// Asks one primary for `COMMAND` and keeps the commands the built-in table lacks. Returns
     /// how many were learned; errors are logged by the caller and leave the built-in table alone.
-    pub async fn learn_commands(&self) -> Result<usize, String> {
+    pub(crate) async fn learn_commands(&self) -> Result<usize, String> {
         let topology = self.cluster.topology().ok_or("no slot map yet")?;
         let shard = topology.shards().first().ok_or("no shard known")?;
         let call = shard

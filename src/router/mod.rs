@@ -14,6 +14,7 @@
 //!
 //! `select` picks the node of a shard by read policy; `reply` and `replies` write and read the
 //! reply frames every folder uses.
+#![warn(unreachable_pub, missing_docs)]
 
 mod config;
 mod fanout;
@@ -29,16 +30,15 @@ mod select;
 mod split;
 mod stateful;
 
-pub use config::RouterConfig;
-pub use fanout::validate_node_admin;
-pub use forward::{classify, validate_faults, Call, FaultRule, RetryBudgetConfig, Verdict};
+pub(crate) use config::RouterConfig;
+pub(crate) use fanout::validate_node_admin;
+pub(crate) use forward::{classify, validate_faults, Call, Verdict};
 pub use fuzz::fuzz_plan;
-pub use multi::Multi;
-pub use plan::Plan;
-pub use reply::{error_with_prefix, redcar_error};
-pub use routes::{Mirror, Route, RouteTable, RouteTarget};
-pub use select::ReadPolicy;
-pub use stateful::{transaction_payload, Watch, Written};
+pub(crate) use plan::Plan;
+pub(crate) use reply::{error_with_prefix, redcar_error};
+pub(crate) use routes::{Mirror, Route, RouteTable, RouteTarget};
+pub(crate) use select::ReadPolicy;
+pub(crate) use stateful::{transaction_payload, Watch, Written};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -84,7 +84,7 @@ struct Live {
 }
 
 impl Router {
-    pub fn new(
+    pub(crate) fn new(
         cluster: Arc<ClusterState>,
         upstreams: Arc<Upstreams>,
         metrics: Arc<Metrics>,
@@ -107,7 +107,7 @@ impl Router {
     }
 
     /// Installs a route table (start-up and reload): commands planned from now on use it.
-    pub fn set_routes(&self, table: RouteTable) {
+    pub(crate) fn set_routes(&self, table: RouteTable) {
         let routed = !table.is_empty();
         self.routes.store(Arc::new(table));
         self.routed.store(routed, Ordering::Relaxed);
@@ -115,7 +115,7 @@ impl Router {
 
     /// Applies reloaded `router:` settings: commands dispatched from now on use them; commands
     /// already running keep the deadline they started with.
-    pub fn reconfigure(&self, config: RouterConfig) {
+    pub(crate) fn reconfigure(&self, config: RouterConfig) {
         self.retry_budget.set_config(config.retry_budget.clone());
         let faults = forward::Faults::new(&config.faults, &self.metrics);
         self.replica_miss_check
@@ -123,22 +123,22 @@ impl Router {
         self.live.store(Arc::new(Live { config, faults }));
     }
 
-    pub fn cluster(&self) -> &Arc<ClusterState> {
+    pub(crate) fn cluster(&self) -> &Arc<ClusterState> {
         &self.cluster
     }
 
     /// The node connections (client-side caching subscribes to their invalidations).
-    pub fn upstreams(&self) -> &Arc<Upstreams> {
+    pub(crate) fn upstreams(&self) -> &Arc<Upstreams> {
         &self.upstreams
     }
 
     /// The spec for a command line: built-in table first, then commands learned from the cluster.
-    pub fn lookup(&self, args: &[bytes::Bytes]) -> Option<&'static CommandSpec> {
+    pub(crate) fn lookup(&self, args: &[bytes::Bytes]) -> Option<&'static CommandSpec> {
         commands::lookup(args).or_else(|| self.learned.load().as_ref()?.lookup(args))
     }
 
     /// The deadline applied to each command.
-    pub fn op_timeout(&self) -> Duration {
+    pub(crate) fn op_timeout(&self) -> Duration {
         self.live.load().config.op_timeout
     }
 

@@ -16,7 +16,7 @@ use crate::upstream::Lane;
 /// A command that needs more than one node request or a follow-up step; start it with
 /// [`Router::start`].
 #[derive(Debug, PartialEq, Eq)]
-pub struct Multi(pub(super) Job);
+pub(crate) struct Multi(pub(super) Job);
 
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Job {
@@ -37,7 +37,7 @@ pub(super) enum Job {
 impl Multi {
     /// For a script (EVAL, EVALSHA and their `_RO` forms): the slot of its keys (`None`: no
     /// keys), so a transaction can queue it like any single-slot command.
-    pub fn script_slot(&self) -> Option<Option<u16>> {
+    pub(crate) fn script_slot(&self) -> Option<Option<u16>> {
         match self.0 {
             Job::Eval { slot, .. } | Job::EvalSha { slot, .. } => Some(slot),
             _ => None,
@@ -45,19 +45,19 @@ impl Multi {
     }
 
     /// True for a multi-key command whose keys span slots (split per slot outside MULTI).
-    pub fn is_split(&self) -> bool {
+    pub(crate) fn is_split(&self) -> bool {
         matches!(self.0, Job::Split(_))
     }
 
     /// True for a command on the keys of a route (`routes:`), served by that route's backend.
-    pub fn is_routed(&self) -> bool {
+    pub(crate) fn is_routed(&self) -> bool {
         matches!(self.0, Job::Routed(_))
     }
 
     /// For a command on a route's keys, what a transaction queues: the route's backend, the
     /// slot (`None`: keys redcar could not read) and the request as forwarded (`None`: the
     /// client's bytes).
-    pub fn routed_for_tx(&self) -> Option<(Arc<RouteTarget>, Option<u16>, Option<Bytes>)> {
+    pub(crate) fn routed_for_tx(&self) -> Option<(Arc<RouteTarget>, Option<u16>, Option<Bytes>)> {
         match &self.0 {
             Job::Routed(routed) => Some((
                 routed.route.target.clone(),
@@ -69,7 +69,7 @@ impl Multi {
     }
 
     /// For WATCH on a route's keys: the backend, the slot and the request as forwarded.
-    pub fn routed_watch(&self) -> Option<(Arc<RouteTarget>, u16, Option<Bytes>)> {
+    pub(crate) fn routed_watch(&self) -> Option<(Arc<RouteTarget>, u16, Option<Bytes>)> {
         match &self.0 {
             Job::Routed(routed) if routed.watch => Some((
                 routed.route.target.clone(),
@@ -82,7 +82,7 @@ impl Multi {
 
     /// True for a blocking command on a route's keys: like `Plan::Blocking`, it runs with
     /// nothing else of the client's in flight.
-    pub fn is_blocking(&self) -> bool {
+    pub(crate) fn is_blocking(&self) -> bool {
         matches!(&self.0, Job::Routed(routed) if routed.blocking.is_some())
     }
 }
@@ -90,7 +90,7 @@ impl Multi {
 impl Router {
     /// Starts a [`Multi`] plan: like [`Router::forward`], every first request is queued on its
     /// node before this returns, so the client's order is kept.
-    pub fn start(&self, multi: Multi, request: &Request, lane: Lane) -> Call<'_> {
+    pub(crate) fn start(&self, multi: Multi, request: &Request, lane: Lane) -> Call<'_> {
         match multi.0 {
             Job::Split(split) => self.start_split(split, request, lane),
             Job::FanOut(kind) => self.start_fan_out(kind, request, lane),

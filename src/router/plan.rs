@@ -16,7 +16,7 @@ use crate::protocol::Request;
 
 /// What to do with one command.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Plan {
+pub(crate) enum Plan {
     /// Forward unchanged to the primary owning `slot`. `write` commands are never re-sent once
     /// they may have reached a node.
     Slot { slot: u16, write: bool },
@@ -50,7 +50,7 @@ pub enum Plan {
 impl Router {
     /// Plans `request`, and names its command (`"unknown"` when the table lacks it) for the
     /// metrics. `scratch` is reused between calls so key extraction does not allocate.
-    pub fn plan(&self, request: &Request, scratch: &mut Vec<usize>) -> (Plan, &'static str) {
+    pub(crate) fn plan(&self, request: &Request, scratch: &mut Vec<usize>) -> (Plan, &'static str) {
         let args = request.args();
         let Some(spec) = self.lookup(args) else {
             return (Plan::Reply(unknown_command(args)), "unknown");

@@ -4,12 +4,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 /// `-ERR redcar: <message>\r\n`, with line breaks in `message` flattened so the reply stays one
 /// RESP line.
-pub fn redcar_error(message: impl std::fmt::Display) -> Bytes {
+pub(crate) fn redcar_error(message: impl std::fmt::Display) -> Bytes {
     error_with_prefix("ERR redcar: ", message)
 }
 
 /// `-<prefix><message>\r\n` for standard prefixes clients depend on (`CROSSSLOT`, `CLUSTERDOWN`).
-pub fn error_with_prefix(prefix: &str, message: impl std::fmt::Display) -> Bytes {
+pub(crate) fn error_with_prefix(prefix: &str, message: impl std::fmt::Display) -> Bytes {
     let text = message.to_string().replace(['\r', '\n'], " ");
     let mut out = BytesMut::with_capacity(prefix.len() + text.len() + 3);
     out.put_u8(b'-');

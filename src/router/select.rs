@@ -12,7 +12,7 @@ use crate::upstream::Node;
 /// Where reads go (`router.read_policy`, `--read-policy`). Writes always go to the primary.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
-pub enum ReadPolicy {
+pub(crate) enum ReadPolicy {
     /// Reads go to the primary only (read-your-writes).
     #[default]
     Primary,
@@ -28,12 +28,12 @@ pub enum ReadPolicy {
 
 impl ReadPolicy {
     /// True when reads may go to replicas, which then need `READONLY` on their connections.
-    pub fn uses_replicas(self) -> bool {
+    pub(crate) fn uses_replicas(self) -> bool {
         self != ReadPolicy::Primary
     }
 
     /// The name used in the config file and on the command line.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ReadPolicy::Primary => "primary",
             ReadPolicy::PreferPrimary => "prefer-primary",

@@ -31,7 +31,7 @@ pub(super) struct Batching {
 }
 
 impl Batching {
-    pub fn new(config: &UpstreamConfig, capped: Counter) -> Batching {
+    pub(crate) fn new(config: &UpstreamConfig, capped: Counter) -> Batching {
         Batching {
             max_in_flight: config.max_in_flight_per_connection.max(1),
             interval: config.flush_interval,
@@ -44,14 +44,14 @@ impl Batching {
     /// Room for one more command: below the write buffer's high-water mark and below the cap
     /// on commands queued or written and not yet answered.
     #[inline]
-    pub fn has_room(&self, buffered: usize, in_flight: usize) -> bool {
+    pub(crate) fn has_room(&self, buffered: usize, in_flight: usize) -> bool {
         buffered < WRITE_HIGH_WATER && in_flight < self.max_in_flight
     }
 
     /// A batch was taken from the queue. `fresh`: the write buffer was empty before it, so this
     /// batch starts a new write and (with a window) waits for company; a full connection
     /// writes at once, since nothing more could join.
-    pub fn queued(&mut self, fresh: bool, buffered: usize, in_flight: usize) {
+    pub(crate) fn queued(&mut self, fresh: bool, buffered: usize, in_flight: usize) {
         let room = self.has_room(buffered, in_flight);
         if in_flight >= self.max_in_flight {
             self.capped.inc();
@@ -66,23 +66,23 @@ impl Batching {
 
     /// False while the window is open.
     #[inline]
-    pub fn may_write(&self) -> bool {
+    pub(crate) fn may_write(&self) -> bool {
         !self.holding
     }
 
     /// True while the window is open (its timer is then worth polling).
     #[inline]
-    pub fn holding(&self) -> bool {
+    pub(crate) fn holding(&self) -> bool {
         self.holding
     }
 
     /// The end of the open window.
-    pub fn window(&mut self) -> &mut Pin<Box<Sleep>> {
+    pub(crate) fn window(&mut self) -> &mut Pin<Box<Sleep>> {
         &mut self.window
     }
 
     /// The window ends: what is buffered is written.
-    pub fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         self.holding = false;
     }
 }

@@ -14,85 +14,85 @@ use crate::values::units;
 pub struct UpstreamConfig {
     /// Persistent connections to each node, shared by all clients; commands are spread over them
     /// round-robin (never LIFO).
-    pub connections_per_node: usize,
+    pub(crate) connections_per_node: usize,
     /// Give up on a TCP connect after this long; the command may then be retried elsewhere.
     #[serde(with = "units::duration")]
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// TCP keepalive idle time on node connections; 0 turns keepalive off.
     #[serde(with = "units::duration")]
-    pub tcp_keepalive: Duration,
+    pub(crate) tcp_keepalive: Duration,
     /// Time between keepalive probes once `tcp_keepalive` has passed without traffic; unset:
     /// `DEFAULT_KEEPALIVE_INTERVAL`, or `tcp_keepalive` if that is shorter.
     #[serde(with = "units::optional_duration")]
-    pub tcp_keepalive_interval: Option<Duration>,
+    pub(crate) tcp_keepalive_interval: Option<Duration>,
     /// Unanswered probes after which the connection is dropped; unset: the OS default (9 on
     /// Linux).
-    pub tcp_keepalive_probes: Option<u32>,
+    pub(crate) tcp_keepalive_probes: Option<u32>,
     /// After a failed connect, wait at least this long before the next attempt (doubling up to
     /// 16× on repeated failures) so a dead node is not hammered.
     #[serde(with = "units::duration")]
-    pub reconnect_backoff: Duration,
+    pub(crate) reconnect_backoff: Duration,
     /// New connections per second to one node (pipelined and dedicated together; bursts of
     /// up to this many); 0 = unlimited.
-    pub max_connects_per_second: u32,
+    pub(crate) max_connects_per_second: u32,
     /// A node connection nobody used for this long is closed (reopened on the next command), so
     /// a sidecar does not hold idle sockets to every node of a large cluster; 0 = never.
     #[serde(with = "units::duration")]
-    pub idle_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
     /// Commands written to one node connection and not yet answered; at this many the
     /// connection stops taking commands from its queue until replies come back (back-pressure:
     /// queued commands wait, in order; none is dropped).
-    pub max_in_flight_per_connection: usize,
+    pub(crate) max_in_flight_per_connection: usize,
     /// Write-coalescing window: after the first command of a batch, wait up to this long for
     /// more before writing, so more clients share one write; 0 = write at the end of the turn.
     #[serde(with = "units::duration")]
-    pub flush_interval: Duration,
+    pub(crate) flush_interval: Duration,
     /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).
-    pub dedicated: DedicatedConfig,
+    pub(crate) dedicated: DedicatedConfig,
     /// Outlier detection: ejecting nodes that keep failing, and the health checks that bring
     /// them back.
-    pub outlier: OutlierConfig,
+    pub(crate) outlier: OutlierConfig,
     /// Redis 6+ ACL user redcar authenticates as on every node connection; without it, `AUTH`
     /// uses the `default` user (`requirepass`).
-    pub username: Option<String>,
+    pub(crate) username: Option<String>,
     /// The password sent with `AUTH` on every node connection (in clear, `{file: PATH}` or
     /// `{env: NAME}`; never shown).
-    pub password: Option<Secret>,
+    pub(crate) password: Option<Secret>,
     /// TLS on every node connection: CA, server name, optional client certificate.
-    pub tls: UpstreamTlsConfig,
+    pub(crate) tls: UpstreamTlsConfig,
 }
 
 /// Linux's limits on TCP keepalive (`MAX_TCP_KEEPIDLE`/`KEEPINTVL`, `MAX_TCP_KEEPCNT`): the
 /// config check and the Envoy converter hold `tcp_keepalive*` to them.
-pub const MAX_KEEPALIVE_SECONDS: Duration = Duration::from_secs(32767);
-pub const MAX_KEEPALIVE_PROBES: u32 = 127;
+pub(crate) const MAX_KEEPALIVE_SECONDS: Duration = Duration::from_secs(32767);
+pub(crate) const MAX_KEEPALIVE_PROBES: u32 = 127;
 
 /// Keepalive probe interval when `tcp_keepalive_interval` is unset (capped by `tcp_keepalive`):
 /// with Linux's 9 probes a dead node is noticed 90 s after the idle time, not 11 minutes
 /// (the OS's 75 s interval).
-pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// `upstream.dedicated:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct DedicatedConfig {
+pub(crate) struct DedicatedConfig {
     /// Dedicated connections open at once, over all nodes (busy and idle).
-    pub max: usize,
+    pub(crate) max: usize,
     /// What a client gets when all `max` are busy.
-    pub exhausted: Exhausted,
+    pub(crate) exhausted: Exhausted,
     /// With `exhausted: wait`, how long to wait for a connection to come free.
     #[serde(with = "units::duration")]
-    pub wait_timeout: Duration,
+    pub(crate) wait_timeout: Duration,
     /// An idle dedicated connection is closed after this long; 0 closes it as soon as it is
     /// given back.
     #[serde(with = "units::duration")]
-    pub idle_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
 }
 
 /// Policy when the dedicated pool is exhausted.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum Exhausted {
+pub(crate) enum Exhausted {
     /// Wait up to `wait_timeout`, then fail.
     Wait,
     /// Fail at once.
@@ -112,13 +112,13 @@ impl Default for DedicatedConfig {
 
 impl UpstreamConfig {
     /// The keepalive probe interval node connections use.
-    pub fn keepalive_interval(&self) -> Duration {
+    pub(crate) fn keepalive_interval(&self) -> Duration {
         self.tcp_keepalive_interval
             .unwrap_or(self.tcp_keepalive.min(DEFAULT_KEEPALIVE_INTERVAL))
     }
 
     /// The credentials to present to the nodes, read now; errors name the key.
-    pub fn credentials(&self) -> Result<Option<super::Credentials>, String> {
+    pub(crate) fn credentials(&self) -> Result<Option<super::Credentials>, String> {
         match (&self.username, &self.password) {
             (None, None) => Ok(None),
             (Some(_), None) => {

@@ -27,16 +27,16 @@ mod session;
 use session::Session;
 
 /// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
-pub const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+pub(crate) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 /// A command waiting to be written, and where its reply goes.
 pub(super) struct Pending {
-    pub payload: Bytes,
-    pub asking: bool,
+    pub(crate) payload: Bytes,
+    pub(crate) asking: bool,
     /// Reply frames the payload produces (1 for one command; `MULTI … EXEC` sends several). They
     /// are handed over together, as one contiguous slice.
-    pub frames: u32,
-    pub reply: ReplyTo,
+    pub(crate) frames: u32,
+    pub(crate) reply: ReplyTo,
 }
 
 /// Where a command's reply goes: its own channel, or a client session's inbox (see `inbox`).
@@ -57,18 +57,18 @@ impl ReplyTo {
 
 /// What every connection of one node shares: its settings, metrics and health.
 pub(super) struct NodeContext {
-    pub addr: Arc<str>,
-    pub config: UpstreamConfig,
-    pub limits: Limits,
-    pub metrics: NodeMetrics,
-    pub connect_limit: Arc<ConnectLimit>,
-    pub health: Arc<Health>,
+    pub(crate) addr: Arc<str>,
+    pub(crate) config: UpstreamConfig,
+    pub(crate) limits: Limits,
+    pub(crate) metrics: NodeMetrics,
+    pub(crate) connect_limit: Arc<ConnectLimit>,
+    pub(crate) health: Arc<Health>,
     /// `AUTH` and/or `READONLY` (so a replica serves reads of its primary's slots) after connecting.
-    pub handshake: Handshake,
+    pub(crate) handshake: Handshake,
     /// `upstream.tls`: every connection is wrapped in TLS when set.
-    pub tls: Option<UpstreamTls>,
+    pub(crate) tls: Option<UpstreamTls>,
     /// Set while the node serves nothing: idle connections close within a second.
-    pub standby: Arc<Standby>,
+    pub(crate) standby: Arc<Standby>,
 }
 
 impl NodeContext {

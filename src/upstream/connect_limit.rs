@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Token buckets by node address: `rate` connects per second, bursts of up to `rate`.
-pub struct ConnectLimit {
+pub(crate) struct ConnectLimit {
     /// 0: unlimited.
     rate: u32,
     buckets: Mutex<HashMap<String, Bucket>>,
@@ -22,7 +22,7 @@ struct Bucket {
 }
 
 impl ConnectLimit {
-    pub fn new(rate: u32) -> ConnectLimit {
+    pub(crate) fn new(rate: u32) -> ConnectLimit {
         ConnectLimit {
             rate,
             buckets: Mutex::new(HashMap::new()),
@@ -31,7 +31,7 @@ impl ConnectLimit {
 
     /// Waits for the right to open one connection to `addr`. If that would take longer than
     /// `max_wait`, takes nothing and returns how long it would have taken.
-    pub async fn admit(&self, addr: &str, max_wait: Duration) -> Result<(), Duration> {
+    pub(crate) async fn admit(&self, addr: &str, max_wait: Duration) -> Result<(), Duration> {
         let wait = self.reserve(addr, Instant::now(), max_wait)?;
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;

@@ -29,7 +29,7 @@ const READ_CHUNK: usize = 16 * 1024;
 const KEEP_AT_MOST: usize = 4 * READ_CHUNK;
 
 /// The pool. One per proxy, shared by every session.
-pub struct DedicatedPool {
+pub(crate) struct DedicatedPool {
     shared: Arc<Shared>,
 }
 
@@ -63,7 +63,7 @@ struct Idle {
 }
 
 /// A connection lent to one client. Not `Clone`: exactly one owner talks on it.
-pub struct Dedicated {
+pub(crate) struct Dedicated {
     stream: NodeStream,
     input: BytesMut,
     /// `input` grew past [`KEEP_AT_MOST`] for a large reply.
@@ -98,7 +98,7 @@ impl Drop for Busy {
 }
 
 impl DedicatedPool {
-    pub fn new(
+    pub(crate) fn new(
         config: UpstreamConfig,
         limits: Limits,
         metrics: Arc<Metrics>,
@@ -127,7 +127,7 @@ impl DedicatedPool {
     /// A connection to `addr` speaking `protocol`: an idle one if there is one, else a new one
     /// within the bound. When the pool is exhausted, waits or fails as
     /// `upstream.dedicated.exhausted` says.
-    pub async fn acquire(
+    pub(crate) async fn acquire(
         &self,
         addr: &Arc<str>,
         protocol: Protocol,
@@ -280,13 +280,13 @@ fn is_open(stream: &NodeStream) -> bool {
 }
 
 impl Dedicated {
-    pub fn addr(&self) -> &Arc<str> {
+    pub(crate) fn addr(&self) -> &Arc<str> {
         &self.addr
     }
 
     /// Writes `payload` (one or more encoded commands). A failure here may leave part of it
     /// written, so it counts as possibly executed.
-    pub async fn send(&mut self, payload: &[u8]) -> Result<(), UpstreamError> {
+    pub(crate) async fn send(&mut self, payload: &[u8]) -> Result<(), UpstreamError> {
         let written = match self.stream.write_all(payload).await {
             // TLS holds the records until flushed; for TCP this does nothing.
             Ok(()) => self.stream.flush().await,
@@ -296,7 +296,7 @@ impl Dedicated {
     }
 
     /// Reads the next `frames` reply frames, as one slice.
-    pub async fn receive(&mut self, frames: u32) -> Result<Bytes, UpstreamError> {
+    pub(crate) async fn receive(&mut self, frames: u32) -> Result<Bytes, UpstreamError> {
         loop {
             match frames_len(&self.input, frames, &self.shared.limits) {
                 Ok(Some(len)) => return Ok(take_reply(&mut self.input, &mut self.grown, len)),
@@ -316,14 +316,18 @@ impl Dedicated {
     }
 
     /// [`send`](Self::send), then [`receive`](Self::receive).
-    pub async fn request(&mut self, payload: &[u8], frames: u32) -> Result<Bytes, UpstreamError> {
+    pub(crate) async fn request(
+        &mut self,
+        payload: &[u8],
+        frames: u32,
+    ) -> Result<Bytes, UpstreamError> {
         self.send(payload).await?;
         self.receive(frames).await
     }
 
     /// Gives the connection back for reuse. Only call it when no reply is owed and no state is
     /// left on the connection (no WATCH, no subscription); otherwise just drop it.
-    pub fn release(self) {
+    pub(crate) fn release(self) {
         if !self.input.is_empty() {
             return; // unexpected bytes: not clean, close it
         }

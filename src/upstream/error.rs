@@ -5,7 +5,7 @@ use std::sync::Arc;
 /// The distinction the router needs: a command that never left redcar can be retried anywhere,
 /// one that may have reached the node must not be re-sent if it writes.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     /// The command was never written to the node (connect failed, or connection in back-off).
     #[error("cannot reach {addr}: {reason}")]
     NotSent { addr: Arc<str>, reason: String },
@@ -19,7 +19,7 @@ pub enum UpstreamError {
 
 impl UpstreamError {
     /// True when the command provably never reached the node.
-    pub fn never_sent(&self) -> bool {
+    pub(crate) fn never_sent(&self) -> bool {
         matches!(
             self,
             UpstreamError::NotSent { .. } | UpstreamError::Exhausted { .. }

@@ -23,10 +23,10 @@ const CLUSTER_DISABLED: &[u8] = b"-ERR This instance has cluster support disable
 
 /// Credentials redcar presents to every node (`upstream.username`, `upstream.password`).
 #[derive(Clone)]
-pub struct Credentials {
+pub(crate) struct Credentials {
     /// Redis 6+ ACL user; `None` authenticates as the `default` user (`requirepass`).
-    pub username: Option<String>,
-    pub password: String,
+    pub(crate) username: Option<String>,
+    pub(crate) password: String,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -40,7 +40,7 @@ impl std::fmt::Debug for Credentials {
 
 /// The commands one kind of connection sends first, encoded once.
 #[derive(Clone, Debug, Default)]
-pub struct Handshake {
+pub(crate) struct Handshake {
     payload: Bytes,
     /// What each command's reply must be, in order.
     expected: Vec<Expect>,
@@ -81,7 +81,7 @@ impl Handshake {
     /// `confirm`: when nothing else is sent, send `PING`, so a session the node refuses after
     /// the TLS handshake (a missing client certificate) fails here. `protocol`: RESP3
     /// connections say `HELLO 3` (after `AUTH`), so every reply on them has RESP3's types.
-    pub fn new(
+    pub(crate) fn new(
         credentials: Option<&Credentials>,
         readonly: bool,
         confirm: bool,
@@ -146,7 +146,7 @@ impl Handshake {
 
     /// Sends the commands on a fresh connection and checks every reply. `health`: the node's, for
     /// its pipelined connections, ejected at once when it is a replica not in sync.
-    pub async fn run<S>(
+    pub(crate) async fn run<S>(
         &self,
         stream: S,
         limits: &Limits,

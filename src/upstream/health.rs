@@ -23,22 +23,22 @@ use crate::values::units;
 /// `upstream.outlier:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct OutlierConfig {
+pub(crate) struct OutlierConfig {
     /// Consecutive failures (connect errors, lost connections, timeouts, `-LOADING`,
     /// `-MASTERDOWN`) that eject a node from selection; 0 turns ejection off.
-    pub consecutive_failures: u32,
+    pub(crate) consecutive_failures: u32,
     /// How long the first ejection lasts; each further ejection of a replica doubles it (a
     /// primary's stays at this: [`Health::set_primary`]).
     #[serde(with = "units::duration")]
-    pub base_ejection_time: Duration,
+    pub(crate) base_ejection_time: Duration,
     /// Upper bound for the doubling. A node that stays healthy this long after coming back
     /// starts again from `base_ejection_time`.
     #[serde(with = "units::duration")]
-    pub max_ejection_time: Duration,
+    pub(crate) max_ejection_time: Duration,
     /// How often an ejected node is sent `PING` once its ejection time is over; the first
     /// `PONG` brings it back.
     #[serde(with = "units::duration")]
-    pub health_check_interval: Duration,
+    pub(crate) health_check_interval: Duration,
 }
 
 impl Default for OutlierConfig {
@@ -53,7 +53,7 @@ impl Default for OutlierConfig {
 }
 
 /// The ejection time for the `nth` ejection in a row (1-based): base × 2^(nth-1), capped.
-pub fn ejection_time(config: &OutlierConfig, nth: u32) -> Duration {
+pub(crate) fn ejection_time(config: &OutlierConfig, nth: u32) -> Duration {
     let doublings = nth.saturating_sub(1).min(20);
     config
         .base_ejection_time
@@ -62,7 +62,7 @@ pub fn ejection_time(config: &OutlierConfig, nth: u32) -> Duration {
 }
 
 /// Health and load of one node, shared by its connections, the router and the health checker.
-pub struct Health {
+pub(crate) struct Health {
     addr: Arc<str>,
     /// `upstream.outlier`, shared by every node and swapped by a reload; read on failures and
     /// restores only, never per command.
@@ -93,26 +93,26 @@ pub struct Health {
 
 /// What [`Health::snapshot`] reports (admin API, error messages).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct HealthSnapshot {
-    pub ejected: bool,
-    pub consecutive_failures: u32,
-    pub ejections: u32,
+pub(crate) struct HealthSnapshot {
+    pub(crate) ejected: bool,
+    pub(crate) consecutive_failures: u32,
+    pub(crate) ejections: u32,
     /// Time left in the ejection before health checks may bring the node back.
-    pub ejected_for_ms: u64,
-    pub latency_ewma_us: u64,
-    pub in_flight: i64,
+    pub(crate) ejected_for_ms: u64,
+    pub(crate) latency_ewma_us: u64,
+    pub(crate) in_flight: i64,
 }
 
 /// The counters a node's health reports to (from its `NodeMetrics`).
-pub struct HealthMetrics {
-    pub in_flight: Gauge,
-    pub ejections: Counter,
-    pub ejected: Gauge,
-    pub events: Arc<EventLog>,
+pub(crate) struct HealthMetrics {
+    pub(crate) in_flight: Gauge,
+    pub(crate) ejections: Counter,
+    pub(crate) ejected: Gauge,
+    pub(crate) events: Arc<EventLog>,
 }
 
 impl Health {
-    pub fn new(
+    pub(crate) fn new(
         addr: Arc<str>,
         config: Arc<ArcSwap<OutlierConfig>>,
         metrics: HealthMetrics,
@@ -139,7 +139,7 @@ impl Health {
 
     /// True while the node is out of selection (the hot-path question: one relaxed load).
     #[inline]
-    pub fn is_ejected(&self) -> bool {
+    pub(crate) fn is_ejected(&self) -> bool {
         self.ejected.load(Ordering::Relaxed)
     }
 
@@ -149,7 +149,7 @@ impl Health {
     /// ejection past the outage is write errors for a node that answers again — a primary frozen
     /// a few times in half a minute (a fork, a VM pause) would refuse its shard's writes for 4,
     /// 8, 16 s after each freeze. It is brought back by the first `PONG` after the base time.
-    pub fn set_primary(&self, on: bool) {
+    pub(crate) fn set_primary(&self, on: bool) {
         if self.primary.load(Ordering::Relaxed) != on {
             self.primary.store(on, Ordering::Relaxed);
         }
@@ -158,7 +158,7 @@ impl Health {
     /// A reply that was not an error arrived: the failure streak is over. Stores only when
     /// there was a streak, so the common case is a read of a shared cache line, not a write.
     #[inline]
-    pub fn record_success(&self) {
+    pub(crate) fn record_success(&self) {
         if self.failures.load(Ordering::Relaxed) != 0 {
             self.failures.store(0, Ordering::Relaxed);
         }
@@ -166,7 +166,7 @@ impl Health {
 
     /// One failure; ejects the node when the streak reaches the threshold. Returns true for
     /// the call that ejected it.
-    pub fn record_failure(&self, why: &str) -> bool {
+    pub(crate) fn record_failure(&self, why: &str) -> bool {
         let config = self.config.load();
         let threshold = config.consecutive_failures;
         if threshold == 0 {
@@ -191,7 +191,7 @@ impl Health {
     /// is read from it), but ejecting it would fail its shard's writes at once until the next
     /// map; not ejected, they are retried within `op_timeout`, and the failed connects count as
     /// upstream failures, which ask for that map (`cluster.failure_refresh_threshold`).
-    pub fn eject_now(&self, why: &str) -> bool {
+    pub(crate) fn eject_now(&self, why: &str) -> bool {
         if self.primary.load(Ordering::Relaxed) {
             tracing::info!(node = %self.addr, reason = why, "a primary of the slot map says it is a replica: not ejected, its writes wait for a fresh map");
             return false;
@@ -244,12 +244,12 @@ impl Health {
     }
 
     /// True when the node is ejected and its ejection time is over: time for a health check.
-    pub fn due_for_check(&self) -> bool {
+    pub(crate) fn due_for_check(&self) -> bool {
         self.is_ejected() && self.now_ms() >= self.ejected_until_ms.load(Ordering::Relaxed)
     }
 
     /// A health check succeeded: the node takes traffic again.
-    pub fn restore(&self) {
+    pub(crate) fn restore(&self) {
         self.failures.store(0, Ordering::Relaxed);
         self.restored_at_ms
             .store(self.now_ms().max(1), Ordering::Relaxed);
@@ -265,7 +265,7 @@ impl Health {
     }
 
     /// Feeds the latency EWMA with the mean latency of one read's replies (weight 1/8).
-    pub fn observe_latency(&self, mean: Duration) {
+    pub(crate) fn observe_latency(&self, mean: Duration) {
         let sample = u64::try_from(mean.as_micros()).unwrap_or(u64::MAX).max(1);
         let old = self.ewma_us.load(Ordering::Relaxed);
         let new = if old == 0 {
@@ -278,13 +278,13 @@ impl Health {
 
     /// Lower is better: expected wait ≈ (outstanding + 1) × latency. Nodes never measured count
     /// as fast (1 µs), so new replicas get tried.
-    pub fn load_score(&self) -> u64 {
+    pub(crate) fn load_score(&self) -> u64 {
         let outstanding = u64::try_from(self.in_flight.get()).unwrap_or(0);
         (outstanding + 1).saturating_mul(self.ewma_us.load(Ordering::Relaxed).max(1))
     }
 
     /// Time left before a health check may bring the node back (zero when not ejected).
-    pub fn ejected_for(&self) -> Duration {
+    pub(crate) fn ejected_for(&self) -> Duration {
         if !self.is_ejected() {
             return Duration::ZERO;
         }
@@ -292,7 +292,7 @@ impl Health {
         Duration::from_millis(until.saturating_sub(self.now_ms()))
     }
 
-    pub fn snapshot(&self) -> HealthSnapshot {
+    pub(crate) fn snapshot(&self) -> HealthSnapshot {
         HealthSnapshot {
             ejected: self.is_ejected(),
             consecutive_failures: self.failures.load(Ordering::Relaxed),
@@ -303,7 +303,9 @@ impl Health {
         }
     }
 
-    pub fn config(&self) -> Arc<OutlierConfig> {
+    /// The outlier settings in force (router tests read the threshold).
+    #[cfg(test)]
+    pub(crate) fn config(&self) -> Arc<OutlierConfig> {
         self.config.load_full()
     }
 

@@ -13,7 +13,10 @@ use super::{Node, Upstreams};
 const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 
 /// Runs until `shutdown`. Idle (no timer) while no node is ejected.
-pub async fn run_health_checks(upstreams: Arc<Upstreams>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run_health_checks(
+    upstreams: Arc<Upstreams>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut ejections = upstreams.ejections();
     loop {
         // Read each round, so a reload's `health_check_interval` applies at once.

@@ -19,11 +19,11 @@ use super::reply_slot::{Closed, Outcome};
 
 /// What a delivery carries: the node's outcome, or `Closed` when the connection task dropped
 /// the command without one (it ended).
-pub type Delivered = Result<Outcome, Closed>;
+pub(crate) type Delivered = Result<Outcome, Closed>;
 
 /// The part node connections write to.
 #[derive(Default)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// Set under the lock when something arrived; lets the session skip the lock otherwise.
     has_mail: AtomicBool,
     mail: Mutex<Mail>,
@@ -45,7 +45,7 @@ impl Shared {
 
     /// Hands over `replies` (for this inbox) under one lock; wakes the session after unlocking
     /// if one of them is the reply it waits for.
-    pub fn deliver(&self, replies: impl Iterator<Item = (u64, Delivered)>) {
+    pub(crate) fn deliver(&self, replies: impl Iterator<Item = (u64, Delivered)>) {
         let waker = {
             let mut mail = self.lock();
             let mut wake = false;
@@ -69,25 +69,25 @@ impl Shared {
 
 /// Where one command's reply goes: the session's inbox and the command's number in it.
 /// Dropped without [`take`](Self::take) (its connection task ended), it tells the session so.
-pub struct Delivery {
+pub(crate) struct Delivery {
     inbox: Option<Arc<Shared>>,
     seq: u64,
 }
 
 impl Delivery {
     /// This reply's number in its inbox.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The inbox and number, for a caller that delivers a batch itself (see
     /// [`Shared::deliver`]); the drop no longer reports anything.
-    pub fn take(mut self) -> Option<(Arc<Shared>, u64)> {
+    pub(crate) fn take(mut self) -> Option<(Arc<Shared>, u64)> {
         self.inbox.take().map(|inbox| (inbox, self.seq))
     }
 
     /// Delivers one outcome on its own.
-    pub fn send(self, outcome: Outcome) {
+    pub(crate) fn send(self, outcome: Outcome) {
         if let Some((inbox, seq)) = self.take() {
             inbox.deliver(std::iter::once((seq, Ok(outcome))));
         }
@@ -111,7 +111,7 @@ enum Entry {
 }
 
 /// The session's end: numbers the commands it forwards and keeps their replies until asked.
-pub struct Inbox {
+pub(crate) struct Inbox {
     shared: Arc<Shared>,
     filed: Filed,
 }
@@ -137,7 +137,7 @@ impl Default for Inbox {
 
 impl Inbox {
     /// A number for one more command, and where its reply goes.
-    pub fn reserve(&mut self) -> Delivery {
+    pub(crate) fn reserve(&mut self) -> Delivery {
         let filed = &mut self.filed;
         let seq = filed.base + filed.entries.len() as u64;
         filed.entries.push_back(Entry::Waiting);
@@ -148,7 +148,7 @@ impl Inbox {
     }
 
     /// The reply numbered `seq`, once it is here; otherwise the session is woken when it comes.
-    pub fn poll_reply(&mut self, seq: u64, cx: &mut Context<'_>) -> Poll<Delivered> {
+    pub(crate) fn poll_reply(&mut self, seq: u64, cx: &mut Context<'_>) -> Poll<Delivered> {
         if let Some(delivered) = self.filed.take_arrived(seq) {
             return Poll::Ready(delivered);
         }
@@ -166,7 +166,7 @@ impl Inbox {
     }
 
     /// The reply numbered `seq` if it is here now (no waker is kept).
-    pub fn try_reply(&mut self, seq: u64) -> Option<Delivered> {
+    pub(crate) fn try_reply(&mut self, seq: u64) -> Option<Delivered> {
         if let Some(delivered) = self.filed.take_arrived(seq) {
             return Some(delivered);
         }
@@ -180,7 +180,7 @@ impl Inbox {
     }
 
     /// The command numbered `seq` no longer wants its reply (it gave up at its deadline).
-    pub fn forget(&mut self, seq: u64) {
+    pub(crate) fn forget(&mut self, seq: u64) {
         if let Some(entry) = self.filed.entry(seq) {
             *entry = Entry::Taken;
         }
@@ -189,13 +189,13 @@ impl Inbox {
 
     /// Commands whose replies are still expected or not yet taken.
     #[cfg(test)]
-    pub fn outstanding(&self) -> usize {
+    pub(crate) fn outstanding(&self) -> usize {
         self.filed.entries.len()
     }
 
     /// No command is waiting for a reply here, and none will be filed: a late reply to a
     /// command that gave up has a number below every entry, so a new inbox may replace this one.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.filed.entries.is_empty()
     }
 }

@@ -7,7 +7,7 @@ use crate::protocol::Protocol;
 /// over the connections (never LIFO). A RESP3 client's lane takes the node's RESP3 connections
 /// (opened on first use), whose replies already have the types that client expects.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Lane {
+pub(crate) struct Lane {
     client: usize,
     protocol: Protocol,
     /// The client has `CLIENT TRACKING` on: its commands take the node's tracked lane.
@@ -18,7 +18,7 @@ pub struct Lane {
 
 impl Lane {
     /// The lane of client `client` (its id) speaking `protocol`.
-    pub const fn new(client: usize, protocol: Protocol) -> Lane {
+    pub(crate) const fn new(client: usize, protocol: Protocol) -> Lane {
         Lane {
             client,
             protocol,
@@ -28,7 +28,7 @@ impl Lane {
     }
 
     /// The same lane on the nodes' tracked connections (see `upstream::tracking`) when `on`.
-    pub const fn tracked(self, on: bool) -> Lane {
+    pub(crate) const fn tracked(self, on: bool) -> Lane {
         Lane {
             tracked: on,
             ..self
@@ -37,30 +37,30 @@ impl Lane {
 
     /// The same lane on the nodes' near-cache BCAST connections when `on` (see
     /// `upstream::tracking`; a tracking client's lane stays on the tracked connections).
-    pub const fn near(self, on: bool) -> Lane {
+    pub(crate) const fn near(self, on: bool) -> Lane {
         Lane { near: on, ..self }
     }
 
     /// On a tracked connection (default tracking, or the near cache's BCAST lanes).
-    pub fn is_tracked(self) -> bool {
+    pub(crate) fn is_tracked(self) -> bool {
         self.tracked || self.near
     }
 
-    pub fn is_near(self) -> bool {
+    pub(crate) fn is_near(self) -> bool {
         self.near && !self.tracked
     }
 
     /// A RESP2 lane, for redcar's own commands (topology, health, fan-outs it merges itself).
-    pub const fn resp2(client: usize) -> Lane {
+    pub(crate) const fn resp2(client: usize) -> Lane {
         Lane::new(client, Protocol::Resp2)
     }
 
     /// Spreads clients over a node's connections.
-    pub fn client(self) -> usize {
+    pub(crate) fn client(self) -> usize {
         self.client
     }
 
-    pub fn protocol(self) -> Protocol {
+    pub(crate) fn protocol(self) -> Protocol {
         self.protocol
     }
 }

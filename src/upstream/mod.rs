@@ -4,6 +4,7 @@
 //! that coalesces queued requests into one write and matches replies in FIFO order. This module
 //! knows addresses, never slots: the router decides where a command goes. Every connection is
 //! plain TCP or, with `upstream.tls`, TLS (`tls`, `stream`).
+#![warn(unreachable_pub, missing_docs)]
 
 mod batch;
 mod config;
@@ -28,23 +29,18 @@ mod stream;
 mod tls;
 mod tracking;
 
-pub use config::{
-    DedicatedConfig, Exhausted, UpstreamConfig, MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS,
-};
-pub use conn::ASKING;
-pub use connect_limit::ConnectLimit;
-pub use dedicated::{Dedicated, DedicatedPool};
-pub use error::UpstreamError;
-pub use handshake::{Credentials, Handshake};
-pub use health::{Health, HealthSnapshot, OutlierConfig};
-pub use health_check::run_health_checks;
-pub use inbox::{Delivered, Inbox};
-pub use lane::Lane;
-pub use node::{Node, Queued, Reply};
-pub use registry::Upstreams;
-pub use standby::STANDBY_IDLE;
-pub use stream::NodeStream;
-pub use tls::{UpstreamTls, UpstreamTlsConfig};
-pub use tracking::{
-    clock_ms, parse_invalidation, BcastRegistered, Heard, InvalidationSink, TrackingFeed,
-};
+pub(crate) use config::{Exhausted, UpstreamConfig, MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
+pub(crate) use conn::ASKING;
+pub(crate) use connect_limit::ConnectLimit;
+pub(crate) use dedicated::{Dedicated, DedicatedPool};
+pub(crate) use error::UpstreamError;
+pub(crate) use handshake::{Credentials, Handshake};
+pub(crate) use health::{HealthSnapshot, OutlierConfig};
+pub(crate) use health_check::run_health_checks;
+pub(crate) use inbox::Inbox;
+pub(crate) use lane::Lane;
+pub(crate) use node::{Node, Queued, Reply};
+pub(crate) use registry::Upstreams;
+pub(crate) use stream::NodeStream;
+pub(crate) use tls::{UpstreamTls, UpstreamTlsConfig};
+pub(crate) use tracking::{clock_ms, BcastRegistered, Heard, InvalidationSink, TrackingFeed};

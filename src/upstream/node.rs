@@ -27,28 +27,28 @@ use lanes::{spawn_connections, Resp3Spawn};
 
 /// How a node is created: what its connections share beyond the node's own address.
 pub(super) struct NodeSettings<'a> {
-    pub config: &'a UpstreamConfig,
-    pub limits: &'a Limits,
-    pub connect_limit: &'a Arc<ConnectLimit>,
+    pub(crate) config: &'a UpstreamConfig,
+    pub(crate) limits: &'a Limits,
+    pub(crate) connect_limit: &'a Arc<ConnectLimit>,
     /// Bumped on every ejection of any node (health checker, topology refresher).
-    pub ejections: &'a Arc<tokio::sync::watch::Sender<u64>>,
+    pub(crate) ejections: &'a Arc<tokio::sync::watch::Sender<u64>>,
     /// What each pipelined connection sends first (AUTH, READONLY).
-    pub handshake: &'a super::Handshake,
+    pub(crate) handshake: &'a super::Handshake,
     /// The same for the RESP3 connections (`HELLO 3` added).
-    pub handshake3: &'a super::Handshake,
+    pub(crate) handshake3: &'a super::Handshake,
     /// `upstream.tls`, when on.
-    pub tls: &'a Option<super::UpstreamTls>,
+    pub(crate) tls: &'a Option<super::UpstreamTls>,
     /// `upstream.outlier` as it is now (a reload may swap it).
-    pub outlier: &'a Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
+    pub(crate) outlier: &'a Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
     /// `threading: per-core`: the workers' runtimes; the node's connections are spread over them.
-    pub workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
+    pub(crate) workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
     /// Where the node's invalidations go once a tracking client uses it.
-    pub tracking: &'a Arc<super::tracking::TrackingFeed>,
+    pub(crate) tracking: &'a Arc<super::tracking::TrackingFeed>,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
 /// the last handle is dropped and their in-flight replies are delivered.
-pub struct Node {
+pub(crate) struct Node {
     addr: Arc<str>,
     /// One queue per connection task; each task owns its socket. Unbounded because each client
     /// is already bounded by `client.max_in_flight`, and queueing must never wait (ordering).
@@ -120,23 +120,23 @@ impl Node {
     /// Puts the node on standby while the slot map gives it nothing to serve (a replica that no
     /// read policy reads): its pooled connections then close once idle for a second instead of
     /// `upstream.idle_timeout`. It still takes any command sent to it.
-    pub fn set_standby(&self, on: bool) {
+    pub(crate) fn set_standby(&self, on: bool) {
         self.standby.set(on);
     }
 
     /// Whether the node takes traffic, and how loaded it is.
-    pub fn health(&self) -> &Health {
+    pub(crate) fn health(&self) -> &Health {
         &self.health
     }
 
     /// True while outlier detection keeps the node out of selection.
     #[inline]
-    pub fn is_ejected(&self) -> bool {
+    pub(crate) fn is_ejected(&self) -> bool {
         self.health.is_ejected()
     }
 
     /// The `host:port` this node was created for.
-    pub fn addr(&self) -> &Arc<str> {
+    pub(crate) fn addr(&self) -> &Arc<str> {
         &self.addr
     }
 
@@ -147,13 +147,19 @@ impl Node {
     /// `lane` picks the connection: a client always passes the same lane, so its commands to one
     /// node travel over one connection and run in the order it sent them (Redis's per-connection
     /// ordering), while different clients spread evenly over the connections (never LIFO).
-    pub fn send(&self, payload: Bytes, asking: bool, lane: Lane) -> Reply {
+    pub(crate) fn send(&self, payload: Bytes, asking: bool, lane: Lane) -> Reply {
         self.send_frames(payload, asking, lane, 1)
     }
 
     /// [`send`](Self::send) for a payload of several commands written contiguously (a whole
     /// `MULTI … EXEC`): resolves once all `frames` replies are in, as one slice.
-    pub fn send_frames(&self, payload: Bytes, asking: bool, lane: Lane, frames: u32) -> Reply {
+    pub(crate) fn send_frames(
+        &self,
+        payload: Bytes,
+        asking: bool,
+        lane: Lane,
+        frames: u32,
+    ) -> Reply {
         Reply {
             queued: self.queue(payload, asking, lane, frames),
             addr: self.addr.clone(),
@@ -163,7 +169,7 @@ impl Node {
     /// [`send_frames`](Self::send_frames) for a caller that keeps the node at hand: the handle
     /// does not copy the node's address (a reference count every thread would write per
     /// command); [`Queued::poll_from`] takes the node instead.
-    pub fn queue(&self, payload: Bytes, asking: bool, lane: Lane, frames: u32) -> Queued {
+    pub(crate) fn queue(&self, payload: Bytes, asking: bool, lane: Lane, frames: u32) -> Queued {
         let (reply, receive) = reply_slot::channel();
         let pending = Pending {
             payload,
@@ -180,7 +186,7 @@ impl Node {
     /// Queues one encoded command whose reply goes to a client session's `inbox` (see
     /// `upstream::inbox`), and returns its number there; `NotSent` when the connection task was
     /// gone (the number is already given back).
-    pub fn queue_into(
+    pub(crate) fn queue_into(
         &self,
         inbox: &mut Inbox,
         payload: Bytes,
@@ -209,12 +215,12 @@ impl Node {
 
     /// What a command queued into an inbox gets when its connection task ended without
     /// replying (the inbox only says the delivery was dropped).
-    pub fn closed_without_reply(&self) -> UpstreamError {
+    pub(crate) fn closed_without_reply(&self) -> UpstreamError {
         ended_before_replying(&self.addr)
     }
 
     /// [`send`](Self::send), then wait for the reply.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         payload: Bytes,
         asking: bool,
@@ -225,25 +231,25 @@ impl Node {
 
     /// Starts the node's invalidation connection and tracked lanes if they are not yet (BCAST
     /// clients hear of writes on every primary, whether they sent it anything or not).
-    pub fn start_tracking(&self) {
+    pub(crate) fn start_tracking(&self) {
         self.tracked_lane(Lane::resp2(0).tracked(true));
     }
 
     /// How recently the node's invalidation connection proved it missed nothing (`None` before
     /// `start_tracking`; see [`Heard`](super::Heard)).
-    pub fn heard(&self) -> Option<Arc<super::Heard>> {
+    pub(crate) fn heard(&self) -> Option<Arc<super::Heard>> {
         self.tracking.get().map(|t| t.heard().clone())
     }
 
     /// What the node confirmed of the BCAST prefixes (`None` before `start_tracking`).
-    pub fn bcast_registered(&self) -> Option<super::BcastRegistered> {
+    pub(crate) fn bcast_registered(&self) -> Option<super::BcastRegistered> {
         self.tracking.get().map(NodeTracking::bcast_registered)
     }
 }
 
 /// A command queued on a node connection; resolves to its reply frame. The caller bounds the
 /// wait with its own deadline.
-pub struct Reply {
+pub(crate) struct Reply {
     queued: Queued,
     addr: Arc<str>,
 }
@@ -258,14 +264,14 @@ impl Future for Reply {
 }
 
 /// A [`Reply`] without the node's address, polled with the node it was queued on.
-pub struct Queued {
+pub(crate) struct Queued {
     /// `None` when the connection task was gone, so nothing was sent.
     receive: Option<ReplyReceiver>,
 }
 
 impl Queued {
     /// A [`Reply`] that names `node` (the node it was queued on) on its own.
-    pub fn into_reply(self, node: &Node) -> Reply {
+    pub(crate) fn into_reply(self, node: &Node) -> Reply {
         Reply {
             queued: self,
             addr: node.addr.clone(),
@@ -273,7 +279,7 @@ impl Queued {
     }
 
     /// Polls for the reply of a command queued on `node`.
-    pub fn poll_from(
+    pub(crate) fn poll_from(
         &mut self,
         cx: &mut Context<'_>,
         node: &Node,

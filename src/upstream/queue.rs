@@ -69,7 +69,7 @@ pub(super) fn channel<T>() -> (Sender<T>, Receiver<T>) {
 
 impl<T> Sender<T> {
     /// Queues `item` now; gives it back if the connection task has ended.
-    pub fn send(&self, item: T) -> Result<(), T> {
+    pub(crate) fn send(&self, item: T) -> Result<(), T> {
         let waker = {
             let mut inner = self.shared.lock();
             if inner.receiver_gone {
@@ -100,7 +100,7 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Receiver<T> {
     /// The next item without waiting, if one is queued.
-    pub fn try_recv(&mut self) -> Option<T> {
+    pub(crate) fn try_recv(&mut self) -> Option<T> {
         if self.taken.is_empty() {
             let mut inner = self.shared.lock();
             std::mem::swap(&mut inner.items, &mut self.taken);
@@ -110,7 +110,7 @@ impl<T> Receiver<T> {
 
     /// The next item; `None` once the sender is gone and everything was taken. Cancel-safe:
     /// dropping the future loses nothing.
-    pub async fn recv(&mut self) -> Option<T> {
+    pub(crate) async fn recv(&mut self) -> Option<T> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 

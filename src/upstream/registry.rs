@@ -13,7 +13,7 @@ use crate::protocol::{Limits, Protocol};
 
 /// Address → node. Looked up on topology refresh and on redirects, not per command (the slot map
 /// snapshot holds `Arc<Node>` directly).
-pub struct Upstreams {
+pub(crate) struct Upstreams {
     config: UpstreamConfig,
     limits: Limits,
     metrics: Arc<Metrics>,
@@ -45,7 +45,7 @@ impl Upstreams {
     /// `readonly`: pipelined connections send `READONLY` first, so replicas serve reads. Fails
     /// when the upstream password or a TLS file cannot be read (`upstream.password`,
     /// `upstream.tls.*`).
-    pub fn new(
+    pub(crate) fn new(
         config: UpstreamConfig,
         limits: Limits,
         metrics: Arc<Metrics>,
@@ -93,7 +93,7 @@ impl Upstreams {
     /// `threading: per-core`: every node's `connections_per_node` connections are dealt out to
     /// the workers' runtimes in turn, and a session uses one on its own worker when there is one.
     /// Call before the first node is created; a second call is ignored.
-    pub fn set_workers(&self, handles: Arc<[tokio::runtime::Handle]>) {
+    pub(crate) fn set_workers(&self, handles: Arc<[tokio::runtime::Handle]>) {
         let _ = self.workers.set(handles);
     }
 
@@ -113,12 +113,12 @@ impl Upstreams {
     }
 
     /// `upstream.connect_timeout` (also bounds other sources' connects, e.g. to the sentinels).
-    pub fn connect_timeout(&self) -> std::time::Duration {
+    pub(crate) fn connect_timeout(&self) -> std::time::Duration {
         self.config.connect_timeout
     }
 
     /// The node at `addr`, created (with lazily connecting connections) on first use.
-    pub fn node(&self, addr: &str) -> Arc<Node> {
+    pub(crate) fn node(&self, addr: &str) -> Arc<Node> {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(node) = nodes.get(addr) {
             return node.clone();
@@ -142,40 +142,40 @@ impl Upstreams {
     }
 
     /// Where the nodes' invalidations for tracking clients go (`CLIENT TRACKING`).
-    pub fn tracking(&self) -> &Arc<super::TrackingFeed> {
+    pub(crate) fn tracking(&self) -> &Arc<super::TrackingFeed> {
         &self.tracking
     }
 
     /// Connections lent to one client at a time (blocking commands, WATCH, pub/sub).
-    pub fn dedicated(&self) -> &DedicatedPool {
+    pub(crate) fn dedicated(&self) -> &DedicatedPool {
         &self.dedicated
     }
 
     /// Every node known right now (for health checks and the admin API).
-    pub fn all(&self) -> Vec<Arc<Node>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Node>> {
         let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         nodes.values().cloned().collect()
     }
 
     /// Changes whenever any node is ejected.
-    pub fn ejections(&self) -> watch::Receiver<u64> {
+    pub(crate) fn ejections(&self) -> watch::Receiver<u64> {
         self.ejections.subscribe()
     }
 
     /// The outlier-detection settings every node uses now.
-    pub fn outlier(&self) -> Arc<OutlierConfig> {
+    pub(crate) fn outlier(&self) -> Arc<OutlierConfig> {
         self.outlier.load_full()
     }
 
     /// Reloaded outlier settings: every node uses them from its next failure or health check;
     /// a node already ejected keeps the ejection time it was given.
-    pub fn set_outlier(&self, config: OutlierConfig) {
+    pub(crate) fn set_outlier(&self, config: OutlierConfig) {
         self.outlier.store(Arc::new(config));
     }
 
     /// True when some read policy reads replicas: a replica then serves reads and is never put
     /// on standby.
-    pub fn reads_replicas(&self) -> bool {
+    pub(crate) fn reads_replicas(&self) -> bool {
         self.readonly
     }
 
@@ -185,7 +185,7 @@ impl Upstreams {
     /// replacing), so a node only the old map had goes now. A node held elsewhere (another
     /// backend's map, a command in flight) stays registered, so a redirect to it finds its
     /// connections instead of opening a second set; a later call forgets it once it is free.
-    pub fn retain(&self, keep: impl Fn(&str) -> bool, held: impl Fn(&str) -> usize) {
+    pub(crate) fn retain(&self, keep: impl Fn(&str) -> bool, held: impl Fn(&str) -> usize) {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         nodes.retain(|addr, node| {
             let kept = keep(addr) || Arc::strong_count(node) > 1 + held(addr);

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use super::UpstreamError;
 
 /// What a node connection hands back for one command.
-pub type Outcome = Result<Bytes, UpstreamError>;
+pub(crate) type Outcome = Result<Bytes, UpstreamError>;
 
 /// Slots one thread keeps; above this, a batch goes to the shared pool.
 const LOCAL_MAX: usize = 256;
@@ -117,23 +117,23 @@ impl Slot {
 }
 
 /// The connection's end: delivers one reply.
-pub struct ReplySender {
+pub(crate) struct ReplySender {
     slot: Option<Arc<Slot>>,
 }
 
 /// The caller's end: resolves to the reply, or to `Err(Closed)` if the sender was dropped
 /// without one (its connection task ended).
-pub struct ReplyReceiver {
+pub(crate) struct ReplyReceiver {
     /// `None` only inside `drop`, once the slot went back to the pool.
     slot: Option<Arc<Slot>>,
 }
 
 /// The sender was dropped without sending.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Closed;
+pub(crate) struct Closed;
 
 /// A new channel, on a recycled slot when this thread has one.
-pub fn channel() -> (ReplySender, ReplyReceiver) {
+pub(crate) fn channel() -> (ReplySender, ReplyReceiver) {
     let slot = take();
     (
         ReplySender {
@@ -146,7 +146,7 @@ pub fn channel() -> (ReplySender, ReplyReceiver) {
 impl ReplySender {
     /// Hands over the reply and wakes the receiver. If the receiver is gone the reply is simply
     /// dropped (the caller gave up at its deadline).
-    pub fn send(mut self, outcome: Outcome) {
+    pub(crate) fn send(mut self, outcome: Outcome) {
         if let Some(slot) = self.slot.take() {
             let waker = {
                 let mut state = slot.lock();

@@ -17,7 +17,7 @@ use futures_util::task::AtomicWaker;
 use tokio::time::{Instant, Sleep};
 
 /// How long a connection of a node on standby stays open without a command.
-pub const STANDBY_IDLE: Duration = Duration::from_secs(1);
+pub(crate) const STANDBY_IDLE: Duration = Duration::from_secs(1);
 
 /// An idle timer that is not meant to fire (`upstream.idle_timeout: 0s`, not on standby).
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -34,7 +34,7 @@ pub(super) struct Standby {
 
 impl Standby {
     /// Puts the node on standby (`true`) or back in service.
-    pub fn set(&self, on: bool) {
+    pub(crate) fn set(&self, on: bool) {
         if self.on.swap(on, Ordering::Relaxed) == on {
             return;
         }
@@ -49,13 +49,13 @@ impl Standby {
         });
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
     }
 
     /// How long a connection may stay idle: `idle_timeout` (none when 0: never closed), or on
     /// standby at most [`STANDBY_IDLE`], whatever `idle_timeout` says.
-    pub fn idle_limit(&self, idle_timeout: Duration) -> Option<Duration> {
+    pub(crate) fn idle_limit(&self, idle_timeout: Duration) -> Option<Duration> {
         match (self.is_on(), idle_timeout.is_zero()) {
             (true, true) => Some(STANDBY_IDLE),
             (true, false) => Some(idle_timeout.min(STANDBY_IDLE)),
@@ -94,7 +94,7 @@ pub(super) struct IdleTimer {
 
 impl IdleTimer {
     /// `timeout` is `upstream.idle_timeout`.
-    pub fn new(standby: &Arc<Standby>, timeout: Duration) -> IdleTimer {
+    pub(crate) fn new(standby: &Arc<Standby>, timeout: Duration) -> IdleTimer {
         let deadline = Instant::now() + standby.idle_limit(timeout).unwrap_or(NEVER);
         IdleTimer {
             sleep: Box::pin(tokio::time::sleep_until(deadline)),
@@ -108,7 +108,7 @@ impl IdleTimer {
 
     /// Resolves once the connection, last used at `last_used`, has been idle past its limit.
     /// Cancel-safe: the connection polls a new one in each turn it has nothing in flight.
-    pub async fn expired(&mut self, last_used: Instant) {
+    pub(crate) async fn expired(&mut self, last_used: Instant) {
         poll_fn(|cx| self.poll_expired(last_used, cx)).await
     }
 

@@ -12,7 +12,7 @@ use tokio_rustls::client::TlsStream;
 
 /// A connected node socket. TLS is boxed: its session state is large and most deployments
 /// use plain TCP.
-pub enum NodeStream {
+pub(crate) enum NodeStream {
     Tcp(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
 }
@@ -20,13 +20,13 @@ pub enum NodeStream {
 /// A write half whose empty write means "flush": the pipelined connection loop can then flush
 /// TLS through the same `write` call it uses for data (one borrow of the writer per `select!`),
 /// and plain TCP, which never needs it, keeps the plain `write`.
-pub struct FlushOnEmpty<W>(pub W);
+pub(crate) struct FlushOnEmpty<W>(pub W);
 
 // === impl NodeStream ===
 
 impl NodeStream {
     /// The TCP socket underneath (for probing whether the node closed an idle connection).
-    pub fn tcp(&self) -> &TcpStream {
+    pub(crate) fn tcp(&self) -> &TcpStream {
         match self {
             NodeStream::Tcp(tcp) => tcp,
             NodeStream::Tls(tls) => tls.get_ref().0,

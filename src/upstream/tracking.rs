@@ -30,13 +30,11 @@ mod tracking_conn;
 #[path = "tracking_lane.rs"]
 mod tracking_lane;
 
-pub use tracking_conn::parse_invalidation;
-
 pub(super) use tracking_lane::LaneRedirect;
 use tracking_lane::{Mode, TrackedLane};
 
 /// Who is told about invalidations (the downstream tracking table).
-pub trait InvalidationSink: Send + Sync {
+pub(crate) trait InvalidationSink: Send + Sync {
     /// `keys` changed on the node at `addr`; `None`: the node flushed (forget everything).
     fn invalidated(&self, addr: &str, keys: Option<Vec<Bytes>>);
 
@@ -73,7 +71,7 @@ impl Default for TrackingFeed {
 }
 
 /// Milliseconds on redcar's monotonic clock (since the first call), the unit of [`Heard`].
-pub fn clock_ms() -> u64 {
+pub(crate) fn clock_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     let start = *START.get_or_init(Instant::now);
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -84,11 +82,11 @@ pub fn clock_ms() -> u64 {
 /// answering was read before that `PONG` (one connection, in order), so a write acknowledged
 /// before that time has had its invalidation delivered. 0: nothing proven yet.
 #[derive(Debug, Default)]
-pub struct Heard(AtomicU64);
+pub(crate) struct Heard(AtomicU64);
 
 impl Heard {
     /// The send time of the latest answered `PING`.
-    pub fn at(&self) -> u64 {
+    pub(crate) fn at(&self) -> u64 {
         self.0.load(Ordering::Acquire)
     }
 
@@ -106,7 +104,7 @@ impl TrackingFeed {
     /// A client tracks in BCAST mode with `prefixes` (`""`: all keys): every node's
     /// invalidation connection registers them too (those with a tracked lane now; others when
     /// they start, see `Node::start_tracking`).
-    pub fn want_bcast(&self, prefixes: &[Bytes]) {
+    pub(crate) fn want_bcast(&self, prefixes: &[Bytes]) {
         self.bcast.send_if_modified(|cover| {
             let mut all: Vec<Bytes> = cover.iter().chain(prefixes).cloned().collect();
             all = minimal_cover(all);
@@ -117,7 +115,7 @@ impl TrackingFeed {
     }
 
     /// The BCAST prefixes every node registers now (their minimal cover).
-    pub fn bcast_cover(&self) -> Vec<Bytes> {
+    pub(crate) fn bcast_cover(&self) -> Vec<Bytes> {
         self.bcast.borrow().clone()
     }
 
@@ -127,7 +125,7 @@ impl TrackingFeed {
     }
 
     /// Sends every node's invalidations to `sink` too from now on.
-    pub fn add_sink(&self, sink: Weak<dyn InvalidationSink>) {
+    pub(crate) fn add_sink(&self, sink: Weak<dyn InvalidationSink>) {
         self.sinks
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -136,7 +134,7 @@ impl TrackingFeed {
 
     /// Has every invalidation connection send `PING` every `every` (set once at start-up, by
     /// the near cache; connections started before pick it up when they next connect).
-    pub fn set_heartbeat(&self, every: Duration) {
+    pub(crate) fn set_heartbeat(&self, every: Duration) {
         let ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(1);
         self.heartbeat_ms.store(ms, Ordering::Relaxed);
     }
@@ -145,7 +143,7 @@ impl TrackingFeed {
     /// set once at start-up, before any lane connects.
     ///
     /// [`Lane::near`]: super::Lane::near
-    pub fn set_near_prefixes(&self, prefixes: Vec<Bytes>) {
+    pub(crate) fn set_near_prefixes(&self, prefixes: Vec<Bytes>) {
         let _ = self.near_prefixes.set(minimal_cover(prefixes));
     }
 
@@ -199,18 +197,18 @@ pub(super) struct NodeTracking {
 }
 
 /// The BCAST prefixes one node confirmed on its invalidation connection.
-pub struct BcastRegistered(watch::Receiver<Vec<Bytes>>);
+pub(crate) struct BcastRegistered(watch::Receiver<Vec<Bytes>>);
 
 impl BcastRegistered {
     /// Waits until the node confirmed a registration covering every one of `prefixes` (`""`:
     /// every key); false if the node's tracking went away.
-    pub async fn covers(mut self, prefixes: &[Bytes]) -> bool {
+    pub(crate) async fn covers(mut self, prefixes: &[Bytes]) -> bool {
         let covered = |registered: &Vec<Bytes>| covered(registered, prefixes);
         self.0.wait_for(covered).await.is_ok()
     }
 
     /// Whether the node confirmed a registration covering every one of `prefixes` already.
-    pub fn covers_now(&self, prefixes: &[Bytes]) -> bool {
+    pub(crate) fn covers_now(&self, prefixes: &[Bytes]) -> bool {
         covered(&self.0.borrow(), prefixes)
     }
 }

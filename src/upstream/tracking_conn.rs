@@ -23,13 +23,13 @@ const MAX_BACKOFF_FACTOR: u32 = 16;
 /// What the invalidation connection tells the rest of the node.
 pub(super) struct Published {
     /// Its client id (`None` while down): the tracked lanes' REDIRECT target.
-    pub id: watch::Sender<Option<u64>>,
+    pub(crate) id: watch::Sender<Option<u64>>,
     /// The BCAST prefixes the node confirmed on it (empty while down).
-    pub registered: watch::Sender<Vec<Bytes>>,
+    pub(crate) registered: watch::Sender<Vec<Bytes>>,
     /// The send time of the latest `PING` the node answered (heartbeat on).
-    pub heard: Arc<Heard>,
+    pub(crate) heard: Arc<Heard>,
     /// Notified by a tracked lane that connected while this connection is down: retry now.
-    pub wake: Arc<Notify>,
+    pub(crate) wake: Arc<Notify>,
 }
 
 /// Keeps the node's invalidation connection up while its lanes exist (`lanes` upgrades), and
@@ -102,7 +102,7 @@ pub(super) async fn run(
 }
 
 /// What the invalidation connections are called in the nodes' `CLIENT LIST`.
-pub const NAME: &str = "redcar-invalidations";
+pub(crate) const NAME: &str = "redcar-invalidations";
 
 /// Names the fresh connection and asks its `CLIENT ID`.
 async fn client_id<S>(stream: &mut S, input: &mut BytesMut, limits: &Limits) -> Result<u64, String>
@@ -342,7 +342,7 @@ async fn redirect_lanes(lanes: &Weak<[TrackedLane; 4]>, id: u64) {
 
 /// The keys of an `invalidate` push (`>2 $10 invalidate *N $.. ..`): `Some(None)` for the null
 /// one (the node flushed, or cannot tell which keys), `None` when `frame` is not one.
-pub fn parse_invalidation(frame: &[u8]) -> Option<Option<Vec<Bytes>>> {
+fn parse_invalidation(frame: &[u8]) -> Option<Option<Vec<Bytes>>> {
     let (2, at) = header_value(frame, b'>')? else {
         return None;
     };

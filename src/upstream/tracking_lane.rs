@@ -16,9 +16,9 @@ use super::TrackingFeed;
 use crate::protocol::{encode_command, Limits};
 
 /// What the tracked lanes are called in the nodes' `CLIENT LIST`.
-pub const LANE_NAME: &str = "redcar-tracked";
+pub(crate) const LANE_NAME: &str = "redcar-tracked";
 /// What the near cache's BCAST lanes are called in the nodes' `CLIENT LIST`.
-pub const NEAR_LANE_NAME: &str = "redcar-near";
+pub(crate) const NEAR_LANE_NAME: &str = "redcar-near";
 
 /// How a lane tracks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,26 +33,26 @@ pub(in crate::upstream) enum Mode {
 
 /// One of a node's tracked lanes: its queue, and how it redirects.
 pub(in crate::upstream) struct TrackedLane {
-    pub queue: queue::Sender<Pending>,
-    pub redirect: Arc<LaneRedirect>,
+    pub(crate) queue: queue::Sender<Pending>,
+    pub(crate) redirect: Arc<LaneRedirect>,
 }
 
 /// The last step of a tracked lane's handshake: `CLIENT TRACKING on REDIRECT <id> ...` to the
 /// node's invalidation connection, waiting (up to `connect_timeout`) for it to be connected.
 pub(in crate::upstream) struct LaneRedirect {
-    pub addr: Arc<str>,
-    pub mode: Mode,
+    pub(crate) addr: Arc<str>,
+    pub(crate) mode: Mode,
     /// The invalidation connection's client id, while it is connected.
-    pub id: watch::Receiver<Option<u64>>,
+    pub(crate) id: watch::Receiver<Option<u64>>,
     /// Cuts the invalidation connection's reconnect back-off short: a lane that just reached
     /// the node needs it now, not after a back-off grown while the node was down.
-    pub wake: Arc<Notify>,
-    pub timeout: Duration,
-    pub feed: Arc<TrackingFeed>,
+    pub(crate) wake: Arc<Notify>,
+    pub(crate) timeout: Duration,
+    pub(crate) feed: Arc<TrackingFeed>,
     /// A connection of this lane finished its handshake and has not ended: only such a lane is
     /// re-pointed when the invalidation connection comes back (connecting the others would
     /// register BCAST prefixes nobody uses).
-    pub connected: AtomicBool,
+    pub(crate) connected: AtomicBool,
 }
 
 impl std::fmt::Debug for LaneRedirect {

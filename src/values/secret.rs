@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 /// `password: {file: /run/secrets/redis}` (trailing newline ignored) or `password: {env: NAME}`.
 /// A mapping has exactly one of those keys; anything else is refused (see [`Deserialize`]).
 #[derive(Clone, PartialEq, Eq)]
-pub enum Secret {
+pub(crate) enum Secret {
     Plain(String),
     Sha256 { sha256: String },
     File { file: String },

@@ -27,10 +27,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from checker import judge, read_state  # noqa: E402
 from cluster import ROOT, Cluster, DirectReader, HarnessError, Redcar, View, parse_addr  # noqa: E402
-from faults import ALL, TAIL, Injector, schedule  # noqa: E402
+from faults import ALL, SLACK, TAIL, Injector, schedule  # noqa: E402
 from report import render  # noqa: E402
 from resp import key_slot  # noqa: E402
 from workload import group_keys, mono_key, read_value  # noqa: E402
+
+# A wake-up of the stall watcher this late means the host, not redcar, stopped (stallwatch.py).
+STALL_THRESHOLD = 0.5
 
 ROLES = ["list"] * 3 + ["counter"] * 2 + ["tx"] + ["reader"] * 2 + ["publisher", "subscriber"]
 
@@ -124,6 +127,7 @@ class Run:
         self.dir = tempfile.mkdtemp(prefix="redcar-chaos.")
         self.cluster = self.redcar = None
         self.clients = []
+        self.watcher = None
         self.faults = []
         self.cfg = None
 
@@ -176,13 +180,24 @@ class Run:
         path = os.path.join(self.dir, "config.json")
         with open(path, "w") as f:
             json.dump(self.cfg, f)
-        wl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workload.py")
+        here = os.path.dirname(os.path.abspath(__file__))
+        self.watcher = subprocess.Popen(
+            [sys.executable, os.path.join(here, "stallwatch.py"), self.stalls_path(),
+             str(STALL_THRESHOLD)], stdin=subprocess.DEVNULL)
+        wl = os.path.join(here, "workload.py")
         self.t0 = time.monotonic()
         for name, role in zip(names, ROLES):
             p = subprocess.Popen([sys.executable, wl, path, name, role], stdin=subprocess.DEVNULL)
             self.clients.append(p)
 
+    def stalls_path(self):
+        return os.path.join(self.dir, "stalls.jsonl")
+
     def stop_clients(self):
+        if self.watcher is not None:
+            self.watcher.terminate()
+            self.watcher.wait()
+            self.watcher = None
         for p in self.clients:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -230,6 +245,7 @@ class Run:
             reader.close()
         if self.redcar:
             self.redcar.note_exit()
+        self.faults = sorted(self.faults + host_stalls(self.stalls_path()), key=lambda f: f["t_start"])
         verdict = judge(hist, state, self.cfg, self.faults, self.redcar, self.a.rss_limit_mb)
         meta = {"seed": self.seed, "seconds": t_end - t0, "clients": len(ROLES),
                 "command": " ".join(sys.argv)}
@@ -260,6 +276,24 @@ class Run:
             self.redcar.stop()
         if self.cluster:
             self.cluster.stop()
+
+
+def host_stalls(path):
+    """The host's stalls seen by stallwatch.py, as fault records whose window allows any error:
+    while nothing ran, clients time out whatever redcar does. They are listed in the report."""
+    if not os.path.exists(path):
+        return []
+    records = []
+    with open(path) as f:
+        for line in f:
+            s = json.loads(line)
+            records.append({
+                "fault": "host-stall", "t_start": s["from"], "t_settled": s["to"],
+                "t_end": s["to"] + SLACK, "affected": [],
+                "allow": [(s["from"], s["to"] + SLACK, "all", None)],
+                "what": f"the host stalled: the soak's watcher woke {s['to'] - s['from']:.2f} s late",
+                "notes": ["not injected; nothing on the machine ran on time, so errors are allowed"]})
+    return records
 
 
 def main():

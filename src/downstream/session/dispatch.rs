@@ -71,7 +71,21 @@ pub(super) fn dispatch<'r>(
         _ => None,
     };
     let raw = rewritten.as_ref().unwrap_or(request.raw());
-    match state.tx.step(plan, raw, max_tx_bytes) {
+    let step = state.tx.step(plan, raw, max_tx_bytes);
+    run_step(router, inbox, state, step, request, lane, now)
+}
+
+/// Carries out what the transaction rules said about a command (see `Transaction::step`).
+fn run_step<'r>(
+    router: &'r Router,
+    inbox: &mut Option<Box<Inbox>>,
+    state: &mut ClientState,
+    step: Step,
+    request: &Request,
+    lane: Lane,
+    now: Instant,
+) -> Call<'r> {
+    match step {
         Step::Serve(plan) => serve_plan(router, inbox, state, plan, request, lane, now),
         Step::Reply(reply) => Call::ready(reply),
         Step::Exec {

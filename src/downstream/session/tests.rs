@@ -11,3 +11,17 @@ fn an_idle_sessions_lasting_state_stays_small() {
     let size = std::mem::size_of::<Client<'static, tokio::net::TcpStream>>();
     assert!(size <= 448, "Client is {size} bytes");
 }
+
+#[test]
+fn a_busy_spell_is_boxed_in_another_size_class_than_an_idle_session() {
+    // mimalloc's size classes around here are 640, 768 and 896 bytes; an idle session's task box
+    // is in the 640 one (see `Client`). A busy spell of 640 bytes or less would share its pages,
+    // and clients going idle in a burst would leave them half used.
+    fn future_size<'a, F>(
+        _: impl FnOnce(&'a mut Client<'static, tokio::net::TcpStream>) -> F,
+    ) -> usize {
+        std::mem::size_of::<F>()
+    }
+    let size = future_size(super::busy::serve_busy);
+    assert!((641..=1024).contains(&size), "a busy spell is {size} bytes");
+}

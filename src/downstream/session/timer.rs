@@ -2,7 +2,7 @@
 //! request and budget timers are off by default or rare), and an idle client should not hold
 //! one it does not need.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -38,8 +38,9 @@ impl LazyTimer {
     }
 
     /// Resolves when the deadline passes; never, if the timer was never armed.
+    #[cfg(test)]
     pub(super) async fn fired(&mut self) {
-        poll_fn(|cx| self.poll_fired(cx)).await
+        std::future::poll_fn(|cx| self.poll_fired(cx)).await
     }
 
     /// [`fired`](Self::fired) as a poll.
@@ -77,12 +78,14 @@ impl OpTimer {
         self.timer.deadline()
     }
 
-    /// Resolves when the deadline passes. Must be polled from one task (its waker is kept).
+    /// Resolves when the deadline passes.
+    #[cfg(test)]
     pub(super) async fn fired(&mut self) {
-        poll_fn(|cx| self.poll_fired(cx)).await
+        std::future::poll_fn(|cx| self.poll_fired(cx)).await
     }
 
-    fn poll_fired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Ready once the deadline passed. Must be polled from one task (its waker is kept).
+    pub(super) fn poll_fired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let elapsed = self
             .timer
             .0

@@ -15,8 +15,8 @@ use crate::upstream::{Node, Reply};
 
 /// One primary's answer: its reply frame, or why there is none (connection, timeout).
 pub(super) struct NodeReply {
-    pub addr: Arc<str>,
-    pub reply: Result<Bytes, String>,
+    pub(crate) addr: Arc<str>,
+    pub(crate) reply: Result<Bytes, String>,
 }
 
 /// Queues `request` on every node now (so it keeps the client's order), returning the replies to await.

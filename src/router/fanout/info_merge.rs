@@ -39,8 +39,8 @@ const LARGEST: &[&str] = &[
 
 /// One primary's INFO text, with the address it came from.
 pub(super) struct NodeInfo<'a> {
-    pub addr: &'a str,
-    pub text: &'a str,
+    pub(crate) addr: &'a str,
+    pub(crate) text: &'a str,
 }
 
 /// One `# Name` section: its header name and its `field:value` lines (a line without `:` keeps

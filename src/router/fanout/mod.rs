@@ -15,7 +15,7 @@ mod pubsub_merge;
 mod scan_cursor;
 mod slowlog;
 
-pub use node_admin::validate as validate_node_admin;
+pub(crate) use node_admin::validate as validate_node_admin;
 
 use std::sync::Arc;
 

@@ -78,7 +78,7 @@ pub(in crate::router) fn never(spec: &CommandSpec) -> Option<&'static str> {
 
 /// Checks `router.allow_node_admin` at start-up: every entry a node-administration command
 /// (or subcommand) redcar refuses by default and may serve.
-pub fn validate(names: &[String]) -> Result<(), String> {
+pub(crate) fn validate(names: &[String]) -> Result<(), String> {
     let table = CommandTable::builtin();
     for name in names {
         let key = "`router.allow_node_admin`";

@@ -29,17 +29,17 @@ pub(super) const MAX_SHARDS: usize = 1 << SHARD_BITS;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ScanCursor {
     /// Index into the primaries sorted by address.
-    pub shard: usize,
+    pub(crate) shard: usize,
     /// Fingerprint of the primaries when the cursor was made.
-    pub check: u16,
+    pub(crate) check: u16,
     /// The cursor to send to that primary.
-    pub node: u64,
+    pub(crate) node: u64,
 }
 
 impl ScanCursor {
     /// Splits a client cursor into its parts (every u64 decodes; validity is checked by the caller
     /// against the current primaries).
-    pub fn decode(cursor: u64) -> ScanCursor {
+    pub(crate) fn decode(cursor: u64) -> ScanCursor {
         ScanCursor {
             shard: (cursor & SHARD_MASK) as usize,
             check: ((cursor >> SHARD_BITS) & CHECK_MASK) as u16,
@@ -48,7 +48,7 @@ impl ScanCursor {
     }
 
     /// The client cursor; `None` if a part does not fit its field.
-    pub fn encode(self) -> Option<u64> {
+    pub(crate) fn encode(self) -> Option<u64> {
         if self.shard >= MAX_SHARDS
             || u64::from(self.check) > CHECK_MASK
             || self.node >> (64 - NODE_SHIFT) != 0
@@ -61,7 +61,7 @@ impl ScanCursor {
     /// The client cursor to return after the node at `self.shard` answered `node_next`, with
     /// `shards` primaries in all: the same shard further on, the next shard from its start, or
     /// `0` when the last shard is done. `None` if the node cursor does not fit.
-    pub fn next(self, node_next: u64, shards: usize) -> Option<u64> {
+    pub(crate) fn next(self, node_next: u64, shards: usize) -> Option<u64> {
         if node_next != 0 {
             return ScanCursor {
                 node: node_next,

@@ -17,7 +17,7 @@ use crate::router::Router;
 use crate::upstream::{Inbox, Node, Queued};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
-pub struct Call<'r> {
+pub(crate) struct Call<'r> {
     state: State<'r>,
 }
 
@@ -45,7 +45,7 @@ enum State<'r> {
 
 impl<'r> Call<'r> {
     /// A call whose reply is already known.
-    pub fn ready(reply: Bytes) -> Call<'r> {
+    pub(crate) fn ready(reply: Bytes) -> Call<'r> {
         Call {
             state: State::Ready(Some(reply)),
         }
@@ -90,13 +90,13 @@ impl<'r> Call<'r> {
     }
 
     /// True when the reply is already known (no node involved).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         matches!(self.state, State::Ready(_))
     }
 
     /// When a call still waiting on its first node must give up. The session keeps one timer for
     /// its oldest call instead of one per command; slow calls keep their own deadlines.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         match &self.state {
             State::Sent { command, .. } | State::Inboxed { command, .. } => Some(command.deadline),
             _ => None,
@@ -104,7 +104,7 @@ impl<'r> Call<'r> {
     }
 
     /// The node a call waiting on its first attempt was sent to (for the slow log).
-    pub fn node(&self) -> Option<&str> {
+    pub(crate) fn node(&self) -> Option<&str> {
         match &self.state {
             State::Sent { node, .. } | State::Inboxed { node, .. } => Some(node.addr()),
             _ => None,
@@ -129,7 +129,7 @@ impl<'r> Call<'r> {
     /// [`settle`](Self::settle) for a call made without an inbox, and the node that gave the
     /// reply when it was the first attempt's final answer (no redirect, retry or time-out):
     /// only such a reply can be matched to what that node tracks (the near cache).
-    pub async fn settle_first(mut self) -> (Bytes, Option<Arc<Node>>) {
+    pub(crate) async fn settle_first(mut self) -> (Bytes, Option<Arc<Node>>) {
         let Some(deadline) = self.deadline() else {
             return (self.await, None);
         };
@@ -150,7 +150,7 @@ impl<'r> Call<'r> {
 
     /// Gives up on a call whose deadline passed: its reply, if it ever comes, is dropped.
     /// `inbox`: the session's, for calls queued into it.
-    pub fn expire(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
+    pub(crate) fn expire(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
         match &self.state {
             State::Sent {
                 router,
@@ -175,12 +175,16 @@ impl<'r> Call<'r> {
 
     /// Polls the call; `inbox` is the session's, which calls queued into it need (any other
     /// caller passes `None`, as `Future::poll` does).
-    pub fn poll_in(&mut self, cx: &mut Context<'_>, inbox: Option<&mut Inbox>) -> Poll<Bytes> {
+    pub(crate) fn poll_in(
+        &mut self,
+        cx: &mut Context<'_>,
+        inbox: Option<&mut Inbox>,
+    ) -> Poll<Bytes> {
         self.poll_inner(cx, inbox, true)
     }
 
     /// The reply if it is here now (nothing is woken later).
-    pub fn try_now(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
+    pub(crate) fn try_now(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
         match self.poll_inner(&mut Context::from_waker(Waker::noop()), inbox, false) {
             Poll::Ready(reply) => Some(reply),
             Poll::Pending => None,

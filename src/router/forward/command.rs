@@ -22,13 +22,13 @@ pub(in crate::router) enum Target {
 
 /// One command on its way: what to send, where, and by when.
 pub(in crate::router) struct Command {
-    pub payload: Bytes,
-    pub slot: Option<u16>,
-    pub write: bool,
-    pub lane: Lane,
-    pub deadline: Instant,
+    pub(crate) payload: Bytes,
+    pub(crate) slot: Option<u16>,
+    pub(crate) write: bool,
+    pub(crate) lane: Lane,
+    pub(crate) deadline: Instant,
     /// A route's backend; `None`: the catch-all backend (`Router::cluster`).
-    pub target: Option<Arc<RouteTarget>>,
+    pub(crate) target: Option<Arc<RouteTarget>>,
 }
 
 /// The answer to "which node now?".

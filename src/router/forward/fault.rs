@@ -25,23 +25,23 @@ use crate::values::units;
 /// One entry of `router.faults` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct FaultRule {
+pub(crate) struct FaultRule {
     /// `host:port` of the node whose commands are affected (as the cluster names it); absent:
     /// every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
+    pub(crate) node: Option<String>,
     /// Command names (the first word, any case); empty: every command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<String>,
+    pub(crate) commands: Vec<String>,
     /// Share of the matching commands affected, from 0 to 100.
-    pub percentage: f64,
+    pub(crate) percentage: f64,
     /// The reply reaches the client no earlier than this after dispatch; 0 = no delay.
     #[serde(default, with = "units::duration")]
-    pub delay: Duration,
+    pub(crate) delay: Duration,
     /// Answer with this error (`ERR injected fault` is sent as `-ERR injected fault`) instead of
     /// sending the command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// The rules, prepared once at start-up.
@@ -70,7 +70,7 @@ struct Rule {
 
 impl Faults {
     /// `None` when there is no rule: the hot path then skips fault injection entirely.
-    pub fn new(rules: &[FaultRule], metrics: &Metrics) -> Option<Faults> {
+    pub(crate) fn new(rules: &[FaultRule], metrics: &Metrics) -> Option<Faults> {
         if rules.is_empty() {
             return None;
         }
@@ -84,7 +84,7 @@ impl Faults {
 
     /// The first rule that matches `payload` (one encoded command) on `node` and fires; counted
     /// here, as it is always injected.
-    pub fn pick(&self, payload: &[u8], node: &str) -> Option<Picked> {
+    pub(crate) fn pick(&self, payload: &[u8], node: &str) -> Option<Picked> {
         let name = command_name(payload);
         let rule = self
             .rules
@@ -191,7 +191,7 @@ fn command_name(payload: &[u8]) -> &[u8] {
 }
 
 /// Start-up checks of `router.faults`; the message names the entry and key.
-pub fn validate(rules: &[FaultRule]) -> Result<(), String> {
+pub(crate) fn validate(rules: &[FaultRule]) -> Result<(), String> {
     for (i, rule) in rules.iter().enumerate() {
         let key = format!("router.faults[{i}]");
         if !(0.0..=100.0).contains(&rule.percentage) {

@@ -2,27 +2,28 @@
 //! ASK, waits for a slot owner, and retries what is safe to retry, all within `op_timeout`.
 //!
 //! The single-command path, and what every other path sends through: the [`Call`] a session
-//! holds (`call`), reading node errors (`redirect`), when and how long to retry (`retry`,
-//! `retry_budget`), hedged reads (`hedge`), NOSCRIPT healing (`scripts`) and fault injection
-//! (`fault`).
+//! holds (`call`), which node an attempt goes to (`resolve`), reading node errors (`redirect`),
+//! when and how long to retry (`retry`, `retry_budget`), hedged reads (`hedge`), NOSCRIPT
+//! healing (`scripts`) and fault injection (`fault`).
 
 mod call;
 mod command;
 mod fault;
 mod hedge;
 mod redirect;
+mod resolve;
 mod retry;
 mod retry_budget;
 mod scripts;
 
-pub use call::Call;
+pub(crate) use call::Call;
 pub(in crate::router) use command::{Command, Outcome, Target};
 pub(in crate::router) use fault::Faults;
-pub use fault::{validate as validate_faults, FaultRule};
-pub use redirect::{classify, is_nil, Verdict};
+pub(crate) use fault::{validate as validate_faults, FaultRule};
+pub(crate) use redirect::{classify, is_nil, Verdict};
 pub(in crate::router) use retry::{lost_write, pause_before_retry};
 pub(in crate::router) use retry_budget::RetryBudget;
-pub use retry_budget::RetryBudgetConfig;
+pub(crate) use retry_budget::RetryBudgetConfig;
 pub(in crate::router) use scripts::ScriptCache;
 
 use std::sync::Arc;
@@ -32,9 +33,8 @@ use tokio::time::Instant;
 
 use self::command::Candidate;
 use self::retry::{node_unavailable, RetryCause};
-use crate::cluster::{ClusterState, Shard};
-use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::{select, ReadPolicy, RouteTarget, Router};
+use crate::router::reply::redcar_error;
+use crate::router::{select, RouteTarget, Router};
 use crate::upstream::Lane;
 use crate::upstream::{Inbox, Node};
 
@@ -50,7 +50,7 @@ impl Router {
     ///
     /// A client session passes its `inbox`: the first attempt's reply goes there, and the call
     /// must be polled with it ([`Call::poll_in`]); other callers pass `None`.
-    pub fn forward(
+    pub(crate) fn forward(
         &self,
         inbox: Option<&mut Inbox>,
         payload: Bytes,
@@ -145,92 +145,6 @@ impl Router {
         (!Arc::ptr_eq(primary, node) && !primary.is_ejected()).then(|| primary.clone())
     }
 
-    /// The node for an attempt at `slot`: the primary for writes, by read policy for reads,
-    /// preferring nodes not in `tried`; never an ejected one.
-    pub(super) fn candidate(
-        &self,
-        target: &Option<Arc<RouteTarget>>,
-        slot: Option<u16>,
-        write: bool,
-        tried: &[Arc<Node>],
-    ) -> Candidate {
-        let read_policy = target
-            .as_ref()
-            .and_then(|t| t.read_policy)
-            .unwrap_or_else(|| self.read_policy());
-        self.candidate_by(read_policy, self.state(target), slot, write, tried)
-    }
-
-    /// The slot map a command goes by: its route's backend, or the catch-all one.
-    pub(super) fn state<'a>(&'a self, target: &'a Option<Arc<RouteTarget>>) -> &'a ClusterState {
-        target.as_ref().map_or(&self.cluster, |t| &t.state)
-    }
-
-    /// [`Router::candidate`] with the read policy already loaded (the first attempt).
-    fn candidate_by(
-        &self,
-        read_policy: ReadPolicy,
-        cluster: &ClusterState,
-        slot: Option<u16>,
-        write: bool,
-        tried: &[Arc<Node>],
-    ) -> Candidate {
-        let snapshot = cluster.topology_now();
-        let Some(topology) = snapshot.as_deref() else {
-            return Candidate::NoOwner;
-        };
-        let Some(slot) = slot else {
-            // Keyless commands: any primary that is not ejected.
-            let shards = topology.shards();
-            return match shards.iter().find(|s| !s.primary.is_ejected()) {
-                Some(shard) => Candidate::Node(shard.primary.clone()),
-                None if shards.is_empty() => Candidate::NoOwner,
-                None => Candidate::Unusable(redcar_error(
-                    "every primary is ejected after consecutive failures (upstream.outlier)",
-                )),
-            };
-        };
-        let Some(shard) = topology.shard(slot) else {
-            return Candidate::NoOwner;
-        };
-        let policy = select::policy_for(read_policy, write, slot, cluster.migrating());
-        match select::pick(shard, policy, write, tried) {
-            Some(node) => Candidate::Node(node.clone()),
-            None => Candidate::Unusable(self.unusable(slot, shard, write)),
-        }
-    }
-
-    /// Why no node of `shard` may serve the command (all candidates ejected).
-    fn unusable(&self, slot: u16, shard: &Shard, write: bool) -> Bytes {
-        let what = if write {
-            "this write".to_string()
-        } else {
-            format!("this read (read_policy: {})", self.read_policy().name())
-        };
-        let state = |node: &Node| {
-            if node.is_ejected() {
-                format!(
-                    "{} ejected, next health check in {}ms",
-                    node.addr(),
-                    node.health().ejected_for().as_millis()
-                )
-            } else {
-                format!("{} up", node.addr())
-            }
-        };
-        let replicas: Vec<String> = shard.replicas.iter().map(|r| state(r)).collect();
-        let replicas = if replicas.is_empty() {
-            "none".to_string()
-        } else {
-            replicas.join(", ")
-        };
-        redcar_error(format_args!(
-            "no usable node for {what} in slot {slot}: primary {}; replicas: {replicas} \
-             (ejected after consecutive failures, upstream.outlier; failing fast)",
-            state(&shard.primary)
-        ))
-    }
-
     /// Everything after the fast path: `first` is the attempt already made (if any) and its
     /// outcome; then redirects and retries until a final reply or the deadline. A failed node
     /// goes into `tried`, so the next attempt of a read prefers another replica, then the
@@ -242,195 +156,181 @@ impl Router {
         mut tried: Vec<Arc<Node>>,
     ) -> Bytes {
         let mut target = Target::Owner(command.slot);
-        let mut redirects = 0;
+        let mut hops = Hops::default();
         let mut attempt: u32 = 0;
-        let mut miss_checked = false;
         loop {
             let (node, outcome) = match first.take() {
                 Some(first) => first,
-                None => {
-                    let (node, asking) = match self.resolve_for(&target, &command, &tried).await {
-                        Ok(found) => found,
-                        Err(reply) => return reply,
-                    };
-                    let reply = node.send(command.payload.clone(), asking, command.lane);
-                    match tokio::time::timeout_at(command.deadline, reply).await {
-                        Ok(outcome) => (node, outcome),
-                        Err(_elapsed) => return self.node_timed_out(&node),
-                    }
-                }
-            };
-            let error = match outcome {
-                Ok(reply) => match classify(&reply) {
-                    Verdict::Done if !miss_checked => {
-                        match self.replica_miss(&command, &node, &reply) {
-                            // Not a retry (the replica answered): no budget spent, no pause. A
-                            // primary that cannot be reached leaves the replica's answer standing.
-                            Some(primary) => {
-                                miss_checked = true;
-                                target = Target::Redirected {
-                                    node: primary,
-                                    asking: false,
-                                };
-                                continue;
-                            }
-                            None => return reply,
-                        }
-                    }
-                    Verdict::Done => return reply,
-                    Verdict::Moved(addr) | Verdict::Ask(addr)
-                        if redirects >= self.max_redirects() =>
-                    {
-                        return redcar_error(format_args!(
-                            "gave up after {redirects} redirects (last to {addr})"
-                        ));
-                    }
-                    Verdict::Moved(addr) => {
-                        redirects += 1;
-                        self.metrics.redirect("moved", addr);
-                        let state = self.state(&command.target);
-                        state.note_redirect();
-                        if let Some(slot) = command.slot {
-                            state.migrating().note_moved(slot);
-                        }
-                        target = Target::Redirected {
-                            node: self.upstreams.node(addr),
-                            asking: false,
-                        };
-                        continue;
-                    }
-                    Verdict::Ask(addr) => {
-                        redirects += 1;
-                        self.metrics.redirect("ask", addr);
-                        if let Some(slot) = command.slot {
-                            self.state(&command.target).migrating().note_ask(slot);
-                        }
-                        target = Target::Redirected {
-                            node: self.upstreams.node(addr),
-                            asking: true,
-                        };
-                        continue;
-                    }
-                    // The node did not run the command: try again a little later (or elsewhere).
-                    Verdict::Transient => {
-                        if node_unavailable(&reply) {
-                            node.health()
-                                .record_failure("node is loading or has no primary");
-                            tried.push(node);
-                        }
-                        RetryCause::Reply(reply)
-                    }
-                    // A failover demoted the node the map names as primary; the write did not
-                    // run. Once the map names the new primary, the retry goes there.
-                    Verdict::ReadOnly => {
-                        self.cluster.request_refresh();
-                        RetryCause::Reply(reply)
-                    }
+                None => match self.attempt(&target, &command, &tried).await {
+                    Ok(sent) => sent,
+                    Err(reply) => return reply,
                 },
-                Err(e) if e.never_sent() || !command.write => {
-                    self.state(&command.target).note_failure();
-                    tried.push(node);
-                    RetryCause::Upstream(e)
+            };
+            let error = match self.on_outcome(&command, node, outcome, &mut hops, &mut tried) {
+                Next::Reply(reply) => return reply,
+                Next::Follow(next) => {
+                    target = next;
+                    continue;
                 }
-                Err(e) => return lost_write(&e),
+                Next::Retry(error) => error,
             };
             attempt += 1;
-            if !self
-                .retry_budget
-                .try_spend(Instant::now(), self.metrics.requests_sent())
-            {
-                self.metrics.retry_budget_exhausted();
-                return error.into_reply(" (not retried: router.retry_budget is spent)");
+            if let Err(note) = self.before_retry(&command, &error, attempt, &tried).await {
+                return error.into_reply(note);
             }
-            self.metrics.retry();
             // A retry goes back to the slot's current owner, which may have changed; the
             // redirect limit is per attempt (a migration's ASK, then TRYAGAIN, repeats).
             target = Target::Owner(command.slot);
-            redirects = 0;
-            // After a failure of the node itself, another replica (or the primary) is tried at
-            // once; the same node, or any node after a slot-level error (TRYAGAIN,
-            // CLUSTERDOWN), only after a pause.
-            let fresh = error.is_node_failure()
-                && matches!(
-                    self.candidate(&command.target, command.slot, command.write, &tried),
-                    Candidate::Node(next) if !select::was_tried(&next, &tried)
-                );
-            if !fresh && !pause_before_retry(self.retry_backoff(), attempt, command.deadline).await
-            {
-                return error.into_reply("");
-            }
+            hops.redirects = 0;
         }
     }
 
-    /// Finds the node for `target` in `backend` (`None`: the catch-all backend), waiting
-    /// (within the deadline) for a map that has an owner. Used by transactions and dedicated
-    /// connections: always the primary.
-    pub(super) async fn resolve_on(
-        &self,
-        backend: Option<Arc<RouteTarget>>,
-        target: &Target,
-        deadline: Instant,
-    ) -> Result<(Arc<Node>, bool), Bytes> {
-        let command = Command {
-            payload: Bytes::new(),
-            slot: None,
-            write: true,
-            lane: Lane::default(),
-            deadline,
-            target: backend,
-        };
-        self.resolve_for(target, &command, &[]).await
-    }
-
-    /// [`resolve`](Self::resolve) for one command: by read policy for reads, avoiding `tried`.
-    async fn resolve_for(
+    /// One more attempt of `command` at `target`, by its deadline: the node and its outcome,
+    /// or the client's reply when no node can be found or the node does not answer in time.
+    #[inline]
+    async fn attempt(
         &self,
         target: &Target,
         command: &Command,
         tried: &[Arc<Node>],
-    ) -> Result<(Arc<Node>, bool), Bytes> {
-        let slot = match target {
-            Target::Redirected { node, asking } => return Ok((node.clone(), *asking)),
-            Target::Owner(slot) => *slot,
-        };
-        let cluster = self.state(&command.target);
-        loop {
-            let seen = cluster.version();
-            match self.candidate(&command.target, slot, command.write, tried) {
-                Candidate::Node(node) => return Ok((node, false)),
-                Candidate::Unusable(reply) => return Err(reply),
-                Candidate::NoOwner => {}
+    ) -> Result<(Arc<Node>, Outcome), Bytes> {
+        let (node, asking) = self.resolve_for(target, command, tried).await?;
+        let reply = node.send(command.payload.clone(), asking, command.lane);
+        match tokio::time::timeout_at(command.deadline, reply).await {
+            Ok(outcome) => Ok((node, outcome)),
+            Err(_elapsed) => Err(self.node_timed_out(&node)),
+        }
+    }
+
+    /// What `node`'s `outcome` for `command` calls for: the client's reply, a redirect to
+    /// follow (or a replica's miss to confirm with the primary), or a retry. A node that failed
+    /// goes into `tried`.
+    #[inline]
+    fn on_outcome(
+        &self,
+        command: &Command,
+        node: Arc<Node>,
+        outcome: Outcome,
+        hops: &mut Hops,
+        tried: &mut Vec<Arc<Node>>,
+    ) -> Next {
+        let reply = match outcome {
+            Ok(reply) => reply,
+            Err(e) if e.never_sent() || !command.write => {
+                self.state(&command.target).note_failure();
+                tried.push(node);
+                return Next::Retry(RetryCause::Upstream(e));
             }
-            cluster.request_refresh();
-            let waited =
-                tokio::time::timeout_at(command.deadline, cluster.changed_since(seen)).await;
-            if waited.is_err() {
-                // With no map at all, the refresher's last failure is the useful part.
-                let mut why = match (cluster.topology(), cluster.refresh_error()) {
-                    (None, Some(error)) => format!("; no slot map yet, last refresh: {error}"),
-                    _ => String::new(),
-                };
-                if let Some(target) = &command.target {
-                    let map = if cluster.topology().is_none() {
-                        ", which has no map yet"
-                    } else {
-                        ""
-                    };
-                    why = format!(" of backend {}{map}{why}", target.backend);
+            Err(e) => return Next::Reply(lost_write(&e)),
+        };
+        match classify(&reply) {
+            Verdict::Done if !hops.miss_checked => {
+                match self.replica_miss(command, &node, &reply) {
+                    // Not a retry (the replica answered): no budget spent, no pause. A primary
+                    // that cannot be reached leaves the replica's answer standing.
+                    Some(primary) => {
+                        hops.miss_checked = true;
+                        Next::Follow(Target::Redirected {
+                            node: primary,
+                            asking: false,
+                        })
+                    }
+                    None => Next::Reply(reply),
                 }
-                return Err(match slot {
-                    Some(slot) => error_with_prefix(
-                        "CLUSTERDOWN ",
-                        format_args!(
-                            "Hash slot not served (redcar: no node owns slot {slot}{why})"
-                        ),
-                    ),
-                    None => redcar_error(format_args!(
-                        "no cluster topology known yet (are the seed nodes reachable?){why}"
-                    )),
-                });
+            }
+            Verdict::Done => Next::Reply(reply),
+            Verdict::Moved(addr) | Verdict::Ask(addr) if hops.redirects >= self.max_redirects() => {
+                let redirects = hops.redirects;
+                Next::Reply(redcar_error(format_args!(
+                    "gave up after {redirects} redirects (last to {addr})"
+                )))
+            }
+            Verdict::Moved(addr) => {
+                hops.redirects += 1;
+                Next::Follow(self.follow_moved(command, addr))
+            }
+            Verdict::Ask(addr) => {
+                hops.redirects += 1;
+                Next::Follow(self.follow_ask(command, addr))
+            }
+            // The node did not run the command: try again a little later (or elsewhere).
+            Verdict::Transient => {
+                if node_unavailable(&reply) {
+                    node.health()
+                        .record_failure("node is loading or has no primary");
+                    tried.push(node);
+                }
+                Next::Retry(RetryCause::Reply(reply))
+            }
+            // A failover demoted the node the map names as primary; the write did not run.
+            // Once the map names the new primary, the retry goes there.
+            Verdict::ReadOnly => {
+                self.cluster.request_refresh();
+                Next::Retry(RetryCause::Reply(reply))
             }
         }
+    }
+
+    /// MOVED: the slot has a new owner, which the map will learn at the next refresh; this
+    /// command goes there now.
+    #[inline]
+    fn follow_moved(&self, command: &Command, addr: &str) -> Target {
+        self.metrics.redirect("moved", addr);
+        let state = self.state(&command.target);
+        state.note_redirect();
+        if let Some(slot) = command.slot {
+            state.migrating().note_moved(slot);
+        }
+        Target::Redirected {
+            node: self.upstreams.node(addr),
+            asking: false,
+        }
+    }
+
+    /// ASK: the slot is migrating and this key is already on the target, asked with ASKING.
+    #[inline]
+    fn follow_ask(&self, command: &Command, addr: &str) -> Target {
+        self.metrics.redirect("ask", addr);
+        if let Some(slot) = command.slot {
+            self.state(&command.target).migrating().note_ask(slot);
+        }
+        Target::Redirected {
+            node: self.upstreams.node(addr),
+            asking: true,
+        }
+    }
+
+    /// Whether retry `attempt` may go ahead: it spends from the retry budget and, unless another
+    /// node can take it at once, waits a back-off pause. `Err`: the note for the client's error
+    /// when it may not.
+    #[inline]
+    async fn before_retry(
+        &self,
+        command: &Command,
+        error: &RetryCause,
+        attempt: u32,
+        tried: &[Arc<Node>],
+    ) -> Result<(), &'static str> {
+        if !self
+            .retry_budget
+            .try_spend(Instant::now(), self.metrics.requests_sent())
+        {
+            self.metrics.retry_budget_exhausted();
+            return Err(" (not retried: router.retry_budget is spent)");
+        }
+        self.metrics.retry();
+        // After a failure of the node itself, another replica (or the primary) is tried at
+        // once; the same node, or any node after a slot-level error (TRYAGAIN, CLUSTERDOWN),
+        // only after a pause.
+        let fresh = error.is_node_failure()
+            && matches!(
+                self.candidate(&command.target, command.slot, command.write, tried),
+                Candidate::Node(next) if !select::was_tried(&next, tried)
+            );
+        if !fresh && !pause_before_retry(self.retry_backoff(), attempt, command.deadline).await {
+            return Err("");
+        }
+        Ok(())
     }
 
     /// A command gave up waiting for `node` at its deadline: the node's health counts the
@@ -447,6 +347,26 @@ impl Router {
             node.addr()
         ))
     }
+}
+
+/// What `finish` does after an attempt.
+enum Next {
+    /// The client's final reply.
+    Reply(Bytes),
+    /// Send at once to this node (a redirect, or a primary confirming a replica's miss): not a
+    /// retry, so no budget and no pause.
+    Follow(Target),
+    /// The command did not run (or may be read elsewhere): retry within the budget.
+    Retry(RetryCause),
+}
+
+/// The hops one attempt of `finish` has taken besides retries.
+#[derive(Default)]
+struct Hops {
+    /// Redirects followed since the last retry.
+    redirects: usize,
+    /// A replica's nil was already sent to the primary to confirm.
+    miss_checked: bool,
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 /// What a reply asks the router to do.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Verdict<'a> {
+pub(crate) enum Verdict<'a> {
     /// A normal reply (including ordinary errors): give it to the client.
     Done,
     /// `-MOVED <slot> <addr>`: the slot lives elsewhere for good; refresh the map.
@@ -20,11 +20,11 @@ pub enum Verdict<'a> {
 /// Classifies a raw reply frame by its first bytes only (no parsing for ordinary replies).
 /// A nil reply, in RESP2 (`$-1`, `*-1`) or RESP3 (`_`).
 #[inline]
-pub fn is_nil(reply: &[u8]) -> bool {
+pub(crate) fn is_nil(reply: &[u8]) -> bool {
     matches!(reply, b"$-1\r\n" | b"_\r\n" | b"*-1\r\n")
 }
 
-pub fn classify(reply: &[u8]) -> Verdict<'_> {
+pub(crate) fn classify(reply: &[u8]) -> Verdict<'_> {
     if reply.first() != Some(&b'-') {
         return Verdict::Done;
     }

@@ -17,11 +17,11 @@ const WINDOW: Duration = Duration::from_secs(10);
 /// `router.retry_budget:` in the config file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub struct RetryBudgetConfig {
+pub(crate) struct RetryBudgetConfig {
     /// Retries allowed as a share of requests sent (0.2 = one retry per five requests).
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// Retries always allowed per second, however few requests there were.
-    pub min_per_second: u32,
+    pub(crate) min_per_second: u32,
 }
 
 impl Default for RetryBudgetConfig {
@@ -49,7 +49,7 @@ struct Window {
 }
 
 impl RetryBudget {
-    pub fn new(config: RetryBudgetConfig) -> RetryBudget {
+    pub(crate) fn new(config: RetryBudgetConfig) -> RetryBudget {
         RetryBudget {
             window: Mutex::new(Window {
                 config,
@@ -63,13 +63,13 @@ impl RetryBudget {
     }
 
     /// Reloaded settings; the counts of the current window are kept.
-    pub fn set_config(&self, config: RetryBudgetConfig) {
+    pub(crate) fn set_config(&self, config: RetryBudgetConfig) {
         self.window.lock().unwrap_or_else(|e| e.into_inner()).config = config;
     }
 
     /// Takes one retry from the budget if there is one. `requests` is the running total of
     /// requests sent to nodes.
-    pub fn try_spend(&self, now: Instant, requests: u64) -> bool {
+    pub(crate) fn try_spend(&self, now: Instant, requests: u64) -> bool {
         let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
         let elapsed = now.saturating_duration_since(w.started);
         if elapsed >= WINDOW {

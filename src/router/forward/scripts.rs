@@ -35,7 +35,7 @@ pub(super) fn sha1_hex(body: &[u8]) -> String {
 
 impl ScriptCache {
     /// Remembers `body` under its sha1.
-    pub fn remember(&self, body: &Bytes) {
+    pub(crate) fn remember(&self, body: &Bytes) {
         let sha = sha1_hex(body);
         let mut known = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if known.bodies.contains_key(&sha) {
@@ -51,7 +51,7 @@ impl ScriptCache {
     }
 
     /// The body of the script named `sha` (any case), if remembered.
-    pub fn body(&self, sha: &[u8]) -> Option<Bytes> {
+    pub(crate) fn body(&self, sha: &[u8]) -> Option<Bytes> {
         let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
         let known = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         known.bodies.get(&sha).cloned()
@@ -62,7 +62,7 @@ impl Router {
     /// Inside MULTI a NOSCRIPT cannot be healed (EXEC has already run the rest), so an
     /// EVALSHA / EVALSHA_RO whose script redcar knows is queued as EVAL / EVAL_RO of that body:
     /// the same result, and the node learns the script. `None`: not one of those, or unknown.
-    pub fn evalsha_as_eval(&self, request: &Request) -> Option<Bytes> {
+    pub(crate) fn evalsha_as_eval(&self, request: &Request) -> Option<Bytes> {
         let args = request.args();
         let name = args.first()?;
         let eval: &[u8] = if name.eq_ignore_ascii_case(b"evalsha") {

@@ -12,8 +12,8 @@ use crate::metrics::MirrorCounters;
 use crate::upstream::Lane;
 
 /// `routes[].mirror`, ready to use.
-pub struct Mirror {
-    pub target: Arc<RouteTarget>,
+pub(crate) struct Mirror {
+    pub(crate) target: Arc<RouteTarget>,
     /// 0 to 100.
     percent: u64,
     /// Copy reads as well as writes.
@@ -28,7 +28,7 @@ pub struct Mirror {
 }
 
 impl Mirror {
-    pub fn new(
+    pub(crate) fn new(
         target: Arc<RouteTarget>,
         percent: u32,
         reads: bool,

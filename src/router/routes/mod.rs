@@ -8,8 +8,8 @@ mod mirror;
 mod plan;
 mod prefix;
 
-pub use mirror::Mirror;
-pub use prefix::PrefixMatcher;
+pub(crate) use mirror::Mirror;
+pub(crate) use prefix::PrefixMatcher;
 
 pub(super) use plan::{forwarded_key_bytes, Routed};
 
@@ -19,35 +19,35 @@ use super::ReadPolicy;
 use crate::cluster::ClusterState;
 
 /// Where a routed command goes: one backend's slot map, with the route's read policy.
-pub struct RouteTarget {
+pub(crate) struct RouteTarget {
     /// The backend's name (errors, metrics).
-    pub backend: Arc<str>,
-    pub state: Arc<ClusterState>,
+    pub(crate) backend: Arc<str>,
+    pub(crate) state: Arc<ClusterState>,
     /// `routes[].read_policy`; `None`: `router.read_policy`.
-    pub read_policy: Option<ReadPolicy>,
+    pub(crate) read_policy: Option<ReadPolicy>,
     /// One node without cluster mode (standalone, Sentinel): keys in different slots may still
     /// go together in one command, as a plain Redis server allows.
-    pub single_node: bool,
+    pub(crate) single_node: bool,
 }
 
 /// One entry of `routes:`, ready to use.
-pub struct Route {
-    pub prefix: Box<[u8]>,
+pub(crate) struct Route {
+    pub(crate) prefix: Box<[u8]>,
     /// `strip_prefix`: keys lose `prefix` before forwarding.
-    pub strip: bool,
-    pub target: Arc<RouteTarget>,
-    pub mirror: Option<Mirror>,
+    pub(crate) strip: bool,
+    pub(crate) target: Arc<RouteTarget>,
+    pub(crate) mirror: Option<Mirror>,
 }
 
 /// All routes, matched longest prefix first.
 #[derive(Default)]
-pub struct RouteTable {
+pub(crate) struct RouteTable {
     routes: Vec<Arc<Route>>,
     matcher: PrefixMatcher,
 }
 
 impl RouteTable {
-    pub fn new(routes: Vec<Route>, ignore_case: bool) -> RouteTable {
+    pub(crate) fn new(routes: Vec<Route>, ignore_case: bool) -> RouteTable {
         let matcher = PrefixMatcher::new(routes.iter().map(|r| &r.prefix[..]), ignore_case);
         RouteTable {
             routes: routes.into_iter().map(Arc::new).collect(),
@@ -55,19 +55,19 @@ impl RouteTable {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.routes.is_empty()
     }
 
     /// The route for `key`; `None` means the catch-all backend.
-    pub fn find(&self, key: &[u8]) -> Option<&Arc<Route>> {
+    pub(crate) fn find(&self, key: &[u8]) -> Option<&Arc<Route>> {
         self.matcher.find(key).and_then(|i| self.routes.get(i))
     }
 }
 
 impl Route {
     /// The route's name in messages: its prefix and backend.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "prefix '{}' -> {}",
             String::from_utf8_lossy(&self.prefix),

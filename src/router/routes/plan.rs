@@ -20,18 +20,18 @@ use crate::upstream::Lane;
 
 /// A single-slot command for a route's backend.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Routed {
-    pub route: Arc<Route>,
+pub(crate) struct Routed {
+    pub(crate) route: Arc<Route>,
     /// The request with the prefix removed from its keys; `None`: the client's bytes unchanged.
-    pub payload: Option<Bytes>,
+    pub(crate) payload: Option<Bytes>,
     /// `None`: any primary of the backend (a keyed command whose keys redcar could not read).
-    pub slot: Option<u16>,
-    pub write: bool,
+    pub(crate) slot: Option<u16>,
+    pub(crate) write: bool,
     /// A blocking command (on a dedicated connection, never mirrored) and its own timeout
     /// (`Some(None)`: it may block forever).
-    pub blocking: Option<Option<Duration>>,
+    pub(crate) blocking: Option<Option<Duration>>,
     /// WATCH: the session pins a dedicated connection through [`Router::watch_on`].
-    pub watch: bool,
+    pub(crate) watch: bool,
 }
 
 /// The key as the route's backend stores it; `None` when removing the prefix leaves nothing.

@@ -7,7 +7,7 @@
 
 /// The prefixes of a route table, each with the index of its route.
 #[derive(Debug, Default)]
-pub struct PrefixMatcher {
+pub(crate) struct PrefixMatcher {
     /// Longest first; ties keep the order of the config.
     prefixes: Vec<(Box<[u8]>, usize)>,
     ignore_case: bool,
@@ -15,7 +15,7 @@ pub struct PrefixMatcher {
 
 impl PrefixMatcher {
     /// `prefixes[i]` belongs to route `i`.
-    pub fn new<'a>(prefixes: impl IntoIterator<Item = &'a [u8]>, ignore_case: bool) -> Self {
+    pub(crate) fn new<'a>(prefixes: impl IntoIterator<Item = &'a [u8]>, ignore_case: bool) -> Self {
         let mut prefixes: Vec<(Box<[u8]>, usize)> = prefixes
             .into_iter()
             .enumerate()
@@ -30,7 +30,7 @@ impl PrefixMatcher {
     }
 
     /// The route whose prefix is the longest one `key` starts with.
-    pub fn find(&self, key: &[u8]) -> Option<usize> {
+    pub(crate) fn find(&self, key: &[u8]) -> Option<usize> {
         let matches = |prefix: &[u8]| match key.get(..prefix.len()) {
             Some(head) if self.ignore_case => head.eq_ignore_ascii_case(prefix),
             Some(head) => head == prefix,

@@ -1,7 +1,8 @@
 //! Splitting a multi-key command whose keys span several slots (MGET, MSET, DEL, UNLINK, EXISTS,
 //! TOUCH) into one command per slot, and merging the parts' replies in the client's key order.
-//! (Sending the parts, batched per node, is `send`.)
+//! (Sending the parts, batched per node, is `send`; waiting for the batches' replies, `gather`.)
 
+mod gather;
 mod send;
 
 use std::ops::Range;
@@ -26,7 +27,7 @@ const INLINE_KEYS: usize = 16;
 /// commands are encoded later, once, into one buffer in the order they are sent
 /// ([`Split::encode`]), so each node's parts are one slice of it.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Split {
+pub(crate) struct Split {
     merge: SplitMerge,
     /// The command's name as the client sent it (for error messages).
     command: Bytes,
@@ -44,10 +45,10 @@ pub struct Split {
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Part {
     /// The route whose backend serves this part; `None`: the catch-all backend.
-    pub route: Option<Arc<Route>>,
-    pub slot: u16,
+    pub(crate) route: Option<Arc<Route>>,
+    pub(crate) slot: u16,
     /// This part's command in [`Split::payload`] (once encoded).
-    pub bytes: Range<usize>,
+    pub(crate) bytes: Range<usize>,
     /// This part's keys in [`Split::positions`].
     keys: Range<usize>,
 }
@@ -57,9 +58,9 @@ pub(super) struct Part {
 /// slots from here instead of hashing those keys again.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Hashed {
-    pub same: usize,
-    pub first: u16,
-    pub next: u16,
+    pub(crate) same: usize,
+    pub(crate) first: u16,
+    pub(crate) next: u16,
 }
 
 impl Hashed {

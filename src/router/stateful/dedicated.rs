@@ -11,7 +11,9 @@ use tokio::time::Instant;
 
 use super::transaction::{tx_verdict, TxVerdict};
 use crate::protocol::{reply_frame_len, Limits, Protocol};
-use crate::router::forward::{classify, lost_write, pause_before_retry, Call, Target, Verdict};
+use crate::router::forward::{
+    classify, lost_write, pause_before_retry, Call, Outcome, Target, Verdict,
+};
 use crate::router::reply::{error_with_prefix, redcar_error};
 use crate::router::{RouteTarget, Router};
 use crate::upstream::{Dedicated, ASKING};
@@ -23,7 +25,7 @@ const NIL_ARRAY: &[u8] = b"*-1\r\n";
 /// runs commands that use it one at a time, so the lock is never contended; it only lets the
 /// command's future own the connection while it runs.
 #[derive(Clone, Default)]
-pub struct Watch(Arc<Mutex<Option<Pinned>>>);
+pub(crate) struct Watch(Arc<Mutex<Option<Pinned>>>);
 
 struct Pinned {
     slot: u16,
@@ -42,7 +44,7 @@ fn same_backend(a: &Option<Arc<RouteTarget>>, b: &Option<Arc<RouteTarget>>) -> b
 
 impl Watch {
     /// The watched slot; `None` when nothing is watched. Asked between commands only.
-    pub fn slot(&self) -> Option<u16> {
+    pub(crate) fn slot(&self) -> Option<u16> {
         self.0.try_lock().ok()?.as_ref().map(|p| p.slot)
     }
 }
@@ -51,7 +53,7 @@ impl Router {
     /// A blocking command on a dedicated connection to the owner of `slot`. It may block for
     /// `timeout` (its own; `None`: forever) plus `op_timeout` for the node to answer. If the
     /// client goes away first, the connection is closed, which unblocks it on the node.
-    pub fn blocking(
+    pub(crate) fn blocking(
         &self,
         payload: Bytes,
         slot: u16,
@@ -87,14 +89,10 @@ impl Router {
         })
     }
 
-    /// WATCH: on the watch's connection, or a new one to the owner of `slot`, which then stays
-    /// with the client until EXEC, DISCARD or UNWATCH.
-    pub fn watch(&self, watch: Watch, payload: Bytes, slot: u16, protocol: Protocol) -> Call<'_> {
-        self.watch_on(watch, None, payload, slot, protocol)
-    }
-
-    /// [`watch`](Self::watch) in a route's backend (`None`: the catch-all backend).
-    pub fn watch_on(
+    /// WATCH in a route's backend (`None`: the catch-all backend): on the watch's connection,
+    /// or a new one to the owner of `slot`, which then stays with the client until EXEC,
+    /// DISCARD or UNWATCH.
+    pub(crate) fn watch_on(
         &self,
         watch: Watch,
         backend: Option<Arc<RouteTarget>>,
@@ -160,7 +158,7 @@ impl Router {
 
     /// UNWATCH (and DISCARD, which also ends a watch): the connection is given back clean.
     /// Answers `reply` (the client's command's own success reply).
-    pub fn unwatch(&self, watch: Watch, reply: &'static [u8]) -> Call<'_> {
+    pub(crate) fn unwatch(&self, watch: Watch, reply: &'static [u8]) -> Call<'_> {
         Call::slow(async move {
             let Some(mut pinned) = watch.0.lock().await.take() else {
                 return Bytes::from_static(reply);
@@ -179,7 +177,7 @@ impl Router {
     /// back (EXEC ends the watch). A transaction refused because the slot moved gets the nil
     /// reply of a failed WATCH: nothing ran, and the client's retry loop will watch again,
     /// reaching the new owner.
-    pub fn exec_watched(
+    pub(crate) fn exec_watched(
         &self,
         watch: Watch,
         payload: Bytes,
@@ -237,7 +235,11 @@ impl Router {
     }
 
     /// Borrows a dedicated connection to `addr` speaking `protocol` (subscriptions).
-    pub async fn lend(&self, addr: &Arc<str>, protocol: Protocol) -> Result<Dedicated, Bytes> {
+    pub(crate) async fn lend(
+        &self,
+        addr: &Arc<str>,
+        protocol: Protocol,
+    ) -> Result<Dedicated, Bytes> {
         self.upstreams
             .dedicated()
             .acquire(addr, protocol)
@@ -247,7 +249,7 @@ impl Router {
 
     /// The primary owning `slot`, or for `None` one primary chosen by `pick` (spreading the
     /// cluster-wide subscriptions of many clients over the primaries).
-    pub fn primary_for(&self, slot: Option<u16>, pick: usize) -> Option<Arc<str>> {
+    pub(crate) fn primary_for(&self, slot: Option<u16>, pick: usize) -> Option<Arc<str>> {
         let topology = self.cluster.topology()?;
         let shard = match slot {
             Some(slot) => topology.shard(slot)?,
@@ -259,7 +261,7 @@ impl Router {
     }
 
     /// Asks for a fresh slot map (a shard channel's slot moved).
-    pub fn request_refresh(&self) {
+    pub(crate) fn request_refresh(&self) {
         self.cluster.request_refresh();
     }
 
@@ -283,38 +285,9 @@ impl Router {
             let (node, asking) = self
                 .resolve_on(backend.clone(), &target, retry_deadline)
                 .await?;
-            let mut conn = self
-                .upstreams
-                .dedicated()
-                .acquire(node.addr(), protocol)
-                .await
-                .map_err(redcar_error)?;
-            let mut unit = BytesMut::with_capacity(payload.len() + ASKING.len());
-            if asking {
-                unit.extend_from_slice(ASKING);
-            }
-            unit.extend_from_slice(payload);
-            let frames = 1 + u32::from(asking);
-            let sent = conn.request(&unit, frames);
-            let outcome = match patience {
-                Some(patience) => match tokio::time::timeout(patience, sent).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => {
-                        return Err(redcar_error(format_args!(
-                            "timed out after {patience:?} waiting for {}{}",
-                            node.addr(),
-                            if write {
-                                "; the command may have run"
-                            } else {
-                                ""
-                            }
-                        )))
-                    }
-                },
-                None => sent.await,
-            };
-            let reply = match outcome {
-                Ok(reply) if asking => skip_first_frame(reply),
+            let mut conn = self.lend(node.addr(), protocol).await?;
+            let sent = request_patiently(&mut conn, node.addr(), payload, asking, write, patience);
+            let reply = match sent.await? {
                 Ok(reply) => reply,
                 Err(e) if e.never_sent() || !write => {
                     self.state(&backend).note_failure();
@@ -368,6 +341,49 @@ impl Router {
             }
         }
     }
+}
+
+/// Sends `payload` on `conn` to `addr` (after ASKING when `asking`) and reads its reply,
+/// without ASKING's `+OK`; `Err`: the client's reply when the node took longer than `patience`
+/// (`None`: no limit), as a blocking command may.
+async fn request_patiently(
+    conn: &mut Dedicated,
+    addr: &str,
+    payload: &[u8],
+    asking: bool,
+    write: bool,
+    patience: Option<Duration>,
+) -> Result<Outcome, Bytes> {
+    let mut unit = BytesMut::with_capacity(payload.len() + ASKING.len());
+    if asking {
+        unit.extend_from_slice(ASKING);
+    }
+    unit.extend_from_slice(payload);
+    let frames = 1 + u32::from(asking);
+    let sent = conn.request(&unit, frames);
+    let outcome = match patience {
+        Some(patience) => match tokio::time::timeout(patience, sent).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                return Err(redcar_error(format_args!(
+                    "timed out after {patience:?} waiting for {addr}{}",
+                    if write {
+                        "; the command may have run"
+                    } else {
+                        ""
+                    }
+                )))
+            }
+        },
+        None => sent.await,
+    };
+    Ok(outcome.map(|reply| {
+        if asking {
+            skip_first_frame(reply)
+        } else {
+            reply
+        }
+    }))
 }
 
 /// Drops the `+OK` of a leading ASKING.

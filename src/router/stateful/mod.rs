@@ -6,6 +6,6 @@ mod dedicated;
 mod transaction;
 mod wait;
 
-pub use dedicated::Watch;
-pub use transaction::transaction_payload;
-pub use wait::Written;
+pub(crate) use dedicated::Watch;
+pub(crate) use transaction::transaction_payload;
+pub(crate) use wait::Written;

@@ -12,11 +12,11 @@ use crate::protocol::{reply_frame_len, Limits};
 use crate::router::forward::{classify, lost_write, pause_before_retry, Call, Target, Verdict};
 use crate::router::reply::redcar_error;
 use crate::router::{RouteTarget, Router};
-use crate::upstream::Lane;
+use crate::upstream::{Lane, Node, Reply};
 
 /// `MULTI\r\n` and `EXEC\r\n` as RESP, around the queued commands.
-pub const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
-pub const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+pub(crate) const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+pub(crate) const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 
 /// What the node's replies to a whole `MULTI … EXEC` say.
 #[derive(Debug, PartialEq, Eq)]
@@ -95,7 +95,7 @@ pub(super) fn split_frames(replies: &Bytes) -> Option<Vec<Bytes>> {
 }
 
 /// `MULTI`, the queued commands, `EXEC`: one payload, and the number of replies it produces.
-pub fn transaction_payload(queued: &[u8], commands: u32) -> (Bytes, u32) {
+pub(crate) fn transaction_payload(queued: &[u8], commands: u32) -> (Bytes, u32) {
     let mut payload = BytesMut::with_capacity(MULTI.len() + queued.len() + EXEC.len());
     payload.extend_from_slice(MULTI);
     payload.extend_from_slice(queued);
@@ -108,12 +108,18 @@ impl Router {
     /// any primary) on the client's shared connection. A transaction the node refused as a
     /// whole (redirect, TRYAGAIN) is sent again, since none of it ran; one whose connection broke
     /// after sending is not, since all of it may have run.
-    pub fn exec(&self, payload: Bytes, frames: u32, slot: Option<u16>, lane: Lane) -> Call<'_> {
+    pub(crate) fn exec(
+        &self,
+        payload: Bytes,
+        frames: u32,
+        slot: Option<u16>,
+        lane: Lane,
+    ) -> Call<'_> {
         self.exec_on(None, payload, frames, slot, lane)
     }
 
     /// [`exec`](Self::exec) in a route's backend (`None`: the catch-all backend).
-    pub fn exec_on(
+    pub(crate) fn exec_on(
         &self,
         backend: Option<Arc<RouteTarget>>,
         payload: Bytes,
@@ -123,15 +129,7 @@ impl Router {
     ) -> Call<'_> {
         // The first attempt is queued now, like any forwarded command, so the unit reaches the
         // node before whatever the client pipelined after EXEC.
-        let first = self.state(&backend).topology().and_then(|topology| {
-            let shard = match slot {
-                Some(slot) => topology.shard(slot)?,
-                None => topology.shards().first()?,
-            };
-            let primary = shard.primary.clone();
-            let reply = primary.send_frames(payload.clone(), false, lane, frames);
-            Some((primary, reply))
-        });
+        let first = self.queue_exec(&backend, &payload, frames, slot, lane);
         Call::slow(async move {
             let deadline = Instant::now() + self.op_timeout();
             let mut first = first;
@@ -164,21 +162,7 @@ impl Router {
                     }
                     Ok(Some(TxVerdict::Redirect(addr, asking))) => {
                         redirects += 1;
-                        self.metrics
-                            .redirect(if asking { "ask" } else { "moved" }, &addr);
-                        let state = self.state(&backend);
-                        match (slot, asking) {
-                            (Some(slot), true) => state.migrating().note_ask(slot),
-                            (Some(slot), false) => state.migrating().note_moved(slot),
-                            (None, _) => {}
-                        }
-                        if !asking {
-                            state.note_redirect();
-                        }
-                        target = Target::Redirected {
-                            node: self.upstreams.node(&addr),
-                            asking,
-                        };
+                        target = self.follow_tx_redirect(&backend, slot, &addr, asking);
                         continue;
                     }
                     Ok(Some(TxVerdict::Transient(reply))) => {
@@ -205,6 +189,53 @@ impl Router {
                 redirects = 0;
             }
         })
+    }
+
+    /// Queues the first attempt of a transaction on the primary of `slot` (`None`: the first
+    /// primary) in the current map; `None` when the map has no such primary yet.
+    #[inline]
+    fn queue_exec(
+        &self,
+        backend: &Option<Arc<RouteTarget>>,
+        payload: &Bytes,
+        frames: u32,
+        slot: Option<u16>,
+        lane: Lane,
+    ) -> Option<(Arc<Node>, Reply)> {
+        let topology = self.state(backend).topology()?;
+        let shard = match slot {
+            Some(slot) => topology.shard(slot)?,
+            None => topology.shards().first()?,
+        };
+        let primary = shard.primary.clone();
+        let reply = primary.send_frames(payload.clone(), false, lane, frames);
+        Some((primary, reply))
+    }
+
+    /// A transaction refused as a whole with MOVED or ASK (`asking`) to `addr`: notes the
+    /// redirect where the slot map keeps them, and the whole unit goes there next.
+    fn follow_tx_redirect(
+        &self,
+        backend: &Option<Arc<RouteTarget>>,
+        slot: Option<u16>,
+        addr: &str,
+        asking: bool,
+    ) -> Target {
+        self.metrics
+            .redirect(if asking { "ask" } else { "moved" }, addr);
+        let state = self.state(backend);
+        match (slot, asking) {
+            (Some(slot), true) => state.migrating().note_ask(slot),
+            (Some(slot), false) => state.migrating().note_moved(slot),
+            (None, _) => {}
+        }
+        if !asking {
+            state.note_redirect();
+        }
+        Target::Redirected {
+            node: self.upstreams.node(addr),
+            asking,
+        }
     }
 }
 

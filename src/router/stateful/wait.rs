@@ -39,11 +39,11 @@ use crate::upstream::Node;
 #[path = "wait_written.rs"]
 mod written;
 use written::Covered;
-pub use written::Written;
+pub(crate) use written::Written;
 
 /// The longest a WAIT asks to hold a shared connection (Redis checks blocked clients' timeouts
 /// on its event loop, so an idle node may hold it up to its `hz` tick, 100 ms by default).
-pub const SLICE: Duration = Duration::from_millis(10);
+pub(crate) const SLICE: Duration = Duration::from_millis(10);
 /// How often a WAIT not yet satisfied asks again, without blocking.
 const POLL: Duration = Duration::from_millis(20);
 /// While following a failover: how long to wait for a map that names the new primary before
@@ -95,7 +95,7 @@ impl Router {
     /// WAIT `replicas` for up to `timeout` (`None`: until satisfied) on the primaries of the
     /// writes the WAIT covers (every primary if it covers none, or a fan-out); the answer is the
     /// smallest count among them. How it ends decides what the next WAIT covers.
-    pub fn wait(
+    pub(crate) fn wait(
         &self,
         written: &mut Written,
         replicas: i64,

@@ -32,7 +32,7 @@ type Groups = [u64; GROUP_WORDS];
 /// for, and count, one primary more than the client wrote to, never fewer. A WAIT only swaps
 /// and clears bitmaps; a write still just sets a bit.
 #[derive(Default)]
-pub struct Written {
+pub(crate) struct Written {
     /// One bit per group of slots written to since the last WAIT; made with the first write (a
     /// client that never writes, or a crowd of idle ones, holds none) and kept, cleared, after.
     groups: Option<Box<Groups>>,
@@ -82,13 +82,13 @@ impl Settle {
 
 impl Written {
     #[inline]
-    pub fn note(&mut self, slot: u16) {
+    pub(crate) fn note(&mut self, slot: u16) {
         let group = usize::from(slot / GROUP);
         let groups = self.groups.get_or_insert_with(Default::default);
         groups[(group / 64) % GROUP_WORDS] |= 1 << (group % 64);
     }
 
-    pub fn note_everywhere(&mut self) {
+    pub(crate) fn note_everywhere(&mut self) {
         self.everywhere = true;
     }
 

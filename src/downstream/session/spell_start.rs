@@ -1,0 +1,231 @@
+//! Starting a busy spell's commands: parse what the client sent, plan and start each request,
+//! and queue its reply in order (or write it at once when nothing is ahead of it).
+
+use futures_util::FutureExt;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+
+use super::super::pubsub;
+use super::super::tracking;
+use super::busy::{Spell, BUDGET_RECHECK};
+use super::dispatch::{dispatch, facade_plan, protocol_error};
+use super::failed_login::failed_login;
+use super::near::Near;
+use super::stamp::{key_position, Stamp};
+use super::Busy;
+use crate::protocol::{parse_request_into, Request};
+use crate::router::{Call, Plan};
+
+// === impl Spell ===
+
+impl<'d, S> Spell<'_, 'd, S>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
+    /// Starts every complete command already buffered, up to the in-flight limit. Returns a
+    /// request that puts the client in subscribe mode, for the caller to await.
+    pub(super) fn start_commands(&mut self) -> Option<Request> {
+        if self.c.reload_if_changed() {
+            self.config = self.c.config.clone();
+            self.limits = self.config.limits();
+        }
+        // One clock read serves the whole batch.
+        let now = self.clock.take().unwrap_or_else(Instant::now);
+        let starved = self.check_budget();
+        // Every command of the turn is parsed into this one slot and started by reference
+        // (`parse_request_into`); only a parked or subscribing one is moved out of it.
+        let mut request = Request::default();
+        while !self.closing
+            && self.calls.len() < self.config.max_in_flight
+            && self.exclusive == 0
+            && !starved
+        {
+            if !self.next_request(&mut request, now) {
+                break;
+            }
+            match self.start(&request, now) {
+                Started::Next => {}
+                Started::Parked => {
+                    self.parked = Some(std::mem::take(&mut request));
+                    break;
+                }
+                Started::Subscribe => return Some(request),
+            }
+        }
+        self.batches.end_of_read();
+        None
+    }
+
+    /// `client.max_buffered_bytes_total`, once per turn (a read, a write or a batch of replies),
+    /// not per command. Over it, a client owing us reads starts no more commands either: their
+    /// replies would pile up here (its buffered commands may be tiny, its replies not). Returns
+    /// whether the session is starved that way.
+    fn check_budget(&mut self) -> bool {
+        let c = &mut *self.c;
+        c.share.set(c.input.len() + c.out.len());
+        let paused_now = !c.share.may_read(self.partial_since.is_some());
+        if paused_now && !self.budget_paused {
+            self.budget_timer.reset(Instant::now() + BUDGET_RECHECK);
+        }
+        self.budget_paused = paused_now;
+        self.budget_paused && c.out.len() > super::super::budget::FLOOR
+    }
+
+    /// The next request to start, into `request`: the parked one, or the next complete one in
+    /// `input`. Whether there is one. A broken or oversized request queues its error and closes
+    /// the session.
+    fn next_request(&mut self, request: &mut Request, now: Instant) -> bool {
+        // Looked at before taking: `take` would move the whole (empty) `Option` every time.
+        if self.parked.is_some() {
+            if let Some(parked) = self.parked.take() {
+                *request = parked;
+                return true;
+            }
+        }
+        // Nothing buffered: nothing to parse (most turns at `-P 1`).
+        if self.c.input.is_empty() {
+            return false;
+        }
+        let broken = match parse_request_into(&mut self.c.input, &self.limits, request) {
+            Ok(true) => {
+                self.partial_since = None;
+                return true;
+            }
+            Ok(false) if self.c.input.len() < self.config.max_request_bytes => {
+                self.note_partial(now);
+                return false;
+            }
+            Ok(false) => "request exceeds client.max_request_bytes".to_string(),
+            Err(e) => e.to_string(),
+        };
+        // A protocol error, or a request too big to ever complete: say so, close.
+        self.closing = true;
+        self.owed()
+            .push(protocol_error(&broken), Stamp::none(now), now);
+        false
+    }
+
+    /// A request is incomplete: `client.request_timeout` counts from its first bytes.
+    fn note_partial(&mut self, now: Instant) {
+        if self.c.input.is_empty() || self.partial_since.is_some() {
+            return;
+        }
+        self.partial_since = Some(now);
+        let timeout = self.config.request_timeout;
+        if !timeout.is_zero() && !self.request_timer.is_made() {
+            self.request_timer.reset(now + timeout);
+        }
+    }
+
+    /// Plans and starts one request, queueing its reply (or writing it to `out` when it is
+    /// ready and nothing is ahead of it).
+    fn start(&mut self, request: &Request, now: Instant) -> Started {
+        let router = self.router;
+        let (plan, command) = router.plan(request, &mut self.scratch);
+        let key_arg = key_position(&plan, &self.scratch);
+        let c = &mut *self.c;
+        let plan = match &c.facade {
+            Some(facade) => facade_plan(facade, plan, command, request, router, &c.state),
+            None => plan,
+        };
+        let plan = c.state.gate(plan, || router.lookup(request.args()));
+        let alone = c.state.tx.is_exclusive(&plan);
+        if alone && !self.calls.is_empty() {
+            return Started::Parked;
+        }
+        if matches!(plan, Plan::Sub(_)) && !c.state.tx.is_open() {
+            return Started::Subscribe;
+        }
+        let downstream = c.downstream;
+        let plan = tracking::intercept(downstream, &mut c.state, plan, request);
+        let mut near = (downstream.near_cache.as_ref())
+            .map(|cache| Near::new(cache, command, &self.scratch, self.calls.is_empty()));
+        let writing = near
+            .as_mut()
+            .and_then(|n| n.note_writes(&plan, request, router, &c.state));
+        // `CLIENT TRACKING on BCAST` answers once the nodes confirmed its prefixes.
+        let call = match tracking::take_wait(&mut c.state) {
+            Some(waiting) => waiting,
+            None => dispatch(
+                router,
+                &mut c.inbox,
+                &mut c.state,
+                plan,
+                request,
+                self.config.max_request_bytes,
+                now,
+                near,
+            ),
+        };
+        let weight = if key_arg == 0 {
+            0
+        } else {
+            self.sampler.sample()
+        };
+        let stamp = Stamp::new(
+            command,
+            request,
+            now,
+            self.keep_raw,
+            alone,
+            c.state.protocol,
+        )
+        .with_hot(key_arg, weight)
+        .with_writing(writing);
+        self.closing |= c.state.quit;
+        if let Some((failures, limit_reached)) = c.state.take_failed_login() {
+            self.closing |= failed_login(
+                &downstream.metrics,
+                c.peer,
+                request,
+                failures,
+                limit_reached,
+            );
+        }
+        self.queue(call, stamp, alone, now);
+        Started::Next
+    }
+
+    /// Owes the client `call`'s reply: straight to `out` when it is ready and nothing is ahead
+    /// of it, else behind the owed ones (the op timer armed for its deadline).
+    fn queue(&mut self, call: Call<'d>, stamp: Stamp, alone: bool, now: Instant) {
+        if call.is_ready() && self.calls.is_empty() {
+            let reply = call.now_or_never().unwrap_or_default();
+            let finished = stamp.finish(&mut self.tally, self.hot, &reply, now, None, self.c.peer);
+            self.c.out.append(finished);
+            return;
+        }
+        if let Some(deadline) = call.deadline() {
+            // Earlier than the armed deadline when the timer was ticking for idleness, or
+            // after a reload shortened op_timeout.
+            if self.timer.deadline().is_none_or(|armed| deadline < armed) {
+                self.timer.reset(deadline);
+            }
+        }
+        self.exclusive += usize::from(alone);
+        self.calls.push_back((call, stamp));
+        self.batches.queued();
+    }
+
+    /// After subscribe mode (which took the connection over until the client left it):
+    /// returns how the spell ends, if it does.
+    pub(super) fn after_subscribe(&mut self, left: pubsub::Left) -> Option<Busy> {
+        match left {
+            pubsub::Left::Normal => {}
+            pubsub::Left::Reset => self.c.state.reset(),
+            pubsub::Left::Close => self.closing = true,
+            pubsub::Left::Gone => return Some(Busy::Done),
+        }
+        None
+    }
+}
+
+/// What starting one request did.
+pub(super) enum Started {
+    /// Started (or answered): go on with the next.
+    Next,
+    /// It must run alone and waits for the commands before it.
+    Parked,
+    /// It enters subscribe mode.
+    Subscribe,
+}

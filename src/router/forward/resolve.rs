@@ -1,0 +1,176 @@
+//! Which node an attempt goes to: the slot's owner in the command's backend, by read policy for
+//! reads, avoiding nodes already tried and never an ejected one; waiting (within the deadline)
+//! for a map that has an owner when there is none.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::command::{Candidate, Command, Target};
+use crate::cluster::{ClusterState, Shard};
+use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::{select, ReadPolicy, RouteTarget, Router};
+use crate::upstream::{Lane, Node};
+
+impl Router {
+    /// The node for an attempt at `slot`: the primary for writes, by read policy for reads,
+    /// preferring nodes not in `tried`; never an ejected one.
+    pub(in crate::router) fn candidate(
+        &self,
+        target: &Option<Arc<RouteTarget>>,
+        slot: Option<u16>,
+        write: bool,
+        tried: &[Arc<Node>],
+    ) -> Candidate {
+        let read_policy = target
+            .as_ref()
+            .and_then(|t| t.read_policy)
+            .unwrap_or_else(|| self.read_policy());
+        self.candidate_by(read_policy, self.state(target), slot, write, tried)
+    }
+
+    /// The slot map a command goes by: its route's backend, or the catch-all one.
+    pub(in crate::router) fn state<'a>(
+        &'a self,
+        target: &'a Option<Arc<RouteTarget>>,
+    ) -> &'a ClusterState {
+        target.as_ref().map_or(&self.cluster, |t| &t.state)
+    }
+
+    /// [`Router::candidate`] with the read policy already loaded (the first attempt).
+    pub(super) fn candidate_by(
+        &self,
+        read_policy: ReadPolicy,
+        cluster: &ClusterState,
+        slot: Option<u16>,
+        write: bool,
+        tried: &[Arc<Node>],
+    ) -> Candidate {
+        let snapshot = cluster.topology_now();
+        let Some(topology) = snapshot.as_deref() else {
+            return Candidate::NoOwner;
+        };
+        let Some(slot) = slot else {
+            // Keyless commands: any primary that is not ejected.
+            let shards = topology.shards();
+            return match shards.iter().find(|s| !s.primary.is_ejected()) {
+                Some(shard) => Candidate::Node(shard.primary.clone()),
+                None if shards.is_empty() => Candidate::NoOwner,
+                None => Candidate::Unusable(redcar_error(
+                    "every primary is ejected after consecutive failures (upstream.outlier)",
+                )),
+            };
+        };
+        let Some(shard) = topology.shard(slot) else {
+            return Candidate::NoOwner;
+        };
+        let policy = select::policy_for(read_policy, write, slot, cluster.migrating());
+        match select::pick(shard, policy, write, tried) {
+            Some(node) => Candidate::Node(node.clone()),
+            None => Candidate::Unusable(self.unusable(slot, shard, write)),
+        }
+    }
+
+    /// Why no node of `shard` may serve the command (all candidates ejected).
+    fn unusable(&self, slot: u16, shard: &Shard, write: bool) -> Bytes {
+        let what = if write {
+            "this write".to_string()
+        } else {
+            format!("this read (read_policy: {})", self.read_policy().name())
+        };
+        let state = |node: &Node| {
+            if node.is_ejected() {
+                format!(
+                    "{} ejected, next health check in {}ms",
+                    node.addr(),
+                    node.health().ejected_for().as_millis()
+                )
+            } else {
+                format!("{} up", node.addr())
+            }
+        };
+        let replicas: Vec<String> = shard.replicas.iter().map(|r| state(r)).collect();
+        let replicas = if replicas.is_empty() {
+            "none".to_string()
+        } else {
+            replicas.join(", ")
+        };
+        redcar_error(format_args!(
+            "no usable node for {what} in slot {slot}: primary {}; replicas: {replicas} \
+             (ejected after consecutive failures, upstream.outlier; failing fast)",
+            state(&shard.primary)
+        ))
+    }
+
+    /// Finds the node for `target` in `backend` (`None`: the catch-all backend), waiting
+    /// (within the deadline) for a map that has an owner. Used by transactions and dedicated
+    /// connections: always the primary.
+    pub(in crate::router) async fn resolve_on(
+        &self,
+        backend: Option<Arc<RouteTarget>>,
+        target: &Target,
+        deadline: Instant,
+    ) -> Result<(Arc<Node>, bool), Bytes> {
+        let command = Command {
+            payload: Bytes::new(),
+            slot: None,
+            write: true,
+            lane: Lane::default(),
+            deadline,
+            target: backend,
+        };
+        self.resolve_for(target, &command, &[]).await
+    }
+
+    /// [`resolve`](Self::resolve) for one command: by read policy for reads, avoiding `tried`.
+    pub(super) async fn resolve_for(
+        &self,
+        target: &Target,
+        command: &Command,
+        tried: &[Arc<Node>],
+    ) -> Result<(Arc<Node>, bool), Bytes> {
+        let slot = match target {
+            Target::Redirected { node, asking } => return Ok((node.clone(), *asking)),
+            Target::Owner(slot) => *slot,
+        };
+        let cluster = self.state(&command.target);
+        loop {
+            let seen = cluster.version();
+            match self.candidate(&command.target, slot, command.write, tried) {
+                Candidate::Node(node) => return Ok((node, false)),
+                Candidate::Unusable(reply) => return Err(reply),
+                Candidate::NoOwner => {}
+            }
+            cluster.request_refresh();
+            let waited =
+                tokio::time::timeout_at(command.deadline, cluster.changed_since(seen)).await;
+            if waited.is_err() {
+                // With no map at all, the refresher's last failure is the useful part.
+                let mut why = match (cluster.topology(), cluster.refresh_error()) {
+                    (None, Some(error)) => format!("; no slot map yet, last refresh: {error}"),
+                    _ => String::new(),
+                };
+                if let Some(target) = &command.target {
+                    let map = if cluster.topology().is_none() {
+                        ", which has no map yet"
+                    } else {
+                        ""
+                    };
+                    why = format!(" of backend {}{map}{why}", target.backend);
+                }
+                return Err(match slot {
+                    Some(slot) => error_with_prefix(
+                        "CLUSTERDOWN ",
+                        format_args!(
+                            "Hash slot not served (redcar: no node owns slot {slot}{why})"
+                        ),
+                    ),
+                    None => redcar_error(format_args!(
+                        "no cluster topology known yet (are the seed nodes reachable?){why}"
+                    )),
+                });
+            }
+        }
+    }
+}
