@@ -148,7 +148,7 @@ impl User {
 
 /// Every configured identity, resolved (secrets read and hashed) at start-up.
 #[derive(Debug)]
-pub struct Users {
+pub(crate) struct Users {
     /// `requirepass`, or a user named `default`.
     default: Option<Arc<User>>,
     named: HashMap<String, Arc<User>>,

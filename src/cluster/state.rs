@@ -11,7 +11,7 @@ use super::safety::KnownEpochs;
 use super::{ClusterConfig, MigratingSlots, Topology};
 
 /// The current snapshot and a way to ask for a fresher one.
-pub struct ClusterState {
+pub(crate) struct ClusterState {
     topology: ArcSwapOption<Topology>,
     /// Wakes the refresher early; repeated requests before it runs coalesce into one refresh.
     refresh_wanted: Notify,

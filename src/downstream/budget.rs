@@ -23,14 +23,14 @@ use prometheus_client::metrics::gauge::Gauge;
 
 /// A session holding no more than this keeps reading even over the budget (four reads' worth:
 /// a few ordinary commands and their replies).
-pub const FLOOR: usize = 64 * 1024;
+pub(crate) const FLOOR: usize = 64 * 1024;
 
 /// Paused sessions resume once the total is at most this share of the budget, so they do not
 /// flap around the limit on every read.
-pub const LOW_WATER_PERCENT: usize = 75;
+const LOW_WATER_PERCENT: usize = 75;
 
 /// Shared by every session.
-pub struct Budget {
+pub(crate) struct Budget {
     /// `client.max_buffered_bytes_total`; 0 turns the budget off.
     limit: usize,
     low_water: usize,
@@ -44,7 +44,7 @@ pub struct Budget {
 }
 
 /// One session's share of the budget; dropping it gives the bytes (and any pause or permit) back.
-pub struct Share<'b> {
+pub(crate) struct Share<'b> {
     budget: &'b Budget,
     id: u64,
     held: usize,
@@ -54,7 +54,7 @@ pub struct Share<'b> {
 // === impl Budget ===
 
 impl Budget {
-    pub fn new(limit: usize, held: Gauge, paused: Gauge, pauses: Counter) -> Budget {
+    pub(crate) fn new(limit: usize, held: Gauge, paused: Gauge, pauses: Counter) -> Budget {
         Budget {
             limit,
             low_water: limit / 100 * LOW_WATER_PERCENT,
@@ -66,7 +66,7 @@ impl Budget {
     }
 
     /// A new session's share (session ids start at 1, so 0 can mean "no permit holder").
-    pub fn share(&self, id: u64) -> Share<'_> {
+    pub(crate) fn share(&self, id: u64) -> Share<'_> {
         Share {
             budget: self,
             id,
@@ -85,7 +85,7 @@ impl Budget {
 impl Share<'_> {
     /// Reports that the session now holds `bytes`; cheap when nothing changed.
     #[inline]
-    pub fn set(&mut self, bytes: usize) {
+    pub(crate) fn set(&mut self, bytes: usize) {
         if bytes != self.held {
             let delta = bytes as i64 - self.held as i64;
             self.budget.held.inc_by(delta);
@@ -96,7 +96,7 @@ impl Share<'_> {
     /// Whether the session may read from its client now. `partial`: its input ends in an
     /// incomplete request, which only more input can complete.
     #[inline]
-    pub fn may_read(&mut self, partial: bool) -> bool {
+    pub(crate) fn may_read(&mut self, partial: bool) -> bool {
         let budget = self.budget;
         if budget.limit == 0 {
             return true;

@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 
 /// Shared by every session: whether the proxy drains, and who to wake when it starts.
 #[derive(Default)]
-pub struct Drain {
+pub(crate) struct Drain {
     draining: AtomicBool,
     /// Wakers of the sessions that waited, by client id; touched when a session first waits
     /// (or its waker changes), when it ends, and once when the drain starts.
@@ -25,7 +25,7 @@ pub struct Drain {
 
 impl Drain {
     /// Starts the drain: every session, waiting now or later, sees it.
-    pub fn start(&self) {
+    pub(crate) fn start(&self) {
         self.draining.store(true, Ordering::SeqCst);
         let waiting = std::mem::take(&mut *self.lock());
         for waker in waiting.into_values() {
@@ -34,12 +34,12 @@ impl Drain {
     }
 
     /// True once [`start`](Self::start) ran.
-    pub fn is_draining(&self) -> bool {
+    fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
     }
 
     /// The signal for client `id` (one per session: ids are unique).
-    pub fn signal(&self, id: u64) -> DrainSignal<'_> {
+    pub(crate) fn signal(&self, id: u64) -> DrainSignal<'_> {
         DrainSignal {
             drain: self,
             id,
@@ -53,7 +53,7 @@ impl Drain {
 }
 
 /// One session's view of the drain; dropping it unregisters the session.
-pub struct DrainSignal<'d> {
+pub(crate) struct DrainSignal<'d> {
     drain: &'d Drain,
     id: u64,
     /// The waker the drain holds for us, kept to notice when the task's waker changes.
@@ -62,12 +62,12 @@ pub struct DrainSignal<'d> {
 
 impl DrainSignal<'_> {
     /// Resolves once the drain has started.
-    pub async fn started(&mut self) {
+    pub(crate) async fn started(&mut self) {
         poll_fn(|cx| self.poll_started(cx)).await
     }
 
     /// Ready once the drain has started; otherwise makes sure the drain will wake this task.
-    pub fn poll_started(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_started(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.drain.is_draining() {
             return Poll::Ready(());
         }

@@ -20,15 +20,15 @@ use crate::protocol::Protocol;
 pub struct FacadeConfig {
     /// Answer CLUSTER SLOTS/SHARDS/NODES/INFO/MYID (and READONLY, READWRITE, ASKING) as a
     /// one-node cluster on this listener.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// `HOST:PORT` to announce instead of the address the client connected to (behind NAT,
     /// Docker port mapping or a Kubernetes service).
-    pub announce: Option<String>,
+    pub(crate) announce: Option<String>,
 }
 
 /// A facade listener's settings, checked and parsed once at start-up.
 #[derive(Debug)]
-pub struct Facade {
+pub(crate) struct Facade {
     announce: Option<Announce>,
     /// The TLS listener announces its port as `tls-port` in CLUSTER SHARDS.
     tls: bool,
@@ -43,17 +43,17 @@ struct Announce {
 
 /// What one client connection is told about "the" cluster node: itself.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// Where clients should connect: the announced host, or the local IP the client reached.
-    pub host: String,
+    pub(crate) host: String,
     /// An IP for CLUSTER SHARDS' `ip` field (the local one when `host` is a name).
-    pub ip: String,
+    pub(crate) ip: String,
     /// Set when `host` is a name rather than an IP (CLUSTER SHARDS' `hostname`).
-    pub hostname: Option<String>,
-    pub port: u16,
-    pub tls: bool,
+    pub(crate) hostname: Option<String>,
+    pub(crate) port: u16,
+    pub(crate) tls: bool,
     /// 40 hex digits, a SHA-1 of `host:port`: the same across restarts and connections.
-    pub id: String,
+    pub(crate) id: String,
 }
 
 // === impl FacadeConfig ===
@@ -61,7 +61,7 @@ pub struct Endpoint {
 impl FacadeConfig {
     /// Start-up checks. `key` is where this config sits (`cluster_facade`), `listener` the key
     /// of the listener it applies to and whether that listener is configured.
-    pub fn check(&self, key: &str, listener: (&str, bool)) -> Result<(), String> {
+    pub(crate) fn check(&self, key: &str, listener: (&str, bool)) -> Result<(), String> {
         let (listener_key, configured) = listener;
         if !self.enabled {
             if self.announce.is_some() {
@@ -92,7 +92,7 @@ impl FacadeConfig {
 impl Facade {
     /// The facade for a listener, or `None` when it is off. `config` must have passed
     /// [`FacadeConfig::check`].
-    pub fn new(config: &FacadeConfig, tls: bool) -> Option<Arc<Facade>> {
+    pub(crate) fn new(config: &FacadeConfig, tls: bool) -> Option<Arc<Facade>> {
         if !config.enabled {
             return None;
         }
@@ -132,7 +132,7 @@ impl Facade {
     }
 
     /// Where the facade announces itself when the client's address decides (for the log).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &self.announce {
             Some(a) => format!("{}:{}", a.host, a.port),
             None => "the address each client connected to".to_string(),

@@ -15,7 +15,7 @@ const LAST_SLOT: i64 = 16383;
 /// `CLUSTER SLOTS`: one range, `[0, 16383, [host, port, id, {}]]`. The fourth element of the
 /// node entry is Redis 7's networking metadata (a map); left empty (the host is the preferred
 /// endpoint).
-pub fn slots(node: &Endpoint, protocol: Protocol) -> Bytes {
+pub(crate) fn slots(node: &Endpoint, protocol: Protocol) -> Bytes {
     let mut out = BytesMut::with_capacity(128);
     write_array_len(&mut out, 1);
     write_array_len(&mut out, 3);
@@ -31,7 +31,7 @@ pub fn slots(node: &Endpoint, protocol: Protocol) -> Bytes {
 
 /// `CLUSTER SHARDS`: one shard with `slots` `[0, 16383]` and one primary. A TLS listener's port
 /// is given as `tls-port`, a plain one's as `port`, as a node with only that port would.
-pub fn shards(node: &Endpoint, protocol: Protocol) -> Bytes {
+pub(crate) fn shards(node: &Endpoint, protocol: Protocol) -> Bytes {
     let mut out = BytesMut::with_capacity(320);
     write_array_len(&mut out, 1);
     write_map_len(&mut out, 2, protocol);
@@ -66,7 +66,7 @@ pub fn shards(node: &Endpoint, protocol: Protocol) -> Bytes {
 
 /// `CLUSTER NODES`: one line, `id host:port@cport myself,master - 0 0 1 connected 0-16383`.
 /// The bus port is the usual port + 10000 (0 when that does not fit); nobody can use it.
-pub fn nodes(node: &Endpoint, protocol: Protocol) -> Bytes {
+pub(crate) fn nodes(node: &Endpoint, protocol: Protocol) -> Bytes {
     let bus = node.port.checked_add(10000).unwrap_or(0);
     let line = format!(
         "{} {}:{}@{bus} myself,master - 0 0 1 connected 0-{LAST_SLOT}\n",
@@ -78,7 +78,7 @@ pub fn nodes(node: &Endpoint, protocol: Protocol) -> Bytes {
 /// `CLUSTER INFO`, Redis 7.0's fields. `ready`: redcar has a complete slot map; before that the
 /// facade says `cluster_state:fail` with every slot failing, so clients wait as they would for
 /// a real cluster that is not up yet.
-pub fn info(ready: bool, protocol: Protocol) -> Bytes {
+pub(crate) fn info(ready: bool, protocol: Protocol) -> Bytes {
     let (state, ok, fail) = match ready {
         true => ("ok", LAST_SLOT + 1, 0),
         false => ("fail", 0, LAST_SLOT + 1),
@@ -102,7 +102,7 @@ pub fn info(ready: bool, protocol: Protocol) -> Bytes {
 }
 
 /// `CLUSTER MYID`.
-pub fn myid(node: &Endpoint) -> Bytes {
+pub(crate) fn myid(node: &Endpoint) -> Bytes {
     bulk(node.id.as_bytes())
 }
 

@@ -27,9 +27,9 @@ use crate::router::Router;
 use crate::upstream::InvalidationSink;
 
 /// What every session shares.
-pub struct Downstream {
-    pub router: Arc<Router>,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct Downstream {
+    pub(crate) router: Arc<Router>,
+    pub(crate) metrics: Arc<Metrics>,
     /// `client:` as it is now; a reload swaps it (see [`Downstream::reconfigure`]).
     config: ArcSwap<ClientConfig>,
     /// Who may connect (`auth`), resolved at start-up and at each reload.
@@ -56,7 +56,7 @@ pub struct Downstream {
     pub(super) tracking: Arc<Tracking>,
     /// `hotkeys:`: sessions sample their commands into it, `/hotkeys` reads it (off unless
     /// [`Downstream::with_hotkeys`] gives one).
-    pub hotkeys: Arc<HotKeys>,
+    pub(crate) hotkeys: Arc<HotKeys>,
     /// Reads served from memory (`near_cache`), when on.
     pub(super) near_cache: Option<Arc<NearCache>>,
 }
@@ -72,30 +72,30 @@ struct Registered {
 
 /// A connected client, as `/clients` shows it.
 #[derive(Clone, Debug, Serialize)]
-pub struct ClientInfo {
-    pub id: u64,
-    pub addr: String,
-    pub listener: &'static str,
+pub(crate) struct ClientInfo {
+    pub(crate) id: u64,
+    pub(crate) addr: String,
+    pub(crate) listener: &'static str,
     /// Unix time (seconds) of the connect.
-    pub connected_at: u64,
+    pub(crate) connected_at: u64,
     /// `threading: per-core`: the worker serving the client.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker: Option<usize>,
+    pub(crate) worker: Option<usize>,
 }
 
 impl Downstream {
     /// Whether the near cache is on (its figures are in `metrics.near_cache`).
-    pub fn near_cache_on(&self) -> bool {
+    pub(crate) fn near_cache_on(&self) -> bool {
         self.near_cache.is_some()
     }
 
     /// Serves reads from `cache` (`near_cache`), when it is on.
-    pub fn with_near_cache(mut self, cache: Option<Arc<NearCache>>) -> Downstream {
+    pub(crate) fn with_near_cache(mut self, cache: Option<Arc<NearCache>>) -> Downstream {
         self.near_cache = cache;
         self
     }
 
-    pub fn new(
+    pub(crate) fn new(
         router: Arc<Router>,
         config: ClientConfig,
         metrics: Arc<Metrics>,
@@ -141,32 +141,32 @@ impl Downstream {
     }
 
     /// Watches for hot and big keys with `hotkeys` (set once, before any client connects).
-    pub fn with_hotkeys(mut self, hotkeys: Arc<HotKeys>) -> Downstream {
+    pub(crate) fn with_hotkeys(mut self, hotkeys: Arc<HotKeys>) -> Downstream {
         self.hotkeys = hotkeys;
         self
     }
 
     /// Tells every session to close once it owes its client nothing (shutdown). Accept loops
     /// stop on their own shutdown signal.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         self.drain.start();
     }
 
     /// `threading: per-core`: the workers' client counts.
-    pub fn spread(&self) -> Option<&Arc<Spread>> {
+    pub(crate) fn spread(&self) -> Option<&Arc<Spread>> {
         self.spread.as_ref()
     }
 
     /// Samples the sessions' latency until `shutdown` (for `client.close_idle_when_slow`; while
     /// it is off, sessions record nothing and each sample is skipped).
-    pub async fn watch_latency(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+    pub(crate) async fn watch_latency(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
         self.latency.clone().run(shutdown).await;
     }
 
     /// Applies reloaded `client:` settings and users. New clients use them at once; connected
     /// clients at their next batch of commands (see `ClientState::reauthorize` for what happens
     /// to a logged-in user).
-    pub fn reconfigure(&self, config: ClientConfig, users: Arc<Users>) {
+    pub(crate) fn reconfigure(&self, config: ClientConfig, users: Arc<Users>) {
         self.config.store(Arc::new(config));
         self.users.store(users);
         // After both stores: a session that sees the new number reads both new values.
@@ -193,18 +193,13 @@ impl Downstream {
             .contains_key(&id)
     }
 
-    /// Client-side caching's shared state.
-    pub fn tracking(&self) -> &Arc<Tracking> {
-        &self.tracking
-    }
-
     /// Clients connected right now.
-    pub fn connected_clients(&self) -> usize {
+    pub(crate) fn connected_clients(&self) -> usize {
         self.clients.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Every connected client, oldest first.
-    pub fn clients(&self) -> Vec<ClientInfo> {
+    pub(crate) fn clients(&self) -> Vec<ClientInfo> {
         let mut clients: Vec<_> = self
             .clients
             .lock()
@@ -267,7 +262,7 @@ impl Downstream {
 /// A client while its session runs: dropping it takes the client off every count.
 pub(super) struct Connected {
     downstream: Arc<Downstream>,
-    pub id: u64,
+    pub(crate) id: u64,
     gauges: ListenerMetrics,
     _member: Option<super::spread::Member>,
     /// Held until the session ends: the caller of `serve` knows all sessions ended when every
@@ -288,7 +283,7 @@ impl Drop for Connected {
 }
 
 /// A listening socket: TCP or Unix. The accept loop is the same for both.
-pub trait Accept {
+pub(crate) trait Accept {
     type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static;
     /// The `listener` label of the connection metrics.
     const LABEL: &'static str;
@@ -331,7 +326,7 @@ impl Accept for UnixListener {
 /// Accepts clients until `shutdown`. Each session holds a clone of `done`; the caller knows
 /// every session has ended when all clones are dropped. With a `facade`, sessions answer as a
 /// one-node cluster at the address each client reached (see `facade.rs`).
-pub async fn serve<L: Accept>(
+pub(crate) async fn serve<L: Accept>(
     listener: L,
     downstream: Arc<Downstream>,
     facade: Option<Arc<Facade>>,

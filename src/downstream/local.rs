@@ -19,38 +19,38 @@ use crate::router::{redcar_error, Written};
 use crate::upstream::Lane;
 
 /// Per-connection state that Redis would keep for the client.
-pub struct ClientState {
-    pub id: u64,
-    pub name: Option<Bytes>,
+pub(crate) struct ClientState {
+    pub(crate) id: u64,
+    pub(crate) name: Option<Bytes>,
     /// Set by QUIT: reply, then close.
-    pub quit: bool,
+    pub(crate) quit: bool,
     /// On a cluster-facade listener: HELLO says `mode: cluster`, as a cluster node would.
-    pub cluster_mode: bool,
+    pub(crate) cluster_mode: bool,
     /// RESP2 until `HELLO 3`; the RESP version of every reply this client gets.
-    pub protocol: Protocol,
+    pub(crate) protocol: Protocol,
     /// Failed logins on this connection (`auth.max_failures`), and whether the command just
     /// answered was one (the session logs and counts it, knowing the client's address).
     failed_logins: u16,
     failed_now: bool,
     /// MULTI … EXEC and WATCH.
-    pub tx: Transaction,
+    pub(crate) tx: Transaction,
     /// Where this client wrote (for WAIT).
-    pub written: Written,
+    pub(crate) written: Written,
     /// Who may connect and what they may run.
     users: Arc<Users>,
     /// The authenticated user; `None` until AUTH when authentication is required.
     user: Option<Arc<User>>,
     /// Client-side caching (`CLIENT TRACKING`), made the first time it is used.
-    pub tracking: Option<Box<ClientTracking>>,
+    pub(crate) tracking: Option<Box<ClientTracking>>,
     /// The client's commands take the nodes' tracked or near lanes because a near-cache fill
     /// or write-through went there (see `session/near.rs`): set by those, cleared only when
     /// nothing of the client's is in flight, so its commands never change connection while
     /// some are on the way.
-    pub near_lanes: Option<Admitted>,
+    pub(crate) near_lanes: Option<Admitted>,
 }
 
 impl ClientState {
-    pub fn new(id: u64, users: Arc<Users>) -> ClientState {
+    pub(crate) fn new(id: u64, users: Arc<Users>) -> ClientState {
         ClientState {
             id,
             name: None,
@@ -70,7 +70,7 @@ impl ClientState {
 
     /// This client's connection to every node (see `Node::send`): its id spreads clients over
     /// a node's connections, its protocol picks the RESP2 or the RESP3 ones.
-    pub fn lane(&self) -> Lane {
+    pub(crate) fn lane(&self) -> Lane {
         let tracking = self.tracking.as_ref().is_some_and(|t| t.is_on());
         Lane::new(self.id as usize, self.protocol)
             .tracked(tracking || self.near_lanes == Some(Admitted::Tracked))
@@ -79,7 +79,7 @@ impl ClientState {
 
     /// RESET: back to a fresh connection's state (the router ends a WATCH separately), which
     /// includes logging out when authentication is required, as in Redis.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         if let Some(tracking) = &mut self.tracking {
             tracking.off();
         }
@@ -93,7 +93,7 @@ impl ClientState {
     /// changed, is logged out, so its next command gets `-NOAUTH` until it authenticates again
     /// (or it becomes the open default user when authentication was turned off). A login must
     /// not outlive the credential that granted it.
-    pub fn reauthorize(&mut self, users: Arc<Users>) {
+    pub(crate) fn reauthorize(&mut self, users: Arc<Users>) {
         let renewed = self.user.as_deref().and_then(|user| users.renewed(user));
         if renewed.is_none() && self.user.is_some() && users.anonymous().is_none() {
             tracing::info!(
@@ -108,7 +108,11 @@ impl ClientState {
     /// Authentication and per-user rules, before routing: a command the client may not run
     /// becomes its refusal (inside MULTI that also makes EXEC abort, as in Redis). `spec` is
     /// looked up only for restricted users, so open proxies pay one branch per command.
-    pub fn gate(&self, plan: Plan, spec: impl FnOnce() -> Option<&'static CommandSpec>) -> Plan {
+    pub(crate) fn gate(
+        &self,
+        plan: Plan,
+        spec: impl FnOnce() -> Option<&'static CommandSpec>,
+    ) -> Plan {
         match &self.user {
             Some(user) if user.is_unrestricted() => plan,
             Some(user) => match spec() {
@@ -147,7 +151,7 @@ impl ClientState {
 
     /// After each command: `Some(failures so far)` when it was a refused login (once), and
     /// whether they reached `auth.max_failures`, so the connection must close.
-    pub fn take_failed_login(&mut self) -> Option<(u16, bool)> {
+    pub(crate) fn take_failed_login(&mut self) -> Option<(u16, bool)> {
         if !std::mem::take(&mut self.failed_now) {
             return None;
         }
@@ -159,7 +163,7 @@ impl ClientState {
     }
 
     /// The reply to a locally served command (`args[0]` is the command name).
-    pub fn answer(&mut self, local: Local, args: &[Bytes]) -> Bytes {
+    pub(crate) fn answer(&mut self, local: Local, args: &[Bytes]) -> Bytes {
         let mut out = BytesMut::with_capacity(64);
         match local {
             Local::Auth => return self.auth(args),
@@ -196,39 +200,16 @@ impl ClientState {
     /// cluster node, on a cluster-facade listener).
     fn hello(&mut self, args: &[Bytes]) -> Bytes {
         let mut out = BytesMut::with_capacity(256);
-        let mut protocol = self.protocol;
-        if let Some(version) = args.get(1) {
-            match Protocol::from_hello(version) {
-                Ok(asked) => protocol = asked,
-                Err(false) => {
-                    write_error(
-                        &mut out,
-                        b"ERR Protocol version is not an integer or out of range",
-                    );
-                    return out.freeze();
-                }
-                Err(true) => {
-                    write_error(&mut out, b"NOPROTO unsupported protocol version");
-                    return out.freeze();
-                }
-            }
-        }
-        let (mut login, mut name) = (None, None);
-        let mut rest = args.iter().skip(2);
-        while let Some(option) = rest.next() {
-            let more = rest.len();
-            if option.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-                login = rest.next().zip(rest.next());
-            } else if option.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
-                name = rest.next();
-            } else {
-                let mut message = b"ERR Syntax error in HELLO option '".to_vec();
-                message.extend(option.iter().filter(|b| !matches!(b, b'\r' | b'\n')));
-                message.push(b'\'');
-                write_error(&mut out, &message);
-                return out.freeze();
-            }
-        }
+        let protocol = match args.get(1) {
+            Some(version) => match hello_version(version, &mut out) {
+                Some(asked) => asked,
+                None => return out.freeze(),
+            },
+            None => self.protocol,
+        };
+        let Some(HelloOptions { login, name }) = hello_options(args, &mut out) else {
+            return out.freeze();
+        };
         if let Some((user, password)) = login {
             match self.users.login(Some(user), password) {
                 Ok(user) => self.user = Some(user),
@@ -249,6 +230,12 @@ impl ClientState {
             }
         }
         self.protocol = protocol;
+        self.write_hello_map(&mut out, protocol);
+        out.freeze()
+    }
+
+    /// HELLO's reply: the server's description as a map, in the version just agreed on.
+    fn write_hello_map(&self, out: &mut BytesMut, protocol: Protocol) {
         let fields: [(&[u8], Field); 8] = [
             (b"server", Field::Text(b"redis")),
             (b"version", Field::Text(b"7.0.0")),
@@ -269,16 +256,15 @@ impl ClientState {
                 Field::Text(concat!("redcar ", env!("CARGO_PKG_VERSION")).as_bytes()),
             ),
         ];
-        write_map_len(&mut out, fields.len(), protocol);
+        write_map_len(out, fields.len(), protocol);
         for (key, value) in fields {
-            write_bulk(&mut out, key);
+            write_bulk(out, key);
             match value {
-                Field::Text(text) => write_bulk(&mut out, text),
-                Field::Int(n) => write_integer(&mut out, n),
-                Field::EmptyArray => write_array_len(&mut out, 0),
+                Field::Text(text) => write_bulk(out, text),
+                Field::Int(n) => write_integer(out, n),
+                Field::EmptyArray => write_array_len(out, 0),
             }
         }
-        out.freeze()
     }
 
     fn set_name(&mut self, name: Option<&Bytes>) -> Bytes {
@@ -335,6 +321,51 @@ fn set_info(args: &[Bytes]) -> Bytes {
     }
     write_simple(&mut out, b"OK");
     out.freeze()
+}
+
+/// HELLO's `protover`: the protocol asked for, or `None` with the error written to `out`.
+fn hello_version(version: &Bytes, out: &mut BytesMut) -> Option<Protocol> {
+    match Protocol::from_hello(version) {
+        Ok(asked) => Some(asked),
+        Err(false) => {
+            write_error(
+                out,
+                b"ERR Protocol version is not an integer or out of range",
+            );
+            None
+        }
+        Err(true) => {
+            write_error(out, b"NOPROTO unsupported protocol version");
+            None
+        }
+    }
+}
+
+/// What HELLO's options ask for: a login (`AUTH user password`) and a name (`SETNAME name`).
+struct HelloOptions<'a> {
+    login: Option<(&'a Bytes, &'a Bytes)>,
+    name: Option<&'a Bytes>,
+}
+
+/// HELLO's options after the version, or `None` with the syntax error written to `out`.
+fn hello_options<'a>(args: &'a [Bytes], out: &mut BytesMut) -> Option<HelloOptions<'a>> {
+    let (mut login, mut name) = (None, None);
+    let mut rest = args.iter().skip(2);
+    while let Some(option) = rest.next() {
+        let more = rest.len();
+        if option.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            login = rest.next().zip(rest.next());
+        } else if option.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            name = rest.next();
+        } else {
+            let mut message = b"ERR Syntax error in HELLO option '".to_vec();
+            message.extend(option.iter().filter(|b| !matches!(b, b'\r' | b'\n')));
+            message.push(b'\'');
+            write_error(out, &message);
+            return None;
+        }
+    }
+    Some(HelloOptions { login, name })
 }
 
 enum Field {

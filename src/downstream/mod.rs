@@ -1,6 +1,7 @@
 //! Client-facing side: listeners (TCP and Unix socket) and one session per client that answers a
 //! pipeline in order while its commands run in parallel on different nodes; optionally a cluster
 //! facade (`facade`) that presents redcar as a one-node cluster.
+#![warn(unreachable_pub, missing_docs)]
 
 mod budget;
 mod config;
@@ -20,9 +21,8 @@ mod tls;
 mod tracking;
 mod transaction;
 
-pub use config::ClientConfig;
-pub use facade::{Facade, FacadeConfig};
-pub use listener::{serve, Accept, Downstream};
-pub use spread::{Gated, Spread};
-pub use tls::{TlsConfig, TlsListener};
-pub use tracking::{Tracking, DEFAULT_MAX_KEYS as TRACKING_MAX_KEYS};
+pub(crate) use config::ClientConfig;
+pub(crate) use facade::{Facade, FacadeConfig};
+pub(crate) use listener::{serve, Accept, Downstream};
+pub(crate) use spread::{Gated, Spread};
+pub(crate) use tls::{TlsConfig, TlsListener};

@@ -12,25 +12,27 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
-use super::drain::DrainSignal;
 use super::local::ClientState;
-use super::pubsub_conn::{Pushed, SubConn, PUSH_QUEUE};
+use super::pubsub_conn::{Pushed, SubConn};
 use super::pubsub_frames::{confirmation, is_message, unsubscribe_word, unsubscribed};
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
 use crate::metrics::Metrics;
-use crate::protocol::{parse_request, resp3_null, write_array_len, write_bulk, Limits, Request};
+use crate::protocol::{resp3_null, write_array_len, write_bulk, Request};
 use crate::router::{redcar_error, Plan, Router};
 
+#[path = "pubsub_loop.rs"]
+mod event_loop;
 #[path = "pubsub_shards.rs"]
 mod shards;
 
+pub(crate) use event_loop::serve;
+
 /// How the client left subscribe mode.
-pub enum Left {
+pub(crate) enum Left {
     /// No subscription left: back to normal commands.
     Normal,
     /// RESET (already answered): back to normal, with the connection state reset.
@@ -45,94 +47,6 @@ enum Control {
     Go,
     Quit,
     Reset,
-}
-
-/// Keep reading the client only this far ahead while a command's confirmations are owed.
-const READ_AHEAD: usize = 64 * 1024;
-
-/// Runs subscribe mode, starting with `first` (a subscription command), until the client
-/// leaves it. `pick` spreads clients' cluster-wide subscriptions over the primaries.
-#[allow(clippy::too_many_arguments)]
-pub async fn serve<R, W>(
-    router: &Router,
-    first: Request,
-    reader: &mut R,
-    writer: &mut W,
-    input: &mut BytesMut,
-    out: &mut BytesMut,
-    limits: &Limits,
-    metrics: &Metrics,
-    max_reply_bytes: usize,
-    drain: &mut DrainSignal<'_>,
-    pick: usize,
-    state: &ClientState,
-) -> Left
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let (pushed, mut from_nodes) = mpsc::channel(PUSH_QUEUE);
-    let mut mode = Mode::new(router, pick, pushed, state);
-    let mut control = mode.command(first, out, metrics).await;
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        match control {
-            Control::Go => {}
-            Control::Quit => return Left::Close,
-            Control::Reset => return Left::Reset,
-        }
-        if mode.redirect.is_some() {
-            mode.follow_redirect(out).await;
-        }
-        // The next command only once the previous one is fully answered: the replies of
-        // several nodes then cannot interleave with another command's.
-        if mode.awaiting == 0 {
-            if mode.is_empty() {
-                return Left::Normal;
-            }
-            match parse_request(input, limits) {
-                Ok(Some(request)) => {
-                    control = mode.command(request, out, metrics).await;
-                    continue;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    let reason = e.to_string().replace(['\r', '\n'], " ");
-                    out.extend_from_slice(format!("-ERR Protocol error: {reason}\r\n").as_bytes());
-                    return Left::Close;
-                }
-            }
-        }
-        tokio::select! {
-            biased;
-            wrote = writer.write(out), if !out.is_empty() => match wrote {
-                Ok(n) if n > 0 => {
-                    metrics.clients.bytes_sent.inc_by(n as u64);
-                    out.advance(n);
-                }
-                _ => return Left::Gone,
-            },
-            pushed = from_nodes.recv(), if out.len() < max_reply_bytes => {
-                if let Some(pushed) = pushed {
-                    control = mode.pushed(pushed, out);
-                }
-            }
-            read = reader.read_buf(input), if input.len() < READ_AHEAD => match read {
-                Ok(0) | Err(_) => return Left::Gone,
-                Ok(n) => {
-                    metrics.clients.bytes_received.inc_by(n as u64);
-                }
-            },
-            _ = tick.tick(), if !mode.orphans.is_empty() => mode.adopt_orphans().await,
-            () = super::tracking::ready(state), if state.tracking.is_some() => {
-                // Invalidations redirected here (or this client's own, in RESP3).
-                if let Some(tracking) = state.tracking.as_deref() {
-                    out.extend_from_slice(&tracking.take_frames(state, true));
-                }
-            }
-            () = drain.started() => return Left::Close,
-        }
-    }
 }
 
 /// The client's subscriptions and the node connections holding them.

@@ -10,23 +10,23 @@ use crate::upstream::Dedicated;
 
 /// Frames in flight from the node tasks to the session; when full, the tasks stop reading and
 /// the node's own pub/sub output-buffer limit applies, as for a slow direct subscriber.
-pub const PUSH_QUEUE: usize = 1024;
+pub(crate) const PUSH_QUEUE: usize = 1024;
 
 /// A frame a node pushed, or why its connection ended.
-pub struct Pushed {
-    pub addr: Arc<str>,
-    pub frame: Result<Bytes, String>,
+pub(crate) struct Pushed {
+    pub(crate) addr: Arc<str>,
+    pub(crate) frame: Result<Bytes, String>,
 }
 
 /// The session's handle on one subscription connection; dropping it closes the connection,
 /// which ends its subscriptions on the node.
-pub struct SubConn {
+pub(crate) struct SubConn {
     commands: mpsc::UnboundedSender<Bytes>,
 }
 
 impl SubConn {
     /// Starts the task for `conn`; what the node sends arrives on `pushed`.
-    pub fn start(mut conn: Dedicated, pushed: mpsc::Sender<Pushed>) -> SubConn {
+    pub(crate) fn start(mut conn: Dedicated, pushed: mpsc::Sender<Pushed>) -> SubConn {
         let (commands, mut queue) = mpsc::unbounded_channel::<Bytes>();
         let addr = conn.addr().clone();
         tokio::spawn(async move {
@@ -55,7 +55,7 @@ impl SubConn {
     }
 
     /// Queues one encoded command; false when the connection is gone.
-    pub fn send(&self, command: Bytes) -> bool {
+    pub(crate) fn send(&self, command: Bytes) -> bool {
         self.commands.send(command).is_ok()
     }
 }

@@ -25,13 +25,13 @@ pub(super) struct ReplyBatches {
 impl ReplyBatches {
     /// One call joined the owed ones.
     #[inline]
-    pub fn queued(&mut self) {
+    pub(crate) fn queued(&mut self) {
         self.queued += 1;
     }
 
     /// Every command of a read is queued: its replies are one batch.
     #[inline]
-    pub fn end_of_read(&mut self) {
+    pub(crate) fn end_of_read(&mut self) {
         if self.last_end < self.queued {
             self.last_end = self.queued;
             self.ends.push_back(self.queued);
@@ -40,7 +40,7 @@ impl ReplyBatches {
 
     /// May the `buffered` reply bytes be written now, with `owed` calls still unanswered?
     #[inline]
-    pub fn may_write(&self, owed: usize, buffered: usize, max_held: usize) -> bool {
+    pub(crate) fn may_write(&self, owed: usize, buffered: usize, max_held: usize) -> bool {
         self.draining
             || buffered >= max_held
             || self
@@ -51,7 +51,7 @@ impl ReplyBatches {
 
     /// A write took some of the buffered bytes; `left` are still to write.
     #[inline]
-    pub fn wrote(&mut self, owed: usize, left: usize) {
+    pub(crate) fn wrote(&mut self, owed: usize, left: usize) {
         let answered = self.answered(owed);
         while self.ends.front().is_some_and(|&end| end <= answered) {
             self.ends.pop_front();

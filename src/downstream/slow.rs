@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// How often the latency is sampled.
-pub const SAMPLE_PERIOD: Duration = Duration::from_secs(1);
+const SAMPLE_PERIOD: Duration = Duration::from_secs(1);
 /// Weight of the newest sample in the recent average (about the last 2 samples count).
 const RECENT_WEIGHT: f64 = 0.5;
 /// Weight of the newest sample in the baseline (a time constant of about 50 samples).
@@ -37,13 +37,13 @@ const SUM_MASK: u64 = (1 << SUM_BITS) - 1;
 const MAX_ONE_US: u64 = 1 << 24;
 
 /// Shared by every session (one per process).
-pub struct LatencyWatch {
+pub(crate) struct LatencyWatch {
     recent: AtomicU64,
     slow: watch::Sender<bool>,
 }
 
 impl LatencyWatch {
-    pub fn new() -> Arc<LatencyWatch> {
+    pub(crate) fn new() -> Arc<LatencyWatch> {
         Arc::new(LatencyWatch {
             recent: AtomicU64::new(0),
             slow: watch::channel(false).0,
@@ -52,7 +52,7 @@ impl LatencyWatch {
 
     /// One finished command, dispatch to reply.
     #[inline]
-    pub fn record(&self, elapsed: Duration) {
+    pub(crate) fn record(&self, elapsed: Duration) {
         let us = u64::try_from(elapsed.as_micros()).map_or(MAX_ONE_US, |us| us.min(MAX_ONE_US));
         self.recent
             .fetch_add((1 << SUM_BITS) | us, Ordering::Relaxed);
@@ -60,12 +60,12 @@ impl LatencyWatch {
 
     /// Changes to "slow" (true) and back. A new receiver has seen the current state, so a client
     /// that connects while the instance is slow is not closed for it.
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
         self.slow.subscribe()
     }
 
     /// Samples every [`SAMPLE_PERIOD`] until `shutdown`.
-    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+    pub(crate) async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut baseline = Baseline::default();
         let mut tick = tokio::time::interval(SAMPLE_PERIOD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -126,14 +126,14 @@ impl Baseline {
 /// A session's view of the latency state: its next change, awaited by a boxed future that owns
 /// the receiver (a few words in the session, instead of a `changed()` future in every turn's
 /// `select!`); off when the watch is off.
-pub struct SlowChanges(Option<Pin<Box<dyn Future<Output = Changed> + Send>>>);
+pub(crate) struct SlowChanges(Option<Pin<Box<dyn Future<Output = Changed> + Send>>>);
 
 /// The new state and the receiver to wait on next; `None` once the watch is gone.
 type Changed = Option<(bool, watch::Receiver<bool>)>;
 
 impl SlowChanges {
     /// Watching `latency`, or off.
-    pub fn new(latency: Option<&LatencyWatch>) -> SlowChanges {
+    pub(crate) fn new(latency: Option<&LatencyWatch>) -> SlowChanges {
         SlowChanges(latency.map(|watch| Self::next(watch.subscribe())))
     }
 
@@ -145,13 +145,13 @@ impl SlowChanges {
         })
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.0.is_some()
     }
 
     /// Whether the watch changed its mind (ready: true when slow). Never ready while off, or
     /// once the watch is gone.
-    pub fn poll_changed(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+    pub(crate) fn poll_changed(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
         let Some(next) = self.0.as_mut() else {
             return Poll::Pending;
         };

@@ -25,7 +25,7 @@ const SLACK: i64 = 1;
 const RECHECK: Duration = Duration::from_millis(50);
 
 /// The client counts of the per-core workers.
-pub struct Spread {
+pub(crate) struct Spread {
     /// `redcar_worker_clients{worker}`: the counts themselves, not a copy of them.
     counts: Box<[Gauge]>,
     /// Notified whenever a count changes (a client joins another worker or leaves this one), so
@@ -35,7 +35,7 @@ pub struct Spread {
 
 impl Spread {
     /// Counts for `workers` workers, shown as `redcar_worker_clients{worker}`.
-    pub fn new(workers: usize, metrics: &Metrics) -> Spread {
+    pub(crate) fn new(workers: usize, metrics: &Metrics) -> Spread {
         Spread {
             counts: (0..workers).map(|w| metrics.worker_clients(w)).collect(),
             changed: Notify::new(),
@@ -43,7 +43,7 @@ impl Spread {
     }
 
     /// Whether `worker` may accept now: it holds no more than the least-loaded worker + `SLACK`.
-    pub fn may_accept(&self, worker: usize) -> bool {
+    fn may_accept(&self, worker: usize) -> bool {
         let Some(mine) = self.counts.get(worker) else {
             return true;
         };
@@ -52,14 +52,14 @@ impl Spread {
     }
 
     /// Waits until `worker` may accept (at once when it may).
-    pub async fn turn(&self, worker: usize) {
+    pub(crate) async fn turn(&self, worker: usize) {
         while !self.may_accept(worker) {
             let _ = tokio::time::timeout(RECHECK, self.changed.notified()).await;
         }
     }
 
     /// Counts a client on `worker` until the returned guard is dropped.
-    pub fn join(self: &Arc<Self>, worker: usize) -> Member {
+    pub(crate) fn join(self: &Arc<Self>, worker: usize) -> Member {
         if let Some(count) = self.counts.get(worker) {
             count.inc();
         }
@@ -73,7 +73,7 @@ impl Spread {
 }
 
 /// A client counted on its worker; dropping it lets paused workers look again.
-pub struct Member {
+pub(crate) struct Member {
     spread: Arc<Spread>,
     worker: usize,
 }
@@ -88,7 +88,7 @@ impl Drop for Member {
 }
 
 /// A listener that, on a per-core worker, accepts only on the worker's turn.
-pub struct Gated<L> {
+pub(crate) struct Gated<L> {
     inner: L,
     /// The counts and this worker's index; none on the shared runtime.
     turn: Option<(Arc<Spread>, usize)>,
@@ -96,7 +96,7 @@ pub struct Gated<L> {
 
 impl<L> Gated<L> {
     /// Gates `inner` by `spread` when the current thread is a per-core worker.
-    pub fn new(inner: L, spread: Option<&Arc<Spread>>) -> Gated<L> {
+    pub(crate) fn new(inner: L, spread: Option<&Arc<Spread>>) -> Gated<L> {
         let turn = spread.cloned().zip(crate::workers::current());
         Gated { inner, turn }
     }

@@ -25,19 +25,19 @@ use crate::values::{pem, units};
 #[serde(default, deny_unknown_fields)]
 pub struct TlsConfig {
     /// TCP address for TLS clients (in addition to `listen` and `unix`); off when absent.
-    pub listen: Option<String>,
+    pub(crate) listen: Option<String>,
     /// PEM file with the server certificate chain (leaf first).
-    pub cert: Option<PathBuf>,
+    pub(crate) cert: Option<PathBuf>,
     /// PEM file with the server's private key (PKCS#8, PKCS#1 or SEC1).
-    pub key: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
     /// PEM file of CA certificates; when set, clients must present a certificate signed by one
     /// of them (mutual TLS).
-    pub client_ca: Option<PathBuf>,
+    pub(crate) client_ca: Option<PathBuf>,
     /// A client that has not finished its handshake within this long is disconnected.
     #[serde(with = "units::duration")]
-    pub handshake_timeout: Duration,
+    pub(crate) handshake_timeout: Duration,
     /// Present this listener as a one-node Redis Cluster (see docs/cluster-facade.md).
-    pub cluster_facade: FacadeConfig,
+    pub(crate) cluster_facade: FacadeConfig,
 }
 
 impl Default for TlsConfig {
@@ -56,7 +56,7 @@ impl Default for TlsConfig {
 impl TlsConfig {
     /// Reads the certificate, key and CA files and builds the rustls configuration; errors
     /// name the key and the file.
-    pub fn server_config(&self) -> Result<Arc<ServerConfig>, String> {
+    pub(crate) fn server_config(&self) -> Result<Arc<ServerConfig>, String> {
         let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
             return Err("`tls.listen` needs `tls.cert` and `tls.key`".to_string());
         };
@@ -85,13 +85,13 @@ impl TlsConfig {
 }
 
 /// Finished TLS connections, from a background task that accepts and handshakes.
-pub struct TlsListener {
+pub(crate) struct TlsListener {
     ready: Mutex<mpsc::Receiver<(TlsStream<TcpStream>, Arc<str>)>>,
 }
 
 impl TlsListener {
     /// Starts accepting on `tcp`; stops when `shutdown` fires.
-    pub fn start<L>(
+    pub(crate) fn start<L>(
         tcp: L,
         config: Arc<ServerConfig>,
         handshake_timeout: Duration,

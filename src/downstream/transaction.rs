@@ -17,7 +17,7 @@ const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous 
 
 /// Transaction state of one client connection.
 #[derive(Default)]
-pub struct Transaction {
+pub(crate) struct Transaction {
     /// Set between MULTI and EXEC / DISCARD.
     /// Boxed: most clients never open one, and this is part of every session's lasting state.
     open: Option<Box<Queued>>,
@@ -41,7 +41,7 @@ struct Queued {
 }
 
 /// What the session does with a command, given the transaction state.
-pub enum Step {
+pub(crate) enum Step {
     /// Serve it as usual.
     Serve(Plan),
     /// Answer now.
@@ -102,28 +102,91 @@ impl Queued {
             }
         }
     }
+
+    /// Inside MULTI, a command that does not act on the transaction itself: queued (answered
+    /// `+QUEUED`), or refused, which makes EXEC abort as in Redis.
+    fn queue(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> Step {
+        // A command on a route's keys queues its forwarded form (prefix removed) and claims its
+        // backend; not under WATCH, whose connection is the catch-all backend's.
+        let routed = match &plan {
+            Plan::Multi(multi) => multi.routed_for_tx(),
+            _ => None,
+        };
+        if let Some(reply) = self.refusal(plan, routed.as_ref()) {
+            self.dirty = true;
+            return Step::Reply(reply);
+        }
+        if self.commands.len() + raw.len() > max_bytes {
+            self.dirty = true;
+            return Step::Reply(redcar_error(
+                "transaction too large (client.max_request_bytes); it will be discarded",
+            ));
+        }
+        let raw = routed.as_ref().and_then(|r| r.2.as_ref()).unwrap_or(raw);
+        self.commands.extend_from_slice(raw);
+        self.count += 1;
+        Step::Reply(Bytes::from_static(QUEUED))
+    }
+
+    /// Why `plan` cannot be queued, if it cannot; else it has claimed its slot (and backend).
+    /// `routed` is a routed command's backend, slot and forwarded request.
+    fn refusal(
+        &mut self,
+        plan: Plan,
+        routed: Option<&(Arc<RouteTarget>, Option<u16>, Option<Bytes>)>,
+    ) -> Option<Bytes> {
+        match plan {
+            Plan::Slot { slot, .. } | Plan::Blocking { slot, .. } => self.claim(slot),
+            // Scripts: queued like any command of their keys' slot (a NOSCRIPT inside EXEC is
+            // the node's answer; it cannot be healed there).
+            Plan::Multi(multi) if multi.script_slot().is_some() => {
+                match multi.script_slot().flatten() {
+                    Some(slot) => self.claim(slot),
+                    None => None,
+                }
+            }
+            Plan::Multi(multi) if multi.is_split() => Some(Bytes::from_static(CROSSSLOT)),
+            // After WATCH, EXEC checks the watched backend and slot.
+            Plan::Multi(multi) if multi.is_routed() => match routed {
+                Some((backend, Some(slot), _)) => self.claim_on(Some(backend.clone()), *slot),
+                _ => Some(redcar_error(
+                    "this command on keys of a prefix route (routes:) cannot be queued in a \
+                     transaction through redcar",
+                )),
+            },
+            // Keyless commands with the same answer on any node run in the transaction's node;
+            // WAIT there answers at once, as in Redis.
+            Plan::AnyNode | Plan::Wait { .. } | Plan::Local(Local::Ping | Local::Echo) => None,
+            Plan::Reply(reply) => Some(reply),
+            Plan::Tx(Tx::Unwatch, _) => None,
+            _ => Some(redcar_error(
+                "this command cannot be queued in a transaction through redcar \
+                 (it spans several slots or needs connection state)",
+            )),
+        }
+    }
 }
 
 impl Transaction {
     /// True between MULTI and EXEC / DISCARD.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.open.is_some()
     }
 
     /// The slot a WATCH holds a connection to, if any.
-    pub fn watched_slot(&self) -> Option<u16> {
+    pub(crate) fn watched_slot(&self) -> Option<u16> {
         self.watch.as_ref().and_then(Watch::slot)
     }
 
     /// The client's WATCH handle for the router (shared with the session's copy).
-    pub fn watch_handle(&mut self) -> Watch {
+    pub(crate) fn watch_handle(&mut self) -> Watch {
         self.watch.get_or_insert_with(Watch::default).clone()
     }
 
     /// True when `plan` must run with nothing else in flight for this client: it uses (or
     /// takes) a dedicated connection, and commands sent before it on other connections must
     /// have run first. Asked before [`step`](Self::step), which it does not change.
-    pub fn is_exclusive(&self, plan: &Plan) -> bool {
+    pub(crate) fn is_exclusive(&self, plan: &Plan) -> bool {
         // Plain commands decide on the plan alone: the watch is looked at only when it matters.
         match plan {
             Plan::Tx(Tx::Exec | Tx::Discard, _) => self.is_open() && self.watching(),
@@ -147,132 +210,83 @@ impl Transaction {
 
     /// Applies the transaction rules to one planned command. `raw` is its encoding, queued as
     /// is; `max_bytes` bounds what one transaction may queue.
-    pub fn step(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> Step {
+    pub(crate) fn step(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> Step {
         let watching = match plan {
             Plan::Tx(..) | Plan::Local(Local::Reset) => self.watching(),
             _ => false,
         };
-        // A command on a route's keys queues its forwarded form (prefix removed) and claims its
-        // backend; not under WATCH, whose connection is the catch-all backend's.
-        let routed = match &plan {
-            Plan::Multi(multi) => multi.routed_for_tx(),
-            _ => None,
-        };
         let Some(queued) = self.open.as_mut() else {
-            return match plan {
-                Plan::Tx(Tx::Multi, _) => {
-                    self.open = Some(Box::default());
-                    Step::Reply(Bytes::from_static(OK))
-                }
-                Plan::Tx(Tx::Exec, _) => {
-                    Step::Reply(error_with_prefix("ERR ", "EXEC without MULTI"))
-                }
-                Plan::Tx(Tx::Discard, _) => {
-                    Step::Reply(error_with_prefix("ERR ", "DISCARD without MULTI"))
-                }
-                Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch {
-                    slot,
-                    backend: None,
-                    payload: None,
-                },
-                Plan::Multi(multi) if multi.routed_watch().is_some() => {
-                    match multi.routed_watch() {
-                        Some((backend, slot, payload)) => Step::Watch {
-                            slot,
-                            backend: Some(backend),
-                            payload,
-                        },
-                        None => Step::Serve(Plan::Multi(multi)),
-                    }
-                }
-                Plan::Tx(Tx::Unwatch, _) if watching => Step::Unwatch { reply: OK },
-                Plan::Tx(Tx::Unwatch, _) => Step::Reply(Bytes::from_static(OK)),
-                Plan::Local(Local::Reset) if watching => Step::Unwatch {
-                    reply: b"+RESET\r\n",
-                },
-                other => Step::Serve(other),
-            };
+            return self.outside_multi(plan, watching);
         };
-        let refused = match plan {
+        match plan {
             Plan::Tx(Tx::Multi, _) => {
-                return Step::Reply(error_with_prefix("ERR ", "MULTI calls can not be nested"))
+                Step::Reply(error_with_prefix("ERR ", "MULTI calls can not be nested"))
             }
-            Plan::Multi(ref multi) if multi.routed_watch().is_some() => {
-                return Step::Reply(error_with_prefix(
-                    "ERR ",
-                    "WATCH inside MULTI is not allowed",
-                ))
-            }
-            Plan::Tx(Tx::Watch, _) => {
-                return Step::Reply(error_with_prefix(
-                    "ERR ",
-                    "WATCH inside MULTI is not allowed",
-                ))
-            }
-            Plan::Tx(Tx::Exec, _) => return self.exec(watching),
+            Plan::Multi(ref multi) if multi.routed_watch().is_some() => Step::Reply(
+                error_with_prefix("ERR ", "WATCH inside MULTI is not allowed"),
+            ),
+            Plan::Tx(Tx::Watch, _) => Step::Reply(error_with_prefix(
+                "ERR ",
+                "WATCH inside MULTI is not allowed",
+            )),
+            Plan::Tx(Tx::Exec, _) => self.exec(watching),
             Plan::Tx(Tx::Discard, _) => {
                 self.open = None;
-                return match watching {
+                match watching {
                     true => Step::Unwatch { reply: OK },
                     false => Step::Reply(Bytes::from_static(OK)),
-                };
+                }
             }
             Plan::Local(Local::Reset) => {
                 self.open = None;
-                return match watching {
+                match watching {
                     true => Step::Unwatch {
                         reply: b"+RESET\r\n",
                     },
                     false => Step::Serve(Plan::Local(Local::Reset)),
-                };
-            }
-            Plan::Local(Local::Quit) => return Step::Serve(plan),
-            Plan::Slot { slot, .. } | Plan::Blocking { slot, .. } => queued.claim(slot),
-            // Scripts: queued like any command of their keys' slot (a NOSCRIPT inside EXEC is
-            // the node's answer; it cannot be healed there).
-            Plan::Multi(multi) if multi.script_slot().is_some() => {
-                match multi.script_slot().flatten() {
-                    Some(slot) => queued.claim(slot),
-                    None => None,
                 }
             }
-            Plan::Multi(multi) if multi.is_split() => Some(Bytes::from_static(CROSSSLOT)),
-            // After WATCH, EXEC checks the watched backend and slot.
-            Plan::Multi(multi) if multi.is_routed() => match &routed {
-                Some((backend, Some(slot), _)) => queued.claim_on(Some(backend.clone()), *slot),
-                _ => Some(redcar_error(
-                    "this command on keys of a prefix route (routes:) cannot be queued in a \
-                     transaction through redcar",
-                )),
+            Plan::Local(Local::Quit) => Step::Serve(plan),
+            plan => queued.queue(plan, raw, max_bytes),
+        }
+    }
+
+    /// [`step`](Self::step) with no MULTI open: MULTI opens one, WATCH and UNWATCH act on the
+    /// watch, a stray EXEC or DISCARD is an error, and everything else is served as usual.
+    fn outside_multi(&mut self, plan: Plan, watching: bool) -> Step {
+        match plan {
+            Plan::Tx(Tx::Multi, _) => {
+                self.open = Some(Box::default());
+                Step::Reply(Bytes::from_static(OK))
+            }
+            Plan::Tx(Tx::Exec, _) => Step::Reply(error_with_prefix("ERR ", "EXEC without MULTI")),
+            Plan::Tx(Tx::Discard, _) => {
+                Step::Reply(error_with_prefix("ERR ", "DISCARD without MULTI"))
+            }
+            Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch {
+                slot,
+                backend: None,
+                payload: None,
             },
-            // Keyless commands with the same answer on any node run in the transaction's node;
-            // WAIT there answers at once, as in Redis.
-            Plan::AnyNode | Plan::Wait { .. } | Plan::Local(Local::Ping | Local::Echo) => None,
-            Plan::Reply(reply) => Some(reply),
-            Plan::Tx(Tx::Unwatch, _) => None,
-            _ => Some(redcar_error(
-                "this command cannot be queued in a transaction through redcar \
-                 (it spans several slots or needs connection state)",
-            )),
-        };
-        if let Some(reply) = refused {
-            queued.dirty = true;
-            return Step::Reply(reply);
+            Plan::Multi(multi) if multi.routed_watch().is_some() => match multi.routed_watch() {
+                Some((backend, slot, payload)) => Step::Watch {
+                    slot,
+                    backend: Some(backend),
+                    payload,
+                },
+                None => Step::Serve(Plan::Multi(multi)),
+            },
+            Plan::Tx(Tx::Unwatch, _) if watching => Step::Unwatch { reply: OK },
+            Plan::Tx(Tx::Unwatch, _) => Step::Reply(Bytes::from_static(OK)),
+            Plan::Local(Local::Reset) if watching => Step::Unwatch {
+                reply: b"+RESET\r\n",
+            },
+            other => Step::Serve(other),
         }
-        if queued.commands.len() + raw.len() > max_bytes {
-            queued.dirty = true;
-            return Step::Reply(redcar_error(
-                "transaction too large (client.max_request_bytes); it will be discarded",
-            ));
-        }
-        let raw = routed.as_ref().and_then(|r| r.2.as_ref()).unwrap_or(raw);
-        queued.commands.extend_from_slice(raw);
-        queued.count += 1;
-        Step::Reply(Bytes::from_static(QUEUED))
     }
 
     /// Forgets an open transaction (RESET, or the client leaving subscribe mode never had one).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.open = None;
     }
 

@@ -41,7 +41,7 @@ const MAX_SHARDS: usize = 16;
 static SPELLS: AtomicU64 = AtomicU64::new(0);
 
 /// The hot-key sketches and the big-key lists of every shard.
-pub struct HotKeys {
+pub(crate) struct HotKeys {
     config: HotKeysConfig,
     /// `config.sample_rate`, or 0 when off (no command is sampled).
     rate: u32,

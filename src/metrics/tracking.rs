@@ -19,7 +19,7 @@ struct CauseLabel {
 
 /// Why every tracking client was told to flush its cache (a closed set: the `cause` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlushCause {
+pub(crate) enum FlushCause {
     /// A slot changed owner (failover, migration, node replaced).
     Topology,
     /// An invalidation connection or a tracked lane to a node was lost.
@@ -40,7 +40,7 @@ impl FlushCause {
 
 /// Client-side caching's figures; cheap to clone (the tracking hub keeps a copy).
 #[derive(Clone, Default)]
-pub struct TrackingMetrics {
+pub(crate) struct TrackingMetrics {
     /// Sessions with `CLIENT TRACKING` on now.
     pub(crate) clients: Gauge,
     /// Keys in the tracking table now.

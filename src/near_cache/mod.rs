@@ -54,7 +54,7 @@ pub(crate) enum Admitted {
 }
 
 /// The near cache, shared by every session.
-pub struct NearCache {
+pub(crate) struct NearCache {
     prefixes: Vec<Bytes>,
     /// `write_through` is on: the prefix rules' keys are [`Admitted::Bcast`].
     write_through: bool,

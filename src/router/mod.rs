@@ -52,7 +52,7 @@ use crate::metrics::Metrics;
 use crate::upstream::Upstreams;
 
 /// Routes commands; shared by every session (`Arc<Router>`).
-pub struct Router {
+pub(crate) struct Router {
     cluster: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,
     metrics: Arc<Metrics>,

@@ -45,7 +45,7 @@ pub(crate) trait InvalidationSink: Send + Sync {
 
 /// Where every node's invalidations go (the downstream tracking table, and the near cache when
 /// it is on), and the BCAST prefixes every node's invalidation connection registers.
-pub struct TrackingFeed {
+pub(crate) struct TrackingFeed {
     /// Weak: the sinks (held by the sessions' side) outlive no one because of the nodes.
     sinks: RwLock<Vec<Weak<dyn InvalidationSink>>>,
     /// The union of the BCAST prefixes clients asked for, as its minimal cover (`""`: every

@@ -47,7 +47,7 @@ use timer::LazyTimer;
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
 /// proxy drains. `facade`: the client came in on a cluster-facade listener.
-pub async fn serve<S>(
+pub(crate) async fn serve<S>(
     stream: S,
     downstream: &Downstream,
     id: u64,

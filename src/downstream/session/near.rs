@@ -16,19 +16,19 @@ use crate::router::{Call, Plan, Router};
 
 /// What a session passes for one command when the near cache is on.
 pub(in crate::downstream) struct Near<'a> {
-    pub cache: &'a Arc<NearCache>,
+    pub(super) cache: &'a Arc<NearCache>,
     /// The command's table name.
-    pub command: &'static str,
+    pub(super) command: &'static str,
     /// The positions of its keys in its arguments (as planning found them).
-    pub keys: &'a [usize],
+    pub(super) keys: &'a [usize],
     /// Nothing of the client's is in flight: its commands may change connection now.
-    pub idle: bool,
+    pub(super) idle: bool,
     /// The write-through `note_writes` started, which `serve` sends.
     through: Option<Through>,
 }
 
 impl<'a> Near<'a> {
-    pub fn new(
+    pub(super) fn new(
         cache: &'a Arc<NearCache>,
         command: &'static str,
         keys: &'a [usize],
@@ -46,7 +46,7 @@ impl<'a> Near<'a> {
     /// Before a command is served or queued in a transaction (MULTI open): if it may write, its
     /// admitted keys are dropped from the cache and kept out of it until the returned guard
     /// goes (with the command's reply), or for `max_silence` when queued in MULTI.
-    pub fn note_writes(
+    pub(super) fn note_writes(
         &mut self,
         plan: &Plan,
         request: &Request,
@@ -98,7 +98,7 @@ impl<'a> Near<'a> {
     /// only when nothing of the client's is in flight, the only time they may move back too.
     /// Otherwise a pipelined `SET k` behind a filling `GET k`, or a `GET k` behind a `SET k`
     /// still on the other connection, could reach the node first.
-    pub fn serve<'r>(
+    pub(super) fn serve<'r>(
         &mut self,
         router: &'r Router,
         plan: &Plan,

@@ -14,13 +14,13 @@ const SYNTAX: &[u8] = b"ERR syntax error";
 /// [NOLOOP]`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Switch {
-    pub on: bool,
-    pub redirect: u64,
-    pub bcast: bool,
-    pub optin: bool,
-    pub optout: bool,
-    pub noloop: bool,
-    pub prefixes: Vec<Bytes>,
+    pub(crate) on: bool,
+    pub(crate) redirect: u64,
+    pub(crate) bcast: bool,
+    pub(crate) optin: bool,
+    pub(crate) optout: bool,
+    pub(crate) noloop: bool,
+    pub(crate) prefixes: Vec<Bytes>,
 }
 
 /// Parses `args` (`CLIENT TRACKING ...`) and checks it against the current `mode`; `exists`

@@ -42,10 +42,10 @@ use noloop::OwnWrites;
 use table::Table;
 
 /// What `client.tracking_table_max_keys` holds when unset (Redis's own default bound).
-pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+pub(crate) const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// The tracking state every session shares (one per [`super::Downstream`]).
-pub struct Tracking {
+pub(crate) struct Tracking {
     hub: Mutex<Hub>,
     /// The nodes' side: BCAST registrations, and the slot map watched for owner changes.
     nodes: Option<Nodes>,
@@ -80,11 +80,11 @@ struct Member {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Tracks {
     /// The client that receives them; 0: the session itself.
-    pub redirect: u64,
+    pub(crate) redirect: u64,
     /// BCAST: every key starting with one of these (`""`: all keys).
-    pub prefixes: Option<Vec<Bytes>>,
+    pub(crate) prefixes: Option<Vec<Bytes>>,
     /// The client redirected to is gone: the session was told once (`tracking-redir-broken`).
-    pub broken: bool,
+    pub(crate) broken: bool,
 }
 
 /// One invalidation for a session to write.
@@ -101,7 +101,7 @@ pub(super) enum Event {
 
 impl Tracking {
     /// `max_keys`: `client.tracking_table_max_keys`.
-    pub fn new(max_keys: usize) -> Tracking {
+    pub(crate) fn new(max_keys: usize) -> Tracking {
         Tracking {
             hub: Mutex::new(Hub {
                 table: Table::new(max_keys),
@@ -116,13 +116,17 @@ impl Tracking {
     }
 
     /// Tracking over these nodes (`feed`) and this slot map (`cluster`).
-    pub fn with_nodes(mut self, feed: Arc<TrackingFeed>, cluster: Arc<ClusterState>) -> Tracking {
+    pub(crate) fn with_nodes(
+        mut self,
+        feed: Arc<TrackingFeed>,
+        cluster: Arc<ClusterState>,
+    ) -> Tracking {
         self.nodes = Some(Nodes { feed, cluster });
         self
     }
 
     /// Counts into `metrics` (registered ones; a default is kept otherwise).
-    pub fn with_metrics(self, metrics: TrackingMetrics) -> Tracking {
+    pub(crate) fn with_metrics(self, metrics: TrackingMetrics) -> Tracking {
         self.hub().metrics = metrics;
         self
     }
@@ -243,7 +247,7 @@ impl Tracking {
     }
 
     /// Every tracking session flushes its cache (redcar may have missed an invalidation).
-    pub fn flush_all(&self, cause: FlushCause) {
+    pub(crate) fn flush_all(&self, cause: FlushCause) {
         let mut hub = self.hub();
         hub.table.clear();
         hub.count_keys();
@@ -291,8 +295,9 @@ impl Tracking {
         tracks.is_some_and(|t| t.broken)
     }
 
-    /// Keys in the table now (for tests and the status of the feature).
-    pub fn tracked_keys(&self) -> usize {
+    /// Keys in the table now.
+    #[cfg(test)]
+    pub(crate) fn tracked_keys(&self) -> usize {
         self.hub().table.len()
     }
 }

@@ -26,20 +26,20 @@ type Waiting = Pin<Box<dyn Future<Output = Bytes> + Send>>;
 /// A session's tracking mode while it is on (as `CLIENT TRACKINGINFO` shows it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(in crate::downstream) struct Mode {
-    pub redirect: u64,
-    pub bcast: bool,
-    pub optin: bool,
-    pub optout: bool,
-    pub noloop: bool,
+    pub(crate) redirect: u64,
+    pub(crate) bcast: bool,
+    pub(crate) optin: bool,
+    pub(crate) optout: bool,
+    pub(crate) noloop: bool,
     /// `CLIENT CACHING yes|no` for the next command.
-    pub caching: bool,
+    pub(crate) caching: bool,
     /// BCAST prefixes, sorted (`""` when BCAST was asked without one).
-    pub prefixes: Vec<Bytes>,
+    pub(crate) prefixes: Vec<Bytes>,
 }
 
 /// What a session keeps once it tracked or could receive invalidations (boxed in its
 /// `ClientState`; `None` there for every other session).
-pub struct ClientTracking {
+pub(crate) struct ClientTracking {
     hub: Arc<Tracking>,
     id: u64,
     mailbox: Arc<Mailbox>,
@@ -94,24 +94,24 @@ impl ClientTracking {
     }
 
     /// Tracking is on: the session's commands take the nodes' tracked lanes.
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.mode.is_some()
     }
 
     /// `CLIENT TRACKING off`, and RESET.
-    pub fn off(&mut self) {
+    pub(crate) fn off(&mut self) {
         if self.mode.take().is_some() {
             self.hub.set_tracks(self.id, None);
         }
     }
 
     /// Ready once invalidations wait to be written.
-    pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
         self.mailbox.poll_ready(cx)
     }
 
     /// The waiting invalidations, as `client` gets them (see `frames`).
-    pub fn take_frames(&self, state: &ClientState, subscribed: bool) -> Bytes {
+    pub(crate) fn take_frames(&self, state: &ClientState, subscribed: bool) -> Bytes {
         let events: Vec<Event> = self.mailbox.take();
         let mut out = BytesMut::new();
         super::write_events(&mut out, &events, state.protocol, subscribed);

@@ -1,0 +1,183 @@
+//! Subscribe mode's loop: the client's commands one at a time, the frames the nodes push, and
+//! the writes back, until the client leaves subscribe mode.
+
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use super::super::drain::DrainSignal;
+use super::super::local::ClientState;
+use super::super::pubsub_conn::{Pushed, PUSH_QUEUE};
+use super::{Control, Left, Mode};
+use crate::metrics::Metrics;
+use crate::protocol::{parse_request, Limits, Request};
+use crate::router::Router;
+
+/// Keep reading the client only this far ahead while a command's confirmations are owed.
+const READ_AHEAD: usize = 64 * 1024;
+
+/// Runs subscribe mode, starting with `first` (a subscription command), until the client
+/// leaves it. `pick` spreads clients' cluster-wide subscriptions over the primaries.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn serve<R, W>(
+    router: &Router,
+    first: Request,
+    reader: &mut R,
+    writer: &mut W,
+    input: &mut BytesMut,
+    out: &mut BytesMut,
+    limits: &Limits,
+    metrics: &Metrics,
+    max_reply_bytes: usize,
+    drain: &mut DrainSignal<'_>,
+    pick: usize,
+    state: &ClientState,
+) -> Left
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let (pushed, from_nodes) = mpsc::channel(PUSH_QUEUE);
+    let mut mode = Mode::new(router, pick, pushed, state);
+    let control = mode.command(first, out, metrics).await;
+    let mut subscribed = Subscribed {
+        mode,
+        from_nodes,
+        tick: tokio::time::interval(Duration::from_millis(100)),
+        reader,
+        writer,
+        input,
+        out,
+        limits,
+        metrics,
+        max_reply_bytes,
+        drain,
+    };
+    subscribed.run(control).await
+}
+
+/// Subscribe mode's loop and what it works with: the subscriptions, the frames the node
+/// connections push, and the session's connection and buffers. One method per thing that can
+/// happen next, so the loop itself reads as the order in which they are looked at.
+struct Subscribed<'a, 'd, R, W> {
+    mode: Mode<'a>,
+    from_nodes: mpsc::Receiver<Pushed>,
+    /// Paces retrying shard channels whose slot moved (`Mode::orphans`).
+    tick: tokio::time::Interval,
+    reader: &'a mut R,
+    writer: &'a mut W,
+    input: &'a mut BytesMut,
+    out: &'a mut BytesMut,
+    limits: &'a Limits,
+    metrics: &'a Metrics,
+    max_reply_bytes: usize,
+    drain: &'a mut DrainSignal<'d>,
+}
+
+impl<R, W> Subscribed<'_, '_, R, W>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    /// Until the client leaves subscribe mode; `control` is what its first command asked for.
+    async fn run(&mut self, mut control: Control) -> Left {
+        loop {
+            match control {
+                Control::Go => {}
+                Control::Quit => return Left::Close,
+                Control::Reset => return Left::Reset,
+            }
+            if self.mode.redirect.is_some() {
+                self.mode.follow_redirect(self.out).await;
+            }
+            // The next command only once the previous one is fully answered: the replies of
+            // several nodes then cannot interleave with another command's.
+            if self.mode.awaiting == 0 {
+                if self.mode.is_empty() {
+                    return Left::Normal;
+                }
+                match self.next_request() {
+                    Ok(Some(request)) => {
+                        control = self.mode.command(request, self.out, self.metrics).await;
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(left) => return left,
+                }
+            }
+            control = match self.next_event().await {
+                ControlFlow::Continue(control) => control,
+                ControlFlow::Break(left) => return left,
+            };
+        }
+    }
+
+    /// The client's next command, if all of it has arrived; a protocol error is answered and
+    /// closes the connection, as outside subscribe mode.
+    fn next_request(&mut self) -> Result<Option<Request>, Left> {
+        parse_request(self.input, self.limits).map_err(|e| {
+            let reason = e.to_string().replace(['\r', '\n'], " ");
+            self.out
+                .extend_from_slice(format!("-ERR Protocol error: {reason}\r\n").as_bytes());
+            Left::Close
+        })
+    }
+
+    /// Waits for whichever comes first (in this order when several are ready: writing to the
+    /// client, a node's push, the client's input, orphans to adopt, invalidations, shutdown)
+    /// and handles it; `Break` when that ends subscribe mode.
+    async fn next_event(&mut self) -> ControlFlow<Left, Control> {
+        let state = self.mode.state;
+        tokio::select! {
+            biased;
+            wrote = self.writer.write(self.out), if !self.out.is_empty() => self.wrote(wrote),
+            pushed = self.from_nodes.recv(), if self.out.len() < self.max_reply_bytes => {
+                match pushed {
+                    Some(pushed) => ControlFlow::Continue(self.mode.pushed(pushed, self.out)),
+                    None => ControlFlow::Continue(Control::Go),
+                }
+            }
+            read = self.reader.read_buf(self.input), if self.input.len() < READ_AHEAD => {
+                self.read(read)
+            }
+            _ = self.tick.tick(), if !self.mode.orphans.is_empty() => {
+                self.mode.adopt_orphans().await;
+                ControlFlow::Continue(Control::Go)
+            }
+            () = super::super::tracking::ready(state), if state.tracking.is_some() => {
+                // Invalidations redirected here (or this client's own, in RESP3).
+                if let Some(tracking) = state.tracking.as_deref() {
+                    self.out.extend_from_slice(&tracking.take_frames(state, true));
+                }
+                ControlFlow::Continue(Control::Go)
+            }
+            () = self.drain.started() => ControlFlow::Break(Left::Close),
+        }
+    }
+
+    /// Part of the replies went out; nothing written means the client went away.
+    fn wrote(&mut self, wrote: std::io::Result<usize>) -> ControlFlow<Left, Control> {
+        match wrote {
+            Ok(n) if n > 0 => {
+                self.metrics.clients.bytes_sent.inc_by(n as u64);
+                self.out.advance(n);
+                ControlFlow::Continue(Control::Go)
+            }
+            _ => ControlFlow::Break(Left::Gone),
+        }
+    }
+
+    /// More of the client's input arrived; none (or an error) means it went away.
+    fn read(&mut self, read: std::io::Result<usize>) -> ControlFlow<Left, Control> {
+        match read {
+            Ok(0) | Err(_) => ControlFlow::Break(Left::Gone),
+            Ok(n) => {
+                self.metrics.clients.bytes_received.inc_by(n as u64);
+                ControlFlow::Continue(Control::Go)
+            }
+        }
+    }
+}
