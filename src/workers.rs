@@ -89,6 +89,40 @@ impl std::str::FromStr for Threading {
     }
 }
 
+/// How per-core workers share new clients (`placement`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Every worker holds about as many clients as the others (within one).
+    #[default]
+    Even,
+    /// New clients go to the first worker that is not yet busy (`downstream::spread`), so a
+    /// light load runs on few threads, with bigger batches and fewer wake-ups per command.
+    Pack,
+}
+
+impl Placement {
+    /// The name used in the config file and on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Placement::Even => "even",
+            Placement::Pack => "pack",
+        }
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Placement, String> {
+        match text {
+            "even" => Ok(Placement::Even),
+            "pack" => Ok(Placement::Pack),
+            other => Err(format!("`{other}`: expected `even` or `pack`")),
+        }
+    }
+}
+
 thread_local! {
     static WORKER: Cell<Option<usize>> = const { Cell::new(None) };
 }

@@ -17,7 +17,7 @@ use crate::near_cache::NearCache;
 use crate::protocol::Limits;
 use crate::router::Router;
 use crate::upstream::Upstreams;
-use crate::workers::{Model, Workers};
+use crate::workers::{Model, Placement, Workers};
 
 /// Everything `run` wires together, built once at start-up.
 pub(super) struct Parts {
@@ -83,7 +83,7 @@ impl Parts {
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         let spread = workers
             .as_ref()
-            .map(|w| Arc::new(Spread::new(w.handles().len(), &metrics)));
+            .map(|w| start_spread(w, config.placement, &metrics));
         let hotkeys = crate::hotkeys::HotKeys::new(&config.hotkeys, config.worker_threads());
         let near_cache = NearCache::start(
             &config.near_cache,
@@ -157,6 +157,15 @@ impl Parts {
     }
 }
 
+/// Per core: the workers' standing, and on each worker the task that samples how busy it is.
+fn start_spread(workers: &Workers, placement: Placement, metrics: &Metrics) -> Arc<Spread> {
+    let spread = Arc::new(Spread::new(workers.handles().len(), placement, metrics));
+    for (worker, handle) in workers.handles().iter().enumerate() {
+        handle.spawn(spread.clone().watch_busy(worker));
+    }
+    spread
+}
+
 /// Per core: the worker threads exist before any node, so every node's connections are dealt
 /// out to them.
 fn start_workers(
@@ -174,6 +183,7 @@ fn start_workers(
             tracing::info!(
                 workers = workers.handles().len(),
                 setting = config.threading.name(),
+                placement = config.placement.name(),
                 "threading: per-core (one runtime per worker; node connections dealt out to the workers)"
             );
             Ok(Some(workers))

@@ -155,6 +155,7 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(admin);
     keep!(workers);
     keep!(threading);
+    keep!(placement);
     keep!(log_level);
     keep!(log_format);
     keep!(metrics);

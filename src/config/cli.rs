@@ -78,6 +78,10 @@ pub struct Cli {
     /// per worker).
     #[arg(long, env = "REDCAR_THREADING", value_name = "MODEL")]
     pub(crate) threading: Option<crate::workers::Threading>,
+    /// How per-core workers share new clients: even (default) or pack (the first worker not
+    /// yet busy takes them).
+    #[arg(long, env = "REDCAR_PLACEMENT", value_name = "HOW")]
+    pub(crate) placement: Option<crate::workers::Placement>,
     /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).
     #[arg(long, env = "REDCAR_OP_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) op_timeout: Option<Duration>,
@@ -243,6 +247,7 @@ impl Cli {
         set(&mut config.log_format, self.log_format.clone());
         set(&mut config.workers, self.workers);
         set(&mut config.threading, self.threading);
+        set(&mut config.placement, self.placement);
         set(&mut config.router.op_timeout, self.op_timeout);
         set(&mut config.router.read_policy, self.read_policy);
         if let Some(password) = &self.requirepass {

@@ -19,6 +19,7 @@ impl Config {
         self.validate_logging()?;
         self.validate_resilience()?;
         self.validate_keepalive()?;
+        self.validate_placement()?;
         // Reads the upstream password now, so a missing secret stops start-up.
         self.upstream.credentials().map_err(ConfigError)?;
         // Reads the CA, certificate and key now, so a bad file stops start-up.
@@ -279,6 +280,30 @@ impl Config {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// `placement: pack` chooses between per-core workers; the shared runtime has none to choose.
+    fn validate_placement(&self) -> Result<(), ConfigError> {
+        if self.placement != crate::workers::Placement::Pack
+            || self.threading_model() == crate::workers::Model::PerCore
+        {
+            return Ok(());
+        }
+        let why = if self.threading == crate::workers::Threading::Auto {
+            format!(
+                " (because `workers` ({}) is more than \
+                 `upstream.connections_per_node` ({}))",
+                self.worker_threads(),
+                self.upstream.connections_per_node
+            )
+        } else {
+            String::new()
+        };
+        fail(format!(
+            "`placement: pack` needs per-core workers, but `threading: {}` runs shared{why}: \
+             set `threading: per-core` or `placement: even`",
+            self.threading.name()
+        ))
     }
 
     fn validate_logging(&self) -> Result<(), ConfigError> {

@@ -1,6 +1,8 @@
 //! The series `downstream` produces: client connections per listener and per worker, the
 //! worker threads, client traffic, refusals and closes, failed logins and the buffer budget.
 
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -32,6 +34,8 @@ pub(crate) struct ClientMetrics {
     accepted: Family<ListenerLabel, Counter>,
     /// `threading: per-core`: connected clients on each worker.
     worker_clients: Family<WorkerLabel, Gauge>,
+    /// `threading: per-core`: the share of time each worker spent running tasks lately.
+    worker_busy: Family<WorkerLabel, Gauge<f64, AtomicU64>>,
     /// Data-plane threads, labelled with the threading model that runs (what `auto` settled to).
     workers: Family<ThreadingLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
@@ -82,6 +86,11 @@ impl ClientMetrics {
             "worker_clients",
             "Connected clients on each worker (threading: per-core)",
             self.worker_clients.clone(),
+        );
+        r.register(
+            "worker_busy_ratio",
+            "Share of the last second each worker spent running tasks, 0 to 1 (threading: per-core)",
+            self.worker_busy.clone(),
         );
         r.register(
             "client_connections_accepted",
@@ -156,6 +165,12 @@ impl ClientMetrics {
     /// The connected-clients gauge of per-core worker `worker`.
     pub(crate) fn worker_clients(&self, worker: usize) -> Gauge {
         self.worker_clients
+            .get_or_create_owned(&WorkerLabel { worker })
+    }
+
+    /// The busy-share gauge of per-core worker `worker`.
+    pub(crate) fn worker_busy(&self, worker: usize) -> Gauge<f64, AtomicU64> {
+        self.worker_busy
             .get_or_create_owned(&WorkerLabel { worker })
     }
 

@@ -217,6 +217,14 @@ impl Metrics {
         self.clients.worker_clients(worker)
     }
 
+    /// The busy-share gauge of per-core worker `worker`.
+    pub(crate) fn worker_busy(
+        &self,
+        worker: usize,
+    ) -> prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64> {
+        self.clients.worker_busy(worker)
+    }
+
     /// The counter of idle clients closed by `client.close_idle_when_slow`.
     pub(crate) fn clients_closed_slow(&self) -> Counter {
         self.clients.clients_closed_slow()

@@ -98,6 +98,7 @@ fn every_documented_series_is_exported() {
     metrics.config_reload(true);
     metrics.set_workers("per-core", 2);
     metrics.worker_clients(0);
+    metrics.worker_busy(0);
     metrics.readiness.set_backends([("default", 16384, true)]);
     let text = metrics.encode();
     let mut documented = 0;

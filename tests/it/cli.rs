@@ -71,6 +71,19 @@ fn invalid_settings_stop_start_up_naming_the_setting() {
             ],
             "different ports",
         ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:6380",
+                "--cluster",
+                "127.0.0.1:7000",
+                "--threading",
+                "shared",
+                "--placement",
+                "pack",
+            ],
+            "`placement: pack` needs per-core workers",
+        ),
     ];
     for (args, expected) in cases {
         let (code, output) = run(args);

@@ -2,7 +2,7 @@
 //! the node connections, shared one runtime runs them all; clients are served correctly either
 //! way and node connections stay bounded by `connections_per_node`. `auto` (the default) picks
 //! per core while every worker has a connection to every node, and per core the workers' client
-//! counts stay even.
+//! counts stay even (or, with `placement: pack`, a lightly loaded first worker takes them all).
 
 use std::time::{Duration, Instant};
 
@@ -150,5 +150,77 @@ fn per_core_workers_take_turns_so_their_client_counts_stay_even() {
             "counts stay after the clients left"
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn packed_workers_fill_the_first_until_it_is_busy() {
+    let cluster = RedisCluster::start(3, 0);
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &[
+            "--threading",
+            "per-core",
+            "--workers",
+            "2",
+            "--placement",
+            "pack",
+        ],
+    );
+    assert!(
+        redcar.log().contains("placement=\"pack\""),
+        "{}",
+        redcar.log()
+    );
+    // Idle clients cost the first worker no time: it takes every one of them, where `even`
+    // would have split them 6 / 6.
+    let mut clients: Vec<_> = (0..12).map(|_| redcar.client()).collect();
+    for c in &mut clients {
+        assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+    }
+    let counts = |redcar: &Redcar| -> Vec<f64> {
+        (0..2)
+            .map(|w| redcar.metric_sum(&format!("redcar_worker_clients{{worker=\"{w}\"}}")))
+            .collect()
+    };
+    assert_eq!(counts(&redcar), vec![12.0, 0.0]);
+    let (_, metrics) = redcar.http_get("/metrics").expect("scrape");
+    assert!(
+        metrics.contains("redcar_worker_busy_ratio{worker=\"1\"}"),
+        "{metrics}"
+    );
+    // Keep the first worker busy (pipelines of 200 GETs back to back from its clients) until
+    // its busy share passes the mark: the next clients then go to the second worker.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = clients
+        .drain(..)
+        .map(|mut c| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let pipeline: Vec<Vec<String>> = (0..200)
+                    .map(|i| vec!["GET".to_string(), format!("pack:{i}")])
+                    .collect();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    c.pipeline(&pipeline).expect("pipeline");
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut late = Vec::new();
+    while counts(&redcar)[1] == 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the second worker took no client while the first was busy: {:?}",
+            redcar.http_get("/metrics")
+        );
+        let mut c = redcar.client();
+        assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+        late.push(c);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for thread in load {
+        thread.join().expect("load thread");
     }
 }
