@@ -28,8 +28,9 @@
 #      BENCH_ROUNDS   (default 1)     runs of every test, interleaved; each row reports the run with
 #                      the median ops/s (the lower middle one for an even count)
 #      BENCH_NUTCRACKER (default 1)   0 skips the nutcracker rows
-#      BENCH_SCALING_WORKERS (default "1 2 2:shared") redcar --workers values of the scaling run,
-#                      each optionally with a threading model (N:per-core, N:shared); "" skips it
+#      BENCH_SCALING_WORKERS (default "1 2 2:shared 2:pack") redcar --workers values of the scaling
+#                      run, each optionally with a threading model (N:per-core, N:shared) or
+#                      `--placement pack` (N:pack); "" skips it
 #      BENCH_CONNECTIONS (default 1)  0 skips the per-request and rate-limit workloads
 #      BENCH_FLOOR    (default 1)     0 skips the hop-floor runs (byte pump, redcar on one node)
 #      BENCH_CROWD    (default 1)     0 skips the cost-of-one-client scenario (bench/crowd.sh)
@@ -57,7 +58,7 @@ PIPELINED_REQUESTS=${BENCH_PIPELINED_REQUESTS:-$((REQUESTS * 5))}
 MULTI_REQUESTS=${BENCH_MULTI_REQUESTS:-$((REQUESTS / 4))}
 ROUNDS=${BENCH_ROUNDS:-1}
 NUTCRACKER=${BENCH_NUTCRACKER:-1}
-SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2 2:shared}
+SCALING_WORKERS=${BENCH_SCALING_WORKERS-1 2 2:shared 2:pack}
 CONNECTIONS=${BENCH_CONNECTIONS:-1}
 FLOOR=${BENCH_FLOOR:-1}
 CROWD=${BENCH_CROWD:-1}
@@ -78,8 +79,8 @@ for v in REQUESTS PIPELINED_REQUESTS CLIENTS KEYSPACE MULTI_REQUESTS RUN_TIMEOUT
     [[ "${!v}" =~ ^[0-9]+$ ]] || die "BENCH_$v must be a whole number"
 done
 for w in $SCALING_WORKERS; do
-    [[ "$w" =~ ^[1-9][0-9]*(:(shared|per-core))?$ ]] ||
-        die "BENCH_SCALING_WORKERS: '$w' is not a worker count (N, N:shared or N:per-core)"
+    [[ "$w" =~ ^[1-9][0-9]*(:(shared|per-core|pack))?$ ]] ||
+        die "BENCH_SCALING_WORKERS: '$w' is not a worker count (N, N:shared, N:per-core or N:pack)"
 done
 if [[ $CONNECTIONS == 1 ]]; then
     # Checked now rather than after the rest of the suite has run (bench/connections.sh checks too).
@@ -395,14 +396,17 @@ for ((ROUND = 1; ROUND <= ROUNDS && MULTI_REQUESTS > 0; ROUND++)); do
 done
 
 # Scaling: the same redcar with a fixed number of worker threads (the default is one per core),
-# and optionally another threading model: BENCH_SCALING_WORKERS entries N or N:MODEL.
+# and optionally another threading model or `placement: pack`: BENCH_SCALING_WORKERS entries N,
+# N:MODEL or N:pack.
 scaling_key() { # ENTRY -> the key of its runs: w2, w2-per-core
     [[ $1 == *:* ]] && echo "w${1%%:*}-${1#*:}" || echo "w$1"
 }
 SCALING_SCENARIOS="$P16 $P1"
 for w in $SCALING_WORKERS; do
     stop_redcar
-    if [[ $w == *:* ]]; then
+    if [[ $w == *:pack ]]; then
+        start_redcar --workers "${w%%:*}" --threading per-core --placement pack
+    elif [[ $w == *:* ]]; then
         start_redcar --workers "${w%%:*}" --threading "${w#*:}"
     else
         start_redcar --workers "$w"
@@ -574,7 +578,7 @@ REPORT="$TMP/RESULTS.md"
     if [[ -n $SCALING_WORKERS ]]; then
         echo "## Scaling: redcar worker threads"
         echo
-        echo "redcar restarted with \`--workers N\` (and \`--threading MODEL\` where named; otherwise the same command); \"default\" is the main run above (one worker per core: $(nproc), \`threading: auto\`, which runs per core while the workers are no more than \`connections_per_node\`, 2)."
+        echo "redcar restarted with \`--workers N\` (and \`--threading MODEL\` where named, \`--threading per-core --placement pack\` for \"pack\"; otherwise the same command); \"default\" is the main run above (one worker per core: $(nproc), \`threading: auto\`, which runs per core while the workers are no more than \`connections_per_node\`, 2)."
         echo
         echo "| workers | clients:pipeline | test | ops/s | p50 ms | p99 ms | redcar CPU s/M | ops/s / direct cluster |"
         echo "|---|---:|---|---:|---:|---:|---:|---:|"

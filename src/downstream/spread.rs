@@ -127,7 +127,10 @@ impl Spread {
         loop {
             tokio::time::sleep(BUSY_SAMPLE).await;
             let now = (Instant::now(), runtime.worker_total_busy_duration(0));
-            let share = busy_share(now.1.saturating_sub(last.1), now.0 - last.0);
+            let share = busy_share(
+                now.1.saturating_sub(last.1),
+                now.0.saturating_duration_since(last.0),
+            );
             last = now;
             smooth += BUSY_WEIGHT * (share - smooth);
             self.set_busy(worker, smooth);
