@@ -11,17 +11,32 @@ use crate::support::{Redcar, RedisCluster, Value};
 
 #[test]
 fn per_core_workers_serve_concurrent_pipelines_in_order() {
-    serves_concurrent_pipelines_in_order("per-core");
+    serves_concurrent_pipelines_in_order("per-core", "even");
+}
+
+#[test]
+fn packed_per_core_workers_serve_concurrent_pipelines_in_order() {
+    serves_concurrent_pipelines_in_order("per-core", "pack");
 }
 
 #[test]
 fn the_shared_runtime_serves_concurrent_pipelines_in_order() {
-    serves_concurrent_pipelines_in_order("shared");
+    serves_concurrent_pipelines_in_order("shared", "even");
 }
 
-fn serves_concurrent_pipelines_in_order(model: &str) {
+fn serves_concurrent_pipelines_in_order(model: &str, placement: &str) {
     let cluster = RedisCluster::start(3, 0);
-    let redcar = Redcar::start_with(&cluster.seeds(), &["--threading", model, "--workers", "2"]);
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &[
+            "--threading",
+            model,
+            "--workers",
+            "2",
+            "--placement",
+            placement,
+        ],
+    );
     assert!(
         redcar.log().contains(&format!("threading: {model}")),
         "{}",
