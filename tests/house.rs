@@ -94,6 +94,7 @@ const PUBLIC: &[&str] = &[
     "src/config/mod.rs: admin",
     "src/config/mod.rs: workers",
     "src/config/mod.rs: threading",
+    "src/config/mod.rs: placement",
     "src/config/mod.rs: log_level",
     "src/config/mod.rs: log_format",
     "src/config/mod.rs: drain_timeout",
@@ -146,6 +147,7 @@ const PUBLIC: &[&str] = &[
     "src/top/mod.rs: run",
     "src/upstream/config.rs: UpstreamConfig",
     "src/workers.rs: Threading",
+    "src/workers.rs: Placement",
     "src/workers.rs: Model",
 ];
 
