@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::routes::Routed;
+use super::plan::Routed;
 use super::split::Split;
 use super::RouteTarget;
 use crate::commands::policy::FanOut;

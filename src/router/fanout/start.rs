@@ -2,7 +2,7 @@
 
 use crate::protocol::Request;
 use crate::router::multi::{Job, Multi};
-use crate::router::routes::Routed;
+use crate::router::plan::Routed;
 use crate::router::split::Splitter;
 use crate::router::{Call, Fanout, Stateful};
 use crate::upstream::Lane;

@@ -81,7 +81,7 @@ impl Forwarder {
         }
     }
 
-    /// Applies reloaded `router:` settings (see [`Router::reconfigure`](super::Router)).
+    /// Applies reloaded `router:` settings (for `Router::reconfigure`).
     pub(in crate::router) fn reconfigure(&self, config: RouterConfig) {
         self.retry_budget.set_config(config.retry_budget.clone());
         self.replica_miss_check

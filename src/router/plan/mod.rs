@@ -1,8 +1,11 @@
 //! Deciding, before any I/O, what to do with one command: which slot, local, or refuse. The
 //! [`Planner`] room: it knows the commands (built in, declared, learned from the cluster:
-//! `learn`) and the route table, which `routes/` plans against.
+//! `learn`) and the route table (`routed` plans against it).
 
 mod learn;
+mod routed;
+
+pub(in crate::router) use routed::{forwarded_key_bytes, Routed};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

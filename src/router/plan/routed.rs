@@ -1,4 +1,4 @@
-//! Planning a command against the route table. Keys of one route: the ordinary plan, made on the
+//! The [`Planner`]'s part for `routes:`: planning a command against the route table. Keys of one route: the ordinary plan, made on the
 //! forwarded keys (prefix removed when the route says so) and tied to the route's backend. Keys
 //! of several routes: split by (route, slot) when the command can be split, refused otherwise.
 
@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use super::Route;
 use crate::cluster::key_slot;
 use crate::commands::policy::{self, Tx};
 use crate::commands::spec::flags;
@@ -15,7 +14,7 @@ use crate::commands::{self, CommandSpec, Serve};
 use crate::protocol::{write_array_len, write_bulk};
 use crate::router::multi::{Job, Multi};
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::{split, Plan, Planner};
+use crate::router::{split, Plan, Planner, Route};
 
 /// A single-slot command for a route's backend.
 #[derive(Debug, PartialEq, Eq)]
@@ -241,5 +240,5 @@ fn encode(args: &[Bytes]) -> Bytes {
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
+#[path = "routed_tests.rs"]
 mod tests;
