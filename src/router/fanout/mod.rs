@@ -36,9 +36,8 @@ use crate::router::{Call, Forwarder};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
-/// The multi-request room: starts the plans that take more than one request ([`Multi`](
-/// crate::router::plan::Plan::Multi)) and serves the fan-outs itself. Borrows the forwarder
-/// it sends through.
+/// The multi-request room: starts the plans that take more than one request (`Plan::Multi`)
+/// and serves the fan-outs itself. Borrows the forwarder it sends through.
 #[derive(Clone, Copy)]
 pub(crate) struct Fanout<'r> {
     fwd: &'r Forwarder,
