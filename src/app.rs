@@ -92,7 +92,7 @@ async fn learn_commands(router: Arc<Router>) {
     while cluster.topology().is_none() {
         seen = cluster.changed_since(seen).await;
     }
-    match router.learn_commands().await {
+    match router.planner().learn_commands().await {
         Ok(0) => tracing::debug!("the cluster has no commands beyond the built-in table"),
         Ok(learned) => tracing::info!(
             learned,

@@ -77,7 +77,11 @@ impl Parts {
             metrics.clone(),
             config.router.clone(),
         ));
-        router.set_routes(backends.table(&config.routes, config.routes_ignore_case, &metrics));
+        router.planner().set_routes(backends.table(
+            &config.routes,
+            config.routes_ignore_case,
+            &metrics,
+        ));
         let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
         let users = crate::auth::Users::from_config(&config.auth)
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
@@ -152,7 +156,9 @@ impl Parts {
             self.upstreams.clone(),
             stop.clone(),
         ));
-        self.router.declare_commands(&config.custom_commands);
+        self.router
+            .planner()
+            .declare_commands(&config.custom_commands);
         tokio::spawn(learn_commands(self.router.clone()));
     }
 }

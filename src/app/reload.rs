@@ -121,7 +121,7 @@ impl Reloadable {
         let table = self
             .backends
             .table(&config.routes, config.routes_ignore_case, &self.metrics);
-        self.router.set_routes(table);
+        self.router.planner().set_routes(table);
         self.backend_states.store(Arc::new(self.backends.states()));
         self.shown.store(Arc::new(super::redacted(&config)));
         self.current.store(Arc::new(config));

@@ -124,8 +124,10 @@ impl<'r> Mode<'r> {
         out: &mut BytesMut,
         metrics: &Metrics,
     ) -> Control {
-        let (plan, name) = self.router.plan(&request, &mut Vec::new());
-        let plan = self.state.gate(plan, || self.router.lookup(request.args()));
+        let (plan, name) = self.router.planner().plan(&request, &mut Vec::new());
+        let plan = self
+            .state
+            .gate(plan, || self.router.planner().lookup(request.args()));
         metrics.record_command(name, Duration::ZERO, false);
         match plan {
             Plan::Sub(sub) => self.subscription(sub, request, out).await,
@@ -164,11 +166,17 @@ impl<'r> Mode<'r> {
         match plan {
             Plan::Slot { slot, write } => {
                 (self.router)
+                    .forwarder()
                     .forward(None, raw, Some(slot), write, lane, now)
                     .await
             }
-            Plan::AnyNode => self.router.forward(None, raw, None, true, lane, now).await,
-            Plan::Multi(multi) => self.router.start(multi, request, lane).await,
+            Plan::AnyNode => {
+                self.router
+                    .forwarder()
+                    .forward(None, raw, None, true, lane, now)
+                    .await
+            }
+            Plan::Multi(multi) => self.router.fanout().start(multi, request, lane).await,
             _ => redcar_error(format_args!(
                 "'{name}' cannot run in subscribe mode through redcar (it changes the \
                  connection's state); unsubscribe first"
@@ -259,9 +267,14 @@ impl<'r> Mode<'r> {
         if self.global.is_none() {
             let addr = self
                 .router
+                .stateful()
                 .primary_for(None, self.pick)
                 .ok_or_else(|| redcar_error("no cluster topology known yet"))?;
-            let conn = self.router.lend(&addr, self.state.protocol).await?;
+            let conn = self
+                .router
+                .stateful()
+                .lend(&addr, self.state.protocol)
+                .await?;
             self.global = Some((addr, SubConn::start(conn, self.pushed.clone())));
         }
         match &self.global {
@@ -323,7 +336,7 @@ impl<'r> Mode<'r> {
                     // The node dropped it: its slot moved. Subscribe again at the new owner.
                     if self.shards.remove(&name).is_some() {
                         self.orphans.insert(name, pushed.addr);
-                        self.router.request_refresh();
+                        self.router.stateful().request_refresh();
                     }
                     return Control::Go;
                 }

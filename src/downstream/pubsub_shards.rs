@@ -31,7 +31,7 @@ impl Mode<'_> {
             );
             return None;
         }
-        let Some(addr) = self.router.primary_for(Some(slot), 0) else {
+        let Some(addr) = self.router.stateful().primary_for(Some(slot), 0) else {
             out.extend_from_slice(&redcar_error(format_args!("no node owns slot {slot}")));
             return None;
         };
@@ -104,7 +104,11 @@ impl Mode<'_> {
 
     pub(super) async fn shard_conn(&mut self, addr: &Arc<str>) -> Result<&SubConn, Bytes> {
         if !self.shard_conns.contains_key(addr) {
-            let conn = self.router.lend(addr, self.state.protocol).await?;
+            let conn = self
+                .router
+                .stateful()
+                .lend(addr, self.state.protocol)
+                .await?;
             self.shard_conns
                 .insert(addr.clone(), SubConn::start(conn, self.pushed.clone()));
         }
@@ -143,7 +147,7 @@ impl Mode<'_> {
     pub(super) async fn adopt_orphans(&mut self) {
         let orphans: Vec<(Bytes, Arc<str>)> = self.orphans.drain().collect();
         for (name, old) in orphans {
-            let owner = self.router.primary_for(Some(key_slot(&name)), 0);
+            let owner = self.router.stateful().primary_for(Some(key_slot(&name)), 0);
             let Some(owner) = owner.filter(|owner| *owner != old) else {
                 self.orphans.insert(name, old);
                 continue;
@@ -174,7 +178,7 @@ impl Mode<'_> {
         if let (Some(target), Some(current)) = (redirect, shard_subscribe) {
             if self.redirects < 5 && target != **addr {
                 self.redirects += 1;
-                self.router.request_refresh();
+                self.router.stateful().request_refresh();
                 self.redirect = Some((Arc::from(target.as_str()), current.raw.clone()));
                 return Control::Go;
             }

@@ -1,20 +1,18 @@
 //! Plans that take more than one forward or a follow-up step (cross-slot splits, fan-outs,
-//! scripts), and starting them.
+//! scripts, commands on a route's keys); [`Fanout::start`](crate::router::Fanout::start) starts
+//! them.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::forward::Call;
-use super::routes::Routed;
+use super::plan::Routed;
 use super::split::Split;
-use super::{RouteTarget, Router};
+use super::RouteTarget;
 use crate::commands::policy::FanOut;
-use crate::protocol::Request;
-use crate::upstream::Lane;
 
 /// A command that needs more than one node request or a follow-up step; start it with
-/// [`Router::start`].
+/// [`Fanout::start`](crate::router::Fanout::start).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Multi(pub(super) Job);
 
@@ -84,20 +82,5 @@ impl Multi {
     /// nothing else of the client's in flight.
     pub(crate) fn is_blocking(&self) -> bool {
         matches!(&self.0, Job::Routed(routed) if routed.blocking.is_some())
-    }
-}
-
-impl Router {
-    /// Starts a [`Multi`] plan: like [`Router::forward`], every first request is queued on its
-    /// node before this returns, so the client's order is kept.
-    pub(crate) fn start(&self, multi: Multi, request: &Request, lane: Lane) -> Call<'_> {
-        match multi.0 {
-            Job::Split(split) => self.start_split(split, request, lane),
-            Job::FanOut(kind) => self.start_fan_out(kind, request, lane),
-            Job::NodeAdmin => self.start_node_admin(request, lane),
-            Job::Eval { slot, write } => self.start_eval(request, slot, write, lane),
-            Job::EvalSha { slot, write } => self.start_evalsha(request, slot, write, lane),
-            Job::Routed(routed) => self.start_routed(*routed, request, lane),
-        }
     }
 }

@@ -66,7 +66,7 @@ pub(super) fn dispatch<'r>(
     }
     let rewritten = match &plan {
         Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
-            router.evalsha_as_eval(request)
+            router.forwarder().evalsha_as_eval(request)
         }
         _ => None,
     };
@@ -98,7 +98,7 @@ fn run_step<'r>(
                 Some(slot) => state.written.note(slot),
                 None => state.written.note_everywhere(),
             }
-            router.exec(payload, frames, slot, lane)
+            router.stateful().exec(payload, frames, slot, lane)
         }
         // A prefix route's backend: WAIT does not follow it (as for other routed writes).
         Step::Exec {
@@ -106,20 +106,26 @@ fn run_step<'r>(
             frames,
             slot,
             backend,
-        } => router.exec_on(backend, payload, frames, slot, lane),
+        } => router
+            .stateful()
+            .exec_on(backend, payload, frames, slot, lane),
         Step::ExecWatched {
             payload,
             frames,
             slot,
             backend,
-        } => router.exec_watched(state.tx.watch_handle(), payload, frames, slot, backend),
+        } => {
+            router
+                .stateful()
+                .exec_watched(state.tx.watch_handle(), payload, frames, slot, backend)
+        }
         Step::Watch {
             slot,
             backend,
             payload,
         } => {
             let payload = payload.unwrap_or_else(|| request.raw().clone());
-            router.watch_on(
+            router.stateful().watch_on(
                 state.tx.watch_handle(),
                 backend,
                 payload,
@@ -131,7 +137,7 @@ fn run_step<'r>(
             if reply.starts_with(b"+RESET") {
                 state.reset();
             }
-            router.unwatch(state.tx.watch_handle(), reply)
+            router.stateful().unwatch(state.tx.watch_handle(), reply)
         }
     }
 }
@@ -150,7 +156,7 @@ fn serve_plan<'r>(
             forward_slot(router, inbox, state, request, slot, write, lane, now)
         }
         // Keyless commands whose write-ness is unknown are treated as writes: never re-sent.
-        Plan::AnyNode => router.forward(
+        Plan::AnyNode => router.forwarder().forward(
             Some(inbox.get_or_insert_with(Box::default)),
             request.raw().clone(),
             None,
@@ -161,10 +167,12 @@ fn serve_plan<'r>(
         Plan::Multi(multi) => {
             // Splits, fan-outs and scripts: where they wrote is not tracked; WAIT asks everyone.
             state.written.note_everywhere();
-            router.start(multi, request, lane)
+            router.fanout().start(multi, request, lane)
         }
         Plan::Wait { replicas, timeout } => {
-            router.wait(&mut state.written, replicas, timeout, lane)
+            router
+                .stateful()
+                .wait(&mut state.written, replicas, timeout, lane)
         }
         Plan::Blocking {
             slot,
@@ -174,7 +182,9 @@ fn serve_plan<'r>(
             if write {
                 state.written.note(slot);
             }
-            router.blocking(request.raw().clone(), slot, write, timeout, lane.protocol())
+            router
+                .stateful()
+                .blocking(request.raw().clone(), slot, write, timeout, lane.protocol())
         }
         Plan::Local(Local::Reset) => {
             state.reset();
@@ -205,7 +215,7 @@ fn forward_slot<'r>(
     if write {
         state.written.note(slot);
     }
-    router.forward(
+    router.forwarder().forward(
         Some(inbox.get_or_insert_with(Box::default)),
         request.raw().clone(),
         Some(slot),

@@ -57,6 +57,7 @@ impl<'a> Near<'a> {
             Plan::Slot { write, .. } | Plan::Blocking { write, .. } => *write,
             // Splits, scripts and routed commands: whatever is not read-only may write.
             Plan::Multi(_) => router
+                .planner()
                 .lookup(request.args())
                 .is_some_and(|spec| !spec.has_flag(flags::READONLY)),
             _ => false,
@@ -144,7 +145,7 @@ impl<'a> Near<'a> {
             .cache
             .begin_fill(self.command, protocol, &args[1], &args[2..])?;
         state.near_lanes = Some(admitted);
-        let tracked = state.lane();
+        let (tracked, forwarder) = (state.lane(), router.forwarder());
         let fill = match filling {
             Filling::Fill(fill) => fill,
             Filling::Join(joined) => {
@@ -155,7 +156,7 @@ impl<'a> Near<'a> {
                         // Its client left: go alone.
                         None => {
                             let call =
-                                router.forward(None, payload, Some(slot), false, tracked, now);
+                                forwarder.forward(None, payload, Some(slot), false, tracked, now);
                             call.settle_first().await.0
                         }
                     }
@@ -164,9 +165,9 @@ impl<'a> Near<'a> {
         };
         // On the tracked lane (to the node the read policy picks), so that node invalidates what
         // it read; the key's TTL right after.
-        let read = router.forward(None, request.raw().clone(), Some(slot), false, tracked, now);
+        let read = forwarder.forward(None, request.raw().clone(), Some(slot), false, tracked, now);
         let ttl = encode_command([&b"PTTL"[..], &args[1]].into_iter());
-        let ttl = router.forward(None, ttl, Some(slot), false, tracked, now);
+        let ttl = forwarder.forward(None, ttl, Some(slot), false, tracked, now);
         let command = self.command;
         let args = args.to_vec();
         Some(Call::slow(async move {
@@ -193,7 +194,7 @@ impl<'a> Near<'a> {
         };
         state.near_lanes = Some(Admitted::Bcast);
         state.written.note(slot);
-        let call = router.forward(
+        let call = router.forwarder().forward(
             None,
             request.raw().clone(),
             Some(slot),

@@ -121,14 +121,16 @@ where
     /// ready and nothing is ahead of it).
     fn start(&mut self, request: &Request, now: Instant) -> Started {
         let router = self.router;
-        let (plan, command) = router.plan(request, &mut self.scratch);
+        let (plan, command) = router.planner().plan(request, &mut self.scratch);
         let key_arg = key_position(&plan, &self.scratch);
         let c = &mut *self.c;
         let plan = match &c.facade {
             Some(facade) => facade_plan(facade, plan, command, request, router, &c.state),
             None => plan,
         };
-        let plan = c.state.gate(plan, || router.lookup(request.args()));
+        let plan = c
+            .state
+            .gate(plan, || router.planner().lookup(request.args()));
         let alone = c.state.tx.is_exclusive(&plan);
         if alone && !self.calls.is_empty() {
             return Started::Parked;

@@ -258,7 +258,7 @@ fn note(downstream: &Downstream, state: &mut ClientState, plan: &Plan, request: 
     let Some(mode) = tracking.mode.as_mut() else {
         return;
     };
-    let Some(spec) = downstream.router.lookup(request.args()) else {
+    let Some(spec) = downstream.router.planner().lookup(request.args()) else {
         return;
     };
     // Commands on a dedicated connection (blocking ones, a WATCHed transaction) are not tracked.
@@ -278,7 +278,10 @@ pub(in crate::downstream) fn note_subscribed(
     let Some(tracking) = state.tracking.as_deref() else {
         return;
     };
-    let (Some(mode), Some(spec)) = (tracking.mode.as_ref(), router.lookup(request.args())) else {
+    let (Some(mode), Some(spec)) = (
+        tracking.mode.as_ref(),
+        router.planner().lookup(request.args()),
+    ) else {
         return;
     };
     note_keys(&tracking.hub, tracking.id, mode, spec, request, false);

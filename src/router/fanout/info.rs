@@ -7,7 +7,7 @@ use super::gather::{collect, failure, send_to_all};
 use super::info_merge::{merge_info, NodeInfo};
 use crate::protocol::Request;
 use crate::router::replies::{bulk, encode_bulk};
-use crate::router::{Call, Router};
+use crate::router::{Call, Fanout};
 use crate::upstream::Lane;
 
 /// Section arguments that include redcar's own section (besides `redcar` itself).
@@ -41,10 +41,10 @@ impl Wanted {
     }
 }
 
-impl Router {
+impl<'r> Fanout<'r> {
     /// `INFO [section ...]`: the request goes unchanged to every primary (they ignore `redcar`);
     /// `INFO redcar` alone is answered without them.
-    pub(super) fn start_info(&self, request: &Request, lane: Lane) -> Call<'_> {
+    pub(super) fn start_info(self, request: &Request, lane: Lane) -> Call<'r> {
         let wanted = Wanted::of(&request.args()[1..]);
         if wanted == Wanted::OnlyOwn {
             return Call::ready(encode_bulk(self.redcar_section().as_bytes()));
@@ -55,7 +55,7 @@ impl Router {
             Err(reply) => return Call::ready(reply),
         };
         let sent = send_to_all(primaries.iter(), request, lane);
-        let op_timeout = self.op_timeout();
+        let op_timeout = self.fwd.core.op_timeout();
         Call::slow(async move {
             let replies = collect(sent, op_timeout).await;
             let mut texts: Vec<Bytes> = Vec::with_capacity(replies.len());
@@ -83,9 +83,9 @@ impl Router {
     }
 
     /// `# Redcar`: the proxy itself and the slot map it routes by, from values it keeps anyway.
-    fn redcar_section(&self) -> String {
-        let totals = self.metrics.totals();
-        let topology = self.cluster.topology();
+    fn redcar_section(self) -> String {
+        let totals = self.fwd.core.metrics.totals();
+        let topology = self.fwd.core.cluster.topology();
         let (state, slots, primaries, nodes, source) = match &topology {
             Some(t) => (
                 if t.is_complete() { "ok" } else { "incomplete" },
@@ -108,7 +108,10 @@ impl Router {
             ("cluster_primaries", primaries.to_string()),
             ("cluster_nodes", nodes.to_string()),
             ("topology_source", source.to_string()),
-            ("topology_version", self.cluster.version().to_string()),
+            (
+                "topology_version",
+                self.fwd.core.cluster.version().to_string(),
+            ),
             ("topology_refreshes_ok", totals.refreshes_ok.to_string()),
             (
                 "topology_refreshes_failed",

@@ -1,5 +1,6 @@
 //! Keyless commands that concern the whole keyspace: sent to every primary (SCAN and RANDOMKEY:
-//! one primary at a time) and the replies merged into one answer for the client.
+//! one primary at a time) and the replies merged into one answer for the client. The [`Fanout`]
+//! room, which also starts every plan of more than one request (`start`).
 //!
 //! Asking every node is `gather`; the merges are `merge` (DBSIZE, KEYS, FLUSH, SCRIPT,
 //! FUNCTION), `pubsub_merge` (PUBSUB), `info` with `info_merge` (INFO) and `slowlog` (SLOWLOG);
@@ -14,6 +15,7 @@ pub(super) mod node_admin;
 mod pubsub_merge;
 mod scan_cursor;
 mod slowlog;
+mod start;
 
 pub(crate) use node_admin::validate as validate_node_admin;
 
@@ -30,18 +32,29 @@ use crate::commands::policy::FanOut;
 use crate::protocol::{bulk_as_verbatim, Request};
 use crate::router::replies::{bulk, display_name, encode_command, is_nil};
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::{Call, Router};
+use crate::router::{Call, Forwarder};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
-impl Router {
+/// The multi-request room: starts the plans that take more than one request (`Plan::Multi`)
+/// and serves the fan-outs itself. Borrows the forwarder it sends through.
+#[derive(Clone, Copy)]
+pub(crate) struct Fanout<'r> {
+    fwd: &'r Forwarder,
+}
+
+impl<'r> Fanout<'r> {
+    pub(in crate::router) fn new(fwd: &'r Forwarder) -> Fanout<'r> {
+        Fanout { fwd }
+    }
+
     /// Starts a fan-out command. Every part is queued before this returns, like any command.
     ///
     /// The parts travel on the client's own lane, so they keep their order with the client's
     /// other commands; for a RESP3 client that means RESP3 parts, which the merges read too
     /// (verbatim text, `_`). The merged replies have the same types in both versions except
     /// INFO's, which a RESP3 client gets as verbatim text.
-    pub(super) fn start_fan_out(&self, kind: FanOut, request: &Request, lane: Lane) -> Call<'_> {
+    pub(super) fn start_fan_out(self, kind: FanOut, request: &Request, lane: Lane) -> Call<'r> {
         if kind == FanOut::Info {
             let info = self.start_info(request, lane);
             return match lane.protocol().is_resp3() {
@@ -59,7 +72,7 @@ impl Router {
             FanOut::Slowlog => return self.start_slowlog(request, &primaries, lane),
             FanOut::ScriptLoad => {
                 if let Some(body) = request.args().get(2) {
-                    self.scripts.remember(body);
+                    self.fwd.scripts.remember(body);
                 }
             }
             _ => {}
@@ -71,13 +84,13 @@ impl Router {
         };
         let name = display_name(request.args(), words);
         let sent = send_to_all(primaries.iter(), request, lane);
-        let op_timeout = self.op_timeout();
+        let op_timeout = self.fwd.core.op_timeout();
         Call::slow(async move { merge(kind, &name, &collect(sent, op_timeout).await) })
     }
 
     /// The primaries of the current map, sorted by address (the SCAN cursor's shard order).
-    pub(super) fn primaries(&self) -> Result<Vec<Arc<Node>>, Bytes> {
-        let topology = self.cluster.topology().ok_or_else(|| {
+    pub(super) fn primaries(self) -> Result<Vec<Arc<Node>>, Bytes> {
+        let topology = self.fwd.core.cluster.topology().ok_or_else(|| {
             redcar_error("no cluster topology known yet (are the seed nodes reachable?)")
         })?;
         let mut primaries: Vec<Arc<Node>> = topology
@@ -94,7 +107,7 @@ impl Router {
     }
 
     /// SCAN: the cursor names the primary and its own cursor (see `scan_cursor`).
-    fn start_scan(&self, request: &Request, primaries: &[Arc<Node>], lane: Lane) -> Call<'_> {
+    fn start_scan(self, request: &Request, primaries: &[Arc<Node>], lane: Lane) -> Call<'r> {
         let args = request.args();
         let Some(cursor) = args.get(1).and_then(|c| parse_u64(c)) else {
             return Call::ready(error_with_prefix("ERR ", "invalid cursor"));
@@ -124,7 +137,7 @@ impl Router {
         }));
         let reply = node.send(payload, false, lane);
         let (addr, shards) = (node.addr().clone(), primaries.len());
-        let op_timeout = self.op_timeout();
+        let op_timeout = self.fwd.core.op_timeout();
         Call::slow(async move {
             let deadline = Instant::now() + op_timeout;
             let reply = await_reply(&addr, reply, deadline, op_timeout).await;
@@ -134,15 +147,15 @@ impl Router {
 
     /// RANDOMKEY: primaries in random order until one has a key.
     fn start_random_key(
-        &self,
+        self,
         request: &Request,
         mut order: Vec<Arc<Node>>,
         lane: Lane,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         order.shuffle(&mut rand::rng());
         let payload = request.raw().clone();
         let first = order[0].send(payload.clone(), false, lane);
-        let op_timeout = self.op_timeout();
+        let op_timeout = self.fwd.core.op_timeout();
         Call::slow(async move {
             let deadline = Instant::now() + op_timeout;
             let mut first = Some(first);

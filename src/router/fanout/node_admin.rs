@@ -18,7 +18,7 @@ use crate::commands::{CommandSpec, CommandTable, Serve};
 use crate::protocol::Request;
 use crate::router::replies::display_name;
 use crate::router::reply::redcar_error;
-use crate::router::{Call, Router};
+use crate::router::{Call, Fanout};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
@@ -109,16 +109,16 @@ pub(crate) fn validate(names: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-impl Router {
+impl<'r> Fanout<'r> {
     /// Sends an allowed node-administration command to every node and merges the replies.
-    pub(in crate::router) fn start_node_admin(&self, request: &Request, lane: Lane) -> Call<'_> {
+    pub(in crate::router) fn start_node_admin(self, request: &Request, lane: Lane) -> Call<'r> {
         let nodes = match self.every_node() {
             Ok(nodes) => nodes,
             Err(reply) => return Call::ready(reply),
         };
         let name = display_name(request.args(), 2.min(request.args().len()));
         let sent = send_to_all(nodes.iter(), request, lane);
-        let op_timeout = self.op_timeout();
+        let op_timeout = self.fwd.core.op_timeout();
         Call::slow(async move {
             let replies = collect(sent, op_timeout).await;
             let failed = replies
@@ -132,8 +132,8 @@ impl Router {
     }
 
     /// Every primary and replica of the current map, sorted by address.
-    fn every_node(&self) -> Result<Vec<Arc<Node>>, Bytes> {
-        let topology = self.cluster.topology().ok_or_else(|| {
+    fn every_node(self) -> Result<Vec<Arc<Node>>, Bytes> {
+        let topology = self.fwd.core.cluster.topology().ok_or_else(|| {
             redcar_error("no cluster topology known yet (are the seed nodes reachable?)")
         })?;
         let mut nodes: Vec<Arc<Node>> = topology

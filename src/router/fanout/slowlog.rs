@@ -13,20 +13,20 @@ use super::gather::{collect, send_to_all, NodeReply};
 use crate::metrics::SlowEntry;
 use crate::protocol::{Frame, Limits, Request};
 use crate::router::reply::redcar_error;
-use crate::router::{Call, Router};
+use crate::router::{Call, Fanout};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
 /// Redis's default number of entries for `SLOWLOG GET` without a count.
 const DEFAULT_COUNT: usize = 10;
 
-impl Router {
+impl<'r> Fanout<'r> {
     pub(super) fn start_slowlog(
-        &self,
+        self,
         request: &Request,
         primaries: &[Arc<Node>],
         lane: Lane,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         let args = request.args();
         let sub = args
             .get(1)
@@ -46,7 +46,7 @@ impl Router {
             return Call::ready(redcar_error("SLOWLOG GET: count must be an integer"));
         };
         let sent = send_to_all(primaries.iter(), request, lane);
-        let op_timeout = self.op_timeout();
+        let op_timeout = self.fwd.core.op_timeout();
         Call::slow(async move {
             let mut frames = Vec::with_capacity(sent.len());
             for NodeReply { addr, reply } in collect(sent, op_timeout).await {
@@ -66,7 +66,7 @@ impl Router {
                     }
                 }
             }
-            let log = &self.metrics.slowlog;
+            let log = &self.fwd.core.metrics.slowlog;
             match sub.as_slice() {
                 b"len" => len_reply(&frames, log.len()),
                 b"reset" => {

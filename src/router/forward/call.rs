@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::command::{Command, Outcome};
 use super::redirect::{classify, is_nil, Verdict};
+use super::Forwarder;
 use crate::router::reply::redcar_error;
-use crate::router::Router;
 use crate::upstream::{Inbox, Node, Queued};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
@@ -26,7 +26,7 @@ enum State<'r> {
     Ready(Option<Bytes>),
     /// Queued on `node`; most commands finish here with no allocation beyond the reply channel.
     Sent {
-        router: &'r Router,
+        forwarder: &'r Forwarder,
         node: Arc<Node>,
         reply: Queued,
         command: Command,
@@ -34,7 +34,7 @@ enum State<'r> {
     /// Queued on `node`, its reply going to the session's [`Inbox`] as number `seq`: the
     /// session's own commands, polled with that inbox ([`Call::poll_in`]).
     Inboxed {
-        router: &'r Router,
+        forwarder: &'r Forwarder,
         node: Arc<Node>,
         seq: u64,
         command: Command,
@@ -52,14 +52,14 @@ impl<'r> Call<'r> {
     }
 
     pub(super) fn sent(
-        router: &'r Router,
+        forwarder: &'r Forwarder,
         node: Arc<Node>,
         reply: Queued,
         command: Command,
     ) -> Call<'r> {
         Call {
             state: State::Sent {
-                router,
+                forwarder,
                 node,
                 reply,
                 command,
@@ -68,14 +68,14 @@ impl<'r> Call<'r> {
     }
 
     pub(super) fn inboxed(
-        router: &'r Router,
+        forwarder: &'r Forwarder,
         node: Arc<Node>,
         seq: u64,
         command: Command,
     ) -> Call<'r> {
         Call {
             state: State::Inboxed {
-                router,
+                forwarder,
                 node,
                 seq,
                 command,
@@ -113,7 +113,7 @@ impl<'r> Call<'r> {
 
     /// Awaits the reply inside a multi-step future, where the session's timer does not reach: a
     /// call still waiting on its first node gives up at its own deadline; redirected or retried
-    /// calls are bounded by the same deadline inside [`Router::finish`].
+    /// calls are bounded by the same deadline inside [`Forwarder::finish`].
     pub(in crate::router) async fn settle(mut self) -> Bytes {
         let Some(deadline) = self.deadline() else {
             return self.await;
@@ -153,13 +153,13 @@ impl<'r> Call<'r> {
     pub(crate) fn expire(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
         match &self.state {
             State::Sent {
-                router,
+                forwarder,
                 node,
                 command,
                 ..
-            } if command.deadline <= Instant::now() => Some(router.node_timed_out(node)),
+            } if command.deadline <= Instant::now() => Some(forwarder.node_timed_out(node)),
             State::Inboxed {
-                router,
+                forwarder,
                 node,
                 seq,
                 command,
@@ -167,7 +167,7 @@ impl<'r> Call<'r> {
                 if let Some(inbox) = inbox {
                     inbox.forget(*seq);
                 }
-                Some(router.node_timed_out(node))
+                Some(forwarder.node_timed_out(node))
             }
             _ => None,
         }
@@ -239,24 +239,24 @@ impl<'r> Call<'r> {
     }
 
     /// A replica's nil that the slot's primary should confirm (`router.replica_miss_check`):
-    /// [`Router::finish`] asks it. A nil is checked no further than its length here.
+    /// [`Forwarder::finish`] asks it. A nil is checked no further than its length here.
     fn replica_miss(&self, reply: &[u8]) -> bool {
         if !is_nil(reply) {
             return false;
         }
         match &self.state {
             State::Sent {
-                router,
+                forwarder,
                 node,
                 command,
                 ..
             }
             | State::Inboxed {
-                router,
+                forwarder,
                 node,
                 command,
                 ..
-            } => router.replica_miss(command, node, reply).is_some(),
+            } => forwarder.replica_miss(command, node, reply).is_some(),
             _ => false,
         }
     }
@@ -266,19 +266,19 @@ impl<'r> Call<'r> {
     fn after_first_attempt(&mut self, outcome: Outcome) {
         match std::mem::replace(&mut self.state, State::Ready(None)) {
             State::Sent {
-                router,
+                forwarder,
                 command,
                 node,
                 ..
             }
             | State::Inboxed {
-                router,
+                forwarder,
                 command,
                 node,
                 ..
             } => {
                 let first = Some((node, outcome));
-                self.state = State::Slow(Box::pin(router.finish(command, first, Vec::new())));
+                self.state = State::Slow(Box::pin(forwarder.finish(command, first, Vec::new())));
             }
             other => self.state = other,
         }

@@ -27,7 +27,7 @@ pub(in crate::router) struct Command {
     pub(crate) write: bool,
     pub(crate) lane: Lane,
     pub(crate) deadline: Instant,
-    /// A route's backend; `None`: the catch-all backend (`Router::cluster`).
+    /// A route's backend; `None`: the catch-all backend (the core's `cluster`).
     pub(crate) target: Option<Arc<RouteTarget>>,
 }
 

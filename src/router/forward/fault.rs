@@ -2,7 +2,7 @@
 //! nodes, for tests and drills. With no rule configured the router holds `None` and a command
 //! pays one `Option` check.
 //!
-//! Rules apply where [`Router::forward`] has picked the node: single-slot and keyless commands,
+//! Rules apply where [`Forwarder::forward`] has picked the node: single-slot and keyless commands,
 //! and each per-slot part of a split MGET/MSET/DEL/... Fan-outs, transactions, blocking commands
 //! and subscriptions are not touched.
 
@@ -17,8 +17,8 @@ use tokio::time::{sleep_until, Instant};
 
 use super::call::Call;
 use super::command::Command;
+use super::Forwarder;
 use crate::metrics::Metrics;
-use crate::router::Router;
 use crate::upstream::Node;
 use crate::values::units;
 
@@ -133,7 +133,7 @@ impl Rule {
     }
 }
 
-impl Router {
+impl Forwarder {
     /// Serves a command a fault rule picked: an error is final (the command never reaches a
     /// node, so it is not retried); a delay holds the reply, not the send, so the command keeps
     /// its place in the client's order on the node — like a slow node, not a reordering.

@@ -9,14 +9,15 @@ use tokio::time::Instant;
 
 use super::command::{Candidate, Command, Outcome};
 use super::redirect::{classify, Verdict};
-use crate::router::{select, Router, RouterConfig};
+use super::Forwarder;
+use crate::router::{select, RouterConfig};
 use crate::upstream::{Node, Reply};
 
-impl Router {
+impl Forwarder {
     /// True when `command` is a read that may be hedged (opt-in: `hedge_after` > 0 and a read
     /// policy that uses replicas). Hedged reads cost a boxed future each; the others, nothing.
     pub(super) fn hedges(config: &RouterConfig, command: &Command) -> bool {
-        !command.write && Router::hedges_reads(config)
+        !command.write && Forwarder::hedges_reads(config)
     }
 
     /// True when reads are hedged at all (`router.hedge_after` with a read policy that uses
@@ -27,14 +28,14 @@ impl Router {
 
     /// Waits for `first` (already queued on `node`); after `hedge_after` sends the read to a
     /// second node and takes whichever good reply comes first. Failures and redirects go on
-    /// through [`Router::finish`], with the nodes that failed marked as tried.
+    /// through [`Forwarder::finish`], with the nodes that failed marked as tried.
     pub(super) async fn hedged(
         &self,
         command: Command,
         node: Arc<Node>,
         mut first: Reply,
     ) -> Bytes {
-        let hedge_at = (Instant::now() + self.hedge_after()).min(command.deadline);
+        let hedge_at = (Instant::now() + self.core.hedge_after()).min(command.deadline);
         tokio::select! {
             outcome = &mut first => return self.finish(command, Some((node, outcome)), Vec::new()).await,
             () = tokio::time::sleep_until(hedge_at) => {}
@@ -53,7 +54,7 @@ impl Router {
                 }
             }
         };
-        self.metrics.hedge();
+        self.core.metrics.hedge();
         let mut second = other.send(command.payload.clone(), false, command.lane);
         let deadline = tokio::time::sleep_until(command.deadline);
         tokio::pin!(deadline);

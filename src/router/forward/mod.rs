@@ -1,10 +1,11 @@
 //! Sending a planned command to a node and getting the client its final reply: follows MOVED and
 //! ASK, waits for a slot owner, and retries what is safe to retry, all within `op_timeout`.
 //!
-//! The single-command path, and what every other path sends through: the [`Call`] a session
-//! holds (`call`), which node an attempt goes to (`resolve`), reading node errors (`redirect`),
-//! when and how long to retry (`retry`, `retry_budget`), hedged reads (`hedge`), NOSCRIPT
-//! healing (`scripts`) and fault injection (`fault`).
+//! The single-command path, [`Forwarder`], and what every other room sends through: the
+//! [`Call`] a session holds (`call`), which node an attempt goes to (`resolve`), reading node
+//! errors (`redirect`), when and how long to retry (`retry`, `retry_budget`), hedged reads
+//! (`hedge`), NOSCRIPT healing (`scripts`), fault injection (`fault`) and a route's backend and
+//! its mirror (`routed`).
 
 mod call;
 mod command;
@@ -14,6 +15,7 @@ mod redirect;
 mod resolve;
 mod retry;
 mod retry_budget;
+mod routed;
 mod scripts;
 
 pub(crate) use call::Call;
@@ -26,19 +28,70 @@ pub(in crate::router) use retry_budget::RetryBudget;
 pub(crate) use retry_budget::RetryBudgetConfig;
 pub(in crate::router) use scripts::ScriptCache;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use tokio::time::Instant;
 
 use self::command::Candidate;
 use self::retry::{node_unavailable, RetryCause};
+use crate::cluster::ClusterState;
+use crate::metrics::Metrics;
+use crate::router::core::{Core, Live};
 use crate::router::reply::redcar_error;
-use crate::router::{select, RouteTarget, Router};
+use crate::router::{select, RouteTarget, RouterConfig};
 use crate::upstream::Lane;
-use crate::upstream::{Inbox, Node};
+use crate::upstream::{Inbox, Node, Upstreams};
 
-impl Router {
+/// The single-command path: sends one command to one node and follows it to its final reply.
+/// It owns the state every room shares ([`Core`]) and the state of forwarding itself.
+pub(crate) struct Forwarder {
+    pub(in crate::router) core: Core,
+    /// Scripts seen in EVAL and SCRIPT LOAD, to heal NOSCRIPT replies to EVALSHA.
+    pub(in crate::router) scripts: ScriptCache,
+    /// Caps retries to a share of the traffic.
+    retry_budget: RetryBudget,
+    /// `live.config.replica_miss_check`, read with one load by every nil reply to a read (most
+    /// replies to GETs of absent keys) instead of a snapshot of `live`.
+    replica_miss_check: AtomicBool,
+}
+
+impl Forwarder {
+    pub(in crate::router) fn new(
+        cluster: Arc<ClusterState>,
+        upstreams: Arc<Upstreams>,
+        metrics: Arc<Metrics>,
+        config: RouterConfig,
+    ) -> Forwarder {
+        let replica_miss_check = AtomicBool::new(config.replica_miss_check);
+        let retry_budget = RetryBudget::new(config.retry_budget.clone());
+        let live = ArcSwap::from_pointee(Live::new(config, &metrics));
+        Forwarder {
+            core: Core {
+                cluster,
+                upstreams,
+                metrics,
+                live,
+            },
+            scripts: ScriptCache::default(),
+            retry_budget,
+            replica_miss_check,
+        }
+    }
+
+    /// Applies reloaded `router:` settings (for `Router::reconfigure`).
+    pub(in crate::router) fn reconfigure(&self, config: RouterConfig) {
+        self.retry_budget.set_config(config.retry_budget.clone());
+        self.replica_miss_check
+            .store(config.replica_miss_check, Ordering::Relaxed);
+        let live = Live::new(config, &self.core.metrics);
+        self.core.live.store(Arc::new(live));
+    }
+}
+
+impl Forwarder {
     /// Forwards `payload` (one encoded command) to the owner of `slot` (`None`: any primary);
     /// reads go where `router.read_policy` says. `now` is when the command arrived (its deadline
     /// counts from it): a session starts a whole read's commands on one clock read.
@@ -76,7 +129,7 @@ impl Router {
         now: Instant,
     ) -> Call<'_> {
         // One snapshot of the reloadable settings for the whole dispatch.
-        let live = self.live.load();
+        let live = self.core.live.load();
         let read_policy = match target.as_deref() {
             Some(RouteTarget {
                 read_policy: Some(policy),
@@ -84,7 +137,7 @@ impl Router {
             }) => *policy,
             _ => live.config.read_policy,
         };
-        let candidate = self.candidate_by(read_policy, self.state(&target), slot, write, &[]);
+        let candidate = self.candidate_by(read_policy, self.core.state(&target), slot, write, &[]);
         let command = Command {
             payload,
             slot,
@@ -100,7 +153,7 @@ impl Router {
                         return self.inject(picked, command, node);
                     }
                 }
-                let hedged = Router::hedges(&live.config, &command);
+                let hedged = Forwarder::hedges(&live.config, &command);
                 if let (Some(inbox), false) = (inbox, hedged) {
                     return match node.queue_into(inbox, command.payload.clone(), lane) {
                         Ok(seq) => Call::inboxed(self, node, seq, command),
@@ -131,16 +184,11 @@ impl Router {
         node: &Arc<Node>,
         reply: &[u8],
     ) -> Option<Arc<Node>> {
-        if !is_nil(reply)
-            || command.write
-            || !self
-                .replica_miss_check
-                .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        if !is_nil(reply) || command.write || !self.replica_miss_check.load(Ordering::Relaxed) {
             return None;
         }
         let slot = command.slot?;
-        let snapshot = self.state(&command.target).topology_now();
+        let snapshot = self.core.state(&command.target).topology_now();
         let primary = &snapshot.as_deref()?.shard(slot)?.primary;
         (!Arc::ptr_eq(primary, node) && !primary.is_ejected()).then(|| primary.clone())
     }
@@ -217,7 +265,7 @@ impl Router {
         let reply = match outcome {
             Ok(reply) => reply,
             Err(e) if e.never_sent() || !command.write => {
-                self.state(&command.target).note_failure();
+                self.core.state(&command.target).note_failure();
                 tried.push(node);
                 return Next::Retry(RetryCause::Upstream(e));
             }
@@ -239,7 +287,9 @@ impl Router {
                 }
             }
             Verdict::Done => Next::Reply(reply),
-            Verdict::Moved(addr) | Verdict::Ask(addr) if hops.redirects >= self.max_redirects() => {
+            Verdict::Moved(addr) | Verdict::Ask(addr)
+                if hops.redirects >= self.core.max_redirects() =>
+            {
                 let redirects = hops.redirects;
                 Next::Reply(redcar_error(format_args!(
                     "gave up after {redirects} redirects (last to {addr})"
@@ -265,7 +315,7 @@ impl Router {
             // A failover demoted the node the map names as primary; the write did not run.
             // Once the map names the new primary, the retry goes there.
             Verdict::ReadOnly => {
-                self.cluster.request_refresh();
+                self.core.cluster.request_refresh();
                 Next::Retry(RetryCause::Reply(reply))
             }
         }
@@ -275,14 +325,14 @@ impl Router {
     /// command goes there now.
     #[inline]
     fn follow_moved(&self, command: &Command, addr: &str) -> Target {
-        self.metrics.redirect("moved", addr);
-        let state = self.state(&command.target);
+        self.core.metrics.redirect("moved", addr);
+        let state = self.core.state(&command.target);
         state.note_redirect();
         if let Some(slot) = command.slot {
             state.migrating().note_moved(slot);
         }
         Target::Redirected {
-            node: self.upstreams.node(addr),
+            node: self.core.upstreams.node(addr),
             asking: false,
         }
     }
@@ -290,12 +340,12 @@ impl Router {
     /// ASK: the slot is migrating and this key is already on the target, asked with ASKING.
     #[inline]
     fn follow_ask(&self, command: &Command, addr: &str) -> Target {
-        self.metrics.redirect("ask", addr);
+        self.core.metrics.redirect("ask", addr);
         if let Some(slot) = command.slot {
-            self.state(&command.target).migrating().note_ask(slot);
+            self.core.state(&command.target).migrating().note_ask(slot);
         }
         Target::Redirected {
-            node: self.upstreams.node(addr),
+            node: self.core.upstreams.node(addr),
             asking: true,
         }
     }
@@ -313,12 +363,12 @@ impl Router {
     ) -> Result<(), &'static str> {
         if !self
             .retry_budget
-            .try_spend(Instant::now(), self.metrics.requests_sent())
+            .try_spend(Instant::now(), self.core.metrics.requests_sent())
         {
-            self.metrics.retry_budget_exhausted();
+            self.core.metrics.retry_budget_exhausted();
             return Err(" (not retried: router.retry_budget is spent)");
         }
-        self.metrics.retry();
+        self.core.metrics.retry();
         // After a failure of the node itself, another replica (or the primary) is tried at
         // once; the same node, or any node after a slot-level error (TRYAGAIN, CLUSTERDOWN),
         // only after a pause.
@@ -327,14 +377,15 @@ impl Router {
                 self.candidate(&command.target, command.slot, command.write, tried),
                 Candidate::Node(next) if !select::was_tried(&next, tried)
             );
-        if !fresh && !pause_before_retry(self.retry_backoff(), attempt, command.deadline).await {
+        if !fresh && !pause_before_retry(self.core.retry_backoff(), attempt, command.deadline).await
+        {
             return Err("");
         }
         Ok(())
     }
 
     /// A command gave up waiting for `node` at its deadline: the node's health counts the
-    /// failure, and the client gets [`Router::timed_out`].
+    /// failure, and the client gets [`Forwarder::timed_out`].
     pub(super) fn node_timed_out(&self, node: &Node) -> Bytes {
         node.health().record_failure("command timed out");
         self.timed_out(node)
@@ -343,7 +394,7 @@ impl Router {
     pub(super) fn timed_out(&self, node: &Node) -> Bytes {
         redcar_error(format_args!(
             "timed out after {:?} waiting for {}",
-            self.op_timeout(),
+            self.core.op_timeout(),
             node.addr()
         ))
     }

@@ -45,6 +45,7 @@ async fn a_write_refused_as_readonly_is_retried_on_the_fresh_primary() {
     };
     let set = Bytes::from_static(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
     let reply = router
+        .forwarder()
         .forward(
             None,
             set,

@@ -8,12 +8,13 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::command::{Candidate, Command, Target};
+use super::Forwarder;
 use crate::cluster::{ClusterState, Shard};
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::{select, ReadPolicy, RouteTarget, Router};
+use crate::router::{select, ReadPolicy, RouteTarget};
 use crate::upstream::{Lane, Node};
 
-impl Router {
+impl Forwarder {
     /// The node for an attempt at `slot`: the primary for writes, by read policy for reads,
     /// preferring nodes not in `tried`; never an ejected one.
     pub(in crate::router) fn candidate(
@@ -26,19 +27,11 @@ impl Router {
         let read_policy = target
             .as_ref()
             .and_then(|t| t.read_policy)
-            .unwrap_or_else(|| self.read_policy());
-        self.candidate_by(read_policy, self.state(target), slot, write, tried)
+            .unwrap_or_else(|| self.core.read_policy());
+        self.candidate_by(read_policy, self.core.state(target), slot, write, tried)
     }
 
-    /// The slot map a command goes by: its route's backend, or the catch-all one.
-    pub(in crate::router) fn state<'a>(
-        &'a self,
-        target: &'a Option<Arc<RouteTarget>>,
-    ) -> &'a ClusterState {
-        target.as_ref().map_or(&self.cluster, |t| &t.state)
-    }
-
-    /// [`Router::candidate`] with the read policy already loaded (the first attempt).
+    /// [`Forwarder::candidate`] with the read policy already loaded (the first attempt).
     pub(super) fn candidate_by(
         &self,
         read_policy: ReadPolicy,
@@ -77,7 +70,10 @@ impl Router {
         let what = if write {
             "this write".to_string()
         } else {
-            format!("this read (read_policy: {})", self.read_policy().name())
+            format!(
+                "this read (read_policy: {})",
+                self.core.read_policy().name()
+            )
         };
         let state = |node: &Node| {
             if node.is_ejected() {
@@ -134,7 +130,7 @@ impl Router {
             Target::Redirected { node, asking } => return Ok((node.clone(), *asking)),
             Target::Owner(slot) => *slot,
         };
-        let cluster = self.state(&command.target);
+        let cluster = self.core.state(&command.target);
         loop {
             let seen = cluster.version();
             match self.candidate(&command.target, slot, command.write, tried) {

@@ -8,9 +8,9 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::call::Call;
+use super::Forwarder;
 use crate::protocol::Request;
 use crate::router::replies::encode_command;
-use crate::router::Router;
 use crate::upstream::Lane;
 
 /// Scripts remembered; the oldest is forgotten first.
@@ -58,7 +58,7 @@ impl ScriptCache {
     }
 }
 
-impl Router {
+impl Forwarder {
     /// Inside MULTI a NOSCRIPT cannot be healed (EXEC has already run the rest), so an
     /// EVALSHA / EVALSHA_RO whose script redcar knows is queued as EVAL / EVAL_RO of that body:
     /// the same result, and the node learns the script. `None`: not one of those, or unknown.

@@ -2,16 +2,14 @@
 //! removed first, how its reads are spread, and where its commands are mirrored.
 //!
 //! The table is built by the wiring (`backends`) from `routes:` and swapped whole on reload; the
-//! router reads it only when it is not empty, so a config without routes pays one branch.
+//! planner (`plan/routed.rs`) reads it only when it is not empty, so a config without routes
+//! pays one branch.
 
 mod mirror;
-mod plan;
 mod prefix;
 
 pub(crate) use mirror::Mirror;
 pub(crate) use prefix::PrefixMatcher;
-
-pub(super) use plan::{forwarded_key_bytes, Routed};
 
 use std::sync::Arc;
 

@@ -1,6 +1,7 @@
 //! Splitting a multi-key command whose keys span several slots (MGET, MSET, DEL, UNLINK, EXISTS,
 //! TOUCH) into one command per slot, and merging the parts' replies in the client's key order.
-//! (Sending the parts, batched per node, is `send`; waiting for the batches' replies, `gather`.)
+//! (Sending the parts, batched per node, is `send`, the [`Splitter`] room; waiting for the
+//! batches' replies, `gather`.)
 
 mod gather;
 mod send;
@@ -15,9 +16,24 @@ use crate::cluster::key_slot;
 use crate::commands::policy::SplitMerge;
 use crate::commands::CommandSpec;
 use crate::protocol::{reply_frame_len, write_array_len, write_bulk, Limits};
+use crate::router::plan::forwarded_key_bytes;
 use crate::router::replies::{display_name, error_text, integer, split_header};
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::routes::{forwarded_key_bytes, Route};
+use crate::router::Forwarder;
+use crate::router::Route;
+
+/// The split room: sends a planned [`Split`]'s parts, batched per node, through the forwarder it
+/// borrows, and merges their replies (`send`).
+#[derive(Clone, Copy)]
+pub(in crate::router) struct Splitter<'r> {
+    fwd: &'r Forwarder,
+}
+
+impl<'r> Splitter<'r> {
+    pub(in crate::router) fn new(fwd: &'r Forwarder) -> Splitter<'r> {
+        Splitter { fwd }
+    }
+}
 
 /// Keys a split holds without allocating (a 10-key MGET or MSET, say); more spill to the heap.
 const INLINE_KEYS: usize = 16;

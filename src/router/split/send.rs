@@ -11,11 +11,12 @@ use smallvec::{smallvec, SmallVec};
 use tokio::time::Instant;
 
 use super::gather::gather;
+use super::Splitter;
 use super::{part_reply_len, Part, Split};
 use crate::protocol::Request;
 use crate::router::forward::{classify, Call, Command, Outcome, Verdict};
 use crate::router::reply::redcar_error;
-use crate::router::{select, ReadPolicy, Router};
+use crate::router::{select, Forwarder, ReadPolicy};
 use crate::upstream::Lane;
 use crate::upstream::{Node, Reply};
 
@@ -103,20 +104,20 @@ impl PartReplies {
     }
 }
 
-impl Router {
+impl<'r> Splitter<'r> {
     /// Queues every part now (so they keep their place among the client's commands), batched
     /// per node, then merges the replies. `request` is the command the split was planned from.
-    pub(in crate::router) fn start_split(
-        &self,
+    pub(in crate::router) fn start(
+        self,
         mut split: Box<Split>,
         request: &Request,
         lane: Lane,
-    ) -> Call<'_> {
-        let live = self.live.load();
+    ) -> Call<'r> {
+        let live = self.fwd.core.live.load();
         let deadline = Instant::now() + live.config.op_timeout;
         // Fault injection and hedged reads act per command: every part goes alone then.
         let batching =
-            live.faults.is_none() && (split.write || !Router::hedges_reads(&live.config));
+            live.faults.is_none() && (split.write || !Forwarder::hedges_reads(&live.config));
         let policy = live.config.read_policy;
         drop(live);
         let (batch_of, nodes) = self.batch_nodes(&split, policy, batching);
@@ -143,7 +144,7 @@ impl Router {
                         let node = &batch.node;
                         retries.extend(parts.iter().map(|&p| (p, node.clone(), Err(e.clone()))));
                     }
-                    None => replies.put(parts, self.node_timed_out(&batch.node)),
+                    None => replies.put(parts, self.fwd.node_timed_out(&batch.node)),
                 }
             }
             for Alone { part, call } in alone {
@@ -163,8 +164,8 @@ impl Router {
     /// known), or any part when not `batching`, goes alone, which waits for a map or answers why
     /// no node can serve it.
     #[inline]
-    fn batch_nodes(&self, split: &Split, policy: ReadPolicy, batching: bool) -> BatchNodes {
-        let snapshot = self.cluster.topology_now();
+    fn batch_nodes(self, split: &Split, policy: ReadPolicy, batching: bool) -> BatchNodes {
+        let snapshot = self.fwd.core.cluster.topology_now();
         let topology = snapshot.as_deref().filter(|_| batching);
         let mut batch_of: SmallVec<[Option<usize>; 16]> = SmallVec::new();
         let mut nodes: SmallVec<[(Arc<Node>, usize); 8]> = SmallVec::new();
@@ -173,7 +174,7 @@ impl Router {
                 .filter(|_| part.route.is_none())
                 .and_then(|t| t.shard(part.slot))
                 .and_then(|shard| {
-                    let migrating = self.cluster.migrating();
+                    let migrating = self.fwd.core.cluster.migrating();
                     let policy = select::policy_for(policy, split.write, part.slot, migrating);
                     select::pick(shard, policy, split.write, &[])
                 });
@@ -198,7 +199,7 @@ impl Router {
     /// Sends again, each on its own and all at once, the parts whose batch failed or whose
     /// reply asked for more (MOVED, ASK, TRYAGAIN …), and puts their final replies in `replies`.
     async fn retry_parts(
-        &self,
+        self,
         split: &Split,
         retries: Vec<Retry>,
         lane: Lane,
@@ -217,7 +218,8 @@ impl Router {
             async move {
                 (
                     part,
-                    self.finish(command, Some((node, outcome)), Vec::new())
+                    self.fwd
+                        .finish(command, Some((node, outcome)), Vec::new())
                         .await,
                 )
             }
@@ -228,11 +230,11 @@ impl Router {
     }
 
     /// Forwards part `index` on its own (its route's backend, mirrored if the route says so).
-    fn start_part(&self, split: &Split, index: usize, lane: Lane) -> Call<'_> {
+    fn start_part(self, split: &Split, index: usize, lane: Lane) -> Call<'r> {
         let part = &split.parts[index];
         let payload = split.part_payload(index);
         let target = part.route.as_ref().map(|r| r.target.clone());
-        let call = self.forward_to(
+        let call = self.fwd.forward_to(
             target,
             None,
             payload.clone(),
@@ -242,15 +244,16 @@ impl Router {
             Instant::now(),
         );
         if let Some(route) = &part.route {
-            self.mirror(route, payload, Some(part.slot), split.write, lane);
+            self.fwd
+                .mirror(route, payload, Some(part.slot), split.write, lane);
         }
         call
     }
 
     /// The node a failed part names in its error: its slot's primary now.
-    fn part_node(&self, part: &Part) -> String {
+    fn part_node(self, part: &Part) -> String {
         let target = part.route.as_ref().map(|r| r.target.clone());
-        let state = self.state(&target);
+        let state = self.fwd.core.state(&target);
         let addr = state
             .topology()
             .as_ref()

@@ -15,7 +15,7 @@ use crate::router::forward::{
     classify, lost_write, pause_before_retry, Call, Outcome, Target, Verdict,
 };
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::{RouteTarget, Router};
+use crate::router::{RouteTarget, Stateful};
 use crate::upstream::{Dedicated, ASKING};
 
 const UNWATCH: &[u8] = b"*1\r\n$7\r\nUNWATCH\r\n";
@@ -49,33 +49,33 @@ impl Watch {
     }
 }
 
-impl Router {
+impl<'r> Stateful<'r> {
     /// A blocking command on a dedicated connection to the owner of `slot`. It may block for
     /// `timeout` (its own; `None`: forever) plus `op_timeout` for the node to answer. If the
     /// client goes away first, the connection is closed, which unblocks it on the node.
     pub(crate) fn blocking(
-        &self,
+        self,
         payload: Bytes,
         slot: u16,
         write: bool,
         timeout: Option<Duration>,
         protocol: Protocol,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         self.blocking_on(None, payload, slot, write, timeout, protocol)
     }
 
     /// [`blocking`](Self::blocking) in a route's backend (`None`: the catch-all backend).
     pub(in crate::router) fn blocking_on(
-        &self,
+        self,
         backend: Option<Arc<RouteTarget>>,
         payload: Bytes,
         slot: u16,
         write: bool,
         timeout: Option<Duration>,
         protocol: Protocol,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         Call::slow(async move {
-            let patience = timeout.map(|t| t + self.op_timeout());
+            let patience = timeout.map(|t| t + self.fwd.core.op_timeout());
             match self
                 .on_dedicated(backend, &payload, slot, write, patience, protocol)
                 .await
@@ -93,13 +93,13 @@ impl Router {
     /// or a new one to the owner of `slot`, which then stays with the client until EXEC,
     /// DISCARD or UNWATCH.
     pub(crate) fn watch_on(
-        &self,
+        self,
         watch: Watch,
         backend: Option<Arc<RouteTarget>>,
         payload: Bytes,
         slot: u16,
         protocol: Protocol,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         Call::slow(async move {
             let mut pinned = watch.0.lock().await;
             if let Some(current) = pinned.as_mut() {
@@ -120,7 +120,7 @@ impl Router {
                         ),
                     );
                 }
-                let deadline = Instant::now() + self.op_timeout();
+                let deadline = Instant::now() + self.fwd.core.op_timeout();
                 return match tokio::time::timeout_at(deadline, current.conn.request(&payload, 1))
                     .await
                 {
@@ -158,12 +158,12 @@ impl Router {
 
     /// UNWATCH (and DISCARD, which also ends a watch): the connection is given back clean.
     /// Answers `reply` (the client's command's own success reply).
-    pub(crate) fn unwatch(&self, watch: Watch, reply: &'static [u8]) -> Call<'_> {
+    pub(crate) fn unwatch(self, watch: Watch, reply: &'static [u8]) -> Call<'r> {
         Call::slow(async move {
             let Some(mut pinned) = watch.0.lock().await.take() else {
                 return Bytes::from_static(reply);
             };
-            let deadline = Instant::now() + self.op_timeout();
+            let deadline = Instant::now() + self.fwd.core.op_timeout();
             let done = tokio::time::timeout_at(deadline, pinned.conn.request(UNWATCH, 1)).await;
             if matches!(&done, Ok(Ok(ok)) if ok.starts_with(b"+OK")) {
                 pinned.conn.release();
@@ -178,13 +178,13 @@ impl Router {
     /// reply of a failed WATCH: nothing ran, and the client's retry loop will watch again,
     /// reaching the new owner.
     pub(crate) fn exec_watched(
-        &self,
+        self,
         watch: Watch,
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
         backend: Option<Arc<RouteTarget>>,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         Call::slow(async move {
             let Some(mut pinned) = watch.0.lock().await.take() else {
                 return redcar_error("the watch was lost before EXEC");
@@ -206,7 +206,7 @@ impl Router {
                     ),
                 );
             }
-            let deadline = Instant::now() + self.op_timeout();
+            let deadline = Instant::now() + self.fwd.core.op_timeout();
             let outcome =
                 tokio::time::timeout_at(deadline, pinned.conn.request(&payload, frames)).await;
             let replies = match outcome {
@@ -216,7 +216,7 @@ impl Router {
                 Err(_) => {
                     return redcar_error(format_args!(
                         "timed out after {:?} waiting for EXEC on {}; the transaction may have run",
-                        self.op_timeout(),
+                        self.fwd.core.op_timeout(),
                         pinned.conn.addr()
                     ))
                 }
@@ -225,7 +225,7 @@ impl Router {
             match tx_verdict(&replies) {
                 Some(TxVerdict::Done(exec)) => exec,
                 Some(TxVerdict::Redirect(..)) => {
-                    self.cluster.note_redirect();
+                    self.fwd.core.cluster.note_redirect();
                     Bytes::from_static(NIL_ARRAY)
                 }
                 Some(TxVerdict::Transient(_)) => Bytes::from_static(NIL_ARRAY),
@@ -236,11 +236,13 @@ impl Router {
 
     /// Borrows a dedicated connection to `addr` speaking `protocol` (subscriptions).
     pub(crate) async fn lend(
-        &self,
+        self,
         addr: &Arc<str>,
         protocol: Protocol,
     ) -> Result<Dedicated, Bytes> {
-        self.upstreams
+        self.fwd
+            .core
+            .upstreams
             .dedicated()
             .acquire(addr, protocol)
             .await
@@ -249,8 +251,8 @@ impl Router {
 
     /// The primary owning `slot`, or for `None` one primary chosen by `pick` (spreading the
     /// cluster-wide subscriptions of many clients over the primaries).
-    pub(crate) fn primary_for(&self, slot: Option<u16>, pick: usize) -> Option<Arc<str>> {
-        let topology = self.cluster.topology()?;
+    pub(crate) fn primary_for(self, slot: Option<u16>, pick: usize) -> Option<Arc<str>> {
+        let topology = self.fwd.core.cluster.topology()?;
         let shard = match slot {
             Some(slot) => topology.shard(slot)?,
             None => topology
@@ -261,8 +263,8 @@ impl Router {
     }
 
     /// Asks for a fresh slot map (a shard channel's slot moved).
-    pub(crate) fn request_refresh(&self) {
-        self.cluster.request_refresh();
+    pub(crate) fn request_refresh(self) {
+        self.fwd.core.cluster.request_refresh();
     }
 
     /// Sends one command on a dedicated connection to the owner of `slot`, following redirects
@@ -270,7 +272,7 @@ impl Router {
     /// with the final reply. `patience`: how long the command itself may take (`None`:
     /// forever; connecting and retrying are bounded by `op_timeout` regardless).
     async fn on_dedicated(
-        &self,
+        self,
         backend: Option<Arc<RouteTarget>>,
         payload: &[u8],
         slot: u16,
@@ -278,11 +280,13 @@ impl Router {
         patience: Option<Duration>,
         protocol: Protocol,
     ) -> Result<(Dedicated, Bytes), Bytes> {
-        let retry_deadline = Instant::now() + self.op_timeout();
+        let core = &self.fwd.core;
+        let retry_deadline = Instant::now() + core.op_timeout();
         let mut target = Target::Owner(Some(slot));
         let (mut redirects, mut attempt) = (0, 0);
         loop {
             let (node, asking) = self
+                .fwd
                 .resolve_on(backend.clone(), &target, retry_deadline)
                 .await?;
             let mut conn = self.lend(node.addr(), protocol).await?;
@@ -290,9 +294,9 @@ impl Router {
             let reply = match sent.await? {
                 Ok(reply) => reply,
                 Err(e) if e.never_sent() || !write => {
-                    self.state(&backend).note_failure();
+                    core.state(&backend).note_failure();
                     attempt += 1;
-                    if !pause_before_retry(self.retry_backoff(), attempt, retry_deadline).await {
+                    if !pause_before_retry(core.retry_backoff(), attempt, retry_deadline).await {
                         return Err(redcar_error(e));
                     }
                     target = Target::Owner(Some(slot));
@@ -302,20 +306,20 @@ impl Router {
             };
             let next = match classify(&reply) {
                 Verdict::Done => return Ok((conn, reply)),
-                Verdict::Moved(addr) | Verdict::Ask(addr) if redirects >= self.max_redirects() => {
+                Verdict::Moved(addr) | Verdict::Ask(addr) if redirects >= core.max_redirects() => {
                     return Err(redcar_error(format_args!(
                         "gave up after {redirects} redirects (last to {addr})"
                     )));
                 }
                 Verdict::Moved(addr) => {
-                    self.state(&backend).note_redirect();
+                    core.state(&backend).note_redirect();
                     Some((addr.to_string(), false))
                 }
                 Verdict::Ask(addr) => Some((addr.to_string(), true)),
                 Verdict::Transient => None,
                 // A demoted primary: the command did not run; retry once the map is fresh.
                 Verdict::ReadOnly => {
-                    self.cluster.request_refresh();
+                    core.cluster.request_refresh();
                     None
                 }
             };
@@ -323,17 +327,17 @@ impl Router {
             match next {
                 Some((addr, asking)) => {
                     redirects += 1;
-                    self.metrics
+                    core.metrics
                         .redirect(if asking { "ask" } else { "moved" }, &addr);
                     target = Target::Redirected {
-                        node: self.upstreams.node(&addr),
+                        node: core.upstreams.node(&addr),
                         asking,
                     };
                 }
                 None => {
                     attempt += 1;
-                    self.metrics.retry();
-                    if !pause_before_retry(self.retry_backoff(), attempt, retry_deadline).await {
+                    core.metrics.retry();
+                    if !pause_before_retry(core.retry_backoff(), attempt, retry_deadline).await {
                         return Err(reply);
                     }
                     target = Target::Owner(Some(slot));

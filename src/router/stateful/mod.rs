@@ -1,6 +1,7 @@
 //! Commands bound to the client's connection rather than to one request: transactions (MULTI …
 //! EXEC, sent as one unit on the client's shared connection), WATCH and blocking commands (on a
-//! dedicated connection), and WAIT (over the writes the client's connection carried).
+//! dedicated connection), and WAIT (over the writes the client's connection carried). The
+//! [`Stateful`] room.
 
 mod dedicated;
 mod transaction;
@@ -9,3 +10,19 @@ mod wait;
 pub(crate) use dedicated::Watch;
 pub(crate) use transaction::transaction_payload;
 pub(crate) use wait::Written;
+
+use crate::router::Forwarder;
+
+/// The connection-bound room: transactions (`transaction`), WATCH, blocking commands and
+/// lending a dedicated connection (`dedicated`), WAIT (`wait`). The state it serves lives with
+/// the session ([`Watch`], [`Written`]); it borrows the forwarder it resolves nodes through.
+#[derive(Clone, Copy)]
+pub(crate) struct Stateful<'r> {
+    fwd: &'r Forwarder,
+}
+
+impl<'r> Stateful<'r> {
+    pub(in crate::router) fn new(fwd: &'r Forwarder) -> Stateful<'r> {
+        Stateful { fwd }
+    }
+}

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::protocol::{reply_frame_len, Limits};
 use crate::router::forward::{classify, lost_write, pause_before_retry, Call, Target, Verdict};
 use crate::router::reply::redcar_error;
-use crate::router::{RouteTarget, Router};
+use crate::router::{RouteTarget, Stateful};
 use crate::upstream::{Lane, Node, Reply};
 
 /// `MULTI\r\n` and `EXEC\r\n` as RESP, around the queued commands.
@@ -103,35 +103,35 @@ pub(crate) fn transaction_payload(queued: &[u8], commands: u32) -> (Bytes, u32) 
     (payload.freeze(), commands + 2)
 }
 
-impl Router {
+impl<'r> Stateful<'r> {
     /// Sends a whole transaction (from [`transaction_payload`]) to the owner of `slot` (`None`:
     /// any primary) on the client's shared connection. A transaction the node refused as a
     /// whole (redirect, TRYAGAIN) is sent again, since none of it ran; one whose connection broke
     /// after sending is not, since all of it may have run.
     pub(crate) fn exec(
-        &self,
+        self,
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
         lane: Lane,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         self.exec_on(None, payload, frames, slot, lane)
     }
 
     /// [`exec`](Self::exec) in a route's backend (`None`: the catch-all backend).
     pub(crate) fn exec_on(
-        &self,
+        self,
         backend: Option<Arc<RouteTarget>>,
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
         lane: Lane,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         // The first attempt is queued now, like any forwarded command, so the unit reaches the
         // node before whatever the client pipelined after EXEC.
         let first = self.queue_exec(&backend, &payload, frames, slot, lane);
         Call::slow(async move {
-            let deadline = Instant::now() + self.op_timeout();
+            let deadline = Instant::now() + self.fwd.core.op_timeout();
             let mut first = first;
             let mut target = Target::Owner(slot);
             let (mut redirects, mut attempt) = (0, 0);
@@ -139,23 +139,28 @@ impl Router {
                 let (node, reply) = match first.take() {
                     Some(sent) => sent,
                     None => {
-                        let (node, asking) =
-                            match self.resolve_on(backend.clone(), &target, deadline).await {
-                                Ok(found) => found,
-                                Err(reply) => return reply,
-                            };
+                        let (node, asking) = match self
+                            .fwd
+                            .resolve_on(backend.clone(), &target, deadline)
+                            .await
+                        {
+                            Ok(found) => found,
+                            Err(reply) => return reply,
+                        };
                         let reply = node.send_frames(payload.clone(), asking, lane, frames);
                         (node, reply)
                     }
                 };
                 let outcome = match tokio::time::timeout_at(deadline, reply).await {
                     Ok(outcome) => outcome,
-                    Err(_elapsed) => return self.timed_out(&node),
+                    Err(_elapsed) => return self.fwd.timed_out(&node),
                 };
                 let why = match outcome.map(|replies| tx_verdict(&replies)) {
                     Ok(Some(TxVerdict::Done(exec))) => return exec,
                     Ok(None) => return redcar_error("malformed reply to a transaction"),
-                    Ok(Some(TxVerdict::Redirect(addr, _))) if redirects >= self.max_redirects() => {
+                    Ok(Some(TxVerdict::Redirect(addr, _)))
+                        if redirects >= self.fwd.core.max_redirects() =>
+                    {
                         return redcar_error(format_args!(
                             "gave up after {redirects} redirects (last to {addr})"
                         ));
@@ -168,19 +173,19 @@ impl Router {
                     Ok(Some(TxVerdict::Transient(reply))) => {
                         // A queued write met a demoted primary: the map is stale.
                         if reply.starts_with(b"-READONLY") {
-                            self.cluster.request_refresh();
+                            self.fwd.core.cluster.request_refresh();
                         }
                         reply
                     }
                     Err(e) if e.never_sent() => {
-                        self.state(&backend).note_failure();
+                        self.fwd.core.state(&backend).note_failure();
                         redcar_error(&e)
                     }
                     Err(e) => return lost_write(&e),
                 };
                 attempt += 1;
-                self.metrics.retry();
-                if !pause_before_retry(self.retry_backoff(), attempt, deadline).await {
+                self.fwd.core.metrics.retry();
+                if !pause_before_retry(self.fwd.core.retry_backoff(), attempt, deadline).await {
                     return why;
                 }
                 // Back to the owner; redirects are counted per attempt, since a migration
@@ -195,14 +200,14 @@ impl Router {
     /// primary) in the current map; `None` when the map has no such primary yet.
     #[inline]
     fn queue_exec(
-        &self,
+        self,
         backend: &Option<Arc<RouteTarget>>,
         payload: &Bytes,
         frames: u32,
         slot: Option<u16>,
         lane: Lane,
     ) -> Option<(Arc<Node>, Reply)> {
-        let topology = self.state(backend).topology()?;
+        let topology = self.fwd.core.state(backend).topology()?;
         let shard = match slot {
             Some(slot) => topology.shard(slot)?,
             None => topology.shards().first()?,
@@ -215,15 +220,17 @@ impl Router {
     /// A transaction refused as a whole with MOVED or ASK (`asking`) to `addr`: notes the
     /// redirect where the slot map keeps them, and the whole unit goes there next.
     fn follow_tx_redirect(
-        &self,
+        self,
         backend: &Option<Arc<RouteTarget>>,
         slot: Option<u16>,
         addr: &str,
         asking: bool,
     ) -> Target {
-        self.metrics
+        self.fwd
+            .core
+            .metrics
             .redirect(if asking { "ask" } else { "moved" }, addr);
-        let state = self.state(backend);
+        let state = self.fwd.core.state(backend);
         match (slot, asking) {
             (Some(slot), true) => state.migrating().note_ask(slot),
             (Some(slot), false) => state.migrating().note_moved(slot),
@@ -233,7 +240,7 @@ impl Router {
             state.note_redirect();
         }
         Target::Redirected {
-            node: self.upstreams.node(addr),
+            node: self.fwd.core.upstreams.node(addr),
             asking,
         }
     }

@@ -32,7 +32,7 @@ use crate::cluster::Shard;
 use crate::protocol::write_integer;
 use crate::router::replies::{array_items, bulk, encode_command, integer};
 use crate::router::reply::redcar_error;
-use crate::router::{Call, Router};
+use crate::router::{Call, Stateful};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
@@ -91,17 +91,17 @@ impl Failure {
     }
 }
 
-impl Router {
+impl<'r> Stateful<'r> {
     /// WAIT `replicas` for up to `timeout` (`None`: until satisfied) on the primaries of the
     /// writes the WAIT covers (every primary if it covers none, or a fan-out); the answer is the
     /// smallest count among them. How it ends decides what the next WAIT covers.
     pub(crate) fn wait(
-        &self,
+        self,
         written: &mut Written,
         replicas: i64,
         timeout: Option<Duration>,
         lane: Lane,
-    ) -> Call<'_> {
+    ) -> Call<'r> {
         let (covered, end) = written.begin_wait();
         let nodes = match self.covered_primaries(covered) {
             Ok(nodes) => nodes,
@@ -141,8 +141,8 @@ impl Router {
 
     /// The primaries of the covered slots, each with one of those slots (which finds the
     /// shard's new primary after a failover); every primary when the writes went everywhere.
-    fn covered_primaries(&self, covered: &Covered) -> Result<Vec<(Arc<Node>, u16)>, Bytes> {
-        let topology = self.cluster.topology().ok_or_else(|| {
+    fn covered_primaries(self, covered: &Covered) -> Result<Vec<(Arc<Node>, u16)>, Bytes> {
+        let topology = self.fwd.core.cluster.topology().ok_or_else(|| {
             redcar_error("no cluster topology known yet (are the seed nodes reachable?)")
         })?;
         let mut nodes: Vec<(Arc<Node>, u16)> = Vec::new();
@@ -183,7 +183,7 @@ impl Router {
     /// a WAIT without one, `op_timeout` after the demotion, with an error. A primary that is
     /// unreachable or does not answer by the client's timeout counts as 0 replicas too.
     async fn wait_following(
-        &self,
+        self,
         node: &Arc<Node>,
         slot: u16,
         replicas: i64,
@@ -210,7 +210,7 @@ impl Router {
                 Err(failure) => failure,
             };
             let until = *follow_until.get_or_insert_with(|| {
-                deadline.unwrap_or_else(|| Instant::now() + self.op_timeout())
+                deadline.unwrap_or_else(|| Instant::now() + self.fwd.core.op_timeout())
             });
             let demoted = match failure {
                 Failure::Lost(_) => self.says_replica(&node, lane).await,
@@ -243,7 +243,7 @@ impl Router {
                         "WAIT: {} was demoted to a replica and no new primary of slot {slot} \
                          was known within {:?}",
                         node.addr(),
-                        self.op_timeout()
+                        self.fwd.core.op_timeout()
                     )))
                 }
             }
@@ -257,12 +257,12 @@ impl Router {
     /// After a lost connection: does `node` still answer, and say it is a replica (demoted by
     /// a failover, so its writes went on with the new primary)? A node that does not answer
     /// may have crashed: no.
-    async fn says_replica(&self, node: &Arc<Node>, lane: Lane) -> bool {
+    async fn says_replica(self, node: &Arc<Node>, lane: Lane) -> bool {
         let role = encode_command([&b"ROLE"[..]].into_iter());
         // Twice: the first try may meet the connection the node is closing.
         for _ in 0..2 {
             let reply = node.send_frames(role.clone(), false, Lane::resp2(lane.client()), 1);
-            match tokio::time::timeout(self.op_timeout(), reply).await {
+            match tokio::time::timeout(self.fwd.core.op_timeout(), reply).await {
                 Ok(Ok(reply)) => {
                     let role = array_items(&reply)
                         .and_then(|items| bulk(items.first()?))
@@ -278,10 +278,10 @@ impl Router {
 
     /// The primary of `slot`'s shard once the map names another than `old`, asking for fresh
     /// maps until `until`.
-    async fn successor(&self, slot: u16, old: &Arc<Node>, until: Instant) -> Option<Arc<Node>> {
+    async fn successor(self, slot: u16, old: &Arc<Node>, until: Instant) -> Option<Arc<Node>> {
         loop {
-            let seen = self.cluster.version();
-            if let Some(topology) = self.cluster.topology() {
+            let seen = self.fwd.core.cluster.version();
+            if let Some(topology) = self.fwd.core.cluster.topology() {
                 if let Some(shard) = topology.shard(slot) {
                     if shard.primary.addr() != old.addr() {
                         return Some(shard.primary.clone());
@@ -292,9 +292,10 @@ impl Router {
             if now >= until {
                 return None;
             }
-            self.cluster.request_refresh();
+            self.fwd.core.cluster.request_refresh();
             let recheck = until.min(now + RECHECK);
-            let _ = tokio::time::timeout_at(recheck, self.cluster.changed_since(seen)).await;
+            let _ =
+                tokio::time::timeout_at(recheck, self.fwd.core.cluster.changed_since(seen)).await;
         }
     }
 
@@ -303,7 +304,7 @@ impl Router {
     /// redcar polls without blocking (`MULTI / WAIT n 0 / EXEC`: inside a transaction WAIT
     /// answers at once) until enough replicas acknowledged or the deadline passed.
     async fn wait_on(
-        &self,
+        self,
         node: &Arc<Node>,
         replicas: i64,
         deadline: Option<Instant>,
@@ -362,7 +363,7 @@ impl Router {
     /// Sends `payload` on the client's connection to `node`, bounded by `op_timeout` beyond
     /// the `blocks` the command may take on the node.
     async fn on_lane(
-        &self,
+        self,
         node: &Arc<Node>,
         payload: Bytes,
         frames: u32,
@@ -370,10 +371,10 @@ impl Router {
         lane: Lane,
     ) -> Result<Bytes, Failure> {
         let reply = node.send_frames(payload, false, lane, frames);
-        match tokio::time::timeout(blocks + self.op_timeout(), reply).await {
+        match tokio::time::timeout(blocks + self.fwd.core.op_timeout(), reply).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => Err(Failure::Lost(redcar_error(e))),
-            Err(_) => Err(Failure::Final(self.timed_out(node))),
+            Err(_) => Err(Failure::Final(self.fwd.timed_out(node))),
         }
     }
 }

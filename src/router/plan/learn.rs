@@ -6,17 +6,17 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::Router;
+use super::Planner;
 use crate::commands::{CommandTable, CustomCommand, InfoValue};
 use crate::protocol::{Frame, Limits};
 use crate::upstream::Lane;
 
 const COMMAND: &[u8] = b"*1\r\n$7\r\nCOMMAND\r\n";
 
-impl Router {
+impl Planner<'_> {
     /// Makes the commands declared in the configuration routable. Called once at start-up, before
-    /// [`Router::learn_commands`]; `custom` has been validated (no clash with a builtin name).
-    pub(crate) fn declare_commands(&self, custom: &[CustomCommand]) {
+    /// [`Planner::learn_commands`]; `custom` has been validated (no clash with a builtin name).
+    pub(crate) fn declare_commands(self, custom: &[CustomCommand]) {
         if custom.is_empty() {
             return;
         }
@@ -25,12 +25,13 @@ impl Router {
             // Leaked once per declared command at start-up: a fixed, small cost.
             table.declare(Box::leak(Box::new(command.spec())));
         }
-        self.learned.store(Some(Arc::new(table)));
+        self.commands.learned.store(Some(Arc::new(table)));
     }
 
     /// The current table: builtin plus whatever was declared or learned so far.
-    fn command_table(&self) -> CommandTable {
-        self.learned
+    fn command_table(self) -> CommandTable {
+        self.commands
+            .learned
             .load()
             .as_deref()
             .cloned()
@@ -39,13 +40,13 @@ impl Router {
 
     /// Asks one primary for `COMMAND` and keeps the commands the built-in table lacks. Returns
     /// how many were learned; errors are logged by the caller and leave the built-in table alone.
-    pub(crate) async fn learn_commands(&self) -> Result<usize, String> {
-        let topology = self.cluster.topology().ok_or("no slot map yet")?;
+    pub(crate) async fn learn_commands(self) -> Result<usize, String> {
+        let topology = self.core.cluster.topology().ok_or("no slot map yet")?;
         let shard = topology.shards().first().ok_or("no shard known")?;
         let call = shard
             .primary
             .call(Bytes::from_static(COMMAND), false, Lane::default());
-        let reply = tokio::time::timeout(self.op_timeout() * 5, call)
+        let reply = tokio::time::timeout(self.core.op_timeout() * 5, call)
             .await
             .map_err(|_| "COMMAND timed out".to_string())?
             .map_err(|e| e.to_string())?;
@@ -61,7 +62,7 @@ impl Router {
         let mut table = self.command_table();
         let learned = table.learn(&info_value(frame));
         if learned > 0 {
-            self.learned.store(Some(Arc::new(table)));
+            self.commands.learned.store(Some(Arc::new(table)));
         }
         Ok(learned)
     }

@@ -1,18 +1,29 @@
-//! Deciding, before any I/O, what to do with one command: which slot, local, or refuse.
+//! Deciding, before any I/O, what to do with one command: which slot, local, or refuse. The
+//! [`Planner`] room: it knows the commands (built in, declared, learned from the cluster:
+//! `learn`) and the route table (`routed` plans against it).
 
+mod learn;
+mod routed;
+
+pub(in crate::router) use routed::{forwarded_key_bytes, Routed};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 
-use super::fanout::node_admin;
-use super::multi::{Job, Multi};
-use super::reply::{error_with_prefix, redcar_error};
-use super::{split, Router};
 use crate::cluster::key_slot;
 use crate::commands::policy::{self, FanOut, Sub, Tx};
 use crate::commands::spec::flags;
-use crate::commands::{self, CommandSpec, Local, Serve};
+use crate::commands::{self, CommandSpec, CommandTable, Local, Serve};
 use crate::protocol::Request;
+use crate::router::core::Core;
+use crate::router::fanout::node_admin;
+use crate::router::multi::{Job, Multi};
+use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::{split, RouteTable};
 
 /// What to do with one command.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,27 +54,64 @@ pub(crate) enum Plan {
     /// A subscription command; the session enters (or stays in) subscribe mode.
     Sub(Sub),
     /// Several node requests or a follow-up step (keys in several slots, fan-out to every
-    /// primary, scripts): start it with [`Router::start`].
+    /// primary, scripts): start it with [`Fanout::start`](crate::router::Fanout::start).
     Multi(Multi),
 }
 
-impl Router {
+/// The planner's own state, which the [`Router`](crate::router::Router) keeps.
+#[derive(Default)]
+pub(in crate::router) struct Commands {
+    /// Commands learned from the cluster that the built-in table lacks (module commands);
+    /// consulted only when the built-in lookup misses, so the common path does not touch it.
+    learned: ArcSwapOption<CommandTable>,
+    /// `routes:` over the named backends; the core's `cluster` is the catch-all backend.
+    /// Swapped whole on reload.
+    pub(in crate::router) routes: ArcSwap<RouteTable>,
+    /// True when `routes` has entries: the one branch a config without routes pays per command.
+    routed: AtomicBool,
+}
+
+/// Planning: what to do with one command, the commands known and the route table. Borrows the
+/// shared core (reloadable settings, the slot map to learn from) and its own [`Commands`].
+#[derive(Clone, Copy)]
+pub(crate) struct Planner<'r> {
+    core: &'r Core,
+    pub(in crate::router) commands: &'r Commands,
+}
+
+impl<'r> Planner<'r> {
+    pub(in crate::router) fn new(core: &'r Core, commands: &'r Commands) -> Planner<'r> {
+        Planner { core, commands }
+    }
+
+    /// Installs a route table (start-up and reload): commands planned from now on use it.
+    pub(crate) fn set_routes(self, table: RouteTable) {
+        let routed = !table.is_empty();
+        self.commands.routes.store(Arc::new(table));
+        self.commands.routed.store(routed, Ordering::Relaxed);
+    }
+
+    /// The spec for a command line: built-in table first, then commands learned from the cluster.
+    pub(crate) fn lookup(self, args: &[Bytes]) -> Option<&'static CommandSpec> {
+        commands::lookup(args).or_else(|| self.commands.learned.load().as_ref()?.lookup(args))
+    }
+
     /// Plans `request`, and names its command (`"unknown"` when the table lacks it) for the
     /// metrics. `scratch` is reused between calls so key extraction does not allocate.
-    pub(crate) fn plan(&self, request: &Request, scratch: &mut Vec<usize>) -> (Plan, &'static str) {
+    pub(crate) fn plan(self, request: &Request, scratch: &mut Vec<usize>) -> (Plan, &'static str) {
         let args = request.args();
         let Some(spec) = self.lookup(args) else {
             return (Plan::Reply(unknown_command(args)), "unknown");
         };
         let plan = self.plan_spec(spec, args, scratch);
-        if !self.routed.load(std::sync::atomic::Ordering::Relaxed) {
+        if !self.commands.routed.load(Ordering::Relaxed) {
             return (plan, spec.name);
         }
         (self.route(spec, args, scratch, plan), spec.name)
     }
 
-    pub(super) fn plan_spec(
-        &self,
+    pub(in crate::router) fn plan_spec(
+        self,
         spec: &'static CommandSpec,
         args: &[Bytes],
         scratch: &mut Vec<usize>,
@@ -72,8 +120,8 @@ impl Router {
             spec,
             args,
             scratch,
-            || self.allow_flush(),
-            |spec| plan_node_admin(spec, &self.live.load().config.allow_node_admin),
+            || self.core.allow_flush(),
+            |spec| plan_node_admin(spec, &self.core.live.load().config.allow_node_admin),
         )
     }
 }

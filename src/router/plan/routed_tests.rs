@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use super::*;
 use crate::cluster::{key_slot, ClusterState};
 use crate::protocol::{parse_request, Limits};
-use crate::router::{RouteTable, RouteTarget, RouterConfig};
+use crate::router::{RouteTable, RouteTarget, Router, RouterConfig};
 use crate::upstream::Upstreams;
 
 fn route(prefix: &str, backend: &str, strip: bool) -> Route {
@@ -43,7 +43,7 @@ fn router() -> Router {
         route("raw:", "raw", false),
         single("one:", "standalone", true, true),
     ];
-    router.set_routes(RouteTable::new(routes, false));
+    router.planner().set_routes(RouteTable::new(routes, false));
     router
 }
 
@@ -57,7 +57,7 @@ fn plan(router: &Router, line: &str) -> Plan {
     let request = parse_request(&mut input, &Limits::default())
         .expect("parses")
         .expect("complete");
-    router.plan(&request, &mut Vec::new()).0
+    router.planner().plan(&request, &mut Vec::new()).0
 }
 
 fn routed(plan: Plan) -> Routed {

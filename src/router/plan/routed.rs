@@ -1,4 +1,4 @@
-//! Planning a command against the route table. Keys of one route: the ordinary plan, made on the
+//! The [`Planner`]'s part for `routes:`: planning a command against the route table. Keys of one route: the ordinary plan, made on the
 //! forwarded keys (prefix removed when the route says so) and tied to the route's backend. Keys
 //! of several routes: split by (route, slot) when the command can be split, refused otherwise.
 
@@ -7,16 +7,14 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use super::Route;
 use crate::cluster::key_slot;
 use crate::commands::policy::{self, Tx};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, Serve};
-use crate::protocol::{write_array_len, write_bulk, Request};
+use crate::protocol::{write_array_len, write_bulk};
 use crate::router::multi::{Job, Multi};
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::{split, Call, Plan, Router};
-use crate::upstream::Lane;
+use crate::router::{split, Plan, Planner, Route};
 
 /// A single-slot command for a route's backend.
 #[derive(Debug, PartialEq, Eq)]
@@ -30,7 +28,7 @@ pub(crate) struct Routed {
     /// A blocking command (on a dedicated connection, never mirrored) and its own timeout
     /// (`Some(None)`: it may block forever).
     pub(crate) blocking: Option<Option<Duration>>,
-    /// WATCH: the session pins a dedicated connection through [`Router::watch_on`].
+    /// WATCH: the session pins a dedicated connection through [`Stateful::watch_on`](crate::router::Stateful::watch_on).
     pub(crate) watch: bool,
 }
 
@@ -79,7 +77,7 @@ fn has_keys(spec: &CommandSpec, plan: &Plan) -> bool {
     )
 }
 
-impl Router {
+impl Planner<'_> {
     /// `plan` (made for the catch-all backend) re-planned by the route table. Only called when
     /// routes are configured.
     pub(in crate::router) fn route(
@@ -92,7 +90,7 @@ impl Router {
         if !has_keys(spec, &plan) {
             return plan;
         }
-        let table = self.routes.load();
+        let table = self.commands.routes.load();
         scratch.clear();
         if commands::routing_indices(spec, args, scratch).is_err() {
             return plan;
@@ -162,55 +160,6 @@ impl Router {
                 spec.name.to_ascii_uppercase()
             ),
         ))
-    }
-
-    /// Queues a routed command on its backend now (and its mirror copy, if any).
-    pub(in crate::router) fn start_routed(
-        &self,
-        routed: Routed,
-        request: &Request,
-        lane: Lane,
-    ) -> Call<'_> {
-        let payload = routed.payload.unwrap_or_else(|| request.raw().clone());
-        let target = Some(routed.route.target.clone());
-        if let (Some(timeout), Some(slot)) = (routed.blocking, routed.slot) {
-            // A copy that blocks would hold up the mirror's shared connection: never mirrored.
-            return self.blocking_on(
-                target,
-                payload,
-                slot,
-                routed.write,
-                timeout,
-                lane.protocol(),
-            );
-        }
-        let call = self.forward_to(
-            target,
-            None,
-            payload.clone(),
-            routed.slot,
-            routed.write,
-            lane,
-            tokio::time::Instant::now(),
-        );
-        self.mirror(&routed.route, payload, routed.slot, routed.write, lane);
-        call
-    }
-
-    /// Sends a copy to the route's mirror when it wants this command.
-    pub(in crate::router) fn mirror(
-        &self,
-        route: &Route,
-        payload: Bytes,
-        slot: Option<u16>,
-        write: bool,
-        lane: Lane,
-    ) {
-        if let Some(mirror) = &route.mirror {
-            if mirror.wants(write) {
-                mirror.send(payload, slot, lane, self.op_timeout());
-            }
-        }
     }
 }
 
@@ -291,5 +240,5 @@ fn encode(args: &[Bytes]) -> Bytes {
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
+#[path = "routed_tests.rs"]
 mod tests;
