@@ -93,8 +93,11 @@ impl std::str::FromStr for Threading {
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
-    /// Every worker holds about as many clients as the others (within one).
+    /// `pack` while clients come and go (recent departures at least as many as the clients
+    /// connected), `even` while they stay (`downstream::spread`).
     #[default]
+    Auto,
+    /// Every worker holds about as many clients as the others (within one).
     Even,
     /// New clients go to the first worker that is not yet busy (`downstream::spread`), so a
     /// light load runs on few threads, with bigger batches and fewer wake-ups per command.
@@ -105,6 +108,7 @@ impl Placement {
     /// The name used in the config file and on the command line.
     pub(crate) fn name(self) -> &'static str {
         match self {
+            Placement::Auto => "auto",
             Placement::Even => "even",
             Placement::Pack => "pack",
         }
@@ -116,9 +120,10 @@ impl std::str::FromStr for Placement {
 
     fn from_str(text: &str) -> Result<Placement, String> {
         match text {
+            "auto" => Ok(Placement::Auto),
             "even" => Ok(Placement::Even),
             "pack" => Ok(Placement::Pack),
-            other => Err(format!("`{other}`: expected `even` or `pack`")),
+            other => Err(format!("`{other}`: expected `auto`, `even` or `pack`")),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Decides which per-core worker takes the next client: `placement: even` keeps the workers'
 //! client counts even (a worker holding more clients than the least-loaded worker plus one stops
 //! accepting until that changes); `placement: pack` sends new clients to the first worker that
-//! is not yet busy.
+//! is not yet busy; `placement: auto` packs while clients come and go and keeps counts even
+//! while they stay.
 //!
 //! Per core, every worker accepts on the same socket and the kernel wakes whichever is waiting,
 //! so an idle worker takes the next client. That favours the least busy worker but not the one
@@ -15,6 +16,12 @@
 //! every thread, so each command costs less CPU (docs/configuration.md, `placement`). Each worker
 //! samples the share of its time spent running tasks ([`Spread::watch_busy`]); a worker past
 //! [`PACK_BUSY`] is full, and when every worker is full the counts decide as with `even`.
+//!
+//! Packing has one risk: a client never moves, so long-lived connections opened while the load
+//! is light (a pool filled at start-up) would all sit on one worker when the load comes. `auto`
+//! packs only while the clients churn — at least as many left in about the last
+//! [`CHURN_WINDOW`] as are connected now, i.e. they live for seconds (PHP per request, CGI,
+//! serverless) — where that risk cannot build up, and keeps the counts even otherwise.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,6 +53,14 @@ const BUSY_SAMPLE: Duration = Duration::from_millis(100);
 /// Weight of the newest sample in the smoothed share: about the last half second counts.
 const BUSY_WEIGHT: f64 = 0.25;
 
+/// `placement: auto`: departures are counted over about this long (an exponentially weighted
+/// sum, updated at every [`BUSY_SAMPLE`]).
+pub(crate) const CHURN_WINDOW: Duration = Duration::from_secs(10);
+
+/// `placement: auto` packs only after at least this many recent departures, so a fresh proxy
+/// whose first clients are a pool filling up keeps them even.
+const CHURN_MIN: f64 = 8.0;
+
 /// One worker's standing: its client count and how busy it has been.
 struct Worker {
     /// `redcar_worker_clients{worker}`: the count itself, not a copy of it.
@@ -60,6 +75,12 @@ struct Worker {
 pub(crate) struct Spread {
     workers: Box<[Worker]>,
     placement: Placement,
+    /// Clients that left since start (`placement: auto`).
+    departed: AtomicU64,
+    /// New clients are packed now: always with `pack`, never with `even`, while clients churn
+    /// with `auto` (`redcar_placement_packing`).
+    packing: AtomicBool,
+    packing_gauge: Gauge,
     /// Notified whenever a count changes (a client joins another worker or leaves this one) or
     /// a worker fills up or frees, so a paused worker looks again.
     changed: Notify,
@@ -78,13 +99,20 @@ impl Spread {
                 })
                 .collect(),
             placement,
+            departed: AtomicU64::new(0),
+            packing: AtomicBool::new(placement == Placement::Pack),
+            packing_gauge: {
+                let gauge = metrics.placement_packing();
+                gauge.set(i64::from(placement == Placement::Pack));
+                gauge
+            },
             changed: Notify::new(),
         }
     }
 
     /// Whether `worker` may accept now.
     fn may_accept(&self, worker: usize) -> bool {
-        if self.placement == Placement::Pack {
+        if self.packing.load(Ordering::Relaxed) {
             // The first worker not yet full takes the clients; with all full, the counts decide.
             if let Some(first) = self
                 .workers
@@ -118,12 +146,21 @@ impl Spread {
         }
     }
 
+    /// Waits until `worker` may no longer accept.
+    async fn turn_passes(&self, worker: usize) {
+        while self.may_accept(worker) {
+            let _ = tokio::time::timeout(RECHECK, self.changed.notified()).await;
+        }
+    }
+
     /// Runs on per-core worker `worker` for the process's life: samples the share of time its
-    /// runtime spent running tasks every [`BUSY_SAMPLE`], smoothed, into the worker's standing.
+    /// runtime spent running tasks every [`BUSY_SAMPLE`], smoothed, into the worker's standing;
+    /// worker 0 also follows the clients' churn for `placement: auto`.
     pub(crate) async fn watch_busy(self: Arc<Self>, worker: usize) {
         let runtime = tokio::runtime::Handle::current().metrics();
         let mut last = (Instant::now(), runtime.worker_total_busy_duration(0));
         let mut smooth = 0.0;
+        let mut churn = Churn::default();
         loop {
             tokio::time::sleep(BUSY_SAMPLE).await;
             let now = (Instant::now(), runtime.worker_total_busy_duration(0));
@@ -134,6 +171,23 @@ impl Spread {
             last = now;
             smooth += BUSY_WEIGHT * (share - smooth);
             self.set_busy(worker, smooth);
+            if worker == 0 && self.placement == Placement::Auto {
+                let churning = churn.update(self.departed.load(Ordering::Relaxed), self.clients());
+                self.set_packing(churning);
+            }
+        }
+    }
+
+    /// Clients connected now, over all workers.
+    fn clients(&self) -> i64 {
+        self.workers.iter().map(|w| w.clients.get()).sum()
+    }
+
+    /// `placement: auto`: packs new clients or not, and wakes paused workers when that changes.
+    fn set_packing(&self, packing: bool) {
+        if self.packing.swap(packing, Ordering::Relaxed) != packing {
+            self.packing_gauge.set(i64::from(packing));
+            self.changed.notify_waiters();
         }
     }
 
@@ -163,6 +217,26 @@ impl Spread {
     }
 }
 
+/// Recent departures against the clients connected (`placement: auto`).
+#[derive(Default)]
+struct Churn {
+    /// Departures in about the last [`CHURN_WINDOW`], exponentially weighted.
+    recent: f64,
+    /// The departure count at the last update.
+    seen: u64,
+}
+
+impl Churn {
+    /// Counts the departures since the last update (one [`BUSY_SAMPLE`] ago) and says whether
+    /// the clients churn: at least as many left recently as are connected, and a few.
+    fn update(&mut self, departed: u64, connected: i64) -> bool {
+        let keep = 1.0 - BUSY_SAMPLE.as_secs_f64() / CHURN_WINDOW.as_secs_f64();
+        self.recent = self.recent * keep + departed.saturating_sub(self.seen) as f64;
+        self.seen = departed;
+        self.recent >= CHURN_MIN.max(connected as f64)
+    }
+}
+
 /// The share of `elapsed` spent `busy`, 0 to 1 (a sample's clocks are not read at the same
 /// instant, so the raw figure can pass 1).
 fn busy_share(busy: Duration, elapsed: Duration) -> f64 {
@@ -183,6 +257,7 @@ impl Drop for Member {
         if let Some(standing) = self.spread.workers.get(self.worker) {
             standing.clients.dec();
         }
+        self.spread.departed.fetch_add(1, Ordering::Relaxed);
         self.spread.changed.notify_waiters();
     }
 }
@@ -206,11 +281,21 @@ impl<L: Accept + Sync> Accept for Gated<L> {
     type Stream = L::Stream;
     const LABEL: &'static str = L::LABEL;
 
+    /// A worker already waiting in `accept` when its turn passes (another worker freed up, or
+    /// `auto` began packing) stops waiting there, so the next client goes where the placement
+    /// says. Safe to drop: the raw TCP and Unix accepts are cancel-safe (a TLS listener wraps
+    /// this one and handshakes after it).
     async fn accept_client(&self) -> std::io::Result<(Self::Stream, std::sync::Arc<str>)> {
-        if let Some((spread, worker)) = &self.turn {
+        let Some((spread, worker)) = &self.turn else {
+            return self.inner.accept_client().await;
+        };
+        loop {
             spread.turn(*worker).await;
+            tokio::select! {
+                accepted = self.inner.accept_client() => return accepted,
+                () = spread.turn_passes(*worker) => {}
+            }
         }
-        self.inner.accept_client().await
     }
 
     fn local_addr(stream: &Self::Stream) -> Option<std::net::SocketAddr> {
@@ -219,161 +304,5 @@ impl<L: Accept + Sync> Accept for Gated<L> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spread(workers: usize) -> Arc<Spread> {
-        let metrics = Metrics::new(&crate::metrics::MetricsConfig::default());
-        Arc::new(Spread::new(workers, Placement::Even, &metrics))
-    }
-
-    #[test]
-    fn a_worker_ahead_of_the_least_loaded_by_more_than_one_stops_accepting() {
-        let spread = spread(2);
-        let first = spread.join(0);
-        assert!(spread.may_accept(0), "1 vs 0 is within the slack");
-        let second = spread.join(0);
-        assert!(!spread.may_accept(0), "2 vs 0");
-        assert!(
-            spread.may_accept(1),
-            "the least-loaded worker always accepts"
-        );
-        let other = spread.join(1);
-        assert!(spread.may_accept(0), "2 vs 1");
-        drop((first, second, other));
-        assert!(spread.may_accept(0) && spread.may_accept(1));
-    }
-
-    #[test]
-    fn a_departure_from_the_fuller_worker_reopens_it() {
-        let spread = spread(3);
-        let held: Vec<_> = (0..3).map(|_| spread.join(2)).collect();
-        assert!(!spread.may_accept(2));
-        let mut held = held;
-        held.pop();
-        assert!(!spread.may_accept(2), "2 vs 0 still");
-        held.pop();
-        assert!(spread.may_accept(2));
-        assert!(spread.may_accept(7), "an unknown worker is never held back");
-    }
-
-    /// Worker 0 holding 2 clients and worker 1 none, and a task waiting for worker 0's turn.
-    async fn worker_0_paused() -> (Arc<Spread>, [Member; 2], tokio::task::JoinHandle<()>) {
-        let spread = spread(2);
-        let held = [spread.join(0), spread.join(0)];
-        let waiter = {
-            let spread = spread.clone();
-            tokio::spawn(async move { spread.turn(0).await })
-        };
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "2 vs 0: worker 0 waits");
-        (spread, held, waiter)
-    }
-
-    /// `waiter` finishes well before the periodic re-check would have let it.
-    async fn resumes_at_once(waiter: tokio::task::JoinHandle<()>) {
-        tokio::time::timeout(RECHECK / 5, waiter)
-            .await
-            .expect("resumed on the notification")
-            .expect("waiter task");
-    }
-
-    #[tokio::test]
-    async fn a_paused_worker_resumes_when_another_catches_up() {
-        let (spread, _held, waiter) = worker_0_paused().await;
-        let _other = spread.join(1);
-        resumes_at_once(waiter).await;
-    }
-
-    #[tokio::test]
-    async fn a_paused_worker_resumes_when_a_client_leaves() {
-        let (_spread, [first, _second], waiter) = worker_0_paused().await;
-        drop(first);
-        resumes_at_once(waiter).await;
-    }
-
-    fn packed(workers: usize) -> Arc<Spread> {
-        let metrics = Metrics::new(&crate::metrics::MetricsConfig::default());
-        Arc::new(Spread::new(workers, Placement::Pack, &metrics))
-    }
-
-    #[test]
-    fn packed_clients_go_to_the_first_worker_not_yet_busy() {
-        let spread = packed(3);
-        let held: Vec<_> = (0..5).map(|_| spread.join(0)).collect();
-        assert!(spread.may_accept(0), "5 vs 0, but worker 0 is not busy");
-        assert!(!spread.may_accept(1) && !spread.may_accept(2));
-        spread.set_busy(0, PACK_BUSY);
-        assert!(!spread.may_accept(0), "full");
-        assert!(spread.may_accept(1) && !spread.may_accept(2));
-        spread.set_busy(1, 0.9);
-        assert!(spread.may_accept(2));
-        spread.set_busy(0, PACK_BUSY - 0.01);
-        assert!(spread.may_accept(0), "worker 0 freed up: first again");
-        assert!(!spread.may_accept(2));
-        drop(held);
-    }
-
-    #[test]
-    fn with_every_worker_busy_the_client_counts_decide() {
-        let spread = packed(2);
-        spread.set_busy(0, 1.0);
-        spread.set_busy(1, 0.7);
-        let held = [spread.join(0), spread.join(0)];
-        assert!(!spread.may_accept(0), "2 vs 0");
-        assert!(spread.may_accept(1));
-        assert!(spread.may_accept(5), "an unknown worker is never held back");
-        drop(held);
-        assert!(spread.may_accept(0));
-    }
-
-    #[tokio::test]
-    async fn a_paused_packed_worker_resumes_when_the_first_fills_up() {
-        let spread = packed(2);
-        let waiter = {
-            let spread = spread.clone();
-            tokio::spawn(async move { spread.turn(1).await })
-        };
-        tokio::task::yield_now().await;
-        assert!(
-            !waiter.is_finished(),
-            "worker 0 is not busy: worker 1 waits"
-        );
-        spread.set_busy(0, 0.95);
-        resumes_at_once(waiter).await;
-    }
-
-    #[test]
-    fn the_busy_share_is_a_fraction_of_the_elapsed_time() {
-        let ms = Duration::from_millis;
-        assert_eq!(busy_share(ms(25), ms(100)), 0.25);
-        assert_eq!(busy_share(ms(120), ms(100)), 1.0, "clocks read apart");
-        assert_eq!(busy_share(ms(5), Duration::ZERO), 0.0);
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_worker_samples_its_own_busy_share() {
-        let spread = packed(1);
-        let watch = tokio::spawn(spread.clone().watch_busy(0));
-        // Busy for a few samples: a task that computes for 20 ms at a time between yields. (Only
-        // tasks count: the future `block_on` runs is not one.)
-        let until = std::time::Instant::now() + BUSY_SAMPLE * 6;
-        tokio::spawn(async move {
-            while std::time::Instant::now() < until {
-                let chunk = std::time::Instant::now() + Duration::from_millis(20);
-                while std::time::Instant::now() < chunk {
-                    std::hint::black_box(0u64);
-                }
-                tokio::task::yield_now().await;
-            }
-        })
-        .await
-        .expect("busy task");
-        let busy = spread.workers[0].busy.get();
-        watch.abort();
-        assert!(
-            busy > PACK_BUSY,
-            "busy share {busy} after 600 ms of running a task"
-        );
-    }
-}
+#[path = "spread_tests.rs"]
+mod tests;

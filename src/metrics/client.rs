@@ -36,6 +36,8 @@ pub(crate) struct ClientMetrics {
     worker_clients: Family<WorkerLabel, Gauge>,
     /// `threading: per-core`: the share of time each worker spent running tasks lately.
     worker_busy: Family<WorkerLabel, Gauge<f64, AtomicU64>>,
+    /// `threading: per-core`: 1 while new clients are packed (`placement`), else 0.
+    placement_packing: Gauge,
     /// Data-plane threads, labelled with the threading model that runs (what `auto` settled to).
     workers: Family<ThreadingLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
@@ -77,21 +79,7 @@ impl ClientMetrics {
             "Connected clients, by listener",
             self.connections.clone(),
         );
-        r.register(
-            "workers",
-            "Data-plane worker threads, by the threading model that runs (threading: auto settled)",
-            self.workers.clone(),
-        );
-        r.register(
-            "worker_clients",
-            "Connected clients on each worker (threading: per-core)",
-            self.worker_clients.clone(),
-        );
-        r.register(
-            "worker_busy_ratio",
-            "Share of the last second each worker spent running tasks, 0 to 1 (threading: per-core)",
-            self.worker_busy.clone(),
-        );
+        self.register_workers(r);
         r.register(
             "client_connections_accepted",
             "Clients accepted, by listener",
@@ -144,6 +132,30 @@ impl ClientMetrics {
         );
     }
 
+    /// The worker threads' series: the model, and per worker its clients and how busy it is.
+    fn register_workers(&self, r: &mut Registry) {
+        r.register(
+            "workers",
+            "Data-plane worker threads, by the threading model that runs (threading: auto settled)",
+            self.workers.clone(),
+        );
+        r.register(
+            "worker_clients",
+            "Connected clients on each worker (threading: per-core)",
+            self.worker_clients.clone(),
+        );
+        r.register(
+            "placement_packing",
+            "1 while new clients go to the first worker not yet busy, 0 while counts are kept even (placement; threading: per-core)",
+            self.placement_packing.clone(),
+        );
+        r.register(
+            "worker_busy_ratio",
+            "Share of the last second each worker spent running tasks, 0 to 1 (threading: per-core)",
+            self.worker_busy.clone(),
+        );
+    }
+
     /// The series for one listener (`tcp` or `unix`).
     pub(crate) fn listener(&self, listener: &'static str) -> ListenerMetrics {
         let label = ListenerLabel { listener };
@@ -166,6 +178,11 @@ impl ClientMetrics {
     pub(crate) fn worker_clients(&self, worker: usize) -> Gauge {
         self.worker_clients
             .get_or_create_owned(&WorkerLabel { worker })
+    }
+
+    /// Whether new clients are packed now (`placement`).
+    pub(crate) fn placement_packing(&self) -> Gauge {
+        self.placement_packing.clone()
     }
 
     /// The busy-share gauge of per-core worker `worker`.

@@ -217,6 +217,11 @@ impl Metrics {
         self.clients.worker_clients(worker)
     }
 
+    /// Whether new clients are packed now (`placement`).
+    pub(crate) fn placement_packing(&self) -> Gauge {
+        self.clients.placement_packing()
+    }
+
     /// The busy-share gauge of per-core worker `worker`.
     pub(crate) fn worker_busy(
         &self,

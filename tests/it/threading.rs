@@ -239,3 +239,72 @@ fn packed_workers_fill_the_first_until_it_is_busy() {
         thread.join().expect("load thread");
     }
 }
+
+#[test]
+fn auto_placement_packs_while_clients_come_and_go_and_spreads_them_when_they_stay() {
+    let cluster = RedisCluster::start(3, 0);
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &["--threading", "per-core", "--workers", "2"],
+    );
+    assert!(
+        redcar.log().contains("placement=\"auto\""),
+        "{}",
+        redcar.log()
+    );
+    let packing = |redcar: &Redcar| redcar.metric_sum("redcar_placement_packing ");
+    let on_worker = |redcar: &Redcar, w: usize| {
+        redcar.metric_sum(&format!("redcar_worker_clients{{worker=\"{w}\"}}"))
+    };
+    // Clients that stay, from the start: spread evenly.
+    let stayed: Vec<_> = (0..6)
+        .map(|_| {
+            let mut c = redcar.client();
+            assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+            c
+        })
+        .collect();
+    assert_eq!(packing(&redcar), 0.0);
+    let counts = (on_worker(&redcar, 0), on_worker(&redcar, 1));
+    assert!(
+        counts.0 + counts.1 == 6.0 && (counts.0 - counts.1).abs() <= 2.0,
+        "{counts:?}"
+    );
+    drop(stayed);
+    // Forty short-lived clients (one command each, as PHP per request): they churn, and the
+    // next clients are packed onto the first worker.
+    for _ in 0..40 {
+        let mut c = redcar.client();
+        assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while packing(&redcar) != 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "not packing after 40 short clients"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let packed: Vec<_> = (0..6)
+        .map(|_| {
+            let mut c = redcar.client();
+            assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+            c
+        })
+        .collect();
+    assert_eq!((on_worker(&redcar, 0), on_worker(&redcar, 1)), (6.0, 0.0));
+    // Sixty clients that stay outnumber the recent departures: back to even.
+    let mut stay: Vec<_> = (0..60).map(|_| redcar.client()).collect();
+    for c in &mut stay {
+        assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while packing(&redcar) != 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "still packing with 66 clients staying"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop((packed, stay));
+}
