@@ -146,10 +146,18 @@ impl Spread {
         }
     }
 
-    /// Waits until `worker` may no longer accept.
+    /// Waits until `worker` may no longer accept. Registered for the notification before each
+    /// look, so no change is missed, and with no periodic re-check: a worker waiting to accept
+    /// stays asleep until a count, a busy share or the packing changes.
     async fn turn_passes(&self, worker: usize) {
-        while self.may_accept(worker) {
-            let _ = tokio::time::timeout(RECHECK, self.changed.notified()).await;
+        loop {
+            let changed = self.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            if !self.may_accept(worker) {
+                return;
+            }
+            changed.await;
         }
     }
 

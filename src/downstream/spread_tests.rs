@@ -193,3 +193,23 @@ fn auto_placement_packs_only_while_clients_churn() {
     drop(held);
     assert_eq!(spread.departed.load(Ordering::Relaxed), 2);
 }
+
+#[tokio::test]
+async fn a_worker_waiting_to_accept_hears_at_once_that_its_turn_passed() {
+    let spread = packed(2);
+    let waiter = {
+        let spread = spread.clone();
+        tokio::spawn(async move { spread.turn_passes(0).await })
+    };
+    tokio::task::yield_now().await;
+    assert!(
+        !waiter.is_finished(),
+        "worker 0 is not busy: its turn holds"
+    );
+    spread.set_busy(0, 0.9);
+    resumes_at_once(waiter).await;
+    // Nothing left to wait for: it returns at once.
+    tokio::time::timeout(RECHECK / 5, spread.turn_passes(0))
+        .await
+        .expect("turn already passed");
+}
