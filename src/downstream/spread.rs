@@ -81,14 +81,15 @@ pub(crate) struct Spread {
     /// with `auto` (`redcar_placement_packing`).
     packing: AtomicBool,
     packing_gauge: Gauge,
-    /// Notified whenever a count changes (a client joins another worker or leaves this one) or
-    /// a worker fills up or frees, so a paused worker looks again.
+    /// Notified whenever a count changes (a client joins another worker or leaves this one), a
+    /// worker fills up or frees, or packing starts or stops, so a paused worker looks again and
+    /// a worker waiting in `accept` whose turn passed stops waiting.
     changed: Notify,
 }
 
 impl Spread {
-    /// The standing of `workers` workers, shown as `redcar_worker_clients{worker}` and
-    /// `redcar_worker_busy_ratio{worker}`.
+    /// The standing of `workers` workers, shown as `redcar_worker_clients{worker}`,
+    /// `redcar_worker_busy_ratio{worker}` and `redcar_placement_packing`.
     pub(crate) fn new(workers: usize, placement: Placement, metrics: &Metrics) -> Spread {
         Spread {
             workers: (0..workers)
