@@ -98,6 +98,16 @@ impl Store {
         }
     }
 
+    /// A write-through of `key` got its reply from another attempt than the one queued in
+    /// order (a redirect, a retry) or none (a time-out): it may have run after the writes
+    /// queued behind it, so the candidate loses its place.
+    pub(crate) fn answered_out_of_order(&self, key: &[u8]) {
+        let mut shard = self.shard(key);
+        if let Some(entry) = shard.map.get_mut(key) {
+            entry.through = None;
+        }
+    }
+
     /// The write-through `token` of `key` was acknowledged: store `variant` (the value it
     /// wrote, as a read of it), replacing every other read of the key, if it is still the
     /// key's candidate (see the module docs). Whether it was stored.

@@ -171,3 +171,24 @@ fn write_throughs_of_a_key_on_different_lanes_have_no_order_and_store_nothing() 
     store.end_write(&k, Some(4), 10);
     assert!(value(&store, "k", 10).is_some());
 }
+
+#[test]
+fn an_earlier_write_answered_after_a_retry_keeps_the_later_one_out() {
+    let store = Store::new(1 << 20);
+    let k = key("k");
+    // 1 queued first, redirected and retried: its retry may run after 2.
+    send(&store, &k, 1, near("n:1"));
+    send(&store, &k, 2, near("n:1"));
+    store.answered_out_of_order(&k);
+    store.end_write(&k, Some(1), 10);
+    assert!(!ok(&store, &k, 2, "b", 10));
+    store.end_write(&k, Some(2), 10);
+    // Handled after 2 stored: its end drops the value.
+    send(&store, &k, 3, near("n:1"));
+    send(&store, &k, 4, near("n:1"));
+    assert!(ok(&store, &k, 4, "d", 10));
+    store.answered_out_of_order(&k);
+    assert!(store.end_write(&k, Some(3), 10));
+    store.end_write(&k, Some(4), 10);
+    assert_eq!(value(&store, "k", 10), None);
+}

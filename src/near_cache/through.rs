@@ -96,13 +96,19 @@ impl Through {
         call
     }
 
-    /// The `SET` was answered `reply` by `node` (`None` after a redirect or a retry): on
-    /// `+OK`, store its value as the key's `GET` reply, if it may be (see the module docs).
+    /// The `SET` was answered `reply` by `node` (`None` after a redirect, a retry or a
+    /// time-out: it may have run after later writes, and no write-through in flight stores):
+    /// on `+OK`, store its value as the key's `GET` reply, if it may be (see the module docs).
     pub(crate) fn finish(mut self, reply: &[u8], node: Option<Arc<Node>>) {
+        let Some(node) = node else {
+            // Retried or redirected: maybe run after the writes queued behind it.
+            self.cache.store.answered_out_of_order(&self.key);
+            return;
+        };
         if reply != b"+OK\r\n" {
             return;
         }
-        let Some(heard) = node.and_then(|node| node.heard()) else {
+        let Some(heard) = node.heard() else {
             return;
         };
         let now = clock_ms();
