@@ -67,6 +67,11 @@ pub(super) enum Begin {
 struct Sent {
     token: u64,
     lane: LaneId,
+    /// A write-through queued after it on its lane stored its value: that value is newer, so
+    /// its end keeps it (unless it was answered out of order).
+    superseded: bool,
+    /// Answered by another attempt than this one (see `Store::answered_out_of_order`).
+    out_of_order: bool,
 }
 
 /// A node connection a write-through was queued on: the node's near lane for `protocol`

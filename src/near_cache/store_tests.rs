@@ -37,7 +37,7 @@ pub(super) fn get(store: &Store, k: &str, now: u64) -> Option<Bytes> {
 }
 
 /// A GET by a reader with (`idle` false) or without commands in flight.
-fn read(store: &Store, k: &str, now: u64, idle: bool) -> Option<Bytes> {
+pub(super) fn read(store: &Store, k: &str, now: u64, idle: bool) -> Option<Bytes> {
     match store.get(
         k.as_bytes(),
         ("get", Protocol::Resp2, &[]),

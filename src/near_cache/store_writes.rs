@@ -11,7 +11,9 @@
 //! lane, the last registered is the last run. The candidate loses its place to any later
 //! write-through, any unordered write (every other write: its send is not ordered with these),
 //! an invalidation or a flush, and when another write-through of the key is in flight on
-//! another lane (another node or protocol: no order between them).
+//! another lane (another node or protocol: no order between them). When it stores, the
+//! write-throughs still in flight were queued before it on its lane and ran before it: their
+//! ends keep its value, unless they were answered out of order (a retry may run later).
 
 use std::hash::BuildHasher;
 use std::sync::MutexGuard;
@@ -73,7 +75,12 @@ impl Store {
         let ordered = match lane {
             Some(lane) => {
                 let alone = entry.sent.iter().all(|s| s.lane == lane);
-                entry.sent.push(Sent { token, lane });
+                entry.sent.push(Sent {
+                    token,
+                    lane,
+                    superseded: false,
+                    out_of_order: false,
+                });
                 alone
             }
             None => {
@@ -101,10 +108,14 @@ impl Store {
     /// A write-through of `key` got its reply from another attempt than the one queued in
     /// order (a redirect, a retry) or none (a time-out): it may have run after the writes
     /// queued behind it, so the candidate loses its place.
-    pub(crate) fn answered_out_of_order(&self, key: &[u8]) {
+    pub(crate) fn answered_out_of_order(&self, key: &[u8], token: u64) {
         let mut shard = self.shard(key);
         if let Some(entry) = shard.map.get_mut(key) {
             entry.through = None;
+            let own = entry.sent.iter_mut().find(|s| s.token == token);
+            if let Some(sent) = own {
+                sent.out_of_order = true;
+            }
         }
     }
 
@@ -124,6 +135,10 @@ impl Store {
         if entry.through != Some(token) || !queued || entry.dirty_until > now {
             return filled;
         }
+        // The candidate was queued after every other write-through in flight, on their lane.
+        for sent in entry.sent.iter_mut().take_while(|s| s.token != token) {
+            sent.superseded = true;
+        }
         let before = entry.variants_size();
         entry.through = None;
         entry.kept = Some(token);
@@ -138,7 +153,8 @@ impl Store {
 
     /// The write of `key` that [`begin_write`](Self::begin_write) announced was answered (or
     /// will never be): what was cached is dropped, unless it is what this write-through
-    /// (`through`) stored. Whether something cached was dropped.
+    /// (`through`) stored or what a write-through queued after it on its lane stored. Whether
+    /// something cached was dropped.
     pub(crate) fn end_write(&self, key: &[u8], through: Option<u64>, now: u64) -> bool {
         let mut shard = self.shard(key);
         let Some(entry) = shard.map.get_mut(key) else {
@@ -146,14 +162,21 @@ impl Store {
         };
         entry.writing = entry.writing.saturating_sub(1);
         let queued = through.and_then(|t| entry.sent.iter().position(|s| s.token == t));
-        match queued {
-            Some(i) => drop(entry.sent.remove(i)),
-            None => entry.unordered = entry.unordered.saturating_sub(1),
-        }
+        // Run before the write-through whose value is stored (when that one stored it).
+        let superseded = match queued {
+            Some(i) => {
+                let sent = entry.sent.remove(i);
+                sent.superseded && !sent.out_of_order
+            }
+            None => {
+                entry.unordered = entry.unordered.saturating_sub(1);
+                false
+            }
+        };
         let mut freed = 0;
         if through.is_some() && entry.kept == through {
             entry.kept = None;
-        } else {
+        } else if !superseded {
             freed = entry.variants_size();
             entry.variants.clear();
         }

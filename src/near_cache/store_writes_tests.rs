@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::super::tests::{get, get_variant, heard, key};
+use super::super::tests::{get, get_variant, heard, key, read};
 use super::super::{LaneId, Store};
 use crate::protocol::Protocol;
 
@@ -76,11 +76,23 @@ fn of_two_overlapping_writes_the_later_ones_value_is_served_never_the_earlier() 
     queue(&store, &k, 3, near("n:1"));
     assert!(!ok(&store, &k, 4, "four", 20));
     assert!(ok(&store, &k, 3, "three", 20));
-    // The earlier write's end, handled after the later one stored: dropped, not restored.
-    assert!(store.end_write(&k, Some(4), 20));
-    assert_eq!(value(&store, "k", 20), None);
+    // The earlier write's end, handled after the later one stored: it ran first (same lane,
+    // its own first attempt), so the later value stays.
+    assert!(!store.end_write(&k, Some(4), 20));
+    let idle = read(&store, "k", 20, true);
+    assert_eq!(idle.as_deref(), Some(&b"$5\r\nthree\r\n"[..]));
     store.end_write(&k, Some(3), 20);
+    assert_eq!(value(&store, "k", 20).as_deref(), Some("$5\r\nthree\r\n"));
+    // Both end before the later one's store is handled: the same.
+    send(&store, &k, 5, near("n:1"));
+    send(&store, &k, 6, near("n:1"));
+    assert!(!ok(&store, &k, 5, "five", 20));
+    store.end_write(&k, Some(5), 20);
     assert_eq!(value(&store, "k", 20), None, "never the earlier's value");
+    assert!(ok(&store, &k, 6, "six", 20));
+    store.end_write(&k, Some(6), 20);
+    assert_eq!(value(&store, "k", 20).as_deref(), Some("$3\r\nsix\r\n"));
+    store.forget(&k, 20);
     assert_eq!(store.usage(), (0, 0), "nothing left behind");
 }
 
@@ -179,7 +191,7 @@ fn an_earlier_write_answered_after_a_retry_keeps_the_later_one_out() {
     // 1 queued first, redirected and retried: its retry may run after 2.
     send(&store, &k, 1, near("n:1"));
     send(&store, &k, 2, near("n:1"));
-    store.answered_out_of_order(&k);
+    store.answered_out_of_order(&k, 1);
     store.end_write(&k, Some(1), 10);
     assert!(!ok(&store, &k, 2, "b", 10));
     store.end_write(&k, Some(2), 10);
@@ -187,7 +199,7 @@ fn an_earlier_write_answered_after_a_retry_keeps_the_later_one_out() {
     send(&store, &k, 3, near("n:1"));
     send(&store, &k, 4, near("n:1"));
     assert!(ok(&store, &k, 4, "d", 10));
-    store.answered_out_of_order(&k);
+    store.answered_out_of_order(&k, 3);
     assert!(store.end_write(&k, Some(3), 10));
     store.end_write(&k, Some(4), 10);
     assert_eq!(value(&store, "k", 10), None);

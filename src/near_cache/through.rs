@@ -102,7 +102,9 @@ impl Through {
     pub(crate) fn finish(mut self, reply: &[u8], node: Option<Arc<Node>>) {
         let Some(node) = node else {
             // Retried or redirected: maybe run after the writes queued behind it.
-            self.cache.store.answered_out_of_order(&self.key);
+            self.cache
+                .store
+                .answered_out_of_order(&self.key, self.token);
             return;
         };
         if reply != b"+OK\r\n" {
