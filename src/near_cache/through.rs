@@ -22,7 +22,8 @@ use crate::protocol::{write_bulk, Protocol};
 use crate::upstream::{clock_ms, Node};
 
 /// A `SET` whose value the cache stores with its `+OK` (see the module docs). Dropped without
-/// [`send`](Self::send) (it goes the usual way, or nowhere), it counts as an unordered write.
+/// [`send`](Self::send) (it goes the usual way, or nowhere), it counts as an unordered write;
+/// dropped sent but unanswered (its client left), as one answered out of order.
 pub(crate) struct Through {
     cache: Arc<NearCache>,
     token: u64,
@@ -33,6 +34,8 @@ pub(crate) struct Through {
     ttl_ms: u64,
     /// Queued by [`send`](Self::send).
     sent: bool,
+    /// Its reply was handled by [`finish`](Self::finish).
+    answered: bool,
 }
 
 impl NearCache {
@@ -65,6 +68,7 @@ impl NearCache {
             protocol,
             ttl_ms,
             sent: false,
+            answered: false,
         })
     }
 }
@@ -100,6 +104,7 @@ impl Through {
     /// time-out: it may have run after later writes, and no write-through in flight stores):
     /// on `+OK`, store its value as the key's `GET` reply, if it may be (see the module docs).
     pub(crate) fn finish(mut self, reply: &[u8], node: Option<Arc<Node>>) {
+        self.answered = true;
         let Some(node) = node else {
             // Retried or redirected: maybe run after the writes queued behind it.
             self.cache
@@ -135,6 +140,12 @@ impl Drop for Through {
     fn drop(&mut self) {
         if !self.sent {
             self.cache.store.unsent(&self.key, self.token);
+        } else if !self.answered {
+            // Its client left while it was on its way: a retry it started may still run, at
+            // any time (dropped before its write's end, which then drops what is cached).
+            self.cache
+                .store
+                .answered_out_of_order(&self.key, self.token);
         }
     }
 }
