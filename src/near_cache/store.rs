@@ -63,6 +63,25 @@ pub(super) enum Begin {
     No,
 }
 
+/// A write-through queued in order on `lane`, not answered yet.
+struct Sent {
+    token: u64,
+    lane: LaneId,
+    /// A write-through queued after it on its lane stored its value: that value is newer, so
+    /// its end keeps it (unless it was answered out of order).
+    superseded: bool,
+    /// Answered by another attempt than this one (see `Store::answered_out_of_order`).
+    out_of_order: bool,
+}
+
+/// A node connection a write-through was queued on: the node's near lane for `protocol`
+/// (one connection per node and protocol, so one order of execution).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LaneId {
+    pub(crate) addr: Box<str>,
+    pub(crate) protocol: Protocol,
+}
+
 #[derive(Default)]
 struct Entry {
     variants: SmallVec<[Variant; 1]>,
@@ -73,8 +92,16 @@ struct Entry {
     /// connection could run before them), and what is cached is served only to clients with
     /// nothing in flight (they cannot be the writer; the write is not acknowledged yet).
     writing: u32,
-    /// The write-through in flight that may store its value with its reply: cleared by any
-    /// other write, invalidation or flush meanwhile.
+    /// Of those, the writes whose send is not ordered with the write-throughs' (every write but
+    /// a write-through queued on a near lane under the key's send lock): while one is in flight
+    /// no write-through may store.
+    unordered: u32,
+    /// Of those, the write-throughs queued in order (`store_writes`), in the order they were
+    /// queued, with the lane they were queued on.
+    sent: SmallVec<[Sent; 1]>,
+    /// The write-through that may store its value with its reply: the last one queued, unless
+    /// an unordered write, an invalidation or a flush came since it was queued, or a write of
+    /// the key was in flight on another lane.
     through: Option<u64>,
     /// The write-through whose value was stored: its own end keeps it.
     kept: Option<u64>,
@@ -176,6 +203,9 @@ pub(super) struct Filled {
 /// The entries, sharded by key.
 pub(super) struct Store {
     shards: Box<[Mutex<Shard>]>,
+    /// Held by a write-through while it is queued on its node, so the write-throughs of one
+    /// key are registered here in the order they reach their lane (`store_writes`).
+    order: Box<[Mutex<()>]>,
     shard_limit: usize,
     hasher: foldhash::fast::FixedState,
 }
@@ -184,6 +214,7 @@ impl Store {
     pub(crate) fn new(max_bytes: usize) -> Store {
         Store {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            order: (0..SHARDS * 4).map(|_| Mutex::default()).collect(),
             shard_limit: max_bytes / SHARDS,
             hasher: foldhash::fast::FixedState::with_seed(0x6e63),
         }

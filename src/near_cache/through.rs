@@ -3,37 +3,46 @@
 //!
 //! Why it is correct: the `SET` goes on the node's near lane, whose BCAST registration has
 //! NOLOOP, so the node reports every later write of the key by anyone else (the lane's own
-//! writes are redcar's, each holding the key: `NearCache::begin_write`). The token registered
-//! before the `SET` is sent is cleared by any invalidation, other write or flush before the
-//! reply; the value is stored only if the token survived and no other write of the key was in
-//! flight when it began (two writes may reach the node in either order: sessions on other
-//! threads queue them in their own time, even on the same lane).
+//! writes are redcar's, each holding the key: `NearCache::begin_write`). A write-through is
+//! queued holding the key's send lock ([`Through::send`]), so the write-throughs of a key are
+//! registered in the order they reach their lane, which is one connection: the order the node
+//! runs them and answers them. Of overlapping writes of a key, only the last one queued may
+//! store its value, and only if nothing else could have run after it: no write of the key sent
+//! another way (unordered) and none on another lane since it was queued, and no invalidation
+//! or flush (`store_writes` has the rules).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use super::store::Variant;
+use super::store::{LaneId, Variant};
 use super::{Admitted, NearCache};
 use crate::protocol::{write_bulk, Protocol};
 use crate::upstream::{clock_ms, Node};
 
-/// A `SET` whose value the cache stores with its `+OK` (see the module docs).
+/// A `SET` whose value the cache stores with its `+OK` (see the module docs). Dropped without
+/// [`send`](Self::send) (it goes the usual way, or nowhere), it counts as an unordered write;
+/// dropped sent but unanswered (its client left), as one answered out of order.
 pub(crate) struct Through {
+    cache: Arc<NearCache>,
     token: u64,
     key: Bytes,
     /// The value as a `GET` reply.
     reply: Bytes,
     protocol: Protocol,
     ttl_ms: u64,
+    /// Queued by [`send`](Self::send).
+    sent: bool,
+    /// Its reply was handled by [`finish`](Self::finish).
+    answered: bool,
 }
 
 impl NearCache {
     /// A write-through for `args` from a `protocol` client, when it is a plain `SET key value`
     /// (optionally `EX seconds` or `PX milliseconds`) of a key admitted in BCAST mode whose
     /// value fits an entry; `None` otherwise (the write only drops the key).
-    pub(crate) fn through(&self, args: &[Bytes], protocol: Protocol) -> Option<Through> {
+    pub(crate) fn through(self: &Arc<Self>, args: &[Bytes], protocol: Protocol) -> Option<Through> {
         let (key, value) = match args {
             [set, key, value] | [set, key, value, _, _] if set.eq_ignore_ascii_case(b"SET") => {
                 (key, value)
@@ -52,11 +61,14 @@ impl NearCache {
         let mut reply = BytesMut::with_capacity(value.len() + 16);
         write_bulk(&mut reply, value);
         Some(Through {
+            cache: self.clone(),
             token: self.next_fill.fetch_add(1, Ordering::Relaxed),
             key: key.clone(),
             reply: reply.freeze(),
             protocol,
             ttl_ms,
+            sent: false,
+            answered: false,
         })
     }
 }
@@ -66,13 +78,44 @@ impl Through {
         self.token
     }
 
-    /// The `SET` was answered `reply` by `node` (`None` after a redirect or a retry): on
-    /// `+OK`, store its value as the key's `GET` reply, if it may be (see the module docs).
-    pub(crate) fn finish(self, cache: &NearCache, reply: &[u8], node: Option<Arc<Node>>) {
+    /// Sends the `SET` with `send`, which queues it on its node's near lane for the client's
+    /// protocol before it returns (as `Router::forward` does), ordered with the key's other
+    /// write-throughs; `queued_on`: the node the call was queued on, `None` when it was not
+    /// queued now (no slot owner yet, ...: then it is unordered).
+    pub(crate) fn send<C>(
+        &mut self,
+        send: impl FnOnce() -> C,
+        queued_on: impl FnOnce(&C) -> Option<&str>,
+    ) -> C {
+        let store = &self.cache.store;
+        let _order = store.order(&self.key);
+        store.sending(&self.key, self.token);
+        let call = send();
+        let lane = queued_on(&call).map(|addr| LaneId {
+            addr: addr.into(),
+            protocol: self.protocol,
+        });
+        store.sent(&self.key, self.token, lane);
+        self.sent = true;
+        call
+    }
+
+    /// The `SET` was answered `reply` by `node` (`None` after a redirect, a retry or a
+    /// time-out: it may have run after later writes, and no write-through in flight stores):
+    /// on `+OK`, store its value as the key's `GET` reply, if it may be (see the module docs).
+    pub(crate) fn finish(mut self, reply: &[u8], node: Option<Arc<Node>>) {
+        self.answered = true;
+        let Some(node) = node else {
+            // Retried or redirected: maybe run after the writes queued behind it.
+            self.cache
+                .store
+                .answered_out_of_order(&self.key, self.token);
+            return;
+        };
         if reply != b"+OK\r\n" {
             return;
         }
-        let Some(heard) = node.and_then(|node| node.heard()) else {
+        let Some(heard) = node.heard() else {
             return;
         };
         let now = clock_ms();
@@ -80,15 +123,30 @@ impl Through {
             command: "get",
             protocol: self.protocol,
             args: Box::new([]),
-            reply: self.reply,
+            reply: std::mem::take(&mut self.reply),
             expires: now + self.ttl_ms,
             heard,
         };
+        let cache = &self.cache;
         let filled = cache.store.end_through(&self.key, self.token, variant, now);
         if filled.stored {
             cache.metrics.fills.inc();
         }
         cache.metrics.evictions.inc_by(filled.evicted as u64);
+    }
+}
+
+impl Drop for Through {
+    fn drop(&mut self) {
+        if !self.sent {
+            self.cache.store.unsent(&self.key, self.token);
+        } else if !self.answered {
+            // Its client left while it was on its way: a retry it started may still run, at
+            // any time (dropped before its write's end, which then drops what is cached).
+            self.cache
+                .store
+                .answered_out_of_order(&self.key, self.token);
+        }
     }
 }
 

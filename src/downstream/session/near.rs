@@ -194,18 +194,15 @@ impl<'a> Near<'a> {
         };
         state.near_lanes = Some(Admitted::Bcast);
         state.written.note(slot);
-        let call = router.forwarder().forward(
-            None,
-            request.raw().clone(),
-            Some(slot),
-            true,
-            state.lane(),
-            now,
+        let (mut through, lane, forwarder) = (through, state.lane(), router.forwarder());
+        // Queued now, in order with the key's other write-throughs (see `near_cache::through`).
+        let call = through.send(
+            || forwarder.forward(None, request.raw().clone(), Some(slot), true, lane, now),
+            Call::node,
         );
-        let cache = self.cache.clone();
         Some(Call::slow(async move {
             let (reply, node) = call.settle_first().await;
-            through.finish(&cache, &reply, node);
+            through.finish(&reply, node);
             reply
         }))
     }
