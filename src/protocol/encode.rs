@@ -3,7 +3,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// A command encoded as a RESP multibulk from its arguments.
-pub fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> Bytes {
+pub(crate) fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> Bytes {
     let mut out = BytesMut::new();
     write_array_len(&mut out, args.len());
     for arg in args {
@@ -16,18 +16,18 @@ pub fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> Byte
 const MAX_DECIMAL: usize = 20;
 
 /// `+s\r\n`. `s` must not contain CR or LF.
-pub fn write_simple(out: &mut BytesMut, s: &[u8]) {
+pub(crate) fn write_simple(out: &mut BytesMut, s: &[u8]) {
     write_line(out, b'+', s);
 }
 
 /// `-msg\r\n`. `msg` carries its own prefix, e.g. `b"ERR redcar: no route"`, and must not
 /// contain CR or LF.
-pub fn write_error(out: &mut BytesMut, msg: &[u8]) {
+pub(crate) fn write_error(out: &mut BytesMut, msg: &[u8]) {
     write_line(out, b'-', msg);
 }
 
 /// `:n\r\n`.
-pub fn write_integer(out: &mut BytesMut, n: i64) {
+pub(crate) fn write_integer(out: &mut BytesMut, n: i64) {
     out.reserve(1 + MAX_DECIMAL + 2);
     out.put_u8(b':');
     put_i64(out, n);
@@ -35,7 +35,7 @@ pub fn write_integer(out: &mut BytesMut, n: i64) {
 }
 
 /// `$len\r\nb\r\n`.
-pub fn write_bulk(out: &mut BytesMut, b: &[u8]) {
+pub(crate) fn write_bulk(out: &mut BytesMut, b: &[u8]) {
     out.reserve(1 + MAX_DECIMAL + 2 + b.len() + 2);
     put_header(out, b'$', b.len());
     out.put_slice(b);
@@ -43,23 +43,23 @@ pub fn write_bulk(out: &mut BytesMut, b: &[u8]) {
 }
 
 /// The null bulk string, `$-1\r\n`.
-pub fn write_null(out: &mut BytesMut) {
+pub(crate) fn write_null(out: &mut BytesMut) {
     out.put_slice(b"$-1\r\n");
 }
 
 /// The null array, `*-1\r\n`.
-pub fn write_null_array(out: &mut BytesMut) {
+pub(crate) fn write_null_array(out: &mut BytesMut) {
     out.put_slice(b"*-1\r\n");
 }
 
 /// `*n\r\n`; the caller then writes the `n` elements.
-pub fn write_array_len(out: &mut BytesMut, n: usize) {
+pub(crate) fn write_array_len(out: &mut BytesMut, n: usize) {
     out.reserve(1 + MAX_DECIMAL + 2);
     put_header(out, b'*', n);
 }
 
 /// Bytes that `write_bulk` writes for a payload of `len` bytes; lets callers reserve once.
-pub fn bulk_encoded_len(len: usize) -> usize {
+pub(crate) fn bulk_encoded_len(len: usize) -> usize {
     header_encoded_len(len) + len + 2
 }
 

@@ -14,7 +14,7 @@ use super::{Limits, ProtocolError};
 /// A RESP2 reply or value. Payloads are `Bytes` slices of the input, never copies, and never
 /// assumed to be UTF-8.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// `+OK`; the payload holds no CR or LF.
     Simple(Bytes),
     /// `-ERR ...`, the payload starting with the error code; no CR or LF.
@@ -37,7 +37,10 @@ impl Frame {
     /// The frame is measured first, so an incomplete frame costs no allocation and leaves `buf`
     /// untouched. A well-framed RESP3 reply is removed from `buf` before
     /// [`ProtocolError::Resp3Unsupported`] is returned, so the stream stays in sync.
-    pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Frame>, ProtocolError> {
+    pub(crate) fn parse(
+        buf: &mut BytesMut,
+        limits: &Limits,
+    ) -> Result<Option<Frame>, ProtocolError> {
         let Some(len) = reply_frame_len(buf, limits)? else {
             return Ok(None);
         };
@@ -45,7 +48,7 @@ impl Frame {
     }
 
     /// Parse `bytes`, which must hold exactly one complete frame (as cut by `reply_frame_len`).
-    pub fn from_bytes(bytes: Bytes, limits: &Limits) -> Result<Frame, ProtocolError> {
+    pub(crate) fn from_bytes(bytes: Bytes, limits: &Limits) -> Result<Frame, ProtocolError> {
         match reply_frame_len(&bytes, limits)? {
             None => Err(ProtocolError::Incomplete),
             Some(len) if len < bytes.len() => Err(ProtocolError::TrailingBytes),
@@ -54,7 +57,7 @@ impl Frame {
     }
 
     /// Append the RESP encoding of this frame to `out`.
-    pub fn encode(&self, out: &mut BytesMut) {
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
         out.reserve(self.encoded_len());
         self.encode_reserved(out);
     }
@@ -75,14 +78,14 @@ impl Frame {
     }
 
     /// The RESP encoding of this frame.
-    pub fn to_bytes(&self) -> Bytes {
+    pub(crate) fn to_bytes(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(self.encoded_len());
         self.encode_reserved(&mut out);
         out.freeze()
     }
 
     /// Bytes that [`Frame::encode`] writes.
-    pub fn encoded_len(&self) -> usize {
+    pub(crate) fn encoded_len(&self) -> usize {
         match self {
             Frame::Simple(s) | Frame::Error(s) => 1 + s.len() + 2,
             Frame::Integer(n) => integer_encoded_len(*n),
@@ -96,7 +99,7 @@ impl Frame {
     }
 
     /// The payload of a simple or bulk string.
-    pub fn as_bytes(&self) -> Option<&Bytes> {
+    pub(crate) fn as_bytes(&self) -> Option<&Bytes> {
         match self {
             Frame::Simple(b) | Frame::Bulk(b) => Some(b),
             _ => None,
@@ -104,7 +107,7 @@ impl Frame {
     }
 
     /// The value of an integer.
-    pub fn as_integer(&self) -> Option<i64> {
+    pub(crate) fn as_integer(&self) -> Option<i64> {
         match self {
             Frame::Integer(n) => Some(*n),
             _ => None,
@@ -112,7 +115,7 @@ impl Frame {
     }
 
     /// The elements of a (non-null) array.
-    pub fn as_array(&self) -> Option<&[Frame]> {
+    pub(crate) fn as_array(&self) -> Option<&[Frame]> {
         match self {
             Frame::Array(items) => Some(items),
             _ => None,
@@ -120,7 +123,7 @@ impl Frame {
     }
 
     /// True for an error reply (`-...`).
-    pub fn is_error(&self) -> bool {
+    pub(crate) fn is_error(&self) -> bool {
         matches!(self, Frame::Error(_))
     }
 }

@@ -52,11 +52,11 @@ pub fn fuzz_logic(data: &[u8]) {
 /// Everything a parser yields from `chunks` fed one after another, as a connection would.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Drained<T> {
-    pub items: Vec<T>,
+    pub(crate) items: Vec<T>,
     /// The error that stopped parsing; the input after it was never fed.
-    pub error: Option<ProtocolError>,
+    pub(crate) error: Option<ProtocolError>,
     /// Bytes left unparsed when the input ran out (empty after an error).
-    pub rest: Vec<u8>,
+    pub(crate) rest: Vec<u8>,
 }
 
 /// Feed `chunks` into one buffer, parsing all that can be parsed after each.

@@ -1,4 +1,5 @@
 //! RESP wire protocol: zero-copy frames, streaming parse with limits, encoding.
+#![warn(unreachable_pub, missing_docs)]
 
 mod encode;
 mod error;
@@ -12,15 +13,17 @@ mod resp3;
 mod scan;
 mod version;
 
-pub use encode::*;
-pub use error::ProtocolError;
-pub use frame::Frame;
+pub(crate) use encode::*;
+pub(crate) use error::ProtocolError;
+pub(crate) use frame::Frame;
 pub use fuzz::fuzz_logic;
-pub use limits::Limits;
-pub use request::{parse_request, parse_request_into, Request};
-pub use resp3::{bulk_as_verbatim, resp3_null, write_map_len, write_null_in, write_verbatim};
-pub use scan::{header_value, reply_frame_len};
-pub use version::Protocol;
+pub(crate) use limits::Limits;
+pub(crate) use request::{parse_request, parse_request_into, Request};
+pub(crate) use resp3::{
+    bulk_as_verbatim, resp3_null, write_map_len, write_null_in, write_verbatim,
+};
+pub(crate) use scan::{header_value, reply_frame_len};
+pub(crate) use version::Protocol;
 
 #[cfg(test)]
 mod tests;

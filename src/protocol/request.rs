@@ -17,7 +17,7 @@ use super::{inline, Limits, ProtocolError};
 /// inline command it is freshly encoded. `args` are zero-copy slices of `raw`; `args[0]` is the
 /// command name as sent, not case-folded.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct Request {
+pub(crate) struct Request {
     raw: Bytes,
     args: Args,
 }
@@ -30,22 +30,17 @@ type Args = SmallVec<[Bytes; INLINE_ARGS]>;
 
 impl Request {
     /// The RESP multibulk encoding of the whole command.
-    pub fn raw(&self) -> &Bytes {
+    pub(crate) fn raw(&self) -> &Bytes {
         &self.raw
     }
 
     /// All arguments, the command name first.
-    pub fn args(&self) -> &[Bytes] {
+    pub(crate) fn args(&self) -> &[Bytes] {
         &self.args
     }
 
-    /// The command name as sent (`args[0]`); empty only for a request built from no arguments.
-    pub fn name(&self) -> &[u8] {
-        self.args.first().map_or(&[], |name| name)
-    }
-
     /// Build a request from its arguments, encoding `raw` as RESP multibulk.
-    pub fn from_args<I, A>(args: I) -> Request
+    pub(crate) fn from_args<I, A>(args: I) -> Request
     where
         I: IntoIterator<Item = A>,
         A: AsRef<[u8]>,
@@ -69,16 +64,6 @@ impl Request {
             out.extend_from_slice(b"\r\n");
         }
         Request::from_ranges(out.freeze(), ranges)
-    }
-
-    /// Number of arguments, the command name included.
-    pub fn len(&self) -> usize {
-        self.args.len()
-    }
-
-    /// True only for a request built from no arguments; parsed requests always have a name.
-    pub fn is_empty(&self) -> bool {
-        self.args.is_empty()
     }
 
     fn from_ranges(raw: Bytes, ranges: Vec<Range<usize>>) -> Request {
@@ -125,7 +110,7 @@ pub(crate) enum Step {
 /// `*0`, `*-1`) are removed along the way. Any first byte other than `*` starts an inline
 /// command. On error the buffer is left as it was and the connection should be closed after
 /// replying `-ERR Protocol error: <error>`.
-pub fn parse_request(
+pub(crate) fn parse_request(
     buf: &mut BytesMut,
     limits: &Limits,
 ) -> Result<Option<Request>, ProtocolError> {
@@ -138,7 +123,7 @@ pub fn parse_request(
 /// command into one slot and lends it by reference, instead of moving a 168-byte `Request`
 /// through the parser's and the session's returns (about a dozen `memcpy` calls per command,
 /// 7% of the instructions at `-P 16`; callgrind, 2026-11-27).
-pub fn parse_request_into(
+pub(crate) fn parse_request_into(
     buf: &mut BytesMut,
     limits: &Limits,
     out: &mut Request,
