@@ -71,10 +71,35 @@ fn header(frame: &Frame) -> Vec<String> {
                 .to_string()),
         ));
     }
+    if let Some(workers) = &frame.workers {
+        lines.push(workers_line(workers));
+    }
     if let Some(notice) = &frame.notice {
         lines.push(format!("! {notice}"));
     }
     lines
+}
+
+/// `workers: 0 48 clients 64% busy · 1 2 clients 5% busy   new clients packed`
+fn workers_line(line: &super::stats::WorkersLine) -> String {
+    let each: Vec<String> = line
+        .workers
+        .iter()
+        .enumerate()
+        .map(|(w, (clients, busy))| {
+            format!(
+                "{w}: {} clients {} busy",
+                opt(*clients, count),
+                opt(*busy, |b| format!("{:.0}%", b * 100.0))
+            )
+        })
+        .collect();
+    let placement = match line.packing {
+        Some(true) => "   new clients packed",
+        Some(false) => "   new clients spread evenly",
+        None => "",
+    };
+    format!("workers  {}{placement}", each.join(" · "))
 }
 
 fn command_table(rows: &[CommandRow], width: usize) -> Vec<String> {

@@ -48,6 +48,7 @@ fn sample_frame() -> Frame {
         notice: None,
         hotkeys: None,
         near_cache: None,
+        workers: None,
     }
 }
 
@@ -205,4 +206,21 @@ fn the_near_cache_line_shows_hits_ratio_and_size() {
         text.contains("near cache: hits/s 9000   hit ratio 82%   held 3.0 MiB"),
         "{text}"
     );
+}
+
+#[test]
+fn the_workers_line_shows_each_workers_clients_and_busy_share_and_the_placement() {
+    let frame = Frame {
+        workers: Some(crate::top::stats::WorkersLine {
+            workers: vec![(Some(48.0), Some(0.643)), (Some(2.0), None)],
+            packing: Some(true),
+        }),
+        ..sample_frame()
+    };
+    let text = render(&frame, 120);
+    assert!(
+        text.contains("workers  0: 48 clients 64% busy · 1: 2 clients - busy   new clients packed"),
+        "{text}"
+    );
+    assert!(!render(&sample_frame(), 120).contains("workers "));
 }

@@ -253,6 +253,40 @@ pub(crate) struct Frame {
     pub(crate) hotkeys: Option<super::hotkeys::HotPanel>,
     /// The near cache, once it has seen a cacheable read (`None`: off, or nothing yet).
     pub(crate) near_cache: Option<NearCacheLine>,
+    /// Per-core workers (`None` with the shared runtime).
+    pub(crate) workers: Option<WorkersLine>,
+}
+
+/// The per-core workers' line: each worker's clients and busy share, and whether new clients
+/// are packed onto the first worker not yet busy (`placement`) or spread evenly.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct WorkersLine {
+    /// By worker index: (clients, busy share 0–1).
+    pub(crate) workers: Vec<(Option<f64>, Option<f64>)>,
+    pub(crate) packing: Option<bool>,
+}
+
+impl WorkersLine {
+    fn build(cur: &Snapshot) -> Option<WorkersLine> {
+        let clients = cur.by("redcar_worker_clients", "worker");
+        let busy = cur.by("redcar_worker_busy_ratio", "worker");
+        let count = clients
+            .keys()
+            .chain(busy.keys())
+            .filter_map(|w| w.parse::<usize>().ok())
+            .max()?
+            + 1;
+        let workers = (0..count)
+            .map(|w| {
+                let w = w.to_string();
+                (clients.get(&w).copied(), busy.get(&w).copied())
+            })
+            .collect();
+        Some(WorkersLine {
+            workers,
+            packing: cur.sum("redcar_placement_packing").map(|v| v > 0.0),
+        })
+    }
 }
 
 /// The near cache's line: hits per second, the share of cacheable reads it answered over the
@@ -317,6 +351,7 @@ impl Frame {
             notice: None,
             hotkeys: None,
             near_cache: NearCacheLine::build(&w, cur),
+            workers: WorkersLine::build(cur),
         }
     }
 }

@@ -218,3 +218,23 @@ fn the_near_cache_line_is_the_hit_share_of_the_window_and_absent_while_unused() 
     close(line.hit_ratio, 0.9);
     close(line.bytes, 4096.0);
 }
+
+#[test]
+fn the_workers_line_lists_every_worker_and_is_absent_with_the_shared_runtime() {
+    let shared =
+        snap("redcar_client_connections{listener=\"tcp\"} 3\nredcar_placement_packing 0\n");
+    assert_eq!(Frame::build("a", &shared, None).workers, None);
+    let per_core = snap(
+        "redcar_worker_clients{worker=\"0\"} 10\nredcar_worker_clients{worker=\"1\"} 4\n\
+         redcar_worker_busy_ratio{worker=\"0\"} 0.5\nredcar_worker_busy_ratio{worker=\"1\"} 0.25\n\
+         redcar_placement_packing 0\n",
+    );
+    let line = Frame::build("a", &per_core, None)
+        .workers
+        .expect("per-core workers");
+    assert_eq!(
+        line.workers,
+        vec![(Some(10.0), Some(0.5)), (Some(4.0), Some(0.25))]
+    );
+    assert_eq!(line.packing, Some(false));
+}
