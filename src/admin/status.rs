@@ -97,7 +97,22 @@ pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_j
         "slowlog": slow,
         "hotkeys": hotkeys,
         "near_cache": near_cache(&state),
+        "workers": workers(&state),
     }))
+}
+
+/// Per-core workers: the placement, whether new clients are packed now, and each worker's
+/// clients and busy share; `null` with the shared runtime.
+fn workers(state: &AdminState) -> serde_json::Value {
+    let Some(spread) = state.downstream.spread() else {
+        return serde_json::Value::Null;
+    };
+    let (placement, packing, each) = spread.standing();
+    let each: Vec<_> = each
+        .into_iter()
+        .map(|(clients, busy)| serde_json::json!({ "clients": clients, "busy": busy }))
+        .collect();
+    serde_json::json!({ "placement": placement, "packing": packing, "each": each })
 }
 
 /// The near cache's counters since start-up (the page turns them into recent rates), or

@@ -187,6 +187,21 @@ impl Spread {
         }
     }
 
+    /// For the status page: the placement setting, whether new clients are packed now, and each
+    /// worker's clients and busy share.
+    pub(crate) fn standing(&self) -> (&'static str, bool, Vec<(i64, f64)>) {
+        let each = self
+            .workers
+            .iter()
+            .map(|w| (w.clients.get(), w.busy.get()))
+            .collect();
+        (
+            self.placement.name(),
+            self.packing.load(Ordering::Relaxed),
+            each,
+        )
+    }
+
     /// Clients connected now, over all workers.
     fn clients(&self) -> i64 {
         self.workers.iter().map(|w| w.clients.get()).sum()

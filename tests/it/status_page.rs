@@ -127,6 +127,18 @@ fn status_json_has_the_documented_shape_and_the_page_is_self_contained() {
         "{first}"
     );
     assert!(s["slowlog"].is_array() && s["departed"].is_array());
+    // The harness runs two per-core workers: both listed, the one client counted on one.
+    let workers = &s["workers"];
+    assert_eq!(workers["placement"], "auto", "{workers}");
+    assert!(workers["packing"].is_boolean(), "{workers}");
+    let each = workers["each"].as_array().expect("workers.each");
+    assert_eq!(each.len(), 2, "{workers}");
+    let clients: i64 = each
+        .iter()
+        .map(|w| w["clients"].as_i64().unwrap_or(-1))
+        .sum();
+    assert_eq!(clients, 1, "{workers}");
+    assert!(each.iter().all(|w| w["busy"].is_number()), "{workers}");
 }
 
 // --- headless Chromium -------------------------------------------------------------------
@@ -263,6 +275,18 @@ fn the_page_in_a_browser_covers_every_slot_and_shows_a_killed_node_unhealthy() {
     assert!(
         dom.contains("data-state=\"ok\""),
         "the script did not render: {dom}"
+    );
+    // The two per-core workers' fact: "clients · busy% | clients · busy% (placement)".
+    let workers = dom
+        .split("id=\"workerload\"")
+        .nth(1)
+        .and_then(|rest| rest.split('>').nth(1))
+        .and_then(|text| text.split('<').next())
+        .unwrap_or_default();
+    assert!(
+        workers.matches('%').count() == 2
+            && (workers.ends_with("(packing)") || workers.ends_with("(even)")),
+        "workers fact: {workers:?}"
     );
     let segments = elements(&dom, "<div class=\"seg");
     let ranges: Vec<(u32, u32)> = segments

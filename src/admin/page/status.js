@@ -54,6 +54,7 @@ function header(s) {
   $("rate").textContent = num(s.commands_per_s);
   $("clients").textContent = s.clients;
   nearCache(s.near_cache);
+  workers(s.workers);
   $("owned").textContent = s.owned_slots + " / 16384";
   $("source").textContent = s.source || "–";
   $("uptime").textContent = duration(s.uptime_s);
@@ -77,6 +78,14 @@ function nearCache(n) {
   nearLast = n;
   const ratio = reads > 0 ? Math.round(hits / reads * 100) + "% hits" : "idle";
   $("nearhits").textContent = ratio + " · " + bytes(n.bytes);
+}
+
+// Per-core workers: each one's clients and busy share, and where new clients go.
+function workers(w) {
+  $("workers").hidden = !w;
+  if (!w) return;
+  const each = w.each.map(x => x.clients + " · " + Math.round(x.busy * 100) + "%");
+  $("workerload").textContent = each.join(" | ") + (w.packing ? " (packing)" : " (even)");
 }
 
 function slotbar(s) {
