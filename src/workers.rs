@@ -95,9 +95,9 @@ impl std::str::FromStr for Threading {
 pub enum Placement {
     /// `pack` while clients come and go (recent departures at least as many as the clients
     /// connected), `even` while they stay (`downstream::spread`).
-    #[default]
     Auto,
     /// Every worker holds about as many clients as the others (within one).
+    #[default]
     Even,
     /// New clients go to the first worker that is not yet busy (`downstream::spread`), so a
     /// light load runs on few threads, with bigger batches and fewer wake-ups per command.

@@ -78,8 +78,8 @@ pub struct Cli {
     /// per worker).
     #[arg(long, env = "REDCAR_THREADING", value_name = "MODEL")]
     pub(crate) threading: Option<crate::workers::Threading>,
-    /// How per-core workers share new clients: auto (default: pack while clients come and go),
-    /// even, or pack (the first worker not yet busy takes them).
+    /// How per-core workers share new clients: even (default), pack (the first worker not yet
+    /// busy takes them) or auto (pack while clients come and go, even while they stay).
     #[arg(long, env = "REDCAR_PLACEMENT", value_name = "HOW")]
     pub(crate) placement: Option<crate::workers::Placement>,
     /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).

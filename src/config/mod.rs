@@ -53,8 +53,9 @@ pub struct Config {
     /// `shared` (one multi-thread runtime, node connections shared by its workers), `per-core`
     /// (one single-threaded runtime per worker, node connections dealt out to them) or `auto`.
     pub threading: crate::workers::Threading,
-    /// Per core: `even` (every worker about as many clients), `pack` (new clients to the first
-    /// worker not yet busy) or `auto` (`pack` while clients come and go, `even` while they stay).
+    /// Per core: `even` (the default: every worker about as many clients), `pack` (new clients
+    /// to the first worker not yet busy) or `auto` (`pack` while clients come and go, `even`
+    /// while they stay).
     pub placement: crate::workers::Placement,
     /// Log filter: error, warn, info, debug, trace (or a tracing directive list).
     pub log_level: String,
@@ -108,7 +109,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             workers: 0,
             threading: crate::workers::Threading::Auto,
-            placement: crate::workers::Placement::Auto,
+            placement: crate::workers::Placement::Even,
             log_level: "info".to_string(),
             log_format: "text".to_string(),
             drain_timeout: Duration::from_secs(10),

@@ -245,7 +245,14 @@ fn auto_placement_packs_while_clients_come_and_go_and_spreads_them_when_they_sta
     let cluster = RedisCluster::start(3, 0);
     let redcar = Redcar::start_with(
         &cluster.seeds(),
-        &["--threading", "per-core", "--workers", "2"],
+        &[
+            "--threading",
+            "per-core",
+            "--workers",
+            "2",
+            "--placement",
+            "auto",
+        ],
     );
     assert!(
         redcar.log().contains("placement=\"auto\""),
