@@ -1,7 +1,8 @@
-//! The threading model (`threading: auto | shared | per-core`, and what `auto` settles to) and
-//! the per-core worker threads: one single-threaded tokio runtime per core, each running its own
-//! accept loop, its clients' sessions and its share of the node connections, and which of them
-//! the current thread is.
+//! The threading model (`threading: auto | shared | per-core`, and what `auto` settles to), how
+//! per-core workers share new clients (`placement: even | pack | auto`, applied by
+//! `downstream::spread`), and the per-core worker threads: one single-threaded tokio runtime per
+//! core, each running its own accept loop, its clients' sessions and its share of the node
+//! connections, and which of them the current thread is.
 //!
 //! The alternative (`threading: shared`) is one multi-thread runtime whose workers steal each
 //! other's tasks: a session and the node connection it queues on may run on different threads,
