@@ -171,22 +171,7 @@ fn per_core_workers_take_turns_so_their_client_counts_stay_even() {
 #[test]
 fn packed_workers_fill_the_first_until_it_is_busy() {
     let cluster = RedisCluster::start(3, 0);
-    let redcar = Redcar::start_with(
-        &cluster.seeds(),
-        &[
-            "--threading",
-            "per-core",
-            "--workers",
-            "2",
-            "--placement",
-            "pack",
-        ],
-    );
-    assert!(
-        redcar.log().contains("placement=\"pack\""),
-        "{}",
-        redcar.log()
-    );
+    let redcar = two_workers_placed(&cluster, "pack");
     // Idle clients cost the first worker no time: it takes every one of them, where `even`
     // would have split them 6 / 6.
     let mut clients: Vec<_> = (0..12).map(|_| redcar.client()).collect();
@@ -243,22 +228,7 @@ fn packed_workers_fill_the_first_until_it_is_busy() {
 #[test]
 fn auto_placement_packs_while_clients_come_and_go_and_spreads_them_when_they_stay() {
     let cluster = RedisCluster::start(3, 0);
-    let redcar = Redcar::start_with(
-        &cluster.seeds(),
-        &[
-            "--threading",
-            "per-core",
-            "--workers",
-            "2",
-            "--placement",
-            "auto",
-        ],
-    );
-    assert!(
-        redcar.log().contains("placement=\"auto\""),
-        "{}",
-        redcar.log()
-    );
+    let redcar = two_workers_placed(&cluster, "auto");
     let packing = |redcar: &Redcar| redcar.metric_sum("redcar_placement_packing ");
     let on_worker = |redcar: &Redcar, w: usize| {
         redcar.metric_sum(&format!("redcar_worker_clients{{worker=\"{w}\"}}"))
@@ -314,4 +284,25 @@ fn auto_placement_packs_while_clients_come_and_go_and_spreads_them_when_they_sta
         std::thread::sleep(Duration::from_millis(50));
     }
     drop((packed, stay));
+}
+
+/// redcar with two per-core workers and `placement`, which its start-up log names.
+fn two_workers_placed(cluster: &RedisCluster, placement: &str) -> Redcar {
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &[
+            "--threading",
+            "per-core",
+            "--workers",
+            "2",
+            "--placement",
+            placement,
+        ],
+    );
+    assert!(
+        redcar.log().contains(&format!("placement=\"{placement}\"")),
+        "{}",
+        redcar.log()
+    );
+    redcar
 }
