@@ -1,13 +1,17 @@
 //! The near cache's write-through (`near_cache.write_through`, on by default for `prefix`
 //! rules) on a real cluster: a `SET` through redcar is served to the next readers without a
 //! read at the node, and whoever writes the key next (a client straight on the node, another
-//! redcar) is heard through the nodes' BCAST registrations.
+//! redcar) is heard through the nodes' BCAST registrations, as are writes whose client left before
+//! their replies.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::near_cache::calls;
 use crate::redirects::{write_config, TempConfig};
-use crate::support::{Redcar, RedisCluster, RedisServer, Value};
+use crate::support::resp_client::encode_command;
+use crate::support::{Redcar, RedisCluster, RedisServer, RespClient, Value};
 
 const CONFIG: &str = "near_cache:
   enabled: true
@@ -214,4 +218,107 @@ fn the_near_lanes_follow_a_new_invalidation_connection_and_writes_are_heard_agai
     assert!(redcar.metric_sum("redcar_near_cache_hits_total") >= hits + 9.0);
     assert_eq!(node.cmd(&["SET", "nc:re", "last"]), Value::simple("OK"));
     until_served(&redcar, "nc:re", "last");
+}
+
+/// Keeps a node busy for 150 ms, as a slow command does.
+const BUSY_SCRIPT: &str = "local function us() local t = redis.call('TIME') \
+    return t[1] * 1000000 + t[2] end \
+    local start = us() while us() - start < 150000 do end return 1";
+
+/// The node's value of `key` once it has not changed for `quiet`.
+fn settled(node: &RedisServer, key: &str, quiet: Duration) -> Value {
+    let mut last = node.cmd(&["GET", key]);
+    let mut since = Instant::now();
+    let start = Instant::now();
+    while since.elapsed() < quiet {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{key} kept changing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+        let now = node.cmd(&["GET", key]);
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+    last
+}
+
+#[test]
+fn writes_whose_client_left_before_their_replies_are_still_heard() {
+    // A write through redcar holds its key (no fill, nothing cached kept) until its reply
+    // reaches the client. When the client is found gone (its first reply cannot be written),
+    // the writes still unanswered end their holds while the node may not have run them yet,
+    // and readers fill the key meanwhile. What those fills read early is dropped by the
+    // invalidations the writes cause: once the node's value has stood still for longer than
+    // the bound (`max_silence`), redcar must serve exactly that value. (Checked to fail when
+    // redcar ignores the invalidations of keys.)
+    let cluster = RedisCluster::start(3, 0);
+    let (redcar, _config) = start(&cluster, CONFIG);
+    let node = cluster.primary_for_key("nc:gone");
+    assert_eq!(node.cmd(&["SET", "nc:gone", "v"]), Value::simple("OK"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (addr, stop) = (redcar.addr(), stop.clone());
+            std::thread::spawn(move || {
+                let mut c = RespClient::connect(addr).expect("a reader connects");
+                let mut reads = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    assert!(c.q(&["GET", "nc:gone"]).as_bytes().is_some());
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    // Longer than one read of the node's: it runs in pieces, between other clients' commands.
+    let batch: Vec<u8> = (0..4000)
+        .flat_map(|_| encode_command(&["APPEND", "nc:gone", "x"]))
+        .collect();
+    for round in 0..12 {
+        let start = format!("v{round}");
+        assert_eq!(node.cmd(&["SET", "nc:gone", &start]), Value::simple("OK"));
+        let mut writer = redcar.client();
+        let mut late = redcar.client();
+        if round % 2 == 0 {
+            // Its read moves it to the near lanes first (a fill or a hit).
+            assert!(writer.q(&["GET", "nc:gone"]).as_bytes().is_some());
+        }
+        // The node busy for a while, so the writes wait there with the fills that follow
+        // their client's leaving, in no set order.
+        std::thread::scope(|s| {
+            s.spawn(|| node.cmd(&["EVAL", BUSY_SCRIPT, "0"]));
+            std::thread::sleep(Duration::from_millis(30));
+            writer.send_raw(&batch).expect("send the writes");
+            // Reset, not closed: redcar's first reply fails and the session ends at once.
+            let socket = socket2::SockRef::from(writer.stream());
+            socket.set_linger(Some(Duration::ZERO)).expect("SO_LINGER");
+            drop(writer);
+            // A read while the node is still busy: its fill may run before the writes.
+            std::thread::sleep(Duration::from_millis(20));
+            late.send(&["GET", "nc:gone"]).expect("send a late read");
+        });
+        assert!(late
+            .read_reply()
+            .expect("the late read")
+            .as_bytes()
+            .is_some());
+        let last = settled(node, "nc:gone", Duration::from_millis(400));
+        let mut c = redcar.client();
+        for read in 0..20 {
+            assert_eq!(
+                c.q(&["GET", "nc:gone"]),
+                last,
+                "round {round}, read {read}: a value older than the node's"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        assert!(reader.join().expect("a reader") > 0);
+    }
+    assert!(redcar.metric_sum("redcar_near_cache_hits_total") > 0.0);
 }
