@@ -302,6 +302,16 @@ impl Tracking {
     }
 }
 
+impl topology::Hub for Tracking {
+    fn flush_all(&self, cause: FlushCause) {
+        Tracking::flush_all(self, cause);
+    }
+
+    fn bcast_cover(&self) -> Option<Vec<Bytes>> {
+        Tracking::bcast_cover(self)
+    }
+}
+
 impl InvalidationSink for Tracking {
     fn invalidated(&self, _addr: &str, keys: Option<Vec<Bytes>>) {
         match keys {
