@@ -8,13 +8,16 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use super::conn::{self, NodeContext, Pending, ReplyTo};
+use super::conn;
 use super::health::{Health, HealthMetrics};
 use super::inbox::Inbox;
+use super::node_context::NodeContext;
+use super::pending::{Pending, ReplyTo};
 use super::queue;
 use super::reply_slot::{self, ReplyReceiver};
 use super::standby::Standby;
-use super::tracking::{NodeTracking, TrackingFeed};
+use super::tracking::NodeTracking;
+use super::tracking_feed::TrackingFeed;
 use super::Lane;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
@@ -41,7 +44,7 @@ pub(super) struct NodeSettings<'a> {
     /// `threading: per-core`: the workers' runtimes; the node's connections are spread over them.
     pub(crate) workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
     /// Where the node's invalidations go once a tracking client uses it.
-    pub(crate) tracking: &'a Arc<super::tracking::TrackingFeed>,
+    pub(crate) tracking: &'a Arc<TrackingFeed>,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when

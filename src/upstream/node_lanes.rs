@@ -2,7 +2,7 @@
 //! started on first use), the tracked lanes, and per core the connections on the caller's own
 //! worker.
 
-use super::super::conn::Pending;
+use super::super::pending::Pending;
 use super::super::queue;
 use super::super::tracking::NodeTracking;
 use super::super::Lane;
