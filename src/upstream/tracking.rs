@@ -6,9 +6,9 @@
 //! each connecting on its first command) whose handshake ends with `CLIENT TRACKING on REDIRECT
 //! <id>` (default mode: every read on them is tracked), `<id>` being the node's **invalidation
 //! connection** (`tracking_conn`), a RESP3 connection that only receives the node's `invalidate`
-//! pushes and hands them to the [`InvalidationSink`](super::InvalidationSink) (the downstream table of who read what).
+//! pushes and hands them to the `InvalidationSink` (the downstream table of who read what).
 //!
-//! When redcar may have missed an invalidation, it says so ([`InvalidationSink::lost`](super::InvalidationSink::lost)): the
+//! When redcar may have missed an invalidation, it says so (`InvalidationSink::lost`): the
 //! invalidation connection was lost (and again once it reconnected with a new id and the lanes
 //! were pointed at it), or a tracked lane was lost (the node forgot what it tracked for that
 //! connection; the lane reconnects on its next command). Tracked lanes never close for
