@@ -1,6 +1,6 @@
 //! Files import each other one way, like the modules do (tests/layering.rs): no file of `src/`
-//! reaches itself through the paths it names (issue 29; docs/architecture.md, "Layers"). Test
-//! code is left out (`#[cfg(test)]` modules and the files they declare).
+//! reaches itself through the paths it names (issue 29; docs/architecture.md, under the module
+//! table). Test code is left out (`#[cfg(test)]` modules and the files they declare).
 //!
 //! The rule, as this scan applies it:
 //!
@@ -12,7 +12,7 @@
 //!   file declares. It goes to the file of the longest module path that prefixes it: `use
 //!   super::x::Y` from `src/a/b/c.rs` goes to `src/a/b/x.rs` (or `x/mod.rs`) if `x` is a module,
 //!   else to `src/a/b/mod.rs` (or `src/a/b.rs`) where the item `x` lives.
-//! - A name that file only imports itself (a re-export, `pub use child::X;`, or a plain `use`
+//! - A name the target file only imports (a re-export, `pub use child::X;`, or a plain `use`
 //!   that its child modules see) is followed to the file that defines it: `use
 //!   super::Downstream` goes where `Downstream` is written, not to the `mod.rs` that re-exports
 //!   it. `*` globs are not followed.
@@ -22,8 +22,14 @@
 //!   child::X;`, `pub(crate) use ..`) are no imports: that is how a folder shows its surface.
 //!   Any other use of a child (a plain `use child::X;`, an inline `child::f()`) is.
 //!
+//! - Each group of files that reach each other (a strongly connected component, Tarjan) is one
+//!   circle: reported as one ring through it (`a.rs -> b.rs -> a.rs`), then every import inside
+//!   the group with the names that tie it.
+//!
 //! Comments and string literals are blanked first; the scan is textual, enough for code that
-//! rustfmt has formatted.
+//! rustfmt has formatted. Method calls (`value.method()`) name no path and are not seen: an
+//! `impl` in one file of a type from another is an import of that type's file, its callers are
+//! not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
