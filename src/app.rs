@@ -4,6 +4,7 @@
 
 mod accept;
 mod bind;
+mod config_view;
 mod fd_limit;
 mod listen;
 mod parts;
@@ -23,11 +24,9 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use crate::admin::AdminState;
-use crate::cluster::ClusterState;
 use crate::config::Config;
 use crate::downstream::Downstream;
-use crate::router::Router;
-use crate::upstream::Upstreams;
+use config_view::redacted;
 use parts::Parts;
 
 /// Sockets bound before the proxy starts, so tests can bind port 0 and read the address.
@@ -83,52 +82,6 @@ fn bind_unix(path: &Path, permissions: &str, backlog: u32) -> anyhow::Result<Uni
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("cannot set permissions {permissions} on {}", path.display()))?;
     Ok(listener)
-}
-
-/// Once the cluster answers, learns the commands it has that the built-in table lacks.
-async fn learn_commands(router: Arc<Router>) {
-    let cluster = router.cluster().clone();
-    let mut seen = 0;
-    while cluster.topology().is_none() {
-        seen = cluster.changed_since(seen).await;
-    }
-    match router.planner().learn_commands().await {
-        Ok(0) => tracing::debug!("the cluster has no commands beyond the built-in table"),
-        Ok(learned) => tracing::info!(
-            learned,
-            "learned commands from the cluster (modules or newer server)"
-        ),
-        Err(error) => {
-            tracing::warn!(%error, "could not learn commands from the cluster; using the built-in table")
-        }
-    }
-}
-
-/// An ejected primary usually means a failover is coming: ask for a fresh slot map at once, then
-/// every `upstream.outlier.health_check_interval` while any primary of the map is ejected, so
-/// the promoted replica is found within one interval of the promotion rather than at the next
-/// periodic refresh.
-async fn refresh_while_ejected(
-    cluster: Arc<ClusterState>,
-    upstreams: Arc<Upstreams>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut ejections = upstreams.ejections();
-    loop {
-        // Read each round: a reload may change it.
-        let interval = upstreams.outlier().health_check_interval;
-        let primary_ejected = cluster
-            .topology()
-            .is_some_and(|t| t.shards().iter().any(|s| s.primary.is_ejected()));
-        if primary_ejected {
-            cluster.request_refresh();
-        }
-        tokio::select! {
-            changed = ejections.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(interval), if primary_ejected => {}
-            _ = shutdown.changed() => return,
-        }
-    }
 }
 
 /// Runs the proxy until `shutdown` completes, then drains: listeners stop, sessions finish the
@@ -248,16 +201,6 @@ async fn drain(
     }
 }
 
-/// True when some read policy (`router.read_policy` or a route's) reads from replicas: node
-/// connections then send READONLY first.
-pub(crate) fn reads_replicas(config: &Config) -> bool {
-    config.router.read_policy.uses_replicas()
-        || config
-            .routes
-            .iter()
-            .any(|r| r.read_policy.is_some_and(|p| p.uses_replicas()))
-}
-
 /// Logs the admin address; warns when anyone beyond this host may read the admin API.
 fn warn_if_open(addr: std::net::SocketAddr, token: bool) {
     tracing::info!(addr = %addr, token, "admin listening");
@@ -269,25 +212,4 @@ fn warn_if_open(addr: std::net::SocketAddr, token: bool) {
              (--admin-token, REDCAR_ADMIN_TOKEN) or bind `admin` to 127.0.0.1"
         );
     }
-}
-
-/// A listener's cluster facade, logged when it is on.
-fn facade(
-    config: &crate::downstream::FacadeConfig,
-    tls: bool,
-    listener: &str,
-) -> Option<Arc<crate::downstream::Facade>> {
-    let facade = crate::downstream::Facade::new(config, tls)?;
-    tracing::info!(
-        listener,
-        announce = %facade.describe(),
-        "cluster facade on: answering CLUSTER SLOTS/SHARDS/NODES/INFO/MYID as a one-node cluster"
-    );
-    Some(facade)
-}
-
-/// The configuration as `/config` shows it. Passwords (`auth`) serialize as `(redacted)`, so no
-/// secret leaves the process.
-fn redacted(config: &Config) -> serde_json::Value {
-    serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
 }

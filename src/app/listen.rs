@@ -1,11 +1,12 @@
 //! The client listeners (TCP, TLS, Unix socket): each gets its accept loops, per worker or
 //! shared, and its cluster facade when one is configured.
 
+use std::sync::Arc;
+
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, watch};
 
 use super::accept::spawn_accept_loops;
-use super::facade;
 use super::parts::Parts;
 use crate::config::Config;
 use crate::downstream::TlsListener;
@@ -57,4 +58,19 @@ pub(super) fn spawn_client_listeners(
         spawn_accept_loops(unix, |unix| unix, workers, downstream, None, stop, done)?;
     }
     Ok(())
+}
+
+/// A listener's cluster facade, logged when it is on.
+fn facade(
+    config: &crate::downstream::FacadeConfig,
+    tls: bool,
+    listener: &str,
+) -> Option<Arc<crate::downstream::Facade>> {
+    let facade = crate::downstream::Facade::new(config, tls)?;
+    tracing::info!(
+        listener,
+        announce = %facade.describe(),
+        "cluster facade on: answering CLUSTER SLOTS/SHARDS/NODES/INFO/MYID as a one-node cluster"
+    );
+    Some(facade)
 }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-use super::{learn_commands, reads_replicas, refresh_while_ejected};
+use super::config_view::reads_replicas;
 use crate::backends::{self, Backends};
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
@@ -201,6 +201,52 @@ fn start_workers(
                 "threading: shared (one multi-thread runtime; node connections shared by its workers)"
             );
             Ok(None)
+        }
+    }
+}
+
+/// Once the cluster answers, learns the commands it has that the built-in table lacks.
+async fn learn_commands(router: Arc<Router>) {
+    let cluster = router.cluster().clone();
+    let mut seen = 0;
+    while cluster.topology().is_none() {
+        seen = cluster.changed_since(seen).await;
+    }
+    match router.planner().learn_commands().await {
+        Ok(0) => tracing::debug!("the cluster has no commands beyond the built-in table"),
+        Ok(learned) => tracing::info!(
+            learned,
+            "learned commands from the cluster (modules or newer server)"
+        ),
+        Err(error) => {
+            tracing::warn!(%error, "could not learn commands from the cluster; using the built-in table")
+        }
+    }
+}
+
+/// An ejected primary usually means a failover is coming: ask for a fresh slot map at once, then
+/// every `upstream.outlier.health_check_interval` while any primary of the map is ejected, so
+/// the promoted replica is found within one interval of the promotion rather than at the next
+/// periodic refresh.
+async fn refresh_while_ejected(
+    cluster: Arc<ClusterState>,
+    upstreams: Arc<Upstreams>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ejections = upstreams.ejections();
+    loop {
+        // Read each round: a reload may change it.
+        let interval = upstreams.outlier().health_check_interval;
+        let primary_ejected = cluster
+            .topology()
+            .is_some_and(|t| t.shards().iter().any(|s| s.primary.is_ejected()));
+        if primary_ejected {
+            cluster.request_refresh();
+        }
+        tokio::select! {
+            changed = ejections.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(interval), if primary_ejected => {}
+            _ = shutdown.changed() => return,
         }
     }
 }

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
+use super::config_view::{reads_replicas, redacted};
 use crate::auth::Users;
 use crate::backends::{Backends, Context};
 use crate::cluster::ClusterState;
@@ -123,7 +124,7 @@ impl Reloadable {
             .table(&config.routes, config.routes_ignore_case, &self.metrics);
         self.router.planner().set_routes(table);
         self.backend_states.store(Arc::new(self.backends.states()));
-        self.shown.store(Arc::new(super::redacted(&config)));
+        self.shown.store(Arc::new(redacted(&config)));
         self.current.store(Arc::new(config));
         if changed.is_empty() {
             tracing::info!("config reloaded: nothing to change");
@@ -187,7 +188,7 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
         restart.push("router.read_policy".to_string());
         config.router.read_policy = running.router.read_policy;
     }
-    if super::reads_replicas(&config) != super::reads_replicas(running) {
+    if reads_replicas(&config) != reads_replicas(running) {
         restart.push("routes (a read_policy that starts or stops reading replicas)".to_string());
         config.routes = running.routes.clone();
     }

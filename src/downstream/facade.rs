@@ -12,6 +12,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::facade_reply as reply;
+pub(crate) use super::facade_reply::Endpoint;
 use crate::protocol::Protocol;
 
 /// `cluster_facade:` (for `listen`) and `tls.cluster_facade:` (for `tls.listen`).
@@ -39,21 +40,6 @@ pub(crate) struct Facade {
 struct Announce {
     host: String,
     port: u16,
-}
-
-/// What one client connection is told about "the" cluster node: itself.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Endpoint {
-    /// Where clients should connect: the announced host, or the local IP the client reached.
-    pub(crate) host: String,
-    /// An IP for CLUSTER SHARDS' `ip` field (the local one when `host` is a name).
-    pub(crate) ip: String,
-    /// Set when `host` is a name rather than an IP (CLUSTER SHARDS' `hostname`).
-    pub(crate) hostname: Option<String>,
-    pub(crate) port: u16,
-    pub(crate) tls: bool,
-    /// 40 hex digits, a SHA-1 of `host:port`: the same across restarts and connections.
-    pub(crate) id: String,
 }
 
 // === impl FacadeConfig ===

@@ -4,10 +4,24 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::facade::Endpoint;
 use crate::protocol::{
     write_array_len, write_bulk, write_integer, write_map_len, write_verbatim, Protocol,
 };
+
+/// What one client connection is told about "the" cluster node: itself.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Endpoint {
+    /// Where clients should connect: the announced host, or the local IP the client reached.
+    pub(crate) host: String,
+    /// An IP for CLUSTER SHARDS' `ip` field (the local one when `host` is a name).
+    pub(crate) ip: String,
+    /// Set when `host` is a name rather than an IP (CLUSTER SHARDS' `hostname`).
+    pub(crate) hostname: Option<String>,
+    pub(crate) port: u16,
+    pub(crate) tls: bool,
+    /// 40 hex digits, a SHA-1 of `host:port`: the same across restarts and connections.
+    pub(crate) id: String,
+}
 
 /// The last slot: the facade owns `0..=LAST_SLOT`.
 const LAST_SLOT: i64 = 16383;

@@ -3,7 +3,9 @@
 //! facade (`facade`) that presents redcar as a one-node cluster.
 #![warn(unreachable_pub, missing_docs)]
 
+mod accept;
 mod budget;
+mod clients;
 mod config;
 mod drain;
 mod facade;
@@ -21,8 +23,10 @@ mod tls;
 mod tracking;
 mod transaction;
 
+pub(crate) use accept::Accept;
+pub(crate) use clients::Downstream;
 pub(crate) use config::ClientConfig;
 pub(crate) use facade::{Facade, FacadeConfig};
-pub(crate) use listener::{serve, Accept, Downstream};
+pub(crate) use listener::serve;
 pub(crate) use spread::{Gated, Spread};
 pub(crate) use tls::{TlsConfig, TlsListener};

@@ -150,7 +150,7 @@ where
             () = super::super::tracking::ready(state), if state.tracking.is_some() => {
                 // Invalidations redirected here (or this client's own, in RESP3).
                 if let Some(tracking) = state.tracking.as_deref() {
-                    self.out.extend_from_slice(&tracking.take_frames(state, true));
+                    self.out.extend_from_slice(&tracking.take_frames(state.protocol, true));
                 }
                 ControlFlow::Continue(Control::Go)
             }

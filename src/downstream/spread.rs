@@ -31,7 +31,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::listener::Accept;
+use super::accept::Accept;
 use crate::metrics::Metrics;
 use crate::workers::Placement;
 

@@ -16,8 +16,8 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::accept::Accept;
 use super::facade::FacadeConfig;
-use super::listener::Accept;
 use crate::values::{pem, units};
 
 /// `tls:` in the config file.

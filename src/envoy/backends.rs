@@ -8,7 +8,7 @@ use serde_yaml::{Mapping, Value};
 
 use super::draft::Draft;
 use super::prefix::backend_name;
-use super::routes::Targets;
+use super::route::Targets;
 use super::ConvertError;
 
 /// Converts `targets.others`; the main cluster is already in `draft`.

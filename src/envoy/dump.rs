@@ -5,7 +5,7 @@
 use serde_yaml::Value;
 
 use super::draft::Draft;
-use super::input::{bootstrap_notes, Form, Resources};
+use super::resources::{bootstrap_notes, Form, Resources};
 use super::ConvertError;
 
 /// Gathers listeners and clusters from every `configs[]` entry that holds some.

@@ -5,8 +5,8 @@
 use serde_yaml::{Mapping, Value};
 
 use super::draft::Draft;
-use super::input::{proto_names, Form, Resources, FORMS};
 use super::listener::has_redis_proxy;
+use super::resources::{proto_names, Form, Resources, FORMS};
 use super::source::number;
 use super::ConvertError;
 

@@ -14,6 +14,7 @@ mod backends;
 mod cluster;
 mod draft;
 mod dump;
+mod error;
 mod faults;
 mod input;
 mod istio;
@@ -21,6 +22,8 @@ mod keepalive;
 mod listener;
 mod prefix;
 mod proxy;
+mod resources;
+mod route;
 mod routes;
 mod source;
 mod tls;
@@ -31,6 +34,7 @@ use std::path::PathBuf;
 use serde_yaml::Value;
 
 use draft::Draft;
+pub(crate) use error::ConvertError;
 
 /// What to convert, from the command line.
 #[derive(Debug, Clone, Default)]
@@ -50,11 +54,6 @@ pub(crate) struct Conversion {
     pub(crate) yaml: String,
     pub(crate) warnings: Vec<String>,
 }
-
-/// Why nothing could be converted; the message names the Envoy setting.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct ConvertError(pub(crate) String);
 
 /// Exit status when the input cannot be read or converted.
 const EXIT_FAILED: u8 = 1;

@@ -6,7 +6,7 @@
 use serde_yaml::{Mapping, Value};
 
 use super::draft::Draft;
-use super::routes::{label, Route, Targets};
+use super::route::{label, Route, Targets};
 use super::source::{flag, require_number};
 use super::ConvertError;
 use crate::backends::DEFAULT_BACKEND;

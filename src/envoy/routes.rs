@@ -7,24 +7,9 @@
 use serde_yaml::Value;
 
 use super::draft::Draft;
+use super::route::{label, Route, Targets};
 use super::source::flag;
 use super::ConvertError;
-
-/// One route (`routes[]` or `catch_all_route`).
-pub(super) struct Route<'a> {
-    /// `None` for the catch-all route.
-    pub(crate) prefix: Option<&'a str>,
-    pub(crate) cluster: &'a str,
-    pub(crate) value: &'a Value,
-}
-
-/// The Envoy clusters to convert: `main` becomes `cluster.seeds` and `upstream.*` (redcar's
-/// `default` backend), each of `others` a `backends.<name>` entry.
-#[derive(Debug, Default)]
-pub(super) struct Targets {
-    pub(crate) main: String,
-    pub(crate) others: Vec<String>,
-}
 
 /// Converts the routes and names the clusters they need.
 pub(super) fn convert(
@@ -138,13 +123,6 @@ fn cluster_of<'a>(route: &'a Value, key: &str) -> Result<&'a str, ConvertError> 
         .as_str()
         .filter(|c| !c.is_empty())
         .ok_or_else(|| ConvertError(format!("`{key}.cluster` is missing")))
-}
-
-pub(super) fn label(route: &Route) -> String {
-    match route.prefix {
-        Some(prefix) => format!("route for prefix `{prefix}`"),
-        None => "catch_all_route".to_owned(),
-    }
 }
 
 /// `key_formatter` rewrites each key with a template; redcar has nothing like it.

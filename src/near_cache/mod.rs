@@ -265,6 +265,16 @@ impl InvalidationSink for NearCache {
     }
 }
 
+impl watch::Watched for NearCache {
+    fn flush(&self, cause: FlushCause) {
+        NearCache::flush(self, cause);
+    }
+
+    fn sample(&self) {
+        NearCache::sample(self);
+    }
+}
+
 /// Writes in flight through redcar (see [`NearCache::begin_write`]); dropping it ends them.
 pub(crate) struct Writing {
     cache: Arc<NearCache>,

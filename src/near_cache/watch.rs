@@ -7,16 +7,22 @@ use std::time::Duration;
 use crate::cluster::{ClusterState, Topology};
 use crate::metrics::FlushCause;
 
-use super::NearCache;
-
 /// How often the gauges are sampled (and the cache looked for, to end with it).
 const SAMPLE: Duration = Duration::from_secs(1);
 
 /// Who serves each run of slots: first and last slot, the primary and the replicas.
 type Members = Vec<(u16, u16, Vec<Arc<str>>)>;
 
+/// What the watch does to the cache it watches (the near cache, `mod.rs`).
+pub(super) trait Watched {
+    /// Drops every entry, counting the flush under `cause`.
+    fn flush(&self, cause: FlushCause);
+    /// Samples the cache's size for its gauges.
+    fn sample(&self);
+}
+
 /// Watches `cluster` while `cache` exists.
-pub(super) async fn watch(cache: Weak<NearCache>, cluster: Arc<ClusterState>) {
+pub(super) async fn watch<C: Watched>(cache: Weak<C>, cluster: Arc<ClusterState>) {
     let mut seen = cluster.version();
     let mut members = members_of(cluster.topology().as_deref());
     loop {

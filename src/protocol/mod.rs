@@ -8,6 +8,7 @@ mod fuzz;
 mod inline;
 mod limits;
 mod line;
+mod parse;
 mod request;
 mod resp3;
 mod scan;
@@ -18,7 +19,8 @@ pub(crate) use error::ProtocolError;
 pub(crate) use frame::Frame;
 pub use fuzz::fuzz_logic;
 pub(crate) use limits::Limits;
-pub(crate) use request::{parse_request, parse_request_into, Request};
+pub(crate) use parse::{parse_request, parse_request_into};
+pub(crate) use request::Request;
 pub(crate) use resp3::{
     bulk_as_verbatim, resp3_null, write_map_len, write_null_in, write_verbatim,
 };

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 
 use super::encode::{bulk_encoded_len, header_encoded_len, put_header};
 use super::line::{payload_end, read_header};
-use super::{inline, Limits, ProtocolError};
+use super::{Limits, ProtocolError};
 
 /// One client command.
 ///
@@ -104,44 +104,6 @@ pub(crate) enum Step {
     Parsed,
 }
 
-/// Parse one request from the front of `buf`, removing its bytes.
-///
-/// `Ok(None)` means more bytes are needed; things Redis silently ignores (empty inline lines,
-/// `*0`, `*-1`) are removed along the way. Any first byte other than `*` starts an inline
-/// command. On error the buffer is left as it was and the connection should be closed after
-/// replying `-ERR Protocol error: <error>`.
-pub(crate) fn parse_request(
-    buf: &mut BytesMut,
-    limits: &Limits,
-) -> Result<Option<Request>, ProtocolError> {
-    let mut request = Request::default();
-    Ok(parse_request_into(buf, limits, &mut request)?.then_some(request))
-}
-
-/// [`parse_request`] into a `Request` the caller keeps, replacing what it held: whether a
-/// request was parsed (on `false` or an error, `out` is unspecified). A session parses every
-/// command into one slot and lends it by reference, instead of moving a 168-byte `Request`
-/// through the parser's and the session's returns (about a dozen `memcpy` calls per command,
-/// 7% of the instructions at `-P 16`; callgrind, 2026-11-27).
-pub(crate) fn parse_request_into(
-    buf: &mut BytesMut,
-    limits: &Limits,
-    out: &mut Request,
-) -> Result<bool, ProtocolError> {
-    loop {
-        let step = match buf.first() {
-            None => return Ok(false),
-            Some(b'*') => parse_multibulk(buf, limits, out)?,
-            Some(_) => inline::parse_inline(buf, limits, out)?,
-        };
-        match step {
-            Step::Incomplete => return Ok(false),
-            Step::Skipped => continue,
-            Step::Parsed => return Ok(true),
-        }
-    }
-}
-
 /// Commands with at most this many arguments (nearly all) are parsed in one pass, their argument
 /// ranges kept in a small array on the stack.
 const STACK_ARGS: usize = 8;
@@ -150,7 +112,8 @@ const STACK_ARGS: usize = 8;
 /// array; only longer ones are measured first and then parsed.
 const STACK_ARGS_LARGE: usize = 32;
 
-fn parse_multibulk(
+/// Parse the multibulk request (`*<n>`) at the front of `buf` into `out`.
+pub(super) fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &Limits,
     out: &mut Request,

@@ -3,13 +3,29 @@
 //! them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::plan::Routed;
 use super::split::Split;
-use super::RouteTarget;
+use super::{Route, RouteTarget};
 use crate::commands::policy::FanOut;
+
+/// A single-slot command for a route's backend.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Routed {
+    pub(crate) route: Arc<Route>,
+    /// The request with the prefix removed from its keys; `None`: the client's bytes unchanged.
+    pub(crate) payload: Option<Bytes>,
+    /// `None`: any primary of the backend (a keyed command whose keys redcar could not read).
+    pub(crate) slot: Option<u16>,
+    pub(crate) write: bool,
+    /// A blocking command (on a dedicated connection, never mirrored) and its own timeout
+    /// (`Some(None)`: it may block forever).
+    pub(crate) blocking: Option<Option<Duration>>,
+    /// WATCH: the session pins a dedicated connection through [`Stateful::watch_on`](crate::router::Stateful::watch_on).
+    pub(crate) watch: bool,
+}
 
 /// A command that needs more than one node request or a follow-up step; start it with
 /// [`Fanout::start`](crate::router::Fanout::start).

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::cells::{fit, rate};
 use super::scrape::get_with_timeout;
 
 /// Hot keys shown, and big keys shown.
@@ -56,7 +57,6 @@ pub(crate) fn lines(panel: &HotPanel, width: usize) -> Vec<String> {
     if !panel.enabled {
         return vec!["(hot keys off: hotkeys.enabled is false)".to_string()];
     }
-    let fit = super::render::fit;
     let key_width = width.saturating_sub(HOT_NUMBERS_WIDTH).clamp(8, 60);
     let mut out = vec![format!(
         "{:<key_width$} {:<10} {:<21} {:>7}",
@@ -74,7 +74,7 @@ pub(crate) fn lines(panel: &HotPanel, width: usize) -> Vec<String> {
             fit(&row.key, key_width),
             fit(&row.command, 10),
             fit(or_dash(&row.node), 21),
-            super::render::rate(row.rate),
+            rate(row.rate),
         ));
     }
     if panel.hot.is_empty() {

@@ -10,6 +10,7 @@
 //! after the first keeps the last frame on screen with a notice, so the view survives a restart.
 #![warn(unreachable_pub, missing_docs)]
 
+mod cells;
 mod hotkeys;
 mod render;
 mod scrape;

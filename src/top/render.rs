@@ -2,6 +2,7 @@
 //! keys. Pure: the same
 //! frame and width always give the same text, and no line is wider than `width`.
 
+use super::cells::{fit, rate};
 use super::stats::{CommandRow, Frame, NodeRow};
 
 /// Commands shown; the rest are summarised in one line.
@@ -163,28 +164,10 @@ fn column_width<'a>(title: &str, names: impl Iterator<Item = &'a str>, max: usiz
         .min(max)
 }
 
-/// Cuts `text` to `width` characters, marking a cut with `…`.
-pub(super) fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
 fn opt(value: Option<f64>, format: fn(f64) -> String) -> String {
     match value {
         Some(v) if v.is_finite() => format(v),
         _ => "-".to_string(),
-    }
-}
-
-pub(super) fn rate(v: f64) -> String {
-    if v.abs() >= 1000.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
     }
 }
 

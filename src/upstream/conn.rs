@@ -5,88 +5,20 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use socket2::{SockRef, TcpKeepalive};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::handshake::Handshake;
-use super::health::Health;
-use super::inbox::Delivery;
+use super::node_context::NodeContext;
+use super::pending::Pending;
 use super::queue;
-use super::reply_slot::ReplySender;
-use super::standby::Standby;
 use super::stream::NodeStream;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError, UpstreamTls};
-use crate::metrics::NodeMetrics;
-use crate::protocol::{reply_frame_len, Limits};
 
 #[path = "conn_session.rs"]
 mod session;
 
 use session::Session;
-
-/// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
-pub(crate) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
-
-/// A command waiting to be written, and where its reply goes.
-pub(super) struct Pending {
-    pub(crate) payload: Bytes,
-    pub(crate) asking: bool,
-    /// Reply frames the payload produces (1 for one command; `MULTI … EXEC` sends several). They
-    /// are handed over together, as one contiguous slice.
-    pub(crate) frames: u32,
-    pub(crate) reply: ReplyTo,
-}
-
-/// Where a command's reply goes: its own channel, or a client session's inbox (see `inbox`).
-pub(super) enum ReplyTo {
-    Slot(ReplySender),
-    Inbox(Delivery),
-}
-
-impl ReplyTo {
-    /// Hands over one outcome on its own (failures; replies go through `Session::deliver`).
-    fn send(self, outcome: Result<Bytes, UpstreamError>) {
-        match self {
-            ReplyTo::Slot(slot) => slot.send(outcome),
-            ReplyTo::Inbox(delivery) => delivery.send(outcome),
-        }
-    }
-}
-
-/// What every connection of one node shares: its settings, metrics and health.
-pub(super) struct NodeContext {
-    pub(crate) addr: Arc<str>,
-    pub(crate) config: UpstreamConfig,
-    pub(crate) limits: Limits,
-    pub(crate) metrics: NodeMetrics,
-    pub(crate) connect_limit: Arc<ConnectLimit>,
-    pub(crate) health: Arc<Health>,
-    /// `AUTH` and/or `READONLY` (so a replica serves reads of its primary's slots) after connecting.
-    pub(crate) handshake: Handshake,
-    /// `upstream.tls`: every connection is wrapped in TLS when set.
-    pub(crate) tls: Option<UpstreamTls>,
-    /// Set while the node serves nothing: idle connections close within a second.
-    pub(crate) standby: Arc<Standby>,
-}
-
-impl NodeContext {
-    /// The same node's context for connections that send `handshake` first.
-    pub(super) fn with_handshake(&self, handshake: Handshake) -> NodeContext {
-        NodeContext {
-            addr: self.addr.clone(),
-            config: self.config.clone(),
-            limits: self.limits.clone(),
-            metrics: self.metrics.clone(),
-            connect_limit: self.connect_limit.clone(),
-            health: self.health.clone(),
-            handshake,
-            tls: self.tls.clone(),
-            standby: self.standby.clone(),
-        }
-    }
-}
 
 /// Starts the task and returns its queue.
 pub(super) fn spawn(
@@ -153,23 +85,6 @@ async fn run(context: Arc<NodeContext>, mut rx: queue::Receiver<Pending>) {
             }
         }
     }
-}
-
-/// Length of the first `count` complete reply frames in `input`, or `None` until all are there.
-pub(super) fn frames_len(
-    input: &[u8],
-    count: u32,
-    limits: &Limits,
-) -> Result<Option<usize>, String> {
-    let mut end = 0;
-    for _ in 0..count {
-        match reply_frame_len(&input[end..], limits) {
-            Ok(Some(len)) => end += len,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(format!("protocol error in reply: {e}")),
-        }
-    }
-    Ok(Some(end))
 }
 
 /// Fails `first` and everything already queued behind it: none of it was sent.

@@ -14,11 +14,12 @@ use super::super::batch::Batching;
 use super::super::error::turned_replica;
 use super::super::health::Health;
 use super::super::inbox::{Delivered, Shared};
+use super::super::node_context::NodeContext;
+use super::super::pending::{frames_len, Pending, ReplyTo, ASKING};
 use super::super::queue;
 use super::super::standby::{IdleTimer, Standby};
 use super::super::stream::{FlushOnEmpty, NodeStream};
 use super::super::UpstreamError;
-use super::{frames_len, NodeContext, Pending, ReplyTo, ASKING};
 use crate::metrics::{LocalLatency, NodeMetrics};
 use crate::protocol::Limits;
 

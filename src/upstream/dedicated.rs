@@ -16,7 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::conn::{connect, frames_len};
+use super::conn::connect;
+use super::pending::frames_len;
 use super::stream::NodeStream;
 use super::{ConnectLimit, Exhausted, UpstreamConfig, UpstreamError, UpstreamTls};
 use crate::metrics::Metrics;

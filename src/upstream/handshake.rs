@@ -12,8 +12,8 @@
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::conn::frames_len;
 use super::health::Health;
+use super::pending::frames_len;
 use super::replica_sync::{not_in_sync, NOT_IN_SYNC};
 use crate::protocol::{encode_command, Limits, Protocol};
 
@@ -208,18 +208,6 @@ impl Handshake {
                 Err(e) => return Err(format!("{names}: read failed: {e}")),
             }
         }
-    }
-}
-
-impl super::conn::NodeContext {
-    /// [`Handshake::run`] on a new pipelined connection of this node, which it reports to.
-    pub(super) async fn greet<S>(&self, stream: S) -> Result<S, String>
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
-        self.handshake
-            .run(stream, &self.limits, Some(&self.health))
-            .await
     }
 }
 

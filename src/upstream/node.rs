@@ -8,13 +8,16 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use super::conn::{NodeContext, Pending, ReplyTo};
+use super::conn;
 use super::health::{Health, HealthMetrics};
 use super::inbox::Inbox;
+use super::node_context::NodeContext;
+use super::pending::{Pending, ReplyTo};
 use super::queue;
 use super::reply_slot::{self, ReplyReceiver};
 use super::standby::Standby;
 use super::tracking::NodeTracking;
+use super::tracking_feed::TrackingFeed;
 use super::Lane;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::metrics::NodeMetrics;
@@ -22,8 +25,6 @@ use crate::protocol::Limits;
 
 #[path = "node_lanes.rs"]
 mod lanes;
-
-use lanes::{spawn_connections, Resp3Spawn};
 
 /// How a node is created: what its connections share beyond the node's own address.
 pub(super) struct NodeSettings<'a> {
@@ -43,7 +44,7 @@ pub(super) struct NodeSettings<'a> {
     /// `threading: per-core`: the workers' runtimes; the node's connections are spread over them.
     pub(crate) workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
     /// Where the node's invalidations go once a tracking client uses it.
-    pub(crate) tracking: &'a Arc<super::tracking::TrackingFeed>,
+    pub(crate) tracking: &'a Arc<TrackingFeed>,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
@@ -321,5 +322,34 @@ fn ended_before_replying(addr: &Arc<str>) -> UpstreamError {
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node").field("addr", &self.addr).finish()
+    }
+}
+
+/// What a node needs to open its RESP3 connections and its tracked lanes later.
+pub(super) struct Resp3Spawn {
+    pub(super) context: Arc<NodeContext>,
+    pub(super) workers: Option<Arc<[tokio::runtime::Handle]>>,
+    /// The RESP2 connections' context (the tracked lanes copy it).
+    pub(super) resp2: Arc<NodeContext>,
+    pub(super) feed: Arc<TrackingFeed>,
+}
+
+/// `total` connection tasks for `context`: on the current runtime, or per core dealt out to the
+/// workers' runtimes in turn (connection `i` on worker `i % workers`).
+pub(super) fn spawn_connections(
+    total: usize,
+    context: &Arc<NodeContext>,
+    workers: Option<&Arc<[tokio::runtime::Handle]>>,
+) -> Box<[queue::Sender<Pending>]> {
+    match workers {
+        None => {
+            let current = tokio::runtime::Handle::current();
+            (0..total)
+                .map(|_| conn::spawn(&current, context.clone()))
+                .collect()
+        }
+        Some(handles) => (0..total)
+            .map(|i| conn::spawn(&handles[i % handles.len()], context.clone()))
+            .collect(),
     }
 }

@@ -2,13 +2,11 @@
 //! started on first use), the tracked lanes, and per core the connections on the caller's own
 //! worker.
 
-use std::sync::Arc;
-
-use super::super::conn::{self, NodeContext, Pending};
+use super::super::pending::Pending;
 use super::super::queue;
-use super::super::tracking::{NodeTracking, TrackingFeed};
+use super::super::tracking::NodeTracking;
 use super::super::Lane;
-use super::Node;
+use super::{spawn_connections, Node};
 use crate::protocol::Protocol;
 
 impl Node {
@@ -45,35 +43,6 @@ impl Node {
         self.tracking
             .get_or_init(|| NodeTracking::start(&spawn.resp2, &spawn.context, &spawn.feed))
             .lane(lane.protocol(), lane.is_near())
-    }
-}
-
-/// What a node needs to open its RESP3 connections and its tracked lanes later.
-pub(super) struct Resp3Spawn {
-    pub(super) context: Arc<NodeContext>,
-    pub(super) workers: Option<Arc<[tokio::runtime::Handle]>>,
-    /// The RESP2 connections' context (the tracked lanes copy it).
-    pub(super) resp2: Arc<NodeContext>,
-    pub(super) feed: Arc<TrackingFeed>,
-}
-
-/// `total` connection tasks for `context`: on the current runtime, or per core dealt out to the
-/// workers' runtimes in turn (connection `i` on worker `i % workers`).
-pub(super) fn spawn_connections(
-    total: usize,
-    context: &Arc<NodeContext>,
-    workers: Option<&Arc<[tokio::runtime::Handle]>>,
-) -> Box<[queue::Sender<Pending>]> {
-    match workers {
-        None => {
-            let current = tokio::runtime::Handle::current();
-            (0..total)
-                .map(|_| conn::spawn(&current, context.clone()))
-                .collect()
-        }
-        Some(handles) => (0..total)
-            .map(|i| conn::spawn(&handles[i % handles.len()], context.clone()))
-            .collect(),
     }
 }
 

@@ -10,10 +10,12 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{watch, Notify};
 
-use super::super::conn::{self, frames_len, NodeContext, Pending, ReplyTo};
+use super::super::conn;
+use super::super::node_context::NodeContext;
+use super::super::pending::{frames_len, Pending, ReplyTo};
 use super::super::reply_slot;
+use super::super::tracking_feed::{clock_ms, minimal_cover, Heard, TrackingFeed};
 use super::tracking_lane::TrackedLane;
-use super::{clock_ms, Heard, TrackingFeed};
 use crate::protocol::{encode_command, header_value, Limits};
 
 /// The longest back-off is `reconnect_backoff` times this, as for the data connections
@@ -261,7 +263,7 @@ fn bcast_commands(registered: &[Bytes], want: &[Bytes]) -> Option<(Bytes, Vec<By
     } else {
         let mut now: Vec<Bytes> = registered.to_vec();
         now.extend(new.iter().map(|p| (*p).clone()));
-        (new, super::minimal_cover(now))
+        (new, minimal_cover(now))
     };
     let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"on", b"BCAST"];
     // `""` (every key) is BCAST without a prefix; a cover holding it holds nothing else.

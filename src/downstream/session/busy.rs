@@ -15,7 +15,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
-use super::super::listener::Downstream;
+use super::super::clients::Downstream;
 use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
 use super::super::ClientConfig;

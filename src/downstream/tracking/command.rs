@@ -3,12 +3,25 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::session::Mode;
 use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_map_len, Protocol,
 };
 
 const SYNTAX: &[u8] = b"ERR syntax error";
+
+/// A session's tracking mode while it is on (as `CLIENT TRACKINGINFO` shows it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(in crate::downstream) struct Mode {
+    pub(crate) redirect: u64,
+    pub(crate) bcast: bool,
+    pub(crate) optin: bool,
+    pub(crate) optout: bool,
+    pub(crate) noloop: bool,
+    /// `CLIENT CACHING yes|no` for the next command.
+    pub(crate) caching: bool,
+    /// BCAST prefixes, sorted (`""` when BCAST was asked without one).
+    pub(crate) prefixes: Vec<Bytes>,
+}
 
 /// A parsed `CLIENT TRACKING on|off [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT]
 /// [NOLOOP]`.

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::super::session::Mode;
+use super::super::command::Mode;
 use super::*;
 
 fn args(line: &str) -> Vec<Bytes> {

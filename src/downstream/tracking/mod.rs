@@ -21,6 +21,7 @@ use crate::cluster::ClusterState;
 use crate::metrics::{FlushCause, TrackingMetrics};
 use crate::upstream::{InvalidationSink, TrackingFeed};
 
+mod client;
 mod command;
 mod frames;
 mod mailbox;
@@ -29,10 +30,10 @@ mod session;
 mod table;
 mod topology;
 
+pub(super) use client::ClientTracking;
 pub(super) use frames::write_events;
 pub(super) use session::{
     intercept, join_subscriber, note_subscribed, poll_ready, ready, take_frames, take_wait,
-    ClientTracking,
 };
 
 pub(super) use mailbox::Mailbox;
@@ -299,6 +300,16 @@ impl Tracking {
     #[cfg(test)]
     pub(crate) fn tracked_keys(&self) -> usize {
         self.hub().table.len()
+    }
+}
+
+impl topology::Hub for Tracking {
+    fn flush_all(&self, cause: FlushCause) {
+        Tracking::flush_all(self, cause);
+    }
+
+    fn bcast_cover(&self) -> Option<Vec<Bytes>> {
+        Tracking::bcast_cover(self)
     }
 }
 

@@ -1,165 +1,23 @@
-//! A session's part of client-side caching: its tracking mode, its mailbox, and the look at
-//! each command it sends while tracking (which keys it reads, which it writes with NOLOOP).
+//! A session's part of client-side caching: the tracking subcommands of CLIENT, and the look at
+//! each command it sends while tracking (which keys it reads, which it writes with NOLOOP). What
+//! the session keeps (mode, mailbox) is `client.rs`.
 //!
 //! Sessions that never track pay one branch per command ([`intercept`]) and nothing else.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 
-use super::command::{self, Switch};
-use super::{Event, Mailbox, Tracking, Tracks};
+use super::client::ClientTracking;
+use super::command::{self, Mode};
+use super::Tracking;
 use crate::commands::policy::Tx;
 use crate::commands::spec::flags;
 use crate::commands::{key_indices, CommandSpec, Local};
-use crate::downstream::listener::Downstream;
+use crate::downstream::clients::Downstream;
 use crate::downstream::local::ClientState;
 use crate::protocol::{write_integer, Request};
-use crate::router::{redcar_error, Call, Plan, Router};
-
-type Waiting = Pin<Box<dyn Future<Output = Bytes> + Send>>;
-
-/// A session's tracking mode while it is on (as `CLIENT TRACKINGINFO` shows it).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(in crate::downstream) struct Mode {
-    pub(crate) redirect: u64,
-    pub(crate) bcast: bool,
-    pub(crate) optin: bool,
-    pub(crate) optout: bool,
-    pub(crate) noloop: bool,
-    /// `CLIENT CACHING yes|no` for the next command.
-    pub(crate) caching: bool,
-    /// BCAST prefixes, sorted (`""` when BCAST was asked without one).
-    pub(crate) prefixes: Vec<Bytes>,
-}
-
-/// What a session keeps once it tracked or could receive invalidations (boxed in its
-/// `ClientState`; `None` there for every other session).
-pub(crate) struct ClientTracking {
-    hub: Arc<Tracking>,
-    id: u64,
-    mailbox: Arc<Mailbox>,
-    mode: Option<Mode>,
-    /// `CLIENT TRACKING on BCAST`'s reply, once every primary confirmed the prefixes (the
-    /// session runs it as its next call, see [`take_wait`]). In a mutex only to be `Sync`, as
-    /// the session's state must be (never locked but to be taken out).
-    pending: Option<Mutex<Waiting>>,
-    /// Set by `pending` when the nodes did not confirm: tracking is off for this session.
-    refused: Arc<AtomicBool>,
-}
-
-// === impl ClientTracking ===
-
-impl ClientTracking {
-    fn new(hub: &Arc<Tracking>, id: u64) -> ClientTracking {
-        ClientTracking {
-            hub: hub.clone(),
-            id,
-            mailbox: hub.join(id),
-            mode: None,
-            pending: None,
-            refused: Arc::default(),
-        }
-    }
-
-    /// Tracking was refused after the fact (see `refused`): off from now on.
-    fn settle(&mut self) {
-        if self.refused.swap(false, Ordering::Relaxed) {
-            self.off();
-        }
-    }
-
-    /// The reply to `CLIENT TRACKING on BCAST` waits until every primary confirmed the
-    /// session's prefixes: a write sent after it reaches a node that broadcasts it.
-    fn confirm(&mut self, prefixes: Vec<Bytes>) {
-        let wait = self.hub.bcast_confirmed(prefixes);
-        let hub = self.hub.clone();
-        let id = self.id;
-        let refused = self.refused.clone();
-        self.pending = Some(Mutex::new(Box::pin(async move {
-            match wait.await {
-                Ok(()) => Bytes::from_static(b"+OK\r\n"),
-                Err(reason) => {
-                    refused.store(true, Ordering::Relaxed);
-                    hub.set_tracks(id, None);
-                    tracing::warn!(client = id, %reason, "CLIENT TRACKING on BCAST refused");
-                    redcar_error(format!("CLIENT TRACKING: {reason}; tracking stays off"))
-                }
-            }
-        })));
-    }
-
-    /// Tracking is on: the session's commands take the nodes' tracked lanes.
-    pub(crate) fn is_on(&self) -> bool {
-        self.mode.is_some()
-    }
-
-    /// `CLIENT TRACKING off`, and RESET.
-    pub(crate) fn off(&mut self) {
-        if self.mode.take().is_some() {
-            self.hub.set_tracks(self.id, None);
-        }
-    }
-
-    /// Ready once invalidations wait to be written.
-    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
-        self.mailbox.poll_ready(cx)
-    }
-
-    /// The waiting invalidations, as `client` gets them (see `frames`).
-    pub(crate) fn take_frames(&self, state: &ClientState, subscribed: bool) -> Bytes {
-        let events: Vec<Event> = self.mailbox.take();
-        let mut out = BytesMut::new();
-        super::write_events(&mut out, &events, state.protocol, subscribed);
-        out.freeze()
-    }
-
-    fn switch(&mut self, switch: Switch) {
-        if !switch.on {
-            return self.off();
-        }
-        let mut mode = self.mode.take().unwrap_or_default();
-        let mut prefixes = std::mem::take(&mut mode.prefixes);
-        if switch.bcast {
-            if switch.prefixes.is_empty() && !prefixes.iter().any(Bytes::is_empty) {
-                prefixes.push(Bytes::new());
-            }
-            prefixes.extend(switch.prefixes);
-            prefixes.sort();
-        }
-        let mode = Mode {
-            redirect: switch.redirect,
-            bcast: switch.bcast,
-            optin: switch.optin,
-            optout: switch.optout,
-            noloop: switch.noloop,
-            caching: false,
-            prefixes,
-        };
-        let tracks = Tracks {
-            redirect: mode.redirect,
-            prefixes: mode.bcast.then(|| mode.prefixes.clone()),
-            broken: false,
-        };
-        self.hub.started(&tracks);
-        let bcast = tracks.prefixes.clone();
-        self.hub.set_tracks(self.id, Some(tracks));
-        self.mode = Some(mode);
-        if let Some(prefixes) = bcast {
-            self.confirm(prefixes);
-        }
-    }
-}
-
-impl Drop for ClientTracking {
-    fn drop(&mut self) {
-        self.hub.leave(self.id);
-    }
-}
+use crate::router::{Call, Plan, Router};
 
 /// Called with every command a session is about to start: answers the tracking subcommands of
 /// CLIENT, and notes what a tracking session reads and writes. `plan` as the router made it.
@@ -336,7 +194,7 @@ pub(in crate::downstream) async fn ready(state: &ClientState) {
 /// The invalidations waiting for this session, in its protocol, outside subscribe mode.
 pub(in crate::downstream) fn take_frames(state: &ClientState) -> Bytes {
     match state.tracking.as_deref() {
-        Some(tracking) => tracking.take_frames(state, false),
+        Some(tracking) => tracking.take_frames(state.protocol, false),
         None => Bytes::new(),
     }
 }

@@ -13,8 +13,6 @@ use bytes::Bytes;
 use crate::cluster::{ClusterState, Topology};
 use crate::metrics::FlushCause;
 
-use super::Tracking;
-
 /// How often an idle watcher looks whether the tracking state still exists.
 const LIVENESS: Duration = Duration::from_secs(1);
 
@@ -24,8 +22,16 @@ const BCAST_CONFIRM: Duration = Duration::from_secs(5);
 /// Who owns each run of slots: (first, last, primary address).
 type Owners = Vec<(u16, u16, Option<Arc<str>>)>;
 
+/// What the watch asks of the tracking state it watches (`Tracking`, in `mod.rs`).
+pub(super) trait Hub {
+    /// Every tracking session flushes its cache, counted under `cause`.
+    fn flush_all(&self, cause: FlushCause);
+    /// The BCAST prefixes every primary registers, once some client tracked in BCAST mode.
+    fn bcast_cover(&self) -> Option<Vec<Bytes>>;
+}
+
 /// Watches `cluster` while `hub` exists (started with the first client that tracks).
-pub(super) async fn watch(hub: Weak<Tracking>, cluster: Arc<ClusterState>) {
+pub(super) async fn watch<H: Hub>(hub: Weak<H>, cluster: Arc<ClusterState>) {
     let mut seen = cluster.version();
     let mut owners = owners_of(cluster.topology().as_deref());
     loop {

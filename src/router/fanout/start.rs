@@ -1,8 +1,8 @@
 //! Starting a plan of more than one request: each kind goes to the room that serves it.
 
 use crate::protocol::Request;
+use crate::router::multi::Routed;
 use crate::router::multi::{Job, Multi};
-use crate::router::plan::Routed;
 use crate::router::split::Splitter;
 use crate::router::{Call, Fanout, Stateful};
 use crate::upstream::Lane;

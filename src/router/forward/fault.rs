@@ -2,24 +2,19 @@
 //! nodes, for tests and drills. With no rule configured the router holds `None` and a command
 //! pays one `Option` check.
 //!
-//! Rules apply where [`Forwarder::forward`] has picked the node: single-slot and keyless commands,
+//! Rules apply where `Forwarder::forward` has picked the node: single-slot and keyless commands,
 //! and each per-slot part of a split MGET/MSET/DEL/... Fan-outs, transactions, blocking commands
-//! and subscriptions are not touched.
+//! and subscriptions are not touched. The rules are here; the forwarder applies what they pick
+//! in inject.rs.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use prometheus_client::metrics::counter::Counter;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use tokio::time::{sleep_until, Instant};
 
-use super::call::Call;
-use super::command::Command;
-use super::Forwarder;
 use crate::metrics::Metrics;
-use crate::upstream::Node;
 use crate::values::units;
 
 /// One entry of `router.faults` in the config file.
@@ -54,8 +49,8 @@ pub(in crate::router) struct Faults {
 /// What a rule that fired does to one command. Owned (a `Bytes` clone), so the command does not
 /// borrow the rules, which a reload may replace while it runs.
 pub(in crate::router) struct Picked {
-    delay: Duration,
-    error: Option<Bytes>,
+    pub(super) delay: Duration,
+    pub(super) error: Option<Bytes>,
 }
 
 /// A prepared rule: upper-case names, the error already encoded.
@@ -130,32 +125,6 @@ impl Rule {
             return true;
         }
         self.share > 0.0 && rand::rng().random::<f64>() < self.share
-    }
-}
-
-impl Forwarder {
-    /// Serves a command a fault rule picked: an error is final (the command never reaches a
-    /// node, so it is not retried); a delay holds the reply, not the send, so the command keeps
-    /// its place in the client's order on the node — like a slow node, not a reordering.
-    pub(super) fn inject(&self, picked: Picked, command: Command, node: Arc<Node>) -> Call<'_> {
-        let Picked { delay, error } = picked;
-        let until = Instant::now() + delay;
-        if let Some(error) = error {
-            if delay.is_zero() {
-                return Call::ready(error);
-            }
-            return Call::slow(async move {
-                sleep_until(until).await;
-                error
-            });
-        }
-        let reply = node.queue(command.payload.clone(), false, command.lane, 1);
-        let sent = Call::sent(self, node, reply, command);
-        Call::slow(async move {
-            let reply = sent.settle().await;
-            sleep_until(until).await;
-            reply
-        })
     }
 }
 

@@ -11,6 +11,7 @@ mod call;
 mod command;
 mod fault;
 mod hedge;
+mod inject;
 mod redirect;
 mod resolve;
 mod retry;

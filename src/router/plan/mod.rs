@@ -5,8 +5,6 @@
 mod learn;
 mod routed;
 
-pub(in crate::router) use routed::{forwarded_key_bytes, Routed};
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

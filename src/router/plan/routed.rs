@@ -3,7 +3,6 @@
 //! of several routes: split by (route, slot) when the command can be split, refused otherwise.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
@@ -12,44 +11,10 @@ use crate::commands::policy::{self, Tx};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, Serve};
 use crate::protocol::{write_array_len, write_bulk};
-use crate::router::multi::{Job, Multi};
+use crate::router::multi::{Job, Multi, Routed};
 use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::routes::forwarded_key;
 use crate::router::{split, Plan, Planner, Route};
-
-/// A single-slot command for a route's backend.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Routed {
-    pub(crate) route: Arc<Route>,
-    /// The request with the prefix removed from its keys; `None`: the client's bytes unchanged.
-    pub(crate) payload: Option<Bytes>,
-    /// `None`: any primary of the backend (a keyed command whose keys redcar could not read).
-    pub(crate) slot: Option<u16>,
-    pub(crate) write: bool,
-    /// A blocking command (on a dedicated connection, never mirrored) and its own timeout
-    /// (`Some(None)`: it may block forever).
-    pub(crate) blocking: Option<Option<Duration>>,
-    /// WATCH: the session pins a dedicated connection through [`Stateful::watch_on`](crate::router::Stateful::watch_on).
-    pub(crate) watch: bool,
-}
-
-/// The key as the route's backend stores it; `None` when removing the prefix leaves nothing.
-pub(in crate::router) fn forwarded_key(route: Option<&Route>, key: &Bytes) -> Option<Bytes> {
-    forwarded_key_bytes(route, key).map(|rest| key.slice_ref(rest))
-}
-
-/// [`forwarded_key`] as a borrowed slice of `key` (no reference count touched).
-pub(in crate::router) fn forwarded_key_bytes<'k>(
-    route: Option<&Route>,
-    key: &'k [u8],
-) -> Option<&'k [u8]> {
-    match route {
-        Some(route) if route.strip => {
-            let rest = &key[route.prefix.len().min(key.len())..];
-            (!rest.is_empty()).then_some(rest)
-        }
-        _ => Some(key),
-    }
-}
 
 fn same_route(a: Option<&Arc<Route>>, b: Option<&Arc<Route>>) -> bool {
     match (a, b) {

@@ -13,6 +13,8 @@ pub(crate) use prefix::PrefixMatcher;
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::ReadPolicy;
 use crate::cluster::ClusterState;
 
@@ -86,5 +88,24 @@ impl Eq for Route {}
 impl std::fmt::Debug for Route {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe())
+    }
+}
+
+/// The key as the route's backend stores it; `None` when removing the prefix leaves nothing.
+pub(in crate::router) fn forwarded_key(route: Option<&Route>, key: &Bytes) -> Option<Bytes> {
+    forwarded_key_bytes(route, key).map(|rest| key.slice_ref(rest))
+}
+
+/// [`forwarded_key`] as a borrowed slice of `key` (no reference count touched).
+pub(in crate::router) fn forwarded_key_bytes<'k>(
+    route: Option<&Route>,
+    key: &'k [u8],
+) -> Option<&'k [u8]> {
+    match route {
+        Some(route) if route.strip => {
+            let rest = &key[route.prefix.len().min(key.len())..];
+            (!rest.is_empty()).then_some(rest)
+        }
+        _ => Some(key),
     }
 }

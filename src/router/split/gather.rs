@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
+use std::ops::Range;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,8 +13,16 @@ use futures_util::task::AtomicWaker;
 use smallvec::SmallVec;
 use tokio::time::{sleep_until, Instant, Sleep};
 
-use super::send::Batch;
 use crate::router::forward::Outcome;
+use crate::upstream::{Node, Reply};
+
+/// The parts queued on one node together.
+pub(super) struct Batch {
+    pub(super) node: Arc<Node>,
+    pub(super) reply: Reply,
+    /// The batch's parts, in the order sent, as a range of the split's sending order.
+    pub(super) parts: Range<usize>,
+}
 
 /// Wakes the task waiting for a split's batches once, when the last of them is in, rather than
 /// once per batch: each wake is a whole turn of the client's session.

@@ -16,9 +16,9 @@ use crate::cluster::key_slot;
 use crate::commands::policy::SplitMerge;
 use crate::commands::CommandSpec;
 use crate::protocol::{reply_frame_len, write_array_len, write_bulk, Limits};
-use crate::router::plan::forwarded_key_bytes;
 use crate::router::replies::{display_name, error_text, integer, split_header};
 use crate::router::reply::{error_with_prefix, redcar_error};
+use crate::router::routes::forwarded_key_bytes;
 use crate::router::Forwarder;
 use crate::router::Route;
 

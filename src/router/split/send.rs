@@ -10,7 +10,7 @@ use futures_util::future::join_all;
 use smallvec::{smallvec, SmallVec};
 use tokio::time::Instant;
 
-use super::gather::gather;
+use super::gather::{gather, Batch};
 use super::Splitter;
 use super::{part_reply_len, Part, Split};
 use crate::protocol::Request;
@@ -18,15 +18,7 @@ use crate::router::forward::{classify, Call, Command, Outcome, Verdict};
 use crate::router::reply::redcar_error;
 use crate::router::{select, Forwarder, ReadPolicy};
 use crate::upstream::Lane;
-use crate::upstream::{Node, Reply};
-
-/// The parts queued on one node together.
-pub(super) struct Batch {
-    node: Arc<Node>,
-    pub(super) reply: Reply,
-    /// The batch's parts, in the order sent, as a range of the split's sending order.
-    parts: Range<usize>,
-}
+use crate::upstream::Node;
 
 /// A part that leaves the batches: a route's part, or one whose node is unusable right now.
 struct Alone<'r> {

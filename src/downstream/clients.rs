@@ -1,0 +1,280 @@
+//! What every session shares (the router, the client config, the memory budget, the drain), and
+//! the registry of who is connected (for `/clients` and the connection gauges).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+use super::budget::Budget;
+use super::drain::Drain;
+use super::slow::LatencyWatch;
+use super::spread::Spread;
+use super::tracking::Tracking;
+use super::ClientConfig;
+use crate::auth::Users;
+use crate::hotkeys::HotKeys;
+use crate::metrics::{ListenerMetrics, Metrics};
+use crate::near_cache::NearCache;
+use crate::router::Router;
+use crate::upstream::InvalidationSink;
+
+/// What every session shares.
+pub(crate) struct Downstream {
+    pub(crate) router: Arc<Router>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// `client:` as it is now; a reload swaps it (see [`Downstream::reconfigure`]).
+    pub(super) config: ArcSwap<ClientConfig>,
+    /// Who may connect (`auth`), resolved at start-up and at each reload.
+    users: ArcSwap<Users>,
+    /// Bumped after each reload: a session compares it (one atomic load per batch of commands)
+    /// and takes a new snapshot of `config` and `users` only when it moved.
+    generation: AtomicU64,
+    /// `client.close_idle_when_slow`: fed by every session while it is on, sampled by
+    /// [`Downstream::watch_latency`]. Always present, so a reload can turn the setting on.
+    pub(super) latency: Arc<LatencyWatch>,
+    /// `client.max_buffered_bytes_total`, shared by every session (fixed at start-up).
+    pub(super) budget: Budget,
+    next_id: AtomicU64,
+    /// Sessions running now, over all listeners (for `client.max_connections`).
+    pub(super) connected: AtomicUsize,
+    /// Connected clients by id; touched on connect and disconnect only. Kept compact: it holds
+    /// an entry for every client, idle or not.
+    clients: Mutex<HashMap<u64, Registered>>,
+    /// `threading: per-core`: the workers' client counts, which keep them even.
+    spread: Option<Arc<Spread>>,
+    /// Started at shutdown: sessions close once they owe nothing.
+    pub(super) drain: Drain,
+    /// Client-side caching: who tracks which keys, and their mailboxes (see `tracking`).
+    pub(super) tracking: Arc<Tracking>,
+    /// `hotkeys:`: sessions sample their commands into it, `/hotkeys` reads it (off unless
+    /// [`Downstream::with_hotkeys`] gives one).
+    pub(crate) hotkeys: Arc<HotKeys>,
+    /// Reads served from memory (`near_cache`), when on.
+    pub(super) near_cache: Option<Arc<NearCache>>,
+}
+
+/// A connected client in the registry (what [`ClientInfo`] is made from).
+struct Registered {
+    /// Shared with the session, which names the client in the slow log.
+    addr: Arc<str>,
+    listener: &'static str,
+    connected_at: u64,
+    worker: Option<u16>,
+}
+
+/// A connected client, as `/clients` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct ClientInfo {
+    pub(crate) id: u64,
+    pub(crate) addr: String,
+    pub(crate) listener: &'static str,
+    /// Unix time (seconds) of the connect.
+    pub(crate) connected_at: u64,
+    /// `threading: per-core`: the worker serving the client.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) worker: Option<usize>,
+}
+
+impl Downstream {
+    /// Whether the near cache is on (its figures are in `metrics.near_cache`).
+    pub(crate) fn near_cache_on(&self) -> bool {
+        self.near_cache.is_some()
+    }
+
+    /// Serves reads from `cache` (`near_cache`), when it is on.
+    pub(crate) fn with_near_cache(mut self, cache: Option<Arc<NearCache>>) -> Downstream {
+        self.near_cache = cache;
+        self
+    }
+
+    pub(crate) fn new(
+        router: Arc<Router>,
+        config: ClientConfig,
+        metrics: Arc<Metrics>,
+        users: Arc<Users>,
+        spread: Option<Arc<Spread>>,
+    ) -> Downstream {
+        let budget = Budget::new(
+            config.max_buffered_bytes_total,
+            metrics.clients.buffered.clone(),
+            metrics.clients.paused.clone(),
+            metrics.clients.read_pauses.clone(),
+        );
+        let tracking = Arc::new(
+            Tracking::new(config.tracking_table_max_keys)
+                .with_nodes(
+                    router.upstreams().tracking().clone(),
+                    router.cluster().clone(),
+                )
+                .with_metrics(metrics.tracking.clone()),
+        );
+        let sink: Arc<dyn InvalidationSink> = tracking.clone();
+        router
+            .upstreams()
+            .tracking()
+            .add_sink(Arc::downgrade(&sink));
+        Downstream {
+            tracking,
+            near_cache: None,
+            budget,
+            router,
+            latency: LatencyWatch::new(),
+            config: ArcSwap::from_pointee(config),
+            metrics,
+            users: ArcSwap::new(users),
+            generation: AtomicU64::new(0),
+            next_id: AtomicU64::new(1),
+            connected: AtomicUsize::new(0),
+            clients: Mutex::new(HashMap::new()),
+            spread,
+            drain: Drain::default(),
+            hotkeys: Arc::new(HotKeys::off()),
+        }
+    }
+
+    /// Watches for hot and big keys with `hotkeys` (set once, before any client connects).
+    pub(crate) fn with_hotkeys(mut self, hotkeys: Arc<HotKeys>) -> Downstream {
+        self.hotkeys = hotkeys;
+        self
+    }
+
+    /// Tells every session to close once it owes its client nothing (shutdown). Accept loops
+    /// stop on their own shutdown signal.
+    pub(crate) fn drain(&self) {
+        self.drain.start();
+    }
+
+    /// `threading: per-core`: the workers' client counts.
+    pub(crate) fn spread(&self) -> Option<&Arc<Spread>> {
+        self.spread.as_ref()
+    }
+
+    /// Samples the sessions' latency until `shutdown` (for `client.close_idle_when_slow`; while
+    /// it is off, sessions record nothing and each sample is skipped).
+    pub(crate) async fn watch_latency(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+        self.latency.clone().run(shutdown).await;
+    }
+
+    /// Applies reloaded `client:` settings and users. New clients use them at once; connected
+    /// clients at their next batch of commands (see `ClientState::reauthorize` for what happens
+    /// to a logged-in user).
+    pub(crate) fn reconfigure(&self, config: ClientConfig, users: Arc<Users>) {
+        self.config.store(Arc::new(config));
+        self.users.store(users);
+        // After both stores: a session that sees the new number reads both new values.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Which reload the current settings come from.
+    #[inline]
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The current settings and users, with their generation.
+    pub(super) fn snapshot(&self) -> (u64, Arc<ClientConfig>, Arc<Users>) {
+        let generation = self.generation();
+        (generation, self.config.load_full(), self.users.load_full())
+    }
+
+    /// Whether client `id` is connected (`CLIENT TRACKING ... REDIRECT id`).
+    pub(super) fn is_connected(&self, id: u64) -> bool {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&id)
+    }
+
+    /// Clients connected right now.
+    pub(crate) fn connected_clients(&self) -> usize {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Every connected client, oldest first.
+    pub(crate) fn clients(&self) -> Vec<ClientInfo> {
+        let mut clients: Vec<_> = self
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(&id, client)| ClientInfo {
+                id,
+                addr: client.addr.to_string(),
+                listener: client.listener,
+                connected_at: client.connected_at,
+                worker: client.worker.map(usize::from),
+            })
+            .collect();
+        clients.sort_by_key(|c| c.id);
+        clients
+    }
+
+    /// Registers a new client; dropping the guard unregisters it (and ends its membership of
+    /// the worker's count, and its hold on `done`).
+    pub(super) fn connect(
+        self: &Arc<Self>,
+        addr: Arc<str>,
+        listener: &'static str,
+        gauges: &ListenerMetrics,
+        done: &mpsc::Sender<()>,
+    ) -> Connected {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let connected_at = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let worker = crate::workers::current();
+        let client = Registered {
+            addr,
+            listener,
+            connected_at,
+            worker: worker.and_then(|w| u16::try_from(w).ok()),
+        };
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, client);
+        gauges.accepted.inc();
+        gauges.connected.inc();
+        // Per core: counted on this worker while it lasts (the session never leaves the thread).
+        let member = self
+            .spread
+            .as_ref()
+            .zip(worker)
+            .map(|(spread, worker)| spread.join(worker));
+        Connected {
+            downstream: self.clone(),
+            id,
+            gauges: gauges.clone(),
+            _member: member,
+            _done: done.clone(),
+        }
+    }
+}
+
+/// A client while its session runs: dropping it takes the client off every count.
+pub(super) struct Connected {
+    pub(super) downstream: Arc<Downstream>,
+    pub(crate) id: u64,
+    gauges: ListenerMetrics,
+    _member: Option<super::spread::Member>,
+    /// Held until the session ends: the caller of `serve` knows all sessions ended when every
+    /// clone of its sender is gone.
+    _done: mpsc::Sender<()>,
+}
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.gauges.connected.dec();
+        self.downstream
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+        self.downstream.connected.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,141 @@
+//! What a session keeps once it tracked or could receive invalidations: its tracking mode, its
+//! mailbox, and a `CLIENT TRACKING on BCAST` reply waiting for the primaries to confirm.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+
+use super::command::{Mode, Switch};
+use super::{Event, Mailbox, Tracking, Tracks};
+use crate::protocol::Protocol;
+use crate::router::redcar_error;
+
+type Waiting = Pin<Box<dyn Future<Output = Bytes> + Send>>;
+
+/// What a session keeps once it tracked or could receive invalidations (boxed in its
+/// `ClientState`; `None` there for every other session).
+pub(crate) struct ClientTracking {
+    pub(super) hub: Arc<Tracking>,
+    pub(super) id: u64,
+    mailbox: Arc<Mailbox>,
+    pub(super) mode: Option<Mode>,
+    /// `CLIENT TRACKING on BCAST`'s reply, once every primary confirmed the prefixes (the
+    /// session runs it as its next call, see [`take_wait`]). In a mutex only to be `Sync`, as
+    /// the session's state must be (never locked but to be taken out).
+    pub(super) pending: Option<Mutex<Waiting>>,
+    /// Set by `pending` when the nodes did not confirm: tracking is off for this session.
+    refused: Arc<AtomicBool>,
+}
+
+// === impl ClientTracking ===
+
+impl ClientTracking {
+    pub(super) fn new(hub: &Arc<Tracking>, id: u64) -> ClientTracking {
+        ClientTracking {
+            hub: hub.clone(),
+            id,
+            mailbox: hub.join(id),
+            mode: None,
+            pending: None,
+            refused: Arc::default(),
+        }
+    }
+
+    /// Tracking was refused after the fact (see `refused`): off from now on.
+    pub(super) fn settle(&mut self) {
+        if self.refused.swap(false, Ordering::Relaxed) {
+            self.off();
+        }
+    }
+
+    /// The reply to `CLIENT TRACKING on BCAST` waits until every primary confirmed the
+    /// session's prefixes: a write sent after it reaches a node that broadcasts it.
+    fn confirm(&mut self, prefixes: Vec<Bytes>) {
+        let wait = self.hub.bcast_confirmed(prefixes);
+        let hub = self.hub.clone();
+        let id = self.id;
+        let refused = self.refused.clone();
+        self.pending = Some(Mutex::new(Box::pin(async move {
+            match wait.await {
+                Ok(()) => Bytes::from_static(b"+OK\r\n"),
+                Err(reason) => {
+                    refused.store(true, Ordering::Relaxed);
+                    hub.set_tracks(id, None);
+                    tracing::warn!(client = id, %reason, "CLIENT TRACKING on BCAST refused");
+                    redcar_error(format!("CLIENT TRACKING: {reason}; tracking stays off"))
+                }
+            }
+        })));
+    }
+
+    /// Tracking is on: the session's commands take the nodes' tracked lanes.
+    pub(crate) fn is_on(&self) -> bool {
+        self.mode.is_some()
+    }
+
+    /// `CLIENT TRACKING off`, and RESET.
+    pub(crate) fn off(&mut self) {
+        if self.mode.take().is_some() {
+            self.hub.set_tracks(self.id, None);
+        }
+    }
+
+    /// Ready once invalidations wait to be written.
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.mailbox.poll_ready(cx)
+    }
+
+    /// The waiting invalidations, as `client` gets them (see `frames`).
+    pub(crate) fn take_frames(&self, protocol: Protocol, subscribed: bool) -> Bytes {
+        let events: Vec<Event> = self.mailbox.take();
+        let mut out = BytesMut::new();
+        super::write_events(&mut out, &events, protocol, subscribed);
+        out.freeze()
+    }
+
+    pub(super) fn switch(&mut self, switch: Switch) {
+        if !switch.on {
+            return self.off();
+        }
+        let mut mode = self.mode.take().unwrap_or_default();
+        let mut prefixes = std::mem::take(&mut mode.prefixes);
+        if switch.bcast {
+            if switch.prefixes.is_empty() && !prefixes.iter().any(Bytes::is_empty) {
+                prefixes.push(Bytes::new());
+            }
+            prefixes.extend(switch.prefixes);
+            prefixes.sort();
+        }
+        let mode = Mode {
+            redirect: switch.redirect,
+            bcast: switch.bcast,
+            optin: switch.optin,
+            optout: switch.optout,
+            noloop: switch.noloop,
+            caching: false,
+            prefixes,
+        };
+        let tracks = Tracks {
+            redirect: mode.redirect,
+            prefixes: mode.bcast.then(|| mode.prefixes.clone()),
+            broken: false,
+        };
+        self.hub.started(&tracks);
+        let bcast = tracks.prefixes.clone();
+        self.hub.set_tracks(self.id, Some(tracks));
+        self.mode = Some(mode);
+        if let Some(prefixes) = bcast {
+            self.confirm(prefixes);
+        }
+    }
+}
+
+impl Drop for ClientTracking {
+    fn drop(&mut self) {
+        self.hub.leave(self.id);
+    }
+}

@@ -1,0 +1,55 @@
+//! A command on its way to a node ([`Pending`]), where its reply goes ([`ReplyTo`]), and how
+//! much of a node's input its reply frames take ([`frames_len`]).
+
+use bytes::Bytes;
+
+use super::inbox::Delivery;
+use super::reply_slot::ReplySender;
+use super::UpstreamError;
+use crate::protocol::{reply_frame_len, Limits};
+
+/// The RESP encoding of `ASKING`, written before a command redirected by `-ASK`.
+pub(crate) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
+/// A command waiting to be written, and where its reply goes.
+pub(super) struct Pending {
+    pub(crate) payload: Bytes,
+    pub(crate) asking: bool,
+    /// Reply frames the payload produces (1 for one command; `MULTI … EXEC` sends several). They
+    /// are handed over together, as one contiguous slice.
+    pub(crate) frames: u32,
+    pub(crate) reply: ReplyTo,
+}
+
+/// Where a command's reply goes: its own channel, or a client session's inbox (see `inbox`).
+pub(super) enum ReplyTo {
+    Slot(ReplySender),
+    Inbox(Delivery),
+}
+
+impl ReplyTo {
+    /// Hands over one outcome on its own (failures; replies go through `Session::deliver`).
+    pub(super) fn send(self, outcome: Result<Bytes, UpstreamError>) {
+        match self {
+            ReplyTo::Slot(slot) => slot.send(outcome),
+            ReplyTo::Inbox(delivery) => delivery.send(outcome),
+        }
+    }
+}
+
+/// Length of the first `count` complete reply frames in `input`, or `None` until all are there.
+pub(super) fn frames_len(
+    input: &[u8],
+    count: u32,
+    limits: &Limits,
+) -> Result<Option<usize>, String> {
+    let mut end = 0;
+    for _ in 0..count {
+        match reply_frame_len(&input[end..], limits) {
+            Ok(Some(len)) => end += len,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(format!("protocol error in reply: {e}")),
+        }
+    }
+    Ok(Some(end))
+}
