@@ -6,6 +6,7 @@ mod accept;
 mod bind;
 mod fd_limit;
 mod listen;
+mod metrics;
 mod parts;
 mod reload;
 

@@ -19,9 +19,10 @@ use super::slow::LatencyWatch;
 use super::spread::Spread;
 use super::tracking::Tracking;
 use super::ClientConfig;
+use super::{ClientMetrics, ListenerMetrics, TrackingMetrics};
 use crate::auth::Users;
 use crate::hotkeys::HotKeys;
-use crate::metrics::{ListenerMetrics, Metrics};
+use crate::metrics::Metrics;
 use crate::near_cache::NearCache;
 use crate::router::Router;
 use crate::upstream::InvalidationSink;
@@ -30,6 +31,9 @@ use crate::upstream::InvalidationSink;
 pub(crate) struct Downstream {
     pub(crate) router: Arc<Router>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The client side's series, taken from `metrics` once: sessions count into it per read and
+    /// per write.
+    pub(super) client_metrics: Arc<ClientMetrics>,
     /// `client:` as it is now; a reload swaps it (see [`Downstream::reconfigure`]).
     config: ArcSwap<ClientConfig>,
     /// Who may connect (`auth`), resolved at start-up and at each reload.
@@ -84,7 +88,7 @@ pub(crate) struct ClientInfo {
 }
 
 impl Downstream {
-    /// Whether the near cache is on (its figures are in `metrics.near_cache`).
+    /// Whether the near cache is on (its figures are in the hub's `NearCacheMetrics`).
     pub(crate) fn near_cache_on(&self) -> bool {
         self.near_cache.is_some()
     }
@@ -102,11 +106,12 @@ impl Downstream {
         users: Arc<Users>,
         spread: Option<Arc<Spread>>,
     ) -> Downstream {
+        let client_metrics = metrics.group::<ClientMetrics>();
         let budget = Budget::new(
             config.max_buffered_bytes_total,
-            metrics.clients.buffered.clone(),
-            metrics.clients.paused.clone(),
-            metrics.clients.read_pauses.clone(),
+            client_metrics.buffered.clone(),
+            client_metrics.paused.clone(),
+            client_metrics.read_pauses.clone(),
         );
         let tracking = Arc::new(
             Tracking::new(config.tracking_table_max_keys)
@@ -114,7 +119,7 @@ impl Downstream {
                     router.upstreams().tracking().clone(),
                     router.cluster().clone(),
                 )
-                .with_metrics(metrics.tracking.clone()),
+                .with_metrics(TrackingMetrics::clone(&metrics.group())),
         );
         let sink: Arc<dyn InvalidationSink> = tracking.clone();
         router
@@ -129,6 +134,7 @@ impl Downstream {
             latency: LatencyWatch::new(),
             config: ArcSwap::from_pointee(config),
             metrics,
+            client_metrics,
             users: ArcSwap::new(users),
             generation: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
@@ -333,7 +339,7 @@ pub(crate) async fn serve<L: Accept>(
     mut shutdown: watch::Receiver<bool>,
     done: mpsc::Sender<()>,
 ) {
-    let gauges = downstream.metrics.listener(L::LABEL);
+    let gauges = downstream.client_metrics.listener(L::LABEL);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept_client() => accepted,
@@ -388,7 +394,7 @@ fn spawn_session<S>(
     let max = downstream.config.load().max_connections;
     if count >= max {
         downstream.connected.fetch_sub(1, Ordering::SeqCst);
-        downstream.metrics.clients.refused.inc();
+        downstream.client_metrics.refused.inc();
         let peer = &session.peer;
         tracing::warn!(%peer, max, "client refused: client.max_connections reached");
         tokio::spawn(refuse(stream));

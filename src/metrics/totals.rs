@@ -1,11 +1,12 @@
-//! Cheap totals read back from the registry for redcar's own `# Redcar` INFO section.
+//! Cheap totals read back from the groups for redcar's own `# Redcar` INFO section.
 
 use std::time::Duration;
 
 use super::Metrics;
 
-/// What redcar reports about itself in INFO.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What redcar reports about itself in INFO; each group fills in its part
+/// ([`super::MetricGroup::add_totals`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Totals {
     pub(crate) uptime: Duration,
     /// Clients connected now, over every listener.
@@ -19,17 +20,11 @@ pub(crate) struct Totals {
 }
 
 impl Metrics {
-    /// Reads the totals without creating series that do not exist yet.
+    /// Reads the totals without creating series that do not exist yet (a group not added
+    /// counts 0).
     pub(crate) fn totals(&self) -> Totals {
-        let (clients, accepted) = self.clients.connected_and_accepted();
-        let (refreshes_ok, refreshes_failed) = self.topology.refreshes();
-        Totals {
-            uptime: self.process.uptime(),
-            clients,
-            accepted,
-            retries: self.router.retries(),
-            refreshes_ok,
-            refreshes_failed,
-        }
+        let mut totals = Totals::default();
+        self.groups.each(|group| group.add_totals(&mut totals));
+        totals
     }
 }

@@ -17,8 +17,8 @@ use super::queue;
 use super::reply_slot::ReplySender;
 use super::standby::Standby;
 use super::stream::NodeStream;
+use super::NodeMetrics;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError, UpstreamTls};
-use crate::metrics::NodeMetrics;
 use crate::protocol::{reply_frame_len, Limits};
 
 #[path = "conn_session.rs"]

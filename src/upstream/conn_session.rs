@@ -18,8 +18,9 @@ use super::super::queue;
 use super::super::standby::{IdleTimer, Standby};
 use super::super::stream::{FlushOnEmpty, NodeStream};
 use super::super::UpstreamError;
+use super::NodeMetrics;
 use super::{frames_len, NodeContext, Pending, ReplyTo, ASKING};
-use crate::metrics::{LocalLatency, NodeMetrics};
+use crate::metrics::LocalLatency;
 use crate::protocol::Limits;
 
 const READ_CHUNK: usize = 16 * 1024;

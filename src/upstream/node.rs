@@ -16,8 +16,8 @@ use super::reply_slot::{self, ReplyReceiver};
 use super::standby::Standby;
 use super::tracking::NodeTracking;
 use super::Lane;
+use super::NodeMetrics;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
-use crate::metrics::NodeMetrics;
 use crate::protocol::Limits;
 
 #[path = "node_lanes.rs"]

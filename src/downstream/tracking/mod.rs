@@ -18,16 +18,19 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use bytes::Bytes;
 
 use crate::cluster::ClusterState;
-use crate::metrics::{FlushCause, TrackingMetrics};
+use crate::metrics::FlushCause;
 use crate::upstream::{InvalidationSink, TrackingFeed};
 
 mod command;
 mod frames;
 mod mailbox;
+mod metrics;
 mod noloop;
 mod session;
 mod table;
 mod topology;
+
+pub(crate) use metrics::TrackingMetrics;
 
 pub(super) use frames::write_events;
 pub(super) use session::{

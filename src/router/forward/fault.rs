@@ -15,6 +15,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio::time::{sleep_until, Instant};
 
+use super::super::RouterMetrics;
 use super::call::Call;
 use super::command::Command;
 use super::Forwarder;
@@ -75,10 +76,11 @@ impl Faults {
             return None;
         }
         let rules = rules.iter().map(Rule::new).collect();
+        let counts = metrics.group::<RouterMetrics>();
         Some(Faults {
             rules,
-            delays: metrics.faults("delay"),
-            errors: metrics.faults("error"),
+            delays: counts.faults("delay"),
+            errors: counts.faults("error"),
         })
     }
 
