@@ -7,6 +7,7 @@ mod bind;
 mod config_view;
 mod fd_limit;
 mod listen;
+mod metrics;
 mod parts;
 mod reload;
 

@@ -23,12 +23,14 @@ mod access;
 mod config;
 mod departed;
 mod page;
+mod readiness;
 mod sampler;
 mod state;
 mod status;
 mod topology;
 
 pub(crate) use config::AdminConfig;
+pub(crate) use readiness::ReadinessGauges;
 pub(crate) use state::{AdminState, BackendStates};
 
 use std::sync::Arc;
@@ -125,16 +127,14 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
 /// (as `/readyz` judges it), and `client.max_connections` from the config in effect.
 fn set_readiness_gauges(state: &AdminState) {
     let backends = state.backends.load();
-    state
-        .metrics
-        .readiness
-        .set_backends(backends.iter().map(|(name, cluster)| {
-            let owned = cluster.topology().map_or(0, |t| t.owned_slots());
-            (name.as_str(), owned, cluster.is_ready())
-        }));
+    let readiness = state.metrics.group::<ReadinessGauges>();
+    readiness.set_backends(backends.iter().map(|(name, cluster)| {
+        let owned = cluster.topology().map_or(0, |t| t.owned_slots());
+        (name.as_str(), owned, cluster.is_ready())
+    }));
     let config = state.config.load();
     if let Some(limit) = config["client"]["max_connections"].as_u64() {
-        state.metrics.readiness.set_client_max_connections(limit);
+        readiness.set_client_max_connections(limit);
     }
 }
 

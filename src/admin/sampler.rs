@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::departed::{places, Departed};
 use crate::cluster::ClusterState;
 use crate::metrics::{quantile_us, BucketCounts, Metrics};
+use crate::upstream::UpstreamMetrics;
 
 /// How often counters are read.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -94,8 +95,9 @@ impl Sampler {
         let mut nodes = HashMap::new();
         if let Some(topology) = cluster.topology() {
             self.departed.observe(places(&topology));
+            let upstream = metrics.group::<UpstreamMetrics>();
             for addr in topology.addrs() {
-                let series = metrics.node(addr);
+                let series = upstream.node(addr, &metrics.events);
                 let sample = NodeSample {
                     requests: series.requests.get(),
                     errors: series.errors.get(),

@@ -12,7 +12,8 @@ use super::sampler::{NodeRates, Rates};
 use super::AdminState;
 use crate::cluster::Topology;
 use crate::metrics::Metrics;
-use crate::upstream::Node;
+use crate::near_cache::NearCacheMetrics;
+use crate::upstream::{Node, UpstreamMetrics};
 
 /// Slow commands included (the full list is at `/slowlog`).
 const SLOW_SHOWN: usize = 20;
@@ -121,7 +122,7 @@ fn near_cache(state: &AdminState) -> serde_json::Value {
     if !state.downstream.near_cache_on() {
         return serde_json::Value::Null;
     }
-    let m = &state.metrics.near_cache;
+    let m = state.metrics.group::<NearCacheMetrics>();
     serde_json::json!({
         "hits": m.hits.get(),
         "misses": m.misses.get(),
@@ -178,7 +179,9 @@ fn shards(topology: &Topology, metrics: &Metrics, rates: &Rates) -> Vec<ShardVie
 }
 
 fn node_status(node: &Node, role: &'static str, metrics: &Metrics, rates: &Rates) -> NodeStatus {
-    let series = metrics.node(node.addr());
+    let series = metrics
+        .group::<UpstreamMetrics>()
+        .node(node.addr(), &metrics.events);
     let health = node.health().snapshot();
     let live = rates
         .nodes

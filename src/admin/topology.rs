@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::AdminState;
 use crate::metrics::Metrics;
-use crate::upstream::{HealthSnapshot, Node};
+use crate::upstream::{HealthSnapshot, Node, UpstreamMetrics};
 
 #[derive(Serialize)]
 struct RangeView {
@@ -33,7 +33,9 @@ struct NodeView {
 }
 
 fn node_view(node: &Node, metrics: &Metrics) -> NodeView {
-    let series = metrics.node(node.addr());
+    let series = metrics
+        .group::<UpstreamMetrics>()
+        .node(node.addr(), &metrics.events);
     NodeView {
         addr: node.addr().to_string(),
         connections: series.connections.get(),

@@ -11,9 +11,9 @@ use super::config_view::reads_replicas;
 use crate::backends::{self, Backends};
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
-use crate::downstream::{Downstream, Spread};
+use crate::downstream::{ClientMetrics, Downstream, Spread};
 use crate::metrics::Metrics;
-use crate::near_cache::NearCache;
+use crate::near_cache::{NearCache, NearCacheMetrics};
 use crate::protocol::Limits;
 use crate::router::Router;
 use crate::upstream::Upstreams;
@@ -43,7 +43,7 @@ pub(super) struct Parts {
 impl Parts {
     pub(crate) fn build(config: &Config) -> anyhow::Result<Parts> {
         let reply_limits = Limits::default();
-        let metrics = Arc::new(Metrics::new(&config.metrics));
+        let metrics = super::metrics::hub(&config.metrics);
         let upstreams = Arc::new(
             Upstreams::new(
                 config.upstream.clone(),
@@ -93,7 +93,7 @@ impl Parts {
             &config.near_cache,
             upstreams.tracking(),
             catch_all.clone(),
-            metrics.near_cache.clone(),
+            NearCacheMetrics::clone(&metrics.group()),
         );
         let downstream = Arc::new(
             Downstream::new(
@@ -180,7 +180,9 @@ fn start_workers(
     upstreams: &Upstreams,
 ) -> anyhow::Result<Option<Workers>> {
     let model = config.threading_model();
-    metrics.set_workers(model.name(), config.worker_threads());
+    metrics
+        .group::<ClientMetrics>()
+        .set_workers(model.name(), config.worker_threads());
     match model {
         Model::PerCore => {
             let workers = Workers::start(config.worker_threads())

@@ -13,6 +13,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use super::config_view::{reads_replicas, redacted};
+use super::metrics::ProcessMetrics;
 use crate::auth::Users;
 use crate::backends::{Backends, Context};
 use crate::cluster::ClusterState;
@@ -70,6 +71,7 @@ pub(super) async fn on_sighup(
     source: ConfigSource,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let process = parts.metrics.group::<ProcessMetrics>();
     loop {
         tokio::select! {
             got = hangup.recv() => if got.is_none() { return },
@@ -83,9 +85,9 @@ pub(super) async fn on_sighup(
             Err(error) => Err(ConfigError(format!("the config loader failed: {error}"))),
         };
         match loaded.and_then(|config| parts.apply(config)) {
-            Ok(()) => parts.metrics.config_reload(true),
+            Ok(()) => process.config_reload(true),
             Err(error) => {
-                parts.metrics.config_reload(false);
+                process.config_reload(false);
                 tracing::error!(%error, "config reload refused; the running config stays");
             }
         }

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use crate::cluster::{ClusterConfig, ClusterState, Refresher, Topology};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
-use crate::router::{Mirror, Route, RouteTable, RouteTarget};
+use crate::router::{Mirror, MirrorMetrics, Route, RouteTable, RouteTarget};
 use crate::upstream::Upstreams;
 
 /// One running backend.
@@ -125,7 +125,7 @@ impl Backends {
             };
             let mirror = route.mirror.as_ref().and_then(|m| {
                 let to = target(&m.backend, None)?;
-                let counters = metrics.mirror.counters(&m.backend);
+                let counters = metrics.group::<MirrorMetrics>().counters(&m.backend);
                 Some(Mirror::new(
                     to,
                     m.percent,

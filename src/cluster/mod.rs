@@ -8,6 +8,7 @@
 
 mod change;
 mod config;
+mod metrics;
 mod migrating;
 mod nodes;
 mod parse;
@@ -18,6 +19,7 @@ mod state;
 mod topology;
 
 pub(crate) use config::ClusterConfig;
+pub(crate) use metrics::TopologyMetrics;
 pub(crate) use migrating::MigratingSlots;
 pub(crate) use refresh::Refresher;
 pub use slot::key_slot;

@@ -20,6 +20,7 @@ use super::change::{describe_change, describe_first};
 use super::nodes::{check_join, parse_cluster_nodes_reply, NodeStates};
 use super::parse::{parse_cluster_slots, SlotRange};
 use super::safety::{second_opinion, stale_slot, surprise, KnownEpochs, Surprise};
+use super::TopologyMetrics;
 use super::{ClusterState, Topology};
 use crate::metrics::{EventKind, Metrics};
 use crate::protocol::{reply_frame_len, Frame, Limits};
@@ -76,7 +77,7 @@ impl Refresher {
     async fn refresh_once(&self) -> bool {
         self.state.refresh_started();
         let complete = self.try_refresh().await;
-        self.metrics.refresh(complete);
+        self.metrics.group::<TopologyMetrics>().refresh(complete);
         complete
     }
 
@@ -335,7 +336,7 @@ impl Refresher {
 
     /// Counts a map not adopted and records it in the event log.
     fn reject(&self, reason: &'static str, source: &str, detail: String) {
-        self.metrics.topology_rejected(reason);
+        self.metrics.group::<TopologyMetrics>().rejected(reason);
         let detail = format!("{reason}: {detail}");
         self.metrics
             .events

@@ -16,9 +16,10 @@ use super::slow::LatencyWatch;
 use super::spread::Spread;
 use super::tracking::Tracking;
 use super::ClientConfig;
+use super::{ClientMetrics, ListenerMetrics, TrackingMetrics};
 use crate::auth::Users;
 use crate::hotkeys::HotKeys;
-use crate::metrics::{ListenerMetrics, Metrics};
+use crate::metrics::Metrics;
 use crate::near_cache::NearCache;
 use crate::router::Router;
 use crate::upstream::InvalidationSink;
@@ -27,6 +28,9 @@ use crate::upstream::InvalidationSink;
 pub(crate) struct Downstream {
     pub(crate) router: Arc<Router>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The client side's series, taken from `metrics` once: sessions count into it per read and
+    /// per write.
+    pub(super) client_metrics: Arc<ClientMetrics>,
     /// `client:` as it is now; a reload swaps it (see [`Downstream::reconfigure`]).
     pub(super) config: ArcSwap<ClientConfig>,
     /// Who may connect (`auth`), resolved at start-up and at each reload.
@@ -81,7 +85,7 @@ pub(crate) struct ClientInfo {
 }
 
 impl Downstream {
-    /// Whether the near cache is on (its figures are in `metrics.near_cache`).
+    /// Whether the near cache is on (its figures are in the hub's `NearCacheMetrics`).
     pub(crate) fn near_cache_on(&self) -> bool {
         self.near_cache.is_some()
     }
@@ -99,11 +103,12 @@ impl Downstream {
         users: Arc<Users>,
         spread: Option<Arc<Spread>>,
     ) -> Downstream {
+        let client_metrics = metrics.group::<ClientMetrics>();
         let budget = Budget::new(
             config.max_buffered_bytes_total,
-            metrics.clients.buffered.clone(),
-            metrics.clients.paused.clone(),
-            metrics.clients.read_pauses.clone(),
+            client_metrics.buffered.clone(),
+            client_metrics.paused.clone(),
+            client_metrics.read_pauses.clone(),
         );
         let tracking = Arc::new(
             Tracking::new(config.tracking_table_max_keys)
@@ -111,7 +116,7 @@ impl Downstream {
                     router.upstreams().tracking().clone(),
                     router.cluster().clone(),
                 )
-                .with_metrics(metrics.tracking.clone()),
+                .with_metrics(TrackingMetrics::clone(&metrics.group())),
         );
         let sink: Arc<dyn InvalidationSink> = tracking.clone();
         router
@@ -126,6 +131,7 @@ impl Downstream {
             latency: LatencyWatch::new(),
             config: ArcSwap::from_pointee(config),
             metrics,
+            client_metrics,
             users: ArcSwap::new(users),
             generation: AtomicU64::new(0),
             next_id: AtomicU64::new(1),

@@ -11,7 +11,7 @@ use super::accept::Accept;
 use super::clients::Downstream;
 use super::facade::{Endpoint, Facade};
 use super::session;
-use crate::metrics::ListenerMetrics;
+use super::ListenerMetrics;
 
 /// Accepts clients until `shutdown`. Each session holds a clone of `done`; the caller knows
 /// every session has ended when all clones are dropped. With a `facade`, sessions answer as a
@@ -23,7 +23,7 @@ pub(crate) async fn serve<L: Accept>(
     mut shutdown: watch::Receiver<bool>,
     done: mpsc::Sender<()>,
 ) {
-    let gauges = downstream.metrics.listener(L::LABEL);
+    let gauges = downstream.client_metrics.listener(L::LABEL);
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept_client() => accepted,
@@ -78,7 +78,7 @@ fn spawn_session<S>(
     let max = downstream.config.load().max_connections;
     if count >= max {
         downstream.connected.fetch_sub(1, Ordering::SeqCst);
-        downstream.metrics.clients.refused.inc();
+        downstream.client_metrics.refused.inc();
         let peer = &session.peer;
         tracing::warn!(%peer, max, "client refused: client.max_connections reached");
         tokio::spawn(refuse(stream));

@@ -11,10 +11,9 @@ use tokio::sync::mpsc;
 use super::super::drain::DrainSignal;
 use super::super::local::ClientState;
 use super::super::pubsub_conn::{Pushed, PUSH_QUEUE};
+use super::super::Downstream;
 use super::{Control, Left, Mode};
-use crate::metrics::Metrics;
 use crate::protocol::{parse_request, Limits, Request};
-use crate::router::Router;
 
 /// Keep reading the client only this far ahead while a command's confirmations are owed.
 const READ_AHEAD: usize = 64 * 1024;
@@ -23,14 +22,13 @@ const READ_AHEAD: usize = 64 * 1024;
 /// leaves it. `pick` spreads clients' cluster-wide subscriptions over the primaries.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve<R, W>(
-    router: &Router,
+    downstream: &Downstream,
     first: Request,
     reader: &mut R,
     writer: &mut W,
     input: &mut BytesMut,
     out: &mut BytesMut,
     limits: &Limits,
-    metrics: &Metrics,
     max_reply_bytes: usize,
     drain: &mut DrainSignal<'_>,
     pick: usize,
@@ -41,8 +39,8 @@ where
     W: AsyncWrite + Unpin,
 {
     let (pushed, from_nodes) = mpsc::channel(PUSH_QUEUE);
-    let mut mode = Mode::new(router, pick, pushed, state);
-    let control = mode.command(first, out, metrics).await;
+    let mut mode = Mode::new(&downstream.router, pick, pushed, state);
+    let control = mode.command(first, out, &downstream.metrics).await;
     let mut subscribed = Subscribed {
         mode,
         from_nodes,
@@ -52,7 +50,7 @@ where
         input,
         out,
         limits,
-        metrics,
+        downstream,
         max_reply_bytes,
         drain,
     };
@@ -72,7 +70,7 @@ struct Subscribed<'a, 'd, R, W> {
     input: &'a mut BytesMut,
     out: &'a mut BytesMut,
     limits: &'a Limits,
-    metrics: &'a Metrics,
+    downstream: &'a Downstream,
     max_reply_bytes: usize,
     drain: &'a mut DrainSignal<'d>,
 }
@@ -101,7 +99,10 @@ where
                 }
                 match self.next_request() {
                     Ok(Some(request)) => {
-                        control = self.mode.command(request, self.out, self.metrics).await;
+                        control = self
+                            .mode
+                            .command(request, self.out, &self.downstream.metrics)
+                            .await;
                         continue;
                     }
                     Ok(None) => {}
@@ -162,7 +163,7 @@ where
     fn wrote(&mut self, wrote: std::io::Result<usize>) -> ControlFlow<Left, Control> {
         match wrote {
             Ok(n) if n > 0 => {
-                self.metrics.clients.bytes_sent.inc_by(n as u64);
+                self.downstream.client_metrics.bytes_sent.inc_by(n as u64);
                 self.out.advance(n);
                 ControlFlow::Continue(Control::Go)
             }
@@ -175,7 +176,10 @@ where
         match read {
             Ok(0) | Err(_) => ControlFlow::Break(Left::Gone),
             Ok(n) => {
-                self.metrics.clients.bytes_received.inc_by(n as u64);
+                self.downstream
+                    .client_metrics
+                    .bytes_received
+                    .inc_by(n as u64);
                 ControlFlow::Continue(Control::Go)
             }
         }

@@ -32,6 +32,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::accept::Accept;
+use super::ClientMetrics;
 use crate::metrics::Metrics;
 use crate::workers::Placement;
 
@@ -91,6 +92,7 @@ impl Spread {
     /// The standing of `workers` workers, shown as `redcar_worker_clients{worker}`,
     /// `redcar_worker_busy_ratio{worker}` and `redcar_placement_packing`.
     pub(crate) fn new(workers: usize, placement: Placement, metrics: &Metrics) -> Spread {
+        let metrics = metrics.group::<ClientMetrics>();
         Spread {
             workers: (0..workers)
                 .map(|w| Worker {

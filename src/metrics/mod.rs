@@ -1,67 +1,55 @@
-//! Prometheus metrics and the slow log: one registry, filled at start-up by a group of series
-//! per producing module, and the one interface the data plane, the admin and the status page
-//! use to read and write them.
+//! Prometheus metrics and the slow log: the hub every producer registers its series in, and the
+//! one interface the admin and the status page read them through.
 //!
-//! Layout:
-//! - `mod.rs`: [`MetricsConfig`] and [`Metrics`], which holds the registry, the groups and the
-//!   shared pieces, registers every group in [`Metrics::new`] and keeps the methods call sites use
-//!   (`metrics.node(addr)`, `metrics.listener(..)`, `metrics.refresh(ok)`, …).
-//! - One file per producer, each a group type with a `register(&self, &mut Registry)`:
-//!   `command.rs` (per-command series, sessions), `upstream.rs` (per-node series and the
-//!   dedicated pool), `client.rs` (listeners, workers, client traffic and closes: `downstream`),
-//!   `topology.rs` (refreshes, rejected maps, redirects: `cluster`), `router.rs` (retries,
-//!   hedges, retry budget, faults), `mirror.rs` (request mirroring), `tracking.rs`
-//!   (client-side caching: `downstream::tracking`), `near_cache.rs` (the near cache),
-//!   `readiness.rs` (gauges set when scraped),
-//!   `process.rs` (uptime, config reloads: `app`).
-//! - Shared pieces: `latency.rs` (the lock-free histogram), `tally.rs` (a thread's per-command
-//!   counts), `slowlog.rs`, `events.rs` (the status page's event log), `totals.rs` (INFO).
+//! Each producing module defines its own group of series next to its code, as a type that
+//! implements [`MetricGroup`] (`upstream/metrics.rs`: per-node series and the dedicated pool;
+//! `downstream/metrics.rs`: listeners, workers, client traffic and closes;
+//! `downstream/tracking/metrics.rs`: client-side caching; `cluster/metrics.rs`: refreshes,
+//! rejected maps, redirects; `router/metrics.rs`: retries, hedges, retry budget, faults;
+//! `router/routes/mirror_metrics.rs`: request mirroring; `near_cache/metrics.rs`;
+//! `admin/readiness.rs`: gauges set when scraped; `app/metrics.rs`: uptime, config reloads).
+//! `app` adds every group to the hub at start-up ([`Metrics::add`]), so every series is in
+//! `/metrics` from the first scrape; [`Metrics::group`] hands a group out (adding it the first
+//! time if start-up did not, as in unit tests). The hub knows groups only by type, so it sits
+//! below every producer in the layers (tests/layering.rs).
 //!
-//! The groups live here rather than in the modules that produce them because those modules are
-//! above `metrics` in the layers (tests/layering.rs): `Metrics` could not hold a type defined in
-//! `upstream` or `router`. Each file is named for its producer instead.
+//! Reading: the admin encodes `/metrics` with [`Metrics::encode`], reads a group's figures for
+//! the status page and `/topology` with [`Metrics::group`], and INFO's totals with
+//! [`Metrics::totals`] (each group adds its share, so a reader below the producers needs none of
+//! their types).
 //!
-//! Handles are created once where possible (per node, per listener) so the hot path only does
-//! atomic adds; per-command series are looked up by the command's static name.
+//! What stays here is what is shared: the per-command series (`command.rs`, recorded through a
+//! thread's `tally.rs`), the lock-free latency histogram (`latency.rs`), the slow log
+//! (`slowlog.rs`), the event log (`events.rs`), the INFO totals (`totals.rs`), the flush cause
+//! two caches label by (`flush.rs`) and the group set (`group.rs`).
+//!
+//! Producers take their group's handles once (per node, per listener, per session, in the
+//! router's core), so the hot path only does atomic adds and never looks a group up;
+//! per-command series are looked up by the command's static name.
 #![warn(unreachable_pub, missing_docs)]
 
-mod client;
 mod command;
 mod events;
+mod flush;
+mod group;
 mod latency;
-mod mirror;
-mod near_cache;
-mod process;
-mod readiness;
-mod router;
 mod slowlog;
 mod tally;
-mod topology;
 mod totals;
-mod tracking;
-mod upstream;
 
-pub(crate) use client::{ClientMetrics, ListenerMetrics};
 pub(crate) use command::CommandMetrics;
 pub(crate) use events::{EventKind, EventLog};
+pub(crate) use flush::FlushCause;
+pub(crate) use group::MetricGroup;
 pub(crate) use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency};
-pub(crate) use mirror::{MirrorCounters, MirrorMetrics};
-pub(crate) use near_cache::NearCacheMetrics;
-pub(crate) use process::ProcessMetrics;
-pub(crate) use readiness::ReadinessGauges;
-pub(crate) use router::RouterMetrics;
 pub(crate) use slowlog::{SlowEntry, SlowLog};
 pub use tally::CommandTally;
-pub(crate) use topology::TopologyMetrics;
-pub(crate) use tracking::{FlushCause, TrackingMetrics};
-pub(crate) use upstream::{NodeMetrics, UpstreamMetrics};
+pub(crate) use totals::Totals;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 
@@ -91,76 +79,68 @@ impl Default for MetricsConfig {
     }
 }
 
-/// Every metric redcar exports, as one group per producing module.
+/// Every metric redcar exports: the registry, the groups the producers added, and the shared
+/// pieces.
 pub struct Metrics {
     /// Tells this registry from others in the same process (the per-thread command tally keys
     /// its entries by it).
     id: u64,
-    registry: Registry,
+    /// Locked only to add a group and to encode: series are updated through their own handles.
+    registry: Mutex<Registry>,
+    /// Each producing module's series, by type.
+    groups: group::Groups,
     /// Per-command series and slow commands (client sessions).
     pub(crate) commands: CommandMetrics,
-    /// Per-node series and the dedicated pool (`upstream`).
-    pub(crate) upstream: UpstreamMetrics,
-    /// Listeners, workers, client traffic and closes (`downstream`).
-    pub(crate) clients: ClientMetrics,
-    /// Refreshes, rejected maps and redirects (`cluster`).
-    pub(crate) topology: TopologyMetrics,
-    /// Retries, hedges, the retry budget and injected faults (`router`).
-    pub(crate) router: RouterMetrics,
-    /// Request mirroring (`routes[].mirror`).
-    pub(crate) mirror: MirrorMetrics,
-    /// Client-side caching (`downstream::tracking`).
-    pub(crate) tracking: TrackingMetrics,
-    /// The near cache (`near_cache`).
-    pub(crate) near_cache: NearCacheMetrics,
-    /// Slots owned, readiness and the client limit, set when `/metrics` is scraped.
-    pub(crate) readiness: ReadinessGauges,
-    /// Uptime and config reloads (`app`).
-    pub(crate) process: ProcessMetrics,
     pub(crate) slowlog: SlowLog,
     /// Topology changes and node ejections (status page); shared with every node's health.
     pub(crate) events: Arc<EventLog>,
 }
 
 impl Metrics {
-    /// Makes every group and registers its series.
+    /// Makes the hub with the shared pieces; the producers' groups are added by [`Metrics::add`].
     pub(crate) fn new(config: &MetricsConfig) -> Metrics {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        let mut metrics = Metrics {
+        let mut registry = Registry::with_prefix("redcar");
+        let commands = CommandMetrics::new(config.command_stats);
+        commands.register(&mut registry);
+        Metrics {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            registry: Registry::with_prefix("redcar"),
-            commands: CommandMetrics::new(config.command_stats),
-            upstream: UpstreamMetrics::default(),
-            clients: ClientMetrics::default(),
-            topology: TopologyMetrics::default(),
-            router: RouterMetrics::default(),
-            mirror: MirrorMetrics::default(),
-            tracking: TrackingMetrics::default(),
-            near_cache: NearCacheMetrics::default(),
-            readiness: ReadinessGauges::default(),
-            process: ProcessMetrics::new(),
+            registry: Mutex::new(registry),
+            groups: group::Groups::default(),
+            commands,
             slowlog: SlowLog::new(config.slowlog_threshold, config.slowlog_max_len),
             events: Arc::new(EventLog::new()),
-        };
-        let r = &mut metrics.registry;
-        metrics.mirror.register(r);
-        metrics.readiness.register(r);
-        metrics.commands.register(r);
-        metrics.upstream.register(r);
-        metrics.router.register(r);
-        metrics.clients.register(r);
-        metrics.topology.register(r);
-        metrics.process.register(r);
-        metrics.tracking.register(r);
-        metrics.near_cache.register(r);
-        metrics
+        }
+    }
+
+    /// Adds group `G` and registers its series, once: adding it again changes nothing.
+    pub(crate) fn add<G: MetricGroup + Default>(&self) {
+        self.group::<G>();
+    }
+
+    /// Group `G`, added (and registered) now if start-up did not. Takes a lock: producers call
+    /// it when they are built and keep what it returns, never per command.
+    pub(crate) fn group<G: MetricGroup + Default>(&self) -> Arc<G> {
+        self.groups.get_or_add(|group: &G| {
+            let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+            group.register(&mut registry);
+        })
+    }
+
+    /// Reads the totals without creating series that do not exist yet (a group not added
+    /// counts 0).
+    pub(crate) fn totals(&self) -> Totals {
+        let mut totals = Totals::default();
+        self.groups.each(|group| group.add_totals(&mut totals));
+        totals
     }
 
     /// The Prometheus text exposition.
     pub(crate) fn encode(&self) -> String {
-        self.process.set_uptime();
+        self.groups.each(|group| group.before_encode());
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         let mut text = String::new();
-        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+        if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
             text.clear();
         }
         text
@@ -185,94 +165,6 @@ impl Metrics {
     /// Calls so far per command seen (status page rates); empty when command stats are off.
     pub(crate) fn command_calls(&self) -> Vec<(&'static str, u64)> {
         self.commands.calls()
-    }
-
-    /// The series for one node (created on first use).
-    pub(crate) fn node(&self, addr: &str) -> NodeMetrics {
-        self.upstream.node(addr, &self.events)
-    }
-
-    /// Drops the series of a node redcar no longer knows (see [`UpstreamMetrics::forget_node`]).
-    pub(crate) fn forget_node(&self, addr: &str) {
-        self.upstream.forget_node(addr);
-    }
-
-    /// Commands sent to any node so far.
-    pub(crate) fn requests_sent(&self) -> u64 {
-        self.upstream.requests_sent()
-    }
-
-    /// The series for one listener (`tcp` or `unix`).
-    pub(crate) fn listener(&self, listener: &'static str) -> ListenerMetrics {
-        self.clients.listener(listener)
-    }
-
-    /// Records the threading model that runs and its worker threads; called once at start-up.
-    pub(crate) fn set_workers(&self, threading: &'static str, workers: usize) {
-        self.clients.set_workers(threading, workers);
-    }
-
-    /// The connected-clients gauge of per-core worker `worker`.
-    pub(crate) fn worker_clients(&self, worker: usize) -> Gauge {
-        self.clients.worker_clients(worker)
-    }
-
-    /// Whether new clients are packed now (`placement`).
-    pub(crate) fn placement_packing(&self) -> Gauge {
-        self.clients.placement_packing()
-    }
-
-    /// The busy-share gauge of per-core worker `worker`.
-    pub(crate) fn worker_busy(
-        &self,
-        worker: usize,
-    ) -> prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64> {
-        self.clients.worker_busy(worker)
-    }
-
-    /// The counter of idle clients closed by `client.close_idle_when_slow`.
-    pub(crate) fn clients_closed_slow(&self) -> Counter {
-        self.clients.clients_closed_slow()
-    }
-
-    /// A followed redirect: `moved` or `ask`, to `node`.
-    pub(crate) fn redirect(&self, kind: &'static str, node: &str) {
-        self.topology.redirect(kind, node);
-    }
-
-    /// A topology refresh that succeeded or failed.
-    pub(crate) fn refresh(&self, ok: bool) {
-        self.topology.refresh(ok);
-    }
-
-    /// A slot map read but not adopted (see [`TopologyMetrics::rejected`]).
-    pub(crate) fn topology_rejected(&self, reason: &'static str) {
-        self.topology.rejected(reason);
-    }
-
-    /// A command about to be sent again (after a connection failure or a transient error reply).
-    pub(crate) fn retry(&self) {
-        self.router.retry();
-    }
-
-    /// A read sent to a second node (`router.hedge_after`).
-    pub(crate) fn hedge(&self) {
-        self.router.hedge();
-    }
-
-    /// A retry refused by `router.retry_budget`.
-    pub(crate) fn retry_budget_exhausted(&self) {
-        self.router.retry_budget_exhausted();
-    }
-
-    /// The counter of injected faults of one `kind` (`delay` or `error`).
-    pub(crate) fn faults(&self, kind: &'static str) -> Counter {
-        self.router.faults(kind)
-    }
-
-    /// One config reload: `ok` (applied) or `error` (refused; the old config stays).
-    pub(crate) fn config_reload(&self, ok: bool) {
-        self.process.config_reload(ok);
     }
 }
 

@@ -22,12 +22,14 @@ mod admit;
 mod commands;
 mod config;
 mod glob;
+mod metrics;
 mod store;
 mod through;
 mod watch;
 
 pub(crate) use commands::cacheable;
 pub(crate) use config::NearCacheConfig;
+pub(crate) use metrics::NearCacheMetrics;
 pub(crate) use through::Through;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,7 +41,7 @@ use smallvec::SmallVec;
 use self::admit::Admission;
 use self::store::{Begin, Found, Store, Variant};
 use crate::cluster::ClusterState;
-use crate::metrics::{FlushCause, NearCacheMetrics};
+use crate::metrics::FlushCause;
 use crate::protocol::{header_value, Protocol};
 use crate::upstream::{clock_ms, InvalidationSink, Node, TrackingFeed};
 

@@ -7,10 +7,10 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use super::forward::Faults;
-use super::{ReadPolicy, RouteTarget, RouterConfig};
-use crate::cluster::ClusterState;
+use super::{ReadPolicy, RouteTarget, RouterConfig, RouterMetrics};
+use crate::cluster::{ClusterState, TopologyMetrics};
 use crate::metrics::Metrics;
-use crate::upstream::Upstreams;
+use crate::upstream::{UpstreamMetrics, Upstreams};
 
 /// The state the rooms share. The forwarder owns it (every other room sends through the
 /// forwarder) and the other rooms borrow it, so reaching it costs no reference count.
@@ -19,6 +19,12 @@ pub(in crate::router) struct Core {
     pub(in crate::router) cluster: Arc<ClusterState>,
     pub(in crate::router) upstreams: Arc<Upstreams>,
     pub(in crate::router) metrics: Arc<Metrics>,
+    /// The groups the rooms count into, taken from `metrics` once so a command never looks one
+    /// up: retries, hedges and the retry budget (`router`), redirects (`cluster`), and the
+    /// commands sent to any node (`upstream`: the retry budget's measure of traffic).
+    pub(in crate::router) counts: Arc<RouterMetrics>,
+    pub(in crate::router) redirects: Arc<TopologyMetrics>,
+    pub(in crate::router) nodes: Arc<UpstreamMetrics>,
     /// `router:` as it is now; a reload (SIGHUP) swaps it whole, so a command never sees half
     /// of one reload. Read lock-free, without allocating, where each setting is needed.
     pub(in crate::router) live: ArcSwap<Live>,

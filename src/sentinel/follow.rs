@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::conn::{SentinelAuth, SentinelConn};
 use super::reply::{view, View};
+use crate::cluster::TopologyMetrics;
 use crate::cluster::{ClusterState, Topology};
 use crate::metrics::{EventKind, Metrics};
 use crate::upstream::Upstreams;
@@ -74,7 +75,7 @@ impl Follower {
                     failures.push(format!("sentinel {addr}: stale (epoch {})", view.epoch));
                 }
                 Ok(view) => {
-                    self.metrics.refresh(true);
+                    self.metrics.group::<TopologyMetrics>().refresh(true);
                     self.publish(addr, view);
                     return;
                 }
@@ -84,7 +85,7 @@ impl Follower {
                 }
             }
         }
-        self.metrics.refresh(false);
+        self.metrics.group::<TopologyMetrics>().refresh(false);
         let kept = self.current.as_ref().map_or("none", |v| v.primary.as_str());
         tracing::warn!(master = %self.master, primary = %kept, "no sentinel gave a usable answer; keeping the last known primary");
         self.state.note_refresh_error(failures.join("; "));
@@ -115,7 +116,7 @@ impl Follower {
     fn reject_stale(&self, addr: &str, view: &View) {
         let current = self.current.as_ref().map_or(0, |c| c.epoch);
         tracing::warn!(sentinel = %addr, primary = %view.primary, epoch = view.epoch, current_epoch = current, "ignored a sentinel that is behind: its config epoch is older than the current one");
-        self.metrics.topology_rejected("stale");
+        self.metrics.group::<TopologyMetrics>().rejected("stale");
         let detail = format!(
             "stale: primary {} has config epoch {} < current {current}",
             view.primary, view.epoch

@@ -19,8 +19,9 @@ use super::super::pending::{frames_len, Pending, ReplyTo, ASKING};
 use super::super::queue;
 use super::super::standby::{IdleTimer, Standby};
 use super::super::stream::{FlushOnEmpty, NodeStream};
+use super::super::NodeMetrics;
 use super::super::UpstreamError;
-use crate::metrics::{LocalLatency, NodeMetrics};
+use crate::metrics::LocalLatency;
 use crate::protocol::Limits;
 
 const READ_CHUNK: usize = 16 * 1024;

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::conn::connect;
 use super::pending::frames_len;
 use super::stream::NodeStream;
+use super::UpstreamMetrics;
 use super::{ConnectLimit, Exhausted, UpstreamConfig, UpstreamError, UpstreamTls};
 use crate::metrics::Metrics;
 use crate::protocol::{Limits, Protocol};
@@ -37,7 +38,8 @@ pub(crate) struct DedicatedPool {
 struct Shared {
     config: UpstreamConfig,
     limits: Limits,
-    metrics: Arc<Metrics>,
+    /// The pool's gauges and counter (taken from the hub once).
+    metrics: Arc<UpstreamMetrics>,
     /// One permit per open dedicated connection, busy or idle.
     permits: Arc<Semaphore>,
     /// New connections per second per node, shared with the pipelined connections.
@@ -90,11 +92,11 @@ fn take_reply(input: &mut BytesMut, grown: &mut bool, len: usize) -> Bytes {
 }
 
 /// Counts a lent connection in the busy gauge for as long as it is lent.
-struct Busy(Arc<Metrics>);
+struct Busy(Arc<UpstreamMetrics>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.upstream.dedicated_busy.dec();
+        self.0.dedicated_busy.dec();
     }
 }
 
@@ -113,7 +115,7 @@ impl DedicatedPool {
             shared: Arc::new(Shared {
                 config,
                 limits,
-                metrics,
+                metrics: metrics.group(),
                 permits,
                 connect_limit,
                 handshake,
@@ -166,7 +168,7 @@ impl DedicatedPool {
         let shared = &self.shared;
         let dedicated = &shared.config.dedicated;
         let exhausted = || {
-            shared.metrics.upstream.dedicated_exhausted.inc();
+            shared.metrics.dedicated_exhausted.inc();
             UpstreamError::Exhausted {
                 reason: format!(
                     "all {} dedicated connections are busy (upstream.dedicated.max); \
@@ -205,7 +207,7 @@ impl Shared {
         (addr, protocol): IdleKey,
         permit: OwnedSemaphorePermit,
     ) -> Dedicated {
-        self.metrics.upstream.dedicated_busy.inc();
+        self.metrics.dedicated_busy.inc();
         Dedicated {
             stream,
             input: BytesMut::with_capacity(READ_CHUNK),
@@ -224,7 +226,7 @@ impl Shared {
         let queue = idle.get_mut(key)?;
         let max_idle = self.config.dedicated.idle_timeout;
         while let Some(conn) = queue.pop_front() {
-            self.metrics.upstream.dedicated_idle.dec();
+            self.metrics.dedicated_idle.dec();
             if conn.since.elapsed() < max_idle && is_open(&conn.stream) {
                 return Some(conn);
             }
@@ -244,7 +246,7 @@ impl Shared {
         };
         if let Some(queue) = idle.get_mut(&addr) {
             queue.pop_front();
-            self.metrics.upstream.dedicated_idle.dec();
+            self.metrics.dedicated_idle.dec();
         }
         true
     }
@@ -259,7 +261,7 @@ impl Shared {
         for queue in idle.values_mut() {
             while queue.front().is_some_and(|c| c.since.elapsed() >= max_idle) {
                 queue.pop_front();
-                self.metrics.upstream.dedicated_idle.dec();
+                self.metrics.dedicated_idle.dec();
             }
         }
         idle.retain(|_, queue| !queue.is_empty());
@@ -268,7 +270,7 @@ impl Shared {
             permit,
             since: Instant::now(),
         });
-        self.metrics.upstream.dedicated_idle.inc();
+        self.metrics.dedicated_idle.inc();
     }
 }
 

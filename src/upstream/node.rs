@@ -19,8 +19,8 @@ use super::standby::Standby;
 use super::tracking::NodeTracking;
 use super::tracking_feed::TrackingFeed;
 use super::Lane;
+use super::NodeMetrics;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
-use crate::metrics::NodeMetrics;
 use crate::protocol::Limits;
 
 #[path = "node_lanes.rs"]

@@ -8,8 +8,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::handshake::Handshake;
 use super::health::Health;
 use super::standby::Standby;
+use super::NodeMetrics;
 use super::{ConnectLimit, UpstreamConfig, UpstreamTls};
-use crate::metrics::NodeMetrics;
 use crate::protocol::Limits;
 
 /// What every connection of one node shares: its settings, metrics and health.

@@ -7,7 +7,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::node::NodeSettings;
-use super::{ConnectLimit, DedicatedPool, Node, OutlierConfig, UpstreamConfig};
+use super::{ConnectLimit, DedicatedPool, Node, OutlierConfig, UpstreamConfig, UpstreamMetrics};
 use crate::metrics::Metrics;
 use crate::protocol::{Limits, Protocol};
 
@@ -17,6 +17,8 @@ pub(crate) struct Upstreams {
     config: UpstreamConfig,
     limits: Limits,
     metrics: Arc<Metrics>,
+    /// This module's series in `metrics`: each node's are made when the node is.
+    series: Arc<UpstreamMetrics>,
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
     dedicated: DedicatedPool,
     connect_limit: Arc<ConnectLimit>,
@@ -78,6 +80,7 @@ impl Upstreams {
             outlier: Arc::new(ArcSwap::from_pointee(config.outlier.clone())),
             config,
             limits,
+            series: metrics.group(),
             metrics,
             nodes: Mutex::new(HashMap::new()),
             handshake,
@@ -123,7 +126,7 @@ impl Upstreams {
         if let Some(node) = nodes.get(addr) {
             return node.clone();
         }
-        let metrics = self.metrics.node(addr);
+        let metrics = self.series.node(addr, &self.metrics.events);
         let settings = NodeSettings {
             config: &self.config,
             limits: &self.limits,
@@ -190,7 +193,7 @@ impl Upstreams {
         nodes.retain(|addr, node| {
             let kept = keep(addr) || Arc::strong_count(node) > 1 + held(addr);
             if !kept {
-                self.metrics.forget_node(addr);
+                self.series.forget_node(addr);
             }
             kept
         });

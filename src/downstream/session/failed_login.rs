@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::metrics::Metrics;
+use super::super::ClientMetrics;
 use crate::protocol::Request;
 
 /// The second of the last line logged, and the failures not logged since.
@@ -20,15 +20,15 @@ const NAME_SHOWN: usize = 64;
 /// Records one refused `AUTH` / `HELLO … AUTH` (`failures`: the connection's count so far);
 /// returns true when the connection must close (`auth.max_failures` reached).
 pub(super) fn failed_login(
-    metrics: &Metrics,
+    metrics: &ClientMetrics,
     peer: &str,
     request: &Request,
     failures: u16,
     limit_reached: bool,
 ) -> bool {
-    metrics.clients.auth_failures.inc();
+    metrics.auth_failures.inc();
     if limit_reached {
-        metrics.clients.auth_closed.inc();
+        metrics.auth_closed.inc();
     }
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -201,12 +201,12 @@ where
     /// A safe point reached while `max_age` or the latency watch wants the client closed.
     fn closes_at_safe_point(&self) -> bool {
         if self.aged {
-            self.downstream.metrics.clients.closed_max_age.inc();
+            self.downstream.client_metrics.closed_max_age.inc();
             tracing::debug!(client = self.state.id, "closing client at client.max_age");
             return true;
         }
         if self.close_when_safe {
-            self.downstream.metrics.clients_closed_slow().inc();
+            self.downstream.client_metrics.clients_closed_slow().inc();
             tracing::debug!(
                 client = self.state.id,
                 "closing idle client: latency above baseline"
@@ -234,8 +234,7 @@ where
                 Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(Wake::Close),
                 Poll::Ready(Ok(n)) => {
                     self.downstream
-                        .metrics
-                        .clients
+                        .client_metrics
                         .bytes_received
                         .inc_by(n as u64);
                     self.last_activity = Instant::now();
@@ -280,7 +279,7 @@ where
     fn write_now(&mut self) -> Result<bool, ()> {
         match self.stream.writer().try_write(&self.out[..]) {
             Some(Ok(n)) if n > 0 => {
-                self.downstream.metrics.clients.bytes_sent.inc_by(n as u64);
+                self.downstream.client_metrics.bytes_sent.inc_by(n as u64);
                 self.out.advance(n);
                 Ok(true)
             }

@@ -148,7 +148,7 @@ where
         match wrote {
             Ok(n) if n > 0 => {
                 let c = &mut *self.c;
-                c.downstream.metrics.clients.bytes_sent.inc_by(n as u64);
+                c.downstream.client_metrics.bytes_sent.inc_by(n as u64);
                 c.out.advance(n);
                 self.batches.wrote(self.calls.len(), c.out.len());
                 None
@@ -164,7 +164,7 @@ where
             Ok(0) | Err(_) => self.closing = true,
             Ok(n) => {
                 let c = &mut *self.c;
-                c.downstream.metrics.clients.bytes_received.inc_by(n as u64);
+                c.downstream.client_metrics.bytes_received.inc_by(n as u64);
                 let now = Instant::now();
                 c.last_activity = now;
                 self.clock = Some(now);

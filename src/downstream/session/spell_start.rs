@@ -177,7 +177,7 @@ where
         self.closing |= c.state.quit;
         if let Some((failures, limit_reached)) = c.state.take_failed_login() {
             self.closing |= failed_login(
-                &downstream.metrics,
+                &downstream.client_metrics,
                 c.peer,
                 request,
                 failures,

@@ -25,14 +25,13 @@ where
         // Boxed: subscribe mode is rare, and its state would otherwise be part of every busy
         // session.
         let left = Box::pin(pubsub::serve(
-            &downstream.router,
+            downstream,
             request,
             &mut self.stream.reader(),
             &mut self.stream.writer(),
             &mut self.input,
             &mut self.out,
             limits,
-            &downstream.metrics,
             max_reply_bytes,
             &mut self.drain,
             self.state.id as usize,

@@ -18,13 +18,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use bytes::Bytes;
 
 use crate::cluster::ClusterState;
-use crate::metrics::{FlushCause, TrackingMetrics};
+use crate::metrics::FlushCause;
 use crate::upstream::{InvalidationSink, TrackingFeed};
 
 mod client;
 mod command;
 mod frames;
 mod mailbox;
+mod metrics;
 mod noloop;
 mod session;
 mod table;
@@ -32,6 +33,7 @@ mod topology;
 
 pub(super) use client::ClientTracking;
 pub(super) use frames::write_events;
+pub(crate) use metrics::TrackingMetrics;
 pub(super) use session::{
     intercept, join_subscriber, note_subscribed, poll_ready, ready, take_frames, take_wait,
 };

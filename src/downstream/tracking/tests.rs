@@ -172,7 +172,7 @@ fn a_mailbox_that_is_not_read_collapses_into_a_flush() {
 #[test]
 fn the_metrics_follow_clients_keys_and_deliveries() {
     let registry = crate::metrics::Metrics::new(&crate::metrics::MetricsConfig::default());
-    let metrics = registry.tracking.clone();
+    let metrics = TrackingMetrics::clone(&registry.group());
     let hub = Tracking::new(2).with_metrics(metrics.clone());
     let _one = tracking(&hub, 1, Tracks::default());
     let _two = tracking(

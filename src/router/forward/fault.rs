@@ -14,6 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use super::super::RouterMetrics;
 use crate::metrics::Metrics;
 use crate::values::units;
 
@@ -70,10 +71,11 @@ impl Faults {
             return None;
         }
         let rules = rules.iter().map(Rule::new).collect();
+        let counts = metrics.group::<RouterMetrics>();
         Some(Faults {
             rules,
-            delays: metrics.faults("delay"),
-            errors: metrics.faults("error"),
+            delays: counts.faults("delay"),
+            errors: counts.faults("error"),
         })
     }
 

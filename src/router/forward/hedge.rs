@@ -54,7 +54,7 @@ impl Forwarder {
                 }
             }
         };
-        self.core.metrics.hedge();
+        self.core.counts.hedge();
         let mut second = other.send(command.payload.clone(), false, command.lane);
         let deadline = tokio::time::sleep_until(command.deadline);
         tokio::pin!(deadline);

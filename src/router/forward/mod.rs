@@ -73,6 +73,9 @@ impl Forwarder {
             core: Core {
                 cluster,
                 upstreams,
+                counts: metrics.group(),
+                redirects: metrics.group(),
+                nodes: metrics.group(),
                 metrics,
                 live,
             },
@@ -326,7 +329,7 @@ impl Forwarder {
     /// command goes there now.
     #[inline]
     fn follow_moved(&self, command: &Command, addr: &str) -> Target {
-        self.core.metrics.redirect("moved", addr);
+        self.core.redirects.redirect("moved", addr);
         let state = self.core.state(&command.target);
         state.note_redirect();
         if let Some(slot) = command.slot {
@@ -341,7 +344,7 @@ impl Forwarder {
     /// ASK: the slot is migrating and this key is already on the target, asked with ASKING.
     #[inline]
     fn follow_ask(&self, command: &Command, addr: &str) -> Target {
-        self.core.metrics.redirect("ask", addr);
+        self.core.redirects.redirect("ask", addr);
         if let Some(slot) = command.slot {
             self.core.state(&command.target).migrating().note_ask(slot);
         }
@@ -364,12 +367,12 @@ impl Forwarder {
     ) -> Result<(), &'static str> {
         if !self
             .retry_budget
-            .try_spend(Instant::now(), self.core.metrics.requests_sent())
+            .try_spend(Instant::now(), self.core.nodes.requests_sent())
         {
-            self.core.metrics.retry_budget_exhausted();
+            self.core.counts.retry_budget_exhausted();
             return Err(" (not retried: router.retry_budget is spent)");
         }
-        self.core.metrics.retry();
+        self.core.counts.retry();
         // After a failure of the node itself, another replica (or the primary) is tried at
         // once; the same node, or any node after a slot-level error (TRYAGAIN, CLUSTERDOWN),
         // only after a pause.

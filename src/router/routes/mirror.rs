@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::RouteTarget;
-use crate::metrics::MirrorCounters;
+use super::{MirrorCounters, RouteTarget};
 use crate::upstream::Lane;
 
 /// `routes[].mirror`, ready to use.

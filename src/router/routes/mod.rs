@@ -6,9 +6,11 @@
 //! pays one branch.
 
 mod mirror;
+mod mirror_metrics;
 mod prefix;
 
 pub(crate) use mirror::Mirror;
+pub(crate) use mirror_metrics::{MirrorCounters, MirrorMetrics};
 pub(crate) use prefix::PrefixMatcher;
 
 use std::sync::Arc;

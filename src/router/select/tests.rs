@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::metrics::Metrics;
-use crate::upstream::Upstreams;
+use crate::upstream::{UpstreamMetrics, Upstreams};
 
 /// Nodes that never connect (nothing is sent to them here).
 fn upstreams() -> Upstreams {
@@ -134,7 +134,11 @@ async fn power_of_two_choices_favours_the_less_loaded_replica() {
     // With two candidates both are always compared, so the faster one always wins...
     assert_eq!(picks(200).get("fast:2"), Some(&200));
     // ...until its queue of outstanding requests makes it the slower choice (not sticky).
-    metrics.node("fast:2").in_flight.set(1000);
+    metrics
+        .group::<UpstreamMetrics>()
+        .node("fast:2", &metrics.events)
+        .in_flight
+        .set(1000);
     assert_eq!(picks(200).get("slow:2"), Some(&200));
 }
 

@@ -327,7 +327,7 @@ impl<'r> Stateful<'r> {
             match next {
                 Some((addr, asking)) => {
                     redirects += 1;
-                    core.metrics
+                    core.redirects
                         .redirect(if asking { "ask" } else { "moved" }, &addr);
                     target = Target::Redirected {
                         node: core.upstreams.node(&addr),
@@ -336,7 +336,7 @@ impl<'r> Stateful<'r> {
                 }
                 None => {
                     attempt += 1;
-                    core.metrics.retry();
+                    core.counts.retry();
                     if !pause_before_retry(core.retry_backoff(), attempt, retry_deadline).await {
                         return Err(reply);
                     }

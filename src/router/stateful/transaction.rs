@@ -184,7 +184,7 @@ impl<'r> Stateful<'r> {
                     Err(e) => return lost_write(&e),
                 };
                 attempt += 1;
-                self.fwd.core.metrics.retry();
+                self.fwd.core.counts.retry();
                 if !pause_before_retry(self.fwd.core.retry_backoff(), attempt, deadline).await {
                     return why;
                 }
@@ -228,7 +228,7 @@ impl<'r> Stateful<'r> {
     ) -> Target {
         self.fwd
             .core
-            .metrics
+            .redirects
             .redirect(if asking { "ask" } else { "moved" }, addr);
         let state = self.fwd.core.state(backend);
         match (slot, asking) {

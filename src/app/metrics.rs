@@ -1,7 +1,8 @@
-//! The series about the process itself, produced by `app`: uptime and config reloads.
+//! The series about the process itself, produced by `app`: uptime and config reloads; and
+//! every group, added to the hub at start-up.
 
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
+use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,6 +10,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
+
+use crate::admin::ReadinessGauges;
+use crate::cluster::TopologyMetrics;
+use crate::downstream::{ClientMetrics, TrackingMetrics};
+use crate::metrics::{MetricGroup, Metrics, MetricsConfig, Totals};
+use crate::near_cache::NearCacheMetrics;
+use crate::router::{MirrorMetrics, RouterMetrics};
+use crate::upstream::UpstreamMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
@@ -25,9 +34,10 @@ pub(crate) struct ProcessMetrics {
     config_loaded_at: Gauge<f64, AtomicU64>,
 }
 
-impl ProcessMetrics {
-    /// Starts the uptime clock, and counts the config in hand as loaded now.
-    pub(super) fn new() -> ProcessMetrics {
+impl Default for ProcessMetrics {
+    /// Starts the uptime clock, and counts the config in hand as loaded now (the group is added
+    /// at start-up, with the first config).
+    fn default() -> ProcessMetrics {
         let process = ProcessMetrics {
             started: Instant::now(),
             uptime: Gauge::default(),
@@ -37,8 +47,10 @@ impl ProcessMetrics {
         process.config_loaded_at.set(unix_now());
         process
     }
+}
 
-    pub(super) fn register(&self, r: &mut Registry) {
+impl MetricGroup for ProcessMetrics {
+    fn register(&self, r: &mut Registry) {
         r.register("uptime_seconds", "Seconds since start", self.uptime.clone());
         r.register(
             "config_reloads",
@@ -52,16 +64,17 @@ impl ProcessMetrics {
         );
     }
 
-    /// Time since start.
-    pub(crate) fn uptime(&self) -> Duration {
-        self.started.elapsed()
-    }
-
-    /// Brings the uptime gauge up to date (before an exposition).
-    pub(super) fn set_uptime(&self) {
+    /// Brings the uptime gauge up to date.
+    fn before_encode(&self) {
         self.uptime.set(self.started.elapsed().as_secs_f64());
     }
 
+    fn add_totals(&self, totals: &mut Totals) {
+        totals.uptime = self.started.elapsed();
+    }
+}
+
+impl ProcessMetrics {
     /// One config reload: `ok` (applied) or `error` (refused; the old config stays).
     pub(crate) fn config_reload(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
@@ -80,3 +93,28 @@ fn unix_now() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
+
+/// The process's hub, with every producer's group added.
+pub(super) fn hub(config: &MetricsConfig) -> Arc<Metrics> {
+    let metrics = Arc::new(Metrics::new(config));
+    add_groups(&metrics);
+    metrics
+}
+
+/// Adds every producer's group to the hub, so each series is in `/metrics` from the first
+/// scrape (in this order, which is the exposition's).
+fn add_groups(metrics: &Metrics) {
+    metrics.add::<MirrorMetrics>();
+    metrics.add::<ReadinessGauges>();
+    metrics.add::<UpstreamMetrics>();
+    metrics.add::<RouterMetrics>();
+    metrics.add::<ClientMetrics>();
+    metrics.add::<TopologyMetrics>();
+    metrics.add::<ProcessMetrics>();
+    metrics.add::<TrackingMetrics>();
+    metrics.add::<NearCacheMetrics>();
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+mod tests;

@@ -1,11 +1,13 @@
 //! The series `cluster` produces: slot-map refreshes and the maps it rejected, and the MOVED/ASK
 //! redirects followed (the router follows them, but they report a topology that moved).
-//! Slots owned and readiness per backend are gauges set at scrape time (`readiness.rs`).
+//! Slots owned and readiness per backend are gauges set at scrape time (`admin/readiness.rs`).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+
+use crate::metrics::{MetricGroup, Totals};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RedirectLabel {
@@ -31,8 +33,8 @@ pub(crate) struct TopologyMetrics {
     rejected: Family<ReasonLabel, Counter>,
 }
 
-impl TopologyMetrics {
-    pub(super) fn register(&self, r: &mut Registry) {
+impl MetricGroup for TopologyMetrics {
+    fn register(&self, r: &mut Registry) {
         r.register(
             "redirects",
             "MOVED and ASK replies followed",
@@ -50,6 +52,12 @@ impl TopologyMetrics {
         );
     }
 
+    fn add_totals(&self, totals: &mut Totals) {
+        (totals.refreshes_ok, totals.refreshes_failed) = self.refreshes();
+    }
+}
+
+impl TopologyMetrics {
     /// A followed redirect: `moved` or `ask`, to `node`. Rare, so the label allocation is fine.
     pub(crate) fn redirect(&self, kind: &'static str, node: &str) {
         let label = RedirectLabel {
@@ -73,7 +81,7 @@ impl TopologyMetrics {
     }
 
     /// Refreshes that succeeded and that failed so far, without creating series.
-    pub(super) fn refreshes(&self) -> (u64, u64) {
+    fn refreshes(&self) -> (u64, u64) {
         let count = |result| {
             self.refreshes
                 .get(&ResultLabel { result })

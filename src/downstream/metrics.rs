@@ -9,6 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::metrics::{MetricGroup, Totals};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListenerLabel {
     listener: &'static str,
@@ -67,8 +69,8 @@ pub(crate) struct ListenerMetrics {
     pub(crate) accepted: Counter,
 }
 
-impl ClientMetrics {
-    pub(super) fn register(&self, r: &mut Registry) {
+impl MetricGroup for ClientMetrics {
+    fn register(&self, r: &mut Registry) {
         r.register(
             "clients_closed_slow",
             "Idle clients closed because latency was above its baseline (client.close_idle_when_slow)",
@@ -132,6 +134,12 @@ impl ClientMetrics {
         );
     }
 
+    fn add_totals(&self, totals: &mut Totals) {
+        (totals.clients, totals.accepted) = self.connected_and_accepted();
+    }
+}
+
+impl ClientMetrics {
     /// The worker threads' series: the model, and per worker its clients and how busy it is.
     fn register_workers(&self, r: &mut Registry) {
         r.register(
@@ -198,7 +206,7 @@ impl ClientMetrics {
 
     /// Clients connected now and accepted since start, over every listener, read without
     /// creating series that do not exist yet.
-    pub(super) fn connected_and_accepted(&self) -> (i64, u64) {
+    fn connected_and_accepted(&self) -> (i64, u64) {
         let mut clients = 0;
         let mut accepted = 0;
         for listener in LISTENERS {

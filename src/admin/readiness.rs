@@ -9,6 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::metrics::MetricGroup;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendLabel {
     backend: String,
@@ -25,8 +27,8 @@ pub(crate) struct ReadinessGauges {
     backends: Mutex<Vec<String>>,
 }
 
-impl ReadinessGauges {
-    pub(super) fn register(&self, registry: &mut Registry) {
+impl MetricGroup for ReadinessGauges {
+    fn register(&self, registry: &mut Registry) {
         registry.register(
             "cluster_slots_owned",
             "Slots (of 16384) that have an owner in the slot map redcar routes by, by backend",
@@ -43,7 +45,9 @@ impl ReadinessGauges {
             self.client_max_connections.clone(),
         );
     }
+}
 
+impl ReadinessGauges {
     /// Every backend's figures as of now: `(name, slots owned, ready)`; backends not listed
     /// any more (a reload removed them) lose their series.
     pub(crate) fn set_backends<'a>(&self, now: impl IntoIterator<Item = (&'a str, usize, bool)>) {

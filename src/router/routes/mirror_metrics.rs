@@ -5,6 +5,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use crate::metrics::MetricGroup;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendLabel {
     backend: String,
@@ -27,8 +29,8 @@ pub(crate) struct MirrorCounters {
     pub(crate) dropped: Counter,
 }
 
-impl MirrorMetrics {
-    pub(super) fn register(&self, registry: &mut Registry) {
+impl MetricGroup for MirrorMetrics {
+    fn register(&self, registry: &mut Registry) {
         registry.register(
             "mirror_sent",
             "Copies of commands queued on a mirror backend",
@@ -45,7 +47,9 @@ impl MirrorMetrics {
             self.dropped.clone(),
         );
     }
+}
 
+impl MirrorMetrics {
     /// The counters for mirror backend `backend`.
     pub(crate) fn counters(&self, backend: &str) -> MirrorCounters {
         let label = BackendLabel {

@@ -7,6 +7,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::metrics::{FlushCause, MetricGroup};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
@@ -15,27 +17,6 @@ struct KindLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
     cause: &'static str,
-}
-
-/// Why every tracking client was told to flush its cache (a closed set: the `cause` label).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FlushCause {
-    /// A slot changed owner (failover, migration, node replaced).
-    Topology,
-    /// An invalidation connection or a tracked lane to a node was lost.
-    ConnectionLost,
-    /// A node sent a null invalidation (FLUSHALL, FLUSHDB).
-    NodeFlush,
-}
-
-impl FlushCause {
-    pub(super) fn label(self) -> &'static str {
-        match self {
-            FlushCause::Topology => "topology",
-            FlushCause::ConnectionLost => "connection_lost",
-            FlushCause::NodeFlush => "node_flush",
-        }
-    }
 }
 
 /// Client-side caching's figures; cheap to clone (the tracking hub keeps a copy).
@@ -53,8 +34,8 @@ pub(crate) struct TrackingMetrics {
     pub(crate) redirects_broken: Counter,
 }
 
-impl TrackingMetrics {
-    pub(super) fn register(&self, r: &mut Registry) {
+impl MetricGroup for TrackingMetrics {
+    fn register(&self, r: &mut Registry) {
         r.register(
             "tracking_clients",
             "Clients with CLIENT TRACKING on",
@@ -79,11 +60,7 @@ impl TrackingMetrics {
         for kind in ["key", "flush"] {
             self.invalidation(kind);
         }
-        for cause in [
-            FlushCause::Topology,
-            FlushCause::ConnectionLost,
-            FlushCause::NodeFlush,
-        ] {
+        for cause in FlushCause::ALL {
             self.flush(cause.label());
         }
         self.flush("slow_client");
@@ -98,7 +75,9 @@ impl TrackingMetrics {
             self.redirects_broken.clone(),
         );
     }
+}
 
+impl TrackingMetrics {
     /// `keys` invalidated keys delivered to clients.
     pub(crate) fn keys_delivered(&self, keys: usize) {
         self.invalidation("key").inc_by(keys as u64);

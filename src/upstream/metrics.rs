@@ -10,7 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::{EventLog, LatencyHistogram};
+use crate::metrics::{EventLog, LatencyHistogram, MetricGroup};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabel {
@@ -82,8 +82,8 @@ impl NodeMetrics {
     }
 }
 
-impl UpstreamMetrics {
-    pub(super) fn register(&self, r: &mut Registry) {
+impl MetricGroup for UpstreamMetrics {
+    fn register(&self, r: &mut Registry) {
         r.register(
             "node_requests",
             "Commands sent to a node",
@@ -150,7 +150,9 @@ impl UpstreamMetrics {
             self.dedicated_exhausted.clone(),
         );
     }
+}
 
+impl UpstreamMetrics {
     /// The series for one node (created on first use); ejections are recorded in `events`.
     pub(crate) fn node(&self, addr: &str, events: &Arc<EventLog>) -> NodeMetrics {
         let label = NodeLabel {

@@ -7,7 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::FlushCause;
+use crate::metrics::{FlushCause, MetricGroup};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
@@ -36,8 +36,8 @@ pub(crate) struct NearCacheMetrics {
     pub(crate) entries: Gauge,
 }
 
-impl NearCacheMetrics {
-    pub(super) fn register(&self, r: &mut Registry) {
+impl MetricGroup for NearCacheMetrics {
+    fn register(&self, r: &mut Registry) {
         r.register(
             "near_cache_hits",
             "Reads answered from the near cache",
@@ -74,11 +74,7 @@ impl NearCacheMetrics {
             self.flushes.clone(),
         );
         // Every series exists from the start, at 0.
-        for cause in [
-            FlushCause::Topology,
-            FlushCause::ConnectionLost,
-            FlushCause::NodeFlush,
-        ] {
+        for cause in FlushCause::ALL {
             self.flushes.get_or_create_owned(&CauseLabel {
                 cause: cause.label(),
             });
@@ -94,7 +90,9 @@ impl NearCacheMetrics {
             self.entries.clone(),
         );
     }
+}
 
+impl NearCacheMetrics {
     /// The whole cache was dropped because of `cause`.
     pub(crate) fn flushed(&self, cause: FlushCause) {
         self.flushes

@@ -6,6 +6,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use crate::metrics::{MetricGroup, Totals};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
@@ -20,8 +22,8 @@ pub(crate) struct RouterMetrics {
     faults: Family<KindLabel, Counter>,
 }
 
-impl RouterMetrics {
-    pub(super) fn register(&self, r: &mut Registry) {
+impl MetricGroup for RouterMetrics {
+    fn register(&self, r: &mut Registry) {
         r.register(
             "faults_injected",
             "Commands delayed or answered with an error by router.faults, by kind (delay, error)",
@@ -44,14 +46,15 @@ impl RouterMetrics {
         );
     }
 
+    fn add_totals(&self, totals: &mut Totals) {
+        totals.retries = self.retries.get();
+    }
+}
+
+impl RouterMetrics {
     /// A command about to be sent again (after a connection failure or a transient error reply).
     pub(crate) fn retry(&self) {
         self.retries.inc();
-    }
-
-    /// Commands sent again so far.
-    pub(crate) fn retries(&self) -> u64 {
-        self.retries.get()
     }
 
     /// A read sent to a second node (`router.hedge_after`).
