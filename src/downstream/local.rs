@@ -6,7 +6,6 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use super::tracking::ClientTracking;
-use super::transaction::Transaction;
 use crate::auth::{self, User, Users};
 use crate::commands::{CommandSpec, Local};
 use crate::near_cache::Admitted;
@@ -15,6 +14,7 @@ use crate::protocol::{
     write_simple, Protocol,
 };
 use crate::router::Plan;
+use crate::router::Transaction;
 use crate::router::{redcar_error, Written};
 use crate::upstream::Lane;
 

@@ -14,15 +14,12 @@ mod listener;
 mod local;
 mod metrics;
 mod pubsub;
-mod pubsub_conn;
-mod pubsub_frames;
 mod reply_batch;
 mod session;
 mod slow;
 mod spread;
 mod tls;
 mod tracking;
-mod transaction;
 
 pub(crate) use accept::Accept;
 pub(crate) use clients::Downstream;

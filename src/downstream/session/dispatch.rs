@@ -6,10 +6,10 @@ use tokio::time::Instant;
 
 use super::super::facade::Endpoint;
 use super::super::local::ClientState;
-use super::super::transaction::Step;
 use super::near::Near;
 use crate::commands::Local;
 use crate::protocol::Request;
+use crate::router::Step;
 use crate::router::{Call, Plan, Router};
 use crate::upstream::Inbox;
 use crate::upstream::Lane;

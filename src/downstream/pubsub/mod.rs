@@ -16,17 +16,17 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
 use super::local::ClientState;
-use super::pubsub_conn::{Pushed, SubConn};
-use super::pubsub_frames::{confirmation, is_message, unsubscribe_word, unsubscribed};
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
 use crate::metrics::Metrics;
 use crate::protocol::{resp3_null, write_array_len, write_bulk, Request};
 use crate::router::{redcar_error, Plan, Router};
+use conn::{Pushed, SubConn};
+use frames::{confirmation, is_message, unsubscribe_word, unsubscribed};
 
-#[path = "pubsub_loop.rs"]
+mod conn;
 mod event_loop;
-#[path = "pubsub_shards.rs"]
+mod frames;
 mod shards;
 
 pub(crate) use event_loop::serve;

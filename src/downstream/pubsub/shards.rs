@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use super::super::pubsub_conn::SubConn;
-use super::super::pubsub_frames::unsubscribed;
+use super::conn::SubConn;
+use super::frames::unsubscribed;
 use super::{Control, Mode};
 use crate::cluster::key_slot;
 use crate::commands::policy::SubKind;

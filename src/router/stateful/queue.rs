@@ -1,15 +1,16 @@
-//! A client's MULTI … EXEC as the session keeps it: commands are checked and queued here, each
-//! answered `+QUEUED` like Redis does, and EXEC hands the whole unit to the router at once.
+//! A client's MULTI … EXEC as its session keeps it: commands are checked and queued here, each
+//! answered `+QUEUED` like Redis does, and EXEC hands the whole unit to the router at once
+//! (`transaction.rs` sends it).
 
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use super::transaction::transaction_payload;
+use super::Watch;
 use crate::commands::policy::Tx;
 use crate::commands::Local;
-use crate::router::{
-    error_with_prefix, redcar_error, transaction_payload, Plan, RouteTarget, Watch,
-};
+use crate::router::{error_with_prefix, redcar_error, Plan, RouteTarget};
 
 const OK: &[u8] = b"+OK\r\n";
 const QUEUED: &[u8] = b"+QUEUED\r\n";
@@ -320,5 +321,5 @@ impl Transaction {
 }
 
 #[cfg(test)]
-#[path = "transaction_tests.rs"]
+#[path = "queue_tests.rs"]
 mod tests;

@@ -10,8 +10,8 @@ use tokio::sync::mpsc;
 
 use super::super::drain::DrainSignal;
 use super::super::local::ClientState;
-use super::super::pubsub_conn::{Pushed, PUSH_QUEUE};
 use super::super::Downstream;
+use super::conn::{Pushed, PUSH_QUEUE};
 use super::{Control, Left, Mode};
 use crate::protocol::{parse_request, Limits, Request};
 
