@@ -158,16 +158,17 @@ fn shards(topology: &Topology, metrics: &Metrics, rates: &Rates) -> Vec<ShardVie
             slots[i] += usize::from(range.end - range.start) + 1;
         }
     }
+    let nodes = metrics.group::<UpstreamMetrics>();
     topology
         .shards()
         .iter()
         .enumerate()
         .map(|(index, shard)| {
-            let primary = node_status(&shard.primary, "primary", metrics, rates);
+            let primary = node_status(&shard.primary, "primary", &nodes, metrics, rates);
             let replicas = shard
                 .replicas
                 .iter()
-                .map(|r| node_status(r, "replica", metrics, rates));
+                .map(|r| node_status(r, "replica", &nodes, metrics, rates));
             ShardView {
                 index,
                 epoch: shard.epoch,
@@ -178,10 +179,15 @@ fn shards(topology: &Topology, metrics: &Metrics, rates: &Rates) -> Vec<ShardVie
         .collect()
 }
 
-fn node_status(node: &Node, role: &'static str, metrics: &Metrics, rates: &Rates) -> NodeStatus {
-    let series = metrics
-        .group::<UpstreamMetrics>()
-        .node(node.addr(), &metrics.events);
+/// `nodes`: the hub's per-node group, looked up once per request.
+fn node_status(
+    node: &Node,
+    role: &'static str,
+    nodes: &UpstreamMetrics,
+    metrics: &Metrics,
+    rates: &Rates,
+) -> NodeStatus {
+    let series = nodes.node(node.addr(), &metrics.events);
     let health = node.health().snapshot();
     let live = rates
         .nodes

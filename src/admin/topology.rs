@@ -32,10 +32,9 @@ struct NodeView {
     health: HealthSnapshot,
 }
 
-fn node_view(node: &Node, metrics: &Metrics) -> NodeView {
-    let series = metrics
-        .group::<UpstreamMetrics>()
-        .node(node.addr(), &metrics.events);
+/// `nodes`: the hub's per-node group, looked up once per request.
+fn node_view(node: &Node, nodes: &UpstreamMetrics, metrics: &Metrics) -> NodeView {
+    let series = nodes.node(node.addr(), &metrics.events);
     NodeView {
         addr: node.addr().to_string(),
         connections: series.connections.get(),
@@ -73,6 +72,7 @@ pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde
             "backends": backends(&state),
         }));
     };
+    let nodes = state.metrics.group::<UpstreamMetrics>();
     let ranges: Vec<RangeView> = topology
         .ranges()
         .into_iter()
@@ -80,11 +80,11 @@ pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde
             start,
             end,
             epoch: shard.map(|s| s.epoch),
-            primary: shard.map(|s| node_view(&s.primary, &state.metrics)),
+            primary: shard.map(|s| node_view(&s.primary, &nodes, &state.metrics)),
             replicas: shard.map_or_else(Vec::new, |s| {
                 s.replicas
                     .iter()
-                    .map(|r| node_view(r, &state.metrics))
+                    .map(|r| node_view(r, &nodes, &state.metrics))
                     .collect()
             }),
         })
