@@ -27,6 +27,12 @@
 #      NEARCACHE_THREADS   (default 1) mixload threads (one, like redis-benchmark)
 #      NEARCACHE_WRITES    (default 2000) writes of the staleness probe; 0 skips it
 #      NEARCACHE_MAX_SILENCE_MS (default 200) near_cache.max_silence; the probe's bound is this + 5
+#      NEARCACHE_DIRECT    (default 1) also run the workload straight against one standalone
+#                          redis-server in every round: the most any server answering from
+#                          memory gets on this box, the ceiling of "on / off" here (skipped when
+#                          NEARCACHE_DELAY_US is set)
+#      NEARCACHE_DELAY_US  (default 0) > 0 puts the simulated data-centre network (bench/relay,
+#                          this one-way delay) between redcar and the cluster, as in production
 #      NEARCACHE_OUT       (default bench/RESULTS-nearcache.md)
 #      REDCAR_BIN          (default target/release/redcar; `make bench-nearcache` builds it)
 set -euo pipefail
@@ -45,6 +51,8 @@ VALUE_SIZE=${NEARCACHE_VALUE_SIZE:-32}
 THREADS=${NEARCACHE_THREADS:-1}
 WRITES=${NEARCACHE_WRITES:-2000}
 MAX_SILENCE_MS=${NEARCACHE_MAX_SILENCE_MS:-200}
+DELAY_US=${NEARCACHE_DELAY_US:-0}
+DIRECT=${NEARCACHE_DIRECT:-1}
 OUT=${NEARCACHE_OUT:-$ROOT/bench/RESULTS-nearcache.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 CLK_TCK=$(getconf CLK_TCK)
@@ -58,7 +66,7 @@ for tool in redis-server redis-cli cargo; do
     command -v "$tool" >/dev/null || die "$tool not found (run scripts/ensure-redis.sh)"
 done
 [[ -x "$REDCAR_BIN" ]] || die "$REDCAR_BIN not found: build it first (make build)"
-for v in SECS WARMUP ROUNDS CLIENTS KEYS VALUE_SIZE THREADS WRITES MAX_SILENCE_MS; do
+for v in SECS WARMUP ROUNDS CLIENTS KEYS VALUE_SIZE THREADS WRITES MAX_SILENCE_MS DELAY_US DIRECT; do
     [[ "${!v}" =~ ^[0-9]+$ ]] || die "NEARCACHE_$v must be a whole number"
 done
 ((ROUNDS >= 1 && SECS >= 1 && CLIENTS >= 1 && KEYS >= 1)) || die "NEARCACHE_ROUNDS, _SECONDS, _CLIENTS and _KEYS must be at least 1"
@@ -67,14 +75,25 @@ log "building the load generator (bench/mixload)"
 CARGO_TARGET_DIR="$ROOT/target/mixload" cargo build --release --quiet \
     --manifest-path "$ROOT/bench/mixload/Cargo.toml" || die "building bench/mixload failed"
 MIXLOAD=$ROOT/target/mixload/release/mixload
+((DELAY_US == 0)) || DIRECT=0
+if ((DELAY_US > 0)); then
+    # shellcheck source=bench/relayed_cluster.sh
+    source "$ROOT/bench/relayed_cluster.sh"
+    log "building the latency relay (bench/relay)"
+    RELAY=$(relay_build "$ROOT")
+fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/redcar-nearcache.XXXXXX")
 mkdir -p "$TMP/runs"
 REDCAR_PID=""
+RELAY_PID=""
+DIRECT_PID=""
 cleanup() {
     local rc=$?
     trap - EXIT; trap "" INT TERM # finish cleaning up even on a second Ctrl-C
     [[ -n $REDCAR_PID ]] && stop_pid "$REDCAR_PID" redcar
+    [[ -n $RELAY_PID ]] && stop_pid "$RELAY_PID" relay
+    [[ -n $DIRECT_PID ]] && stop_pid "$DIRECT_PID" redis-server
     "$ROOT/scripts/cluster.sh" stop "$TMP/cluster" 2>/dev/null || true
     rm -rf "$TMP"
     ((rc == 0)) || printf 'bench/nearcache.sh failed (exit %s); everything it started has been stopped.\n' "$rc" >&2
@@ -128,6 +147,23 @@ while read -r p; do
 done <"$TMP/cluster/ports"
 ((${#PRIMARY_PORTS[@]} == 3)) || die "expected 3 primaries, found ${#PRIMARY_PORTS[@]}"
 FIRST_NODE=$(head -n 1 "$TMP/cluster/ports")
+NETWORK="loopback"
+if ((DELAY_US > 0)); then
+    mapfile -t NODE_PORTS <"$TMP/cluster/ports"
+    relay_cluster "$RELAY" "$DELAY_US" "$TMP/relay.log" "${NODE_PORTS[@]}"
+    SEEDS=$RELAY_SEEDS
+    NETWORK="the simulated data-centre network: bench/relay --delay-us $DELAY_US in front of every node (a round trip costs $((2 * DELAY_US)) µs more), the nodes announcing the relay's ports"
+    log "redcar reaches the cluster through the relay ($DELAY_US µs one way): $SEEDS"
+fi
+if ((DIRECT == 1)); then
+    DIRECT_PORT=$(free_port 12000 20000) || die "no free port"
+    mkdir -p "$TMP/direct"
+    DIRECT_CMD="redis-server --port $DIRECT_PORT --bind 127.0.0.1 --save '' --appendonly no"
+    redis-server --port "$DIRECT_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/direct" \
+        </dev/null >"$TMP/direct/log" 2>&1 &
+    DIRECT_PID=$!
+    wait_for 10 "the standalone redis-server" port_in_use "$DIRECT_PORT" || die "redis-server did not start"
+fi
 
 REDCAR_PORT=$(free_port 8000 11000) || die "no free port"
 ADMIN_PORT=$(free_port 11000 12000) || die "no free port"
@@ -146,9 +182,10 @@ stop_redcar() {
 }
 
 # ---------------------------------------------------------------- measuring
-commands_at_primaries() { # -> total_commands_processed summed over the primaries
-    local p t=0 n
-    for p in "${PRIMARY_PORTS[@]}"; do
+commands_at_primaries() { # [PORT...] -> total_commands_processed summed (default: the primaries)
+    local p t=0 n ports=("$@")
+    ((${#ports[@]} > 0)) || ports=("${PRIMARY_PORTS[@]}")
+    for p in "${ports[@]}"; do
         n=$(redis-cli -p "$p" INFO stats | tr -d '\r' | awk -F: '$1 == "total_commands_processed" { print $2 }')
         t=$((t + ${n:-0}))
     done
@@ -193,13 +230,36 @@ measure() {
     stop_redcar
 }
 
-log "workload: $CLIENTS clients, -P 1, $SECS s per run, $ROUNDS round(s), modes: ${MODES[*]}"
+# measure_direct ROUND: the same load straight on the standalone redis-server (no redcar, no
+# cluster): the data line's "nodes" CPU is that server's.
+measure_direct() {
+    local r=$1 key=direct.r$1 c0 c1 n0 n1
+    "$MIXLOAD" --addr "127.0.0.1:$DIRECT_PORT" "${LOAD_ARGS[@]}" --seconds "$WARMUP" >/dev/null ||
+        log "warning: warm-up (direct) failed"
+    c0=$(commands_at_primaries "$DIRECT_PORT")
+    n0=$(cpu_ticks "$DIRECT_PID")
+    "$MIXLOAD" --addr "127.0.0.1:$DIRECT_PORT" "${LOAD_ARGS[@]}" --seconds "$SECS" --no-populate --seed "$r" \
+        >"$TMP/runs/$key.out" 2>&1 || {
+        cat "$TMP/runs/$key.out" >&2
+        die "mixload failed ($key)"
+    }
+    n1=$(cpu_ticks "$DIRECT_PID")
+    c1=$(commands_at_primaries "$DIRECT_PORT")
+    local f=$TMP/runs/$key.out
+    echo "$(result_field "$f" ops) $(result_field "$f" ops_per_sec) $(result_field "$f" p50_ms)" \
+        "$(result_field "$f" p99_ms) $(result_field "$f" max_ms) $(result_field "$f" errors)" \
+        "$((c1 - c0)) $((n1 - n0)) 0 0 0" >"$TMP/runs/$key.data"
+    log "  $key: $(grep -v '^RESULT\|^mixload:' "$f")"
+}
+
+log "workload: $CLIENTS clients, -P 1, $SECS s per run, $ROUNDS round(s), modes: ${MODES[*]}$( ((DIRECT == 0)) || echo ", and direct")"
 for ((r = 1; r <= ROUNDS; r++)); do
     order=("${MODES[@]}")
     if ((r % 2 == 0)); then # every other round in reverse
         order=()
         for ((i = ${#MODES[@]} - 1; i >= 0; i--)); do order+=("${MODES[i]}"); done
     fi
+    ((DIRECT == 0)) || measure_direct "$r"
     for mode in "${order[@]}"; do measure "$mode" "$r"; done
 done
 
@@ -223,175 +283,6 @@ if ((WRITES > 0)); then
     done
 fi
 
-# ---------------------------------------------------------------- report helpers
-pick() { # MODE -> the round with the median ops/s (the lower middle one for an even count)
-    local f
-    for f in "$TMP"/runs/"$1".r*.data; do
-        [[ -f $f ]] && echo "$(awk '{ print $2 }' "$f") $(basename "$f" .data)"
-    done | sort -n | awk '{ run[NR] = $2 } END { if (NR > 0) print run[int((NR + 1) / 2)] }'
-}
-col() { # KEY N -> field N of KEY's data line
-    [[ -f $TMP/runs/$1.data ]] && awk -v n="$2" '{ print $n }' "$TMP/runs/$1.data"
-    return 0
-}
-per_cmd() { # KEY -> commands at the primaries per client command
-    awk '{ if ($1 > 0) printf "%.3f", $7 / $1 }' "$TMP/runs/$1.data"
-}
-cpu_m() { # KEY FIELD(8 nodes, 9 redcar) -> CPU seconds per million client commands
-    awk -v f="$2" -v hz="$CLK_TCK" '{ if ($1 > 0) printf "%.2f", $f / hz / ($1 / 1e6) }' "$TMP/runs/$1.data"
-}
-hit_ratio() { # KEY -> hits / (hits + misses), or "-" when redcar reported neither
-    awk '{ if ($10 + $11 > 0) printf "%.1f %%", 100 * $10 / ($10 + $11); else print "-" }' "$TMP/runs/$1.data"
-}
-ratio() {
-    [[ -n $1 && -n $2 ]] || return 0
-    awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 != 0) printf "%.2f", a / b }'
-}
-stale_field() { # MODE KEY
-    [[ -f $TMP/runs/stale.$1.out ]] && result_field "$TMP/runs/stale.$1.out" "$2"
-    return 0
-}
-TARGET_ROWS=()
-TARGETS_MET=0
-verdict() { # VALUE OP LIMIT -> met / not met / not measured
-    if [[ -z $1 ]]; then
-        echo "not measured"
-    elif awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN { exit !((op == ">=") ? v >= l : (op == "<=") ? v <= l : v == l) }'; then
-        echo "**met**"
-    else
-        echo "not met"
-    fi
-}
-target() { # NAME DETAIL VALUE OP LIMIT
-    local v
-    v=$(verdict "$3" "$4" "$5")
-    [[ $v != "**met**" ]] || TARGETS_MET=$((TARGETS_MET + 1))
-    TARGET_ROWS+=("| $1 | $2 | $v |")
-}
-
-OFF=$(pick off)
-ON=""
-((CACHE == 0)) || ON=$(pick on)
-THR=""
-FEWER=""
-if [[ -n $ON ]]; then
-    THR=$(ratio "$(col "$ON" 2)" "$(col "$OFF" 2)")
-    FEWER=$(awk -v a="$(per_cmd "$ON")" -v b="$(per_cmd "$OFF")" 'BEGIN { if (b > 0) printf "%.3f", 1 - a / b }')
-fi
-no_cache="near cache not in this build"
-shown() { # VALUE TEXT -> TEXT when VALUE was measured, else why not
-    if [[ -n $1 ]]; then echo "$2"; else echo "$no_cache"; fi
-}
-thr_text=""
-fewer_text=""
-if [[ -n $ON ]]; then
-    thr_text="${THR}× (median rounds: $(col "$ON" 2) vs $(col "$OFF" 2) ops/s)"
-    fewer_text="$(awk -v f="$FEWER" 'BEGIN { printf "%.1f %% fewer", 100 * f }') ($(per_cmd "$ON") vs $(per_cmd "$OFF"))"
-fi
-target "throughput, on / off" "$(shown "$THR" "$thr_text")" "$THR" ">=" "$TARGET_THROUGHPUT"
-target "commands at the primaries per client command, on vs off" "$(shown "$FEWER" "$fewer_text")" "$FEWER" ">=" "$TARGET_FEWER"
-if ((WRITES > 0)); then
-    sp99=""
-    smax=""
-    sstale=""
-    if ((CACHE == 1)); then
-        sp99=$(stale_field on p99_ms)
-        smax=$(stale_field on max_ms)
-        sstale=$(stale_field on stale_after_bound)
-    fi
-    target "staleness probe (cache on): visibility p99 ≤ $TARGET_VIS_P99_MS ms" "$(shown "$sp99" "$sp99 ms")" "$sp99" "<=" "$TARGET_VIS_P99_MS"
-    target "staleness probe (cache on): visibility max ≤ the bound ($BOUND_MS ms)" "$(shown "$smax" "$smax ms")" "$smax" "<=" "$BOUND_MS"
-    target "staleness probe (cache on): stale reads after the bound = 0" "$(shown "$sstale" "$sstale")" "$sstale" "==" 0
-fi
-
 # ---------------------------------------------------------------- report
-REPORT=$TMP/RESULTS-nearcache.md
-{
-    echo "# redcar near cache: benchmark results"
-    echo
-    echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); the script took $((SECONDS - START)) s"
-    echo "- command: \`$(env | grep -E '^(NEARCACHE_|REDCAR_BIN=)' | sort | tr '\n' ' ')bench/nearcache.sh\`"
-    NUTCRACKER=0 NC_NOTE="" report_machine | grep -v '^- nutcracker' || true
-    echo "- redcar: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) ($REDCAR_BIN)"
-    if ((CACHE == 0)); then
-        echo "- **near cache: not available** — $CACHE_NOTE"
-    fi
-    echo "- workload: \`mixload ${LOAD_ARGS[*]} --seconds $SECS\` (bench/mixload: each client its own connection, one command in flight; keys drawn uniformly from hot:0..hot:$((KEYS - 1)), all SET once before the warm-up), through redcar; $ROUNDS round(s), the modes interleaved (${MODES[*]}, then in reverse), a fresh redcar per run warmed up for $WARMUP s; rows report the round with the median ops/s; \`on-nowt\` is the cache on with \`write_through: false\` (a SET drops its key and the next read fills it again)"
-    echo "- commands at the primaries: INFO stats \`total_commands_processed\` summed over the 3 primaries, before and after the run, divided by the client commands of the run (redcar's own health checks and the INFO calls included)"
-    echo "- CPU s/M: user + system CPU seconds (/proc/PID/stat, $CLK_TCK ticks/s) per million client commands: \"nodes\" is all six cluster nodes (replicas included), \"redcar\" its process"
-    echo "- hit ratio: redcar_near_cache_hits_total / (hits + misses_total) over the run, from /metrics (\"-\": redcar reported neither)"
-    echo "- note: mixload, redcar and the six redis-servers share the same $(nproc) CPUs"
-    echo
-    echo "## Targets (issue 27)"
-    echo
-    echo "$TARGETS_MET of ${#TARGET_ROWS[@]} met, computed by bench/nearcache.sh from the tables below."
-    echo
-    echo "| target | measured | verdict |"
-    echo "|---|---|---|"
-    printf '%s\n' "${TARGET_ROWS[@]}"
-    echo
-    echo "## Mixed workload: near cache off vs on"
-    echo
-    echo "| near cache | ops/s | p50 ms | p99 ms | max ms | errors | commands at primaries / client command | nodes CPU s/M | redcar CPU s/M | hit ratio |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    for mode in "${MODES[@]}"; do
-        k=$(pick "$mode")
-        echo "| $mode | $(col "$k" 2) | $(col "$k" 3) | $(col "$k" 4) | $(col "$k" 5) | $(col "$k" 6) | $(per_cmd "$k") | $(cpu_m "$k" 8) | $(cpu_m "$k" 9) | $(hit_ratio "$k") |"
-    done
-    if [[ -n $ON ]]; then
-        echo "| **on / off** | **$(ratio "$(col "$ON" 2)" "$(col "$OFF" 2)")×** | $(ratio "$(col "$ON" 3)" "$(col "$OFF" 3)")× | $(ratio "$(col "$ON" 4)" "$(col "$OFF" 4)")× | | | **$(ratio "$(per_cmd "$ON")" "$(per_cmd "$OFF")")×** | $(ratio "$(cpu_m "$ON" 8)" "$(cpu_m "$OFF" 8)")× | $(ratio "$(cpu_m "$ON" 9)" "$(cpu_m "$OFF" 9)")× | |"
-    fi
-    echo
-    echo "Every round:"
-    echo
-    echo "| run | ops/s | p50 ms | p99 ms | max ms | commands at primaries | / client command | nodes CPU s/M | redcar CPU s/M | hits | misses | hit ratio |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    for ((r = 1; r <= ROUNDS; r++)); do
-        for mode in "${MODES[@]}"; do
-            k=$mode.r$r
-            echo "| $k | $(col "$k" 2) | $(col "$k" 3) | $(col "$k" 4) | $(col "$k" 5) | $(col "$k" 7) | $(per_cmd "$k") | $(cpu_m "$k" 8) | $(cpu_m "$k" 9) | $(col "$k" 10) | $(col "$k" 11) | $(hit_ratio "$k") |"
-        done
-    done
-    echo
-    if ((WRITES > 0)); then
-        echo "## Staleness probe"
-        echo
-        echo "\`$STALE_CMD\`: a writer connected straight to the primary that owns \`hot:staleness\` (found by following"
-        echo "\`-MOVED\` from a node) SETs a new unique value $WRITES times; one reader through redcar GETs the key in a"
-        echo "tight loop. Visibility latency: from the write's acknowledgement to the end of the first read through"
-        echo "redcar that returns it (or a later value). A read that *started* more than $BOUND_MS ms (max_silence"
-        echo "$MAX_SILENCE_MS ms + 5 ms) after a write's acknowledgement and returned an older value is a stale read after"
-        echo "the bound. The writer waits for each write to be seen (at most 2 s: \"not seen\") and pauses 0.25–0.75 ms."
-        echo
-        echo "| near cache | writes | reads | visible p50 ms | p99 ms | max ms | not seen in 2 s | stale reads after the bound | stale reads within it | read errors | cache hits during the probe |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        for mode in "${MODES[@]}"; do
-            echo "| $mode | $(stale_field "$mode" writes) | $(stale_field "$mode" reads) | $(stale_field "$mode" p50_ms) | $(stale_field "$mode" p99_ms) | $(stale_field "$mode" max_ms) | $(stale_field "$mode" not_seen) | $(stale_field "$mode" stale_after_bound) | $(stale_field "$mode" stale_within_bound) | $(stale_field "$mode" read_errors) | $(cat "$TMP/runs/stale.$mode.hits" 2>/dev/null) |"
-        done
-        echo
-    fi
-    echo "## Setup and commands"
-    echo
-    echo '```'
-    echo "cluster: scripts/cluster.sh start DIR 0  (3 primaries + 3 replicas): $SEEDS"
-    for mode in "${MODES[@]}"; do
-        echo "redcar ($mode): ${REDCAR_CMDS[$mode]:-}, with $mode.yaml:"
-        sed 's/^/  /' "$TMP/$mode.yaml"
-    done
-    echo "load:    target/mixload/release/mixload --addr 127.0.0.1:REDCAR ${LOAD_ARGS[*]} --seconds $WARMUP   (warm-up, populates the keys)"
-    echo "         target/mixload/release/mixload --addr 127.0.0.1:REDCAR ${LOAD_ARGS[*]} --seconds $SECS --no-populate --seed ROUND"
-    [[ -z $STALE_CMD ]] || echo "probe:   target/mixload/release/$STALE_CMD"
-    echo "counted: redis-cli -p PRIMARY INFO stats (total_commands_processed); /proc/PID/stat; GET /metrics on the admin port"
-    echo '```'
-    echo
-    echo "## mixload output"
-    echo
-    echo '```'
-    for f in "$TMP"/runs/*.out; do
-        grep -v '^mixload' "$f" | sed "s/^/$(basename "$f" .out): /"
-    done
-    echo '```'
-} >"$REPORT"
-cp "$REPORT" "$OUT"
-log "wrote $OUT in $((SECONDS - START)) s"
-sed -n '/^## Targets/,/^## Setup/p' "$OUT" | sed '$d'
+# shellcheck source=bench/nearcache_report.sh
+source "$ROOT/bench/nearcache_report.sh"

@@ -14,7 +14,9 @@
 # epoll_wait, futex and context switches; the primaries' CPU µs, read, write and context
 # switches. Env:
 # SYSCALLS_SCENARIOS (default "get:16:1000000 get:1:300000"), SYSCALLS_ROUNDS (default 3),
-# SYSCALLS_CLIENTS (default 50), REDCAR_ARGS. Needs perf with the syscalls tracepoints.
+# SYSCALLS_CLIENTS (default 50), SYSCALLS_KEYS (default 100000: `-r`, the keys drawn from; 100 with
+# a near-cache config admitting `key:` measures hits), REDCAR_ARGS. Needs perf with the syscalls
+# tracepoints.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,7 +25,8 @@ source "$ROOT/scripts/lib.sh"
 SCENARIOS=${SYSCALLS_SCENARIOS:-"get:16:1000000 get:1:300000"}
 ROUNDS=${SYSCALLS_ROUNDS:-3}
 CLIENTS=${SYSCALLS_CLIENTS:-50}
-[[ $# -ge 1 ]] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+KEYS=${SYSCALLS_KEYS:-100000}
+[[ $# -ge 1 ]] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 command -v perf >/dev/null || die "perf not found (apt-get install linux-perf)"
 
 WORK=$(mktemp -d -t redcar-syscalls-XXXXXX)
@@ -52,14 +55,14 @@ for ((round = 1; round <= ROUNDS; round++)); do
         "$BIN" --listen "127.0.0.1:$PORT" --cluster "$SEEDS" --log-level warn ${REDCAR_ARGS:-} &
         REDCAR_PID=$!
         wait_for 10 "redcar on port $PORT" port_in_use "$PORT"
-        redis-benchmark -p "$PORT" -t get -n 20000 -c "$CLIENTS" -r 100000 -q >/dev/null 2>&1
+        redis-benchmark -p "$PORT" -t get -n 20000 -c "$CLIENTS" -r "$KEYS" -q >/dev/null 2>&1
         for scenario in $SCENARIOS; do
             IFS=: read -r test depth n <<<"$scenario"
             perf stat -x, -e "$EVENTS" -p "$REDCAR_PID" -o "$WORK/redcar.txt" & p1=$!
             perf stat -x, -e "$EVENTS" -p "$PRIMARY_PIDS" -o "$WORK/primaries.txt" & p2=$!
             sleep 0.3
             bench_test_args "$test"
-            csv=$(redis-benchmark -p "$PORT" -n "$n" -c "$CLIENTS" -P "$depth" -r 100000 --csv "${WHAT[@]}" |
+            csv=$(redis-benchmark -p "$PORT" -n "$n" -c "$CLIENTS" -P "$depth" -r "$KEYS" --csv "${WHAT[@]}" |
                 tail -n 1 | tr -d '"')
             kill -INT "$p1" "$p2"
             wait "$p1" "$p2" || true
