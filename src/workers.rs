@@ -94,11 +94,12 @@ impl std::str::FromStr for Threading {
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
-    /// `pack` while clients come and go (recent departures at least as many as the clients
-    /// connected), `even` while they stay (`downstream::spread`).
+    /// New clients packed as with `pack`; then busy sessions move between workers at safe
+    /// points: pipelining ones are kept even, and an overflowing worker hands clients to one with
+    /// room (`downstream::moves`).
+    #[default]
     Auto,
     /// Every worker holds about as many clients as the others (within one).
-    #[default]
     Even,
     /// New clients go to the first worker that is not yet busy (`downstream::spread`), so a
     /// light load runs on few threads, with bigger batches and fewer wake-ups per command.

@@ -165,7 +165,8 @@ impl Parts {
 
 /// Per core: the workers' standing, and on each worker the task that samples how busy it is.
 fn start_spread(workers: &Workers, placement: Placement, metrics: &Metrics) -> Arc<Spread> {
-    let spread = Arc::new(Spread::new(workers.handles().len(), placement, metrics));
+    let spread = Spread::new(workers.handles().len(), placement, metrics);
+    let spread = Arc::new(spread.with_handles(workers.handles().clone(), metrics));
     for (worker, handle) in workers.handles().iter().enumerate() {
         handle.spawn(spread.clone().watch_busy(worker));
     }

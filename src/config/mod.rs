@@ -109,7 +109,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             workers: 0,
             threading: crate::workers::Threading::Auto,
-            placement: crate::workers::Placement::Even,
+            placement: crate::workers::Placement::Auto,
             log_level: "info".to_string(),
             log_format: "text".to_string(),
             drain_timeout: Duration::from_secs(10),

@@ -7,7 +7,12 @@ use tokio::net::{TcpListener, UnixListener};
 
 /// A listening socket: TCP or Unix. The accept loop is the same for both.
 pub(crate) trait Accept {
-    type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static;
+    type Stream: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + super::session::Movable
+        + Send
+        + Unpin
+        + 'static;
     /// The `listener` label of the connection metrics.
     const LABEL: &'static str;
     /// The next client and how to name it in `/clients` and the slow log.

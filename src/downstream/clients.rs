@@ -273,6 +273,25 @@ pub(super) struct Connected {
     _done: mpsc::Sender<()>,
 }
 
+impl Connected {
+    /// The client's session moved to per-core worker `worker`: it is counted there now, and
+    /// `/clients` says so.
+    pub(super) fn moved_to(&mut self, worker: usize) {
+        if let Some(member) = &mut self._member {
+            member.move_to(worker);
+        }
+        if let Some(client) = self
+            .downstream
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&self.id)
+        {
+            client.worker = u16::try_from(worker).ok();
+        }
+    }
+}
+
 impl Drop for Connected {
     fn drop(&mut self) {
         self.gauges.connected.dec();

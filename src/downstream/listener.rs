@@ -72,7 +72,7 @@ fn spawn_session<S>(
     downstream: &Arc<Downstream>,
     done: &mpsc::Sender<()>,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + session::Movable + Send + Unpin + 'static,
 {
     let count = downstream.connected.fetch_add(1, Ordering::SeqCst);
     let max = downstream.config.load().max_connections;
@@ -96,8 +96,11 @@ fn spawn_session<S>(
     // copied whole each time tokio moves it into its task cell; a box moves as one pointer.
     tokio::spawn(Box::pin(async move {
         let downstream = &client.downstream;
-        session::serve(stream, downstream, client.id, &peer, facade).await;
-        drop(client);
+        let moving = session::serve(stream, downstream, client.id, &peer, facade).await;
+        // `placement: auto` moved the session to another worker: it goes on there.
+        if let Some(moving) = moving {
+            session::hand_over(moving, client, peer);
+        }
     }));
 }
 

@@ -26,6 +26,14 @@ struct WorkerLabel {
     worker: usize,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MoveLabel {
+    reason: &'static str,
+}
+
+/// Why a session moved to another worker (`placement: auto`, see `downstream::moves`).
+pub(crate) const MOVE_REASONS: [&str; 2] = ["pipelining", "overflow"];
+
 /// Every listener label (see `downstream::listener`).
 const LISTENERS: [&str; 2] = ["tcp", "unix"];
 
@@ -40,6 +48,9 @@ pub(crate) struct ClientMetrics {
     worker_busy: Family<WorkerLabel, Gauge<f64, AtomicU64>>,
     /// `threading: per-core`: 1 while new clients are packed (`placement`), else 0.
     placement_packing: Gauge,
+    /// `placement: auto`: pipelining clients on each worker, and sessions moved between workers.
+    worker_pipelining: Family<WorkerLabel, Gauge>,
+    sessions_moved: Family<MoveLabel, Counter>,
     /// Data-plane threads, labelled with the threading model that runs (what `auto` settled to).
     workers: Family<ThreadingLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
@@ -162,6 +173,19 @@ impl ClientMetrics {
             "Share of the last second each worker spent running tasks, 0 to 1 (threading: per-core)",
             self.worker_busy.clone(),
         );
+        r.register(
+            "worker_pipelining_clients",
+            "Busy clients sending several commands per read, on each worker (placement: auto keeps them even)",
+            self.worker_pipelining.clone(),
+        );
+        for reason in MOVE_REASONS {
+            drop(self.sessions_moved.get_or_create(&MoveLabel { reason }));
+        }
+        r.register(
+            "sessions_moved",
+            "Client sessions moved to another worker at a safe point, by reason (placement: auto)",
+            self.sessions_moved.clone(),
+        );
     }
 
     /// The series for one listener (`tcp` or `unix`).
@@ -186,6 +210,18 @@ impl ClientMetrics {
     pub(crate) fn worker_clients(&self, worker: usize) -> Gauge {
         self.worker_clients
             .get_or_create_owned(&WorkerLabel { worker })
+    }
+
+    /// The pipelining-clients gauge of per-core worker `worker`.
+    pub(crate) fn worker_pipelining(&self, worker: usize) -> Gauge {
+        self.worker_pipelining
+            .get_or_create_owned(&WorkerLabel { worker })
+    }
+
+    /// The counter of sessions moved for `reason` (one of [`MOVE_REASONS`]).
+    pub(crate) fn sessions_moved(&self, reason: &'static str) -> Counter {
+        self.sessions_moved
+            .get_or_create_owned(&MoveLabel { reason })
     }
 
     /// Whether new clients are packed now (`placement`).

@@ -1,15 +1,15 @@
 //! Decides which per-core worker takes the next client: `placement: even` keeps the workers'
 //! client counts even (a worker holding more clients than the least-loaded worker plus one stops
 //! accepting until that changes); `placement: pack` sends new clients to the first worker that
-//! is not yet busy; `placement: auto` packs while clients come and go and keeps counts even
-//! while they stay.
+//! is not yet busy; `placement: auto` packs too, and moves busy sessions afterwards
+//! (`moves.rs`).
 //!
 //! Per core, every worker accepts on the same socket and the kernel wakes whichever is waiting,
 //! so an idle worker takes the next client. That favours the least busy worker but not the one
-//! with the fewest clients: a burst of connects can land on one worker, and a session never moves.
-//! Holding back the fuller workers bounds the skew of long-lived clients (the same idea as Envoy's
-//! exact connection balance), while among workers within the bound the kernel still picks the
-//! idle one. The least-loaded worker always accepts, so a client never waits for balance.
+//! with the fewest clients: a burst of connects can land on one worker. Holding back the fuller
+//! workers bounds the skew of long-lived clients (the same idea as Envoy's exact connection
+//! balance), while among workers within the bound the kernel still picks the idle one. The
+//! least-loaded worker always accepts, so a client never waits for balance.
 //!
 //! Packing is for hosts where the applications next to redcar use the cores: a light load on
 //! one thread batches more commands per node write and per wake-up than the same load split over
@@ -17,11 +17,11 @@
 //! samples the share of its time spent running tasks ([`Spread::watch_busy`]); a worker past
 //! [`PACK_BUSY`] is full, and when every worker is full the counts decide as with `even`.
 //!
-//! Packing has one risk: a client never moves, so long-lived connections opened while the load
-//! is light (a pool filled at start-up) would all sit on one worker when the load comes. `auto`
-//! packs only while the clients churn — at least as many left in about the last
-//! [`CHURN_WINDOW`] as are connected now, i.e. they live for seconds (PHP per request, CGI,
-//! serverless) — where that risk cannot build up, and keeps the counts even otherwise.
+//! Packing alone has one risk: a client is placed when it connects, so long-lived connections
+//! opened while the load is light (a pool filled at start-up) would all sit on one worker when
+//! the load comes, and a burst of pipelining clients lands on one worker before it looks busy.
+//! `auto` fixes both by moving sessions at safe points: pipelining ones are kept even across the
+//! workers, and an overflowing worker hands clients to one with room (`moves.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +32,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::accept::Accept;
+use super::moves::Moves;
 use super::ClientMetrics;
 use crate::metrics::Metrics;
 use crate::workers::Placement;
@@ -54,14 +55,6 @@ const BUSY_SAMPLE: Duration = Duration::from_millis(100);
 /// Weight of the newest sample in the smoothed share: about the last half second counts.
 const BUSY_WEIGHT: f64 = 0.25;
 
-/// `placement: auto`: departures are counted over about this long (an exponentially weighted
-/// sum, updated at every [`BUSY_SAMPLE`]).
-pub(crate) const CHURN_WINDOW: Duration = Duration::from_secs(10);
-
-/// `placement: auto` packs only after at least this many recent departures, so a fresh proxy
-/// whose first clients are a pool filling up keeps them even.
-const CHURN_MIN: f64 = 8.0;
-
 /// One worker's standing: its client count and how busy it has been.
 struct Worker {
     /// `redcar_worker_clients{worker}`: the count itself, not a copy of it.
@@ -76,12 +69,11 @@ struct Worker {
 pub(crate) struct Spread {
     workers: Box<[Worker]>,
     placement: Placement,
-    /// Clients that left since start (`placement: auto`).
-    departed: AtomicU64,
-    /// New clients are packed now: always with `pack`, never with `even`, while clients churn
-    /// with `auto` (`redcar_placement_packing`).
-    packing: AtomicBool,
-    packing_gauge: Gauge,
+    /// New clients are packed (`pack` and `auto`; `redcar_placement_packing`).
+    packing: bool,
+    /// `placement: auto`: which busy sessions should move to another worker (none for the other
+    /// placements, or before [`Spread::with_handles`]).
+    moves: Option<Arc<Moves>>,
     /// Notified whenever a count changes (a client joins another worker or leaves this one), a
     /// worker fills up or frees, or packing starts or stops, so a paused worker looks again and
     /// a worker waiting in `accept` whose turn passed stops waiting.
@@ -102,20 +94,37 @@ impl Spread {
                 })
                 .collect(),
             placement,
-            departed: AtomicU64::new(0),
-            packing: AtomicBool::new(placement == Placement::Pack),
-            packing_gauge: {
-                let gauge = metrics.placement_packing();
-                gauge.set(i64::from(placement == Placement::Pack));
-                gauge
+            packing: {
+                let packing = placement != Placement::Even;
+                metrics.placement_packing().set(i64::from(packing));
+                packing
             },
+            moves: None,
             changed: Notify::new(),
         }
     }
 
+    /// With the workers' runtimes, `placement: auto` moves busy sessions between them (see
+    /// `moves.rs`).
+    pub(crate) fn with_handles(
+        mut self,
+        handles: Arc<[tokio::runtime::Handle]>,
+        metrics: &Metrics,
+    ) -> Spread {
+        if self.placement == Placement::Auto {
+            self.moves = Moves::new(handles, &metrics.group::<ClientMetrics>()).map(Arc::new);
+        }
+        self
+    }
+
+    /// Where busy sessions may move, with `placement: auto`.
+    pub(crate) fn moves(&self) -> Option<&Arc<Moves>> {
+        self.moves.as_ref()
+    }
+
     /// Whether `worker` may accept now.
     fn may_accept(&self, worker: usize) -> bool {
-        if self.packing.load(Ordering::Relaxed) {
+        if self.packing {
             // The first worker not yet full takes the clients; with all full, the counts decide.
             if let Some(first) = self
                 .workers
@@ -166,12 +175,11 @@ impl Spread {
 
     /// Runs on per-core worker `worker` for the process's life: samples the share of time its
     /// runtime spent running tasks every [`BUSY_SAMPLE`], smoothed, into the worker's standing;
-    /// worker 0 also follows the clients' churn for `placement: auto`.
+    /// with `placement: auto`, an overflowing worker then hands clients over (`moves.rs`).
     pub(crate) async fn watch_busy(self: Arc<Self>, worker: usize) {
         let runtime = tokio::runtime::Handle::current().metrics();
         let mut last = (Instant::now(), runtime.worker_total_busy_duration(0));
         let mut smooth = 0.0;
-        let mut churn = Churn::default();
         loop {
             tokio::time::sleep(BUSY_SAMPLE).await;
             let now = (Instant::now(), runtime.worker_total_busy_duration(0));
@@ -182,9 +190,10 @@ impl Spread {
             last = now;
             smooth += BUSY_WEIGHT * (share - smooth);
             self.set_busy(worker, smooth);
-            if worker == 0 && self.placement == Placement::Auto {
-                let churning = churn.update(self.departed.load(Ordering::Relaxed), self.clients());
-                self.set_packing(churning);
+            if let Some(moves) = &self.moves {
+                let busy: Vec<f64> = self.workers.iter().map(|w| w.busy.get()).collect();
+                let clients = self.workers.get(worker).map_or(0, |w| w.clients.get());
+                moves.sample(worker, &busy, clients);
             }
         }
     }
@@ -197,24 +206,7 @@ impl Spread {
             .iter()
             .map(|w| (w.clients.get(), w.busy.get()))
             .collect();
-        (
-            self.placement.name(),
-            self.packing.load(Ordering::Relaxed),
-            each,
-        )
-    }
-
-    /// Clients connected now, over all workers.
-    fn clients(&self) -> i64 {
-        self.workers.iter().map(|w| w.clients.get()).sum()
-    }
-
-    /// `placement: auto`: packs new clients or not, and wakes paused workers when that changes.
-    fn set_packing(&self, packing: bool) {
-        if self.packing.swap(packing, Ordering::Relaxed) != packing {
-            self.packing_gauge.set(i64::from(packing));
-            self.changed.notify_waiters();
-        }
+        (self.placement.name(), self.packing, each)
     }
 
     /// Records `worker`'s busy share, and wakes paused workers when it fills up or frees.
@@ -243,26 +235,6 @@ impl Spread {
     }
 }
 
-/// Recent departures against the clients connected (`placement: auto`).
-#[derive(Default)]
-struct Churn {
-    /// Departures in about the last [`CHURN_WINDOW`], exponentially weighted.
-    recent: f64,
-    /// The departure count at the last update.
-    seen: u64,
-}
-
-impl Churn {
-    /// Counts the departures since the last update (one [`BUSY_SAMPLE`] ago) and says whether
-    /// the clients churn: at least as many left recently as are connected, and a few.
-    fn update(&mut self, departed: u64, connected: i64) -> bool {
-        let keep = 1.0 - BUSY_SAMPLE.as_secs_f64() / CHURN_WINDOW.as_secs_f64();
-        self.recent = self.recent * keep + departed.saturating_sub(self.seen) as f64;
-        self.seen = departed;
-        self.recent >= CHURN_MIN.max(connected as f64)
-    }
-}
-
 /// The share of `elapsed` spent `busy`, 0 to 1 (a sample's clocks are not read at the same
 /// instant, so the raw figure can pass 1).
 fn busy_share(busy: Duration, elapsed: Duration) -> f64 {
@@ -278,12 +250,26 @@ pub(crate) struct Member {
     worker: usize,
 }
 
+impl Member {
+    /// The client's session moved to `worker` (not a departure: `auto` counts those).
+    pub(crate) fn move_to(&mut self, worker: usize) {
+        let standing = &self.spread.workers;
+        if let Some(old) = standing.get(self.worker) {
+            old.clients.dec();
+        }
+        if let Some(new) = standing.get(worker) {
+            new.clients.inc();
+        }
+        self.worker = worker;
+        self.spread.changed.notify_waiters();
+    }
+}
+
 impl Drop for Member {
     fn drop(&mut self) {
         if let Some(standing) = self.spread.workers.get(self.worker) {
             standing.clients.dec();
         }
-        self.spread.departed.fetch_add(1, Ordering::Relaxed);
         self.spread.changed.notify_waiters();
     }
 }

@@ -158,40 +158,17 @@ async fn a_worker_samples_its_own_busy_share() {
 }
 
 #[test]
-fn churn_is_recent_departures_at_least_as_many_as_the_clients_connected() {
-    let mut churn = Churn::default();
-    assert!(!churn.update(0, 0), "a fresh proxy: no departures yet");
-    assert!(!churn.update(5, 0), "fewer than the minimum");
-    assert!(churn.update(12, 10), "12 left recently, 10 connected");
-    assert!(
-        !churn.update(12, 40),
-        "40 connected: they stay longer than they leave"
-    );
-    // Nobody leaves for a whole window: the count decays below the minimum.
-    let samples = (CHURN_WINDOW.as_millis() / BUSY_SAMPLE.as_millis()) as usize;
-    let mut churning = true;
-    for _ in 0..samples {
-        churning = churn.update(12, 1);
-    }
-    assert!(
-        !churning,
-        "recent departures {} after a quiet window",
-        churn.recent
-    );
-}
-
-#[test]
-fn auto_placement_packs_only_while_clients_churn() {
+fn auto_placement_packs_and_a_moved_client_counts_on_its_new_worker() {
     let metrics = Metrics::new(&crate::metrics::MetricsConfig::default());
     let spread = Arc::new(Spread::new(2, Placement::Auto, &metrics));
-    let held = [spread.join(0), spread.join(0)];
-    assert!(!spread.may_accept(0), "even at first: 2 vs 0");
-    spread.set_packing(true);
     assert!(spread.may_accept(0) && !spread.may_accept(1), "packed");
-    spread.set_packing(false);
-    assert!(!spread.may_accept(0) && spread.may_accept(1), "even again");
+    let mut held = [spread.join(0), spread.join(0), spread.join(0)];
+    held[2].move_to(1);
+    let counts: Vec<i64> = spread.workers.iter().map(|w| w.clients.get()).collect();
+    assert_eq!(counts, [2, 1]);
     drop(held);
-    assert_eq!(spread.departed.load(Ordering::Relaxed), 2);
+    let counts: Vec<i64> = spread.workers.iter().map(|w| w.clients.get()).collect();
+    assert_eq!(counts, [0, 0], "each counted off where it was last");
 }
 
 #[tokio::test]

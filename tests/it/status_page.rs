@@ -129,7 +129,7 @@ fn status_json_has_the_documented_shape_and_the_page_is_self_contained() {
     assert!(s["slowlog"].is_array() && s["departed"].is_array());
     // The harness runs two per-core workers: both listed, the one client counted on one.
     let workers = &s["workers"];
-    assert_eq!(workers["placement"], "even", "{workers}");
+    assert_eq!(workers["placement"], "auto", "{workers}");
     assert!(workers["packing"].is_boolean(), "{workers}");
     let each = workers["each"].as_array().expect("workers.each");
     assert_eq!(each.len(), 2, "{workers}");

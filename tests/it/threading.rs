@@ -2,7 +2,8 @@
 //! the node connections, shared one runtime runs them all; clients are served correctly either
 //! way and node connections stay bounded by `connections_per_node`. `auto` (the default) picks
 //! per core while every worker has a connection to every node, and per core the workers' client
-//! counts stay even (or, with `placement: pack`, a lightly loaded first worker takes them all).
+//! counts stay even (`placement: even`), a lightly loaded first worker takes them all (`pack`),
+//! or, by default (`auto`), clients are packed and pipelining ones then moved to even out.
 
 use std::time::{Duration, Instant};
 
@@ -135,10 +136,7 @@ fn auto_runs_per_core_while_every_worker_has_a_connection_per_node_and_shared_be
 #[test]
 fn per_core_workers_take_turns_so_their_client_counts_stay_even() {
     let cluster = RedisCluster::start(3, 0);
-    let redcar = Redcar::start_with(
-        &cluster.seeds(),
-        &["--threading", "per-core", "--workers", "2"],
-    );
+    let redcar = two_workers_placed(&cluster, "even");
     // Twelve idle clients, connected one after another: whichever worker the kernel wakes, one
     // that is two clients ahead waits for the other.
     let clients: Vec<_> = (0..12)
@@ -226,64 +224,92 @@ fn packed_workers_fill_the_first_until_it_is_busy() {
 }
 
 #[test]
-fn auto_placement_packs_while_clients_come_and_go_and_spreads_them_when_they_stay() {
-    let cluster = RedisCluster::start(3, 0);
+fn auto_placement_packs_clients_and_moves_pipelining_ones_to_even_them_out() {
+    let cluster = RedisCluster::start(3, 1);
     let redcar = two_workers_placed(&cluster, "auto");
-    let packing = |redcar: &Redcar| redcar.metric_sum("redcar_placement_packing ");
     let on_worker = |redcar: &Redcar, w: usize| {
         redcar.metric_sum(&format!("redcar_worker_clients{{worker=\"{w}\"}}"))
     };
-    // Clients that stay, from the start: spread evenly.
-    let stayed: Vec<_> = (0..6)
-        .map(|_| {
-            let mut c = redcar.client();
-            assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
-            c
+    let pipelining = |redcar: &Redcar, w: usize| {
+        redcar.metric_sum(&format!(
+            "redcar_worker_pipelining_clients{{worker=\"{w}\"}}"
+        ))
+    };
+    // Idle clients cost the first worker nothing: packed there, all eight.
+    let mut clients: Vec<_> = (0..8).map(|_| redcar.client()).collect();
+    for c in &mut clients {
+        assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+    }
+    assert_eq!((on_worker(&redcar, 0), on_worker(&redcar, 1)), (8.0, 0.0));
+    assert_eq!(redcar.metric_sum("redcar_placement_packing "), 1.0);
+    // Six pipeline 40 commands at a time, two send one at a time. Every reply is checked, in
+    // order, while the sessions move: each pipeline writes values unique to its round.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(client, mut c)| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let depth = if client < 6 { 20 } else { 1 };
+                let mut round = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut pipeline = Vec::new();
+                    for i in 0..depth {
+                        let key = format!("mv:{client}:{i}");
+                        pipeline.push(vec!["SET".to_string(), key.clone(), format!("{round}-{i}")]);
+                        pipeline.push(vec!["GET".to_string(), key]);
+                    }
+                    let replies = c.pipeline(&pipeline).expect("pipeline");
+                    for i in 0..depth {
+                        assert_eq!(replies[2 * i], Value::simple("OK"));
+                        assert_eq!(replies[2 * i + 1], Value::bulk(&format!("{round}-{i}")));
+                    }
+                    round += 1;
+                }
+                // WAIT counts the client's writes on every connection they took, before and
+                // after its moves: the replica has them all.
+                assert_eq!(c.cmd(&["WAIT", "1", "5000"]).expect("wait"), Value::Int(1));
+                (round, c)
+            })
         })
         .collect();
-    assert_eq!(packing(&redcar), 0.0);
-    let counts = (on_worker(&redcar, 0), on_worker(&redcar, 1));
+    // The pipelining sessions are found and moved until both workers hold as many (within one).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (p0, p1) = (pipelining(&redcar, 0), pipelining(&redcar, 1));
+        if p0 + p1 == 6.0 && (p0 - p1).abs() <= 1.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pipelining clients {p0} / {p1}: {:?}",
+            redcar.http_get("/metrics")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let moved = redcar.metric_sum("redcar_sessions_moved_total{reason=\"pipelining\"}");
+    assert!(moved >= 2.0, "moved {moved}");
     assert!(
-        counts.0 + counts.1 == 6.0 && (counts.0 - counts.1).abs() <= 2.0,
-        "{counts:?}"
+        on_worker(&redcar, 1) >= 2.0,
+        "{:?}",
+        redcar.http_get("/metrics")
     );
-    drop(stayed);
-    // Forty short-lived clients (one command each, as PHP per request): they churn, and the
-    // next clients are packed onto the first worker.
-    for _ in 0..40 {
-        let mut c = redcar.client();
-        assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while packing(&redcar) != 1.0 {
-        assert!(
-            Instant::now() < deadline,
-            "not packing after 40 short clients"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let packed: Vec<_> = (0..6)
-        .map(|_| {
-            let mut c = redcar.client();
-            assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
+    let (_, listing) = redcar.http_get("/clients").expect("/clients");
+    assert!(listing.contains("\"worker\":1"), "{listing}");
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let clients: Vec<_> = load
+        .into_iter()
+        .map(|thread| {
+            let (rounds, c) = thread.join().expect("load thread");
+            assert!(rounds > 0);
             c
         })
         .collect();
-    assert_eq!((on_worker(&redcar, 0), on_worker(&redcar, 1)), (6.0, 0.0));
-    // Sixty clients that stay outnumber the recent departures: back to even.
-    let mut stay: Vec<_> = (0..60).map(|_| redcar.client()).collect();
-    for c in &mut stay {
-        assert_eq!(c.cmd(&["PING"]).expect("ping"), Value::simple("PONG"));
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while packing(&redcar) != 0.0 {
-        assert!(
-            Instant::now() < deadline,
-            "still packing with 66 clients staying"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    drop((packed, stay));
+    // Moves are not departures: the counts still add up to the eight clients.
+    assert_eq!(on_worker(&redcar, 0) + on_worker(&redcar, 1), 8.0);
+    drop(clients);
 }
 
 /// redcar with two per-core workers and `placement`, which its start-up log names.

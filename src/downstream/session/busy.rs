@@ -16,9 +16,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::super::clients::Downstream;
+use super::super::moves::{Moves, Pipelining};
 use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
 use super::super::ClientConfig;
+use super::moving::{moves_here, Movable};
 use super::owed::Owed;
 use super::stamp::{Hot, Stamp};
 use super::timer::{LazyTimer, OpTimer};
@@ -42,12 +44,15 @@ pub(super) const BUDGET_RECHECK: Duration = Duration::from_millis(5);
 /// client sending a command now and then stays busy and allocates nothing per command.
 pub(super) const IDLE_TICK: Duration = Duration::from_millis(200);
 
-/// Serves the client from its first bytes until it goes idle or the session ends.
-pub(super) async fn serve_busy<S>(c: &mut Client<'_, S>) -> Busy
+/// Serves the client from its first bytes until it goes idle, moves to another worker, or the
+/// session ends. `pipelining`: the membership a moved session brings along.
+pub(super) async fn serve_busy<S>(c: &mut Client<'_, S>, pipelining: Option<Pipelining>) -> Busy
 where
-    S: AsyncRead + AsyncWrite + Send + Unpin,
+    S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
     let mut spell = Spell::new(c);
+    spell.moves = moves_here::<S>(spell.c.downstream);
+    spell.pipelining = pipelining;
     loop {
         if let Some(request) = spell.start_commands() {
             // Subscribe mode takes the connection over until the client leaves it (and writes
@@ -70,6 +75,13 @@ where
             }
             Err(End::Gone) => return Busy::Done,
         };
+        if let Some((from, to)) = spell.move_now() {
+            return Busy::Move {
+                from,
+                to,
+                pipelining: spell.pipelining.take(),
+            };
+        }
         let event = poll_fn(|cx| spell.poll_event(&turn, cx)).await;
         if let Some(end) = spell.on_event(event, &turn) {
             return end;
@@ -140,6 +152,12 @@ pub(super) struct Spell<'c, 'd, S> {
     pub(super) clock: Option<Instant>,
     pub(super) config: Arc<ClientConfig>,
     pub(super) limits: Limits,
+    /// `placement: auto` on a per-core worker: where sessions may move, and this worker.
+    pub(super) moves: Option<(&'d Arc<Moves>, usize)>,
+    /// Reads in a row that started [`PIPELINE_DEPTH`](super::super::moves::PIPELINE_DEPTH)
+    /// commands or more, and the pipelining membership they earned (see moving.rs).
+    pub(super) deep_reads: u8,
+    pub(super) pipelining: Option<Pipelining>,
 }
 
 // === impl Spell ===
@@ -178,6 +196,9 @@ where
             clock: Some(c.last_activity),
             limits: config.limits(),
             config,
+            moves: None,
+            deep_reads: 0,
+            pipelining: None,
             c,
         }
     }

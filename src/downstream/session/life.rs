@@ -1,5 +1,5 @@
 //! A session's life: idle waits and busy spells in turn, from the accepted connection until the
-//! client is done (see `mod.rs` on the two states).
+//! client is done or moves to another worker (see `mod.rs` on the two states, moving.rs on moves).
 
 use std::sync::Arc;
 
@@ -8,38 +8,124 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::super::clients::Downstream;
 use super::super::facade::Endpoint;
 use super::busy;
+use super::moving::{Lasting, Movable, Moving};
 use super::{Busy, Client, Wake};
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
-/// proxy drains. `facade`: the client came in on a cluster-facade listener.
+/// proxy drains; or until it moves to another worker (returned, for `hand_over`). `facade`: the
+/// client came in on a cluster-facade listener.
 pub(crate) async fn serve<S>(
     stream: S,
     downstream: &Downstream,
     id: u64,
     peer: &Arc<str>,
     facade: Option<Box<Endpoint>>,
-) where
-    S: AsyncRead + AsyncWrite + Send + Unpin,
+) -> Option<Moving>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
     let mut client = Client::new(stream, downstream, id, peer, facade);
     loop {
         match client.wait_for_request().await {
             Wake::Request => {}
-            Wake::Close => return client.close().await,
-        }
-        // Boxed: its state exists only while the client is busy.
-        let busy = Box::pin(busy::serve_busy(&mut client)).await;
-        // A quiet moment (the busy state is freed, and the client too if it is done): if a
-        // large value went through, its memory goes back to the system; otherwise this costs
-        // a load and a compare.
-        let large = client.input.take_large() | client.out.take_large();
-        match busy {
-            Busy::Idle => crate::memory::give_back(large),
-            Busy::Done => {
-                drop(client);
-                crate::memory::give_back(large);
-                return;
+            Wake::Close => {
+                client.close().await;
+                return None;
             }
         }
+        // Boxed: its state exists only while the client is busy.
+        let busy = Box::pin(busy::serve_busy(&mut client, None)).await;
+        if let Some(end) = after_spell(&mut client, busy) {
+            return end.finish(client);
+        }
+    }
+}
+
+/// Serves a client that moved here from another worker: a busy spell first (it was busy when
+/// it left, and its pipelining membership goes on), then as [`serve`] does.
+pub(super) async fn resume<'d, S>(
+    stream: S,
+    downstream: &'d Downstream,
+    peer: &'d Arc<str>,
+    lasting: Lasting,
+) -> Option<Moving>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
+{
+    let (mut client, pipelining) = Client::resume(stream, downstream, peer, lasting);
+    let busy = Box::pin(busy::serve_busy(&mut client, pipelining)).await;
+    if let Some(end) = after_spell(&mut client, busy) {
+        return end.finish(client);
+    }
+    serve_from_idle(client).await
+}
+
+/// [`serve`]'s loop for a client already made.
+async fn serve_from_idle<S>(mut client: Client<'_, S>) -> Option<Moving>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
+{
+    loop {
+        match client.wait_for_request().await {
+            Wake::Request => {}
+            Wake::Close => {
+                client.close().await;
+                return None;
+            }
+        }
+        let busy = Box::pin(busy::serve_busy(&mut client, None)).await;
+        if let Some(end) = after_spell(&mut client, busy) {
+            return end.finish(client);
+        }
+    }
+}
+
+/// How a session ends after a busy spell, and whether a large value went through it.
+enum Ending {
+    /// The client is done.
+    Done(bool),
+    /// It moves to another worker (a [`Busy::Move`]).
+    Move(Busy, bool),
+}
+
+impl Ending {
+    /// Ends the session: nothing more for a client that is done, the move for one that moves;
+    /// then memory a large value used goes back to the system.
+    fn finish<S>(self, client: Client<'_, S>) -> Option<Moving>
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
+    {
+        let (moving, large) = match self {
+            Ending::Done(large) => {
+                drop(client);
+                (None, large)
+            }
+            Ending::Move(
+                Busy::Move {
+                    from,
+                    to,
+                    pipelining,
+                },
+                large,
+            ) => (client.into_moving(from, to, pipelining), large),
+            Ending::Move(_, large) => (None, large),
+        };
+        crate::memory::give_back(large);
+        moving
+    }
+}
+
+/// A quiet moment after a busy spell (its state is freed). Whether the session ends here; if
+/// it goes on and a large value went through, its memory goes back to the system (otherwise
+/// this costs a load and a compare).
+fn after_spell<S>(client: &mut Client<'_, S>, busy: Busy) -> Option<Ending> {
+    let large = client.input.take_large() | client.out.take_large();
+    match busy {
+        Busy::Idle => {
+            crate::memory::give_back(large);
+            None
+        }
+        Busy::Done => Some(Ending::Done(large)),
+        moving @ Busy::Move { .. } => Some(Ending::Move(moving, large)),
     }
 }

@@ -33,6 +33,7 @@ mod busy;
 mod dispatch;
 mod failed_login;
 mod life;
+mod moving;
 mod near;
 mod owed;
 mod spell_events;
@@ -43,6 +44,7 @@ mod subscribe;
 mod timer;
 
 pub(crate) use life::serve;
+pub(crate) use moving::{hand_over, Movable};
 
 use buffers::Buffer;
 use stream::ClientStream;
@@ -62,6 +64,13 @@ enum Busy {
     Idle,
     /// The session is over (closed, or the client is gone).
     Done,
+    /// At a safe point, the session leaves worker `from` for worker `to` (see moving.rs), with
+    /// its pipelining membership if it has one.
+    Move {
+        from: usize,
+        to: usize,
+        pipelining: Option<super::moves::Pipelining>,
+    },
 }
 
 /// What a session keeps for the whole life of its client, busy or idle.

@@ -35,6 +35,7 @@ where
         // Every command of the turn is parsed into this one slot and started by reference
         // (`parse_request_into`); only a parked or subscribing one is moved out of it.
         let mut request = Request::default();
+        let mut started = 0;
         while !self.closing
             && self.calls.len() < self.config.max_in_flight
             && self.exclusive == 0
@@ -43,6 +44,7 @@ where
             if !self.next_request(&mut request, now) {
                 break;
             }
+            started += 1;
             match self.start(&request, now) {
                 Started::Next => {}
                 Started::Parked => {
@@ -53,6 +55,7 @@ where
             }
         }
         self.batches.end_of_read();
+        self.note_depth(started);
         None
     }
 

@@ -26,6 +26,11 @@ impl<S> ClientStream<S> {
         ClientStream(Mutex::new(stream))
     }
 
+    /// The socket itself, for a session moving to another worker.
+    pub(super) fn into_inner(self) -> S {
+        self.0.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(super) fn reader(&self) -> Reader<'_, S> {
         Reader(self)
     }
