@@ -14,6 +14,10 @@ pub(crate) struct Lane {
     tracked: bool,
     /// The near cache moved the client to the nodes' BCAST lanes (see `upstream::tracking`).
     near: bool,
+    /// Per core, whose share of a node's connections the lane takes: 0 for the calling
+    /// thread's worker (every client lane), `w + 1` for worker `w` whatever thread calls (a
+    /// moved session's WAIT asking the connections that carried its earlier writes).
+    worker: u16,
 }
 
 impl Lane {
@@ -24,6 +28,7 @@ impl Lane {
             protocol,
             tracked: false,
             near: false,
+            worker: 0,
         }
     }
 
@@ -39,6 +44,24 @@ impl Lane {
     /// `upstream::tracking`; a tracking client's lane stays on the tracked connections).
     pub(crate) const fn near(self, on: bool) -> Lane {
         Lane { near: on, ..self }
+    }
+
+    /// The same lane on worker `worker`'s connections to each node, whichever thread sends on
+    /// it (per core; with one runtime every thread shares all connections and this changes
+    /// nothing). Tracked lanes are one per node and ignore it.
+    pub(crate) const fn on_worker(self, worker: usize) -> Lane {
+        assert!(worker < u16::MAX as usize, "worker index out of range");
+        Lane {
+            worker: worker as u16 + 1,
+            ..self
+        }
+    }
+
+    /// The worker whose connections the lane takes, if set by [`on_worker`](Self::on_worker);
+    /// `None`: the calling thread's.
+    #[inline]
+    pub(crate) fn worker(self) -> Option<usize> {
+        self.worker.checked_sub(1).map(usize::from)
     }
 
     /// On a tracked connection (default tracking, or the near cache's BCAST lanes).

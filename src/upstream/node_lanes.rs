@@ -26,12 +26,7 @@ impl Node {
                 )
             }),
         };
-        // The thread-local is read only per core: the shared runtime's path stays as it was.
-        let worker = if self.workers > 1 {
-            crate::workers::current()
-        } else {
-            None
-        };
+        let worker = worker_for(lane, self.workers);
         &conns[connection_for(lane.client(), conns.len(), self.workers, worker)]
     }
 
@@ -46,11 +41,25 @@ impl Node {
     }
 }
 
+/// Whose connections `lane` takes among `workers` per-core workers: the one it names
+/// ([`Lane::on_worker`]), else the calling thread's. The thread-local is read only per core and
+/// only for lanes that name none: the shared runtime's path stays as it was.
+#[inline]
+fn worker_for(lane: Lane, workers: usize) -> Option<usize> {
+    if workers > 1 {
+        lane.worker().or_else(crate::workers::current)
+    } else {
+        None
+    }
+}
+
 /// Which of a node's `total` connections carries `lane` for a caller on `worker`, when connection
 /// `i` runs on worker `i % workers`. A worker that runs some of the node's connections uses one
 /// of its own (same thread: no hand-off, no wake-up of another thread); a worker without one, and
-/// any other thread (control plane, TLS sessions), picks among all of them. A session never moves
-/// between workers, so one lane always maps to one connection: its commands keep their order.
+/// any other thread (control plane, TLS sessions), picks among all of them. On one worker, one
+/// lane always maps to one connection: its commands keep their order. A session that moves to
+/// another worker (with nothing in flight) takes that worker's connection from then on; its WAIT
+/// also asks the connections of the workers it wrote from (`router::stateful::wait`).
 fn connection_for(lane: usize, total: usize, workers: usize, worker: Option<usize>) -> usize {
     match worker {
         Some(worker) if worker < total && workers > 1 => {
@@ -65,7 +74,34 @@ fn connection_for(lane: usize, total: usize, workers: usize, worker: Option<usiz
 
 #[cfg(test)]
 mod tests {
-    use super::connection_for;
+    use super::{connection_for, worker_for};
+    use crate::upstream::Lane;
+
+    #[test]
+    fn a_lane_on_an_explicit_worker_takes_that_workers_connection_from_any_thread() {
+        // The test thread is no worker: a plain lane picks among all connections.
+        let lane = Lane::resp2(7);
+        assert_eq!(lane.worker(), None);
+        assert_eq!(worker_for(lane, 2), None);
+        assert_eq!(
+            connection_for(lane.client(), 5, 2, worker_for(lane, 2)),
+            7 % 5
+        );
+        // 5 connections over 2 workers: worker 1 runs 1 and 3.
+        for worker in 0..2 {
+            let moved = lane.on_worker(worker);
+            assert_eq!(moved.worker(), Some(worker));
+            assert_eq!(moved.client(), lane.client());
+            assert_eq!(worker_for(moved, 2), Some(worker));
+            let conn = connection_for(moved.client(), 5, 2, worker_for(moved, 2));
+            assert_eq!(conn, connection_for(lane.client(), 5, 2, Some(worker)));
+            assert_eq!(conn % 2, worker, "worker {worker} -> connection {conn}");
+        }
+        // One runtime: every thread shares all connections, the worker changes nothing.
+        assert_eq!(worker_for(lane.on_worker(1), 1), None);
+        assert_ne!(lane.on_worker(1), lane.on_worker(0));
+        assert_eq!(lane.on_worker(1).tracked(true).worker(), Some(1));
+    }
 
     #[test]
     fn one_runtime_spreads_lanes_over_all_connections() {

@@ -3,6 +3,16 @@
 //! since the client's previous WAIT, see [`Written`]) on the client's own shared connection (its
 //! lane), which carried those writes.
 //!
+//! Per core, a session that moved to another worker (with nothing in flight) sends on the new
+//! worker's connections, which never carried its earlier writes: alone, they could count
+//! replicas that never got those. So a moved session remembers the workers it wrote from
+//! ([`Written::note_moved_from`]), and its WAIT asks each covered primary on each of those
+//! workers' connections (the same lane, [`Lane::on_worker`]) as well as on its own, answering
+//! the smallest count. That is exact: a replica's acknowledged offset only grows, so the
+//! replicas that reached the later of two connections' last writes are exactly those counted by
+//! both, i.e. the smaller count. (Each connection is shared, so its last write may be another
+//! client's, later than this one's: as without moves, that can only lower the count.)
+//!
 //! WAIT blocks the connection it runs on, and that connection is shared. So redcar blocks only
 //! once, for at most [`SLICE`] — enough for healthy replicas, which the primary asks for an
 //! acknowledgement at once — and then polls without blocking (`MULTI / WAIT 1 0 / EXEC`)
@@ -36,8 +46,11 @@ use crate::router::{Call, Stateful};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
+#[path = "wait_lanes.rs"]
+mod lanes;
 #[path = "wait_written.rs"]
 mod written;
+use lanes::wait_lanes;
 use written::Covered;
 pub(crate) use written::Written;
 
@@ -93,8 +106,9 @@ impl Failure {
 
 impl<'r> Stateful<'r> {
     /// WAIT `replicas` for up to `timeout` (`None`: until satisfied) on the primaries of the
-    /// writes the WAIT covers (every primary if it covers none, or a fan-out); the answer is the
-    /// smallest count among them. How it ends decides what the next WAIT covers.
+    /// writes the WAIT covers (every primary if it covers none, or a fan-out), on the client's
+    /// lane and on the workers' it moved from; the answer is the smallest count among them.
+    /// How it ends decides what the next WAIT covers.
     pub(crate) fn wait(
         self,
         written: &mut Written,
@@ -102,6 +116,7 @@ impl<'r> Stateful<'r> {
         timeout: Option<Duration>,
         lane: Lane,
     ) -> Call<'r> {
+        let lanes = wait_lanes(lane, written.moved_from(), crate::workers::current());
         let (covered, end) = written.begin_wait();
         let nodes = match self.covered_primaries(covered) {
             Ok(nodes) => nodes,
@@ -112,11 +127,12 @@ impl<'r> Stateful<'r> {
         };
         Call::slow(async move {
             let deadline = timeout.map(|t| Instant::now() + t);
-            let counts =
-                join_all(nodes.iter().map(|(node, slot)| {
-                    self.wait_following(node, *slot, replicas, deadline, lane)
-                }))
-                .await;
+            let asks = nodes.iter().flat_map(|(node, slot)| {
+                lanes
+                    .iter()
+                    .map(move |lane| self.wait_following(node, *slot, replicas, deadline, *lane))
+            });
+            let counts = join_all(asks).await;
             let mut fewest = i64::MAX;
             for count in counts {
                 match count {

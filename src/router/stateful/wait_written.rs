@@ -40,7 +40,18 @@ pub(crate) struct Written {
     everywhere: bool,
     /// What the last WAIT covered; made by the first WAIT.
     last: Option<Box<Covered>>,
+    /// Per core: bit `w` for worker `w`, whose node connections carried some of the client's
+    /// writes before the session moved away from it (see [`note_moved_from`]). Never cleared:
+    /// a WAIT with nothing new written asks about the same writes again, on the same
+    /// connections.
+    ///
+    /// [`note_moved_from`]: Written::note_moved_from
+    moved_from: u64,
 }
+
+/// Workers a session's writes can be remembered on ([`Written::note_moved_from`]): one bit each
+/// in a `u64`.
+pub(crate) const MOVED_FROM_WORKERS: usize = u64::BITS as usize;
 
 /// The writes one WAIT covers, and how that WAIT ended.
 pub(super) struct Covered {
@@ -90,6 +101,45 @@ impl Written {
 
     pub(crate) fn note_everywhere(&mut self) {
         self.everywhere = true;
+    }
+
+    /// The session moves (with nothing in flight) away from per-core worker `worker`: if it
+    /// wrote anything so far, some of those writes went over that worker's node connections,
+    /// and its WAITs from now on ask there too (see `router::stateful::wait`). False, with
+    /// nothing noted, when the session wrote and `worker` is beyond [`MOVED_FROM_WORKERS`]: it
+    /// must not move then (its WAIT could no longer count its earlier writes). A session that
+    /// never wrote may always move.
+    ///
+    /// A worker is noted for any earlier write, not only for those made on it: asking one more
+    /// connection can only lower WAIT's count (its last write may be later than the client's),
+    /// never raise it past what the client's writes reached.
+    #[must_use = "a session whose move could not be noted must not move"]
+    #[cfg_attr(not(test), allow(dead_code))] // The session mover calls it.
+    pub(crate) fn note_moved_from(&mut self, worker: usize) -> bool {
+        if !self.wrote() {
+            return true;
+        }
+        if worker >= MOVED_FROM_WORKERS {
+            return false;
+        }
+        self.moved_from |= 1 << worker;
+        true
+    }
+
+    /// The workers noted by [`note_moved_from`](Self::note_moved_from): bit `w` for worker `w`.
+    pub(crate) fn moved_from(&self) -> u64 {
+        self.moved_from
+    }
+
+    /// Whether the client wrote anything so far: a slot noted (the bitmap is made by the first
+    /// one), a write everywhere not yet covered by a WAIT, or writes a WAIT covered.
+    fn wrote(&self) -> bool {
+        self.groups.is_some()
+            || self.everywhere
+            || self
+                .last
+                .as_deref()
+                .is_some_and(|last| last.everywhere || !is_clear(&last.groups))
     }
 
     /// A WAIT starts: the writes it covers (see [`Written`]), and where it reports how it
@@ -261,6 +311,77 @@ mod tests {
         let (slots, everywhere, _) = covered(&mut written);
         assert!(!everywhere);
         assert_eq!(slots, (96..112).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_move_is_noted_only_after_a_write() {
+        let mut written = Written::default();
+        assert!(written.note_moved_from(1));
+        assert_eq!(
+            written.moved_from(),
+            0,
+            "nothing written: no connection to ask"
+        );
+        // A WAIT alone writes nothing either.
+        let (_, end) = written.begin_wait();
+        end.confirmed();
+        assert!(written.note_moved_from(1));
+        assert_eq!(written.moved_from(), 0);
+        written.note(100);
+        assert!(written.note_moved_from(1));
+        assert!(written.note_moved_from(3));
+        assert_eq!(written.moved_from(), 0b1010);
+    }
+
+    #[test]
+    fn a_write_everywhere_or_one_a_wait_covered_counts_as_written() {
+        let mut written = Written::default();
+        written.note_everywhere();
+        assert!(written.note_moved_from(0));
+        assert_eq!(written.moved_from(), 1);
+        // Only the last WAIT's covered writes are left (the fan-out, then nothing new).
+        let mut written = Written::default();
+        written.note_everywhere();
+        let (_, end) = written.begin_wait();
+        end.confirmed();
+        assert!(!written.everywhere && written.groups.is_none());
+        assert!(written.note_moved_from(2));
+        assert_eq!(written.moved_from(), 0b100);
+    }
+
+    #[test]
+    fn a_worker_beyond_the_bitmap_refuses_a_move_after_a_write() {
+        let mut written = Written::default();
+        let last = MOVED_FROM_WORKERS - 1;
+        assert!(
+            written.note_moved_from(MOVED_FROM_WORKERS),
+            "never wrote: free to move"
+        );
+        written.note(1);
+        assert!(!written.note_moved_from(MOVED_FROM_WORKERS));
+        assert!(!written.note_moved_from(usize::MAX));
+        assert_eq!(written.moved_from(), 0, "nothing noted on refusal");
+        assert!(written.note_moved_from(last));
+        assert_eq!(written.moved_from(), 1 << last);
+    }
+
+    #[test]
+    fn moved_from_workers_outlive_waits() {
+        let mut written = Written::default();
+        written.note(100);
+        assert!(written.note_moved_from(0));
+        for confirmed in [true, false, true] {
+            let (_, end) = written.begin_wait();
+            if confirmed {
+                end.confirmed();
+            } else {
+                end.short();
+            }
+            assert_eq!(written.moved_from(), 1);
+        }
+        written.note(9000);
+        let _ = written.begin_wait();
+        assert_eq!(written.moved_from(), 1);
     }
 
     #[test]
