@@ -38,9 +38,9 @@ const OVERFLOW_ROOM: f64 = 0.5;
 /// its smoothed share needs that long to show the move.
 const OVERFLOW_PAUSE: u32 = 10;
 
-/// WAIT records the workers a client wrote from in 64 bits, so sessions move only between the
-/// first 64 workers; more workers than that and nothing moves.
-pub(crate) const MAX_WORKERS: usize = 64;
+/// WAIT records the workers a client wrote from in a 64-bit mask (`Written::note_moved_from`),
+/// so sessions move only with at most that many workers; with more, nothing moves.
+pub(crate) const MAX_WORKERS: usize = crate::router::MOVED_FROM_WORKERS;
 
 /// One worker's part in the moves.
 struct WorkerMoves {

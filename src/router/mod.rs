@@ -45,7 +45,7 @@ pub(crate) use plan::{Plan, Planner};
 pub(crate) use reply::{error_with_prefix, redcar_error};
 pub(crate) use routes::{Mirror, MirrorMetrics, Route, RouteTable, RouteTarget};
 pub(crate) use select::ReadPolicy;
-pub(crate) use stateful::{Stateful, Step, Transaction, Written};
+pub(crate) use stateful::{Stateful, Step, Transaction, Written, MOVED_FROM_WORKERS};
 
 use std::sync::Arc;
 

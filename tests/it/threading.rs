@@ -263,7 +263,7 @@ fn auto_placement_packs_clients_and_moves_pipelining_ones_to_even_them_out() {
                     let replies = c.pipeline(&pipeline).expect("pipeline");
                     for i in 0..depth {
                         assert_eq!(replies[2 * i], Value::simple("OK"));
-                        assert_eq!(replies[2 * i + 1], Value::bulk(&format!("{round}-{i}")));
+                        assert_eq!(replies[2 * i + 1], Value::bulk(format!("{round}-{i}")));
                     }
                     round += 1;
                 }

@@ -116,13 +116,23 @@ where
             generation,
             config,
             stream,
-            state,
+            mut state,
             last_activity,
             connected_at,
             aged,
             ..
         } = self;
-        let _ = from; // MERGE: state.written.note_moved_from(from);
+        // WAIT must go on asking `from`'s connections, which carried the client's writes so
+        // far. `Moves` exists only with workers WAIT can record, so this holds; a session it
+        // could not record is closed rather than moved with a WAIT that might overcount.
+        if !state.written.note_moved_from(from) {
+            tracing::warn!(
+                client = state.id,
+                worker = from,
+                "cannot record the client's worker for WAIT; closing it"
+            );
+            return None;
+        }
         let Some(stream) = stream.into_inner().detach() else {
             tracing::warn!(
                 client = state.id,

@@ -11,7 +11,7 @@ mod wait;
 
 pub(crate) use dedicated::Watch;
 pub(crate) use queue::{Step, Transaction};
-pub(crate) use wait::Written;
+pub(crate) use wait::{Written, MOVED_FROM_WORKERS};
 
 use crate::router::Forwarder;
 

@@ -52,7 +52,7 @@ mod lanes;
 mod written;
 use lanes::wait_lanes;
 use written::Covered;
-pub(crate) use written::Written;
+pub(crate) use written::{Written, MOVED_FROM_WORKERS};
 
 /// The longest a WAIT asks to hold a shared connection (Redis checks blocked clients' timeouts
 /// on its event loop, so an idle node may hold it up to its `hz` tick, 100 ms by default).

@@ -114,7 +114,6 @@ impl Written {
     /// connection can only lower WAIT's count (its last write may be later than the client's),
     /// never raise it past what the client's writes reached.
     #[must_use = "a session whose move could not be noted must not move"]
-    #[cfg_attr(not(test), allow(dead_code))] // The session mover calls it.
     pub(crate) fn note_moved_from(&mut self, worker: usize) -> bool {
         if !self.wrote() {
             return true;
