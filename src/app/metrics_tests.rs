@@ -68,6 +68,7 @@ fn every_documented_series_is_exported() {
     clients.set_workers("per-core", 2);
     clients.worker_clients(0);
     clients.worker_busy(0);
+    clients.worker_pipelining(0);
     let topology = metrics.group::<TopologyMetrics>();
     topology.redirect("moved", "127.0.0.1:7001");
     topology.refresh(true);

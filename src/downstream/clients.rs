@@ -246,7 +246,7 @@ impl Downstream {
             .insert(id, client);
         gauges.accepted.inc();
         gauges.connected.inc();
-        // Per core: counted on this worker while it lasts (the session never leaves the thread).
+        // Per core: counted on this worker while it stays there (`Connected::moved_to`).
         let member = self
             .spread
             .as_ref()

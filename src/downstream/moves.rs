@@ -134,6 +134,18 @@ impl Moves {
         Some(to)
     }
 
+    /// A pipelining session moving to `to` for another reason (an overflow ticket): its count
+    /// goes with it.
+    pub(crate) fn transfer(&self, member: &mut Pipelining, to: usize) {
+        let (Some(old), Some(new)) = (self.workers.get(member.worker), self.workers.get(to)) else {
+            return;
+        };
+        old.pipelining.dec();
+        new.pipelining.inc();
+        member.worker = to;
+        self.refresh_wanted();
+    }
+
     /// Any session at a safe point: the worker to move to, if its own worker is overflowing and
     /// has tickets left.
     pub(crate) fn take_ticket(&self, worker: usize) -> Option<usize> {

@@ -90,3 +90,13 @@ fn tickets_are_taken_once_each_and_the_worker_pauses_before_issuing_more() {
     moves.sample(0, &[0.99, 0.05], 14);
     assert!(moves.wanted(0), "the pause is over");
 }
+
+#[test]
+fn a_pipelining_session_moved_by_a_ticket_takes_its_count_along() {
+    let (_runtimes, moves) = moves(2);
+    let mut member = moves.join_pipelining(0);
+    moves.transfer(&mut member, 1);
+    assert_eq!(pipelining(&moves), [0, 1]);
+    drop(member);
+    assert_eq!(pipelining(&moves), [0, 0]);
+}

@@ -208,12 +208,16 @@ where
         {
             return None;
         }
-        let to = match self.pipelining.as_mut() {
-            Some(member) => moves.shed_pipelining(member),
-            None => None,
-        };
-        to.or_else(|| moves.take_ticket(worker))
-            .map(|to| (worker, to))
+        if let Some(member) = self.pipelining.as_mut() {
+            if let Some(to) = moves.shed_pipelining(member) {
+                return Some((worker, to));
+            }
+        }
+        let to = moves.take_ticket(worker)?;
+        if let Some(member) = self.pipelining.as_mut() {
+            moves.transfer(member, to); // its count goes with it
+        }
+        Some((worker, to))
     }
 
     /// Counts a turn that started `started` commands from one read: a run of
