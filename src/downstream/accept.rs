@@ -9,7 +9,7 @@ use tokio::net::{TcpListener, UnixListener};
 pub(crate) trait Accept {
     type Stream: tokio::io::AsyncRead
         + tokio::io::AsyncWrite
-        + super::session::Movable
+        + super::movable::Movable
         + Send
         + Unpin
         + 'static;

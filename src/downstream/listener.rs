@@ -72,7 +72,12 @@ fn spawn_session<S>(
     downstream: &Arc<Downstream>,
     done: &mpsc::Sender<()>,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + session::Movable + Send + Unpin + 'static,
+    S: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + super::movable::Movable
+        + Send
+        + Unpin
+        + 'static,
 {
     let count = downstream.connected.fetch_add(1, Ordering::SeqCst);
     let max = downstream.config.load().max_connections;

@@ -13,6 +13,7 @@ mod facade_reply;
 mod listener;
 mod local;
 mod metrics;
+mod movable;
 mod moves;
 mod pubsub;
 mod reply_batch;

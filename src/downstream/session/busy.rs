@@ -16,11 +16,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::super::clients::Downstream;
+use super::super::movable::Movable;
 use super::super::moves::{Moves, Pipelining};
 use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
 use super::super::ClientConfig;
-use super::moving::{moves_here, Movable};
 use super::owed::Owed;
 use super::stamp::{Hot, Stamp};
 use super::timer::{LazyTimer, OpTimer};
@@ -51,7 +51,7 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
     let mut spell = Spell::new(c);
-    spell.moves = moves_here::<S>(spell.c.downstream);
+    spell.find_moves();
     spell.pipelining = pipelining;
     loop {
         if let Some(request) = spell.start_commands() {

@@ -1,14 +1,17 @@
 //! A session's life: idle waits and busy spells in turn, from the accepted connection until the
 //! client is done or moves to another worker (see `mod.rs` on the two states, moving.rs on moves).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::super::clients::Downstream;
+use super::super::clients::{Connected, Downstream};
 use super::super::facade::Endpoint;
+use super::super::movable::{Detached, Movable};
 use super::busy;
-use super::moving::{Lasting, Movable, Moving};
+use super::moving::{Lasting, Moving};
 use super::{Busy, Client, Wake};
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
@@ -128,4 +131,58 @@ fn after_spell<S>(client: &mut Client<'_, S>, busy: Busy) -> Option<Ending> {
         Busy::Done => Some(Ending::Done(large)),
         moving @ Busy::Move { .. } => Some(Ending::Move(moving, large)),
     }
+}
+
+/// Sends a moved session to its new worker, which serves it from there; the client's
+/// registration and worker count follow it.
+pub(crate) fn hand_over(moving: Moving, mut client: Connected, peer: Arc<str>) {
+    let handle = client
+        .downstream
+        .spread()
+        .and_then(|spread| spread.moves())
+        .and_then(|moves| moves.handle(moving.to))
+        .cloned();
+    let Some(handle) = handle else {
+        return; // no such worker: dropping the socket closes the client
+    };
+    client.moved_to(moving.to);
+    handle.spawn(resumed(moving, client, peer));
+}
+
+/// The moved session's task on its new worker (boxed: a session may move again, from there).
+fn resumed(
+    moving: Moving,
+    client: Connected,
+    peer: Arc<str>,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let downstream = &*client.downstream;
+        let Moving {
+            stream, lasting, ..
+        } = moving;
+        let next = match attach(stream) {
+            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, lasting).await,
+            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, lasting).await,
+            Err(error) => {
+                tracing::warn!(%error, client = client.id, "could not register a moved client's socket; closing it");
+                None
+            }
+        };
+        if let Some(next) = next {
+            hand_over(next, client, peer);
+        }
+    })
+}
+
+/// A moved socket registered with this worker's reactor.
+enum Attached {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+fn attach(stream: Detached) -> std::io::Result<Attached> {
+    Ok(match stream {
+        Detached::Tcp(s) => Attached::Tcp(tokio::net::TcpStream::from_std(s)?),
+        Detached::Unix(s) => Attached::Unix(tokio::net::UnixStream::from_std(s)?),
+    })
 }

@@ -37,14 +37,14 @@ mod moving;
 mod near;
 mod owed;
 mod spell_events;
+mod spell_moves;
 mod spell_start;
 mod stamp;
 mod stream;
 mod subscribe;
 mod timer;
 
-pub(crate) use life::serve;
-pub(crate) use moving::{hand_over, Movable};
+pub(crate) use life::{hand_over, serve};
 
 use buffers::Buffer;
 use stream::ClientStream;

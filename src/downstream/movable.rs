@@ -1,0 +1,38 @@
+//! Which client sockets can move between per-core workers (plain TCP and Unix sockets), and how
+//! one leaves its worker's reactor (see `session/moving.rs`).
+
+/// A client socket that can leave its worker's reactor and join another's: plain TCP and Unix
+/// sockets. A TLS session keeps its worker (its stream holds the TLS state over the socket).
+pub(crate) trait Movable: Sized {
+    /// Whether sessions on this kind of socket may move.
+    const MOVABLE: bool = false;
+
+    /// The socket, out of this worker's reactor; `None` when it cannot leave.
+    fn detach(self) -> Option<Detached> {
+        None
+    }
+}
+
+/// A socket between two workers.
+pub(crate) enum Detached {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Movable for tokio::net::TcpStream {
+    const MOVABLE: bool = true;
+
+    fn detach(self) -> Option<Detached> {
+        self.into_std().ok().map(Detached::Tcp)
+    }
+}
+
+impl Movable for tokio::net::UnixStream {
+    const MOVABLE: bool = true;
+
+    fn detach(self) -> Option<Detached> {
+        self.into_std().ok().map(Detached::Unix)
+    }
+}
+
+impl<IO> Movable for tokio_rustls::server::TlsStream<IO> {}
