@@ -200,9 +200,28 @@ result_field() { # FILE KEY -> from mixload's RESULT line
 }
 LOAD_ARGS=(--clients "$CLIENTS" --keys "$KEYS" --prefix hot: --read-ratio "$READ_RATIO" --value-size "$VALUE_SIZE" --threads "$THREADS")
 
+# run_load KEY PORT ROUND: the measured mixload run against 127.0.0.1:PORT into $TMP/runs/KEY.out.
+run_load() {
+    "$MIXLOAD" --addr "127.0.0.1:$2" "${LOAD_ARGS[@]}" --seconds "$SECS" --no-populate --seed "$3" \
+        >"$TMP/runs/$1.out" 2>&1 || {
+        cat "$TMP/runs/$1.out" >&2
+        die "mixload failed ($1)"
+    }
+}
+# record KEY COMMANDS NODE_TICKS REDCAR_TICKS HITS MISSES: the run's data line, from its output
+# and these differences (ops ops_per_sec p50 p99 max errors commands node_ticks redcar_ticks
+# hits misses).
+record() {
+    local f=$TMP/runs/$1.out
+    echo "$(result_field "$f" ops) $(result_field "$f" ops_per_sec) $(result_field "$f" p50_ms)" \
+        "$(result_field "$f" p99_ms) $(result_field "$f" max_ms) $(result_field "$f" errors)" \
+        "$2 $3 $4 $5 $6" >"$TMP/runs/$1.data"
+    log "  $1: $(grep -v '^RESULT\|^mixload:' "$f")"
+}
+
 # measure MODE ROUND: one measured run on a fresh redcar; writes $TMP/runs/MODE.rROUND.{out,data}.
 measure() {
-    local mode=$1 r=$2 key=$1.r$2 c0 c1 n0 n1 p0 p1 h0 h1 m0 m1
+    local mode=$1 r=$2 key=$1.r$2 c0 n0 p0 h0 m0
     start_redcar "$mode"
     "$MIXLOAD" --addr "127.0.0.1:$REDCAR_PORT" "${LOAD_ARGS[@]}" --seconds "$WARMUP" >/dev/null ||
         log "warning: warm-up through redcar ($mode) failed"
@@ -211,45 +230,27 @@ measure() {
     c0=$(commands_at_primaries)
     n0=$(cpu_ticks "${NODE_PIDS[@]}")
     p0=$(cpu_ticks "$REDCAR_PID")
-    "$MIXLOAD" --addr "127.0.0.1:$REDCAR_PORT" "${LOAD_ARGS[@]}" --seconds "$SECS" --no-populate --seed "$r" \
-        >"$TMP/runs/$key.out" 2>&1 || {
-        cat "$TMP/runs/$key.out" >&2
-        die "mixload failed ($key)"
-    }
-    n1=$(cpu_ticks "${NODE_PIDS[@]}")
-    p1=$(cpu_ticks "$REDCAR_PID")
-    c1=$(commands_at_primaries)
-    h1=$(metric redcar_near_cache_hits_total)
-    m1=$(metric redcar_near_cache_misses_total)
-    local f=$TMP/runs/$key.out
-    # ops ops_per_sec p50 p99 max errors commands node_ticks redcar_ticks hits misses
-    echo "$(result_field "$f" ops) $(result_field "$f" ops_per_sec) $(result_field "$f" p50_ms)" \
-        "$(result_field "$f" p99_ms) $(result_field "$f" max_ms) $(result_field "$f" errors)" \
-        "$((c1 - c0)) $((n1 - n0)) $((p1 - p0)) $((h1 - h0)) $((m1 - m0))" >"$TMP/runs/$key.data"
-    log "  $key: $(grep -v '^RESULT\|^mixload:' "$f")"
+    run_load "$key" "$REDCAR_PORT" "$r"
+    # CPU first: the INFO and /metrics reads after it cost the nodes and redcar a little.
+    n0=$(($(cpu_ticks "${NODE_PIDS[@]}") - n0))
+    p0=$(($(cpu_ticks "$REDCAR_PID") - p0))
+    c0=$(($(commands_at_primaries) - c0))
+    record "$key" "$c0" "$n0" "$p0" $(($(metric redcar_near_cache_hits_total) - h0)) \
+        $(($(metric redcar_near_cache_misses_total) - m0))
     stop_redcar
 }
 
 # measure_direct ROUND: the same load straight on the standalone redis-server (no redcar, no
 # cluster): the data line's "nodes" CPU is that server's.
 measure_direct() {
-    local r=$1 key=direct.r$1 c0 c1 n0 n1
+    local r=$1 key=direct.r$1 c0 n0
     "$MIXLOAD" --addr "127.0.0.1:$DIRECT_PORT" "${LOAD_ARGS[@]}" --seconds "$WARMUP" >/dev/null ||
         log "warning: warm-up (direct) failed"
     c0=$(commands_at_primaries "$DIRECT_PORT")
     n0=$(cpu_ticks "$DIRECT_PID")
-    "$MIXLOAD" --addr "127.0.0.1:$DIRECT_PORT" "${LOAD_ARGS[@]}" --seconds "$SECS" --no-populate --seed "$r" \
-        >"$TMP/runs/$key.out" 2>&1 || {
-        cat "$TMP/runs/$key.out" >&2
-        die "mixload failed ($key)"
-    }
-    n1=$(cpu_ticks "$DIRECT_PID")
-    c1=$(commands_at_primaries "$DIRECT_PORT")
-    local f=$TMP/runs/$key.out
-    echo "$(result_field "$f" ops) $(result_field "$f" ops_per_sec) $(result_field "$f" p50_ms)" \
-        "$(result_field "$f" p99_ms) $(result_field "$f" max_ms) $(result_field "$f" errors)" \
-        "$((c1 - c0)) $((n1 - n0)) 0 0 0" >"$TMP/runs/$key.data"
-    log "  $key: $(grep -v '^RESULT\|^mixload:' "$f")"
+    run_load "$key" "$DIRECT_PORT" "$r"
+    n0=$(($(cpu_ticks "$DIRECT_PID") - n0))
+    record "$key" $(($(commands_at_primaries "$DIRECT_PORT") - c0)) "$n0" 0 0 0
 }
 
 log "workload: $CLIENTS clients, -P 1, $SECS s per run, $ROUNDS round(s), modes: ${MODES[*]}$( ((DIRECT == 0)) || echo ", and direct")"
