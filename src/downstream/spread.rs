@@ -69,8 +69,6 @@ struct Worker {
 pub(crate) struct Spread {
     workers: Box<[Worker]>,
     placement: Placement,
-    /// New clients are packed (`pack` and `auto`; `redcar_placement_packing`).
-    packing: bool,
     /// `placement: auto`: which busy sessions should move to another worker (none for the other
     /// placements, or before [`Spread::with_handles`]).
     moves: Option<Arc<Moves>>,
@@ -85,6 +83,8 @@ impl Spread {
     /// `redcar_worker_busy_ratio{worker}` and `redcar_placement_packing`.
     pub(crate) fn new(workers: usize, placement: Placement, metrics: &Metrics) -> Spread {
         let metrics = metrics.group::<ClientMetrics>();
+        let packing = placement != Placement::Even;
+        metrics.placement_packing().set(i64::from(packing));
         Spread {
             workers: (0..workers)
                 .map(|w| Worker {
@@ -94,11 +94,6 @@ impl Spread {
                 })
                 .collect(),
             placement,
-            packing: {
-                let packing = placement != Placement::Even;
-                metrics.placement_packing().set(i64::from(packing));
-                packing
-            },
             moves: None,
             changed: Notify::new(),
         }
@@ -117,6 +112,11 @@ impl Spread {
         self
     }
 
+    /// Whether new clients are packed (`pack` and `auto`; `redcar_placement_packing`).
+    fn packing(&self) -> bool {
+        self.placement != Placement::Even
+    }
+
     /// Where busy sessions may move, with `placement: auto`.
     pub(crate) fn moves(&self) -> Option<&Arc<Moves>> {
         self.moves.as_ref()
@@ -124,7 +124,7 @@ impl Spread {
 
     /// Whether `worker` may accept now.
     fn may_accept(&self, worker: usize) -> bool {
-        if self.packing {
+        if self.packing() {
             // The first worker not yet full takes the clients; with all full, the counts decide.
             if let Some(first) = self
                 .workers
@@ -206,7 +206,7 @@ impl Spread {
             .iter()
             .map(|w| (w.clients.get(), w.busy.get()))
             .collect();
-        (self.placement.name(), self.packing, each)
+        (self.placement.name(), self.packing(), each)
     }
 
     /// Records `worker`'s busy share, and wakes paused workers when it fills up or frees.

@@ -81,8 +81,13 @@ enum Ending {
     Closed,
     /// The client is done.
     Done(bool),
-    /// It moves to another worker (a [`Busy::Move`]).
-    Move(Busy, bool),
+    /// It moves from worker `from` to worker `to` (see [`Busy::Move`]).
+    Move {
+        from: usize,
+        to: usize,
+        pipelining: Option<super::super::moves::Pipelining>,
+        large: bool,
+    },
 }
 
 impl Ending {
@@ -98,15 +103,12 @@ impl Ending {
                 drop(client);
                 (None, large)
             }
-            Ending::Move(
-                Busy::Move {
-                    from,
-                    to,
-                    pipelining,
-                },
+            Ending::Move {
+                from,
+                to,
+                pipelining,
                 large,
-            ) => (client.into_moving(from, to, pipelining), large),
-            Ending::Move(_, large) => (None, large),
+            } => (client.into_moving(from, to, pipelining), large),
         };
         crate::memory::give_back(large);
         moving
@@ -124,7 +126,16 @@ fn after_spell<S>(client: &mut Client<'_, S>, busy: Busy) -> Option<Ending> {
             None
         }
         Busy::Done => Some(Ending::Done(large)),
-        moving @ Busy::Move { .. } => Some(Ending::Move(moving, large)),
+        Busy::Move {
+            from,
+            to,
+            pipelining,
+        } => Some(Ending::Move {
+            from,
+            to,
+            pipelining,
+            large,
+        }),
     }
 }
 

@@ -124,30 +124,30 @@ where
         stream: S,
         downstream: &'d Downstream,
         peer: &'d Arc<str>,
-        moving: Lasting,
+        lasting: Lasting,
     ) -> (Self, Option<Pipelining>) {
-        let id = moving.state.id;
+        let id = lasting.state.id;
         let client = Client {
             downstream,
             peer,
-            facade: moving.facade,
-            generation: moving.generation,
+            facade: lasting.facade,
+            generation: lasting.generation,
             stream: super::ClientStream::new(stream),
-            state: moving.state,
+            state: lasting.state,
             input: super::Buffer::default(),
             out: super::Buffer::default(),
             inbox: None,
-            last_activity: moving.last_activity,
-            connected_at: moving.connected_at,
+            last_activity: lasting.last_activity,
+            connected_at: lasting.connected_at,
             idle_timer: super::LazyTimer::default(),
             age_timer: super::LazyTimer::default(),
-            aged: moving.aged,
-            slow: SlowChanges::new(latency_watch(downstream, &moving.config)),
+            aged: lasting.aged,
+            slow: SlowChanges::new(latency_watch(downstream, &lasting.config)),
             close_when_safe: false,
             share: downstream.budget.share(id),
             drain: downstream.drain.signal(id),
-            config: moving.config,
+            config: lasting.config,
         };
-        (client, moving.pipelining)
+        (client, lasting.pipelining)
     }
 }
