@@ -14,7 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("protocol", 0),
     ("workers", 0),
     ("memory", 0),
-    ("commands", 0),
+    ("commands", 1),
     ("metrics", 1),
     ("auth", 1),
     ("top", 1),

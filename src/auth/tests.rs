@@ -3,13 +3,15 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::protocol::Request;
 
 fn spec(line: &str) -> &'static CommandSpec {
-    let args: Vec<Bytes> = line
-        .split(' ')
-        .map(|a| Bytes::from(a.to_string()))
-        .collect();
-    crate::commands::lookup(&args).unwrap_or_else(|| panic!("{line} is a known command"))
+    let args = Request::from_args::<Vec<Bytes>, Bytes>(
+        line.split(' ')
+            .map(|a| Bytes::from(a.to_string()))
+            .collect(),
+    );
+    crate::commands::lookup(args.args()).unwrap_or_else(|| panic!("{line} is a known command"))
 }
 
 fn user(name: &str, read_only: bool, allow: &[&str], deny: &[&str]) -> UserConfig {

@@ -6,6 +6,7 @@ use super::*;
 use crate::commands::keys::routing_indices;
 use crate::commands::policy::{serve, Serve};
 use crate::commands::InfoValue;
+use crate::protocol::Request;
 
 fn command(name: &str, first_key: i32) -> CustomCommand {
     CustomCommand {
@@ -18,15 +19,17 @@ fn command(name: &str, first_key: i32) -> CustomCommand {
     }
 }
 
-fn args(line: &str) -> Vec<Bytes> {
-    line.split(' ')
-        .map(|t| Bytes::copy_from_slice(t.as_bytes()))
-        .collect()
+fn args(line: &str) -> Request {
+    Request::from_args::<Vec<Bytes>, Bytes>({
+        line.split(' ')
+            .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+            .collect()
+    })
 }
 
 fn keys(spec: &CommandSpec, line: &str) -> Vec<usize> {
     let mut out = Vec::new();
-    routing_indices(spec, &args(line), &mut out).expect("arguments fit");
+    routing_indices(spec, args(line).args(), &mut out).expect("arguments fit");
     out
 }
 
@@ -69,7 +72,7 @@ fn ranges_steps_and_reads() {
 fn a_declared_command_is_found_and_not_replaced_by_learning() {
     let mut table = CommandTable::builtin();
     table.declare(Box::leak(Box::new(command("mymod.get", 1).spec())));
-    let found = table.lookup(&args("MYMOD.GET k")).expect("declared");
+    let found = table.lookup(args("MYMOD.GET k").args()).expect("declared");
     assert_eq!(found.name, "mymod.get");
     // The cluster describing the same name differently does not override the declaration.
     let entry = InfoValue::Array(vec![InfoValue::Array(vec![

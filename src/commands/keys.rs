@@ -3,9 +3,8 @@
 //! Mirrors Redis' `getKeysUsingKeySpecs` (db.c) so redcar routes by exactly the
 //! arguments Redis itself hashes, but never panics on short or malformed input.
 
-use bytes::Bytes;
-
 use super::spec::{key_flags, BeginSearch, CommandSpec, FindKeys, KeySpec};
+use crate::protocol::Args;
 
 /// Whether the indices found are all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +48,7 @@ impl Select {
 /// On error `out` is left as it was.
 pub(crate) fn key_indices(
     spec: &CommandSpec,
-    args: &[Bytes],
+    args: Args<'_>,
     out: &mut Vec<usize>,
 ) -> Result<KeyScan, KeyError> {
     scan(spec, args, out, Select::Keys)
@@ -58,7 +57,7 @@ pub(crate) fn key_indices(
 /// Pushes every argument that determines the slot: keys and shard channels, in spec order.
 pub(crate) fn routing_indices(
     spec: &CommandSpec,
-    args: &[Bytes],
+    args: Args<'_>,
     out: &mut Vec<usize>,
 ) -> Result<KeyScan, KeyError> {
     scan(spec, args, out, Select::Both)
@@ -66,7 +65,7 @@ pub(crate) fn routing_indices(
 
 fn scan(
     spec: &CommandSpec,
-    args: &[Bytes],
+    args: Args<'_>,
     out: &mut Vec<usize>,
     select: Select,
 ) -> Result<KeyScan, KeyError> {
@@ -86,7 +85,7 @@ fn scan(
 }
 
 /// Applies one key spec. Arithmetic is in i64 so a huge key count can't overflow.
-fn one_spec(ks: &KeySpec, args: &[Bytes], out: &mut Vec<usize>) -> Result<KeyScan, KeyError> {
+fn one_spec(ks: &KeySpec, args: Args<'_>, out: &mut Vec<usize>) -> Result<KeyScan, KeyError> {
     let argc = args.len() as i64;
     let first = match ks.begin {
         BeginSearch::Index(i) => i64::from(i),
@@ -164,7 +163,7 @@ fn range_last(first: i64, argc: i64, last_key: i32, limit: i32) -> i64 {
 /// or backwards from `argc + start_from` otherwise. Like Redis, a forward scan never looks
 /// at the last argument (a trailing keyword has no keys after it) and index 0 (the name)
 /// is never considered.
-fn find_keyword(args: &[Bytes], keyword: &str, start_from: i32) -> Option<i64> {
+fn find_keyword(args: Args<'_>, keyword: &str, start_from: i32) -> Option<i64> {
     let argc = args.len() as i64;
     let matches = |i: i64| {
         usize::try_from(i)
@@ -181,7 +180,7 @@ fn find_keyword(args: &[Bytes], keyword: &str, start_from: i32) -> Option<i64> {
 }
 
 /// The key count at `idx`: must exist and parse as a non-negative integer (Redis' string2ll).
-fn key_count(args: &[Bytes], idx: i64) -> Result<i64, KeyError> {
+fn key_count(args: Args<'_>, idx: i64) -> Result<i64, KeyError> {
     let arg = usize::try_from(idx)
         .ok()
         .and_then(|i| args.get(i))

@@ -7,27 +7,30 @@ use super::*;
 use crate::commands::lookup::lookup;
 use crate::commands::test_server::{Reply, TestServer};
 use crate::commands::COMMANDS;
+use crate::protocol::Request;
 
 use KeyScan::{Complete, Incomplete};
 
 /// Splits on spaces; the token `""` stands for an empty argument.
-fn args(line: &str) -> Vec<Bytes> {
-    line.split(' ')
-        .map(|t| {
-            if t == "\"\"" {
-                Bytes::new()
-            } else {
-                Bytes::copy_from_slice(t.as_bytes())
-            }
-        })
-        .collect()
+fn args(line: &str) -> Request {
+    Request::from_args::<Vec<Bytes>, Bytes>({
+        line.split(' ')
+            .map(|t| {
+                if t == "\"\"" {
+                    Bytes::new()
+                } else {
+                    Bytes::copy_from_slice(t.as_bytes())
+                }
+            })
+            .collect()
+    })
 }
 
 fn keys_of(line: &str) -> Result<(Vec<usize>, KeyScan), KeyError> {
     let args = args(line);
-    let spec = lookup(&args).expect("known command");
+    let spec = lookup(args.args()).expect("known command");
     let mut out = Vec::new();
-    key_indices(spec, &args, &mut out).map(|scan| (out, scan))
+    key_indices(spec, args.args(), &mut out).map(|scan| (out, scan))
 }
 
 /// (command line, expected key indices, completeness).
@@ -133,18 +136,24 @@ fn an_open_range_over_no_arguments_finds_no_keys_like_redis() {
     // Unbalanced: no keys; the node answers with its own error.
     assert_eq!(keys_of("XREAD STREAMS a"), Ok((vec![], KeyScan::Complete)));
     let args = args("PFMERGE dest");
-    let spec = lookup(&args).expect("known");
+    let spec = lookup(args.args()).expect("known");
     let mut out = Vec::new();
-    assert_eq!(key_indices(spec, &args, &mut out), Ok(KeyScan::Complete));
+    assert_eq!(
+        key_indices(spec, args.args(), &mut out),
+        Ok(KeyScan::Complete)
+    );
     assert_eq!(out, [1], "routed by dest alone");
 }
 
 #[test]
 fn error_leaves_out_untouched() {
     let args = args("ZUNIONSTORE dst 3 a b");
-    let spec = lookup(&args).expect("known");
+    let spec = lookup(args.args()).expect("known");
     let mut out = vec![42];
-    assert_eq!(key_indices(spec, &args, &mut out), Err(KeyError::Invalid));
+    assert_eq!(
+        key_indices(spec, args.args(), &mut out),
+        Err(KeyError::Invalid)
+    );
     assert_eq!(out, [42]);
 }
 
@@ -156,12 +165,12 @@ fn shard_channels_are_separate_from_keys() {
         ("SUNSUBSCRIBE", &[]),
     ] {
         let args = args(line);
-        let spec = lookup(&args).expect("known");
+        let spec = lookup(args.args()).expect("known");
         let mut keys = Vec::new();
-        assert_eq!(key_indices(spec, &args, &mut keys), Ok(Complete));
+        assert_eq!(key_indices(spec, args.args(), &mut keys), Ok(Complete));
         assert!(keys.is_empty(), "{line}: shard channels are not keys");
         let mut all = Vec::new();
-        assert_eq!(routing_indices(spec, &args, &mut all), Ok(Complete));
+        assert_eq!(routing_indices(spec, args.args(), &mut all), Ok(Complete));
         assert_eq!(all, want, "{line}");
     }
 }
@@ -180,9 +189,9 @@ fn every_builtin_spec_survives_garbage() {
     {
         for args in &shapes {
             let mut out = Vec::new();
-            if routing_indices(spec, args, &mut out).is_ok() {
+            if routing_indices(spec, args.args(), &mut out).is_ok() {
                 assert!(
-                    out.iter().all(|&i| i >= 1 && i < args.len()),
+                    out.iter().all(|&i| i >= 1 && i < args.args().len()),
                     "{}",
                     spec.name
                 );
@@ -192,9 +201,9 @@ fn every_builtin_spec_survives_garbage() {
 }
 
 /// Key names the server reports, or `None` when it says there are none / errors.
-fn server_keys(server: &mut TestServer, args: &[Bytes]) -> Option<Vec<Vec<u8>>> {
+fn server_keys(server: &mut TestServer, args: Args<'_>) -> Option<Vec<Vec<u8>>> {
     let mut cmd: Vec<&[u8]> = vec![b"COMMAND", b"GETKEYS"];
-    cmd.extend(args.iter().map(|a| a.as_ref()));
+    cmd.extend(args.iter());
     match server.call(&cmd) {
         Reply::Array(Some(items)) => Some(
             items
@@ -221,11 +230,11 @@ fn key_indices_agree_with_command_getkeys() {
             continue;
         }
         let args = args(line);
-        let spec = lookup(&args).expect("known");
+        let spec = lookup(args.args()).expect("known");
         let mut idx = Vec::new();
-        let scan = key_indices(spec, &args, &mut idx).expect("valid");
-        let mut ours: Vec<Vec<u8>> = idx.iter().map(|&i| args[i].to_vec()).collect();
-        let mut theirs = server_keys(&mut server, &args).unwrap_or_default();
+        let scan = key_indices(spec, args.args(), &mut idx).expect("valid");
+        let mut ours: Vec<Vec<u8>> = idx.iter().map(|&i| args.args()[i].to_vec()).collect();
+        let mut theirs = server_keys(&mut server, args.args()).unwrap_or_default();
         ours.sort();
         theirs.sort();
         match scan {

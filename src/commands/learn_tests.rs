@@ -8,6 +8,7 @@ use crate::commands::lookup::{CommandTable, MAX_LEARNED};
 use crate::commands::spec::flags;
 use crate::commands::test_server::{Reply, TestServer};
 use crate::commands::COMMANDS;
+use crate::protocol::Request;
 
 fn s(text: &str) -> InfoValue {
     InfoValue::Str(Bytes::copy_from_slice(text.as_bytes()))
@@ -68,12 +69,15 @@ fn learns_a_module_command_once() {
     let reply = arr(vec![module_entry("MyMod.Get", vec![]), InfoValue::Nil]);
     assert_eq!(table.learn(&reply), 1);
     assert_eq!(table.learn(&reply), 0);
-    let args = [Bytes::from_static(b"MYMOD.GET"), Bytes::from_static(b"k")];
-    let spec = table.lookup(&args).expect("learned");
+    let args = Request::from_args([Bytes::from_static(b"MYMOD.GET"), Bytes::from_static(b"k")]);
+    let spec = table.lookup(args.args()).expect("learned");
     assert_eq!(spec.name, "mymod.get");
     assert_eq!(spec.flags, flags::READONLY | flags::MODULE);
     let mut out = Vec::new();
-    assert_eq!(key_indices(spec, &args, &mut out), Ok(KeyScan::Complete));
+    assert_eq!(
+        key_indices(spec, args.args(), &mut out),
+        Ok(KeyScan::Complete)
+    );
     assert_eq!(out, [1]);
     assert_eq!(table.len(), COMMANDS.len() + 1);
     assert_eq!(table.iter().last().map(|c| c.name), Some("mymod.get"));
@@ -84,8 +88,8 @@ fn learns_subcommands_and_resolves_them() {
     let mut table = CommandTable::builtin();
     let sub = module_entry("mymod|sub", vec![]);
     assert_eq!(table.learn(&arr(vec![module_entry("mymod", vec![sub])])), 1);
-    let args = [Bytes::from_static(b"mymod"), Bytes::from_static(b"SUB")];
-    assert_eq!(table.lookup(&args).map(|c| c.name), Some("mymod|sub"));
+    let args = Request::from_args([Bytes::from_static(b"mymod"), Bytes::from_static(b"SUB")]);
+    assert_eq!(table.lookup(args.args()).map(|c| c.name), Some("mymod|sub"));
 }
 
 #[test]
@@ -117,13 +121,18 @@ fn legacy_entries_get_a_range_spec() {
         strs(&[]),
     ]);
     assert_eq!(table.learn(&arr(vec![entry])), 1);
-    let args: Vec<Bytes> = ["old.mset", "a", "1", "b", "2"]
-        .iter()
-        .map(|t| Bytes::from(*t))
-        .collect();
-    let spec = table.lookup(&args).expect("learned");
+    let args = Request::from_args::<Vec<Bytes>, Bytes>(
+        ["old.mset", "a", "1", "b", "2"]
+            .iter()
+            .map(|t| Bytes::from(*t))
+            .collect(),
+    );
+    let spec = table.lookup(args.args()).expect("learned");
     let mut out = Vec::new();
-    assert_eq!(key_indices(spec, &args, &mut out), Ok(KeyScan::Complete));
+    assert_eq!(
+        key_indices(spec, args.args(), &mut out),
+        Ok(KeyScan::Complete)
+    );
     assert_eq!(out, [1, 3]);
 }
 

@@ -3,12 +3,11 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use bytes::Bytes;
-
 use super::learn::{self, InfoValue};
 use super::newer;
 use super::spec::CommandSpec;
 use super::table::COMMANDS;
+use crate::protocol::Args;
 
 /// Longest command or subcommand name we look up; longer names are simply unknown
 /// (the longest Redis 7 name is 20 bytes), which keeps lowercasing on the stack.
@@ -21,7 +20,7 @@ pub(crate) const MAX_LEARNED: usize = 1024;
 /// Looks `args` up in the builtin table only; see [`CommandTable::lookup`].
 /// Every command passes through here: the name is hashed and compared in place, in any case,
 /// without first being copied and lowercased.
-pub(crate) fn lookup(args: &[Bytes]) -> Option<&'static CommandSpec> {
+pub(crate) fn lookup(args: Args<'_>) -> Option<&'static CommandSpec> {
     BuiltinIndex::get()
         .find_any_case(args.first()?)
         .map(|spec| resolve(spec, args))
@@ -43,7 +42,7 @@ impl CommandTable {
     /// Spec for a command line: `args[0]` is the name in any case; when the command is a
     /// container and `args[1]` names one of its subcommands, the subcommand's spec
     /// (`CLIENT SETNAME` → `client|setname`), otherwise the container's.
-    pub(crate) fn lookup(&self, args: &[Bytes]) -> Option<&'static CommandSpec> {
+    pub(crate) fn lookup(&self, args: Args<'_>) -> Option<&'static CommandSpec> {
         let mut buf = [0u8; MAX_NAME_LEN];
         let name = lowercase(args.first()?, &mut buf)?;
         self.top(name).map(|spec| resolve(spec, args))
@@ -196,7 +195,7 @@ fn subcommand_part(name: &str) -> &str {
 }
 
 /// Picks the subcommand named by `args[1]` when `spec` is a container and it exists.
-fn resolve(spec: &'static CommandSpec, args: &[Bytes]) -> &'static CommandSpec {
+fn resolve(spec: &'static CommandSpec, args: Args<'_>) -> &'static CommandSpec {
     if spec.subcommands.is_empty() {
         return spec;
     }

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use super::*;
 use crate::commands::test_server::{Reply, TestServer};
 use crate::commands::COMMANDS;
+use crate::protocol::Request;
 
 /// What only the tests (here and in learn_tests.rs) read of the table.
 impl CommandTable {
@@ -26,14 +27,16 @@ impl CommandTable {
     }
 }
 
-fn args(line: &str) -> Vec<Bytes> {
-    line.split(' ')
-        .map(|t| Bytes::copy_from_slice(t.as_bytes()))
-        .collect()
+fn args(line: &str) -> Request {
+    Request::from_args::<Vec<Bytes>, Bytes>({
+        line.split(' ')
+            .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+            .collect()
+    })
 }
 
 fn name_of(line: &str) -> Option<&'static str> {
-    lookup(&args(line)).map(|spec| spec.name)
+    lookup(args(line).args()).map(|spec| spec.name)
 }
 
 #[test]
@@ -60,9 +63,9 @@ fn resolves_subcommands_or_falls_back_to_the_container() {
 #[test]
 fn unknown_or_odd_names_are_none() {
     assert_eq!(name_of("NOSUCHCOMMAND"), None);
-    assert_eq!(lookup(&[]), None);
-    assert_eq!(lookup(&[Bytes::new()]), None);
-    assert_eq!(lookup(&[Bytes::from_static(b"g\xffet")]), None);
+    assert_eq!(lookup(Request::from_args::<[&str; 0], &str>([]).args()), None);
+    assert_eq!(lookup(Request::from_args([""]).args()), None);
+    assert_eq!(lookup(Request::from_args([&b"g\xffet"[..]]).args()), None);
     let long = "x".repeat(MAX_NAME_LEN + 1);
     assert_eq!(name_of(&long), None);
     // A subcommand name that is too long resolves to the container.
@@ -99,7 +102,10 @@ fn every_builtin_is_found_by_its_own_name() {
         assert_eq!(name_of(&upper), Some(spec.name));
         for sub in spec.subcommands {
             let line = sub.name.replace('|', " ");
-            assert_eq!(table.lookup(&args(&line)).map(|s| s.name), Some(sub.name));
+            assert_eq!(
+                table.lookup(args(&line).args()).map(|s| s.name),
+                Some(sub.name)
+            );
             assert_eq!(
                 table
                     .by_name(sub.name.to_ascii_uppercase().as_bytes())

@@ -5,13 +5,15 @@ use bytes::Bytes;
 use super::*;
 use crate::commands::lookup::lookup;
 use crate::commands::COMMANDS;
+use crate::protocol::Request;
 
 fn serve_line(line: &str) -> Serve {
-    let args: Vec<Bytes> = line
-        .split(' ')
-        .map(|t| Bytes::copy_from_slice(t.as_bytes()))
-        .collect();
-    serve(lookup(&args).expect("known command"))
+    let args = Request::from_args::<Vec<Bytes>, Bytes>(
+        line.split(' ')
+            .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+            .collect(),
+    );
+    serve(lookup(args.args()).expect("known command"))
 }
 
 const CASES: &[(&str, Serve)] = &[
@@ -125,11 +127,12 @@ fn keyed_means_has_keys_and_keyless_is_never_keyed() {
 #[test]
 fn only_non_atomic_multi_key_commands_are_split() {
     let split = |line: &str| {
-        let args: Vec<Bytes> = line
-            .split(' ')
-            .map(|t| Bytes::copy_from_slice(t.as_bytes()))
-            .collect();
-        split_merge(lookup(&args).expect("known command"))
+        let args = Request::from_args::<Vec<Bytes>, Bytes>(
+            line.split(' ')
+                .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+                .collect(),
+        );
+        split_merge(lookup(args.args()).expect("known command"))
     };
     assert_eq!(split("MGET a b"), Some(SplitMerge::Values));
     assert_eq!(split("MSET a 1 b 2"), Some(SplitMerge::AllOk));
@@ -151,7 +154,7 @@ fn only_non_atomic_multi_key_commands_are_split() {
 
 #[test]
 fn keyed_notes_explain_the_extra_behaviour() {
-    let spec = |name: &str| lookup(&[Bytes::copy_from_slice(name.as_bytes())]).expect("known");
+    let spec = |name: &str| lookup(Request::from_args([name]).args()).expect("known");
     assert!(describe(spec("mget")).contains("split per slot"));
     assert!(describe(spec("xread")).contains("BLOCK"));
     assert!(describe(spec("evalsha")).contains("NOSCRIPT"));

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::facade_reply as reply;
 pub(crate) use super::facade_reply::Endpoint;
+use crate::protocol::Args;
 use crate::protocol::Protocol;
 
 /// `cluster_facade:` (for `listen`) and `tls.cluster_facade:` (for `tls.listen`).
@@ -136,7 +137,7 @@ impl Endpoint {
     pub(super) fn answer(
         &self,
         command: &str,
-        args: &[Bytes],
+        args: Args<'_>,
         ready: impl FnOnce() -> bool,
         protocol: Protocol,
     ) -> Option<Bytes> {

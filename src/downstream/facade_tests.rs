@@ -123,10 +123,9 @@ fn only_facade_commands_with_the_right_arity_are_answered() {
     let node = facade(None, false)
         .endpoint(local("127.0.0.1:6380"))
         .expect("endpoint");
-    let args = |parts: &[&str]| -> Vec<Bytes> {
-        parts.iter().map(|p| Bytes::from(p.to_string())).collect()
-    };
-    let answer = |name, parts: &[&str]| node.answer(name, &args(parts), || true, Protocol::Resp2);
+    let args = |parts: &[&str]| crate::protocol::Request::from_args(parts);
+    let answer =
+        |name, parts: &[&str]| node.answer(name, args(parts).args(), || true, Protocol::Resp2);
     for name in ["readonly", "readwrite", "asking"] {
         assert_eq!(answer(name, &[name]).as_deref(), Some(&b"+OK\r\n"[..]));
     }
@@ -137,7 +136,7 @@ fn only_facade_commands_with_the_right_arity_are_answered() {
     let mut asked = false;
     node.answer(
         "cluster|myid",
-        &args(&["CLUSTER", "MYID"]),
+        args(&["CLUSTER", "MYID"]).args(),
         || {
             asked = true;
             true

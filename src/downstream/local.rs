@@ -9,6 +9,7 @@ use super::tracking::ClientTracking;
 use crate::auth::{self, User, Users};
 use crate::commands::{CommandSpec, Local};
 use crate::near_cache::Admitted;
+use crate::protocol::Args;
 use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_map_len, write_null_in,
     write_simple, Protocol,
@@ -127,10 +128,10 @@ impl ClientState {
     }
 
     /// `AUTH [user] password`.
-    fn auth(&mut self, args: &[Bytes]) -> Bytes {
-        let (user, password) = match args {
-            [_, password] => (None, password),
-            [_, user, password] => (Some(user.as_ref()), password),
+    fn auth(&mut self, args: Args<'_>) -> Bytes {
+        let (user, password) = match (args.len(), args.get(1), args.get(2)) {
+            (2, Some(password), _) => (None, password),
+            (3, Some(user), Some(password)) => (Some(user), password),
             _ => return Bytes::from_static(b"-ERR syntax error\r\n"),
         };
         match self.users.login(user, password) {
@@ -163,7 +164,7 @@ impl ClientState {
     }
 
     /// The reply to a locally served command (`args[0]` is the command name).
-    pub(crate) fn answer(&mut self, local: Local, args: &[Bytes]) -> Bytes {
+    pub(crate) fn answer(&mut self, local: Local, args: Args<'_>) -> Bytes {
         let mut out = BytesMut::with_capacity(64);
         match local {
             Local::Auth => return self.auth(args),
@@ -198,7 +199,7 @@ impl ClientState {
     /// then the options, then the login, then the name; the connection switches to the
     /// version only when all of that succeeded. Describes redcar as a standalone Redis (or a
     /// cluster node, on a cluster-facade listener).
-    fn hello(&mut self, args: &[Bytes]) -> Bytes {
+    fn hello(&mut self, args: Args<'_>) -> Bytes {
         let mut out = BytesMut::with_capacity(256);
         let protocol = match args.get(1) {
             Some(version) => match hello_version(version, &mut out) {
@@ -267,7 +268,7 @@ impl ClientState {
         }
     }
 
-    fn set_name(&mut self, name: Option<&Bytes>) -> Bytes {
+    fn set_name(&mut self, name: Option<&[u8]>) -> Bytes {
         let mut out = BytesMut::with_capacity(96);
         let Some(name) = name else {
             write_error(
@@ -284,7 +285,7 @@ impl ClientState {
             );
             return out.freeze();
         }
-        self.name = (!name.is_empty()).then(|| name.clone());
+        self.name = (!name.is_empty()).then(|| Bytes::copy_from_slice(name));
         write_simple(&mut out, b"OK");
         out.freeze()
     }
@@ -292,7 +293,7 @@ impl ClientState {
 
 /// `CLIENT SETINFO LIB-NAME|LIB-VER value`, checked as Redis 7.2 checks it. Accepted and not
 /// kept: a field per idle client would cost memory for a label nothing here reads.
-fn set_info(args: &[Bytes]) -> Bytes {
+fn set_info(args: Args<'_>) -> Bytes {
     let mut out = BytesMut::with_capacity(96);
     let (Some(attribute), Some(value), None) = (args.get(2), args.get(3), args.get(4)) else {
         write_error(
@@ -324,7 +325,7 @@ fn set_info(args: &[Bytes]) -> Bytes {
 }
 
 /// HELLO's `protover`: the protocol asked for, or `None` with the error written to `out`.
-fn hello_version(version: &Bytes, out: &mut BytesMut) -> Option<Protocol> {
+fn hello_version(version: &[u8], out: &mut BytesMut) -> Option<Protocol> {
     match Protocol::from_hello(version) {
         Ok(asked) => Some(asked),
         Err(false) => {
@@ -343,12 +344,12 @@ fn hello_version(version: &Bytes, out: &mut BytesMut) -> Option<Protocol> {
 
 /// What HELLO's options ask for: a login (`AUTH user password`) and a name (`SETNAME name`).
 struct HelloOptions<'a> {
-    login: Option<(&'a Bytes, &'a Bytes)>,
-    name: Option<&'a Bytes>,
+    login: Option<(&'a [u8], &'a [u8])>,
+    name: Option<&'a [u8]>,
 }
 
 /// HELLO's options after the version, or `None` with the syntax error written to `out`.
-fn hello_options<'a>(args: &'a [Bytes], out: &mut BytesMut) -> Option<HelloOptions<'a>> {
+fn hello_options<'a>(args: Args<'a>, out: &mut BytesMut) -> Option<HelloOptions<'a>> {
     let (mut login, mut name) = (None, None);
     let mut rest = args.iter().skip(2);
     while let Some(option) = rest.next() {
@@ -375,9 +376,9 @@ enum Field {
 }
 
 /// Only database 0 exists in Redis Cluster, so only `SELECT 0` can succeed.
-fn select(args: &[Bytes]) -> Bytes {
+fn select(args: Args<'_>) -> Bytes {
     let mut out = BytesMut::with_capacity(96);
-    match args.get(1).map(|db| db.as_ref()) {
+    match args.get(1) {
         Some(b"0") => write_simple(&mut out, b"OK"),
         _ => return redcar_error("SELECT: Redis Cluster has only database 0"),
     }

@@ -1,11 +1,11 @@
 //! Which reads the near cache may answer: read-only commands of one key whose reply depends on
 //! nothing but that key's value (no clock, no randomness, no other key).
 
-use bytes::Bytes;
+use crate::protocol::Args;
 
 /// Whether `command` with `args` (the command name first) is a read the cache may answer: a
 /// command whose key is the first argument, with any arguments after it.
-pub(crate) fn cacheable(command: &str, args: &[Bytes]) -> bool {
+pub(crate) fn cacheable(command: &str, args: Args<'_>) -> bool {
     if args.len() < 2 {
         return false;
     }
@@ -30,21 +30,19 @@ pub(crate) fn cacheable(command: &str, args: &[Bytes]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Request;
 
-    fn args(words: &[&str]) -> Vec<Bytes> {
-        words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
+    fn args(words: &[&str]) -> Request {
+        Request::from_args(words)
     }
 
     #[test]
     fn only_deterministic_single_key_reads_are_cacheable() {
-        assert!(cacheable("get", &args(&["GET", "k"])));
-        assert!(cacheable("hget", &args(&["HGET", "k", "f"])));
-        assert!(cacheable("exists", &args(&["EXISTS", "k"])));
-        assert!(!cacheable("exists", &args(&["EXISTS", "k", "j"])));
-        assert!(!cacheable("get", &args(&["GET"])));
+        assert!(cacheable("get", args(&["GET", "k"]).args()));
+        assert!(cacheable("hget", args(&["HGET", "k", "f"]).args()));
+        assert!(cacheable("exists", args(&["EXISTS", "k"]).args()));
+        assert!(!cacheable("exists", args(&["EXISTS", "k", "j"]).args()));
+        assert!(!cacheable("get", args(&["GET"]).args()));
         for never in [
             "set",
             "ttl",
@@ -55,7 +53,7 @@ mod tests {
             "mget",
             "sort_ro",
         ] {
-            assert!(!cacheable(never, &args(&[never, "k"])), "{never}");
+            assert!(!cacheable(never, args(&[never, "k"]).args()), "{never}");
         }
     }
 }

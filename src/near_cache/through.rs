@@ -18,6 +18,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::store::{LaneId, Variant};
 use super::{Admitted, NearCache};
+use crate::protocol::Args;
 use crate::protocol::{write_bulk, Protocol};
 use crate::upstream::{clock_ms, Node};
 
@@ -42,19 +43,19 @@ impl NearCache {
     /// A write-through for `args` from a `protocol` client, when it is a plain `SET key value`
     /// (optionally `EX seconds` or `PX milliseconds`) of a key admitted in BCAST mode whose
     /// value fits an entry; `None` otherwise (the write only drops the key).
-    pub(crate) fn through(self: &Arc<Self>, args: &[Bytes], protocol: Protocol) -> Option<Through> {
-        let (key, value) = match args {
-            [set, key, value] | [set, key, value, _, _] if set.eq_ignore_ascii_case(b"SET") => {
-                (key, value)
-            }
-            _ => return None,
+    pub(crate) fn through(self: &Arc<Self>, args: Args<'_>, protocol: Protocol) -> Option<Through> {
+        let is_set = args.first().is_some_and(|c| c.eq_ignore_ascii_case(b"SET"));
+        let (Some(key), Some(value), true, 3 | 5) =
+            (args.bytes(1), args.get(2), is_set, args.len())
+        else {
+            return None;
         };
-        let ttl_ms = match args.get(3..) {
-            Some([unit, amount]) => ttl_ms(unit, amount)?.min(self.max_ttl_ms),
+        let ttl_ms = match (args.get(3), args.get(4)) {
+            (Some(unit), Some(amount)) => ttl_ms(unit, amount)?.min(self.max_ttl_ms),
             _ => self.max_ttl_ms,
         };
         if value.len() + 32 > self.max_entry_bytes
-            || self.admission(key, false) != Some(Admitted::Bcast)
+            || self.admission(&key, false) != Some(Admitted::Bcast)
         {
             return None;
         }
@@ -63,7 +64,7 @@ impl NearCache {
         Some(Through {
             cache: self.clone(),
             token: self.next_fill.fetch_add(1, Ordering::Relaxed),
-            key: key.clone(),
+            key,
             reply: reply.freeze(),
             protocol,
             ttl_ms,

@@ -28,6 +28,10 @@ pub(crate) enum ProtocolError {
     /// A request `$` header line longer than `max_inline_len`.
     #[error("too big bulk count string")]
     BulkCountTooBig,
+    /// A request whose arguments reach past 4 GiB (possible only with `client.max_request_bytes`
+    /// set that high): its argument offsets would not fit the 32 bits a request keeps them in.
+    #[error("request larger than 4 GiB")]
+    RequestTooBig,
     /// A bulk payload not followed by CRLF, or a line ending in a bare CR.
     #[error("expected CRLF")]
     ExpectedCrlf,

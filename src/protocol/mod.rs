@@ -1,6 +1,7 @@
 //! RESP wire protocol: zero-copy frames, streaming parse with limits, encoding.
 #![warn(unreachable_pub, missing_docs)]
 
+mod args;
 mod encode;
 mod error;
 mod frame;
@@ -14,6 +15,7 @@ mod resp3;
 mod scan;
 mod version;
 
+pub(crate) use args::Args;
 pub(crate) use encode::*;
 pub(crate) use error::ProtocolError;
 pub(crate) use frame::Frame;

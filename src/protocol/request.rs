@@ -6,6 +6,7 @@ use std::ops::Range;
 use bytes::{Buf, Bytes, BytesMut};
 use smallvec::SmallVec;
 
+use super::args::{Args, Span};
 use super::encode::{bulk_encoded_len, header_encoded_len, put_header};
 use super::line::{payload_end, read_header};
 use super::{Limits, ProtocolError};
@@ -14,19 +15,20 @@ use super::{Limits, ProtocolError};
 ///
 /// `raw` is the exact RESP multibulk encoding of the command, so the proxy can forward it
 /// unchanged: for a RESP request it is the client's own bytes, split off the read buffer; for an
-/// inline command it is freshly encoded. `args` are zero-copy slices of `raw`; `args[0]` is the
-/// command name as sent, not case-folded.
+/// inline command it is freshly encoded. The arguments are spans of `raw` (read through
+/// [`Request::args`]); the first is the command name as sent, not case-folded.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct Request {
     raw: Bytes,
-    args: Args,
+    spans: Spans,
 }
 
-/// Arguments kept inline up to this many (`SET key value`, `HSET key field value`), so parsing
-/// the commands that make up most traffic allocates nothing; longer ones spill to the heap.
-const INLINE_ARGS: usize = 4;
+/// Argument spans kept inline up to this many (a 3-pair `MSET`, `HSET key` with three fields),
+/// so parsing the commands that make up most traffic allocates nothing; longer ones spill to
+/// the heap, which a session's request slot then keeps for the next ones.
+const INLINE_ARGS: usize = 8;
 
-type Args = SmallVec<[Bytes; INLINE_ARGS]>;
+type Spans = SmallVec<[Span; INLINE_ARGS]>;
 
 impl Request {
     /// The RESP multibulk encoding of the whole command.
@@ -35,8 +37,9 @@ impl Request {
     }
 
     /// All arguments, the command name first.
-    pub(crate) fn args(&self) -> &[Bytes] {
-        &self.args
+    #[inline]
+    pub(crate) fn args(&self) -> Args<'_> {
+        Args::new(&self.raw, &self.spans)
     }
 
     /// Build a request from its arguments, encoding `raw` as RESP multibulk.
@@ -67,8 +70,12 @@ impl Request {
     }
 
     fn from_ranges(raw: Bytes, ranges: Vec<Range<usize>>) -> Request {
-        let args = ranges.into_iter().map(|r| raw.slice(r)).collect();
-        Request { raw, args }
+        // Built requests are small (inline commands, tests): their spans fit in 32 bits.
+        let spans = ranges
+            .into_iter()
+            .filter_map(|r| Span::new(r.start, r.end))
+            .collect();
+        Request { raw, spans }
     }
 }
 
@@ -78,7 +85,7 @@ impl fmt::Debug for Request {
         const SHOWN: usize = 64;
         f.write_str("Request ")?;
         let mut list = f.debug_list();
-        for arg in &self.args {
+        for arg in self.args() {
             let shown = &arg[..arg.len().min(SHOWN)];
             if arg.len() > SHOWN {
                 list.entry(&format_args!(
@@ -104,15 +111,12 @@ pub(crate) enum Step {
     Parsed,
 }
 
-/// Commands with at most this many arguments (nearly all) are parsed in one pass, their argument
-/// ranges kept in a small array on the stack.
-const STACK_ARGS: usize = 8;
-
-/// Multi-key commands (a 10-key MGET or MSET, say) are also parsed in one pass, with a larger
-/// array; only longer ones are measured first and then parsed.
-const STACK_ARGS_LARGE: usize = 32;
-
 /// Parse the multibulk request (`*<n>`) at the front of `buf` into `out`.
+///
+/// The spans go straight into `out` when it has room for `count` of them (always up to
+/// [`INLINE_ARGS`], and a session's slot keeps the room of its longest request); a longer
+/// request is measured first, so an incomplete one never allocates. On `Incomplete` or an
+/// error `out` holds no arguments.
 pub(super) fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &Limits,
@@ -138,50 +142,34 @@ pub(super) fn parse_multibulk(
         .ok()
         .filter(|&n| n <= limits.max_array_len)
         .ok_or(InvalidMultibulkLength)?;
-    if count <= STACK_ARGS {
-        parse_on_stack::<STACK_ARGS>(buf, limits, count, first, out)
-    } else if count <= STACK_ARGS_LARGE {
-        parse_on_stack::<STACK_ARGS_LARGE>(buf, limits, count, first, out)
-    } else {
-        // Measure first, so an incomplete request never allocates.
-        let Some(len) = scan_args(buf, limits, count, first, |_| {})? else {
+    out.spans.clear();
+    if count > out.spans.capacity() {
+        // Measure first; the count is then of arguments already in the buffer, so reserving
+        // it is bounded.
+        if scan_args(buf, limits, count, first, |_| Ok(()))?.is_none() {
             return Ok(Step::Incomplete);
-        };
-        let raw = buf.split_to(len).freeze();
-        // The count is of arguments already in the buffer, so reserving it is bounded.
-        let mut args = Args::with_capacity(count);
-        scan_args(&raw, limits, count, first, |arg| args.push(raw.slice(arg)))?;
-        *out = Request { raw, args };
-        Ok(Step::Parsed)
-    }
-}
-
-/// One pass over the `count` (at most `N`) arguments from `first`, their ranges kept on the
-/// stack until the request is known to be complete.
-fn parse_on_stack<const N: usize>(
-    buf: &mut BytesMut,
-    limits: &Limits,
-    count: usize,
-    first: usize,
-    out: &mut Request,
-) -> Result<Step, ProtocolError> {
-    let mut stack: [Range<usize>; N] = std::array::from_fn(|_| 0..0);
-    let mut seen = 0;
-    let scanned = scan_args(buf, limits, count, first, |arg| {
-        if let Some(slot) = stack.get_mut(seen) {
-            *slot = arg;
         }
-        seen += 1;
-    })?;
-    let Some(len) = scanned else {
-        return Ok(Step::Incomplete);
+        out.spans.reserve_exact(count);
+    }
+    let spans = &mut out.spans;
+    let scanned = scan_args(buf, limits, count, first, |arg| {
+        // Only a request past 4 GiB (`client.max_request_bytes` set that high) has an
+        // argument that does not fit.
+        spans.push(Span::new(arg.start, arg.end).ok_or(ProtocolError::RequestTooBig)?);
+        Ok(())
+    });
+    let len = match scanned {
+        Ok(Some(len)) => len,
+        Ok(None) => {
+            out.spans.clear();
+            return Ok(Step::Incomplete);
+        }
+        Err(e) => {
+            out.spans.clear();
+            return Err(e);
+        }
     };
-    let raw = buf.split_to(len).freeze();
-    // In place: the slot's argument vector is reused, nothing of the size of a `Request` moves.
-    out.args.clear();
-    out.args
-        .extend(stack[..count.min(N)].iter().map(|r| raw.slice(r.clone())));
-    out.raw = raw;
+    out.raw = buf.split_to(len).freeze();
     Ok(Step::Parsed)
 }
 
@@ -192,13 +180,13 @@ fn scan_args(
     limits: &Limits,
     count: usize,
     mut pos: usize,
-    mut on_arg: impl FnMut(Range<usize>),
+    mut on_arg: impl FnMut(Range<usize>) -> Result<(), ProtocolError>,
 ) -> Result<Option<usize>, ProtocolError> {
     for _ in 0..count {
         let Some((arg, next)) = scan_bulk(buf, pos, limits)? else {
             return Ok(None);
         };
-        on_arg(arg);
+        on_arg(arg)?;
         pos = next;
     }
     Ok(Some(pos))

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use super::plan::{plan_command, plan_node_admin, Plan};
 use crate::cluster::key_slot;
 use crate::commands::{self, COMMANDS};
+use crate::protocol::Request;
 
 /// Builds a command line from `data` — `data[0]` picks a command of the built-in table,
 /// `data[1]` one of its subcommands, the rest split at NUL bytes are the arguments — and checks:
@@ -28,11 +29,13 @@ pub fn fuzz_plan(data: &[u8]) {
         }
     };
     args.extend(data[2..].split(|&b| b == 0).map(Bytes::copy_from_slice));
-    let found = commands::lookup(&args).map(|s| s.name);
+    let request = Request::from_args(&args);
+    let args = request.args();
+    let found = commands::lookup(args).map(|s| s.name);
     assert_eq!(found, Some(spec.name), "lookup of {:?}", args);
 
     let mut keys = Vec::new();
-    if commands::key_indices(spec, &args, &mut keys).is_ok() {
+    if commands::key_indices(spec, args, &mut keys).is_ok() {
         assert!(
             keys.iter().all(|&i| i < args.len()),
             "{keys:?} for {args:?}"
@@ -41,7 +44,7 @@ pub fn fuzz_plan(data: &[u8]) {
     let mut scratch = Vec::new();
     let plan = plan_command(
         spec,
-        &args,
+        args,
         &mut scratch,
         || pick % 2 == 0,
         |spec| plan_node_admin(spec, &[]),
@@ -51,7 +54,7 @@ pub fn fuzz_plan(data: &[u8]) {
         _ => return,
     };
     let mut routing = Vec::new();
-    if commands::routing_indices(spec, &args, &mut routing).is_ok() {
+    if commands::routing_indices(spec, args, &mut routing).is_ok() {
         for &i in &routing {
             assert!(i < args.len(), "{routing:?} for {args:?}");
             assert_eq!(key_slot(&args[i]), slot, "key {i} of {args:?}");

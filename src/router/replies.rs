@@ -77,9 +77,9 @@ pub(super) fn encode_bulk(payload: &[u8]) -> Bytes {
 }
 
 /// The command name(s) as a client would read them in an error: `MGET`, `SCRIPT LOAD`.
-pub(super) fn display_name(args: &[Bytes], words: usize) -> String {
+pub(super) fn display_name<'a>(args: impl IntoIterator<Item = &'a [u8]>, words: usize) -> String {
     let shown: Vec<String> = args
-        .iter()
+        .into_iter()
         .take(words)
         .map(|a| String::from_utf8_lossy(a).chars().take(32).collect())
         .collect();
@@ -125,10 +125,11 @@ mod tests {
 
     #[test]
     fn encodes_commands_and_names() {
+        use crate::protocol::Request;
         let cmd = encode_command([&b"GET"[..], b"k"].into_iter());
         assert_eq!(&cmd[..], b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-        let args = [Bytes::from_static(b"script"), Bytes::from_static(b"load")];
-        assert_eq!(display_name(&args, 2), "SCRIPT LOAD");
-        assert_eq!(display_name(&args, 1), "SCRIPT");
+        let args = Request::from_args([Bytes::from_static(b"script"), Bytes::from_static(b"load")]);
+        assert_eq!(display_name(args.args(), 2), "SCRIPT LOAD");
+        assert_eq!(display_name(args.args(), 1), "SCRIPT");
     }
 }

@@ -209,7 +209,7 @@ impl<'r> Mode<'r> {
     }
 
     async fn subscription(&mut self, sub: Sub, request: Request, out: &mut BytesMut) {
-        let names: Vec<Bytes> = request.args()[1..].to_vec();
+        let names: Vec<Bytes> = request.args().skip(1).to_bytes();
         self.redirects = 0;
         let sent = match (sub.kind, sub.subscribe) {
             (SubKind::Channel | SubKind::Pattern, true) => match self.global_conn().await {

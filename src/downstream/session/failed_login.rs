@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::super::ClientMetrics;
+use crate::protocol::Args;
 use crate::protocol::Request;
 
 /// The second of the last line logged, and the failures not logged since.
@@ -60,21 +61,21 @@ pub(super) fn failed_login(
 
 /// The user an `AUTH [user] password` or `HELLO v AUTH user password` named (`default` when
 /// none was).
-fn user_named(args: &[Bytes]) -> Bytes {
+fn user_named(args: Args<'_>) -> Bytes {
     let default = || Bytes::from_static(b"default");
     let Some(command) = args.first() else {
         return default();
     };
     if command.eq_ignore_ascii_case(b"AUTH") {
-        return match args {
-            [_, user, _] => user.clone(),
+        return match args.len() {
+            3 => args.bytes(1).unwrap_or_else(default),
             _ => default(),
         };
     }
     args.iter()
         .position(|a| a.eq_ignore_ascii_case(b"AUTH"))
         .filter(|&at| at >= 2)
-        .and_then(|at| args.get(at + 1).cloned())
+        .and_then(|at| args.bytes(at + 1))
         .unwrap_or_else(default)
 }
 
@@ -96,20 +97,22 @@ fn shown(name: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn args(parts: &[&str]) -> Vec<Bytes> {
-        parts
-            .iter()
-            .map(|p| Bytes::copy_from_slice(p.as_bytes()))
-            .collect()
+    fn args(parts: &[&str]) -> Request {
+        Request::from_args::<Vec<Bytes>, Bytes>({
+            parts
+                .iter()
+                .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+                .collect()
+        })
     }
 
     #[test]
     fn the_user_named_by_auth_or_hello() {
-        assert_eq!(&user_named(&args(&["AUTH", "pw"]))[..], b"default");
-        assert_eq!(&user_named(&args(&["auth", "web", "pw"]))[..], b"web");
+        assert_eq!(&user_named(args(&["AUTH", "pw"]).args())[..], b"default");
+        assert_eq!(&user_named(args(&["auth", "web", "pw"]).args())[..], b"web");
         let hello = args(&["HELLO", "3", "SETNAME", "x", "AUTH", "app", "pw"]);
-        assert_eq!(&user_named(&hello)[..], b"app");
-        assert_eq!(&user_named(&args(&["HELLO", "3"]))[..], b"default");
+        assert_eq!(&user_named(hello.args())[..], b"app");
+        assert_eq!(&user_named(args(&["HELLO", "3"]).args())[..], b"default");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::super::local::ClientState;
 use crate::commands::spec::flags;
 use crate::near_cache::{cacheable, Admitted, Filling, NearCache, Through, Writing};
+use crate::protocol::Args;
 use crate::protocol::{encode_command, write_array_len, Protocol, Request};
 use crate::router::{Call, Plan, Router};
 
@@ -69,9 +70,8 @@ impl<'a> Near<'a> {
         let keys: SmallVec<[Bytes; 2]> = self
             .keys
             .iter()
-            .filter_map(|&i| args.get(i))
+            .filter_map(|&i| args.bytes(i))
             .filter(|key| self.cache.admits(key, false))
-            .cloned()
             .collect();
         if keys.is_empty() {
             return None;
@@ -129,9 +129,11 @@ impl<'a> Near<'a> {
         }
         let admitted = self.cache.admission(&args[1], true)?;
         let protocol = state.protocol;
+        // Kept as `Bytes` by the cache's entries (for most reads, none: no allocation).
+        let rest: SmallVec<[Bytes; 2]> = (2..args.len()).filter_map(|i| args.bytes(i)).collect();
         let hit = self
             .cache
-            .get(self.command, protocol, &args[1], &args[2..], self.idle);
+            .get(self.command, protocol, &args[1], &rest, self.idle);
         self.cache.count(hit.is_some());
         if let Some(reply) = hit {
             return Some(Call::ready(reply));
@@ -143,7 +145,7 @@ impl<'a> Near<'a> {
         }
         let filling = self
             .cache
-            .begin_fill(self.command, protocol, &args[1], &args[2..])?;
+            .begin_fill(self.command, protocol, &args.bytes(1)?, &rest)?;
         state.near_lanes = Some(admitted);
         let (tracked, forwarder) = (state.lane(), router.forwarder());
         let fill = match filling {
@@ -169,7 +171,7 @@ impl<'a> Near<'a> {
         let ttl = encode_command([&b"PTTL"[..], &args[1]].into_iter());
         let ttl = forwarder.forward(None, ttl, Some(slot), false, tracked, now);
         let command = self.command;
-        let args = args.to_vec();
+        let args = args.to_bytes();
         Some(Call::slow(async move {
             let (reply, node) = read.settle_first().await;
             let (ttl, _) = ttl.settle_first().await;
@@ -208,9 +210,9 @@ impl<'a> Near<'a> {
     }
 
     /// MGET answered from memory when every key is cached (as GET); otherwise not at all.
-    fn mget(&self, args: &[Bytes], protocol: Protocol) -> Option<Bytes> {
+    fn mget(&self, args: Args<'_>, protocol: Protocol) -> Option<Bytes> {
         let mut replies: SmallVec<[Bytes; 16]> = SmallVec::new();
-        for key in args.get(1..).unwrap_or_default() {
+        for key in args.skip(1) {
             let reply = self
                 .cache
                 .admits(key, true)

@@ -155,7 +155,7 @@ pub(super) fn key_position(plan: &Plan, keys: &[usize]) -> usize {
 fn first_argument(raw: &Bytes) -> Bytes {
     let mut buf = BytesMut::from(&raw[..]);
     match parse_request(&mut buf, &Limits::default()) {
-        Ok(Some(request)) => request.args().get(1).cloned().unwrap_or_default(),
+        Ok(Some(request)) => request.args().bytes(1).unwrap_or_default(),
         _ => Bytes::new(),
     }
 }

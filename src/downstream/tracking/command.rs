@@ -3,6 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::protocol::Args;
 use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_map_len, Protocol,
 };
@@ -39,7 +40,7 @@ pub(super) struct Switch {
 /// Parses `args` (`CLIENT TRACKING ...`) and checks it against the current `mode`; `exists`
 /// says whether a client id is connected. The error line (without `-`) when refused.
 pub(super) fn parse(
-    args: &[Bytes],
+    args: Args<'_>,
     mode: Option<&Mode>,
     exists: impl Fn(u64) -> bool,
 ) -> Result<Switch, Vec<u8>> {
@@ -72,7 +73,7 @@ pub(super) fn parse(
             switch.noloop = true;
         } else if word.eq_ignore_ascii_case(b"prefix") && more {
             j += 1;
-            switch.prefixes.push(args[j].clone());
+            switch.prefixes.push(Bytes::copy_from_slice(&args[j]));
         } else {
             return Err(SYNTAX.to_vec());
         }

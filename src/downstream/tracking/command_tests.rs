@@ -4,15 +4,18 @@ use bytes::Bytes;
 
 use super::super::command::Mode;
 use super::*;
+use crate::protocol::Request;
 
-fn args(line: &str) -> Vec<Bytes> {
-    line.split(' ')
-        .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-        .collect()
+fn args(line: &str) -> Request {
+    Request::from_args::<Vec<Bytes>, Bytes>({
+        line.split(' ')
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect()
+    })
 }
 
 fn refused(line: &str, mode: Option<&Mode>) -> String {
-    let err = parse(&args(line), mode, |id| id == 7).expect_err(line);
+    let err = parse(args(line).args(), mode, |id| id == 7).expect_err(line);
     String::from_utf8(err).unwrap_or_default()
 }
 
@@ -45,7 +48,7 @@ fn options_are_checked_as_redis_does() {
         assert_eq!(refused(line, None), error, "{line}");
     }
     let on = parse(
-        &args("CLIENT TRACKING ON OPTIN noloop REDIRECT 7"),
+        args("CLIENT TRACKING ON OPTIN noloop REDIRECT 7").args(),
         None,
         |id| id == 7,
     );
@@ -59,7 +62,7 @@ fn options_are_checked_as_redis_does() {
             ..Switch::default()
         })
     );
-    assert!(parse(&args("CLIENT TRACKING off bcast"), None, |_| false).is_ok_and(|s| !s.on));
+    assert!(parse(args("CLIENT TRACKING off bcast").args(), None, |_| false).is_ok_and(|s| !s.on));
 }
 
 #[test]
@@ -86,13 +89,18 @@ fn a_mode_in_force_limits_what_may_change() {
         "ERR Prefix 'ab' overlaps with an existing prefix 'a'. Prefixes for a single client must not overlap."
     );
     assert!(parse(
-        &args("CLIENT TRACKING on bcast prefix b"),
+        args("CLIENT TRACKING on bcast prefix b").args(),
         Some(&bcast),
         |_| false
     )
     .is_ok());
     // BCAST without a prefix is not checked against the ones in force (Redis adds "").
-    assert!(parse(&args("CLIENT TRACKING on bcast"), Some(&bcast), |_| false).is_ok());
+    assert!(parse(
+        args("CLIENT TRACKING on bcast").args(),
+        Some(&bcast),
+        |_| false
+    )
+    .is_ok());
 }
 
 #[test]

@@ -16,6 +16,7 @@ use crate::commands::spec::flags;
 use crate::commands::{key_indices, CommandSpec, Local};
 use crate::downstream::clients::Downstream;
 use crate::downstream::local::ClientState;
+use crate::protocol::Args;
 use crate::protocol::{write_integer, Request};
 use crate::router::{Call, Plan, Router};
 
@@ -63,7 +64,7 @@ pub(in crate::downstream) fn take_wait(state: &mut ClientState) -> Option<Call<'
     ))
 }
 
-fn answer(downstream: &Downstream, state: &mut ClientState, local: Local, args: &[Bytes]) -> Bytes {
+fn answer(downstream: &Downstream, state: &mut ClientState, local: Local, args: Args<'_>) -> Bytes {
     if let Some(tracking) = state.tracking.as_deref_mut() {
         tracking.settle();
     }
@@ -86,7 +87,7 @@ fn answer(downstream: &Downstream, state: &mut ClientState, local: Local, args: 
         }
         Local::ClientCaching => {
             let mode = state.tracking.as_deref_mut().and_then(|t| t.mode.as_mut());
-            let arg = args.get(2).map_or(&b""[..], |a| &a[..]);
+            let arg = args.get(2).unwrap_or_default();
             match command::caching(arg, mode) {
                 Ok(()) => Bytes::from_static(b"+OK\r\n"),
                 Err(line) => command::error(line),
@@ -167,9 +168,7 @@ fn note_keys(
     if key_indices(spec, request.args(), &mut indices).is_err() {
         return;
     }
-    let keys = indices
-        .into_iter()
-        .filter_map(|i| request.args().get(i).cloned());
+    let keys = indices.into_iter().filter_map(|i| request.args().bytes(i));
     if read {
         hub.read(id, keys);
     } else {

@@ -38,7 +38,7 @@ fn ping_with_crlf_or_lf_is_encoded_as_multibulk() {
             .expect("ok")
             .expect("complete");
         assert_eq!(request.raw(), &b"*1\r\n$4\r\nPING\r\n"[..]);
-        assert_eq!(request.args()[0], &b"PING"[..]);
+        assert_eq!(&request.args()[0], b"PING");
         assert!(buf.is_empty());
     }
 }

@@ -15,7 +15,7 @@ fn parse(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
 }
 
 fn args(request: &Request) -> Vec<&[u8]> {
-    request.args().iter().map(|a| &a[..]).collect()
+    request.args().iter().collect()
 }
 
 /// The error, and that the buffer was left as it was.
@@ -60,7 +60,7 @@ fn raw_and_args_are_zero_copy_views_of_the_read_buffer() {
 
 #[test]
 fn name_keeps_the_case_sent() {
-    assert_eq!(parsed(b"*1\r\n$4\r\npInG\r\n").args()[0], &b"pInG"[..]);
+    assert_eq!(&parsed(b"*1\r\n$4\r\npInG\r\n").args()[0], b"pInG");
 }
 
 #[test]

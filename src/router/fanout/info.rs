@@ -5,6 +5,7 @@ use bytes::Bytes;
 
 use super::gather::{collect, failure, send_to_all};
 use super::info_merge::{merge_info, NodeInfo};
+use crate::protocol::Args;
 use crate::protocol::Request;
 use crate::router::replies::{bulk, encode_bulk};
 use crate::router::{Call, Fanout};
@@ -25,7 +26,7 @@ enum Wanted {
 }
 
 impl Wanted {
-    fn of(sections: &[Bytes]) -> Wanted {
+    fn of(sections: Args<'_>) -> Wanted {
         let named = |name: &str| {
             sections
                 .iter()
@@ -45,7 +46,7 @@ impl<'r> Fanout<'r> {
     /// `INFO [section ...]`: the request goes unchanged to every primary (they ignore `redcar`);
     /// `INFO redcar` alone is answered without them.
     pub(super) fn start_info(self, request: &Request, lane: Lane) -> Call<'r> {
-        let wanted = Wanted::of(&request.args()[1..]);
+        let wanted = Wanted::of(request.args().skip(1));
         if wanted == Wanted::OnlyOwn {
             return Call::ready(encode_bulk(self.redcar_section().as_bytes()));
         }
@@ -135,11 +136,13 @@ mod tests {
     use super::*;
 
     fn wanted(line: &str) -> Wanted {
-        let sections: Vec<Bytes> = line
-            .split_whitespace()
-            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-            .collect();
-        Wanted::of(&sections)
+        use crate::protocol::Request;
+        let sections = Request::from_args::<Vec<Bytes>, Bytes>(
+            line.split_whitespace()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect(),
+        );
+        Wanted::of(sections.args())
     }
 
     #[test]

@@ -71,8 +71,8 @@ impl<'r> Fanout<'r> {
             FanOut::RandomKey => return self.start_random_key(request, primaries, lane),
             FanOut::Slowlog => return self.start_slowlog(request, &primaries, lane),
             FanOut::ScriptLoad => {
-                if let Some(body) = request.args().get(2) {
-                    self.fwd.scripts.remember(body);
+                if let Some(body) = request.args().bytes(2) {
+                    self.fwd.scripts.remember(&body);
                 }
             }
             _ => {}
@@ -109,7 +109,7 @@ impl<'r> Fanout<'r> {
     /// SCAN: the cursor names the primary and its own cursor (see `scan_cursor`).
     fn start_scan(self, request: &Request, primaries: &[Arc<Node>], lane: Lane) -> Call<'r> {
         let args = request.args();
-        let Some(cursor) = args.get(1).and_then(|c| parse_u64(c)) else {
+        let Some(cursor) = args.get(1).and_then(parse_u64) else {
             return Call::ready(error_with_prefix("ERR ", "invalid cursor"));
         };
         if primaries.len() > MAX_SHARDS {
@@ -132,7 +132,7 @@ impl<'r> Fanout<'r> {
             if i == 1 {
                 node_cursor.as_bytes()
             } else {
-                &arg[..]
+                arg
             }
         }));
         let reply = node.send(payload, false, lane);

@@ -73,7 +73,7 @@ impl Forwarder {
             return None;
         };
         let body = self.scripts.body(args.get(1)?)?;
-        let rest = args[2..].iter().map(|a| &a[..]);
+        let rest = args.skip(2).iter();
         let all: Vec<&[u8]> = [eval, &body[..]].into_iter().chain(rest).collect();
         Some(encode_command(all.into_iter()))
     }
@@ -86,8 +86,8 @@ impl Forwarder {
         write: bool,
         lane: Lane,
     ) -> Call<'_> {
-        if let Some(body) = request.args().get(1) {
-            self.scripts.remember(body);
+        if let Some(body) = request.args().bytes(1) {
+            self.scripts.remember(&body);
         }
         self.forward(
             None,
@@ -109,7 +109,7 @@ impl Forwarder {
         lane: Lane,
     ) -> Call<'_> {
         let payload = request.raw().clone();
-        let sha = request.args().get(1).cloned().unwrap_or_default();
+        let sha = request.args().bytes(1).unwrap_or_default();
         // Only a script seen before this EVALSHA may heal it: one learned from a later command
         // of the pipeline would make the EVALSHA run a script the node had not got yet.
         let known_body = self.scripts.body(&sha);

@@ -16,6 +16,7 @@ use crate::cluster::key_slot;
 use crate::commands::policy::{self, FanOut, Sub, Tx};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, CommandTable, Local, Serve};
+use crate::protocol::Args;
 use crate::protocol::Request;
 use crate::router::core::Core;
 use crate::router::fanout::node_admin;
@@ -90,7 +91,7 @@ impl<'r> Planner<'r> {
     }
 
     /// The spec for a command line: built-in table first, then commands learned from the cluster.
-    pub(crate) fn lookup(self, args: &[Bytes]) -> Option<&'static CommandSpec> {
+    pub(crate) fn lookup(self, args: Args<'_>) -> Option<&'static CommandSpec> {
         commands::lookup(args).or_else(|| self.commands.learned.load().as_ref()?.lookup(args))
     }
 
@@ -111,7 +112,7 @@ impl<'r> Planner<'r> {
     pub(in crate::router) fn plan_spec(
         self,
         spec: &'static CommandSpec,
-        args: &[Bytes],
+        args: Args<'_>,
         scratch: &mut Vec<usize>,
     ) -> Plan {
         plan_command(
@@ -129,7 +130,7 @@ impl<'r> Planner<'r> {
 /// administration), so other commands do not load the reloadable settings here.
 pub(super) fn plan_command(
     spec: &'static CommandSpec,
-    args: &[Bytes],
+    args: Args<'_>,
     scratch: &mut Vec<usize>,
     allow_flush: impl Fn() -> bool,
     node_admin: impl Fn(&'static CommandSpec) -> Plan,
@@ -215,7 +216,7 @@ pub(super) fn plan_node_admin(spec: &CommandSpec, allowed: &[String]) -> Plan {
 
 /// All keys must hash to one slot; a keyed command whose keys are missing (e.g. `EVAL s 0`) may
 /// go to any node.
-fn plan_keyed(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) -> Plan {
+fn plan_keyed(spec: &CommandSpec, args: Args<'_>, keys: &mut Vec<usize>) -> Plan {
     keys.clear();
     if commands::routing_indices(spec, args, keys).is_err() {
         // The arguments don't fit the key spec; let a node produce Redis's own syntax error.
@@ -242,7 +243,7 @@ fn plan_keyed(spec: &CommandSpec, args: &[Bytes], keys: &mut Vec<usize>) -> Plan
 }
 
 /// Keys in more than one slot: split if the command splits, else Redis's CROSSSLOT refusal.
-fn cross_slot(spec: &CommandSpec, args: &[Bytes], keys: &[usize], hashed: split::Hashed) -> Plan {
+fn cross_slot(spec: &CommandSpec, args: Args<'_>, keys: &[usize], hashed: split::Hashed) -> Plan {
     if let Some(merge) = policy::split_merge(spec) {
         return match split::plan(spec, merge, args, keys, Some(hashed)) {
             Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
@@ -257,7 +258,7 @@ fn cross_slot(spec: &CommandSpec, args: &[Bytes], keys: &[usize], hashed: split:
 
 /// Scripts (remembered for NOSCRIPT healing; writes unless `_RO`) and XREAD/XREADGROUP (on a
 /// dedicated connection with BLOCK).
-fn keyed_special(spec: &CommandSpec, args: &[Bytes], plan: Plan) -> Plan {
+fn keyed_special(spec: &CommandSpec, args: Args<'_>, plan: Plan) -> Plan {
     if policy::blocks_with_option(spec) {
         if let (Some(timeout), Plan::Slot { slot, .. }) = (block_option(args), &plan) {
             return Plan::Blocking {
@@ -293,12 +294,12 @@ fn keyed_special(spec: &CommandSpec, args: &[Bytes], plan: Plan) -> Plan {
 
 /// XREAD / XREADGROUP options before `STREAMS`: `BLOCK ms` gives `Some(timeout)` (`Some(None)`
 /// for `BLOCK 0`, forever); no BLOCK gives `None`.
-fn block_option(args: &[Bytes]) -> Option<Option<Duration>> {
+fn block_option(args: Args<'_>) -> Option<Option<Duration>> {
     let mut i = 1;
     while let Some(arg) = args.get(i) {
         let step = match arg.to_ascii_uppercase().as_slice() {
             b"BLOCK" => {
-                let ms = args.get(i + 1).and_then(|v| parse_number(v)).unwrap_or(0.0);
+                let ms = args.get(i + 1).and_then(parse_number).unwrap_or(0.0);
                 return Some(seconds(ms / 1000.0));
             }
             b"STREAMS" => return None,
@@ -313,7 +314,7 @@ fn block_option(args: &[Bytes]) -> Option<Option<Duration>> {
 
 /// A blocking command's own timeout: where it sits depends on the command. `None` means it may
 /// block forever (timeout 0, or a form redcar cannot read — the node will judge it).
-fn blocking_timeout(name: &str, args: &[Bytes]) -> Option<Duration> {
+fn blocking_timeout(name: &str, args: Args<'_>) -> Option<Duration> {
     let arg = match name {
         "blmpop" | "bzmpop" => args.get(1),
         _ => args.last(),
@@ -356,7 +357,7 @@ fn wrong_arity(spec: &CommandSpec) -> Bytes {
     )
 }
 
-fn unknown_command(args: &[Bytes]) -> Bytes {
+fn unknown_command(args: Args<'_>) -> Bytes {
     let name = args
         .first()
         .map(|n| String::from_utf8_lossy(n))

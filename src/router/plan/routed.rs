@@ -4,16 +4,16 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::cluster::key_slot;
 use crate::commands::policy::{self, Tx};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, Serve};
-use crate::protocol::{write_array_len, write_bulk};
+use crate::protocol::{Args, Request};
 use crate::router::multi::{Job, Multi, Routed};
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::routes::forwarded_key;
+use crate::router::routes::forwarded_key_bytes;
 use crate::router::{split, Plan, Planner, Route};
 
 fn same_route(a: Option<&Arc<Route>>, b: Option<&Arc<Route>>) -> bool {
@@ -48,7 +48,7 @@ impl Planner<'_> {
     pub(in crate::router) fn route(
         &self,
         spec: &'static CommandSpec,
-        args: &[Bytes],
+        args: Args<'_>,
         scratch: &mut Vec<usize>,
         plan: Plan,
     ) -> Plan {
@@ -80,23 +80,26 @@ impl Planner<'_> {
             let plan = one_node(spec, &route, plan, &args[first]);
             return wrap(spec, route, plan, None);
         }
-        let mut stripped = args.to_vec();
+        let mut stripped: Vec<&[u8]> = args.iter().collect();
         for &i in scratch.iter() {
-            match forwarded_key(Some(&route), &args[i]) {
+            match forwarded_key_bytes(Some(&route), &args[i]) {
                 Some(key) => stripped[i] = key,
                 None => return Plan::Reply(empty_key(&route, &args[i])),
             }
         }
-        let plan = self.plan_spec(spec, &stripped, scratch);
-        let plan = one_node(spec, &route, plan, &stripped[first]);
-        wrap(spec, route, plan, Some(encode(&stripped)))
+        // The command again, as RESP, with the keys rewritten.
+        let stripped = Request::from_args(stripped);
+        let args = stripped.args();
+        let plan = self.plan_spec(spec, args, scratch);
+        let plan = one_node(spec, &route, plan, &args[first]);
+        wrap(spec, route, plan, Some(stripped.raw().clone()))
     }
 
     /// Keys of several routes: split by (route, slot) if the command splits, else refused.
     fn route_apart(
         &self,
         spec: &'static CommandSpec,
-        args: &[Bytes],
+        args: Args<'_>,
         keys: &[usize],
         route_of: impl Fn(&[u8]) -> Option<Arc<Route>>,
     ) -> Plan {
@@ -192,16 +195,6 @@ fn empty_key(route: &Route, key: &[u8]) -> Bytes {
         String::from_utf8_lossy(key),
         route.describe()
     ))
-}
-
-/// The command again, as RESP (after keys were rewritten).
-fn encode(args: &[Bytes]) -> Bytes {
-    let mut out = BytesMut::new();
-    write_array_len(&mut out, args.len());
-    for arg in args {
-        write_bulk(&mut out, arg);
-    }
-    out.freeze()
 }
 
 #[cfg(test)]

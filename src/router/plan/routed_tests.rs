@@ -6,7 +6,7 @@ use bytes::BytesMut;
 
 use super::*;
 use crate::cluster::{key_slot, ClusterState};
-use crate::protocol::{parse_request, Limits};
+use crate::protocol::{parse_request, write_array_len, write_bulk, Limits};
 use crate::router::{RouteTable, RouteTarget, Router, RouterConfig};
 use crate::upstream::Upstreams;
 

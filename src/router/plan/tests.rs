@@ -1,35 +1,49 @@
 //! Tests of the planner (plan/mod.rs): what each command's plan is.
 
 use super::*;
+use crate::protocol::Request;
 
-fn args(line: &str) -> Vec<Bytes> {
-    line.split(' ')
-        .map(|t| Bytes::copy_from_slice(t.as_bytes()))
-        .collect()
+fn args(line: &str) -> Request {
+    Request::from_args::<Vec<Bytes>, Bytes>({
+        line.split(' ')
+            .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+            .collect()
+    })
 }
 
 #[test]
 fn finds_block_among_stream_read_options_only() {
-    assert_eq!(block_option(&args("XREAD BLOCK 0 STREAMS k 0")), Some(None));
     assert_eq!(
-        block_option(&args("xread count 2 block 10 streams k 0")),
+        block_option(args("XREAD BLOCK 0 STREAMS k 0").args()),
+        Some(None)
+    );
+    assert_eq!(
+        block_option(args("xread count 2 block 10 streams k 0").args()),
         Some(Some(Duration::from_millis(10)))
     );
-    assert!(block_option(&args("XREADGROUP GROUP g c COUNT 1 BLOCK 5 STREAMS k >")).is_some());
-    assert_eq!(block_option(&args("XREAD COUNT 2 STREAMS block 0")), None);
+    assert!(
+        block_option(args("XREADGROUP GROUP g c COUNT 1 BLOCK 5 STREAMS k >").args()).is_some()
+    );
     assert_eq!(
-        block_option(&args("XREADGROUP GROUP block block STREAMS k >")),
+        block_option(args("XREAD COUNT 2 STREAMS block 0").args()),
         None
     );
-    assert_eq!(block_option(&args("XREAD COUNT block STREAMS k 0")), None);
+    assert_eq!(
+        block_option(args("XREADGROUP GROUP block block STREAMS k >").args()),
+        None
+    );
+    assert_eq!(
+        block_option(args("XREAD COUNT block STREAMS k 0").args()),
+        None
+    );
 }
 
 #[test]
 fn reads_each_blocking_command_timeout() {
     let timeout = |line: &str| {
         let args = args(line);
-        let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-        blocking_timeout(&name, &args)
+        let name = String::from_utf8_lossy(&args.args()[0]).to_ascii_lowercase();
+        blocking_timeout(&name, args.args())
     };
     assert_eq!(timeout("BLPOP a b 1.5"), Some(Duration::from_millis(1500)));
     assert_eq!(timeout("BRPOP a 0"), None);
@@ -46,11 +60,11 @@ fn reads_each_blocking_command_timeout() {
 fn blocking_and_transaction_commands_get_their_own_plans() {
     let plan = |line: &str| {
         let args = args(line);
-        let spec = commands::lookup(&args).expect("known");
+        let spec = commands::lookup(args.args()).expect("known");
         let mut keys = Vec::new();
         plan_command(
             spec,
-            &args,
+            args.args(),
             &mut keys,
             || true,
             |spec| plan_node_admin(spec, &[]),
@@ -81,27 +95,27 @@ fn a_split_planned_with_the_slots_hashed_so_far_equals_one_hashed_afresh() {
         "MSET a 1 b",
     ] {
         let args = args(line);
-        let spec = commands::lookup(&args).expect("known");
+        let spec = commands::lookup(args.args()).expect("known");
         let mut keys = Vec::new();
-        let planned = plan_keyed(spec, &args, &mut keys);
+        let planned = plan_keyed(spec, args.args(), &mut keys);
         let merge = policy::split_merge(spec).expect("splits");
-        let afresh = match split::plan(spec, merge, &args, &keys, None) {
+        let afresh = match split::plan(spec, merge, args.args(), &keys, None) {
             Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
             Err(reply) => Plan::Reply(reply),
         };
         assert_eq!(planned, afresh, "{line}");
     }
     let get = args("GET a");
-    let spec = commands::lookup(&get).expect("known");
+    let spec = commands::lookup(get.args()).expect("known");
     let mut keys = Vec::new();
     assert!(matches!(
-        plan_keyed(spec, &get, &mut keys),
+        plan_keyed(spec, get.args(), &mut keys),
         Plan::Slot { write: false, .. }
     ));
     let rename = args("RENAME a b");
-    let spec = commands::lookup(&rename).expect("known");
+    let spec = commands::lookup(rename.args()).expect("known");
     assert!(
-        matches!(plan_keyed(spec, &rename, &mut keys), Plan::Reply(_)),
+        matches!(plan_keyed(spec, rename.args(), &mut keys), Plan::Reply(_)),
         "CROSSSLOT"
     );
 }
@@ -110,10 +124,10 @@ fn a_split_planned_with_the_slots_hashed_so_far_equals_one_hashed_afresh() {
 fn scripts_are_writes_unless_read_only() {
     let plan = |line: &str| {
         let args = args(line);
-        let spec = commands::lookup(&args).expect("known");
+        let spec = commands::lookup(args.args()).expect("known");
         let mut keys = Vec::new();
-        let plan = plan_keyed(spec, &args, &mut keys);
-        keyed_special(spec, &args, plan)
+        let plan = plan_keyed(spec, args.args(), &mut keys);
+        keyed_special(spec, args.args(), plan)
     };
     let slot = key_slot(b"k");
     assert_eq!(

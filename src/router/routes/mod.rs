@@ -15,7 +15,6 @@ pub(crate) use prefix::PrefixMatcher;
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 
 use super::ReadPolicy;
 use crate::cluster::ClusterState;
@@ -93,12 +92,8 @@ impl std::fmt::Debug for Route {
     }
 }
 
-/// The key as the route's backend stores it; `None` when removing the prefix leaves nothing.
-pub(in crate::router) fn forwarded_key(route: Option<&Route>, key: &Bytes) -> Option<Bytes> {
-    forwarded_key_bytes(route, key).map(|rest| key.slice_ref(rest))
-}
-
-/// [`forwarded_key`] as a borrowed slice of `key` (no reference count touched).
+/// The key as the route's backend stores it, a borrowed slice of `key`; `None` when removing
+/// the prefix leaves nothing.
 pub(in crate::router) fn forwarded_key_bytes<'k>(
     route: Option<&Route>,
     key: &'k [u8],

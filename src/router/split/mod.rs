@@ -15,6 +15,7 @@ use smallvec::{smallvec, SmallVec};
 use crate::cluster::key_slot;
 use crate::commands::policy::SplitMerge;
 use crate::commands::CommandSpec;
+use crate::protocol::Args;
 use crate::protocol::{reply_frame_len, write_array_len, write_bulk, Limits};
 use crate::router::replies::{display_name, error_text, integer, split_header};
 use crate::router::reply::{error_with_prefix, redcar_error};
@@ -97,7 +98,7 @@ impl Hashed {
 pub(super) fn plan(
     spec: &CommandSpec,
     merge: SplitMerge,
-    args: &[Bytes],
+    args: Args<'_>,
     keys: &[usize],
     hashed: Option<Hashed>,
 ) -> Result<Split, Bytes> {
@@ -109,7 +110,7 @@ pub(super) fn plan(
 pub(super) fn plan_routed(
     spec: &CommandSpec,
     merge: SplitMerge,
-    args: &[Bytes],
+    args: Args<'_>,
     keys: &[usize],
     route_of: impl Fn(&[u8]) -> Option<Arc<Route>>,
 ) -> Result<Split, Bytes> {
@@ -120,7 +121,7 @@ pub(super) fn plan_routed(
 fn plan_parts(
     spec: &CommandSpec,
     merge: SplitMerge,
-    args: &[Bytes],
+    args: Args<'_>,
     keys: &[usize],
     route_of: impl Fn(&[u8]) -> Option<Arc<Route>>,
     hashed: Option<Hashed>,
@@ -175,7 +176,7 @@ fn plan_parts(
     }
     Ok(Split {
         merge,
-        command: args[0].clone(),
+        command: args.bytes(0).unwrap_or_default(),
         write: spec.flags & crate::commands::spec::flags::WRITE != 0,
         key_args: SmallVec::from_slice(keys),
         parts,
@@ -251,14 +252,14 @@ fn end_in(raw: &[u8], arg: &[u8]) -> Option<usize> {
 
 /// The frames of arguments `arg..arg + step` (a key, and its value for MSET) in `raw`, headers
 /// included: from the end of the argument before them to the end of their last one.
-fn frames(raw: &[u8], args: &[Bytes], arg: usize, step: usize) -> Option<Range<usize>> {
+fn frames(raw: &[u8], args: Args<'_>, arg: usize, step: usize) -> Option<Range<usize>> {
     let start = end_in(raw, &args[arg.checked_sub(1)?])? + 2;
     let end = end_in(raw, &args[arg + step - 1])? + 2;
     (start < end && raw[start] == b'$').then_some(start..end)
 }
 
 /// The command name's frame (`$4\r\nMSET\r\n`) in `raw`: after the array header.
-fn name_frame(raw: &[u8], args: &[Bytes]) -> Option<Range<usize>> {
+fn name_frame(raw: &[u8], args: Args<'_>) -> Option<Range<usize>> {
     let end = end_in(raw, &args[0])? + 2;
     let start = raw.iter().position(|&b| b == b'\n')? + 1;
     (raw[0] == b'*' && start < end && raw[start] == b'$').then_some(start..end)
@@ -280,13 +281,13 @@ impl Split {
     /// RESP encoding; empty when they are not): a key (with its value) that goes out as the
     /// client sent it is copied from there as it stands, headers included, in one piece; a key
     /// its backend stores differently (`strip_prefix`) is encoded afresh.
-    pub(super) fn encode(&mut self, args: &[Bytes], raw: &[u8], order: &[usize]) {
+    pub(super) fn encode(&mut self, args: Args<'_>, raw: &[u8], order: &[usize]) {
         let step = self.merge.step();
         let name = name_frame(raw, args);
         // The client's frames, or at most 16 bytes of header per argument; plus per part its
         // array header (at most 24 bytes) and the command name.
         let size = if raw.is_empty() {
-            args[1..].iter().map(|a| a.len() + 16).sum::<usize>()
+            args.skip(1).iter().map(|a| a.len() + 16).sum::<usize>()
         } else {
             raw.len()
         } + self.parts.len() * (args[0].len() + 40);
@@ -314,7 +315,7 @@ impl Split {
                     continue;
                 }
                 write_bulk(&mut out, key);
-                for value in &args[arg + 1..arg + step] {
+                for value in args.skip(arg + 1).take(step - 1) {
                     write_bulk(&mut out, value);
                 }
             }
@@ -402,7 +403,7 @@ impl Split {
     /// `-ERR redcar: <CMD> failed for the keys in slot <n> (<node>): <why>[; consequence]`.
     fn failure(&self, failed: usize, reply: &[u8], node: impl Fn(&Part) -> String) -> Bytes {
         let why = error_text(reply).unwrap_or_else(|| "unexpected reply".to_string());
-        let name = display_name(std::slice::from_ref(&self.command), 1);
+        let name = display_name([&self.command[..]], 1);
         let consequence = match name.as_str() {
             "MSET" => "; some keys may have been written",
             "DEL" | "UNLINK" => "; keys in other slots may have been deleted",

@@ -3,15 +3,18 @@
 use super::*;
 use crate::commands::lookup;
 use crate::commands::policy::split_merge;
+use crate::protocol::Request;
 
-fn args(line: &str) -> Vec<Bytes> {
-    line.split(' ')
-        .map(|t| Bytes::copy_from_slice(t.as_bytes()))
-        .collect()
+fn args(line: &str) -> Request {
+    Request::from_args::<Vec<Bytes>, Bytes>({
+        line.split(' ')
+            .map(|t| Bytes::copy_from_slice(t.as_bytes()))
+            .collect()
+    })
 }
 
 /// Plans `args` with its keys at every `step`-th argument from 1; not encoded yet.
-fn unencoded(args: &[Bytes]) -> Split {
+fn unencoded(args: Args<'_>) -> Split {
     let spec = lookup(args).expect("known command");
     let merge = split_merge(spec).expect("splittable");
     let keys: Vec<usize> = (1..args.len()).step_by(merge.step()).collect();
@@ -21,9 +24,9 @@ fn unencoded(args: &[Bytes]) -> Split {
 /// [`unencoded`], then encoded with its parts in planning order.
 fn planned(line: &str) -> Split {
     let args = args(line);
-    let mut split = unencoded(&args);
+    let mut split = unencoded(args.args());
     let order: Vec<usize> = (0..split.parts.len()).collect();
-    split.encode(&args, &[], &order);
+    split.encode(args.args(), &[], &order);
     split
 }
 
@@ -67,9 +70,9 @@ fn parts_carry_the_keys_and_values_of_their_slot() {
 #[test]
 fn parts_encoded_in_sending_order_lie_back_to_back_in_that_order() {
     let args = args("MGET {a}1 {b}1 {c}1 {a}2");
-    let mut split = unencoded(&args);
+    let mut split = unencoded(args.args());
     // As if {c} and {a} shared a node and {b} had one of its own.
-    split.encode(&args, &[], &[2, 0, 1]);
+    split.encode(args.args(), &[], &[2, 0, 1]);
     let (a, b, c) = (&split.parts[0], &split.parts[1], &split.parts[2]);
     assert_eq!(c.bytes.start, 0);
     assert_eq!(
@@ -91,8 +94,8 @@ fn parts_encoded_in_sending_order_lie_back_to_back_in_that_order() {
 #[test]
 fn mset_with_a_missing_value_is_an_arity_error() {
     let args = args("MSET {a}1 x {b}1");
-    let spec = lookup(&args).expect("known");
-    let error = plan(spec, SplitMerge::AllOk, &args, &[1, 3], None).expect_err("odd");
+    let spec = lookup(args.args()).expect("known");
+    let error = plan(spec, SplitMerge::AllOk, args.args(), &[1, 3], None).expect_err("odd");
     assert_eq!(
         &error[..],
         b"-ERR wrong number of arguments for 'mset' command\r\n"
