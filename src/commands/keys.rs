@@ -86,6 +86,25 @@ fn scan(
 
 /// Applies one key spec. Arithmetic is in i64 so a huge key count can't overflow.
 fn one_spec(ks: &KeySpec, args: Args<'_>, out: &mut Vec<usize>) -> Result<KeyScan, KeyError> {
+    // One key at a fixed place (GET, SET, INCR, HGET... most of the traffic): no range to walk.
+    if let (
+        BeginSearch::Index(at),
+        FindKeys::Range {
+            last_key: 0,
+            step: 1..,
+            ..
+        },
+    ) = (ks.begin, ks.find)
+    {
+        let at = usize::try_from(at)
+            .ok()
+            .filter(|&at| at >= 1 && at < args.len());
+        out.push(at.ok_or(KeyError::Invalid)?);
+        return Ok(match ks.flags & key_flags::INCOMPLETE {
+            0 => KeyScan::Complete,
+            _ => KeyScan::Incomplete,
+        });
+    }
     let argc = args.len() as i64;
     let first = match ks.begin {
         BeginSearch::Index(i) => i64::from(i),

@@ -63,7 +63,10 @@ fn resolves_subcommands_or_falls_back_to_the_container() {
 #[test]
 fn unknown_or_odd_names_are_none() {
     assert_eq!(name_of("NOSUCHCOMMAND"), None);
-    assert_eq!(lookup(Request::from_args::<[&str; 0], &str>([]).args()), None);
+    assert_eq!(
+        lookup(Request::from_args::<[&str; 0], &str>([]).args()),
+        None
+    );
     assert_eq!(lookup(Request::from_args([""]).args()), None);
     assert_eq!(lookup(Request::from_args([&b"g\xffet"[..]]).args()), None);
     let long = "x".repeat(MAX_NAME_LEN + 1);

@@ -15,7 +15,6 @@ pub(crate) use prefix::PrefixMatcher;
 
 use std::sync::Arc;
 
-
 use super::ReadPolicy;
 use crate::cluster::ClusterState;
 
