@@ -100,6 +100,10 @@ fn bad_values_name_the_key() {
     assert!(error_of(&clients).contains("client.max_connections"));
     let budget = format!("{MINIMAL}client:\n  max_buffered_bytes_total: 64kb\n");
     assert!(error_of(&budget).contains("client.max_buffered_bytes_total"));
+    let huge = format!("{MINIMAL}client:\n  max_request_bytes: 4gb\n");
+    assert!(error_of(&huge).contains("client.max_request_bytes"));
+    let big = format!("{MINIMAL}client:\n  max_request_bytes: 3gb\n");
+    assert!(Config::from_yaml(&big).expect("parses").validate().is_ok());
     let off = format!("{MINIMAL}client:\n  max_buffered_bytes_total: 0\n");
     assert!(Config::from_yaml(&off).expect("parses").validate().is_ok());
     let timeout = format!("{MINIMAL}router:\n  op_timeout: 0s\n");

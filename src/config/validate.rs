@@ -183,6 +183,13 @@ impl Config {
         within("client.max_args", client.max_args, 1, 1 << 30)?;
         within("client.max_bulk_len", client.max_bulk_len, 1, 1 << 32)?;
         within("client.max_inline_len", client.max_inline_len, 16, 1 << 30)?;
+        // A request keeps its arguments' offsets in 32 bits (`protocol::args`).
+        within(
+            "client.max_request_bytes",
+            client.max_request_bytes,
+            1,
+            u32::MAX as usize,
+        )?;
         if client.max_request_bytes < client.max_inline_len {
             return fail(format!(
                 "`client.max_request_bytes` ({}) is smaller than `client.max_inline_len` ({}): \

@@ -2,7 +2,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::protocol::{parse_request, Limits, ProtocolError, Request};
+use crate::protocol::{parse_request, parse_request_into, Limits, ProtocolError, Request};
 
 fn parse_with(input: &[u8], limits: &Limits) -> (Result<Option<Request>, ProtocolError>, Vec<u8>) {
     let mut buf = BytesMut::from(input);
@@ -303,4 +303,36 @@ fn debug_escapes_and_truncates_arguments() {
             "x".repeat(64)
         )
     );
+}
+
+#[test]
+fn one_slot_parses_short_and_long_requests_in_turn_and_an_incomplete_one_leaves_no_arguments() {
+    let limits = Limits::default();
+    let mut slot = Request::default();
+    let long: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    let encoded = Request::from_args(std::iter::once("MGET").chain(long.iter().map(|s| &s[..])));
+    for input in [
+        &b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"[..],
+        &encoded.raw()[..],
+        b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\nb\r\n",
+    ] {
+        let mut buf = BytesMut::from(input);
+        assert_eq!(parse_request_into(&mut buf, &limits, &mut slot), Ok(true));
+        assert_eq!(slot.raw(), input);
+        let again = parsed(input);
+        assert_eq!(
+            args(&slot),
+            args(&again),
+            "the slot holds what a fresh parse does"
+        );
+    }
+    assert_eq!(slot.args().len(), 3);
+    // Cut short (long enough to be measured first, and short enough to fit): no arguments
+    // from the earlier request are left behind.
+    for cut in [&encoded.raw()[..60], &b"*2\r\n$3\r\nGET\r\n$1"[..]] {
+        let mut buf = BytesMut::from(cut);
+        assert_eq!(parse_request_into(&mut buf, &limits, &mut slot), Ok(false));
+        assert!(slot.args().is_empty());
+        assert_eq!(&buf[..], cut, "the buffer is untouched");
+    }
 }
