@@ -16,7 +16,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("memory", 0),
     ("commands", 1),
     ("metrics", 1),
-    ("auth", 1),
+    ("auth", 2),
     ("top", 1),
     ("hotkeys", 1),
     ("upstream", 2),
