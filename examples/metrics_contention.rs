@@ -19,11 +19,12 @@ fn main() {
                         let mut tally = CommandTally::new(&metrics);
                         for i in 0..n {
                             // A few distinct latencies, so several buckets are touched.
-                            let d = Duration::from_nanos(80_000 + (i % 7) * 1000);
+                            let ns = 80_000 + (i % 7) * 1000;
+                            let d = Duration::from_nanos(ns);
                             if mode == "shared" {
                                 metrics.record_command("get", d, false);
                             } else {
-                                tally.record("get", d, false);
+                                tally.record("get", ns, false);
                                 if i % 16 == 15 {
                                     tally.flush();
                                 }

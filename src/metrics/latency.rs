@@ -41,6 +41,22 @@ const fn log_linear_bounds() -> [f64; 81] {
     bounds
 }
 
+/// [`LATENCY_BUCKETS`] in whole nanoseconds, rounded down: a whole number of nanoseconds is at
+/// most a bound exactly when it is at most the bound rounded down, so a duration lands in the
+/// same bucket either way, found with integer comparisons.
+const LATENCY_BOUNDS_NS: [u64; 81] = bounds_ns();
+
+const fn bounds_ns() -> [u64; 81] {
+    let mut bounds = [0; 81];
+    let mut k = 0;
+    while k < bounds.len() {
+        // `as` truncates: rounds down for these positive values.
+        bounds[k] = (LATENCY_BUCKETS[k] * 1e9) as u64;
+        k += 1;
+    }
+    bounds
+}
+
 /// Finite buckets plus the overflow (`+Inf`) bucket.
 const SLOTS: usize = LATENCY_BUCKETS.len() + 1;
 
@@ -100,6 +116,12 @@ fn slot_of(seconds: f64) -> usize {
     LATENCY_BUCKETS.partition_point(|&bound| bound < seconds)
 }
 
+/// The bucket of an observation of `ns` nanoseconds ([`slot_of`] without floating point).
+#[inline]
+fn slot_of_ns(ns: u64) -> usize {
+    LATENCY_BOUNDS_NS.partition_point(|&bound| bound < ns)
+}
+
 /// `seconds` in nanoseconds; `as` saturates for out-of-range floats, and NaN becomes 0.
 fn nanos(seconds: f64) -> u64 {
     (seconds * 1e9) as u64
@@ -135,12 +157,14 @@ impl Default for LocalLatency {
 }
 
 impl LocalLatency {
-    /// Records one observation in seconds, in this task only.
-    pub(crate) fn observe(&mut self, seconds: f64) {
-        let slot = slot_of(seconds);
+    /// Records one observation of `ns` nanoseconds, in this task only (in the bucket
+    /// [`LatencyHistogram::observe`] would put it, with no floating point).
+    #[inline]
+    pub(crate) fn observe_ns(&mut self, ns: u64) {
+        let slot = slot_of_ns(ns);
         self.buckets[slot] += 1;
         self.touched |= 1 << slot;
-        self.sum_ns = self.sum_ns.saturating_add(nanos(seconds));
+        self.sum_ns = self.sum_ns.saturating_add(ns);
         self.count += 1;
     }
 
@@ -222,37 +246,55 @@ impl EncodeMetric for LatencyHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn nanoseconds_land_in_the_bucket_their_seconds_do() {
+        // Around every bound (a nanosecond either side), across the whole range and past it.
+        let mut samples: Vec<u64> = vec![0, 1, 9_999, 10_000, 10_001, u64::MAX];
+        for bound in LATENCY_BOUNDS_NS {
+            samples.extend([bound - 1, bound, bound + 1, bound + bound / 3]);
+        }
+        samples.extend((0..200).map(|k| 37u64.pow(k % 7) * (k as u64 + 1)));
+        for ns in samples {
+            let seconds = Duration::from_nanos(ns).as_secs_f64();
+            assert_eq!(slot_of_ns(ns), slot_of(seconds), "{ns} ns");
+        }
+    }
 
     #[test]
     fn a_local_batch_adds_up_to_the_same_histogram_as_single_observations() {
-        let observations = [0.00004, 0.0001, 0.0001, 0.003, 3.0];
+        // In nanoseconds locally, in seconds directly.
+        let observations: [u64; 6] = [40_000, 100_000, 100_000, 3_000_000, 3_000_000_000, 7];
+        let seconds = |ns: u64| Duration::from_nanos(ns).as_secs_f64();
         let direct = LatencyHistogram::default();
         let batched = LatencyHistogram::default();
         let mut local = LocalLatency::default();
-        for seconds in observations {
-            direct.observe(seconds);
-            local.observe(seconds);
+        for ns in observations {
+            direct.observe(seconds(ns));
+            local.observe_ns(ns);
         }
         assert_eq!(
             batched.buckets(),
             [0; SLOTS],
             "nothing shared before the flush"
         );
-        assert_eq!(local.count(), 5);
+        assert_eq!(local.count(), 6);
         local.flush_into(&batched);
         assert_eq!(batched.buckets(), direct.buckets());
         assert_eq!(
             batched.inner.sum_ns.load(Ordering::Relaxed),
-            direct.inner.sum_ns.load(Ordering::Relaxed)
+            3_003_240_007,
+            "the exact sum"
         );
         // Flushed means emptied: a second flush adds nothing.
         assert_eq!(local.count(), 0);
         local.flush_into(&batched);
         assert_eq!(batched.buckets(), direct.buckets());
         // Reused after a flush, the first and the overflow bucket included.
-        for seconds in [0.000001, 0.000001, 100.0, f64::NAN] {
-            direct.observe(seconds);
-            local.observe(seconds);
+        for ns in [1_000, 1_000, 100_000_000_000, u64::MAX] {
+            direct.observe(seconds(ns));
+            local.observe_ns(ns);
         }
         local.flush_into(&batched);
         assert_eq!(batched.buckets(), direct.buckets());

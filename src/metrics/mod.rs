@@ -28,6 +28,7 @@
 //! per-command series are looked up by the command's static name.
 #![warn(unreachable_pub, missing_docs)]
 
+pub(crate) mod clock;
 mod command;
 mod events;
 mod flush;

@@ -55,18 +55,19 @@ impl<'m> CommandTally<'m> {
         self.metrics
     }
 
-    /// Counts one finished command and returns whether it was slow (as
-    /// [`Metrics::record_command`], which it replaces on the hot path).
-    pub fn record(&mut self, command: &'static str, elapsed: Duration, error: bool) -> bool {
+    /// Counts one finished command that took `elapsed_ns` nanoseconds (`metrics::clock`) and
+    /// returns whether it was slow (as [`Metrics::record_command`], which it replaces on the
+    /// hot path).
+    pub fn record(&mut self, command: &'static str, elapsed_ns: u64, error: bool) -> bool {
         if self.metrics.commands.enabled() {
             PENDING.with(|pending| {
                 let mut pending = pending.borrow_mut();
                 let entry = entry(&mut pending, self.metrics, command);
                 entry.errors += u64::from(error);
-                entry.duration.observe(elapsed.as_secs_f64());
+                entry.duration.observe_ns(elapsed_ns);
             });
         }
-        self.metrics.note_slow(elapsed)
+        self.metrics.note_slow(Duration::from_nanos(elapsed_ns))
     }
 
     /// Adds everything counted on this thread so far to the shared series.
@@ -149,9 +150,9 @@ mod tests {
     fn counts_reach_the_shared_series_only_when_flushed() {
         let metrics = Metrics::default();
         let mut tally = CommandTally::new(&metrics);
-        tally.record("get", Duration::from_micros(80), false);
-        tally.record("get", Duration::from_micros(90), true);
-        tally.record("set", Duration::from_micros(70), false);
+        tally.record("get", 80_000, false);
+        tally.record("get", 90_000, true);
+        tally.record("set", 70_000, false);
         let get = "redcar_commands_total{command=\"get\"}";
         assert_eq!(count_of(&metrics, get), Some(0), "made, not yet counted");
         tally.flush();
@@ -169,7 +170,7 @@ mod tests {
         );
         // Counted once: a second flush adds nothing, a later command adds itself.
         tally.flush();
-        tally.record("get", Duration::from_micros(80), false);
+        tally.record("get", 80_000, false);
         tally.flush();
         assert_eq!(count_of(&metrics, get), Some(3));
     }
@@ -183,7 +184,7 @@ mod tests {
                 .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
                 .collect();
             for command in names.iter().chain(&names[..1]) {
-                tally.record(command, Duration::from_micros(10), false);
+                tally.record(command, 10_000, false);
             }
             PENDING.with(|p| assert!(p.borrow().len() <= MAX_COMMANDS));
         }
@@ -202,8 +203,8 @@ mod tests {
         let metrics = Metrics::default();
         let mut tally = CommandTally::new(&metrics);
         let copy: &'static str = Box::leak(String::from("get").into_boxed_str());
-        tally.record("get", Duration::from_micros(10), false);
-        tally.record(copy, Duration::from_micros(10), false);
+        tally.record("get", 10_000, false);
+        tally.record(copy, 10_000, false);
         let entries = PENDING.with(|p| {
             p.borrow()
                 .iter()
@@ -223,9 +224,9 @@ mod tests {
         let (one, two) = (Metrics::default(), Metrics::default());
         let mut first = CommandTally::new(&one);
         let mut second = CommandTally::new(&two);
-        first.record("get", Duration::from_micros(10), false);
-        second.record("get", Duration::from_micros(10), false);
-        second.record("get", Duration::from_micros(10), false);
+        first.record("get", 10_000, false);
+        second.record("get", 10_000, false);
+        second.record("get", 10_000, false);
         // Either tally's flush empties the thread's counts into their own registries.
         first.flush();
         let get = "redcar_commands_total{command=\"get\"}";
@@ -242,8 +243,8 @@ mod tests {
         };
         let metrics = Metrics::new(&config);
         let mut tally = CommandTally::new(&metrics);
-        assert!(tally.record("get", Duration::from_millis(11), false));
-        assert!(!tally.record("get", Duration::from_millis(9), false));
+        assert!(tally.record("get", 11_000_000, false));
+        assert!(!tally.record("get", 9_000_000, false));
         drop(tally);
         assert!(!metrics.encode().contains("command=\"get\""));
     }

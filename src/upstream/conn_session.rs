@@ -21,6 +21,7 @@ use super::super::standby::{IdleTimer, Standby};
 use super::super::stream::{FlushOnEmpty, NodeStream};
 use super::super::NodeMetrics;
 use super::super::UpstreamError;
+use crate::metrics::clock::Since;
 use crate::metrics::LocalLatency;
 use crate::protocol::Limits;
 
@@ -74,7 +75,8 @@ fn hand_over(replies: &mut ForInboxes) {
 #[derive(Default)]
 struct ReplyBatch {
     count: u64,
-    latency: Duration,
+    /// The replies' latencies added up, in nanoseconds.
+    latency_ns: u64,
     /// At least one reply was not an error: the node is serving.
     answered: bool,
 }
@@ -315,15 +317,15 @@ impl Session {
 
     /// Hands every complete reply frame in `input` to the oldest waiting command.
     fn deliver(&mut self, input: &mut BytesMut) -> Result<(), String> {
-        let now = Instant::now();
         let mut batch = ReplyBatch::default();
-        let result = self.deliver_frames(input, now, &mut batch);
+        let result = self.deliver_frames(input, Since::new(Instant::now()), &mut batch);
         hand_over(&mut self.for_inboxes);
-        self.metrics.record_replies(batch.count, batch.latency);
+        let latency = Duration::from_nanos(batch.latency_ns);
+        self.metrics.record_replies(batch.count, latency);
         self.duration.flush_into(&self.metrics.duration);
         if batch.count > 0 {
             self.health
-                .observe_latency(batch.latency / u32::try_from(batch.count).unwrap_or(u32::MAX));
+                .observe_latency(latency / u32::try_from(batch.count).unwrap_or(u32::MAX));
         }
         if batch.answered {
             self.health.record_success();
@@ -334,7 +336,7 @@ impl Session {
     fn deliver_frames(
         &mut self,
         input: &mut BytesMut,
-        now: Instant,
+        mut now: Since,
         batch: &mut ReplyBatch,
     ) -> Result<(), String> {
         loop {
@@ -367,10 +369,12 @@ impl Session {
             // Errors after the role change (-MOVED, -READONLY) keep the mark; a success clears it.
             self.demoted = turned_replica(&frame) || (self.demoted && frame.first() == Some(&b'-'));
             if let Some(done) = self.in_flight.pop_front() {
-                let elapsed = now.saturating_duration_since(done.queued_at);
-                self.duration.observe(elapsed.as_secs_f64());
+                // The commands of one batch share `queued_at`: measured once (see `Since`).
+                let elapsed = now.nanos(done.queued_at);
+                self.duration.observe_ns(elapsed);
                 batch.count += u64::from(done.frames);
-                batch.latency += elapsed * done.frames;
+                let latency = elapsed.saturating_mul(u64::from(done.frames));
+                batch.latency_ns = batch.latency_ns.saturating_add(latency);
                 batch.answered |= frame.first() != Some(&b'-');
                 // The waiter may have given up (deadline); its reply is dropped.
                 match done.reply {

@@ -1,6 +1,7 @@
 //! The replies a busy session owes its client, in order, and when it may go idle.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::time::Instant;
@@ -10,6 +11,7 @@ use super::super::slow::LatencyWatch;
 use super::buffers::Buffer;
 use super::stamp::{Hot, Stamp};
 use super::Client;
+use crate::metrics::clock::Since;
 use crate::metrics::CommandTally;
 use crate::protocol::Request;
 use crate::router::Call;
@@ -53,6 +55,7 @@ impl<'r> Owed<'_, 'r> {
     pub(super) fn push(&mut self, call: Call<'r>, stamp: Stamp, now: Instant) {
         if self.calls.is_empty() {
             let reply = call.now_or_never().unwrap_or_default();
+            let now = &mut Since::new(now);
             self.out
                 .append(stamp.finish(self.tally, self.hot, &reply, now, None, self.peer));
         } else {
@@ -73,6 +76,9 @@ impl<'r> Owed<'_, 'r> {
         mut next: impl FnMut(&mut Call<'r>, Option<&mut Inbox>) -> Option<bytes::Bytes>,
     ) -> usize {
         let mut alone = 0;
+        // The commands of one read started at the same clock reading: their time is measured
+        // once (see `Since`).
+        let mut since = Since::new(now);
         while let Some(bytes) = first.take().or_else(|| {
             let (call, _) = self.calls.front_mut()?;
             next(call, inbox.as_deref_mut())
@@ -82,9 +88,10 @@ impl<'r> Owed<'_, 'r> {
                     alone += usize::from(stamp.alone);
                     if let Some(watch) = latency {
                         // Feeds `client.close_idle_when_slow` (one atomic add) when it is on.
-                        watch.record(now.saturating_duration_since(stamp.started));
+                        watch.record(Duration::from_nanos(since.nanos(stamp.started)));
                     }
-                    stamp.finish(self.tally, self.hot, &bytes, now, call.node(), self.peer)
+                    let node = call.node();
+                    stamp.finish(self.tally, self.hot, &bytes, &mut since, node, self.peer)
                 }
                 None => &bytes[..],
             };

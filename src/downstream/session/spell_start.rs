@@ -13,6 +13,7 @@ use super::failed_login::failed_login;
 use super::near::Near;
 use super::stamp::{key_position, Stamp};
 use super::Busy;
+use crate::metrics::clock::Since;
 use crate::protocol::{parse_request_into, Request};
 use crate::router::{Call, Plan};
 
@@ -196,6 +197,7 @@ where
     fn queue(&mut self, call: Call<'d>, stamp: Stamp, alone: bool, now: Instant) {
         if call.is_ready() && self.calls.is_empty() {
             let reply = call.now_or_never().unwrap_or_default();
+            let now = &mut Since::new(now);
             let finished = stamp.finish(&mut self.tally, self.hot, &reply, now, None, self.c.peer);
             self.c.out.append(finished);
             return;

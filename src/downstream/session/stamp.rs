@@ -1,9 +1,12 @@
 //! What the metrics and the slow log need to know about one command while it runs.
 
+use std::time::Duration;
+
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
 use crate::hotkeys::{HotKeys, Observed};
+use crate::metrics::clock::Since;
 use crate::metrics::CommandTally;
 use crate::near_cache::Writing;
 use crate::protocol::{parse_request, resp3_null, Limits, Protocol, Request};
@@ -95,7 +98,8 @@ impl Stamp {
         }
     }
 
-    /// Records the finished command (slow ones also go to the slow log) and returns its reply
+    /// Records the command, finished at `now.now()`, (slow ones also go to the slow log) and
+    /// returns its reply
     /// as the client gets it: a whole-reply RESP2 null that redcar made itself (a failed
     /// WATCH, a RANDOMKEY on an empty cluster) becomes RESP3's `_` for a RESP3 client. Replies
     /// from the nodes' RESP3 connections are already RESP3.
@@ -104,7 +108,7 @@ impl Stamp {
         tally: &mut CommandTally,
         hot: Hot<'_>,
         reply: &'a [u8],
-        now: Instant,
+        now: &mut Since,
         node: Option<&str>,
         peer: &str,
     ) -> &'a [u8] {
@@ -121,13 +125,14 @@ impl Stamp {
                 node: node.unwrap_or(""),
                 weight: self.weight,
                 reply_len: reply.len(),
-                now,
+                now: now.now(),
             });
         }
-        let elapsed = now.saturating_duration_since(self.started);
+        let elapsed = now.nanos(self.started);
         let error = reply.first() == Some(&b'-');
         if tally.record(self.command, elapsed, error) {
             let key = self.raw.map(|raw| first_argument(&raw)).unwrap_or_default();
+            let elapsed = Duration::from_nanos(elapsed);
             tally
                 .metrics()
                 .slowlog

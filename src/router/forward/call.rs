@@ -25,9 +25,11 @@ enum State<'r> {
     /// Known already (local answers, refusals); `None` once taken.
     Ready(Option<Bytes>),
     /// Queued on `node`; most commands finish here with no allocation beyond the reply channel.
+    /// `primary`: `node` was its shard's primary when picked (see [`Call::replica_miss`]).
     Sent {
         forwarder: &'r Forwarder,
         node: Arc<Node>,
+        primary: bool,
         reply: Queued,
         command: Command,
     },
@@ -36,6 +38,7 @@ enum State<'r> {
     Inboxed {
         forwarder: &'r Forwarder,
         node: Arc<Node>,
+        primary: bool,
         seq: u64,
         command: Command,
     },
@@ -51,9 +54,12 @@ impl<'r> Call<'r> {
         }
     }
 
+    /// `primary`: `node` is the shard's primary in the map it was picked from (`false` when
+    /// not known: a nil reply is then checked against the map).
     pub(super) fn sent(
         forwarder: &'r Forwarder,
         node: Arc<Node>,
+        primary: bool,
         reply: Queued,
         command: Command,
     ) -> Call<'r> {
@@ -61,6 +67,7 @@ impl<'r> Call<'r> {
             state: State::Sent {
                 forwarder,
                 node,
+                primary,
                 reply,
                 command,
             },
@@ -70,6 +77,7 @@ impl<'r> Call<'r> {
     pub(super) fn inboxed(
         forwarder: &'r Forwarder,
         node: Arc<Node>,
+        primary: bool,
         seq: u64,
         command: Command,
     ) -> Call<'r> {
@@ -77,6 +85,7 @@ impl<'r> Call<'r> {
             state: State::Inboxed {
                 forwarder,
                 node,
+                primary,
                 seq,
                 command,
             },
@@ -163,6 +172,7 @@ impl<'r> Call<'r> {
                 node,
                 seq,
                 command,
+                ..
             } if command.deadline <= Instant::now() => {
                 if let Some(inbox) = inbox {
                     inbox.forget(*seq);
@@ -239,7 +249,10 @@ impl<'r> Call<'r> {
     }
 
     /// A replica's nil that the slot's primary should confirm (`router.replica_miss_check`):
-    /// [`Forwarder::finish`] asks it. A nil is checked no further than its length here.
+    /// [`Forwarder::finish`] asks it. A nil is checked no further than its length here, and a
+    /// nil from the node picked as the primary is final without loading the map again (with the
+    /// default read policy every read goes to the primary): a failover between sending and the
+    /// reply does not turn that primary's answer into a replica's.
     fn replica_miss(&self, reply: &[u8]) -> bool {
         if !is_nil(reply) {
             return false;
@@ -248,12 +261,14 @@ impl<'r> Call<'r> {
             State::Sent {
                 forwarder,
                 node,
+                primary: false,
                 command,
                 ..
             }
             | State::Inboxed {
                 forwarder,
                 node,
+                primary: false,
                 command,
                 ..
             } => forwarder.replica_miss(command, node, reply).is_some(),

@@ -28,7 +28,7 @@ impl Forwarder {
             });
         }
         let reply = node.queue(command.payload.clone(), false, command.lane, 1);
-        let sent = Call::sent(self, node, reply, command);
+        let sent = Call::sent(self, node, false, reply, command);
         Call::slow(async move {
             let reply = sent.settle().await;
             sleep_until(until).await;

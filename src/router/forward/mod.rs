@@ -12,6 +12,7 @@ mod command;
 mod fault;
 mod hedge;
 mod inject;
+mod quick;
 mod redirect;
 mod resolve;
 mod retry;
@@ -37,6 +38,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use self::command::Candidate;
+use self::quick::QuickSettings;
 use self::retry::{node_unavailable, RetryCause};
 use crate::cluster::ClusterState;
 use crate::metrics::Metrics;
@@ -57,6 +59,8 @@ pub(crate) struct Forwarder {
     /// `live.config.replica_miss_check`, read with one load by every nil reply to a read (most
     /// replies to GETs of absent keys) instead of a snapshot of `live`.
     replica_miss_check: AtomicBool,
+    /// `live`'s `op_timeout` and `read_policy` in one word, when nothing else of it matters.
+    quick: QuickSettings,
 }
 
 impl Forwarder {
@@ -68,7 +72,9 @@ impl Forwarder {
     ) -> Forwarder {
         let replica_miss_check = AtomicBool::new(config.replica_miss_check);
         let retry_budget = RetryBudget::new(config.retry_budget.clone());
-        let live = ArcSwap::from_pointee(Live::new(config, &metrics));
+        let live = Live::new(config, &metrics);
+        let quick = QuickSettings::new(&live, Forwarder::hedges_reads(&live.config));
+        let live = ArcSwap::from_pointee(live);
         Forwarder {
             core: Core {
                 cluster,
@@ -82,6 +88,7 @@ impl Forwarder {
             scripts: ScriptCache::default(),
             retry_budget,
             replica_miss_check,
+            quick,
         }
     }
 
@@ -90,8 +97,9 @@ impl Forwarder {
         self.retry_budget.set_config(config.retry_budget.clone());
         self.replica_miss_check
             .store(config.replica_miss_check, Ordering::Relaxed);
-        let live = Live::new(config, &self.core.metrics);
-        self.core.live.store(Arc::new(live));
+        let live = Arc::new(Live::new(config, &self.core.metrics));
+        self.core.live.store(live.clone());
+        self.quick.set(&live, Forwarder::hedges_reads(&live.config));
     }
 }
 
@@ -132,35 +140,44 @@ impl Forwarder {
         lane: Lane,
         now: Instant,
     ) -> Call<'_> {
-        // One snapshot of the reloadable settings for the whole dispatch.
-        let live = self.core.live.load();
+        // One snapshot of the reloadable settings for the whole dispatch: one word, or all of
+        // `live` when fault injection or hedged reads are on.
+        let quick = self.quick.get();
+        let live = quick.is_none().then(|| self.core.live.load());
+        let (read_policy, op_timeout) = match (quick, &live) {
+            (Some(quick), _) => (quick.read_policy, quick.op_timeout),
+            (None, Some(live)) => (live.config.read_policy, live.config.op_timeout),
+            (None, None) => (self.core.read_policy(), self.core.op_timeout()),
+        };
         let read_policy = match target.as_deref() {
             Some(RouteTarget {
                 read_policy: Some(policy),
                 ..
             }) => *policy,
-            _ => live.config.read_policy,
+            _ => read_policy,
         };
-        let candidate = self.candidate_by(read_policy, self.core.state(&target), slot, write, &[]);
+        let (candidate, primary) =
+            self.candidate_by(read_policy, self.core.state(&target), slot, write, &[]);
         let command = Command {
             payload,
             slot,
             write,
             lane,
-            deadline: now + live.config.op_timeout,
+            deadline: now + op_timeout,
             target,
         };
         match candidate {
             Candidate::Node(node) => {
-                if let Some(faults) = &live.faults {
+                let live = live.as_deref();
+                if let Some(faults) = live.and_then(|live| live.faults.as_ref()) {
                     if let Some(picked) = faults.pick(&command.payload, node.addr()) {
                         return self.inject(picked, command, node);
                     }
                 }
-                let hedged = Forwarder::hedges(&live.config, &command);
+                let hedged = live.is_some_and(|live| Forwarder::hedges(&live.config, &command));
                 if let (Some(inbox), false) = (inbox, hedged) {
                     return match node.queue_into(inbox, command.payload.clone(), lane) {
-                        Ok(seq) => Call::inboxed(self, node, seq, command),
+                        Ok(seq) => Call::inboxed(self, node, primary, seq, command),
                         Err(never) => {
                             Call::slow(self.finish(command, Some((node, Err(never))), Vec::new()))
                         }
@@ -171,7 +188,7 @@ impl Forwarder {
                     let reply = reply.into_reply(&node);
                     return Call::slow(self.hedged(command, node, reply));
                 }
-                Call::sent(self, node, reply, command)
+                Call::sent(self, node, primary, reply, command)
             }
             Candidate::Unusable(reply) => Call::ready(reply),
             Candidate::NoOwner => Call::slow(self.finish(command, None, Vec::new())),

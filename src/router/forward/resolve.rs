@@ -29,9 +29,13 @@ impl Forwarder {
             .and_then(|t| t.read_policy)
             .unwrap_or_else(|| self.core.read_policy());
         self.candidate_by(read_policy, self.core.state(target), slot, write, tried)
+            .0
     }
 
-    /// [`Forwarder::candidate`] with the read policy already loaded (the first attempt).
+    /// [`Forwarder::candidate`] with the read policy already loaded (the first attempt), and
+    /// whether the node is its shard's primary in the map it was picked from: a primary's nil
+    /// needs no confirming ([`Forwarder::replica_miss`]), which the fast path then decides
+    /// without loading the map again.
     pub(super) fn candidate_by(
         &self,
         read_policy: ReadPolicy,
@@ -39,29 +43,36 @@ impl Forwarder {
         slot: Option<u16>,
         write: bool,
         tried: &[Arc<Node>],
-    ) -> Candidate {
+    ) -> (Candidate, bool) {
         let snapshot = cluster.topology_now();
         let Some(topology) = snapshot.as_deref() else {
-            return Candidate::NoOwner;
+            return (Candidate::NoOwner, false);
         };
         let Some(slot) = slot else {
             // Keyless commands: any primary that is not ejected.
             let shards = topology.shards();
-            return match shards.iter().find(|s| !s.primary.is_ejected()) {
+            let candidate = match shards.iter().find(|s| !s.primary.is_ejected()) {
                 Some(shard) => Candidate::Node(shard.primary.clone()),
                 None if shards.is_empty() => Candidate::NoOwner,
                 None => Candidate::Unusable(redcar_error(
                     "every primary is ejected after consecutive failures (upstream.outlier)",
                 )),
             };
+            return (candidate, true);
         };
         let Some(shard) = topology.shard(slot) else {
-            return Candidate::NoOwner;
+            return (Candidate::NoOwner, false);
         };
         let policy = select::policy_for(read_policy, write, slot, cluster.migrating());
         match select::pick(shard, policy, write, tried) {
-            Some(node) => Candidate::Node(node.clone()),
-            None => Candidate::Unusable(self.unusable(slot, shard, write)),
+            Some(node) => (
+                Candidate::Node(node.clone()),
+                Arc::ptr_eq(node, &shard.primary),
+            ),
+            None => (
+                Candidate::Unusable(self.unusable(slot, shard, write)),
+                false,
+            ),
         }
     }
 
@@ -170,3 +181,7 @@ impl Forwarder {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "resolve_tests.rs"]
+mod tests;
