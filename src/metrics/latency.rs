@@ -161,11 +161,17 @@ impl LocalLatency {
     /// [`LatencyHistogram::observe`] would put it, with no floating point).
     #[inline]
     pub(crate) fn observe_ns(&mut self, ns: u64) {
+        self.observe_ns_times(ns, 1);
+    }
+
+    /// Records `times` observations of `ns` nanoseconds each.
+    #[inline]
+    pub(crate) fn observe_ns_times(&mut self, ns: u64, times: u64) {
         let slot = slot_of_ns(ns);
-        self.buckets[slot] += 1;
+        self.buckets[slot] += times;
         self.touched |= 1 << slot;
-        self.sum_ns = self.sum_ns.saturating_add(ns);
-        self.count += 1;
+        self.sum_ns = self.sum_ns.saturating_add(ns.saturating_mul(times));
+        self.count += times;
     }
 
     /// Observations not yet added to a shared histogram.
