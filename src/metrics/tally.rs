@@ -316,7 +316,11 @@ mod tests {
         assert_eq!(count_of(&two, get).unwrap_or(0), 0);
         second.record("set", 10_000, false);
         first.flush();
-        assert_eq!(count_of(&two, get), Some(2), "the run ended in the thread's counts");
+        assert_eq!(
+            count_of(&two, get),
+            Some(2),
+            "the run ended in the thread's counts"
+        );
         second.flush();
         let set = "redcar_commands_total{command=\"set\"}";
         assert_eq!(count_of(&two, set), Some(1));
