@@ -13,8 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::facade_reply as reply;
 pub(crate) use super::facade_reply::Endpoint;
-use crate::protocol::Args;
-use crate::protocol::Protocol;
+use crate::protocol::{Args, Protocol};
 
 /// `cluster_facade:` (for `listen`) and `tls.cluster_facade:` (for `tls.listen`).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

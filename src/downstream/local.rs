@@ -9,10 +9,9 @@ use super::tracking::ClientTracking;
 use crate::auth::{self, User, Users};
 use crate::commands::{CommandSpec, Local};
 use crate::near_cache::Admitted;
-use crate::protocol::Args;
 use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_map_len, write_null_in,
-    write_simple, Protocol,
+    write_simple, Args, Protocol,
 };
 use crate::router::Plan;
 use crate::router::Transaction;

@@ -18,8 +18,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::store::{LaneId, Variant};
 use super::{Admitted, NearCache};
-use crate::protocol::Args;
-use crate::protocol::{write_bulk, Protocol};
+use crate::protocol::{write_bulk, Args, Protocol};
 use crate::upstream::{clock_ms, Node};
 
 /// A `SET` whose value the cache stores with its `+OK` (see the module docs). Dropped without

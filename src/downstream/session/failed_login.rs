@@ -8,8 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::super::ClientMetrics;
-use crate::protocol::Args;
-use crate::protocol::Request;
+use crate::protocol::{Args, Request};
 
 /// The second of the last line logged, and the failures not logged since.
 static LAST_LOGGED: AtomicU64 = AtomicU64::new(0);

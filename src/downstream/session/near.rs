@@ -11,8 +11,7 @@ use tokio::time::Instant;
 use super::super::local::ClientState;
 use crate::commands::spec::flags;
 use crate::near_cache::{cacheable, Admitted, Filling, NearCache, Through, Writing};
-use crate::protocol::Args;
-use crate::protocol::{encode_command, write_array_len, Protocol, Request};
+use crate::protocol::{encode_command, write_array_len, Args, Protocol, Request};
 use crate::router::{Call, Plan, Router};
 
 /// What a session passes for one command when the near cache is on.

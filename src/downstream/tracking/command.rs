@@ -3,9 +3,8 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::protocol::Args;
 use crate::protocol::{
-    write_array_len, write_bulk, write_error, write_integer, write_map_len, Protocol,
+    write_array_len, write_bulk, write_error, write_integer, write_map_len, Args, Protocol,
 };
 
 const SYNTAX: &[u8] = b"ERR syntax error";

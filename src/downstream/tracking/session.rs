@@ -16,8 +16,7 @@ use crate::commands::spec::flags;
 use crate::commands::{key_indices, CommandSpec, Local};
 use crate::downstream::clients::Downstream;
 use crate::downstream::local::ClientState;
-use crate::protocol::Args;
-use crate::protocol::{write_integer, Request};
+use crate::protocol::{write_integer, Args, Request};
 use crate::router::{Call, Plan, Router};
 
 /// Called with every command a session is about to start: answers the tracking subcommands of

@@ -5,8 +5,7 @@ use bytes::Bytes;
 
 use super::gather::{collect, failure, send_to_all};
 use super::info_merge::{merge_info, NodeInfo};
-use crate::protocol::Args;
-use crate::protocol::Request;
+use crate::protocol::{Args, Request};
 use crate::router::replies::{bulk, encode_bulk};
 use crate::router::{Call, Fanout};
 use crate::upstream::Lane;
@@ -136,7 +135,7 @@ mod tests {
     use super::*;
 
     fn wanted(line: &str) -> Wanted {
-        use crate::protocol::Request;
+        use crate::protocol::{Args, Request};
         let sections = Request::from_args::<Vec<Bytes>, Bytes>(
             line.split_whitespace()
                 .map(|s| Bytes::copy_from_slice(s.as_bytes()))
