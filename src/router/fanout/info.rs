@@ -135,7 +135,7 @@ mod tests {
     use super::*;
 
     fn wanted(line: &str) -> Wanted {
-        use crate::protocol::{Args, Request};
+        use crate::protocol::Request;
         let sections = Request::from_args::<Vec<Bytes>, Bytes>(
             line.split_whitespace()
                 .map(|s| Bytes::copy_from_slice(s.as_bytes()))
