@@ -28,8 +28,9 @@ pub(crate) enum ProtocolError {
     /// A request `$` header line longer than `max_inline_len`.
     #[error("too big bulk count string")]
     BulkCountTooBig,
-    /// A request whose arguments reach past 4 GiB (possible only with `client.max_request_bytes`
-    /// set that high): its argument offsets would not fit the 32 bits a request keeps them in.
+    /// A request whose arguments reach past 4 GiB: their offsets would not fit the 32 bits a
+    /// request keeps them in. A guard: `client.max_request_bytes`, checked at start-up to be
+    /// below 4 GiB, closes a client before such a request could arrive.
     #[error("request larger than 4 GiB")]
     RequestTooBig,
     /// A bulk payload not followed by CRLF, or a line ending in a bare CR.

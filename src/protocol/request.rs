@@ -116,7 +116,8 @@ pub(crate) enum Step {
 /// The spans go straight into `out` when it has room for `count` of them (always up to
 /// [`INLINE_ARGS`], and a session's slot keeps the room of its longest request); a longer
 /// request is measured first, so an incomplete one never allocates. On `Incomplete` or an
-/// error `out` holds no arguments.
+/// error `out` holds its earlier request whole or no arguments at all, never spans that point
+/// into other bytes.
 pub(super) fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &Limits,
@@ -153,8 +154,8 @@ pub(super) fn parse_multibulk(
     }
     let spans = &mut out.spans;
     let scanned = scan_args(buf, limits, count, first, |arg| {
-        // Only a request past 4 GiB (`client.max_request_bytes` set that high) has an
-        // argument that does not fit.
+        // Only an argument past 4 GiB does not fit, and `client.max_request_bytes` (below
+        // 4 GiB) closes the client before one could arrive.
         spans.push(Span::new(arg.start, arg.end).ok_or(ProtocolError::RequestTooBig)?);
         Ok(())
     });
