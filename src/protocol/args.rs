@@ -168,13 +168,6 @@ impl<'r> Iterator for Iter<'r> {
 
 impl ExactSizeIterator for Iter<'_> {}
 
-impl<'r> DoubleEndedIterator for Iter<'r> {
-    fn next_back(&mut self) -> Option<&'r [u8]> {
-        let span = self.spans.next_back()?;
-        Some(&self.raw[span.range()])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,8 +198,8 @@ mod tests {
             [&b"key"[..], b"value"]
         );
         assert_eq!(
-            args.take(2).iter().rev().collect::<Vec<_>>(),
-            [&b"key"[..], b"SET"]
+            args.take(2).iter().collect::<Vec<_>>(),
+            [&b"SET"[..], b"key"]
         );
         assert!(args.skip(5).is_empty());
         assert_eq!(args.take(9).len(), 3);
