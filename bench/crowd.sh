@@ -3,7 +3,8 @@
 # of a local 3+3 Redis Cluster, with nutcracker (twemproxy, bench/nutcracker.sh) alongside and a
 # standalone redis-server as the reference where it applies:
 #   1. CPU per command: redis-benchmark -c 50 -r 100000 -t get / -t set at -P 1 and -P 16; the
-#      proxy's user + system CPU (/proc/PID/stat, all threads) over the run / requests; and ops/s;
+#      proxy's user + system CPU (/proc/PID/stat, all threads) over the run / requests, the system
+#      (kernel) part of it, and ops/s;
 #   2. RSS per idle client: bench/crowd.py opens N connections, one PING each, then holds them
 #      idle; (VmRSS after - VmRSS before) / N, per N in CROWD_SIZES, each on a freshly started
 #      proxy (and redis-server direct);
@@ -262,21 +263,23 @@ csv_field() {
     case $2 in rps) col=2 ;; p50) col=5 ;; p99) col=7 ;; esac
     awk -F'","' -v c="$col" '/^"/ && $1 != "\"test" { gsub(/"/, "", $c); print $c; exit }' "$1"
 }
-# bench_run TARGET NAME N DEPTH TEST: one redis-benchmark run; prints "rps p50 p99 ticks" (the
-# CPU ticks the target's process spent meanwhile), keeps the CSV as $TMP/csv/NAME.csv and the
+# bench_run TARGET NAME N DEPTH TEST: one redis-benchmark run; prints "rps p50 p99 ticks
+# system_ticks" (the CPU ticks the target's process spent meanwhile, and the kernel's part), keeps the CSV as $TMP/csv/NAME.csv and the
 # command line (port left out) in $TMP/bench-cmds. Run it in $(...): a failure stops the script.
 bench_run() {
-    local t=$1 name=$2 n=$3 depth=$4 test=$5 t0 t1 cmd
+    local t=$1 name=$2 n=$3 depth=$4 test=$5 t0 t1 s0 s1 cmd
     cmd=(redis-benchmark -h 127.0.0.1 -p "${TPORT[$t]}" -c "$CLIENTS" -n "$n" -r "$KEYSPACE" -P "$depth" -t "$test" --csv)
     local shown="${cmd[*]}"
     echo "${shown/-p ${TPORT[$t]}/-p PORT}" >>"$TMP/bench-cmds"
     t0=$(cpu_ticks "${TPID[$t]}")
+    s0=$(cpu_ticks_system "${TPID[$t]}")
     if ! "${TIMEOUT[@]}" "${cmd[@]}" >"$TMP/csv/$name.csv" 2>"$TMP/csv/$name.err"; then
         tail -n 20 "$TMP/csv/$name.err" >&2
         die "redis-benchmark failed: $name"
     fi
     t1=$(cpu_ticks "${TPID[$t]}")
-    echo "$(csv_field "$TMP/csv/$name.csv" rps) $(csv_field "$TMP/csv/$name.csv" p50) $(csv_field "$TMP/csv/$name.csv" p99) $((t1 - t0))"
+    s1=$(cpu_ticks_system "${TPID[$t]}")
+    echo "$(csv_field "$TMP/csv/$name.csv" rps) $(csv_field "$TMP/csv/$name.csv" p50) $(csv_field "$TMP/csv/$name.csv" p99) $((t1 - t0)) $((s1 - s0))"
 }
 rss_kb() { proc_status_kb "${TPID[$1]}" VmRSS; }
 hwm_kb() { proc_status_kb "${TPID[$1]}" VmHWM; }
@@ -313,11 +316,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
                 key=cpu-$t-$depth-$test
                 [[ " ${CPU_TESTS[*]} " == *" $depth-$test "* ]] || CPU_TESTS+=("$depth-$test")
                 res=$(bench_run "$t" "$key.r$r" "$n" "$depth" "$test")
-                read -r rps p50 p99 ticks <<<"$res"
+                read -r rps p50 p99 ticks sys_ticks <<<"$res"
                 us=$(awk -v t="$ticks" -v hz="$CLK_TCK" -v n="$n" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
-                # columns: µs/command ops/s p50 p99 requests ticks
-                echo "$us $rps $p50 $p99 $n $ticks" >"$TMP/runs/$key.r$r"
-                log "  $t -P $depth ${test^^}: $rps ops/s, $us µs CPU per command"
+                sys_us=$(awk -v t="$sys_ticks" -v hz="$CLK_TCK" -v n="$n" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
+                # columns: µs/command ops/s p50 p99 requests ticks system-µs/command
+                echo "$us $rps $p50 $p99 $n $ticks $sys_us" >"$TMP/runs/$key.r$r"
+                log "  $t -P $depth ${test^^}: $rps ops/s, $us µs CPU per command ($sys_us in the kernel)"
             done
         done
     done
@@ -431,7 +435,7 @@ for dl in "1 $CPU_P1_US" "16 $CPU_P16_US"; do
     for test in get set; do
         v=$(get "cpu-redcar-$depth-$test" 1)
         target "redcar CPU per \`-P $depth\` ${test^^} ≤ $limit µs" "$v" "<=" "$limit" \
-            "${v:-?} µs per command ($(get "cpu-redcar-$depth-$test" 6) ticks of 1/$CLK_TCK s over $(get "cpu-redcar-$depth-$test" 5) commands)"
+            "${v:-?} µs per command ($(get "cpu-redcar-$depth-$test" 6) ticks of 1/$CLK_TCK s over $(get "cpu-redcar-$depth-$test" 5) commands; $(get "cpu-redcar-$depth-$test" 7) µs of it in the kernel)"
     done
 done
 for n in $SIZES; do
@@ -490,14 +494,16 @@ REPORT="$TMP/RESULTS-crowd.md"
     echo "through each proxy, both running side by side and warmed up; CPU is the proxy process's user + system"
     echo "time (all threads, \`/proc/PID/stat\`, $CLK_TCK ticks/s) over the run, divided by the requests. One tick"
     echo "is $(calc '%.3f' '1e6 / a / b' "$CLK_TCK" "$REQUESTS") µs per command at \`-P 1\` and $(calc '%.3f' '1e6 / a / b' "$CLK_TCK" "$PIPELINED_REQUESTS") µs at \`-P 16\`."
+    echo "\"of it kernel\" is the system part (field 15 alone): the loopback TCP path, wake-ups and"
+    echo "context switches, which any proxy on this machine pays per read and per write."
     echo
-    echo "| -P | test | redcar ops/s | redcar CPU µs/cmd | nutcracker ops/s | nutcracker CPU µs/cmd | CPU redcar / nutcracker | ops/s redcar / nutcracker |"
-    echo "|---:|---|---:|---:|---:|---:|---:|---:|"
+    echo "| -P | test | redcar ops/s | redcar CPU µs/cmd | of it kernel | nutcracker ops/s | nutcracker CPU µs/cmd | of it kernel | CPU redcar / nutcracker | ops/s redcar / nutcracker |"
+    echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     for dt in "${CPU_TESTS[@]}"; do
         depth=${dt%-*} test=${dt#*-}
-        rr=$(get "cpu-redcar-$depth-$test" 2) ru=$(get "cpu-redcar-$depth-$test" 1)
-        nr=$(get "cpu-nutcracker-$depth-$test" 2) nu=$(get "cpu-nutcracker-$depth-$test" 1)
-        echo "| $depth | ${test^^} | $rr | $ru | $nr | $nu | $(ratio "$ru" "$nu") | $(ratio "$rr" "$nr") |"
+        rr=$(get "cpu-redcar-$depth-$test" 2) ru=$(get "cpu-redcar-$depth-$test" 1) rk=$(get "cpu-redcar-$depth-$test" 7)
+        nr=$(get "cpu-nutcracker-$depth-$test" 2) nu=$(get "cpu-nutcracker-$depth-$test" 1) nk=$(get "cpu-nutcracker-$depth-$test" 7)
+        echo "| $depth | ${test^^} | $rr | $ru | $rk | $nr | $nu | $nk | $(ratio "$ru" "$nu") | $(ratio "$rr" "$nr") |"
     done
     echo
     echo "## 2. RSS per idle client"

@@ -168,6 +168,16 @@ cpu_ticks() {
     done
     echo "$t"
 }
+# cpu_ticks_system PID...: the system (kernel) part of cpu_ticks: field 15 alone.
+cpu_ticks_system() {
+    local t=0 p s stat
+    for p in "$@"; do
+        s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        read -r -a stat <<<"${s##*) }"
+        t=$((t + stat[12]))
+    done
+    echo "$t"
+}
 
 # proc_status_kb PID FIELD: a kB figure from /proc/PID/status (VmRSS, VmHWM ...); empty if gone.
 proc_status_kb() {

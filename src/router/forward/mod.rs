@@ -3,13 +3,14 @@
 //!
 //! The single-command path, [`Forwarder`], and what every other room sends through: the
 //! [`Call`] a session holds (`call`), which node an attempt goes to (`resolve`), reading node
-//! errors (`redirect`), when and how long to retry (`retry`, `retry_budget`), hedged reads
-//! (`hedge`), NOSCRIPT healing (`scripts`), fault injection (`fault`) and a route's backend and
-//! its mirror (`routed`).
+//! errors (`redirect`), the redirects and retries after the first attempt (`finish`), when and
+//! how long to retry (`retry`, `retry_budget`), hedged reads (`hedge`), NOSCRIPT healing
+//! (`scripts`), fault injection (`fault`) and a route's backend and its mirror (`routed`).
 
 mod call;
 mod command;
 mod fault;
+mod finish;
 mod hedge;
 mod inject;
 mod quick;
@@ -39,12 +40,11 @@ use tokio::time::Instant;
 
 use self::command::Candidate;
 use self::quick::QuickSettings;
-use self::retry::{node_unavailable, RetryCause};
 use crate::cluster::ClusterState;
 use crate::metrics::Metrics;
 use crate::router::core::{Core, Live};
 use crate::router::reply::redcar_error;
-use crate::router::{select, RouteTarget, RouterConfig};
+use crate::router::{RouteTarget, RouterConfig};
 use crate::upstream::Lane;
 use crate::upstream::{Inbox, Node, Upstreams};
 
@@ -214,197 +214,6 @@ impl Forwarder {
         (!Arc::ptr_eq(primary, node) && !primary.is_ejected()).then(|| primary.clone())
     }
 
-    /// Everything after the fast path: `first` is the attempt already made (if any) and its
-    /// outcome; then redirects and retries until a final reply or the deadline. A failed node
-    /// goes into `tried`, so the next attempt of a read prefers another replica, then the
-    /// primary; a node is tried again only after a back-off pause.
-    pub(super) async fn finish(
-        &self,
-        command: Command,
-        mut first: Option<(Arc<Node>, Outcome)>,
-        mut tried: Vec<Arc<Node>>,
-    ) -> Bytes {
-        let mut target = Target::Owner(command.slot);
-        let mut hops = Hops::default();
-        let mut attempt: u32 = 0;
-        loop {
-            let (node, outcome) = match first.take() {
-                Some(first) => first,
-                None => match self.attempt(&target, &command, &tried).await {
-                    Ok(sent) => sent,
-                    Err(reply) => return reply,
-                },
-            };
-            let error = match self.on_outcome(&command, node, outcome, &mut hops, &mut tried) {
-                Next::Reply(reply) => return reply,
-                Next::Follow(next) => {
-                    target = next;
-                    continue;
-                }
-                Next::Retry(error) => error,
-            };
-            attempt += 1;
-            if let Err(note) = self.before_retry(&command, &error, attempt, &tried).await {
-                return error.into_reply(note);
-            }
-            // A retry goes back to the slot's current owner, which may have changed; the
-            // redirect limit is per attempt (a migration's ASK, then TRYAGAIN, repeats).
-            target = Target::Owner(command.slot);
-            hops.redirects = 0;
-        }
-    }
-
-    /// One more attempt of `command` at `target`, by its deadline: the node and its outcome,
-    /// or the client's reply when no node can be found or the node does not answer in time.
-    #[inline]
-    async fn attempt(
-        &self,
-        target: &Target,
-        command: &Command,
-        tried: &[Arc<Node>],
-    ) -> Result<(Arc<Node>, Outcome), Bytes> {
-        let (node, asking) = self.resolve_for(target, command, tried).await?;
-        let reply = node.send(command.payload.clone(), asking, command.lane);
-        match tokio::time::timeout_at(command.deadline, reply).await {
-            Ok(outcome) => Ok((node, outcome)),
-            Err(_elapsed) => Err(self.node_timed_out(&node)),
-        }
-    }
-
-    /// What `node`'s `outcome` for `command` calls for: the client's reply, a redirect to
-    /// follow (or a replica's miss to confirm with the primary), or a retry. A node that failed
-    /// goes into `tried`.
-    #[inline]
-    fn on_outcome(
-        &self,
-        command: &Command,
-        node: Arc<Node>,
-        outcome: Outcome,
-        hops: &mut Hops,
-        tried: &mut Vec<Arc<Node>>,
-    ) -> Next {
-        let reply = match outcome {
-            Ok(reply) => reply,
-            Err(e) if e.never_sent() || !command.write => {
-                self.core.state(&command.target).note_failure();
-                tried.push(node);
-                return Next::Retry(RetryCause::Upstream(e));
-            }
-            Err(e) => return Next::Reply(lost_write(&e)),
-        };
-        match classify(&reply) {
-            Verdict::Done if !hops.miss_checked => {
-                match self.replica_miss(command, &node, &reply) {
-                    // Not a retry (the replica answered): no budget spent, no pause. A primary
-                    // that cannot be reached leaves the replica's answer standing.
-                    Some(primary) => {
-                        hops.miss_checked = true;
-                        Next::Follow(Target::Redirected {
-                            node: primary,
-                            asking: false,
-                        })
-                    }
-                    None => Next::Reply(reply),
-                }
-            }
-            Verdict::Done => Next::Reply(reply),
-            Verdict::Moved(addr) | Verdict::Ask(addr)
-                if hops.redirects >= self.core.max_redirects() =>
-            {
-                let redirects = hops.redirects;
-                Next::Reply(redcar_error(format_args!(
-                    "gave up after {redirects} redirects (last to {addr})"
-                )))
-            }
-            Verdict::Moved(addr) => {
-                hops.redirects += 1;
-                Next::Follow(self.follow_moved(command, addr))
-            }
-            Verdict::Ask(addr) => {
-                hops.redirects += 1;
-                Next::Follow(self.follow_ask(command, addr))
-            }
-            // The node did not run the command: try again a little later (or elsewhere).
-            Verdict::Transient => {
-                if node_unavailable(&reply) {
-                    node.health()
-                        .record_failure("node is loading or has no primary");
-                    tried.push(node);
-                }
-                Next::Retry(RetryCause::Reply(reply))
-            }
-            // A failover demoted the node the map names as primary; the write did not run.
-            // Once the map names the new primary, the retry goes there.
-            Verdict::ReadOnly => {
-                self.core.cluster.request_refresh();
-                Next::Retry(RetryCause::Reply(reply))
-            }
-        }
-    }
-
-    /// MOVED: the slot has a new owner, which the map will learn at the next refresh; this
-    /// command goes there now.
-    #[inline]
-    fn follow_moved(&self, command: &Command, addr: &str) -> Target {
-        self.core.redirects.redirect("moved", addr);
-        let state = self.core.state(&command.target);
-        state.note_redirect();
-        if let Some(slot) = command.slot {
-            state.migrating().note_moved(slot);
-        }
-        Target::Redirected {
-            node: self.core.upstreams.node(addr),
-            asking: false,
-        }
-    }
-
-    /// ASK: the slot is migrating and this key is already on the target, asked with ASKING.
-    #[inline]
-    fn follow_ask(&self, command: &Command, addr: &str) -> Target {
-        self.core.redirects.redirect("ask", addr);
-        if let Some(slot) = command.slot {
-            self.core.state(&command.target).migrating().note_ask(slot);
-        }
-        Target::Redirected {
-            node: self.core.upstreams.node(addr),
-            asking: true,
-        }
-    }
-
-    /// Whether retry `attempt` may go ahead: it spends from the retry budget and, unless another
-    /// node can take it at once, waits a back-off pause. `Err`: the note for the client's error
-    /// when it may not.
-    #[inline]
-    async fn before_retry(
-        &self,
-        command: &Command,
-        error: &RetryCause,
-        attempt: u32,
-        tried: &[Arc<Node>],
-    ) -> Result<(), &'static str> {
-        if !self
-            .retry_budget
-            .try_spend(Instant::now(), self.core.nodes.requests_sent())
-        {
-            self.core.counts.retry_budget_exhausted();
-            return Err(" (not retried: router.retry_budget is spent)");
-        }
-        self.core.counts.retry();
-        // After a failure of the node itself, another replica (or the primary) is tried at
-        // once; the same node, or any node after a slot-level error (TRYAGAIN, CLUSTERDOWN),
-        // only after a pause.
-        let fresh = error.is_node_failure()
-            && matches!(
-                self.candidate(&command.target, command.slot, command.write, tried),
-                Candidate::Node(next) if !select::was_tried(&next, tried)
-            );
-        if !fresh && !pause_before_retry(self.core.retry_backoff(), attempt, command.deadline).await
-        {
-            return Err("");
-        }
-        Ok(())
-    }
-
     /// A command gave up waiting for `node` at its deadline: the node's health counts the
     /// failure, and the client gets [`Forwarder::timed_out`].
     pub(super) fn node_timed_out(&self, node: &Node) -> Bytes {
@@ -419,26 +228,6 @@ impl Forwarder {
             node.addr()
         ))
     }
-}
-
-/// What `finish` does after an attempt.
-enum Next {
-    /// The client's final reply.
-    Reply(Bytes),
-    /// Send at once to this node (a redirect, or a primary confirming a replica's miss): not a
-    /// retry, so no budget and no pause.
-    Follow(Target),
-    /// The command did not run (or may be read elsewhere): retry within the budget.
-    Retry(RetryCause),
-}
-
-/// The hops one attempt of `finish` has taken besides retries.
-#[derive(Default)]
-struct Hops {
-    /// Redirects followed since the last retry.
-    redirects: usize,
-    /// A replica's nil was already sent to the primary to confirm.
-    miss_checked: bool,
 }
 
 #[cfg(test)]
