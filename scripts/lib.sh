@@ -159,22 +159,18 @@ report_machine() {
 
 # cpu_ticks PID...: user + system CPU of these processes (all their threads) so far, in clock
 # ticks (/proc/PID/stat fields 14 and 15, counted after the ")" that ends the command name).
-cpu_ticks() {
-    local t=0 p s stat
-    for p in "$@"; do
-        s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-        read -r -a stat <<<"${s##*) }"
-        t=$((t + stat[11] + stat[12]))
-    done
-    echo "$t"
-}
+cpu_ticks() { stat_ticks all "$@"; }
 # cpu_ticks_system PID...: the system (kernel) part of cpu_ticks: field 15 alone.
-cpu_ticks_system() {
-    local t=0 p s stat
+cpu_ticks_system() { stat_ticks system "$@"; }
+# stat_ticks all|system PID...: what cpu_ticks and cpu_ticks_system add up.
+stat_ticks() {
+    local which=$1 t=0 p s stat
+    shift
     for p in "$@"; do
         s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
         read -r -a stat <<<"${s##*) }"
         t=$((t + stat[12]))
+        [[ $which == system ]] || t=$((t + stat[11]))
     done
     echo "$t"
 }
