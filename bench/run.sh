@@ -36,6 +36,9 @@
 #      BENCH_CROWD    (default 1)     0 skips the cost-of-one-client scenario (bench/crowd.sh)
 #      BENCH_NEARCACHE (default 1)    0 skips the near-cache scenario (bench/nearcache.sh, run last;
 #                     it writes bench/RESULTS-nearcache.md, or NEARCACHE_OUT, and RESULTS.md includes it)
+#      BENCH_CALLGRIND (default 1)    0 skips the instruction counts against issue 45's targets
+#                     (bench/callgrind_targets.sh, 5 callgrind runs each with 1 and 2 workers;
+#                     needs valgrind; it writes bench/RESULTS-callgrind.md and RESULTS.md includes it)
 #      BENCH_OUT      (default bench/RESULTS.md)
 #      REDCAR_BIN     (default target/release/redcar; `make bench` builds it)
 #      BENCH_RUN_TIMEOUT (default 120) seconds before one redis-benchmark run is killed
@@ -63,6 +66,7 @@ CONNECTIONS=${BENCH_CONNECTIONS:-1}
 FLOOR=${BENCH_FLOOR:-1}
 CROWD=${BENCH_CROWD:-1}
 NEARCACHE=${BENCH_NEARCACHE:-1}
+CALLGRIND=${BENCH_CALLGRIND:-1}
 OUT=${BENCH_OUT:-$ROOT/bench/RESULTS.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-120} # seconds per redis-benchmark run
@@ -495,6 +499,18 @@ else
     NEAR_NOTE="BENCH_NEARCACHE=0: the near-cache scenario was skipped (run \`make bench-nearcache\`)."
 fi
 
+CG_NOTE=""
+CG_OUT=$ROOT/bench/RESULTS-callgrind.md
+if [[ $CALLGRIND == 1 ]] && command -v valgrind >/dev/null; then
+    log "instructions per request against the targets: bench/callgrind_targets.sh"
+    # Exit 1 means a target was missed: the table says which; the suite goes on.
+    CALLGRIND_TARGETS_OUT="$CG_OUT" "$ROOT/bench/callgrind_targets.sh" "$REDCAR_BIN" || [[ $? == 1 ]] ||
+        die "bench/callgrind_targets.sh failed"
+else
+    CALLGRIND=0
+    CG_NOTE="Skipped (BENCH_CALLGRIND=0 or no valgrind): run \`bench/callgrind_targets.sh\`."
+fi
+
 # ---------------------------------------------------------------- report
 evaluate_targets
 REPORT="$TMP/RESULTS.md"
@@ -678,6 +694,16 @@ REPORT="$TMP/RESULTS.md"
         sed '1d; s/^#/##/' "$NEAR_OUT"
     else
         echo "$NEAR_NOTE"
+    fi
+    echo
+    echo "## Instructions per request against the targets (issue 45)"
+    echo
+    if [[ $CALLGRIND == 1 ]]; then
+        echo "Run by the suite: \`bench/callgrind_targets.sh\`, which wrote [RESULTS-callgrind.md](RESULTS-callgrind.md):"
+        echo
+        sed '1,2d' "$CG_OUT"
+    else
+        echo "$CG_NOTE"
     fi
     echo
     echo "## Raw CSV (redis-benchmark --csv)"

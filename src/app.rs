@@ -7,6 +7,7 @@ mod bind;
 mod config_view;
 mod fd_limit;
 mod listen;
+mod loops;
 mod metrics;
 mod parts;
 mod reload;
@@ -108,7 +109,8 @@ pub async fn run(
         admin,
     } = listeners;
     let sockets = listen::ClientSockets { tcp, tls, unix };
-    listen::spawn_client_listeners(&config, sockets, &parts, &stop_rx, &done_tx)?;
+    let mut parts = parts;
+    listen::spawn_client_listeners(&config, sockets, &mut parts, &stop_rx, &done_tx)?;
     let shown = Arc::new(ArcSwap::from_pointee(redacted(&config)));
     let current = Arc::new(ArcSwap::from_pointee(config.clone()));
     let downstream = parts.downstream.clone();
@@ -116,6 +118,7 @@ pub async fn run(
         spawn_admin(admin, &config, &parts, &shown, &stop_rx)?;
     }
     let workers = parts.workers;
+    let loops = parts.loops;
     let reloadable = reload::Reloadable {
         router: parts.router,
         downstream: downstream.clone(),
@@ -151,7 +154,9 @@ pub async fn run(
     if let Some(path) = &config.unix {
         let _ = std::fs::remove_file(path);
     }
-    // Per core, the worker threads end with the proxy, after the drain.
+    // Per core, the worker threads end with the proxy, after the drain: the loops first (their
+    // connects run on the workers' runtimes).
+    drop(loops);
     drop(workers);
     Ok(())
 }

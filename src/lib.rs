@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! Dependencies point one way, top to bottom (tests/layering.rs checks it):
+//! - [`reactor`]: how other threads wake a worker's event loop and hand it mail (mio, no tokio).
 //! - [`protocol`]: RESP frames as zero-copy views over `Bytes`; streaming parse with limits; encode.
 //! - [`commands`]: the one command table (arity, flags, key specs, how redcar serves it).
 //! - [`cluster`]: CRC16 slots, the immutable slot map, topology discovery and refresh.
@@ -43,6 +44,7 @@ pub mod memory;
 pub mod metrics;
 pub mod near_cache;
 pub mod protocol;
+pub mod reactor;
 pub mod router;
 pub mod sentinel;
 pub mod top;

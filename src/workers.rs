@@ -134,6 +134,11 @@ thread_local! {
     static WORKER: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
+/// Marks the calling thread as (a thread of) per-core worker `index`: a worker's event loop.
+pub(crate) fn enter_worker(index: usize) {
+    WORKER.with(|w| w.set(Some(index)));
+}
+
 /// The per-core worker this thread is, if it is one.
 #[inline]
 pub(crate) fn current() -> Option<usize> {

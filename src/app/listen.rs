@@ -23,10 +23,16 @@ pub(super) struct ClientSockets {
 pub(super) fn spawn_client_listeners(
     config: &Config,
     sockets: ClientSockets,
-    parts: &Parts,
+    parts: &mut Parts,
     stop: &watch::Receiver<bool>,
     done: &mpsc::Sender<()>,
 ) -> anyhow::Result<()> {
+    let sockets = match parts.loops.as_mut().zip(parts.workers.as_ref()) {
+        Some((loops, workers)) => {
+            start_loops(config, sockets, loops, workers, &parts.downstream, done)?
+        }
+        None => sockets,
+    };
     let workers = parts.workers.as_ref();
     let downstream = &parts.downstream;
     if let Some(tcp) = sockets.tcp {
@@ -73,4 +79,48 @@ fn facade(
         "cluster facade on: answering CLUSTER SLOTS/SHARDS/NODES/INFO/MYID as a one-node cluster"
     );
     Some(facade)
+}
+
+/// Per core with event loops: the TCP and Unix listeners are served by the loops (each loop
+/// accepts on its own copy of each socket); what is left (TLS) gets accept loops as usual.
+fn start_loops(
+    config: &Config,
+    sockets: ClientSockets,
+    loops: &mut super::loops::Loops,
+    workers: &crate::workers::Workers,
+    downstream: &Arc<crate::downstream::Downstream>,
+    done: &mpsc::Sender<()>,
+) -> anyhow::Result<ClientSockets> {
+    use crate::downstream::{ClientMetrics, LoopListener};
+    let ClientSockets { tcp, tls, unix } = sockets;
+    let tcp = tcp.map(|l| l.into_std()).transpose()?;
+    let unix = unix.map(|l| l.into_std()).transpose()?;
+    if let Some(tcp) = &tcp {
+        tracing::info!(addr = %tcp.local_addr()?, "listening (TCP)");
+    }
+    if unix.is_some() {
+        tracing::info!(path = ?config.unix, "listening (Unix socket)");
+    }
+    let facade = facade(&config.cluster_facade, false, "TCP");
+    let metrics = downstream.metrics.group::<ClientMetrics>();
+    let listeners = |_: usize| -> std::io::Result<Vec<LoopListener>> {
+        let mut each = Vec::new();
+        if let Some(tcp) = &tcp {
+            let gauges = metrics.listener("tcp");
+            each.push(LoopListener::tcp(tcp.try_clone()?, facade.clone(), gauges)?);
+        }
+        if let Some(unix) = &unix {
+            let gauges = metrics.listener("unix");
+            each.push(LoopListener::unix(unix.try_clone()?, gauges)?);
+        }
+        Ok(each)
+    };
+    loops
+        .start(downstream, workers.handles(), listeners, done)
+        .map_err(|e| anyhow::anyhow!("cannot start the workers' event loops: {e}"))?;
+    Ok(ClientSockets {
+        tcp: None,
+        tls,
+        unix: None,
+    })
 }

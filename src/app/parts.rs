@@ -25,6 +25,8 @@ pub(super) struct Parts {
     pub(crate) upstreams: Arc<Upstreams>,
     /// Per core: the worker threads (kept alive for the proxy's life); shared: none.
     pub(crate) workers: Option<Workers>,
+    /// Per core with `event_loop`: the workers' event loops (started with the listeners).
+    pub(crate) loops: Option<super::loops::Loops>,
     /// The default backend's map (`cluster.seeds` or the Sentinel primary).
     pub(crate) cluster: Arc<ClusterState>,
     /// Whether there is a default backend to refresh at all.
@@ -54,6 +56,18 @@ impl Parts {
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
         );
         let workers = start_workers(config, &metrics, &upstreams)?;
+        let loops = match (&workers, config.event_loops()) {
+            (Some(workers), true) => {
+                let loops = super::loops::Loops::new(workers.handles().len())
+                    .context("cannot make the workers' event loops (`event_loop`)")?;
+                upstreams.set_loops(loops.remotes());
+                tracing::info!(
+                    "event_loop: each worker's loop serves its clients and node connections"
+                );
+                Some(loops)
+            }
+            _ => None,
+        };
         let cluster = Arc::new(ClusterState::with_config(&config.cluster));
         let has_default = !config.cluster.seeds.is_empty() || config.sentinel.is_some();
         let context = backends::Context {
@@ -110,6 +124,7 @@ impl Parts {
             metrics,
             upstreams,
             workers,
+            loops,
             cluster,
             has_default,
             backends,

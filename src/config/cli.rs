@@ -82,6 +82,10 @@ pub struct Cli {
     /// busy takes them) or auto (pack while clients come and go, even while they stay).
     #[arg(long, env = "REDCAR_PLACEMENT", value_name = "HOW")]
     pub(crate) placement: Option<crate::workers::Placement>,
+    /// Per core: one event loop per worker (true, the default) or one task per client and per
+    /// node connection (false).
+    #[arg(long, env = "REDCAR_EVENT_LOOP", value_name = "BOOL")]
+    pub(crate) event_loop: Option<bool>,
     /// Deadline for one command, redirects and retries included (e.g. 1s, 250ms).
     #[arg(long, env = "REDCAR_OP_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) op_timeout: Option<Duration>,
@@ -248,6 +252,7 @@ impl Cli {
         set(&mut config.workers, self.workers);
         set(&mut config.threading, self.threading);
         set(&mut config.placement, self.placement);
+        set(&mut config.event_loop, self.event_loop);
         set(&mut config.router.op_timeout, self.op_timeout);
         set(&mut config.router.read_policy, self.read_policy);
         if let Some(password) = &self.requirepass {

@@ -57,6 +57,10 @@ pub struct Config {
     /// to the first worker not yet busy) or `auto` (`pack` while clients come and go, `even`
     /// while they stay).
     pub placement: crate::workers::Placement,
+    /// Per core: each worker runs one event loop that owns its clients' sockets and its share
+    /// of the node connections (`true`, the default), or one task per client and per node
+    /// connection (`false`). Connection tasks stay with `upstream.tls` or `near_cache`.
+    pub event_loop: bool,
     /// Log filter: error, warn, info, debug, trace (or a tracing directive list).
     pub log_level: String,
     /// `text` or `json`.
@@ -110,6 +114,7 @@ impl Default for Config {
             workers: 0,
             threading: crate::workers::Threading::Auto,
             placement: crate::workers::Placement::Auto,
+            event_loop: true,
             log_level: "info".to_string(),
             log_format: "text".to_string(),
             drain_timeout: Duration::from_secs(10),
@@ -172,6 +177,15 @@ impl Config {
             return self.workers;
         }
         std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
+    /// Whether each per-core worker runs an event loop (see `event_loop`): per core, and
+    /// neither upstream TLS nor the near cache (whose connections stay tasks) in use.
+    pub fn event_loops(&self) -> bool {
+        self.event_loop
+            && self.threading_model() == crate::workers::Model::PerCore
+            && !self.upstream.tls.enabled
+            && !self.near_cache.enabled
     }
 
     /// The threading model that runs (`threading`, with `auto` settled).

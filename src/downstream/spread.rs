@@ -63,6 +63,9 @@ struct Worker {
     busy: Gauge<f64, AtomicU64>,
     /// Whether `busy` is past [`PACK_BUSY`], read on every accept decision.
     full: AtomicBool,
+    /// Nanoseconds the worker's event loop (`event_loop`) spent serving rather than waiting,
+    /// over the process's life: its runtime is mostly idle then.
+    loop_busy: AtomicU64,
 }
 
 /// The per-core workers' client counts and busy shares, and how new clients are placed.
@@ -90,6 +93,7 @@ impl Spread {
                 .map(|w| Worker {
                     clients: metrics.worker_clients(w),
                     busy: metrics.worker_busy(w),
+                    loop_busy: AtomicU64::new(0),
                     full: AtomicBool::new(false),
                 })
                 .collect(),
@@ -123,7 +127,7 @@ impl Spread {
     }
 
     /// Whether `worker` may accept now.
-    fn may_accept(&self, worker: usize) -> bool {
+    pub(super) fn may_accept(&self, worker: usize) -> bool {
         if self.packing() {
             // The first worker not yet full takes the clients; with all full, the counts decide.
             if let Some(first) = self
@@ -178,11 +182,12 @@ impl Spread {
     /// with `placement: auto`, an overflowing worker then hands clients over (`moves.rs`).
     pub(crate) async fn watch_busy(self: Arc<Self>, worker: usize) {
         let runtime = tokio::runtime::Handle::current().metrics();
-        let mut last = (Instant::now(), runtime.worker_total_busy_duration(0));
+        let busy = || runtime.worker_total_busy_duration(0) + self.loop_busy(worker);
+        let mut last = (Instant::now(), busy());
         let mut smooth = 0.0;
         loop {
             tokio::time::sleep(BUSY_SAMPLE).await;
-            let now = (Instant::now(), runtime.worker_total_busy_duration(0));
+            let now = (Instant::now(), busy());
             let share = busy_share(
                 now.1.saturating_sub(last.1),
                 now.0.saturating_duration_since(last.0),
@@ -207,6 +212,21 @@ impl Spread {
             .map(|w| (w.clients.get(), w.busy.get()))
             .collect();
         (self.placement.name(), self.packing(), each)
+    }
+
+    /// Worker `worker`'s event loop served for `nanos` more nanoseconds.
+    pub(crate) fn add_loop_busy(&self, worker: usize, nanos: u64) {
+        if let Some(standing) = self.workers.get(worker) {
+            standing.loop_busy.fetch_add(nanos, Ordering::Relaxed);
+        }
+    }
+
+    fn loop_busy(&self, worker: usize) -> Duration {
+        let nanos = self
+            .workers
+            .get(worker)
+            .map_or(0, |w| w.loop_busy.load(Ordering::Relaxed));
+        Duration::from_nanos(nanos)
     }
 
     /// Records `worker`'s busy share, and wakes paused workers when it fills up or frees.

@@ -38,7 +38,7 @@ mod stateful;
 
 pub(crate) use config::RouterConfig;
 pub(crate) use fanout::{validate_node_admin, Fanout};
-pub(crate) use forward::{classify, validate_faults, Call, Forwarder, Verdict};
+pub(crate) use forward::{classify, validate_faults, Call, FirstHop, Forwarder, Verdict};
 pub use fuzz::fuzz_plan;
 pub(crate) use metrics::RouterMetrics;
 pub(crate) use plan::{Plan, Planner};

@@ -43,6 +43,8 @@ pub(super) struct NodeSettings<'a> {
     pub(crate) outlier: &'a Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
     /// `threading: per-core`: the workers' runtimes; the node's connections are spread over them.
     pub(crate) workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
+    /// Per core with event loops: the loops that drive the node's connections instead.
+    pub(crate) loops: Option<&'a Arc<[Arc<crate::reactor::Remote>]>>,
     /// Where the node's invalidations go once a tracking client uses it.
     pub(crate) tracking: &'a Arc<TrackingFeed>,
 }
@@ -99,13 +101,14 @@ impl Node {
         let resp3 = Box::new(Resp3Spawn {
             context: Arc::new(context.with_handshake(settings.handshake3.clone())),
             workers: settings.workers.cloned(),
+            loops: settings.loops.cloned(),
             resp2: context.clone(),
             feed: settings.tracking.clone(),
         });
         // `connections_per_node` bounds the node's connections in both threading models; per
         // core they are dealt out to the workers' runtimes in turn.
         let total = settings.config.connections_per_node.max(1);
-        let conns = spawn_connections(total, &context, settings.workers);
+        let conns = spawn_connections(total, &context, settings.workers, settings.loops);
         Node {
             addr,
             conns,
@@ -329,18 +332,34 @@ impl std::fmt::Debug for Node {
 pub(super) struct Resp3Spawn {
     pub(super) context: Arc<NodeContext>,
     pub(super) workers: Option<Arc<[tokio::runtime::Handle]>>,
+    pub(super) loops: Option<Arc<[Arc<crate::reactor::Remote>]>>,
     /// The RESP2 connections' context (the tracked lanes copy it).
     pub(super) resp2: Arc<NodeContext>,
     pub(super) feed: Arc<TrackingFeed>,
 }
 
-/// `total` connection tasks for `context`: on the current runtime, or per core dealt out to the
-/// workers' runtimes in turn (connection `i` on worker `i % workers`).
+/// `total` connections for `context`: tasks on the current runtime, or per core dealt out to
+/// the workers in turn (connection `i` on worker `i % workers`): to their event loops when they
+/// have them, else as tasks on their runtimes.
 pub(super) fn spawn_connections(
     total: usize,
     context: &Arc<NodeContext>,
     workers: Option<&Arc<[tokio::runtime::Handle]>>,
+    loops: Option<&Arc<[Arc<crate::reactor::Remote>]>>,
 ) -> Box<[queue::Sender<Pending>]> {
+    if let Some(loops) = loops.filter(|loops| !loops.is_empty()) {
+        return (0..total)
+            .map(|i| {
+                let (tx, rx) = queue::channel();
+                let attach = super::loop_conn::ConnAttach {
+                    queue: rx,
+                    context: context.clone(),
+                };
+                loops[i % loops.len()].post(Box::new(attach));
+                tx
+            })
+            .collect();
+    }
     match workers {
         None => {
             let current = tokio::runtime::Handle::current();

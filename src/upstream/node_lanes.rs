@@ -10,6 +10,13 @@ use super::{spawn_connections, Node};
 use crate::protocol::Protocol;
 
 impl Node {
+    /// Where a worker's event loop drives the connection for `lane` on the calling thread:
+    /// `(loop, key)` (see `upstream::loop_conn`).
+    #[inline]
+    pub(crate) fn loop_home(&self, lane: Lane) -> Option<(usize, usize)> {
+        self.connection(lane).home()
+    }
+
     /// The connection for `lane` on the calling thread.
     #[inline]
     pub(super) fn connection(&self, lane: Lane) -> &queue::Sender<Pending> {
@@ -23,6 +30,7 @@ impl Node {
                     self.conns.len(),
                     &self.resp3.context,
                     self.resp3.workers.as_ref(),
+                    self.resp3.loops.as_ref(),
                 )
             }),
         };

@@ -21,10 +21,21 @@ pub(super) struct Pending {
     pub(crate) reply: ReplyTo,
 }
 
-/// Where a command's reply goes: its own channel, or a client session's inbox (see `inbox`).
+/// Where a command's reply goes: its own channel, a client session's inbox (see `inbox`), or a
+/// client of the event loop that drives the connection (see `wire::LoopSink`).
 pub(super) enum ReplyTo {
     Slot(ReplySender),
     Inbox(Delivery),
+    Loop(LoopWaiter),
+}
+
+/// A command queued by a client of a worker's event loop on a connection that loop drives: the
+/// client (its token there) and the command's number among the client's replies. Only that
+/// loop reads the connection, so the reply is handed over in place, with no channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LoopWaiter {
+    pub(crate) client: u64,
+    pub(crate) seq: u32,
 }
 
 impl ReplyTo {
@@ -33,6 +44,8 @@ impl ReplyTo {
         match self {
             ReplyTo::Slot(slot) => slot.send(outcome),
             ReplyTo::Inbox(delivery) => delivery.send(outcome),
+            // Only a loop-driven connection carries these, and it fails them through its sink.
+            ReplyTo::Loop(_) => {}
         }
     }
 }

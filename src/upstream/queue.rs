@@ -11,12 +11,21 @@
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 struct Shared<T> {
     inner: Mutex<Inner<T>>,
+    /// Something was pushed since the receiver last took: a loop appending commands of its own
+    /// in place looks here first, so they cannot overtake commands queued before them.
+    has_items: AtomicBool,
+    /// Where a worker's event loop drives the receiving end (see [`Sender::home`]).
+    home: AtomicU64,
 }
+
+/// `home` when no loop drives the connection.
+const NO_HOME: u64 = u64::MAX;
 
 struct Inner<T> {
     items: VecDeque<T>,
@@ -55,6 +64,8 @@ pub(super) fn channel<T>() -> (Sender<T>, Receiver<T>) {
             receiver_gone: false,
             waker: None,
         }),
+        has_items: AtomicBool::new(false),
+        home: AtomicU64::new(NO_HOME),
     });
     (
         Sender {
@@ -76,12 +87,23 @@ impl<T> Sender<T> {
                 return Err(item);
             }
             inner.items.push_back(item);
+            self.shared.has_items.store(true, Ordering::Release);
             inner.waker.take()
         };
         if let Some(waker) = waker {
             waker.wake();
         }
         Ok(())
+    }
+}
+
+impl<T> Sender<T> {
+    /// The event loop driving the receiving end and the connection's key there: `(loop, key)`,
+    /// once the loop took it over.
+    #[inline]
+    pub(crate) fn home(&self) -> Option<(usize, usize)> {
+        let home = self.shared.home.load(Ordering::Acquire);
+        (home != NO_HOME).then_some(((home >> 32) as usize, (home & 0xffff_ffff) as usize))
     }
 }
 
@@ -103,9 +125,22 @@ impl<T> Receiver<T> {
     pub(crate) fn try_recv(&mut self) -> Option<T> {
         if self.taken.is_empty() {
             let mut inner = self.shared.lock();
+            self.shared.has_items.store(false, Ordering::Relaxed);
             std::mem::swap(&mut inner.items, &mut self.taken);
         }
         self.taken.pop_front()
+    }
+
+    /// Whether something may be queued that this end has not taken yet (one atomic load).
+    #[inline]
+    pub(crate) fn has_items(&self) -> bool {
+        !self.taken.is_empty() || self.shared.has_items.load(Ordering::Acquire)
+    }
+
+    /// Says where a worker's event loop drives this end (see [`Sender::home`]).
+    pub(crate) fn set_home(&self, event_loop: usize, key: usize) {
+        let home = ((event_loop as u64) << 32) | (key as u64 & 0xffff_ffff);
+        self.shared.home.store(home, Ordering::Release);
     }
 
     /// The next item; `None` once the sender is gone and everything was taken. Cancel-safe:
@@ -114,11 +149,12 @@ impl<T> Receiver<T> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
-    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+    pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         if let Some(item) = self.taken.pop_front() {
             return Poll::Ready(Some(item));
         }
         let mut inner = self.shared.lock();
+        self.shared.has_items.store(false, Ordering::Relaxed);
         std::mem::swap(&mut inner.items, &mut self.taken);
         if let Some(item) = self.taken.pop_front() {
             return Poll::Ready(Some(item));
@@ -141,6 +177,7 @@ impl<T> Drop for Receiver<T> {
         let queued = {
             let mut inner = self.shared.lock();
             inner.receiver_gone = true;
+            self.shared.home.store(NO_HOME, Ordering::Release);
             std::mem::take(&mut inner.items)
         };
         drop(queued);

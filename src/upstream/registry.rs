@@ -39,6 +39,9 @@ pub(crate) struct Upstreams {
     /// `threading: per-core`: each worker's runtime, which runs that worker's connections to
     /// every node. Set once at start-up, before any node exists.
     workers: std::sync::OnceLock<Arc<[tokio::runtime::Handle]>>,
+    /// Per core with event loops: each worker's loop, which drives that worker's connections
+    /// (instead of connection tasks on `workers`). Set once at start-up, before any node.
+    loops: std::sync::OnceLock<Arc<[Arc<crate::reactor::Remote>]>>,
     /// Where every node's invalidations go (client-side caching, see `tracking`).
     tracking: Arc<super::TrackingFeed>,
 }
@@ -89,6 +92,7 @@ impl Upstreams {
             tls,
             ejections: Arc::new(watch::channel(0).0),
             workers: std::sync::OnceLock::new(),
+            loops: std::sync::OnceLock::new(),
             tracking: Arc::default(),
         })
     }
@@ -98,6 +102,12 @@ impl Upstreams {
     /// Call before the first node is created; a second call is ignored.
     pub(crate) fn set_workers(&self, handles: Arc<[tokio::runtime::Handle]>) {
         let _ = self.workers.set(handles);
+    }
+
+    /// Per core with event loops: worker `i`'s connections are driven by `loops[i]` (see
+    /// `upstream::loop_conn`). Call with [`set_workers`](Self::set_workers), before any node.
+    pub(crate) fn set_loops(&self, loops: Arc<[Arc<crate::reactor::Remote>]>) {
+        let _ = self.loops.set(loops);
     }
 
     /// Default upstream settings and fresh metrics, for unit tests that need real node handles;
@@ -137,6 +147,7 @@ impl Upstreams {
             tls: &self.tls,
             outlier: &self.outlier,
             workers: self.workers.get(),
+            loops: self.loops.get(),
             tracking: &self.tracking,
         };
         let node = Arc::new(Node::spawn(addr, &settings, metrics));

@@ -19,7 +19,7 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// What a fresh buffer holds: the size of one read.
-pub(super) const CHUNK: usize = 16 * 1024;
+pub(in crate::downstream) const CHUNK: usize = 16 * 1024;
 
 /// With less room than this left, a buffer is topped up before the next read.
 const MIN_SPARE: usize = 1024;
@@ -34,7 +34,7 @@ thread_local! {
 
 /// Bytes a session holds: nothing while idle, a pooled buffer while busy.
 #[derive(Default)]
-pub(super) struct Buffer {
+pub(in crate::downstream) struct Buffer {
     bytes: BytesMut,
     /// It grew past a fresh buffer (a large request or reply): freed, not pooled, once empty.
     /// (Its capacity alone cannot tell: after a large request is split off, the rest of the
@@ -54,7 +54,7 @@ pub(super) struct Buffer {
 impl Buffer {
     /// Makes room for a read or for replies: an empty buffer takes one from the pool, one that
     /// holds something grows in place.
-    pub(super) fn make_room(&mut self) {
+    pub(in crate::downstream) fn make_room(&mut self) {
         self.lent = true;
         if self.bytes.capacity() - self.bytes.len() >= MIN_SPARE {
             return;
@@ -75,7 +75,7 @@ impl Buffer {
     ///
     /// A buffer written to its very end has no capacity left but still holds its allocation
     /// (capacity alone cannot tell it from a buffer never lent), so every empty buffer is taken.
-    pub(super) fn release_if_empty(&mut self) {
+    pub(in crate::downstream) fn release_if_empty(&mut self) {
         if !self.lent || !self.bytes.is_empty() {
             return;
         }
@@ -105,12 +105,12 @@ impl Buffer {
     /// then has its thread's heap collected once quiet (`crate::memory::give_back`), when the
     /// value's last reference (the request on its way to a node, the reply a node connection
     /// read) is gone too. One still held counts.
-    pub(super) fn take_large(&mut self) -> bool {
+    pub(in crate::downstream) fn take_large(&mut self) -> bool {
         std::mem::take(&mut self.gave_large) || self.grown
     }
 
     /// Appends `bytes`, taking a buffer first if the session had none.
-    pub(super) fn append(&mut self, bytes: &[u8]) {
+    pub(in crate::downstream) fn append(&mut self, bytes: &[u8]) {
         self.lent = true;
         if self.bytes.capacity() == 0 {
             self.make_room();
@@ -121,7 +121,7 @@ impl Buffer {
 
     /// Reads what `reader` has into a lent buffer; while there is nothing to read, the buffer
     /// goes back (unless it holds a partial request).
-    pub(super) fn poll_read_from<R>(
+    pub(in crate::downstream) fn poll_read_from<R>(
         &mut self,
         reader: &mut R,
         cx: &mut Context<'_>,
@@ -137,9 +137,21 @@ impl Buffer {
         read
     }
 
+    /// Reads once from a non-blocking `reader` (an event loop's client socket), appending what
+    /// came; the caller gives an empty buffer back at the end of its turn.
+    pub(in crate::downstream) fn read_from(
+        &mut self,
+        reader: &mut impl std::io::Read,
+    ) -> std::io::Result<usize> {
+        self.make_room();
+        let n = crate::upstream::read_into(reader, &mut self.bytes)?;
+        self.grown |= self.bytes.capacity() > 2 * CHUNK;
+        Ok(n)
+    }
+
     /// Whether the session holds a buffer.
     #[cfg(test)]
-    pub(super) fn is_lent(&self) -> bool {
+    pub(in crate::downstream) fn is_lent(&self) -> bool {
         self.bytes.capacity() > 0
     }
 }

@@ -17,7 +17,7 @@ use crate::upstream::Lane;
 /// On a cluster-facade listener, the facade's own reply replaces the plan of the commands it
 /// answers (still subject to authentication, which runs after). Inside MULTI the usual plan
 /// stands: those commands cannot be queued through redcar.
-pub(super) fn facade_plan(
+pub(in crate::downstream) fn facade_plan(
     facade: &Endpoint,
     plan: Plan,
     command: &str,
@@ -39,7 +39,7 @@ pub(super) fn facade_plan(
 /// replies going to the session's `inbox` (made on the first such command). `near`: the near
 /// cache's view of the command, when the cache is on (its writes were noted before).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn dispatch<'r>(
+pub(in crate::downstream) fn dispatch<'r>(
     router: &'r Router,
     inbox: &mut Option<Box<Inbox>>,
     state: &mut ClientState,
@@ -226,7 +226,7 @@ fn forward_slot<'r>(
 }
 
 /// Redis's own wording, so clients recognise it; the client is closed after it.
-pub(super) fn protocol_error(reason: &str) -> Call<'static> {
+pub(in crate::downstream) fn protocol_error(reason: &str) -> Call<'static> {
     let mut reply = BytesMut::with_capacity(reason.len() + 24);
     reply.extend_from_slice(b"-ERR Protocol error: ");
     reply.extend_from_slice(reason.replace(['\r', '\n'], " ").as_bytes());

@@ -19,7 +19,7 @@ const NAME_SHOWN: usize = 64;
 
 /// Records one refused `AUTH` / `HELLO … AUTH` (`failures`: the connection's count so far);
 /// returns true when the connection must close (`auth.max_failures` reached).
-pub(super) fn failed_login(
+pub(in crate::downstream) fn failed_login(
     metrics: &ClientMetrics,
     peer: &str,
     request: &Request,

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::super::clients::{Connected, Downstream};
@@ -33,17 +34,22 @@ where
 }
 
 /// Serves a client that moved here from another worker: a busy spell first (it was busy when
-/// it left, and its pipelining membership goes on), then as [`serve`] does.
+/// it left, and its pipelining membership goes on), then as [`serve`] does. `input`: what the
+/// client sent that was not run yet (a client handed over by an event loop).
 pub(super) async fn resume<'d, S>(
     stream: S,
     downstream: &'d Downstream,
     peer: &'d Arc<str>,
     lasting: Lasting,
+    input: Bytes,
 ) -> Option<Moving>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
     let (mut client, pipelining) = Client::resume(stream, downstream, peer, lasting);
+    if !input.is_empty() {
+        client.input.append(&input);
+    }
     let busy = Box::pin(busy::serve_busy(&mut client, pipelining)).await;
     let end = match after_spell(&mut client, busy) {
         Some(end) => end,
@@ -152,23 +158,38 @@ pub(crate) fn hand_over(moving: Moving, mut client: Connected, peer: Arc<str>) {
         return; // no such worker: dropping the socket closes the client
     };
     client.moved_to(moving.to);
-    handle.spawn(resumed(moving, client, peer));
+    let Moving {
+        stream, lasting, ..
+    } = moving;
+    handle.spawn(resumed(stream, lasting, Bytes::new(), client, peer));
+}
+
+/// Serves, on this thread's runtime, a client a worker's event loop hands over (subscribe mode,
+/// client tracking): `input` is what it sent that the loop did not run, the command that made
+/// it leave first.
+pub(crate) fn adopt(
+    stream: Detached,
+    lasting: Lasting,
+    input: Bytes,
+    client: Connected,
+    peer: Arc<str>,
+) {
+    tokio::spawn(resumed(stream, lasting, input, client, peer));
 }
 
 /// The moved session's task on its new worker (boxed: a session may move again, from there).
 fn resumed(
-    moving: Moving,
+    stream: Detached,
+    lasting: Lasting,
+    input: Bytes,
     client: Connected,
     peer: Arc<str>,
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let downstream = &*client.downstream;
-        let Moving {
-            stream, lasting, ..
-        } = moving;
         let next = match attach(stream) {
-            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, lasting).await,
-            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, lasting).await,
+            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, lasting, input).await,
+            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, lasting, input).await,
             Err(error) => {
                 tracing::warn!(%error, client = client.id, "could not register a moved client's socket; closing it");
                 None

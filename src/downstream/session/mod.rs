@@ -28,10 +28,10 @@ use super::slow::{LatencyWatch, SlowChanges};
 use super::ClientConfig;
 use crate::upstream::Inbox;
 
-mod buffers;
+pub(super) mod buffers;
 mod busy;
-mod dispatch;
-mod failed_login;
+pub(super) mod dispatch;
+pub(super) mod failed_login;
 mod life;
 mod moving;
 mod near;
@@ -39,12 +39,13 @@ mod owed;
 mod spell_events;
 mod spell_moves;
 mod spell_start;
-mod stamp;
+pub(super) mod stamp;
 mod stream;
 mod subscribe;
 mod timer;
 
-pub(crate) use life::{hand_over, serve};
+pub(crate) use life::{adopt, hand_over, serve};
+pub(crate) use moving::Lasting;
 
 use buffers::Buffer;
 use stream::ClientStream;

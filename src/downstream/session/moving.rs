@@ -32,7 +32,7 @@ pub(crate) struct Moving {
 }
 
 /// What the next worker builds a moved client from.
-pub(super) struct Lasting {
+pub(crate) struct Lasting {
     facade: Option<Box<Endpoint>>,
     state: ClientState,
     generation: u64,
@@ -42,6 +42,32 @@ pub(super) struct Lasting {
     aged: bool,
     /// A pipelining session's membership, already counted on `to`.
     pipelining: Option<Pipelining>,
+}
+
+impl Lasting {
+    /// A client handed over by a worker's event loop (`downstream::event_loop`), which kept
+    /// these for it; its settings are taken anew by the session.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::downstream) fn from_loop(
+        facade: Option<Box<Endpoint>>,
+        state: ClientState,
+        generation: u64,
+        config: Arc<ClientConfig>,
+        last_activity: Instant,
+        connected_at: Instant,
+        aged: bool,
+    ) -> Lasting {
+        Lasting {
+            facade,
+            state,
+            generation,
+            config,
+            last_activity,
+            connected_at,
+            aged,
+            pipelining: None,
+        }
+    }
 }
 
 // === impl Client ===

@@ -13,13 +13,13 @@ use crate::protocol::{parse_request, resp3_null, Limits, Protocol, Request};
 use crate::router::Plan;
 
 /// What the metrics and the slow log need to know about one command.
-pub(super) struct Stamp {
+pub(in crate::downstream) struct Stamp {
     command: &'static str,
-    pub(super) started: Instant,
+    pub(in crate::downstream) started: Instant,
     /// The request, kept (a reference count, not a copy) so a slow command's key can be logged.
     raw: Option<Bytes>,
     /// It runs alone (see `Transaction::is_exclusive`).
-    pub(super) alone: bool,
+    pub(in crate::downstream) alone: bool,
     /// The client spoke RESP3 when it sent the command.
     resp3: bool,
     /// Where its key is in the request (0: no single key), and its weight when sampled for the
@@ -33,14 +33,14 @@ pub(super) struct Stamp {
 
 /// Where a session's finished commands are recorded for `/hotkeys`.
 #[derive(Clone, Copy)]
-pub(super) struct Hot<'d> {
-    pub(super) keys: &'d HotKeys,
-    pub(super) client: u64,
+pub(in crate::downstream) struct Hot<'d> {
+    pub(in crate::downstream) keys: &'d HotKeys,
+    pub(in crate::downstream) client: u64,
 }
 
 impl Stamp {
     /// `keep_raw` only when the slow log is on: otherwise the request is not needed afterwards.
-    pub(super) fn new(
+    pub(in crate::downstream) fn new(
         command: &'static str,
         request: &Request,
         now: Instant,
@@ -63,7 +63,7 @@ impl Stamp {
     /// The key's position (0: none, or past 255) and the hot-key sample weight (0: not
     /// sampled). The key itself is found again in `raw` only if the command is recorded.
     #[inline]
-    pub(super) fn with_hot(mut self, key_arg: usize, weight: u32) -> Stamp {
+    pub(in crate::downstream) fn with_hot(mut self, key_arg: usize, weight: u32) -> Stamp {
         self.key_arg = u8::try_from(key_arg).unwrap_or(0);
         self.weight = weight;
         self
@@ -71,13 +71,13 @@ impl Stamp {
 
     /// Keeps the near cache's hold on the command's keys until its reply is written.
     #[inline]
-    pub(super) fn with_writing(mut self, writing: Option<Box<Writing>>) -> Stamp {
+    pub(in crate::downstream) fn with_writing(mut self, writing: Option<Box<Writing>>) -> Stamp {
         self.writing = writing;
         self
     }
 
     /// For replies that are not to a command (protocol errors).
-    pub(super) fn none(now: Instant) -> Stamp {
+    pub(in crate::downstream) fn none(now: Instant) -> Stamp {
         Stamp {
             command: "protocol_error",
             started: now,
@@ -91,7 +91,7 @@ impl Stamp {
     }
 
     /// For invalidation pushes placed between replies (client-side caching): counted nowhere.
-    pub(super) fn push(now: Instant) -> Stamp {
+    pub(in crate::downstream) fn push(now: Instant) -> Stamp {
         Stamp {
             command: "",
             ..Stamp::none(now)
@@ -103,7 +103,7 @@ impl Stamp {
     /// as the client gets it: a whole-reply RESP2 null that redcar made itself (a failed
     /// WATCH, a RANDOMKEY on an empty cluster) becomes RESP3's `_` for a RESP3 client. Replies
     /// from the nodes' RESP3 connections are already RESP3.
-    pub(super) fn finish<'a>(
+    pub(in crate::downstream) fn finish<'a>(
         self,
         tally: &mut CommandTally,
         hot: Hot<'_>,
@@ -148,7 +148,7 @@ impl Stamp {
 /// A single-slot command's key position in its arguments (planning left the key positions in
 /// `keys`), for the hot and big keys; 0 for any other plan.
 #[inline]
-pub(super) fn key_position(plan: &Plan, keys: &[usize]) -> usize {
+pub(in crate::downstream) fn key_position(plan: &Plan, keys: &[usize]) -> usize {
     match plan {
         Plan::Slot { .. } | Plan::Blocking { .. } => keys.first().copied().unwrap_or(0),
         _ => 0,

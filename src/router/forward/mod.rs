@@ -9,6 +9,7 @@
 
 mod call;
 mod command;
+mod direct;
 mod fault;
 mod finish;
 mod hedge;
@@ -23,6 +24,7 @@ mod scripts;
 
 pub(crate) use call::Call;
 pub(in crate::router) use command::{Command, Outcome, Target};
+pub(crate) use direct::FirstHop;
 pub(in crate::router) use fault::Faults;
 pub(crate) use fault::{validate as validate_faults, FaultRule};
 pub(crate) use redirect::{classify, is_nil, Verdict};

@@ -1,0 +1,73 @@
+//! Per core with event loops (`event_loop`): each worker's loop (`downstream::event_loop`),
+//! made at start-up so that nodes deal their connections to it, started once the sessions' home
+//! exists, and stopped with the proxy.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::downstream::{start_loop, Downstream, LoopListener, LoopSetup, LoopStop};
+use crate::reactor::Remote;
+
+/// The workers' loops.
+pub(crate) struct Loops {
+    /// Made, not started yet.
+    setups: Vec<LoopSetup>,
+    remotes: Arc<[Arc<Remote>]>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Loops {
+    /// One loop per worker, not started.
+    pub(super) fn new(workers: usize) -> std::io::Result<Loops> {
+        let setups = (0..workers)
+            .map(LoopSetup::new)
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let remotes = setups.iter().map(|s| s.remote().clone()).collect();
+        Ok(Loops {
+            setups,
+            remotes,
+            threads: Vec::new(),
+        })
+    }
+
+    /// How other threads reach each loop, in worker order.
+    pub(super) fn remotes(&self) -> Arc<[Arc<Remote>]> {
+        self.remotes.clone()
+    }
+
+    /// Starts every loop with its copies of the listeners; `runtimes[i]` runs what loop `i`'s
+    /// calls spawn. `listeners(i)` gives loop `i` its listeners.
+    pub(super) fn start(
+        &mut self,
+        downstream: &Arc<Downstream>,
+        runtimes: &[tokio::runtime::Handle],
+        mut listeners: impl FnMut(usize) -> std::io::Result<Vec<LoopListener>>,
+        done: &mpsc::Sender<()>,
+    ) -> std::io::Result<()> {
+        for (index, setup) in std::mem::take(&mut self.setups).into_iter().enumerate() {
+            let runtime = runtimes[index % runtimes.len()].clone();
+            let thread = start_loop(
+                setup,
+                downstream.clone(),
+                listeners(index)?,
+                runtime,
+                done.clone(),
+                self.remotes.clone(),
+            )?;
+            self.threads.push(thread);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Loops {
+    fn drop(&mut self) {
+        for remote in self.remotes.iter() {
+            remote.post(Box::new(LoopStop));
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! A loop's listening sockets: every loop accepts on the same sockets (the kernel wakes each),
+//! on its turn as the workers' placement decides (`spread.rs`), and admits each client.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::super::facade::Facade;
+use super::super::local::ClientState;
+use super::super::ListenerMetrics;
+use super::client::{Client, Flags, Times};
+use super::replies::Replies;
+use super::socket::ClientSocket;
+use super::tokens::{self, Kind};
+use super::Loop;
+
+/// A listening socket on a loop.
+pub(crate) struct LoopListener {
+    socket: Socket,
+    facade: Option<Arc<Facade>>,
+    gauges: ListenerMetrics,
+}
+
+enum Socket {
+    Tcp(mio::net::TcpListener),
+    Unix(mio::net::UnixListener),
+}
+
+impl LoopListener {
+    /// A TCP listener (one loop's copy of it), with its cluster facade if any.
+    pub(crate) fn tcp(
+        socket: std::net::TcpListener,
+        facade: Option<Arc<Facade>>,
+        gauges: ListenerMetrics,
+    ) -> io::Result<LoopListener> {
+        socket.set_nonblocking(true)?;
+        Ok(LoopListener {
+            socket: Socket::Tcp(mio::net::TcpListener::from_std(socket)),
+            facade,
+            gauges,
+        })
+    }
+
+    /// A Unix-socket listener (one loop's copy of it).
+    pub(crate) fn unix(
+        socket: std::os::unix::net::UnixListener,
+        gauges: ListenerMetrics,
+    ) -> io::Result<LoopListener> {
+        socket.set_nonblocking(true)?;
+        Ok(LoopListener {
+            socket: Socket::Unix(mio::net::UnixListener::from_std(socket)),
+            facade: None,
+            gauges,
+        })
+    }
+
+    pub(super) fn register(&mut self, registry: &mio::Registry, token: u64) -> io::Result<()> {
+        let token = mio::Token(token as usize);
+        match &mut self.socket {
+            Socket::Tcp(s) => registry.register(s, token, mio::Interest::READABLE),
+            Socket::Unix(s) => registry.register(s, token, mio::Interest::READABLE),
+        }
+    }
+
+    pub(super) fn deregister(&mut self, registry: &mio::Registry) {
+        let _ = match &mut self.socket {
+            Socket::Tcp(s) => registry.deregister(s),
+            Socket::Unix(s) => registry.deregister(s),
+        };
+    }
+
+    fn label(&self) -> &'static str {
+        match self.socket {
+            Socket::Tcp(_) => "tcp",
+            Socket::Unix(_) => "unix",
+        }
+    }
+
+    fn accept(&self) -> io::Result<(ClientSocket, Arc<str>)> {
+        match &self.socket {
+            Socket::Tcp(listener) => {
+                let (stream, peer) = listener.accept()?;
+                // Small replies must not wait for Nagle; the loop batches its own writes.
+                let _ = stream.set_nodelay(true);
+                Ok((ClientSocket::Tcp(stream), peer.to_string().into()))
+            }
+            Socket::Unix(listener) => {
+                let (stream, _) = listener.accept()?;
+                Ok((ClientSocket::Unix(stream), Arc::from("unix")))
+            }
+        }
+    }
+}
+
+impl<'d> Loop<'d> {
+    /// Listener `index` has clients waiting: admits them while it is this worker's turn.
+    pub(super) fn accept(&mut self, index: usize) {
+        loop {
+            if self.draining || !self.may_accept() {
+                return;
+            }
+            let Some(listener) = self.listeners.get(index) else {
+                return;
+            };
+            match listener.accept() {
+                Ok((socket, peer)) => self.admit(index, socket, peer),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    // Out of descriptors and similar: the next event or chore tries again.
+                    tracing::warn!(%error, "accept failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether this worker takes new clients now (see `spread.rs`).
+    fn may_accept(&self) -> bool {
+        self.work
+            .d
+            .spread()
+            .is_none_or(|spread| spread.may_accept(self.work.index))
+    }
+
+    /// Now and then: a client another loop left waiting (its turn had passed) is taken here.
+    pub(super) fn retry_accept(&mut self) {
+        for index in 0..self.listeners.len() {
+            self.accept(index);
+        }
+    }
+
+    /// Stops accepting (the drain): the listening sockets leave this loop.
+    pub(super) fn stop_listening(&mut self) {
+        for listener in &mut self.listeners {
+            listener.deregister(self.poll.registry());
+        }
+        self.listeners.clear();
+    }
+
+    /// A new client from listener `index`.
+    fn admit(&mut self, index: usize, mut socket: ClientSocket, peer: Arc<str>) {
+        let d = self.work.d;
+        let Some(listener) = self.listeners.get(index) else {
+            return;
+        };
+        let max = d.config.load().max_connections;
+        if d.connected.fetch_add(1, Ordering::SeqCst) >= max {
+            d.connected.fetch_sub(1, Ordering::SeqCst);
+            d.client_metrics.refused.inc();
+            tracing::warn!(%peer, max, "client refused: client.max_connections reached");
+            let reply = b"-ERR redcar: max number of clients reached (client.max_connections)\r\n";
+            let _ = io::Write::write(&mut socket, reply);
+            return;
+        }
+        let Some(done) = self.done.as_ref() else {
+            d.connected.fetch_sub(1, Ordering::SeqCst);
+            return;
+        };
+        let connected = (self.home).connect(peer.clone(), listener.label(), &listener.gauges, done);
+        let facade = listener.facade.as_ref().and_then(|facade| {
+            let endpoint = facade.endpoint(socket.local_addr()).map(Box::new);
+            if endpoint.is_none() {
+                tracing::warn!(%peer, "cluster facade: the client's local address is unknown; serving it without the facade");
+            }
+            endpoint
+        });
+        self.admitted = self.admitted.wrapping_add(1);
+        let entry = self.clients.vacant_entry();
+        let token = tokens::token(Kind::Client, self.admitted, entry.key());
+        if let Err(error) = socket.register(self.poll.registry(), token) {
+            tracing::warn!(%error, %peer, "cannot register a client with the event loop; closing it");
+            return;
+        }
+        let (settings, users) = Client::settings_now(&self.work);
+        let mut state = ClientState::new(connected.id, users);
+        state.cluster_mode = facade.is_some();
+        let now = self.work.now;
+        let client = Client {
+            token,
+            socket,
+            share: d.budget.share(connected.id),
+            connected,
+            peer,
+            facade,
+            state,
+            settings,
+            input: Default::default(),
+            out: Default::default(),
+            replies: Replies::default(),
+            inbox: None,
+            waker: None,
+            parked: None,
+            pipelining: None,
+            flags: Flags::default(),
+            times: Times {
+                connected_at: now,
+                last_activity: now,
+                partial_since: None,
+            },
+        };
+        client.arm_timers(&mut self.work);
+        entry.insert(client);
+    }
+}

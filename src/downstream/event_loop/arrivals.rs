@@ -1,0 +1,168 @@
+//! What arrives for a loop client: a reply from one of the loop's node connections (handed over
+//! in place by the connection's [`LoopSink`]), a failure of that connection, a call of the
+//! general path that finished. Each goes to the client's owed replies; those at the front go to
+//! its output buffer, in order.
+
+use std::sync::Arc;
+use std::task::Context;
+
+use slab::Slab;
+
+use super::client::Client;
+use super::replies::Wait;
+use super::tokens;
+use super::Work;
+use crate::reactor::LoopWaker;
+use crate::upstream::{Frame, LoopSink, LoopWaiter, UpstreamError};
+
+/// The loop's clients, as the sink of its node connections' replies.
+pub(super) struct ToClients<'a, 'd> {
+    pub(super) clients: &'a mut Slab<Client<'d>>,
+    pub(super) work: &'a mut Work<'d>,
+}
+
+impl<'d> ToClients<'_, 'd> {
+    /// The client `token` names, if it is still there (a client gone leaves late replies).
+    #[inline]
+    fn split(&mut self, token: u64) -> Option<(&mut Client<'d>, &mut Work<'d>)> {
+        let client = self.clients.get_mut(tokens::key(token))?;
+        (client.token == token).then_some((client, &mut *self.work))
+    }
+}
+
+impl LoopSink for ToClients<'_, '_> {
+    #[inline]
+    fn reply(&mut self, to: LoopWaiter, frame: Frame<'_>) {
+        if let Some((client, work)) = self.split(to.client) {
+            client.on_node_reply(to.seq, frame, work);
+        }
+    }
+
+    fn failed(&mut self, to: LoopWaiter, error: UpstreamError) {
+        if let Some((client, work)) = self.split(to.client) {
+            client.on_node_failed(to.seq, error, work);
+        }
+    }
+}
+
+impl<'d> Client<'d> {
+    /// The reply to command `seq`, sent in place: to the output at once when it is the oldest
+    /// owed and final; kept when replies before it are still owed; handed to the general path
+    /// when it asks for more (MOVED, ASK, a retry, a replica's nil to confirm). A reply for a
+    /// command that gave up (or a client gone) is dropped.
+    #[inline]
+    pub(super) fn on_node_reply(&mut self, seq: u32, frame: Frame<'_>, work: &mut Work<'d>) {
+        let router = work.router.forwarder();
+        let Some((index, owed)) = self.replies.get_mut(seq) else {
+            return;
+        };
+        let Wait::Node {
+            hop, slot, write, ..
+        } = &owed.wait
+        else {
+            return; // timed out: its error went out instead
+        };
+        if !router.is_final(hop, *slot, *write, frame.bytes()) {
+            let reply = frame.keep();
+            return self.follow_up(seq, Ok(reply), work);
+        }
+        if index > 0 {
+            let node = Some(hop.node.addr().clone());
+            owed.wait = Wait::Done {
+                reply: frame.keep(),
+                node,
+            };
+            return;
+        }
+        let Some(owed) = self.replies.pop_front() else {
+            return;
+        };
+        let node = match &owed.wait {
+            Wait::Node { hop, .. } => Some(hop.node.addr().clone()),
+            _ => None,
+        };
+        self.write_reply(owed.stamp, frame.bytes(), node.as_deref(), work);
+        drop(frame);
+        self.take_done(work);
+    }
+
+    /// Command `seq`, sent in place, got no reply: its connection failed. The general path
+    /// decides what may be retried (a command never sent may; a write that may have run may
+    /// not).
+    pub(super) fn on_node_failed(&mut self, seq: u32, error: UpstreamError, work: &mut Work<'d>) {
+        self.follow_up(seq, Err(error), work);
+    }
+
+    /// Hands command `seq` over to the general path with what its first attempt produced.
+    fn follow_up(
+        &mut self,
+        seq: u32,
+        outcome: Result<bytes::Bytes, UpstreamError>,
+        work: &mut Work<'d>,
+    ) {
+        let lane = self.state.lane();
+        let Some((_, owed)) = self.replies.get_mut(seq) else {
+            return;
+        };
+        let wait = std::mem::replace(
+            &mut owed.wait,
+            Wait::Done {
+                reply: bytes::Bytes::new(),
+                node: None,
+            },
+        );
+        let Wait::Node {
+            hop,
+            slot,
+            write,
+            raw,
+        } = wait
+        else {
+            owed.wait = wait;
+            return;
+        };
+        let call = work
+            .router
+            .forwarder()
+            .follow_up(hop, raw, slot, write, lane, outcome);
+        owed.wait = Wait::Call(call);
+        self.want_run(work);
+    }
+
+    /// Moves the replies at the front that are here to the output buffer, in order.
+    pub(super) fn take_done(&mut self, work: &mut Work<'d>) {
+        let mut taken = false;
+        while let Some(owed) = self.replies.pop_done() {
+            taken = true;
+            if let Wait::Done { reply, node } = owed.wait {
+                self.write_reply(owed.stamp, &reply, node.as_deref(), work);
+            }
+        }
+        if taken {
+            self.after_replies(work);
+        }
+    }
+
+    /// A batch of replies arrived: a stalled client, or one holding more than the budget's
+    /// floor, takes another turn (reads again, and counts its bytes against
+    /// `client.max_buffered_bytes_total`, as a session does after each batch); once nothing is
+    /// owed any more a parked command runs.
+    fn after_replies(&mut self, work: &mut Work<'d>) {
+        let holds_much = self.out.len() > super::super::budget::FLOOR;
+        if self.flags.stalled || holds_much || (self.parked.is_some() && self.replies.is_empty()) {
+            self.want_run(work);
+        }
+    }
+
+    /// The client's calls may have finished (its waker fired, or a call was just started):
+    /// polls them and takes what is done.
+    pub(super) fn poll_calls(&mut self, work: &mut Work<'d>, remote: &Arc<crate::reactor::Remote>) {
+        let waker = self
+            .waker
+            .get_or_insert_with(|| LoopWaker::new(remote, self.token));
+        waker.rearm();
+        let mut cx = Context::from_waker(waker.waker());
+        self.replies.poll_calls(&mut cx, self.inbox.as_deref_mut());
+        self.take_done(work);
+    }
+}

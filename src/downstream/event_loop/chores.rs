@@ -1,0 +1,173 @@
+//! What a loop does besides serving events: deadlines of commands sent in place, the clients'
+//! timers, idle node connections, the latency watch, the drain.
+
+use tokio::time::Instant;
+
+use super::client::Client;
+use super::timers::Which;
+use super::tokens;
+use super::{Loop, Work, CHORES, DEADLINE_SWEEP};
+use crate::router::redcar_error;
+
+impl<'d> Loop<'d> {
+    /// The sweeps and timers that are due.
+    pub(super) fn on_timers(&mut self) {
+        let now = self.work.now;
+        if !self.work.watched.is_empty() && now >= self.next_sweep {
+            self.next_sweep = now + DEADLINE_SWEEP;
+            self.sweep_deadlines(now);
+        }
+        while let Some((token, which)) = self.work.timers.pop_due(now) {
+            if let Some(client) = super::client_in(&mut self.clients, token) {
+                client.on_timer(which, &mut self.work);
+            }
+        }
+        if now >= self.next_chores {
+            self.next_chores = now + CHORES;
+            self.work.conns.tick(now, self.poll.registry());
+            self.look_at_latency();
+            self.retry_accept();
+            self.report_busy();
+        }
+        // What the timers made writable or runnable.
+        self.run_listed();
+        self.write_clients();
+    }
+
+    /// The time spent serving goes to the placement's busy share (`placement: pack`, `auto`).
+    fn report_busy(&mut self) {
+        let busy = std::mem::take(&mut self.busy);
+        if let Some(spread) = self.work.d.spread() {
+            spread.add_loop_busy(self.work.index, busy.as_nanos() as u64);
+        }
+    }
+
+    /// Commands sent in place past their deadline get the timeout; clients owing none left are
+    /// no longer watched.
+    fn sweep_deadlines(&mut self, now: Instant) {
+        let mut watched = std::mem::take(&mut self.work.watched);
+        watched.retain(|&token| {
+            let Some(client) = self.clients.get_mut(tokens::key(token)) else {
+                return false;
+            };
+            if client.token != token {
+                return false;
+            }
+            let forwarder = self.work.router.forwarder();
+            let next = client.replies.expire(now, forwarder);
+            client.take_done(&mut self.work);
+            client.flags.watched = next.is_some();
+            next.is_some()
+        });
+        watched.append(&mut self.work.watched);
+        self.work.watched = watched;
+    }
+
+    /// `client.close_idle_when_slow`: when the latency watch changes its mind, every client
+    /// connected now is closed at its next safe point (or no longer).
+    fn look_at_latency(&mut self) {
+        let Some(changes) = self.slow.as_mut() else {
+            return;
+        };
+        if !changes.has_changed().unwrap_or(false) {
+            return;
+        }
+        let slow = *changes.borrow_and_update();
+        for (_, client) in self.clients.iter_mut() {
+            if client.settings.config.close_idle_when_slow {
+                client.flags.slow = slow;
+                client.close_if_asked(&self.work);
+                if client.closed() {
+                    client.want_write(&mut self.work);
+                }
+            }
+        }
+    }
+
+    /// The proxy drains: every client stops reading and closes once it owes nothing.
+    pub(super) fn on_drain(&mut self) {
+        if self.draining {
+            return;
+        }
+        self.draining = true;
+        self.stop_listening();
+        for (_, client) in self.clients.iter_mut() {
+            client.flags.closing = true;
+            client.want_write(&mut self.work);
+        }
+        if self.clients.is_empty() {
+            // No client to wait for: the drain need not wait for this loop.
+            self.done = None;
+        }
+    }
+}
+
+impl<'d> Client<'d> {
+    /// Arms `client.idle_timeout` and `client.max_age` for a new client.
+    pub(super) fn arm_timers(&self, work: &mut Work<'d>) {
+        let config = &self.settings.config;
+        if !config.idle_timeout.is_zero() {
+            let at = self.times.last_activity + config.idle_timeout;
+            work.timers.arm(at, self.token, Which::Idle);
+        }
+        if !config.max_age.is_zero() {
+            let at = self.times.connected_at + config.max_age;
+            work.timers.arm(at, self.token, Which::Age);
+        }
+    }
+
+    /// One of the client's timers is due.
+    pub(super) fn on_timer(&mut self, which: Which, work: &mut Work<'d>) {
+        let config = self.settings.config.clone();
+        let now = work.now;
+        match which {
+            Which::Idle if !config.idle_timeout.is_zero() => {
+                let due = self.times.last_activity + config.idle_timeout;
+                if due > now || !self.replies.is_empty() {
+                    // Re-armed from the last activity only when it fires, not on every read.
+                    work.timers.arm(
+                        due.max(now + config.idle_timeout / 4),
+                        self.token,
+                        Which::Idle,
+                    );
+                    return;
+                }
+                tracing::debug!(client = self.state.id, "closing idle client");
+                self.flags.closing = true;
+            }
+            Which::Age if !config.max_age.is_zero() => {
+                self.flags.aged = true;
+                self.close_if_asked(work);
+            }
+            Which::Request => self.on_request_timer(now, work),
+            Which::Budget if self.flags.budget_paused => self.want_run(work),
+            _ => return,
+        }
+        self.want_write(work);
+    }
+
+    /// `client.request_timeout`: a request still incomplete that long closes the client.
+    fn on_request_timer(&mut self, now: Instant, work: &mut Work<'d>) {
+        let timeout = self.settings.config.request_timeout;
+        let Some(started) = self.times.partial_since else {
+            return;
+        };
+        if timeout.is_zero() || self.flags.closing {
+            return;
+        }
+        if now.saturating_duration_since(started) < timeout {
+            work.timers
+                .arm(started + timeout, self.token, Which::Request);
+            return;
+        }
+        tracing::debug!(
+            client = self.state.id,
+            "closing client: request not completed within client.request_timeout"
+        );
+        self.flags.closing = true;
+        let reply = redcar_error(format_args!(
+            "request not completed within {timeout:?} (client.request_timeout); closing"
+        ));
+        self.owe_error(reply, work);
+    }
+}

@@ -1,0 +1,66 @@
+//! Clients leaving a loop: closed, or handed to a session of the general kind (subscribe mode and
+//! client tracking, which push to the client between replies) at a safe point, with what they
+//! sent that the loop did not run.
+
+use bytes::BytesMut;
+
+use super::super::session;
+use super::tokens;
+use super::Loop;
+
+impl<'d> Loop<'d> {
+    /// Client `token` is done: its socket closes (after its side is shut, unless it went first).
+    pub(super) fn drop_client(&mut self, token: u64) {
+        let key = tokens::key(token);
+        if self.clients.get(key).is_none_or(|c| c.token != token) {
+            return;
+        }
+        let mut client = self.clients.remove(key);
+        client.socket.deregister(self.poll.registry());
+        if !client.flags.gone {
+            client.socket.shutdown();
+        }
+        drop(client);
+        if self.draining && self.clients.is_empty() {
+            // Every client of this loop is gone: the drain need not wait for it.
+            self.done = None;
+        }
+    }
+
+    /// Client `token` leaves the loop for a session on this worker's runtime, which runs its
+    /// parked command first.
+    pub(super) fn hand_off(&mut self, token: u64) {
+        let key = tokens::key(token);
+        if self.clients.get(key).is_none_or(|c| c.token != token) {
+            return;
+        }
+        let mut client = self.clients.remove(key);
+        client.socket.deregister(self.poll.registry());
+        let mut input = BytesMut::new();
+        if let Some(parked) = client.parked.take() {
+            input.extend_from_slice(parked.raw());
+        }
+        input.extend_from_slice(&client.input);
+        tracing::debug!(
+            client = client.state.id,
+            "client handed to a session task (subscribe mode or client tracking)"
+        );
+        let lasting = session::Lasting::from_loop(
+            client.facade,
+            client.state,
+            client.settings.generation,
+            client.settings.config,
+            client.times.last_activity,
+            client.times.connected_at,
+            client.flags.aged,
+        );
+        let socket = client.socket.detach();
+        session::adopt(
+            socket,
+            lasting,
+            input.freeze(),
+            client.connected,
+            client.peer,
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! The workers' event loops (`threading: per-core`): each worker thread runs one loop that owns
+//! its clients' sockets and its share of every node's connections, so a one-key command goes from
+//! the client's socket to the node's and back on one thread, in one pass, with no task, channel
+//! or wake-up between its steps (docs/decisions/0001-one-loop-per-worker.md says why and what it
+//! measured).
+//!
+//! # A GET, from socket to socket
+//!
+//! 1. `poll` returns: the client's socket is readable ([`Loop::run`], this file).
+//! 2. [`Client::run`](client::Client) reads it into the client's input buffer and parses each
+//!    complete request in place (`commands.rs`; `protocol/request.rs`).
+//! 3. The command is decided once: the router's plan (`router/plan/mod.rs`: the command table,
+//!    its key, the key's slot), then the cluster facade and the auth gate, which may answer it
+//!    instead (`commands.rs`, `local.rs`).
+//! 4. `Forwarder::first_hop` picks the slot's node by read policy from the slot map
+//!    (`router/forward/direct.rs`, `resolve.rs`, `select.rs`).
+//! 5. The request's bytes are appended to this loop's connection to that node, with a note of
+//!    whose reply comes back (`upstream/loop_conn.rs`, `wire.rs`); the client owes a reply
+//!    (`replies.rs`).
+//! 6. At the end of the turn every connection with something queued writes it, once for all
+//!    the clients that queued (`conns.rs`).
+//! 7. `poll` returns: the node's socket is readable. The connection reads and scans each reply
+//!    frame (`wire.rs`, `protocol/scan.rs`) and hands it to the client in place
+//!    (`arrivals.rs`).
+//! 8. The reply is the oldest owed: it is recorded (`session/stamp.rs`, `metrics/tally.rs`)
+//!    and appended to the client's output buffer, after it the replies that were waiting
+//!    behind it.
+//! 9. At the end of the turn the client's output is written (`client.rs`).
+//!
+//! Anything else (keys in several slots, transactions, blocking commands, scripts, redirects
+//! and retries) runs as a call of the general path (`router::Call`), polled by the loop with a
+//! waker that names the client; its node commands still go through the loop's connections. A
+//! client that enters subscribe mode or turns on client tracking is handed to a session of the
+//! general kind (`handoff.rs`).
+
+mod accept;
+mod arrivals;
+mod chores;
+mod client;
+mod commands;
+mod conns;
+mod handoff;
+mod moves;
+mod replies;
+mod setup;
+mod socket;
+mod timers;
+mod tokens;
+
+pub(crate) use accept::LoopListener;
+pub(crate) use setup::{start, LoopSetup, Stop};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slab::Slab;
+use tokio::time::Instant;
+
+use super::clients::Downstream;
+use super::session::stamp::Hot;
+use super::slow::LatencyWatch;
+use crate::hotkeys::Sampler;
+use crate::metrics::CommandTally;
+use crate::reactor::{Mail, Remote};
+use crate::router::Router;
+use arrivals::ToClients;
+use client::{Client, Fate};
+use conns::Conns;
+use timers::Timers;
+use tokens::Kind;
+
+/// Replies waiting for the rest of their read's replies are written anyway once this big.
+pub(super) const HOLD_MAX: usize = 64 * 1024;
+
+/// How often the loop looks at deadlines of commands sent in place, while some are owed.
+const DEADLINE_SWEEP: Duration = Duration::from_millis(10);
+
+/// How often the loop looks at its node connections' idle limits and its other chores.
+const CHORES: Duration = Duration::from_millis(100);
+
+/// What every client of a loop shares during a turn.
+pub(super) struct Work<'d> {
+    pub(super) d: &'d Downstream,
+    pub(super) router: &'d Router,
+    pub(super) index: usize,
+    conns: Conns,
+    pub(super) tally: CommandTally<'d>,
+    pub(super) sampler: Sampler,
+    /// The request is kept (a reference count) for the slow log and the hot keys.
+    pub(super) keep_raw: bool,
+    /// `client.close_idle_when_slow`'s latency watch (fed by clients that have it on).
+    pub(super) latency: &'d LatencyWatch,
+    pub(super) scratch: Vec<usize>,
+    /// The clock read once per loop turn.
+    pub(super) now: Instant,
+    timers: Timers,
+    /// Clients to write to, and to give another turn, before this loop turn ends.
+    pub(super) to_write: Vec<u64>,
+    pub(super) to_run: Vec<u64>,
+    /// Clients owing replies sent in place (their deadlines are swept).
+    pub(super) watched: Vec<u64>,
+}
+
+impl<'d> Work<'d> {
+    /// Where finished commands are recorded for `/hotkeys`.
+    pub(super) fn hot(&self, client: u64) -> Hot<'d> {
+        Hot {
+            keys: &self.d.hotkeys,
+            client,
+        }
+    }
+}
+
+/// The client `token` names in `clients`, if it is still there (a late event or wake for a
+/// client gone finds another generation, or nothing).
+#[inline]
+fn client_in<'a, 'd>(clients: &'a mut Slab<Client<'d>>, token: u64) -> Option<&'a mut Client<'d>> {
+    let client = clients.get_mut(tokens::key(token))?;
+    (client.token == token).then_some(client)
+}
+
+/// One worker's loop.
+pub(super) struct Loop<'d> {
+    poll: mio::Poll,
+    remote: Arc<Remote>,
+    clients: Slab<Client<'d>>,
+    /// Bumped for each client (tokens' generations).
+    admitted: u32,
+    listeners: Vec<LoopListener>,
+    work: Work<'d>,
+    woken: Vec<u64>,
+    mail: Vec<Mail>,
+    next_sweep: Instant,
+    next_chores: Instant,
+    /// Time spent serving (not waiting in `poll`) since the chores last reported it to the
+    /// placement (`spread.rs`: the worker's busy share).
+    busy: Duration,
+    /// Set once the proxy drains: no more clients, and those connected close when safe.
+    draining: bool,
+    /// Every worker's loop, in worker order (clients move between them).
+    peers: Arc<[Arc<Remote>]>,
+    /// The sessions' home, as clients' registrations hold it.
+    home: Arc<Downstream>,
+    /// Held while the loop may have clients: the drain waits for every holder to let go.
+    done: Option<tokio::sync::mpsc::Sender<()>>,
+    /// `client.close_idle_when_slow`: the latency watch's changes of mind.
+    slow: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Wakes the loop when the proxy starts draining.
+    drain: super::drain::DrainSignal<'d>,
+    drain_waker: crate::reactor::LoopWaker,
+}
+
+impl<'d> Loop<'d> {
+    /// Runs until told to stop (the workers end with the proxy).
+    pub(super) fn run(&mut self) {
+        let mut events = mio::Events::with_capacity(256);
+        loop {
+            let timeout = self.timeout();
+            if let Err(error) = self.poll.poll(&mut events, timeout) {
+                if error.kind() != std::io::ErrorKind::Interrupted {
+                    tracing::error!(%error, worker = self.work.index, "event loop poll failed");
+                    return;
+                }
+            }
+            self.work.now = Instant::now();
+            self.remote.awake(&mut self.woken, &mut self.mail);
+            if !self.read_mail() {
+                return;
+            }
+            for event in events.iter() {
+                self.on_event(event);
+            }
+            self.settle();
+            self.busy += Instant::now().saturating_duration_since(self.work.now);
+        }
+    }
+
+    /// How long `poll` may sleep: not past the next timer or sweep, and not at all when
+    /// something woke on this thread or arrived meanwhile.
+    fn timeout(&mut self) -> Option<Duration> {
+        crate::reactor::take_woken_here(&mut self.woken);
+        let listed = !self.work.to_run.is_empty() || !self.work.to_write.is_empty();
+        if listed || !self.woken.is_empty() || self.remote.going_to_sleep() {
+            return Some(Duration::ZERO);
+        }
+        let mut next = self.next_chores;
+        if !self.work.watched.is_empty() {
+            next = next.min(self.next_sweep);
+        }
+        if let Some(timer) = self.work.timers.next() {
+            next = next.min(timer);
+        }
+        Some(next.saturating_duration_since(Instant::now()))
+    }
+
+    /// One socket is ready.
+    fn on_event(&mut self, event: &mio::event::Event) {
+        let token = event.token().0 as u64;
+        match tokens::kind(token) {
+            Kind::Client => {
+                let Some(client) = client_in(&mut self.clients, token) else {
+                    return;
+                };
+                if event.is_writable() {
+                    client.flags.blocked = false;
+                    client.want_write(&mut self.work);
+                }
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    client.flags.readable = true;
+                    self.run_client(token);
+                }
+            }
+            Kind::Conn => {
+                let mut sink = ToClients {
+                    clients: &mut self.clients,
+                    work: &mut self.work,
+                };
+                let registry = self.poll.registry();
+                let now = sink.work.now;
+                // The connections live in `work` while the clients are borrowed beside it.
+                let mut conns = std::mem::take(&mut sink.work.conns);
+                conns.on_event(token, event, now, registry, &mut sink);
+                sink.work.conns = conns;
+            }
+            Kind::Listener => self.accept(tokens::key(token)),
+            Kind::Loop => {}
+        }
+    }
+
+    /// Gives client `token` a turn; drops or hands it off when that ends it.
+    fn run_client(&mut self, token: u64) {
+        let Some(client) = self.clients.get_mut(tokens::key(token)) else {
+            return;
+        };
+        if client.token != token {
+            return;
+        }
+        client.flags.to_run = false;
+        client.poll_calls(&mut self.work, &self.remote);
+        match client.run(&mut self.work) {
+            Fate::Stays => {}
+            Fate::HandOff => self.hand_off(token),
+        }
+    }
+
+    /// After the events: woken clients and connections, the turns they asked for, the writes,
+    /// the timers.
+    fn settle(&mut self) {
+        let woken = std::mem::take(&mut self.woken);
+        for &token in &woken {
+            match tokens::kind(token) {
+                Kind::Client => self.run_client(token),
+                Kind::Conn => self.work.conns.on_woken(token, self.work.now),
+                Kind::Loop => {
+                    self.drain_waker.rearm();
+                    let mut cx = std::task::Context::from_waker(self.drain_waker.waker());
+                    if self.drain.poll_started(&mut cx).is_ready() {
+                        self.on_drain();
+                    }
+                }
+                Kind::Listener => {}
+            }
+        }
+        self.woken = woken;
+        self.woken.clear();
+        self.run_listed();
+        self.flush_conns();
+        self.write_clients();
+        self.on_timers();
+    }
+
+    /// The clients that asked for another turn in this one.
+    fn run_listed(&mut self) {
+        while let Some(token) = self.work.to_run.pop() {
+            self.run_client(token);
+        }
+    }
+
+    /// Every node connection with something queued writes it.
+    fn flush_conns(&mut self) {
+        let mut conns = std::mem::take(&mut self.work.conns);
+        let mut sink = ToClients {
+            clients: &mut self.clients,
+            work: &mut self.work,
+        };
+        conns.flush(&self.remote, self.poll.registry(), &mut sink);
+        self.work.conns = conns;
+        // A failed connection handed commands back to the general path: poll them now.
+        self.run_listed();
+    }
+
+    /// Every client with replies writes them; those that finished closing go.
+    fn write_clients(&mut self) {
+        let mut listed = std::mem::take(&mut self.work.to_write);
+        for token in listed.drain(..) {
+            let Some(client) = client_in(&mut self.clients, token) else {
+                continue;
+            };
+            client.flags.to_write = false;
+            let before = client.out.len();
+            let gone = client.write_out(&mut self.work).is_err();
+            client.flags.gone |= gone;
+            if before > super::budget::FLOOR {
+                // What it wrote no longer counts against the buffer budget.
+                client.share.set(client.input.len() + client.out.len());
+            }
+            if client.out.len() < before && (client.flags.stalled || client.parked.is_some()) {
+                // Room in its output: a client stopped at `max_reply_bytes`, or waiting to
+                // hand off once its replies are out, goes on.
+                client.want_run(&mut self.work);
+            }
+            client.close_if_asked(&self.work);
+            if client.closed() {
+                self.drop_client(token);
+            } else {
+                client.release_buffers();
+                self.move_if_wanted(token);
+            }
+        }
+        if self.work.to_write.is_empty() {
+            self.work.to_write = listed;
+        }
+    }
+
+    /// The loop's mail; `false` when the loop is to stop.
+    fn read_mail(&mut self) -> bool {
+        for mail in std::mem::take(&mut self.mail) {
+            let mail = match mail.downcast::<crate::upstream::ConnAttach>() {
+                Ok(attach) => {
+                    self.work.conns.attach(*attach, &self.remote);
+                    continue;
+                }
+                Err(mail) => mail,
+            };
+            let mail = match mail.downcast::<crate::upstream::ConnEvent>() {
+                Ok(event) => {
+                    let mut conns = std::mem::take(&mut self.work.conns);
+                    let mut sink = ToClients {
+                        clients: &mut self.clients,
+                        work: &mut self.work,
+                    };
+                    conns.on_connected(*event, self.poll.registry(), &mut sink);
+                    self.work.conns = conns;
+                    continue;
+                }
+                Err(mail) => mail,
+            };
+            match mail.downcast::<setup::Stop>() {
+                Ok(_) => return false,
+                Err(mail) => self.adopt(mail),
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,187 @@
+//! Clients moving between the workers' loops (`placement: auto`): a pipelining client, or one of
+//! an overflowing worker's share, leaves at a safe point (nothing owed, buffered or open) with
+//! what Redis keeps for it, and the other loop serves it from its next read on. The decisions
+//! are the sessions' (`moves.rs`); only the carrying is the loop's.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::super::clients::Connected;
+use super::super::facade::Endpoint;
+use super::super::local::ClientState;
+use super::super::movable::Detached;
+use super::super::moves::{Pipelining, PIPELINE_DEPTH, PIPELINE_READS};
+use super::client::{Client, Flags, Times};
+use super::replies::Replies;
+use super::socket::ClientSocket;
+use super::tokens::{self, Kind};
+use super::{Loop, Work};
+use crate::reactor::Mail;
+
+/// A client on its way to another loop (mail).
+pub(super) struct Moved {
+    socket: Detached,
+    facade: Option<Box<Endpoint>>,
+    state: ClientState,
+    connected: Connected,
+    peer: Arc<str>,
+    pipelining: Option<Pipelining>,
+    times: (Instant, Instant),
+    deep_reads: u8,
+}
+
+impl<'d> Client<'d> {
+    /// Counts a turn that started `started` commands from one read: a run of
+    /// [`PIPELINE_READS`] reads of [`PIPELINE_DEPTH`] commands or more makes the client a
+    /// pipelining one (counted per worker); a read of fewer ends that.
+    pub(super) fn note_depth(&mut self, started: usize, work: &Work<'d>) {
+        let Some(moves) = work.d.spread().and_then(|spread| spread.moves()) else {
+            return;
+        };
+        if started == 0 {
+            return;
+        }
+        if started < PIPELINE_DEPTH {
+            self.flags.deep_reads = 0;
+            self.pipelining = None;
+            return;
+        }
+        self.flags.deep_reads = self.flags.deep_reads.saturating_add(1);
+        if self.flags.deep_reads >= PIPELINE_READS && self.pipelining.is_none() {
+            self.pipelining = Some(moves.join_pipelining(work.index));
+        }
+    }
+
+    /// At a safe point: the worker this client should move to now, if its worker wants to
+    /// shed clients (one relaxed load otherwise).
+    fn move_now(&mut self, work: &Work<'d>) -> Option<usize> {
+        let moves = work.d.spread().and_then(|spread| spread.moves())?;
+        if !moves.wanted(work.index)
+            || !self.may_close_now()
+            || self.flags.closing
+            || self.flags.aged
+            || self.state.quit
+            || self.state.tracking.is_some()
+        {
+            return None;
+        }
+        if let Some(member) = self.pipelining.as_mut() {
+            if let Some(to) = moves.shed_pipelining(member) {
+                return Some(to);
+            }
+        }
+        let to = moves.take_ticket(work.index)?;
+        if let Some(member) = self.pipelining.as_mut() {
+            moves.transfer(member, to); // its count goes with it
+        }
+        Some(to)
+    }
+}
+
+impl<'d> Loop<'d> {
+    /// After client `token`'s writes: moves it to another loop if the placement asks for it.
+    pub(super) fn move_if_wanted(&mut self, token: u64) {
+        let Some(client) = super::client_in(&mut self.clients, token) else {
+            return;
+        };
+        let Some(to) = client.move_now(&self.work) else {
+            return;
+        };
+        let Some(remote) = self
+            .peers
+            .get(to)
+            .filter(|_| to != self.work.index)
+            .cloned()
+        else {
+            return;
+        };
+        let mut client = self.clients.remove(tokens::key(token));
+        client.socket.deregister(self.poll.registry());
+        client.connected.moved_to(to);
+        tracing::debug!(
+            client = client.state.id,
+            from = self.work.index,
+            to,
+            "client moves to another worker's loop"
+        );
+        let moved = Moved {
+            socket: client.socket.detach(),
+            facade: client.facade,
+            state: client.state,
+            connected: client.connected,
+            peer: client.peer,
+            pipelining: client.pipelining,
+            times: (client.times.connected_at, client.times.last_activity),
+            deep_reads: client.flags.deep_reads,
+        };
+        remote.post(Box::new(moved));
+    }
+
+    /// Mail for the loop that is not its own: a client moved here, or else logged and dropped.
+    pub(super) fn adopt(&mut self, mail: Mail) {
+        match mail.downcast::<Moved>() {
+            Ok(moved) => self.take_in(*moved),
+            Err(_) => tracing::error!(
+                worker = self.work.index,
+                "event loop got mail it does not know"
+            ),
+        }
+    }
+
+    /// Serves a client another loop moved here.
+    fn take_in(&mut self, moved: Moved) {
+        let Moved {
+            socket,
+            facade,
+            mut state,
+            connected,
+            peer,
+            pipelining,
+            times: (connected_at, last_activity),
+            deep_reads,
+        } = moved;
+        let mut socket = ClientSocket::attach(socket);
+        self.admitted = self.admitted.wrapping_add(1);
+        let entry = self.clients.vacant_entry();
+        let token = tokens::token(Kind::Client, self.admitted, entry.key());
+        if let Err(error) = socket.register(self.poll.registry(), token) {
+            tracing::warn!(%error, %peer, "cannot register a moved client with the event loop; closing it");
+            return;
+        }
+        let (settings, users) = Client::settings_now(&self.work);
+        state.reauthorize(users);
+        let d = self.work.d;
+        let client = Client {
+            token,
+            socket,
+            share: d.budget.share(connected.id),
+            connected,
+            peer,
+            facade,
+            state,
+            settings,
+            input: Default::default(),
+            out: Default::default(),
+            replies: Replies::default(),
+            inbox: None,
+            waker: None,
+            parked: None,
+            pipelining,
+            flags: Flags {
+                deep_reads,
+                // Its socket may hold what it sent since it left the other loop.
+                readable: true,
+                ..Flags::default()
+            },
+            times: Times {
+                connected_at,
+                last_activity,
+                partial_since: None,
+            },
+        };
+        client.arm_timers(&mut self.work);
+        entry.insert(client);
+        self.run_client(token);
+    }
+}

@@ -1,0 +1,148 @@
+//! Starting a worker's loop: its poll and door exist from start-up (nodes are dealt connections
+//! before any client connects); its thread starts once the sessions' home is built.
+
+use std::io;
+use std::sync::Arc;
+use std::task::Context;
+
+use slab::Slab;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::super::clients::Downstream;
+use super::conns::Conns;
+use super::timers::Timers;
+use super::tokens::{self, Kind};
+use super::{Loop, LoopListener, Work, CHORES};
+use crate::metrics::CommandTally;
+use crate::reactor::{LoopWaker, Remote};
+
+/// Mail that stops a loop (the workers end with the proxy).
+pub(crate) struct Stop;
+
+/// A loop before its thread starts: its poll, and the door other threads reach it by.
+pub(crate) struct LoopSetup {
+    index: usize,
+    poll: mio::Poll,
+    remote: Arc<Remote>,
+}
+
+impl LoopSetup {
+    /// The loop of worker `index`.
+    pub(crate) fn new(index: usize) -> io::Result<LoopSetup> {
+        let poll = mio::Poll::new()?;
+        let remote = Arc::new(Remote::new(index, poll.registry())?);
+        Ok(LoopSetup {
+            index,
+            poll,
+            remote,
+        })
+    }
+
+    /// How other threads reach the loop.
+    pub(crate) fn remote(&self) -> &Arc<Remote> {
+        &self.remote
+    }
+}
+
+/// Starts the loop's thread: it serves `listeners` and its node connections until it gets
+/// [`Stop`]. `peers`: every loop's door, in worker order. `runtime`: the worker's tokio runtime, which runs what the loop's calls spawn and
+/// their timers. `done` is held while the loop has clients (the drain waits for it).
+pub(crate) fn start(
+    setup: LoopSetup,
+    downstream: Arc<Downstream>,
+    listeners: Vec<LoopListener>,
+    runtime: tokio::runtime::Handle,
+    done: mpsc::Sender<()>,
+    peers: Arc<[Arc<Remote>]>,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    let index = setup.index;
+    std::thread::Builder::new()
+        .name(format!("redcar-loop-{index}"))
+        .spawn(move || {
+            crate::workers::enter_worker(index);
+            crate::reactor::enter_loop(index);
+            let _runtime = runtime.enter();
+            let home = downstream.clone();
+            let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Loop::new(setup, &downstream, home, listeners, done, peers).run()
+            }));
+            if served.is_err() {
+                // A loop serves a share of every client and node connection: without it the
+                // proxy would keep listening but stall those. Better to end now and be
+                // restarted by the service manager.
+                tracing::error!(worker = index, "a worker's event loop panicked; aborting");
+                std::process::abort();
+            }
+        })
+}
+
+impl<'d> Loop<'d> {
+    fn new(
+        setup: LoopSetup,
+        d: &'d Downstream,
+        home: Arc<Downstream>,
+        mut listeners: Vec<LoopListener>,
+        done: mpsc::Sender<()>,
+        peers: Arc<[Arc<Remote>]>,
+    ) -> Loop<'d> {
+        let LoopSetup {
+            index,
+            poll,
+            remote,
+        } = setup;
+        for (key, listener) in listeners.iter_mut().enumerate() {
+            let token = tokens::token(Kind::Listener, 0, key);
+            if let Err(error) = listener.register(poll.registry(), token) {
+                tracing::error!(%error, worker = index, "event loop cannot accept on a listener");
+            }
+        }
+        let now = Instant::now();
+        let metrics = &*d.metrics;
+        let drain_waker = LoopWaker::new(&remote, tokens::token(Kind::Loop, 0, 0));
+        let mut drain = d.drain.signal(u64::MAX - index as u64);
+        // Registers the loop with the drain (or finds it started already).
+        let draining = drain
+            .poll_started(&mut Context::from_waker(drain_waker.waker()))
+            .is_ready();
+        let mut event_loop = Loop {
+            poll,
+            remote,
+            clients: Slab::new(),
+            admitted: 0,
+            listeners,
+            work: Work {
+                d,
+                router: &d.router,
+                index,
+                conns: Conns::default(),
+                tally: CommandTally::new(metrics),
+                sampler: d.hotkeys.sampler(index as u64),
+                keep_raw: metrics.slowlog.is_enabled() || d.hotkeys.is_enabled(),
+                latency: &d.latency,
+                scratch: Vec::new(),
+                now,
+                timers: Timers::default(),
+                to_write: Vec::new(),
+                to_run: Vec::new(),
+                watched: Vec::new(),
+            },
+            woken: Vec::new(),
+            mail: Vec::new(),
+            next_sweep: now,
+            next_chores: now + CHORES,
+            busy: std::time::Duration::ZERO,
+            draining: false,
+            peers,
+            home,
+            done: Some(done),
+            slow: Some(d.latency.subscribe()),
+            drain,
+            drain_waker,
+        };
+        if draining {
+            event_loop.on_drain();
+        }
+        event_loop
+    }
+}
