@@ -3,6 +3,7 @@
 
 mod support;
 
+mod absent_reads;
 mod admin;
 mod admin_auth;
 mod auth;
