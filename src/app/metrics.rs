@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::admin::ReadinessGauges;
 use crate::cluster::TopologyMetrics;
-use crate::downstream::{ClientMetrics, TrackingMetrics};
+use crate::downstream::{ClientMetrics, PubsubMetrics, TrackingMetrics};
 use crate::metrics::{MetricGroup, Metrics, MetricsConfig, Totals};
 use crate::near_cache::NearCacheMetrics;
 use crate::router::{MirrorMetrics, RouterMetrics};
@@ -109,6 +109,7 @@ fn add_groups(metrics: &Metrics) {
     metrics.add::<UpstreamMetrics>();
     metrics.add::<RouterMetrics>();
     metrics.add::<ClientMetrics>();
+    metrics.add::<PubsubMetrics>();
     metrics.add::<TopologyMetrics>();
     metrics.add::<ProcessMetrics>();
     metrics.add::<TrackingMetrics>();

@@ -29,6 +29,7 @@ pub(crate) use config::ClientConfig;
 pub(crate) use facade::{Facade, FacadeConfig};
 pub(crate) use listener::serve;
 pub(crate) use metrics::{ClientMetrics, ListenerMetrics};
+pub(crate) use pubsub::PubsubMetrics;
 pub(crate) use spread::{Gated, Spread};
 pub(crate) use tls::{TlsConfig, TlsListener};
 pub(crate) use tracking::TrackingMetrics;

@@ -197,4 +197,10 @@ fn the_first_replica_read_of_a_moved_key_is_never_absent_whatever_the_command() 
         asks >= cases.len() as f64,
         "each confirmation was sent on with ASK ({asks})"
     );
+    let checks = checked.metric_sum("redcar_replica_miss_checks_total");
+    assert!(checks >= cases.len() as f64, "each was counted ({checks})");
+    assert_eq!(
+        unchecked.metric_sum("redcar_replica_miss_checks_total"),
+        0.0
+    );
 }

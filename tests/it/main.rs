@@ -40,6 +40,7 @@ mod observability_examples;
 mod outlier;
 mod proxy;
 mod pubsub;
+mod pubsub_node_loss;
 mod redirects;
 mod reload;
 mod replica_sync;
