@@ -136,12 +136,13 @@ done
 {
     echo "# Confirming a replica's \"absent\" with the primary: what it costs"
     echo
-    echo "\`bench/replica_miss.sh\` ($(date -u +%Y-%m-%d)): redcar (\`$(basename "$REDCAR_BIN")\`, $("$REDCAR_BIN" --version 2>/dev/null | head -n 1))"
+    echo "\`bench/replica_miss.sh\` ($(date -u +%Y-%m-%d)): redcar (\`${REDCAR_BIN#"$ROOT"/}\`, $("$REDCAR_BIN" --version 2>/dev/null | head -n 1))"
     echo "with \`--read-policy prefer-replica\` in front of a local 3+3 cluster; redis-benchmark, $CLIENTS clients,"
     echo "$REQUESTS reads of $KEYS random keys per run, of which the miss rate were never written (\`GET\` of"
     echo "strings, \`LRANGE 0 9\` of 3-item lists). *Checks*: \`redcar_replica_miss_checks_total\`, the reads"
     echo "asked again of the primary; *primary reads*: the command's calls on the primaries (INFO"
-    echo "commandstats), the checks' second round trips."
+    echo "commandstats), the checks' second round trips. The rate and p50 move with whatever else runs"
+    echo "on the machine (one run each, on and off interleaved): the share of reads is what the check adds."
     echo
     NUTCRACKER=0 NC_NOTE=""
     report_machine | grep -v nutcracker
