@@ -111,14 +111,19 @@ impl Topology {
     /// primaries do, replicas only when `reads_replicas`. A node with nothing to serve (a
     /// replica under `read_policy: primary`, a primary demoted by a failover) is put on standby:
     /// its pooled connections close within a second of their last command. Each node's health
-    /// learns its role too (a primary's ejections do not grow: `Health::set_primary`).
+    /// learns its role too (a primary's ejections do not grow: `Health::set_primary`), and each
+    /// replica its primary (checked at once while that primary is down: `Health::due_for_check`).
     pub(crate) fn assign_standby(&self, reads_replicas: bool) {
         for shard in &self.shards {
             shard.primary.set_standby(false);
             shard.primary.health().set_primary(true);
+            shard.primary.health().set_shard_primary(None);
             for replica in &shard.replicas {
                 replica.set_standby(!reads_replicas);
                 replica.health().set_primary(false);
+                replica
+                    .health()
+                    .set_shard_primary(Some(shard.primary.addr()));
             }
         }
     }
