@@ -1,0 +1,196 @@
+//! When the next refresh round runs and what it does: a check of the map on the periodic tick
+//! (`cluster.change_check`), the map fetched whole when a MOVED reply proved it wrong, a
+//! `CLUSTER INFO` check when a node is failing — and, for rounds an event asked for, a random
+//! wait of up to `cluster.refresh_jitter` after a quiet spell, so a fleet of sidecars that all
+//! saw the same failover do not ask the same nodes at the same instant.
+//!
+//! The jitter applies to the first event of a burst only. While the trouble lasts (a primary
+//! failing, ejected, being replaced), later requests follow each other at the node-trouble
+//! cadence ([`CHECK_GAP`], and the ejection watch's `health_check_interval`) without new
+//! jitter: each sidecar keeps the random phase its first wait gave it, and finds the promoted
+//! replica within one cadence of the promotion rather than one cadence plus a jitter.
+
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::cluster::change_check::Probe;
+use crate::cluster::state::Want;
+use crate::cluster::{ClusterConfig, Topology};
+
+/// The least time between two checks asked for by failures: a client hammering a dead primary
+/// makes failures by the hundred a second, and a fleet's checks must stay a trickle.
+const CHECK_GAP: Duration = Duration::from_millis(250);
+
+/// What a round does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// Fetch the map whole.
+    Full,
+    /// Ask the map's node for this fingerprint first; fetch the map only if it changed.
+    Check(Probe),
+}
+
+/// The rounds asked for by events.
+#[derive(Debug, Default)]
+pub(crate) struct Pace {
+    /// When the last round an event asked for was due.
+    last_event: Option<Instant>,
+}
+
+impl Pace {
+    /// When the round after one that started at `last` may run. `want` is what an event asked
+    /// for (`None`: the periodic tick); `map` the current one (no jitter while there is no
+    /// complete map: every command waits for it).
+    pub(crate) fn next_at(
+        &mut self,
+        last: Instant,
+        want: Option<Want>,
+        config: &ClusterConfig,
+        map: Option<&Topology>,
+        now: Instant,
+    ) -> Instant {
+        let gap = match want {
+            Some(Want::Check) => config.refresh_min_gap.max(CHECK_GAP),
+            _ => config.refresh_min_gap,
+        };
+        let mut at = last + gap;
+        if want.is_none() || !map.is_some_and(Topology::is_complete) {
+            return at;
+        }
+        let jitter = config.refresh_jitter;
+        let quiet = self
+            .last_event
+            .is_none_or(|t| now.saturating_duration_since(t) > jitter);
+        if quiet && !jitter.is_zero() {
+            let wait = rand::rng().random_range(Duration::ZERO..=jitter);
+            at = at.max(now + wait);
+        }
+        self.last_event = Some(at.max(now));
+        at
+    }
+}
+
+/// What an event's request calls for, given the map: a check by `CLUSTER INFO` when a node is
+/// failing and the map has that fingerprint, the map whole otherwise.
+pub(crate) fn for_event(want: Want, map: Option<&Topology>) -> Due {
+    match want {
+        Want::Check if map.is_some_and(|m| m.print().info.is_some()) => Due::Check(Probe::Info),
+        _ => Due::Full,
+    }
+}
+
+/// What the periodic tick calls for: the map whole while replicas are watched (`CLUSTER NODES`
+/// does not show when a replica has synced), while a primary is ejected (a node that came back
+/// at another address looks the same to `CLUSTER INFO`), or with `change_check: off`; a check
+/// otherwise.
+pub(crate) fn periodic(config: &ClusterConfig, map: Option<&Topology>, watching: bool) -> Due {
+    let Some(map) = map else {
+        return Due::Full;
+    };
+    let ejected = map.shards().iter().any(|s| s.primary.is_ejected());
+    match Probe::periodic(config.change_check) {
+        Some(probe) if !watching && !ejected => Due::Check(probe),
+        _ => Due::Full,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(jitter_ms: u64) -> ClusterConfig {
+        ClusterConfig {
+            refresh_jitter: Duration::from_millis(jitter_ms),
+            ..ClusterConfig::default()
+        }
+    }
+
+    fn complete_map() -> Topology {
+        let (upstreams, _) = crate::upstream::Upstreams::for_tests(false);
+        Topology::single_shard("127.0.0.1:1", &[], &upstreams, "127.0.0.1:1".into())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_event_after_a_quiet_spell_waits_up_to_the_jitter_and_later_ones_do_not() {
+        let map = complete_map();
+        let config = config(1000);
+        let mut pace = Pace::default();
+        let t0 = Instant::now();
+        let mut waits = Vec::new();
+        for _ in 0..200 {
+            let mut fresh = Pace::default();
+            let at = fresh.next_at(t0, Some(Want::Full), &config, Some(&map), t0);
+            waits.push(at - t0);
+        }
+        assert!(waits.iter().all(|w| *w <= Duration::from_secs(1)));
+        assert!(waits.iter().any(|w| *w < Duration::from_millis(300)));
+        assert!(
+            waits.iter().any(|w| *w > Duration::from_millis(700)),
+            "spread over the second"
+        );
+        let first = pace.next_at(t0, Some(Want::Check), &config, Some(&map), t0);
+        // The trouble goes on: the next check follows at the cadence, without a new jitter.
+        let later = first + Duration::from_millis(400);
+        let next = pace.next_at(first, Some(Want::Check), &config, Some(&map), later);
+        assert_eq!(next, first + CHECK_GAP);
+        // A MOVED after a long quiet spell is jittered again.
+        let quiet = later + Duration::from_secs(5);
+        let again = pace.next_at(later, Some(Want::Full), &config, Some(&map), quiet);
+        assert!(again >= quiet && again <= quiet + Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_jitter_for_the_periodic_tick_without_a_complete_map_or_when_off() {
+        let map = complete_map();
+        let t0 = Instant::now();
+        let gap = ClusterConfig::default().refresh_min_gap;
+        let mut pace = Pace::default();
+        assert_eq!(
+            pace.next_at(t0, None, &config(1000), Some(&map), t0),
+            t0 + gap
+        );
+        assert_eq!(
+            pace.next_at(t0, Some(Want::Full), &config(1000), None, t0),
+            t0 + gap
+        );
+        let mut pace = Pace::default();
+        assert_eq!(
+            pace.next_at(t0, Some(Want::Full), &config(0), Some(&map), t0),
+            t0 + gap
+        );
+    }
+
+    #[tokio::test]
+    async fn events_and_ticks_pick_what_they_ask() {
+        let map = complete_map();
+        // A single-shard map carries no fingerprint: everything is fetched whole.
+        assert_eq!(for_event(Want::Check, Some(&map)), Due::Full);
+        assert_eq!(periodic(&ClusterConfig::default(), None, false), Due::Full);
+        let printed = complete_map().with_print(crate::cluster::change_check::Print {
+            digest: Some("d".into()),
+            info: Some("i".into()),
+        });
+        assert_eq!(
+            for_event(Want::Check, Some(&printed)),
+            Due::Check(Probe::Info)
+        );
+        assert_eq!(for_event(Want::Full, Some(&printed)), Due::Full);
+        let config = ClusterConfig::default();
+        assert_eq!(
+            periodic(&config, Some(&printed), false),
+            Due::Check(Probe::Digest)
+        );
+        assert_eq!(
+            periodic(&config, Some(&printed), true),
+            Due::Full,
+            "watching replicas"
+        );
+        let off = ClusterConfig {
+            change_check: crate::cluster::config::ChangeCheck::Off,
+            ..ClusterConfig::default()
+        };
+        assert_eq!(periodic(&off, Some(&printed), false), Due::Full);
+    }
+}
