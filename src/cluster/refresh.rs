@@ -105,7 +105,8 @@ impl Refresher {
     /// One round: a check first when `due` says so, the map fetched whole if the check finds it
     /// changed or cannot tell.
     async fn round(&self, due: Due) {
-        if let (Due::Check(probe), Some(current)) = (due, self.state.topology()) {
+        let current = self.state.topology().filter(|map| self.can_check(map));
+        if let (Due::Check(probe), Some(current)) = (due, current) {
             let probe = self.dialect.probe(probe);
             let checked = self.check(&current, probe).await;
             let metrics = self.metrics.group::<TopologyMetrics>();
@@ -124,6 +125,24 @@ impl Refresher {
             }
         }
         self.refresh_once().await;
+    }
+
+    /// Whether the node `map` came from can be asked for a check (a fingerprint is one node's
+    /// view, so no other node can answer it): only while it serves — a primary of the map, or a
+    /// replica where reads go to replicas, so no connection is opened to a node on standby just
+    /// to check — and is not failing. Otherwise the map is fetched (primaries and healthy nodes
+    /// first), and the next checks go to the node that answered.
+    fn can_check(&self, map: &Topology) -> bool {
+        let source = map.source();
+        let replicas = self.upstreams.reads_replicas();
+        map.shards()
+            .iter()
+            .flat_map(|s| {
+                let replicas = s.replicas.iter().filter(move |_| replicas);
+                std::iter::once(&s.primary).chain(replicas)
+            })
+            .find(|node| node.addr().as_ref() == source)
+            .is_some_and(|node| trouble(node) == 0)
     }
 
     /// Asks known nodes (healthy ones first, in random order), then the seeds, until an answer

@@ -15,8 +15,8 @@ pub(crate) struct ClusterState {
     topology: ArcSwapOption<Topology>,
     /// Wakes the refresher early; repeated requests before it runs coalesce into one refresh.
     refresh_wanted: Notify,
-    /// What the requests since the refresher last looked want: 0 nothing, 1 a check, 2 the map
-    /// whole (the most any of them wanted).
+    /// What the requests since the refresher last looked want: 0 nothing, else a [`Want`] (the
+    /// most any of them wanted).
     wanted: AtomicU8,
     /// Latched once a map covering all 16384 slots has been seen (readiness).
     ready: AtomicBool,
@@ -38,13 +38,15 @@ pub(crate) struct ClusterState {
     migrating: MigratingSlots,
 }
 
-/// What a request for a refresh asks of the refresher.
+/// What a request for a refresh asks of the refresher; requests merge into the greatest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Want {
-    /// Check whether the map changed, fetch it if so.
+    /// Check whether the map changed, fetch it if so (after a short jitter).
     Check = 1,
-    /// Fetch the map whole.
-    Full = 2,
+    /// Fetch the map whole (after a jitter).
+    Fetch = 2,
+    /// Fetch the map whole without a jitter: a command waits for it.
+    FetchNow = 3,
 }
 
 /// Counts events until `threshold` of them ask for a refresh; 0 means never.
@@ -110,11 +112,11 @@ impl ClusterState {
         self.topology.load()
     }
 
-    /// Asks the refresher to fetch the map whole soon: something showed it is wrong (a MOVED
-    /// reply, a slot without an owner, a demoted primary's `READONLY`). After a quiet spell the
-    /// refresher waits a random time up to `refresh_jitter` first (`refresh/pace.rs`).
+    /// Asks the refresher to fetch the map whole as soon as `refresh_min_gap` allows: something
+    /// showed it is wrong and a command waits for the fresh one (a slot without an owner, a
+    /// demoted primary's `READONLY`, a shard channel moved).
     pub(crate) fn request_refresh(&self) {
-        self.want(Want::Full);
+        self.want(Want::FetchNow);
     }
 
     /// Asks the refresher to check soon whether the map changed (`CLUSTER INFO` of the node it
@@ -129,10 +131,13 @@ impl ClusterState {
         self.refresh_wanted.notify_one();
     }
 
-    /// Counts one MOVED reply; every `redirect_refresh_threshold`-th asks for a refresh.
+    /// Counts one MOVED reply; every `redirect_refresh_threshold`-th asks for the map. The
+    /// command itself follows the redirect, so nothing waits for the map: after a quiet spell
+    /// the refresher first waits a random time up to `refresh_jitter` (`refresh/pace.rs`), so a
+    /// fleet of sidecars that all met the same MOVED do not all ask at once.
     pub(crate) fn note_redirect(&self) {
         if self.redirects.note() {
-            self.request_refresh();
+            self.want(Want::Fetch);
         }
     }
 
@@ -177,7 +182,8 @@ impl ClusterState {
         match self.wanted.swap(0, Ordering::AcqRel) {
             0 => None,
             1 => Some(Want::Check),
-            _ => Some(Want::Full),
+            2 => Some(Want::Fetch),
+            _ => Some(Want::FetchNow),
         }
     }
 
@@ -313,9 +319,12 @@ mod tests {
         let state = ClusterState::new();
         assert_eq!(state.take_wanted(), None);
         state.request_check();
-        state.request_refresh();
+        state.note_redirect();
         state.request_check();
-        assert_eq!(state.refresh_wanted().await, Want::Full);
+        assert_eq!(state.refresh_wanted().await, Want::Fetch);
+        state.note_redirect();
+        state.request_refresh();
+        assert_eq!(state.take_wanted(), Some(Want::FetchNow));
         assert_eq!(state.take_wanted(), None);
         state.request_check();
         assert_eq!(state.take_wanted(), Some(Want::Check));

@@ -133,12 +133,6 @@ impl Config {
                 cluster.refresh_min_gap, cluster.refresh_interval
             ));
         }
-        if cluster.refresh_jitter > cluster.refresh_interval {
-            return fail(format!(
-                "`cluster.refresh_jitter` ({:?}) is longer than `cluster.refresh_interval` ({:?})",
-                cluster.refresh_jitter, cluster.refresh_interval
-            ));
-        }
         Ok(())
     }
 

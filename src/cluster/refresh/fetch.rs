@@ -4,8 +4,10 @@
 //! that asks only for a fingerprint (`change_check`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::time::Instant;
 
 use super::dialect::Checked;
 use super::Refresher;
@@ -16,6 +18,11 @@ use crate::cluster::shards::parse_cluster_shards;
 use crate::cluster::Topology;
 use crate::protocol::{reply_frame_len, Frame, Limits};
 use crate::upstream::Lane;
+
+/// How long a check may go unanswered: a node answers one in well under a millisecond (the
+/// digest of a 1,000-node cluster's view takes it about 3 ms), so this means a frozen,
+/// overloaded or unreachable node, and the map is fetched from another instead.
+const CHECK_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// The map, its epochs and the fingerprint, from a Redis 7 node.
 const SHARDS_NODES_INFO: &[u8] = b"*2\r\n$7\r\nCLUSTER\r\n$6\r\nSHARDS\r\n\
@@ -68,7 +75,10 @@ impl Refresher {
         } else {
             SLOTS_NODES_INFO
         };
-        let reply = self.ask(addr, Bytes::from_static(payload), 3).await?;
+        let timeout = self.state.config().refresh_timeout;
+        let reply = self
+            .ask(addr, Bytes::from_static(payload), 3, timeout)
+            .await?;
         let mut frames = split_replies(reply, 3, &self.limits)?.into_iter();
         let mut next = || frames.next().ok_or("a reply is missing");
         Ok([next()?, next()?, next()?])
@@ -80,10 +90,13 @@ impl Refresher {
         let Some(expected) = probe.of(map.print()) else {
             return Checked::Failed(format!("no {} fingerprint with the map", probe.name()));
         };
+        let started = Instant::now();
         let mut answer = self.probe(map.source(), probe, false).await;
         if matches!(answer, Ok(Answer::NoScript)) {
             answer = self.probe(map.source(), probe, true).await;
         }
+        let elapsed_us = started.elapsed().as_micros() as u64;
+        tracing::debug!(node = map.source(), probe = probe.name(), elapsed_us, answer = ?answer, "topology check done");
         match answer {
             Ok(Answer::Print(print)) if print == expected => Checked::Unchanged,
             Ok(Answer::Print(_)) => Checked::Changed,
@@ -98,17 +111,25 @@ impl Refresher {
         }
     }
 
+    /// One check command, within [`CHECK_TIMEOUT`]: a node that takes longer is passed over
+    /// (the map is fetched from another), as a fetch asks the next node after that long.
     async fn probe(&self, addr: &str, probe: Probe, whole: bool) -> Result<Answer, String> {
-        let reply = self.ask(addr, probe.request(whole), 1).await?;
+        let timeout = CHECK_TIMEOUT.min(self.state.config().refresh_timeout);
+        let reply = self.ask(addr, probe.request(whole), 1, timeout).await?;
         let frame = Frame::from_bytes(reply, &self.limits).map_err(|e| e.to_string())?;
         Ok(probe.answer(&frame))
     }
 
-    /// `frames` pipelined commands to `addr`, within `refresh_timeout`.
-    async fn ask(&self, addr: &str, payload: Bytes, frames: u32) -> Result<Bytes, String> {
+    /// `frames` pipelined commands to `addr`, within `timeout`.
+    async fn ask(
+        &self,
+        addr: &str,
+        payload: Bytes,
+        frames: u32,
+        timeout: Duration,
+    ) -> Result<Bytes, String> {
         let node = self.upstreams.node(addr);
         let call = node.send_frames(payload, false, Lane::default(), frames);
-        let timeout = self.state.config().refresh_timeout;
         match tokio::time::timeout(timeout, call).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => Err(e.to_string()),

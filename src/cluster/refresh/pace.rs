@@ -1,8 +1,10 @@
 //! When the next refresh round runs and what it does: a check of the map on the periodic tick
 //! (`cluster.change_check`), the map fetched whole when a MOVED reply proved it wrong, a
 //! `CLUSTER INFO` check when a node is failing — and, for rounds an event asked for, a random
-//! wait of up to `cluster.refresh_jitter` after a quiet spell, so a fleet of sidecars that all
-//! saw the same failover do not ask the same nodes at the same instant.
+//! wait after a quiet spell, so a fleet of sidecars that all saw the same failover do not ask
+//! the same nodes at the same instant: up to `cluster.refresh_jitter` for a MOVED (the command
+//! followed the redirect; nothing waits for the map), up to [`CHECK_GAP`] for a check (commands
+//! retrying on the failing node wait for it), none when a command waits for the map.
 //!
 //! The jitter applies to the first event of a burst only. While the trouble lasts (a primary
 //! failing, ejected, being replaced), later requests follow each other at the node-trouble
@@ -19,9 +21,18 @@ use crate::cluster::change_check::Probe;
 use crate::cluster::state::Want;
 use crate::cluster::{ClusterConfig, Topology};
 
-/// The least time between two checks asked for by failures: a client hammering a dead primary
-/// makes failures by the hundred a second, and a fleet's checks must stay a trickle.
+/// The least time between two checks asked for by failures (a client hammering a dead primary
+/// makes failures by the hundred a second, and a fleet's checks must stay a trickle), and the
+/// most such a check waits for its jitter: commands retrying on a failing node wait for what it
+/// finds (within `router.op_timeout`), and a `CLUSTER INFO` check costs a node so little that
+/// a fleet's checks need less spreading than its fetches.
 const CHECK_GAP: Duration = Duration::from_millis(250);
+
+/// How long without an event-triggered round makes the next event the start of a new burst
+/// (jittered). Longer than the cadence of the requests while a node is in trouble (the
+/// ejection watch asks every `health_check_interval`, 500 ms by default), so those keep their
+/// phase.
+const QUIET: Duration = Duration::from_secs(2);
 
 /// What a round does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,10 +70,15 @@ impl Pace {
         if want.is_none() || !map.is_some_and(Topology::is_complete) {
             return at;
         }
-        let jitter = config.refresh_jitter;
+        let jitter = match want {
+            Some(Want::Check) => config.refresh_jitter.min(CHECK_GAP),
+            Some(Want::Fetch) => config.refresh_jitter,
+            _ => Duration::ZERO,
+        };
+        let jitter = jitter.min(config.refresh_interval);
         let quiet = self
             .last_event
-            .is_none_or(|t| now.saturating_duration_since(t) > jitter);
+            .is_none_or(|t| now.saturating_duration_since(t) > QUIET);
         if quiet && !jitter.is_zero() {
             let wait = rand::rng().random_range(Duration::ZERO..=jitter);
             at = at.max(now + wait);
@@ -77,7 +93,7 @@ impl Pace {
 pub(crate) fn for_event(want: Want, map: Option<&Topology>) -> Due {
     match want {
         Want::Check if map.is_some_and(|m| m.print().info.is_some()) => Due::Check(Probe::Info),
-        _ => Due::Full,
+        Want::Check | Want::Fetch | Want::FetchNow => Due::Full,
     }
 }
 
@@ -121,7 +137,7 @@ mod tests {
         let mut waits = Vec::new();
         for _ in 0..200 {
             let mut fresh = Pace::default();
-            let at = fresh.next_at(t0, Some(Want::Full), &config, Some(&map), t0);
+            let at = fresh.next_at(t0, Some(Want::Fetch), &config, Some(&map), t0);
             waits.push(at - t0);
         }
         assert!(waits.iter().all(|w| *w <= Duration::from_secs(1)));
@@ -131,13 +147,14 @@ mod tests {
             "spread over the second"
         );
         let first = pace.next_at(t0, Some(Want::Check), &config, Some(&map), t0);
+        assert!(first <= t0 + CHECK_GAP, "a check's jitter is short");
         // The trouble goes on: the next check follows at the cadence, without a new jitter.
         let later = first + Duration::from_millis(400);
         let next = pace.next_at(first, Some(Want::Check), &config, Some(&map), later);
         assert_eq!(next, first + CHECK_GAP);
-        // A MOVED after a long quiet spell is jittered again.
-        let quiet = later + Duration::from_secs(5);
-        let again = pace.next_at(later, Some(Want::Full), &config, Some(&map), quiet);
+        // A MOVED after a quiet spell is jittered again.
+        let quiet = later + QUIET + Duration::from_millis(1);
+        let again = pace.next_at(later, Some(Want::Fetch), &config, Some(&map), quiet);
         assert!(again >= quiet && again <= quiet + Duration::from_secs(1));
     }
 
@@ -152,12 +169,12 @@ mod tests {
             t0 + gap
         );
         assert_eq!(
-            pace.next_at(t0, Some(Want::Full), &config(1000), None, t0),
+            pace.next_at(t0, Some(Want::Fetch), &config(1000), None, t0),
             t0 + gap
         );
         let mut pace = Pace::default();
         assert_eq!(
-            pace.next_at(t0, Some(Want::Full), &config(0), Some(&map), t0),
+            pace.next_at(t0, Some(Want::Fetch), &config(0), Some(&map), t0),
             t0 + gap
         );
     }
@@ -176,7 +193,7 @@ mod tests {
             for_event(Want::Check, Some(&printed)),
             Due::Check(Probe::Info)
         );
-        assert_eq!(for_event(Want::Full, Some(&printed)), Due::Full);
+        assert_eq!(for_event(Want::Fetch, Some(&printed)), Due::Full);
         let config = ClusterConfig::default();
         assert_eq!(
             periodic(&config, Some(&printed), false),
