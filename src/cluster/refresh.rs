@@ -23,8 +23,7 @@ use tokio::time::Instant;
 
 use self::ask::Asks;
 use self::dialect::{Checked, Dialect};
-use self::pace::{Due, Pace};
-use self::watch::Watch;
+use self::pace::{Due, Pace, Ticks};
 use super::TopologyMetrics;
 use super::{ClusterState, Topology};
 use crate::metrics::Metrics;
@@ -64,25 +63,23 @@ impl Refresher {
         }
     }
 
-    /// Fetches the map now, then checks it every `refresh_interval` (fetches it every 500 ms
-    /// while the map leaves out a replica the cluster knows and reads go to replicas: `watch`)
-    /// or on request, until `shutdown` fires.
+    /// Fetches the map now, then checks it every `refresh_interval` (more often while a
+    /// primary is ejected or a replica the cluster knows is left out: `pace::Ticks`) or on
+    /// request, until `shutdown` fires.
     pub(crate) async fn run(self, mut shutdown: signal::Receiver<bool>) {
-        let mut watch = Watch::default();
+        let mut ticks = Ticks::new(Instant::now());
         let mut pace = Pace::default();
         let mut due = Due::Full;
         loop {
             let started = Instant::now();
-            self.round(due).await;
+            if self.round(due).await {
+                ticks.fetched(started);
+            }
             // Read each round, so reloaded intervals apply from the next one.
             let config = self.state.config();
             let current = self.state.topology();
-            // Replicas matter sooner only where reads go to them.
-            let watched = current
-                .as_deref()
-                .filter(|_| self.upstreams.reads_replicas());
-            let interval = watch.interval(watched, config.refresh_interval, started);
-            let watching = interval < config.refresh_interval;
+            let replicas = self.upstreams.reads_replicas();
+            let (interval, tick) = ticks.next(&config, current.as_deref(), replicas, started);
             let want = tokio::select! {
                 _ = tokio::time::sleep(interval) => None,
                 want = self.state.refresh_wanted() => Some(want),
@@ -93,18 +90,16 @@ impl Refresher {
             tokio::time::sleep_until(pace.next_at(started, want, &config, current.as_deref(), now))
                 .await;
             // Requests that came while waiting are answered by this round too.
-            let want = want.max(self.state.take_wanted());
-            let current = self.state.topology();
-            due = match want {
-                Some(want) => pace::for_event(want, current.as_deref()),
-                None => pace::periodic(&config, current.as_deref(), watching),
+            due = match want.max(self.state.take_wanted()) {
+                Some(want) => pace::for_event(want, self.state.topology().as_deref()),
+                None => tick,
             };
         }
     }
 
     /// One round: a check first when `due` says so, the map fetched whole if the check finds it
-    /// changed or cannot tell.
-    async fn round(&self, due: Due) {
+    /// changed or cannot tell. True when the map was fetched.
+    async fn round(&self, due: Due) -> bool {
         let current = self.state.topology().filter(|map| self.can_check(map));
         if let (Due::Check(probe), Some(current)) = (due, current) {
             let probe = self.dialect.probe(probe);
@@ -115,7 +110,7 @@ impl Refresher {
                     metrics.check(probe.name(), "unchanged");
                     // What was counted so far is answered: the map is the cluster's.
                     self.state.refresh_started();
-                    return;
+                    return false;
                 }
                 Checked::Changed => metrics.check(probe.name(), "changed"),
                 Checked::Failed(reason) => {
@@ -125,6 +120,7 @@ impl Refresher {
             }
         }
         self.refresh_once().await;
+        true
     }
 
     /// Whether the node `map` came from can be asked for a check (a fingerprint is one node's

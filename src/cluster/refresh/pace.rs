@@ -17,6 +17,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
+use super::watch::Watch;
 use crate::cluster::change_check::Probe;
 use crate::cluster::state::Want;
 use crate::cluster::{ClusterConfig, Topology};
@@ -97,18 +98,69 @@ pub(crate) fn for_event(want: Want, map: Option<&Topology>) -> Due {
     }
 }
 
-/// What the periodic tick calls for: the map whole while replicas are watched (`CLUSTER NODES`
-/// does not show when a replica has synced), while a primary is ejected (a node that came back
-/// at another address looks the same to `CLUSTER INFO`), or with `change_check: off`; a check
-/// otherwise.
-pub(crate) fn periodic(config: &ClusterConfig, map: Option<&Topology>, watching: bool) -> Due {
-    let Some(map) = map else {
-        return Due::Full;
-    };
-    let ejected = map.shards().iter().any(|s| s.primary.is_ejected());
-    match Probe::periodic(config.change_check) {
-        Some(probe) if !watching && !ejected => Due::Check(probe),
-        _ => Due::Full,
+/// How often the map's node is asked (`CLUSTER INFO`) while a primary of the map is ejected:
+/// the promoted replica is found within this of its promotion, plus the check and the fetch.
+/// A check costs a node ~15 µs, so even a fleet's four a second each stay a trickle.
+pub(crate) const TROUBLE_POLL: Duration = Duration::from_millis(250);
+
+/// The periodic tick: when it comes and what it does.
+#[derive(Debug)]
+pub(crate) struct Ticks {
+    watch: Watch,
+    /// When the map was last fetched whole.
+    last_fetch: Instant,
+}
+
+impl Ticks {
+    pub(crate) fn new(now: Instant) -> Ticks {
+        Ticks {
+            watch: Watch::default(),
+            last_fetch: now,
+        }
+    }
+
+    /// A round fetched the map at `at`.
+    pub(crate) fn fetched(&mut self, at: Instant) {
+        self.last_fetch = at;
+    }
+
+    /// How long until the next tick, and what it calls for, given the map just refreshed (or
+    /// checked) at `now`:
+    /// - while the map leaves out a replica the cluster knows and reads go to replicas, the map
+    ///   whole every 500 ms (`watch`: `CLUSTER NODES` does not show when a replica has synced);
+    /// - while a primary is ejected, a `CLUSTER INFO` check every [`TROUBLE_POLL`] (it changes
+    ///   when the cluster fails the node and promotes a replica), and the map whole once every
+    ///   `refresh_interval` (a node back at another address looks the same to `CLUSTER INFO`);
+    /// - otherwise the check `cluster.change_check` names every `refresh_interval` (the map
+    ///   whole with `off`).
+    pub(crate) fn next(
+        &mut self,
+        config: &ClusterConfig,
+        map: Option<&Topology>,
+        reads_replicas: bool,
+        now: Instant,
+    ) -> (Duration, Due) {
+        let normal = config.refresh_interval;
+        let watched = map.filter(|_| reads_replicas);
+        let interval = self.watch.interval(watched, normal, now);
+        let Some(map) = map else {
+            return (interval, Due::Full);
+        };
+        if interval < normal {
+            return (interval, Due::Full);
+        }
+        let ejected = map.shards().iter().any(|s| s.primary.is_ejected());
+        if ejected {
+            let interval = normal.min(TROUBLE_POLL);
+            let fetch_due = (now + interval).saturating_duration_since(self.last_fetch) >= normal;
+            let due = match map.print().info {
+                Some(_) if !fetch_due => Due::Check(Probe::Info),
+                _ => Due::Full,
+            };
+            return (interval, due);
+        }
+        let due = Probe::periodic(config.change_check).map_or(Due::Full, Due::Check);
+        (normal, due)
     }
 }
 
@@ -184,7 +236,6 @@ mod tests {
         let map = complete_map();
         // A single-shard map carries no fingerprint: everything is fetched whole.
         assert_eq!(for_event(Want::Check, Some(&map)), Due::Full);
-        assert_eq!(periodic(&ClusterConfig::default(), None, false), Due::Full);
         let printed = complete_map().with_print(crate::cluster::change_check::Print {
             digest: Some("d".into()),
             info: Some("i".into()),
@@ -195,19 +246,19 @@ mod tests {
         );
         assert_eq!(for_event(Want::Fetch, Some(&printed)), Due::Full);
         let config = ClusterConfig::default();
-        assert_eq!(
-            periodic(&config, Some(&printed), false),
-            Due::Check(Probe::Digest)
-        );
-        assert_eq!(
-            periodic(&config, Some(&printed), true),
-            Due::Full,
-            "watching replicas"
-        );
+        let now = Instant::now();
+        let mut ticks = Ticks::new(now);
+        let five = config.refresh_interval;
+        assert_eq!(ticks.next(&config, None, false, now), (five, Due::Full));
+        let digest = (five, Due::Check(Probe::Digest));
+        assert_eq!(ticks.next(&config, Some(&printed), false, now), digest);
         let off = ClusterConfig {
             change_check: crate::cluster::config::ChangeCheck::Off,
             ..ClusterConfig::default()
         };
-        assert_eq!(periodic(&off, Some(&printed), false), Due::Full);
+        assert_eq!(
+            ticks.next(&off, Some(&printed), false, now),
+            (five, Due::Full)
+        );
     }
 }
