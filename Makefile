@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
+.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-fleet flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
@@ -26,6 +26,8 @@ help:
 	@echo "               15,000), the rate with an idle crowd; writes bench/RESULTS-crowd.md (bench/crowd.sh)"
 	@echo "make bench-connect-burst - 5,000 connects from 50 connectors at client.accept_backlog 128 and the"
 	@echo "               default: connect times, listen-queue overflows; bench/RESULTS-connect-burst.md"
+	@echo "make bench-fleet - 50 sidecars in front of one local cluster, idle and through a failover: per node,"
+	@echo "               connections, topology commands, bytes and node CPU; writes bench/RESULTS-fleet.md"
 	@echo "make bench-nearcache - the near cache off vs on: 50 clients -P 1, 90 % GET / 10 % SET over 100 hot keys"
 	@echo "               (bench/mixload), the nodes' commands and CPU, the staleness probe; writes"
 	@echo "               bench/RESULTS-nearcache.md (bench/nearcache.sh, ~2 min; also the last part of make bench)"
@@ -128,6 +130,10 @@ bench-connect-burst: ensure-redis build
 # Not part of `make test`: about 2 minutes (bench/nearcache.sh builds bench/mixload itself).
 bench-nearcache: ensure-redis build
 	bench/nearcache.sh
+
+# Not part of `make test`: about 2 minutes (bench/fleet.sh; FLEET_SIDECARS, FLEET_PRIMARIES).
+bench-fleet: ensure-redis build
+	bench/fleet.sh
 
 # Re-take docs/img/status-page.png (a local cluster, traffic, one replica killed).
 status-screenshot: ensure-redis ensure-browser
