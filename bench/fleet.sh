@@ -14,6 +14,9 @@
 #      FLEET_WINDOW    (default 20)  seconds of each measured window
 #      FLEET_INTERVAL  (default 5s)  cluster.refresh_interval of the sidecars
 #      FLEET_CHECK     (default digest) cluster.change_check of the sidecars
+#      FLEET_SETTLE    (default 7)   seconds between the last sidecar's start and the idle window
+#                      (more than one interval: a sidecar whose first map came from a replica
+#                      seed fetches it again from a primary at its first periodic round)
 #      FLEET_OUT       (default bench/RESULTS-fleet.md)
 #      REDCAR_BIN      (default target/release/redcar; `make bench-fleet` builds it)
 set -euo pipefail
@@ -27,6 +30,7 @@ PRIMARIES=${FLEET_PRIMARIES:-3}
 WINDOW=${FLEET_WINDOW:-20}
 INTERVAL=${FLEET_INTERVAL:-5s}
 CHECK=${FLEET_CHECK:-digest}
+SETTLE=${FLEET_SETTLE:-7}
 OUT=${FLEET_OUT:-$ROOT/bench/RESULTS-fleet.md}
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 [[ -x "$REDCAR_BIN" ]] || die "$REDCAR_BIN not found: build it first (make build)"
@@ -71,9 +75,15 @@ delta() {
         }
         NR == FNR { a[$1] = $0; next }
         { delete x; parse(a[$1], x, "a"); parse($0, x, "b")
-          cmds = ""; calls = 0; usec = 0
+          cmds = ""; calls = 0; usec = 0; scripts = 0
           for (n in names) { c = x["bc:" n] - x["ac:" n]; u = x["bu:" n] - x["au:" n]
-              if (c > 0) cmds = cmds sprintf(" %s %.2f/s", n, c / secs); calls += c; usec += u }
+              if (c > 0) cmds = cmds sprintf(" %s %.2f/s (%.0f µs)", n, c / secs, u / c)
+              calls += c; usec += u; if (n ~ /^eval/) scripts += c }
+          # Each digest script runs one CLUSTER NODES, counted under cluster|nodes as well as in
+          # the script'"'"'s own calls and time: counted once.
+          n = "cluster|nodes"; c = x["bc:" n] - x["ac:" n]
+          if (c > 0) { nested = (scripts < c ? scripts : c); calls -= nested
+              usec -= nested * (x["bu:" n] - x["au:" n]) / c }
           printf "| %s | %d | %.0f | %.0f | %.2f | %.0f |%s |\n", $1, x["bclients"],
               (x["bin"] - x["ain"]) / secs, (x["bout"] - x["aout"]) / secs, calls / secs,
               usec / secs, cmds
@@ -105,7 +115,7 @@ for ((i = 0; i < SIDECARS; i++)); do
     # One command through each, so each holds the connections a sidecar in use holds.
     redis-cli -p "$port" SET "fleet:$i" x >/dev/null
 done
-sleep 2
+sleep "$SETTLE"
 log "idle: ${WINDOW}s"
 snapshot "$TMP/i0"
 cpu0=$(cpu_ticks "${PIDS[@]}")
@@ -128,7 +138,8 @@ hz=$(getconf CLK_TCK)
     echo "Cluster: $PRIMARIES primaries + $PRIMARIES replicas (redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')), loopback."
     echo "Sidecars: \`cluster.refresh_interval: $INTERVAL\`, \`cluster.change_check: $CHECK\`, one SET through each, then idle."
     echo "Per node, per second, over ${WINDOW}s windows; bytes are the node's client traffic (INFO stats), commands and"
-    echo "CPU from INFO commandstats (CLUSTER NODES run by the digest script counts under cluster|nodes too)."
+    echo "CPU from INFO commandstats (by command: calls/s and µs per call; the CLUSTER NODES each digest script runs is"
+    echo "listed under cluster|nodes too, but counted once in the totals)."
     echo
     echo "## Baseline (no redcar)"
     echo

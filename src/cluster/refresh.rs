@@ -166,7 +166,7 @@ impl Refresher {
         adopted
     }
 
-    /// The current map's nodes, then the seeds. Nodes that are not answering go last — ejected
+    /// The current map's nodes, then the seeds (shuffled). Nodes that are not answering go last — ejected
     /// ones at the very end, nodes with a failure streak before them — so a refresh (often
     /// triggered by that very node's trouble) does not start by waiting on one. Otherwise the
     /// order is random, spreading the load; when no read policy reads replicas the primaries
@@ -184,9 +184,13 @@ impl Refresher {
         // Stable: the random order stays within each rank.
         nodes.sort_by_key(|&(group, node)| (trouble(node), group));
         let mut candidates: Vec<String> = nodes.iter().map(|(_, n)| n.addr().to_string()).collect();
-        for seed in &self.state.config().seeds {
-            if !candidates.contains(seed) {
-                candidates.push(seed.clone());
+        // In random order too: the node that answers the first fetch is the one the periodic
+        // checks go to, and a fleet started with the same seeds must not all check the first.
+        let mut seeds = self.state.config().seeds.clone();
+        seeds.shuffle(&mut rand::rng());
+        for seed in seeds {
+            if !candidates.contains(&seed) {
+                candidates.push(seed);
             }
         }
         candidates

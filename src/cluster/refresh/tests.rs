@@ -228,7 +228,7 @@ async fn a_frozen_node_costs_one_stagger_not_the_refresh_timeout() {
     let view = [primary(&good, 1, 0, 16383), replica(&frozen, &good)];
     set(&good_answers, Some(replies(&view)));
     set(&frozen_answers, None);
-    // No map yet: the seeds are asked in order, the frozen one first.
+    // No map yet: the seeds are asked (in random order; the frozen one may be first).
     let refresher = refresher(vec![frozen.clone(), good.clone()]);
     let started = Instant::now();
     assert!(
