@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
+.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss bench-fleet flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
@@ -28,6 +28,8 @@ help:
 	@echo "               default: connect times, listen-queue overflows; bench/RESULTS-connect-burst.md"
 	@echo "make bench-replica-miss - what confirming a replica's \"absent\" with the primary costs: the share of"
 	@echo "               reads it adds at 0/5/20 % misses (bench/replica_miss.sh; bench/RESULTS-replica-miss.md)"
+	@echo "make bench-fleet - 50 sidecars in front of one local cluster, idle and through a failover: per node,"
+	@echo "               connections, topology commands, bytes and node CPU; writes bench/RESULTS-fleet.md"
 	@echo "make bench-nearcache - the near cache off vs on: 50 clients -P 1, 90 % GET / 10 % SET over 100 hot keys"
 	@echo "               (bench/mixload), the nodes' commands and CPU, the staleness probe; writes"
 	@echo "               bench/RESULTS-nearcache.md (bench/nearcache.sh, ~2 min; also the last part of make bench)"
@@ -134,6 +136,9 @@ bench-nearcache: ensure-redis build
 # Not part of `make test`: about 3 minutes (bench/replica_miss.sh; redis-benchmark).
 bench-replica-miss: ensure-redis build
 	bench/replica_miss.sh
+# Not part of `make test`: about 2 minutes (bench/fleet.sh; FLEET_SIDECARS, FLEET_PRIMARIES).
+bench-fleet: ensure-redis build
+	bench/fleet.sh
 
 # Re-take docs/img/status-page.png (a local cluster, traffic, one replica killed).
 status-screenshot: ensure-redis ensure-browser

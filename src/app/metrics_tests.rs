@@ -32,6 +32,7 @@ fn recorded_series_appear_in_the_exposition() {
     let topology = metrics.group::<TopologyMetrics>();
     topology.redirect("moved", "127.0.0.1:7001");
     topology.refresh(true);
+    topology.check("digest", "unchanged");
     topology.rejected("stale");
     topology.rejected("stale");
     topology.rejected("unconfirmed");
@@ -72,6 +73,7 @@ fn every_documented_series_is_exported() {
     let topology = metrics.group::<TopologyMetrics>();
     topology.redirect("moved", "127.0.0.1:7001");
     topology.refresh(true);
+    topology.check("digest", "unchanged");
     topology.rejected("stale");
     metrics.group::<RouterMetrics>().faults("delay");
     metrics.group::<ProcessMetrics>().config_reload(true);

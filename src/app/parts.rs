@@ -136,12 +136,12 @@ impl Parts {
                 ));
             }
             None if self.has_default => {
-                let refresher = Refresher {
-                    state: self.cluster.clone(),
-                    upstreams: self.upstreams.clone(),
-                    limits: self.limits.clone(),
-                    metrics: self.metrics.clone(),
-                };
+                let refresher = Refresher::new(
+                    self.cluster.clone(),
+                    self.upstreams.clone(),
+                    self.limits.clone(),
+                    self.metrics.clone(),
+                );
                 tokio::spawn(refresher.run(stop.clone()));
             }
             None => {}
@@ -227,10 +227,11 @@ async fn learn_commands(router: Arc<Router>) {
     }
 }
 
-/// An ejected primary usually means a failover is coming: ask for a fresh slot map at once, then
-/// every `upstream.outlier.health_check_interval` while any primary of the map is ejected, so
-/// the promoted replica is found within one interval of the promotion rather than at the next
-/// periodic refresh.
+/// An ejected primary usually means a failover is coming: ask for a check of the slot map at
+/// once (`CLUSTER INFO`, which changes when the cluster marks the node failed and when it
+/// promotes a replica), then every `upstream.outlier.health_check_interval` while any primary of
+/// the map is ejected, so the promoted replica is found within one interval of the promotion
+/// rather than at the next periodic refresh.
 async fn refresh_while_ejected(
     cluster: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,
@@ -244,7 +245,8 @@ async fn refresh_while_ejected(
             .topology()
             .is_some_and(|t| t.shards().iter().any(|s| s.primary.is_ejected()));
         if primary_ejected {
-            cluster.request_refresh();
+            // A check first: the map changes only once the cluster promotes a replica.
+            cluster.request_check();
         }
         tokio::select! {
             changed = ejections.changed() => if changed.is_err() { return },

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::change_check::Print;
 use super::nodes::NodeStates;
 use super::parse::{SlotNode, SlotRange};
 use super::SLOT_COUNT;
@@ -36,6 +37,9 @@ pub(crate) struct Topology {
     /// replica looks until its role has reached this node. Sorted. The refresher watches such a
     /// map closely.
     left_out: Vec<String>,
+    /// The fingerprint of the answering node's view when the map was read, for the checks that
+    /// ask whether it changed (`change_check`); empty for maps not read from a cluster.
+    print: Print,
 }
 
 impl Topology {
@@ -80,7 +84,18 @@ impl Topology {
             source,
             has_epochs: states.is_some(),
             left_out,
+            print: Print::default(),
         }
+    }
+
+    /// The map with the fingerprint of the view it was read from.
+    pub(crate) fn with_print(self, print: Print) -> Topology {
+        Topology { print, ..self }
+    }
+
+    /// The fingerprint of the view the map was read from.
+    pub(crate) fn print(&self) -> &Print {
+        &self.print
     }
 
     /// A map in which one primary (with these replicas) owns all 16384 slots: how a
@@ -104,6 +119,7 @@ impl Topology {
             source,
             has_epochs: false,
             left_out: Vec::new(),
+            print: Print::default(),
         }
     }
 

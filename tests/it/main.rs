@@ -8,6 +8,7 @@ mod admin;
 mod admin_auth;
 mod auth;
 mod backlog;
+mod bigmap;
 mod blocking;
 mod chaos_migration;
 mod chaos_new_replica;
