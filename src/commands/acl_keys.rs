@@ -311,7 +311,7 @@ fn xread(args: Args<'_>, out: &mut Vec<KeyUse>) {
     }
     let Some(at) = streams else { return };
     let rest = args.len() - at - 1;
-    if rest == 0 || rest % 2 != 0 {
+    if rest == 0 || !rest.is_multiple_of(2) {
         return;
     }
     out.extend((at + 1..at + 1 + rest / 2).map(|i| (i, 0)));

@@ -101,12 +101,12 @@ fn integers_are_read_as_redis_reads_them() {
     assert_eq!(atoi(b"x"), 0);
 }
 
+/// Keys with the names of their flags.
+type Named = Vec<(Vec<u8>, Vec<String>)>;
+
 /// The keys and flag names the server reports; `None` when it finds no keys or refuses the
 /// arguments (the arity is not checked here: `Some(None)` then).
-fn server_keys(
-    server: &mut TestServer,
-    args: &[&[u8]],
-) -> Option<Option<Vec<(Vec<u8>, Vec<String>)>>> {
+fn server_keys(server: &mut TestServer, args: &[&[u8]]) -> Option<Option<Named>> {
     let mut cmd: Vec<&[u8]> = vec![b"COMMAND", b"GETKEYSANDFLAGS"];
     cmd.extend(args);
     match server.call(&cmd) {
@@ -184,7 +184,7 @@ fn every_command_agrees_with_command_getkeysandflags() {
             };
             let mut ours = Vec::new();
             acl_keys(spec, request.args(), &mut ours);
-            let ours: Vec<(Vec<u8>, Vec<String>)> = ours
+            let ours: Named = ours
                 .iter()
                 .map(|&(i, flags)| {
                     let names = NAMES
@@ -195,7 +195,7 @@ fn every_command_agrees_with_command_getkeysandflags() {
                     (request.args()[i].to_vec(), names)
                 })
                 .collect();
-            let sorted = |mut v: Vec<(Vec<u8>, Vec<String>)>| {
+            let sorted = |mut v: Named| {
                 for (_, f) in &mut v {
                     f.sort();
                 }
