@@ -128,6 +128,8 @@ pub async fn run(
         shown,
         current: current.clone(),
         secrets: config.secret_digests()?,
+        tenants: parts.users.tenants().clone(),
+        users: parts.users,
     };
     if let Some(hangup) = hangup {
         tokio::spawn(reload::on_sighup(

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::sampler::{NodeRates, Rates};
 use super::AdminState;
+use crate::auth::TenantMetrics;
 use crate::cluster::Topology;
 use crate::metrics::Metrics;
 use crate::near_cache::NearCacheMetrics;
@@ -99,6 +100,7 @@ pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_j
         "hotkeys": hotkeys,
         "near_cache": near_cache(&state),
         "workers": workers(&state),
+        "users": state.metrics.group::<TenantMetrics>().summaries(),
     }))
 }
 

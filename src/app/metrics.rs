@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
 use crate::admin::ReadinessGauges;
+use crate::auth::TenantMetrics;
 use crate::cluster::TopologyMetrics;
 use crate::downstream::{ClientMetrics, PubsubMetrics, TrackingMetrics};
 use crate::metrics::{MetricGroup, Metrics, MetricsConfig, Totals};
@@ -114,6 +115,7 @@ fn add_groups(metrics: &Metrics) {
     metrics.add::<ProcessMetrics>();
     metrics.add::<TrackingMetrics>();
     metrics.add::<NearCacheMetrics>();
+    metrics.add::<TenantMetrics>();
 }
 
 #[cfg(test)]

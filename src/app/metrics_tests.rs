@@ -80,6 +80,7 @@ fn every_documented_series_is_exported() {
     metrics
         .group::<ReadinessGauges>()
         .set_backends([("default", 16384, true)]);
+    metrics.group::<crate::auth::TenantMetrics>().user("app");
     let text = metrics.encode();
     let mut documented = 0;
     for line in section.lines().filter(|l| l.starts_with("| `redcar_")) {

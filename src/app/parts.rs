@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::config_view::reads_replicas;
+use crate::auth::{TenantMetrics, Tenants, Users};
 use crate::backends::{self, Backends};
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
@@ -38,6 +39,8 @@ pub(super) struct Parts {
     pub(crate) limits: Limits,
     pub(crate) router: Arc<Router>,
     pub(crate) downstream: Arc<Downstream>,
+    /// The users in effect (their running state is kept across reloads).
+    pub(crate) users: Arc<Users>,
 }
 
 impl Parts {
@@ -82,9 +85,7 @@ impl Parts {
             config.routes_ignore_case,
             &metrics,
         ));
-        let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
-        let users = crate::auth::Users::from_config(&config.auth)
-            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        let users = users(config, &metrics)?;
         let spread = workers
             .as_ref()
             .map(|w| start_spread(w, config.placement, &metrics));
@@ -100,7 +101,7 @@ impl Parts {
                 router.clone(),
                 config.client.clone(),
                 metrics.clone(),
-                Arc::new(users),
+                users.clone(),
                 spread,
             )
             .with_hotkeys(Arc::new(hotkeys))
@@ -112,13 +113,14 @@ impl Parts {
             workers,
             cluster,
             has_default,
+            backend_states: Arc::new(ArcSwap::from_pointee(backends.states())),
             backends,
-            backend_states,
             catch_all,
             context,
             limits: reply_limits,
             router,
             downstream,
+            users,
         })
     }
 
@@ -254,4 +256,12 @@ async fn refresh_while_ejected(
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// The users, with the running state every later reload's users take over.
+fn users(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc<Users>> {
+    let tenants = Tenants::new(metrics.group::<TenantMetrics>());
+    let users = Users::from_config_in(&config.auth, &tenants)
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    Ok(Arc::new(users))
 }

@@ -105,6 +105,11 @@ impl fmt::Debug for PasswordDigest {
 }
 
 impl PasswordDigest {
+    /// A digest given as its 32 bytes (a `#<sha256>` ACL rule).
+    pub(crate) fn from_bytes(bytes: [u8; 32]) -> PasswordDigest {
+        PasswordDigest(bytes)
+    }
+
     pub(crate) fn of(password: &[u8]) -> PasswordDigest {
         PasswordDigest(Sha256::digest(password).into())
     }

@@ -160,6 +160,10 @@ where
                 }
                 ControlFlow::Continue(Control::Go)
             }
+            () = self.mode.users.retired() => {
+                let (_, _, users) = self.downstream.snapshot();
+                ControlFlow::Continue(self.mode.reloaded(users))
+            }
             () = self.drain.started() => ControlFlow::Break(Left::Close),
         }
     }
@@ -169,6 +173,7 @@ where
         match wrote {
             Ok(n) if n > 0 => {
                 self.downstream.client_metrics.bytes_sent.inc_by(n as u64);
+                self.mode.state.count_sent(n);
                 self.out.advance(n);
                 ControlFlow::Continue(Control::Go)
             }

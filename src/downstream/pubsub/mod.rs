@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::local::ClientState;
+use crate::auth::{User, Users};
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
 use crate::metrics::Metrics;
@@ -62,6 +63,10 @@ struct Mode<'r> {
     router: &'r Router,
     /// Who the client is: every command here is checked against the user's rules, as outside.
     state: &'r ClientState,
+    /// The user those rules are now: the client's, or what a reload renewed it to (see
+    /// [`Mode::reloaded`]); and the users it comes from.
+    user: Option<Arc<User>>,
+    users: Arc<Users>,
     pick: usize,
     pushed: mpsc::Sender<Pushed>,
     /// Re-subscriptions and their gaps.
@@ -113,6 +118,8 @@ impl<'r> Mode<'r> {
     ) -> Mode<'r> {
         Mode {
             router,
+            user: state.user().cloned(),
+            users: state.users().clone(),
             state,
             pick,
             pushed,
@@ -149,9 +156,8 @@ impl<'r> Mode<'r> {
         metrics: &Metrics,
     ) -> Control {
         let (plan, name) = self.router.planner().plan(&request, &mut Vec::new());
-        let plan = self
-            .state
-            .gate(plan, || self.router.planner().lookup(request.args()));
+        let lookup = || self.router.planner().lookup(request.args());
+        let plan = (self.state).gate_as(self.user.as_ref(), plan, lookup, request.args());
         metrics.record_command(name, Duration::ZERO, false);
         match plan {
             Plan::Sub(sub) => self.subscription(sub, request, out).await,
@@ -200,7 +206,17 @@ impl<'r> Mode<'r> {
                     .forward(None, raw, None, true, lane, now)
                     .await
             }
-            Plan::Multi(multi) => self.router.fanout().start(multi, request, lane).await,
+            Plan::Multi(multi) => {
+                let call = self.router.fanout().start(multi, request, lane);
+                match self.user.as_ref().filter(|u| u.filter_keys) {
+                    Some(user) => {
+                        let call =
+                            super::keyspace::filtered(self.router, user, name, call, request, lane);
+                        call.await
+                    }
+                    None => call.await,
+                }
+            }
             _ => redcar_error(format_args!(
                 "'{name}' cannot run in subscribe mode through redcar (it changes the \
                  connection's state); unsubscribe first"
@@ -382,6 +398,34 @@ impl<'r> Mode<'r> {
         }
         self.owe_one();
         out.extend_from_slice(&frame);
+        Control::Go
+    }
+
+    /// A reload replaced the users: the client stays only if its login survived it and its user
+    /// may still hear every channel and pattern it holds — Redis 7 disconnects a subscriber
+    /// whose channel rights were taken away, at once. Later commands here follow the new rules.
+    fn reloaded(&mut self, users: Arc<Users>) -> Control {
+        let renewed = match &self.user {
+            Some(user) => users.renewed(user),
+            None => users.anonymous(),
+        };
+        let channels = (self.channels.iter())
+            .chain(self.shards.keys())
+            .chain(self.orphans.keys());
+        let patterns = self.patterns.iter();
+        let keeps = renewed.as_ref().is_some_and(|user| {
+            user.keeps_subscriptions(channels.map(|c| &c[..]), patterns.map(|p| &p[..]))
+        });
+        self.users = users;
+        if !keeps {
+            tracing::info!(
+                client = self.state.id,
+                "subscriber disconnected by a config reload: its user lost the rights to one of \
+                 its channels, or its login"
+            );
+            return Control::Quit;
+        }
+        self.user = renewed;
         Control::Go
     }
 

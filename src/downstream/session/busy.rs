@@ -147,6 +147,9 @@ pub(super) struct Spell<'c, 'd, S> {
     /// A timer to look again at `client.max_buffered_bytes_total` while paused by it.
     pub(super) budget_timer: LazyTimer,
     pub(super) budget_paused: bool,
+    /// Over its user's rate (`auth.users[].limits`, `when_over: slow`): the parked command
+    /// starts no sooner than this, and the client is read no further meanwhile.
+    pub(super) throttled_until: Option<Instant>,
     /// The clock read a turn ended with (a read or replies arriving), reused by the next turn:
     /// one clock read per turn instead of two.
     pub(super) clock: Option<Instant>,
@@ -193,6 +196,7 @@ where
             request_timer: LazyTimer::default(),
             budget_timer: LazyTimer::default(),
             budget_paused: false,
+            throttled_until: None,
             clock: Some(c.last_activity),
             limits: config.limits(),
             config,

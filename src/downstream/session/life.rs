@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::super::clients::{Connected, Downstream};
 use super::super::facade::Endpoint;
@@ -28,8 +28,23 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
     let mut client = Client::new(stream, downstream, id, peer, facade);
+    // `auth.max_unauthenticated_per_address`: refused before anything is read (boxed: the
+    // refusal's write would otherwise be part of every session's future).
+    if let Err(refusal) = client.state.connect(peer) {
+        Box::pin(refuse(&mut client, refusal)).await;
+        return None;
+    }
     let end = run(&mut client).await;
     end.finish(client)
+}
+
+/// Answers a client refused at connect time, then closes it.
+async fn refuse<S>(client: &mut Client<'_, S>, refusal: bytes::Bytes)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
+    let _ = client.stream.writer().write_all(&refusal).await;
+    client.close().await;
 }
 
 /// Serves a client that moved here from another worker: a busy spell first (it was busy when

@@ -246,6 +246,7 @@ where
                         .client_metrics
                         .bytes_received
                         .inc_by(n as u64);
+                    self.state.note_read(n);
                     self.last_activity = Instant::now();
                     return Poll::Ready(Wake::Request);
                 }
@@ -289,6 +290,7 @@ where
         match self.stream.writer().try_write(&self.out[..]) {
             Some(Ok(n)) if n > 0 => {
                 self.downstream.client_metrics.bytes_sent.inc_by(n as u64);
+                self.state.note_written(n);
                 self.out.advance(n);
                 Ok(true)
             }

@@ -149,6 +149,7 @@ where
             Ok(n) if n > 0 => {
                 let c = &mut *self.c;
                 c.downstream.client_metrics.bytes_sent.inc_by(n as u64);
+                c.state.note_written(n);
                 c.out.advance(n);
                 self.batches.wrote(self.calls.len(), c.out.len());
                 None
@@ -165,6 +166,7 @@ where
             Ok(n) => {
                 let c = &mut *self.c;
                 c.downstream.client_metrics.bytes_received.inc_by(n as u64);
+                c.state.note_read(n);
                 let now = Instant::now();
                 c.last_activity = now;
                 self.clock = Some(now);
