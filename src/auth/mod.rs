@@ -119,6 +119,11 @@ impl User {
         }
     }
 
+    /// The SHA-256 of the password that logs this user in (`None`: no password).
+    pub(crate) fn credential(&self) -> Option<[u8; 32]> {
+        self.digest.as_ref().map(PasswordDigest::to_bytes)
+    }
+
     /// True when no rule can refuse a command (the session then skips the check).
     #[inline]
     pub(crate) fn is_unrestricted(&self) -> bool {
@@ -228,6 +233,18 @@ impl Users {
         candidate
             .filter(|found| found.digest == user.digest)
             .cloned()
+    }
+
+    /// A login carried over by an upgrade: the user `name` as this set defines it, if its
+    /// password is still the one whose digest is `credential` (as [`Users::renewed`]).
+    pub(crate) fn adopted(&self, name: &str, credential: Option<[u8; 32]>) -> Option<Arc<User>> {
+        let digest = credential.map(PasswordDigest::from_bytes);
+        let candidate = if name == "default" {
+            self.default.as_ref().or(self.anonymous.as_ref())
+        } else {
+            self.named.get(name)
+        };
+        candidate.filter(|found| found.digest == digest).cloned()
     }
 
     /// `AUTH [user] password`: the user, or the reply refusing it.

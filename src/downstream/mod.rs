@@ -10,6 +10,7 @@ mod config;
 mod drain;
 mod facade;
 mod facade_reply;
+mod handover;
 mod listener;
 mod local;
 mod metrics;
@@ -27,6 +28,9 @@ pub(crate) use accept::Accept;
 pub(crate) use clients::Downstream;
 pub(crate) use config::ClientConfig;
 pub(crate) use facade::{Facade, FacadeConfig};
+pub(crate) use handover::{
+    adopt, HandedOver, Outgoing, CURRENT as HANDOVER_CURRENT, OLDEST as HANDOVER_OLDEST,
+};
 pub(crate) use listener::serve;
 pub(crate) use metrics::{ClientMetrics, ListenerMetrics};
 pub(crate) use spread::{Gated, Spread};

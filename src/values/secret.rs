@@ -109,6 +109,16 @@ impl PasswordDigest {
         PasswordDigest(Sha256::digest(password).into())
     }
 
+    /// The digest's bytes (carried to the next process by an upgrade, never the password).
+    pub(crate) fn to_bytes(&self) -> [u8; 32] {
+        self.0
+    }
+
+    /// A digest carried over by an upgrade.
+    pub(crate) fn from_bytes(bytes: [u8; 32]) -> PasswordDigest {
+        PasswordDigest(bytes)
+    }
+
     /// Compares in time independent of where the digests differ.
     pub(crate) fn matches(&self, password: &[u8]) -> bool {
         let candidate = PasswordDigest::of(password);
