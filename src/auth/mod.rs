@@ -121,7 +121,7 @@ impl User {
 
     /// The SHA-256 of the password that logs this user in (`None`: no password).
     pub(crate) fn credential(&self) -> Option<[u8; 32]> {
-        self.digest.as_ref().map(PasswordDigest::to_bytes)
+        self.digest.as_ref().map(PasswordDigest::bytes)
     }
 
     /// True when no rule can refuse a command (the session then skips the check).

@@ -110,7 +110,7 @@ impl PasswordDigest {
     }
 
     /// The digest's bytes (carried to the next process by an upgrade, never the password).
-    pub(crate) fn to_bytes(&self) -> [u8; 32] {
+    pub(crate) fn bytes(&self) -> [u8; 32] {
         self.0
     }
 

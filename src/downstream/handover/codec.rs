@@ -2,7 +2,8 @@
 //! in both directions (roll forward, roll back).
 //!
 //! ```text
-//! "RCHO" | version: u16 | field* ;  field = tag: u8 | length: u32 | value   (big-endian)
+//! "RCHO" | version: u16 | field* | end ;  field = tag: u8 | length: u32 | value ;
+//! end = 255 | 0u32                                                        (big-endian)
 //! ```
 //!
 //! The two processes agree on a version before any record is sent (`app::upgrade`): the highest
@@ -65,6 +66,9 @@ mod tag {
     pub(super) const AGE_MS: u8 = 40;
     pub(super) const IDLE_MS: u8 = 41;
     pub(super) const INPUT: u8 = 50;
+    /// Last in every record, so that a record cut at a field boundary is not read as a
+    /// shorter one.
+    pub(super) const END: u8 = 255;
 }
 
 /// Tracking flags in [`tag::TRACKING`]'s byte.
@@ -122,6 +126,7 @@ impl HandedOver {
         w.field(tag::AGE_MS, &millis(self.age).to_be_bytes());
         w.field(tag::IDLE_MS, &millis(self.idle).to_be_bytes());
         w.field(tag::INPUT, &self.input);
+        w.field(tag::END, &[]);
         w.0.to_vec()
     }
 
@@ -144,6 +149,10 @@ impl HandedOver {
                 return Err(DecodeError::Truncated);
             }
             let (value, after) = after.split_at(len);
+            if tag == tag::END {
+                seen.end = after.is_empty();
+                break;
+            }
             record.read_field(tag, value, &mut seen)?;
             rest = after;
         }
@@ -234,10 +243,14 @@ struct Seen {
     id: bool,
     listener: bool,
     protocol: bool,
+    end: bool,
 }
 
 impl Seen {
     fn check(&self) -> Result<(), DecodeError> {
+        if !self.end {
+            return Err(DecodeError::Truncated);
+        }
         match (self.id, self.listener, self.protocol) {
             (false, _, _) => Err(DecodeError::Missing("id")),
             (_, false, _) => Err(DecodeError::Missing("listener")),

@@ -24,7 +24,7 @@ mod leave;
 mod parts;
 
 pub(crate) use adopt::adopt;
-pub(crate) use codec::{DecodeError, CURRENT, OLDEST};
+pub(crate) use codec::{CURRENT, OLDEST};
 pub(crate) use leave::{Handover, Leaving, Outgoing};
 
 /// One client connection, as the next process needs it. Every field is plain data: the
@@ -100,12 +100,6 @@ pub(crate) struct Subscriptions {
     pub(crate) channels: Vec<Bytes>,
     pub(crate) patterns: Vec<Bytes>,
     pub(crate) shard_channels: Vec<Bytes>,
-}
-
-impl Subscriptions {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.channels.is_empty() && self.patterns.is_empty() && self.shard_channels.is_empty()
-    }
 }
 
 // === impl HandedOver ===

@@ -1,6 +1,6 @@
-//! A session's part in an upgrade in place (`downstream::handover`): in the old process, waiting
-//! for the client's safe point and leaving with its record; in the new one, starting from a
-//! record.
+//! A session's part in an upgrade in place (`downstream::handover`) in the old process: waiting
+//! for the client's safe point and leaving with its record (the new process starts from it in
+//! adopted.rs).
 //!
 //! The safe point for an upgrade is the worker move's (moving.rs) minus two conditions: the
 //! input may hold the start of a request (it travels in the record), and a tracking client
@@ -10,18 +10,12 @@
 //! round of replies; the bytes it sends meanwhile wait in the socket for the new process.
 
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::Instant;
 
-use super::super::clients::Connected;
 use super::super::handover::{HandedOver, Leaving};
-use super::super::local::ClientState;
 use super::super::movable::{Detached, Movable};
-use super::super::ClientConfig;
 use super::busy::Spell;
-use super::moving::{Lasting, Moving};
 use super::Client;
 
 /// What the idle wait does when the drain woke it.
@@ -134,46 +128,5 @@ where
             && self.parked.is_none()
             && !self.closing
             && self.c.may_hand_over()
-    }
-}
-
-/// Starts a session for a client handed over by the previous process: `record` read from the
-/// upgrade connection, `socket` its client's connection. Runs on `handle` (a per-core worker,
-/// numbered `worker`) or on the current runtime.
-/// `state` is the record's, made with the users in `config`'s generation.
-pub(crate) fn adopt_session(
-    connected: Connected,
-    record: HandedOver,
-    (state, generation, config): (ClientState, u64, Arc<ClientConfig>),
-    socket: OwnedFd,
-    place: Option<(usize, &tokio::runtime::Handle)>,
-) {
-    let stream = match record.listener.as_str() {
-        "unix" => Detached::Unix(std::os::unix::net::UnixStream::from(socket)),
-        _ => Detached::Tcp(std::net::TcpStream::from(socket)),
-    };
-    let now = Instant::now();
-    let lasting = Lasting {
-        facade: record.facade.clone().map(|f| Box::new(f.into())),
-        state,
-        generation,
-        config,
-        last_activity: now.checked_sub(record.idle).unwrap_or(now),
-        connected_at: now.checked_sub(record.age).unwrap_or(now),
-        aged: false,
-        pipelining: None,
-        input: record.input,
-    };
-    let peer: Arc<str> = Arc::from(record.peer.as_str());
-    let to = place.map_or(0, |(worker, _)| worker);
-    let moving = Moving {
-        to,
-        stream,
-        lasting,
-    };
-    let task = super::life::resumed(moving, connected, peer);
-    match place {
-        Some((_, handle)) => drop(handle.spawn(task)),
-        None => drop(tokio::spawn(task)),
     }
 }

@@ -28,6 +28,7 @@ use super::slow::{LatencyWatch, SlowChanges};
 use super::ClientConfig;
 use crate::upstream::Inbox;
 
+mod adopted;
 mod buffers;
 mod busy;
 mod dispatch;
@@ -45,7 +46,7 @@ mod stream;
 mod subscribe;
 mod timer;
 
-pub(crate) use leaving::adopt_session;
+pub(crate) use adopted::adopt_session;
 pub(crate) use life::{hand_over, serve};
 
 use buffers::Buffer;
