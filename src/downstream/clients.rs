@@ -274,6 +274,9 @@ impl Downstream {
     ) -> Connected {
         self.next_id
             .fetch_max(id.saturating_add(1), Ordering::Relaxed);
+        // Counted as an accepted client is (its `Connected` takes it off when it ends), but
+        // never refused: it was connected already.
+        self.connected.fetch_add(1, Ordering::SeqCst);
         self.register(id, addr, listener, done, at)
     }
 

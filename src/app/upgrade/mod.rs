@@ -35,8 +35,9 @@ use serde::{Deserialize, Serialize};
 /// pid is checked with SO_PEERCRED).
 const FROM_ENV: &str = "REDCAR_UPGRADE_FROM";
 
-/// For tests of version fallback only: the record versions this process claims to read
-/// (`OLDEST-NEWEST`), instead of the build's own.
+/// For tests of version fallback only: the record versions a new process claims to read
+/// (`OLDEST-NEWEST`) in its Hello, instead of the build's own. The old process always answers
+/// with its own, so a process started with it (and passing it on) tests the fallback.
 const VERSIONS_ENV: &str = "REDCAR_UPGRADE_TEST_VERSIONS";
 
 /// New → old: who it is and which record versions it reads.
@@ -92,12 +93,17 @@ struct Done {
     millis: u64,
 }
 
-/// The record versions this process reads, as `(oldest, newest)`.
+/// The record versions this build reads, as `(oldest, newest)`.
 fn versions() -> (u16, u16) {
-    let own = (
+    (
         crate::downstream::HANDOVER_OLDEST,
         crate::downstream::HANDOVER_CURRENT,
-    );
+    )
+}
+
+/// The record versions a new process says it reads (see [`VERSIONS_ENV`]).
+fn claimed_versions() -> (u16, u16) {
+    let own = versions();
     let Ok(text) = std::env::var(VERSIONS_ENV) else {
         return own;
     };

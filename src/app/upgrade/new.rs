@@ -12,7 +12,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
 use super::wire::{Conn, Frame, Kind};
-use super::{from_json, to_json, versions, Done, Failed, Go, Handing, Hello, FROM_ENV};
+use super::{claimed_versions, from_json, to_json, Done, Failed, Go, Handing, Hello, FROM_ENV};
 use crate::downstream::{adopt, Downstream, HandedOver};
 
 /// How long the old process gets to answer Hello and Ready (it answers at once).
@@ -44,7 +44,7 @@ pub(crate) fn inherit() -> anyhow::Result<Option<Inherited>> {
         .map_err(|e| anyhow::anyhow!("upgrade: cannot reach the old process: {e}"))?;
     stream.set_read_timeout(Some(ANSWER))?;
     let mut conn = Conn::new(stream);
-    let (oldest, newest) = versions();
+    let (oldest, newest) = claimed_versions();
     let hello = Hello {
         pid: std::process::id(),
         oldest,
