@@ -155,7 +155,13 @@ where
                 }
                 ControlFlow::Continue(Control::Go)
             }
-            () = self.drain.started() => ControlFlow::Break(Left::Close),
+            () = self.drain.started() => {
+                // An upgrade in place does not move subscriptions yet (docs/operations.md).
+                if self.downstream.handover.is_active() {
+                    self.downstream.handover.closed("subscribed");
+                }
+                ControlFlow::Break(Left::Close)
+            }
         }
     }
 

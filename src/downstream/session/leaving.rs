@@ -84,7 +84,7 @@ where
             Some(Detached::Tcp(s)) => ("tcp", s.into()),
             Some(Detached::Unix(s)) => ("unix", s.into()),
             // TLS: rustls cannot carry its session state to another process
-            // (docs/decisions/0001-tls-at-upgrade.md); the client reconnects to the new one.
+            // (docs/operations.md, "What does not move"); the client reconnects to the new one.
             None => {
                 handover.closed("tls");
                 return;
