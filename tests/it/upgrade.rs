@@ -245,3 +245,42 @@ fn a_subscriber_is_closed_once_counted_and_resubscribes_to_the_new_process() {
         .is_some());
     assert!(format!("{:?}", again.read_reply().expect("message")).contains("after"));
 }
+
+#[test]
+fn a_near_cache_client_moves_and_reads_no_stale_value_after_the_upgrade() {
+    let cluster = RedisCluster::start(3, 0);
+    let pid_file = PidFile::new();
+    let config = crate::redirects::write_config(
+        "near_cache:\n  enabled: true\n  max_silence: 200ms\n  keys:\n    - prefix: \"nc:\"\n",
+    );
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &["--pid-file", &pid_file.arg(), "--config", config.path_str()],
+    );
+    let old = redcar.pid().expect("running");
+    let mut c = redcar.client();
+    assert_eq!(text(&c.q(&["SET", "nc:a", "1"])), "OK");
+    thread::sleep(Duration::from_millis(250));
+    // Read twice: the second is served from the old process's near cache.
+    assert_eq!(text(&c.q(&["GET", "nc:a"])), "1");
+    assert_eq!(text(&c.q(&["GET", "nc:a"])), "1");
+    let id = c.q(&["CLIENT", "ID"]).as_int().expect("id");
+
+    let (code, out) = upgrade(&pid_file.path);
+    assert_eq!(code, 0, "{out}\nlog:\n{}", redcar.log());
+    wait_gone(old, Duration::from_secs(15), || redcar.log());
+    let log = redcar.log();
+    assert!(log.contains("moved=1 closed=0"), "the client moved: {log}");
+    assert_eq!(c.q(&["CLIENT", "ID"]).as_int(), Some(id));
+    assert_eq!(text(&c.q(&["GET", "nc:a"])), "1");
+    // A write straight on the node after the move: the new process's cache must not serve 1.
+    cluster.primary_for_key("nc:a").cmd(&["SET", "nc:a", "2"]);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while text(&c.q(&["GET", "nc:a"])) != "2" {
+        assert!(
+            Instant::now() < deadline,
+            "stale near-cache value after the upgrade"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
