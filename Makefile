@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss bench-fleet flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
+.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss bench-fleet bench-upgrade flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
@@ -33,6 +33,8 @@ help:
 	@echo "make bench-nearcache - the near cache off vs on: 50 clients -P 1, 90 % GET / 10 % SET over 100 hot keys"
 	@echo "               (bench/mixload), the nodes' commands and CPU, the staleness probe; writes"
 	@echo "               bench/RESULTS-nearcache.md (bench/nearcache.sh, ~2 min; also the last part of make bench)"
+	@echo "make bench-upgrade - an upgrade in place vs a plain restart under load (3 each): refused connects,"
+	@echo "               command errors, closed connections, connect and command p99 (bench/upgrade.sh)"
 	@echo "make status-screenshot - re-take docs/img/status-page.png (scripts/status-screenshot.sh)"
 	@echo "make fmt     - cargo fmt --all"
 	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
@@ -139,6 +141,9 @@ bench-replica-miss: ensure-redis build
 # Not part of `make test`: about 2 minutes (bench/fleet.sh; FLEET_SIDECARS, FLEET_PRIMARIES).
 bench-fleet: ensure-redis build
 	bench/fleet.sh
+# Not part of `make test`: under a minute (bench/upgrade.sh; python3).
+bench-upgrade: ensure-redis build
+	bench/upgrade.sh
 
 # Re-take docs/img/status-page.png (a local cluster, traffic, one replica killed).
 status-screenshot: ensure-redis ensure-browser

@@ -83,6 +83,9 @@ pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_j
     Json(serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": totals.uptime.as_secs(),
+        "pid": totals.pid,
+        "restart_generation": totals.generation,
+        "upgrade_old_pid": (totals.old_pid != 0).then_some(totals.old_pid),
         "ready": state.cluster.is_ready(),
         "topology_version": state.cluster.version(),
         "source": topology.as_deref().map(Topology::source),

@@ -70,6 +70,7 @@ fn every_documented_series_is_exported() {
     clients.worker_clients(0);
     clients.worker_busy(0);
     clients.worker_pipelining(0);
+    clients.upgrade_clients.count("moved", "upgrade");
     let topology = metrics.group::<TopologyMetrics>();
     topology.redirect("moved", "127.0.0.1:7001");
     topology.refresh(true);

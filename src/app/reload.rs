@@ -168,6 +168,8 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(log_level);
     keep!(log_format);
     keep!(metrics);
+    // Written at start-up and by the process an upgrade hands over to.
+    keep!(pid_file);
     // The hot-key sketches are sized once, before the first client.
     keep!(hotkeys);
     keep!(tls);

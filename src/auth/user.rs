@@ -68,6 +68,22 @@ impl User {
         }
     }
 
+    /// What an upgrade carries of the login (docs/operations.md): the SHA-256 of the user's
+    /// first password (`None`: no password). The new process takes the login only if the user
+    /// still accepts it ([`Users::adopted`](super::Users::adopted)).
+    pub(crate) fn credential(&self) -> Option<[u8; 32]> {
+        self.passwords.first().map(PasswordDigest::bytes)
+    }
+
+    /// Whether a login carried over by an upgrade with `credential` still holds.
+    pub(super) fn still_accepts(&self, credential: Option<[u8; 32]>) -> bool {
+        let accepted = match credential {
+            Some(digest) => self.passwords.contains(&PasswordDigest::from_bytes(digest)),
+            None => self.nopass || self.passwords.is_empty(),
+        };
+        self.enabled && accepted
+    }
+
     /// True when no rule can refuse a command (the session then skips the check).
     #[inline]
     pub(crate) fn is_unrestricted(&self) -> bool {

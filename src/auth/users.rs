@@ -185,6 +185,17 @@ impl Users {
             .cloned()
     }
 
+    /// A login carried over by an upgrade: the user `name` as this set defines it, if it still
+    /// accepts the password whose digest is `credential` (as [`Users::renewed`]).
+    pub(crate) fn adopted(&self, name: &str, credential: Option<[u8; 32]>) -> Option<Arc<User>> {
+        let candidate = if name == "default" {
+            self.default.as_ref().or(self.anonymous.as_ref())
+        } else {
+            self.named.get(name)
+        };
+        candidate.filter(|found| found.still_accepts(credential)).cloned()
+    }
+
     /// `AUTH [user] password`: the user, or the reply refusing it.
     pub(crate) fn login(&self, user: Option<&[u8]>, password: &[u8]) -> Result<Arc<User>, Bytes> {
         if let Some(anonymous) = &self.anonymous {

@@ -74,6 +74,23 @@ impl ClientState {
         }
     }
 
+    /// The logged-in user (`None` until AUTH when authentication is required).
+    pub(crate) fn user(&self) -> Option<&User> {
+        self.user.as_deref()
+    }
+
+    /// Failed logins so far on this connection.
+    pub(crate) fn failed_logins(&self) -> u16 {
+        self.failed_logins
+    }
+
+    /// A client carried over by an upgrade: its login as the previous process had it (`None`:
+    /// the anonymous user of this process, if any) and its failed logins so far.
+    pub(crate) fn restore(&mut self, user: Option<Arc<User>>, failed_logins: u16) {
+        self.user = user.or_else(|| self.users.anonymous());
+        self.failed_logins = failed_logins;
+    }
+
     /// This client's connection to every node (see `Node::send`): its id spreads clients over
     /// a node's connections, its protocol picks the RESP2 or the RESP3 ones.
     pub(crate) fn lane(&self) -> Lane {

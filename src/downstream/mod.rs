@@ -11,6 +11,7 @@ mod drain;
 mod facade;
 mod facade_reply;
 mod keyspace;
+mod handover;
 mod listener;
 mod local;
 mod local_args;
@@ -29,6 +30,9 @@ pub(crate) use accept::Accept;
 pub(crate) use clients::Downstream;
 pub(crate) use config::ClientConfig;
 pub(crate) use facade::{Facade, FacadeConfig};
+pub(crate) use handover::{
+    adopt, HandedOver, Outgoing, CURRENT as HANDOVER_CURRENT, OLDEST as HANDOVER_OLDEST,
+};
 pub(crate) use listener::serve;
 pub(crate) use metrics::{ClientMetrics, ListenerMetrics};
 pub(crate) use pubsub::PubsubMetrics;

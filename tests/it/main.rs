@@ -65,5 +65,7 @@ mod tracking_bcast;
 mod tracking_metrics;
 mod tracking_topology;
 mod transactions;
+mod upgrade;
+mod upgrade_load;
 mod upstream_auth;
 mod upstream_tls;

@@ -164,7 +164,13 @@ where
                 let (_, _, users) = self.downstream.snapshot();
                 ControlFlow::Continue(self.mode.reloaded(users))
             }
-            () = self.drain.started() => ControlFlow::Break(Left::Close),
+            () = self.drain.started() => {
+                // An upgrade in place does not move subscriptions yet (docs/operations.md).
+                if self.downstream.handover.is_active() {
+                    self.downstream.handover.closed("subscribed");
+                }
+                ControlFlow::Break(Left::Close)
+            }
         }
     }
 

@@ -75,6 +75,9 @@ where
             }
             Err(End::Gone) => return Busy::Done,
         };
+        if spell.hands_over_now() {
+            return Busy::HandOver; // an upgrade takes the client (leaving.rs)
+        }
         if let Some((from, to)) = spell.move_now() {
             return Busy::Move {
                 from,
@@ -260,6 +263,7 @@ where
         let waiting_alone = self.exclusive > 0 || self.parked.is_some();
         let can_read = !self.closing
             && !self.budget_paused
+            && !c.stops_reading_for_upgrade()
             && self.calls.len() < config.max_in_flight
             && c.out.len() < config.max_reply_bytes
             && (!waiting_alone || c.input.len() < super::buffers::CHUNK);

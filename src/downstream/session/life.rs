@@ -11,6 +11,7 @@ use super::super::clients::{Connected, Downstream};
 use super::super::facade::Endpoint;
 use super::super::movable::{Detached, Movable};
 use super::busy;
+use super::leaving::AtUpgrade;
 use super::moving::{Lasting, Moving};
 use super::{Busy, Client, Wake};
 
@@ -78,6 +79,12 @@ where
         match client.wait_for_request().await {
             Wake::Request => {}
             Wake::Close => {
+                // An upgrade handing clients over (leaving.rs) may take this one instead.
+                match client.at_upgrade() {
+                    AtUpgrade::No => {}
+                    AtUpgrade::Leave => return Ending::HandOver,
+                    AtUpgrade::NotYet => continue,
+                }
                 client.close().await;
                 return Ending::Closed;
             }
@@ -96,6 +103,8 @@ enum Ending {
     Closed,
     /// The client is done.
     Done(bool),
+    /// It leaves for the process taking over (an upgrade, see leaving.rs).
+    HandOver,
     /// It moves from worker `from` to worker `to` (see [`Busy::Move`]).
     Move {
         from: usize,
@@ -117,6 +126,10 @@ impl Ending {
             Ending::Done(large) => {
                 drop(client);
                 (None, large)
+            }
+            Ending::HandOver => {
+                client.leave_for_upgrade();
+                (None, false)
             }
             Ending::Move {
                 from,
@@ -141,6 +154,7 @@ fn after_spell<S>(client: &mut Client<'_, S>, busy: Busy) -> Option<Ending> {
             None
         }
         Busy::Done => Some(Ending::Done(large)),
+        Busy::HandOver => Some(Ending::HandOver),
         Busy::Move {
             from,
             to,
@@ -171,7 +185,8 @@ pub(crate) fn hand_over(moving: Moving, mut client: Connected, peer: Arc<str>) {
 }
 
 /// The moved session's task on its new worker (boxed: a session may move again, from there).
-fn resumed(
+/// Also the task of a client adopted from the previous process (leaving.rs).
+pub(super) fn resumed(
     moving: Moving,
     client: Connected,
     peer: Arc<str>,

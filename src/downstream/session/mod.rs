@@ -28,10 +28,12 @@ use super::slow::{LatencyWatch, SlowChanges};
 use super::ClientConfig;
 use crate::upstream::Inbox;
 
+mod adopted;
 mod buffers;
 mod busy;
 mod dispatch;
 mod failed_login;
+mod leaving;
 mod life;
 mod moving;
 mod near;
@@ -44,6 +46,7 @@ mod stream;
 mod subscribe;
 mod timer;
 
+pub(crate) use adopted::adopt_session;
 pub(crate) use life::{hand_over, serve};
 
 use buffers::Buffer;
@@ -64,6 +67,9 @@ enum Busy {
     Idle,
     /// The session is over (closed, or the client is gone).
     Done,
+    /// At a safe point while an upgrade hands clients over, the client leaves for the new
+    /// process (see leaving.rs).
+    HandOver,
     /// At a safe point, the session leaves worker `from` for worker `to` (see moving.rs), with
     /// its pipelining membership if it has one.
     Move {
@@ -112,6 +118,9 @@ struct Client<'d, S> {
     /// [`Client::latency`]), and whether this client is to be closed at its next safe point.
     slow: SlowChanges,
     close_when_safe: bool,
+    /// An upgrade hands clients over and this one waits for its safe point (leaving.rs): the
+    /// drain no longer closes it, and it stops reading once no transaction is open.
+    handing_over: bool,
     /// This session's part of `client.max_buffered_bytes_total`.
     share: Share<'d>,
     /// Shutdown: close once nothing is owed (a flag read per turn, see drain.rs).
@@ -154,6 +163,7 @@ where
             aged: false,
             slow: SlowChanges::new(latency),
             close_when_safe: false,
+            handing_over: false,
             share: downstream.budget.share(id),
             drain: downstream.drain.signal(id),
         }
@@ -269,7 +279,7 @@ where
                 self.aged = true;
                 continue;
             }
-            if self.drain.poll_started(cx).is_ready() {
+            if !self.handing_over && self.drain.poll_started(cx).is_ready() {
                 return Poll::Ready(Wake::Close);
             }
             if super::tracking::poll_ready(&self.state, cx).is_ready() {
