@@ -74,11 +74,6 @@ impl ClientState {
         }
     }
 
-    /// The logged-in user (`None` until AUTH when authentication is required).
-    pub(crate) fn user(&self) -> Option<&User> {
-        self.user.as_deref()
-    }
-
     /// Failed logins so far on this connection.
     pub(crate) fn failed_logins(&self) -> u16 {
         self.failed_logins
