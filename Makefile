@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
+.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss bench-fleet bench-upgrade flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
@@ -26,9 +26,15 @@ help:
 	@echo "               15,000), the rate with an idle crowd; writes bench/RESULTS-crowd.md (bench/crowd.sh)"
 	@echo "make bench-connect-burst - 5,000 connects from 50 connectors at client.accept_backlog 128 and the"
 	@echo "               default: connect times, listen-queue overflows; bench/RESULTS-connect-burst.md"
+	@echo "make bench-replica-miss - what confirming a replica's \"absent\" with the primary costs: the share of"
+	@echo "               reads it adds at 0/5/20 % misses (bench/replica_miss.sh; bench/RESULTS-replica-miss.md)"
+	@echo "make bench-fleet - 50 sidecars in front of one local cluster, idle and through a failover: per node,"
+	@echo "               connections, topology commands, bytes and node CPU; writes bench/RESULTS-fleet.md"
 	@echo "make bench-nearcache - the near cache off vs on: 50 clients -P 1, 90 % GET / 10 % SET over 100 hot keys"
 	@echo "               (bench/mixload), the nodes' commands and CPU, the staleness probe; writes"
 	@echo "               bench/RESULTS-nearcache.md (bench/nearcache.sh, ~2 min; also the last part of make bench)"
+	@echo "make bench-upgrade - an upgrade in place vs a plain restart under load (3 each): refused connects,"
+	@echo "               command errors, closed connections, connect and command p99 (bench/upgrade.sh)"
 	@echo "make status-screenshot - re-take docs/img/status-page.png (scripts/status-screenshot.sh)"
 	@echo "make fmt     - cargo fmt --all"
 	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
@@ -128,6 +134,16 @@ bench-connect-burst: ensure-redis build
 # Not part of `make test`: about 2 minutes (bench/nearcache.sh builds bench/mixload itself).
 bench-nearcache: ensure-redis build
 	bench/nearcache.sh
+
+# Not part of `make test`: about 3 minutes (bench/replica_miss.sh; redis-benchmark).
+bench-replica-miss: ensure-redis build
+	bench/replica_miss.sh
+# Not part of `make test`: about 2 minutes (bench/fleet.sh; FLEET_SIDECARS, FLEET_PRIMARIES).
+bench-fleet: ensure-redis build
+	bench/fleet.sh
+# Not part of `make test`: under a minute (bench/upgrade.sh; python3).
+bench-upgrade: ensure-redis build
+	bench/upgrade.sh
 
 # Re-take docs/img/status-page.png (a local cluster, traffic, one replica killed).
 status-screenshot: ensure-redis ensure-browser

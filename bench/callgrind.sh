@@ -15,14 +15,17 @@
 # REDCAR_CONFIG (a config file passed to every BIN), CALLGRIND_WORKERS (default 1: `--workers`;
 # 2 is the default threading on a 2-core box), CALLGRIND_KEEP=1 (keep the dumps for
 # callgrind_annotate), CALLGRIND_KEYS (default 100000: `-r`, the keys drawn from; 100 with a
-# near-cache config admitting `key:` measures hits).
+# near-cache config admitting `key:` measures hits), CALLGRIND_AUTH (USER:PASSWORD: redis-benchmark
+# logs in as that user of REDCAR_CONFIG's `auth.users`, to measure the per-user rules and figures).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 SCENARIOS=${CALLGRIND_SCENARIOS:-"get:16:20000 set:16:20000 get:1:5000"}
-[[ $# -ge 1 ]] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+LOGIN=()
+[[ -n "${CALLGRIND_AUTH:-}" ]] && LOGIN=(--user "${CALLGRIND_AUTH%%:*}" -a "${CALLGRIND_AUTH#*:}")
 
 WORK=$(mktemp -d -t redcar-callgrind-XXXXXX)
 REDCAR_PID=
@@ -50,14 +53,14 @@ for BIN in "$@"; do
         curl -sf "http://127.0.0.1:$ADMIN/readyz" >/dev/null 2>&1 && break
         sleep 0.1
     done
-    redis-benchmark -p "$PORT" -t set,get -c 10 -n 2000 -r "${CALLGRIND_KEYS:-100000}" -q >/dev/null 2>&1
+    redis-benchmark "${LOGIN[@]}" -p "$PORT" -t set,get -c 10 -n 2000 -r "${CALLGRIND_KEYS:-100000}" -q >/dev/null 2>&1
     for scenario in $SCENARIOS; do
         IFS=: read -r test depth requests clients keepalive <<<"$scenario"
         clients=${clients:-10}
         keepalive=${keepalive:-1}
         callgrind_control -z "$REDCAR_PID" >/dev/null 2>&1
         bench_test_args "$test"
-        redis-benchmark -p "$PORT" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r "${CALLGRIND_KEYS:-100000}" -q "${WHAT[@]}" >/dev/null 2>&1
+        redis-benchmark "${LOGIN[@]}" -p "$PORT" -c "$clients" -P "$depth" -n "$requests" -k "$keepalive" -r "${CALLGRIND_KEYS:-100000}" -q "${WHAT[@]}" >/dev/null 2>&1
         callgrind_control -d "$REDCAR_PID" >/dev/null 2>&1
         sleep 0.5
         dump=$(ls -t "$OUT"/callgrind.out.* | head -1)

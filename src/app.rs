@@ -6,13 +6,16 @@ mod accept;
 mod bind;
 mod config_view;
 mod fd_limit;
+mod inherit;
 mod listen;
 mod loops;
 mod metrics;
 mod parts;
 mod reload;
+mod upgrade;
 
 pub use reload::ConfigSource;
+pub use upgrade::upgrade_command;
 
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
@@ -29,6 +32,7 @@ use crate::admin::AdminState;
 use crate::config::Config;
 use crate::downstream::Downstream;
 use config_view::redacted;
+use metrics::ProcessMetrics;
 use parts::Parts;
 
 /// Sockets bound before the proxy starts, so tests can bind port 0 and read the address.
@@ -40,6 +44,8 @@ pub struct Listeners {
     pub(crate) tls: Option<TcpListener>,
     pub(crate) unix: Option<UnixListener>,
     pub(crate) admin: Option<TcpListener>,
+    /// Started by an upgrade in place: the connection to the process this one replaces.
+    takeover: Option<upgrade::Takeover>,
 }
 
 impl Listeners {
@@ -58,13 +64,17 @@ impl Listeners {
             listeners.tls = Some(bind::tcp(addr, backlog, "tls.listen")?);
         }
         if let Some(addr) = &config.admin.listen {
-            let admin = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr} (`admin`)"))?;
-            listeners.admin = Some(admin);
+            listeners.admin = Some(bind_admin(addr).await?);
         }
         Ok(listeners)
     }
+}
+
+/// The admin listener at `addr`.
+async fn bind_admin(addr: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (`admin`)"))
 }
 
 /// Replaces a stale socket file from an earlier run, then applies `permissions` (octal).
@@ -88,35 +98,45 @@ fn bind_unix(path: &Path, permissions: &str, backlog: u32) -> anyhow::Result<Uni
 
 /// Runs the proxy until `shutdown` completes, then drains: listeners stop, sessions finish the
 /// replies they owe (bounded by `drain_timeout`). On SIGHUP the config is loaded again from
-/// `source` and applied (see `reload`).
+/// `source` and applied (see `reload`). On SIGUSR2 a new process is started to take over
+/// (`upgrade`); once it has, this one hands its clients over and returns. Started by such an
+/// upgrade (`listeners` came from the old process), it first gets ready, then takes over.
 pub async fn run(
     config: Config,
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
     source: ConfigSource,
 ) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     // Every client and node connection is a descriptor: take all the kernel allows.
     fd_limit::raise(config.client.max_connections);
     let (stop_tx, stop_rx) = watch::channel(false);
+    // The accept loops and the admin server stop first: at shutdown, or at an upgrade's `Go`.
+    let (accept_tx, accept_rx) = watch::channel(false);
     let hangup = reload::watch_sighup();
+    let usr2 = upgrade::watch_sigusr2();
     let parts = Parts::build(&config)?;
     parts.spawn_background(&config, &stop_rx);
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    let to_pass = listeners.to_pass(&config)?;
     let Listeners {
         tcp,
         tls,
         unix,
         admin,
+        takeover,
     } = listeners;
+    let generation = take_over(takeover, &config, &parts, started, &done_tx).await?;
     let sockets = listen::ClientSockets { tcp, tls, unix };
     let mut parts = parts;
-    listen::spawn_client_listeners(&config, sockets, &mut parts, &stop_rx, &done_tx)?;
+    listen::spawn_client_listeners(&config, sockets, &mut parts, &accept_rx, &done_tx)?;
     let shown = Arc::new(ArcSwap::from_pointee(redacted(&config)));
     let current = Arc::new(ArcSwap::from_pointee(config.clone()));
     let downstream = parts.downstream.clone();
     if let Some(admin) = admin {
-        spawn_admin(admin, &config, &parts, &shown, &stop_rx)?;
+        spawn_admin(admin, &config, &parts, &shown, &accept_rx)?;
     }
+    let pid_file = announce(&config, &parts, generation);
     let workers = parts.workers;
     let loops = parts.loops;
     let reloadable = reload::Reloadable {
@@ -131,6 +151,8 @@ pub async fn run(
         shown,
         current: current.clone(),
         secrets: config.secret_digests()?,
+        tenants: parts.users.tenants().clone(),
+        users: parts.users,
     };
     if let Some(hangup) = hangup {
         tokio::spawn(reload::on_sighup(
@@ -140,25 +162,115 @@ pub async fn run(
             stop_rx.clone(),
         ));
     }
+    let (current_config, pid) = (current.clone(), pid_file.clone());
+    let old = upgrade::Old::new(to_pass, generation, current_config, pid, downstream.clone());
+    let upgrades = usr2.map(|usr2| tokio::spawn(upgrade::watch(old, usr2, accept_rx.clone())));
     drop(done_tx);
-
-    shutdown.await;
+    let committed = upgrade::until_taken_over(shutdown, upgrades).await;
+    let _ = accept_tx.send(true);
     // A reload may have changed `drain_timeout`.
-    drain(
-        &downstream,
-        &stop_tx,
-        &mut done_rx,
-        current.load().drain_timeout,
-    )
-    .await;
-    if let Some(path) = &config.unix {
-        let _ = std::fs::remove_file(path);
-    }
+    let drain_timeout = current.load().drain_timeout;
+    let unix = config.unix.clone();
+    let ending = Ending {
+        downstream,
+        unix,
+        pid_file,
+    };
+    ending
+        .wind_down(committed, &mut done_rx, drain_timeout)
+        .await;
+    let _ = stop_tx.send(true);
     // Per core, the worker threads end with the proxy, after the drain: the loops first (their
     // connects run on the workers' runtimes).
     drop(loops);
     drop(workers);
     Ok(())
+}
+
+/// What the end of `run` needs.
+struct Ending {
+    downstream: Arc<Downstream>,
+    unix: Option<std::path::PathBuf>,
+    pid_file: Option<upgrade::PidFile>,
+}
+
+impl Ending {
+    /// The listeners have stopped: hands the clients over to the process that took over, or
+    /// drains them (shutdown), the socket file and the pid file removed.
+    async fn wind_down(
+        self,
+        committed: Option<upgrade::Committed>,
+        done: &mut mpsc::Receiver<()>,
+        drain_timeout: Duration,
+    ) {
+        if let Some(committed) = committed {
+            // The new process owns the socket file and the pid file now.
+            return committed
+                .hand_over(self.downstream, done, drain_timeout)
+                .await;
+        }
+        drain(&self.downstream, done, drain_timeout).await;
+        if let Some(path) = &self.unix {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(pid_file) = &self.pid_file {
+            pid_file.remove_if_own();
+        }
+    }
+}
+
+/// Started by an upgrade: gets ready (a complete slot map within `upgrade_timeout` of
+/// `started`), tells the old process, and once told to go, adopts the clients it hands over.
+/// Returns this process's restart generation (0 when started by hand).
+async fn take_over(
+    takeover: Option<upgrade::Takeover>,
+    config: &Config,
+    parts: &Parts,
+    started: std::time::Instant,
+    done: &mpsc::Sender<()>,
+) -> anyhow::Result<u64> {
+    let Some(takeover) = takeover else {
+        return Ok(0);
+    };
+    let (generation, old_pid) = (takeover.generation, takeover.old_pid);
+    let ready = || {
+        parts.catch_all.is_ready()
+            && parts
+                .backend_states
+                .load()
+                .iter()
+                .all(|(_, b)| b.is_ready())
+    };
+    let taken = takeover
+        .ready(ready, started, config.upgrade_timeout)
+        .await?;
+    parts.downstream.reserve_ids(taken.next_id);
+    let process = parts.metrics.group::<ProcessMetrics>();
+    process.set_old_pid(Some(old_pid));
+    let workers = parts.workers.as_ref().map(|w| w.handles().clone());
+    let on_done = Box::new(move || process.set_old_pid(None));
+    taken.adopt_clients(parts.downstream.clone(), workers, done.clone(), on_done);
+    tracing::info!(old_pid, generation, "upgrade: this process took over");
+    Ok(generation)
+}
+
+/// Tells the world this process serves: the restart generation, the pid file, systemd.
+fn announce(config: &Config, parts: &Parts, generation: u64) -> Option<upgrade::PidFile> {
+    parts
+        .metrics
+        .group::<ProcessMetrics>()
+        .set_generation(generation);
+    let pid_file = config.pid_file.as_deref().map(upgrade::PidFile::new);
+    if let Some(pid_file) = &pid_file {
+        if let Err(error) = pid_file.write_own() {
+            tracing::error!(%error, path = ?config.pid_file, "cannot write the pid file");
+        }
+    }
+    match generation {
+        0 => upgrade::notify("READY=1"),
+        _ => upgrade::notify(&format!("MAINPID={}\nREADY=1", std::process::id())),
+    }
+    pid_file
 }
 
 /// Serves the admin API on `admin` until `stop`, behind `admin.token` when one is set.
@@ -184,19 +296,13 @@ fn spawn_admin(
     Ok(())
 }
 
-/// Stops the listeners and tells the sessions to finish, then waits until every session and
-/// accept loop has dropped its `done` sender, at most `timeout`.
-async fn drain(
-    downstream: &Downstream,
-    stop: &watch::Sender<bool>,
-    done: &mut mpsc::Receiver<()>,
-    timeout: Duration,
-) {
+/// Tells the sessions to finish (the listeners were stopped), then waits until every session
+/// and accept loop has dropped its `done` sender, at most `timeout`.
+async fn drain(downstream: &Downstream, done: &mut mpsc::Receiver<()>, timeout: Duration) {
     tracing::info!(
         clients = downstream.connected_clients(),
         "shutting down: draining clients"
     );
-    let _ = stop.send(true);
     downstream.drain();
     // `recv` returns None when every sender is gone.
     if tokio::time::timeout(timeout, done.recv()).await.is_err() {

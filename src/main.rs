@@ -30,6 +30,9 @@ fn main() -> ExitCode {
         };
         return ExitCode::from(redcar::envoy::run(&options));
     }
+    if let Some(Command::Upgrade(args)) = &cli.command {
+        return ExitCode::from(app::upgrade_command(&args.pid_file, args.timeout));
+    }
     if let Some(Command::Top(args)) = cli.command {
         return run_tool("top", redcar::top::run(args));
     }
@@ -114,7 +117,8 @@ fn run_tool(name: &str, tool: impl std::future::Future<Output = ExitCode>) -> Ex
 }
 
 async fn start(config: Config, source: app::ConfigSource) -> anyhow::Result<()> {
-    let listeners = Listeners::bind(&config).await?;
+    // Started by an upgrade in place, the old process passes its listeners.
+    let listeners = Listeners::inherit_or_bind(&config).await?;
     app::run(config, listeners, shutdown_signal(), source).await
 }
 

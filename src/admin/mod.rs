@@ -9,7 +9,7 @@
 //! - `GET /readyz`: 200 once a slot map covering all 16384 slots is known, else 503;
 //! - `GET /metrics`: Prometheus text exposition;
 //! - `GET /topology`: slot ranges → primary and replicas, with per-node connections, latency and health (JSON);
-//! - `GET /clients`: connected clients (JSON);
+//! - `GET /clients`: connected clients, the user each is logged in as, per-user figures (JSON);
 //! - `GET /slowlog`: the slow log, newest first (JSON);
 //! - `GET /hotkeys`: the hottest keys per command and node over a sliding window, and the
 //!   biggest requests and replies (JSON; `hotkeys`);
@@ -41,6 +41,8 @@ use axum::response::{IntoResponse, Json};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+use crate::auth::TenantMetrics;
 
 /// Serves the admin API on `listener` until `shutdown` fires.
 pub(crate) async fn serve(
@@ -138,6 +140,8 @@ fn set_readiness_gauges(state: &AdminState) {
     }
 }
 
+/// `/clients`: every client (with the user it is logged in as), and per listener, address and
+/// user how many; each configured user's figures.
 async fn clients(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
     let clients = state.downstream.clients();
     // Per listener and per client address (host without port): who holds the connections.
@@ -151,10 +155,27 @@ async fn clients(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value
             .map_or(client.addr.as_str(), |(host, _)| host);
         *by_host.entry(host.to_string()).or_default() += 1;
     }
+    // Who each client is logged in as (configured users only), and each user's figures.
+    let tenants = state.metrics.group::<TenantMetrics>();
+    let mut by_user = std::collections::BTreeMap::<String, usize>::new();
+    let clients: Vec<serde_json::Value> = clients
+        .iter()
+        .map(|client| {
+            let user = tenants.user_of(client.id);
+            if let Some(user) = &user {
+                *by_user.entry(user.to_string()).or_default() += 1;
+            }
+            let mut shown = serde_json::to_value(client).unwrap_or_default();
+            shown["user"] = serde_json::json!(user.as_deref());
+            shown
+        })
+        .collect();
     Json(serde_json::json!({
         "connected": clients.len(),
         "by_listener": by_listener,
         "by_address": by_host,
+        "by_user": by_user,
+        "users": tenants.summaries(),
         "clients": clients,
     }))
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::sampler::{NodeRates, Rates};
 use super::AdminState;
+use crate::auth::TenantMetrics;
 use crate::cluster::Topology;
 use crate::metrics::Metrics;
 use crate::near_cache::NearCacheMetrics;
@@ -82,6 +83,9 @@ pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_j
     Json(serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": totals.uptime.as_secs(),
+        "pid": totals.pid,
+        "restart_generation": totals.generation,
+        "upgrade_old_pid": (totals.old_pid != 0).then_some(totals.old_pid),
         "ready": state.cluster.is_ready(),
         "topology_version": state.cluster.version(),
         "source": topology.as_deref().map(Topology::source),
@@ -99,6 +103,7 @@ pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_j
         "hotkeys": hotkeys,
         "near_cache": near_cache(&state),
         "workers": workers(&state),
+        "users": state.metrics.group::<TenantMetrics>().summaries(),
     }))
 }
 

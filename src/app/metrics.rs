@@ -12,8 +12,9 @@ use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
 use crate::admin::ReadinessGauges;
+use crate::auth::TenantMetrics;
 use crate::cluster::TopologyMetrics;
-use crate::downstream::{ClientMetrics, TrackingMetrics};
+use crate::downstream::{ClientMetrics, PubsubMetrics, TrackingMetrics};
 use crate::metrics::{MetricGroup, Metrics, MetricsConfig, Totals};
 use crate::near_cache::NearCacheMetrics;
 use crate::router::{MirrorMetrics, RouterMetrics};
@@ -32,6 +33,11 @@ pub(crate) struct ProcessMetrics {
     config_reloads: Family<ResultLabel, Counter>,
     /// Unix time of the last config that was loaded and applied (start-up or reload).
     config_loaded_at: Gauge<f64, AtomicU64>,
+    /// Upgrades in place since the first start (0 for a process started by hand).
+    generation: Gauge,
+    /// This process's pid, and the old one's while it hands its clients over (else 0).
+    pid: Gauge,
+    old_pid: Gauge,
 }
 
 impl Default for ProcessMetrics {
@@ -43,8 +49,12 @@ impl Default for ProcessMetrics {
             uptime: Gauge::default(),
             config_reloads: Family::default(),
             config_loaded_at: Gauge::default(),
+            generation: Gauge::default(),
+            pid: Gauge::default(),
+            old_pid: Gauge::default(),
         };
         process.config_loaded_at.set(unix_now());
+        process.pid.set(i64::from(std::process::id()));
         process
     }
 }
@@ -62,6 +72,7 @@ impl MetricGroup for ProcessMetrics {
             "Unix time the config in effect was loaded (start-up or the last good reload)",
             self.config_loaded_at.clone(),
         );
+        self.register_process(r);
     }
 
     /// Brings the uptime gauge up to date.
@@ -71,10 +82,39 @@ impl MetricGroup for ProcessMetrics {
 
     fn add_totals(&self, totals: &mut Totals) {
         totals.uptime = self.started.elapsed();
+        totals.pid = std::process::id();
+        totals.generation = u64::try_from(self.generation.get()).unwrap_or(0);
+        totals.old_pid = u32::try_from(self.old_pid.get()).unwrap_or(0);
     }
 }
 
 impl ProcessMetrics {
+    /// The restart generation and the pids (upgrades in place).
+    fn register_process(&self, r: &mut Registry) {
+        r.register(
+            "restart_generation",
+            "Upgrades in place since redcar was first started (0: started by hand)",
+            self.generation.clone(),
+        );
+        r.register("process_pid", "This process's pid", self.pid.clone());
+        r.register(
+            "upgrade_old_pid",
+            "While an upgrade in place hands clients over: the old process's pid (else 0)",
+            self.old_pid.clone(),
+        );
+    }
+
+    /// This process's restart generation.
+    pub(crate) fn set_generation(&self, generation: u64) {
+        self.generation
+            .set(i64::try_from(generation).unwrap_or(i64::MAX));
+    }
+
+    /// The old process handing clients over (`None` once it is done).
+    pub(crate) fn set_old_pid(&self, pid: Option<u32>) {
+        self.old_pid.set(pid.map_or(0, i64::from));
+    }
+
     /// One config reload: `ok` (applied) or `error` (refused; the old config stays).
     pub(crate) fn config_reload(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
@@ -109,10 +149,12 @@ fn add_groups(metrics: &Metrics) {
     metrics.add::<UpstreamMetrics>();
     metrics.add::<RouterMetrics>();
     metrics.add::<ClientMetrics>();
+    metrics.add::<PubsubMetrics>();
     metrics.add::<TopologyMetrics>();
     metrics.add::<ProcessMetrics>();
     metrics.add::<TrackingMetrics>();
     metrics.add::<NearCacheMetrics>();
+    metrics.add::<TenantMetrics>();
 }
 
 #[cfg(test)]

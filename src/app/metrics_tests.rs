@@ -32,6 +32,7 @@ fn recorded_series_appear_in_the_exposition() {
     let topology = metrics.group::<TopologyMetrics>();
     topology.redirect("moved", "127.0.0.1:7001");
     topology.refresh(true);
+    topology.check("digest", "unchanged");
     topology.rejected("stale");
     topology.rejected("stale");
     topology.rejected("unconfirmed");
@@ -69,15 +70,18 @@ fn every_documented_series_is_exported() {
     clients.worker_clients(0);
     clients.worker_busy(0);
     clients.worker_pipelining(0);
+    clients.upgrade_clients.count("moved", "upgrade");
     let topology = metrics.group::<TopologyMetrics>();
     topology.redirect("moved", "127.0.0.1:7001");
     topology.refresh(true);
+    topology.check("digest", "unchanged");
     topology.rejected("stale");
     metrics.group::<RouterMetrics>().faults("delay");
     metrics.group::<ProcessMetrics>().config_reload(true);
     metrics
         .group::<ReadinessGauges>()
         .set_backends([("default", 16384, true)]);
+    metrics.group::<crate::auth::TenantMetrics>().user("app");
     let text = metrics.encode();
     let mut documented = 0;
     for line in section.lines().filter(|l| l.starts_with("| `redcar_")) {

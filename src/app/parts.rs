@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::config_view::reads_replicas;
+use crate::auth::{TenantMetrics, Tenants, Users};
 use crate::backends::{self, Backends};
 use crate::cluster::{ClusterState, Refresher};
 use crate::config::Config;
@@ -40,6 +41,8 @@ pub(super) struct Parts {
     pub(crate) limits: Limits,
     pub(crate) router: Arc<Router>,
     pub(crate) downstream: Arc<Downstream>,
+    /// The users in effect (their running state is kept across reloads).
+    pub(crate) users: Arc<Users>,
 }
 
 impl Parts {
@@ -96,9 +99,7 @@ impl Parts {
             config.routes_ignore_case,
             &metrics,
         ));
-        let backend_states = Arc::new(ArcSwap::from_pointee(backends.states()));
-        let users = crate::auth::Users::from_config(&config.auth)
-            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        let users = users(config, &metrics)?;
         let spread = workers
             .as_ref()
             .map(|w| start_spread(w, config.placement, &metrics));
@@ -114,7 +115,7 @@ impl Parts {
                 router.clone(),
                 config.client.clone(),
                 metrics.clone(),
-                Arc::new(users),
+                users.clone(),
                 spread,
             )
             .with_hotkeys(Arc::new(hotkeys))
@@ -127,13 +128,14 @@ impl Parts {
             loops,
             cluster,
             has_default,
+            backend_states: Arc::new(ArcSwap::from_pointee(backends.states())),
             backends,
-            backend_states,
             catch_all,
             context,
             limits: reply_limits,
             router,
             downstream,
+            users,
         })
     }
 
@@ -151,12 +153,12 @@ impl Parts {
                 ));
             }
             None if self.has_default => {
-                let refresher = Refresher {
-                    state: self.cluster.clone(),
-                    upstreams: self.upstreams.clone(),
-                    limits: self.limits.clone(),
-                    metrics: self.metrics.clone(),
-                };
+                let refresher = Refresher::new(
+                    self.cluster.clone(),
+                    self.upstreams.clone(),
+                    self.limits.clone(),
+                    self.metrics.clone(),
+                );
                 tokio::spawn(refresher.run(stop.clone()));
             }
             None => {}
@@ -242,10 +244,11 @@ async fn learn_commands(router: Arc<Router>) {
     }
 }
 
-/// An ejected primary usually means a failover is coming: ask for a fresh slot map at once, then
-/// every `upstream.outlier.health_check_interval` while any primary of the map is ejected, so
-/// the promoted replica is found within one interval of the promotion rather than at the next
-/// periodic refresh.
+/// An ejected primary usually means a failover is coming: ask for a check of the slot map at
+/// once (`CLUSTER INFO`, which changes when the cluster marks the node failed and when it
+/// promotes a replica), then every `upstream.outlier.health_check_interval` while any primary of
+/// the map is ejected, so the promoted replica is found within one interval of the promotion
+/// rather than at the next periodic refresh.
 async fn refresh_while_ejected(
     cluster: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,
@@ -259,7 +262,8 @@ async fn refresh_while_ejected(
             .topology()
             .is_some_and(|t| t.shards().iter().any(|s| s.primary.is_ejected()));
         if primary_ejected {
-            cluster.request_refresh();
+            // A check first: the map changes only once the cluster promotes a replica.
+            cluster.request_check();
         }
         tokio::select! {
             changed = ejections.changed() => if changed.is_err() { return },
@@ -267,4 +271,12 @@ async fn refresh_while_ejected(
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// The users, with the running state every later reload's users take over.
+fn users(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc<Users>> {
+    let tenants = Tenants::new(metrics.group::<TenantMetrics>());
+    let users = Users::from_config_in(&config.auth, &tenants)
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    Ok(Arc::new(users))
 }

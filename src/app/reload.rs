@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use super::config_view::{reads_replicas, redacted};
 use super::metrics::ProcessMetrics;
-use crate::auth::Users;
+use crate::auth::{Tenants, Users};
 use crate::backends::{Backends, Context};
 use crate::cluster::ClusterState;
 use crate::config::secrets::SecretDigests;
@@ -50,6 +50,10 @@ pub(super) struct Reloadable {
     /// Digests of the secrets in effect (read at start-up, then by each reload), so a reload
     /// can name a secret whose file or variable changed.
     pub(crate) secrets: SecretDigests,
+    /// The users in effect (retired when a reload replaces them: subscribers then look at
+    /// their rights again), and their running state, which the next users take over.
+    pub(crate) users: Arc<Users>,
+    pub(crate) tenants: Arc<Tenants>,
 }
 
 /// Takes over SIGHUP (whose default action ends the process). Called before anything is
@@ -102,7 +106,8 @@ impl Reloadable {
         let read = loaded.secret_digests()?;
         let (config, mut restart) = effective(&running, loaded);
         // Resolved again here (password files and variables), as start-up does.
-        let users = Users::from_config(&config.auth).map_err(ConfigError)?;
+        let users =
+            Arc::new(Users::from_config_in(&config.auth, &self.tenants).map_err(ConfigError)?);
         let secrets = secrets::compare(&self.secrets, read, &running, &config);
         secrets::merge(&mut restart, &secrets.restart);
         for key in &restart {
@@ -116,7 +121,8 @@ impl Reloadable {
         self.secrets = secrets.running;
         self.router.reconfigure(config.router.clone());
         self.downstream
-            .reconfigure(config.client.clone(), Arc::new(users));
+            .reconfigure(config.client.clone(), users.clone());
+        std::mem::replace(&mut self.users, users).retire();
         self.upstreams.set_outlier(config.upstream.outlier.clone());
         self.cluster.reconfigure(config.cluster.clone());
         self.context.cluster = config.cluster.clone();
@@ -162,6 +168,8 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     keep!(log_level);
     keep!(log_format);
     keep!(metrics);
+    // Written at start-up and by the process an upgrade hands over to.
+    keep!(pid_file);
     // The hot-key sketches are sized once, before the first client.
     keep!(hotkeys);
     keep!(tls);

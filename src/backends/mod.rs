@@ -155,12 +155,12 @@ fn start(config: &BackendConfig, context: &Context) -> Backend {
                 ..context.cluster.clone()
             };
             let state = Arc::new(ClusterState::with_config(&settings));
-            let refresher = Refresher {
-                state: state.clone(),
-                upstreams: context.upstreams.clone(),
-                limits: context.limits.clone(),
-                metrics: context.metrics.clone(),
-            };
+            let refresher = Refresher::new(
+                state.clone(),
+                context.upstreams.clone(),
+                context.limits.clone(),
+                context.metrics.clone(),
+            );
             tokio::spawn(refresher.run(stopped));
             state
         }

@@ -1,5 +1,6 @@
-//! The series `cluster` produces: slot-map refreshes and the maps it rejected, and the MOVED/ASK
-//! redirects followed (the router follows them, but they report a topology that moved).
+//! The series `cluster` produces: slot-map refreshes, the checks that spare most of them, the
+//! maps it rejected, and the MOVED/ASK redirects followed (the router follows them, but they
+//! report a topology that moved).
 //! Slots owned and readiness per backend are gauges set at scrape time (`admin/readiness.rs`).
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -21,15 +22,23 @@ struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CheckLabel {
+    probe: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: &'static str,
 }
 
-/// Refreshes by result, rejected maps by reason, redirects by kind and node.
+/// Refreshes by result, checks by probe and result, rejected maps by reason, redirects by kind
+/// and node.
 #[derive(Default)]
 pub(crate) struct TopologyMetrics {
     redirects: Family<RedirectLabel, Counter>,
     refreshes: Family<ResultLabel, Counter>,
+    checks: Family<CheckLabel, Counter>,
     rejected: Family<ReasonLabel, Counter>,
 }
 
@@ -44,6 +53,12 @@ impl MetricGroup for TopologyMetrics {
             "topology_refreshes",
             "Slot map refreshes, by result",
             self.refreshes.clone(),
+        );
+        r.register(
+            "topology_checks",
+            "Checks whether the slot map changed, by probe (digest, info) and result \
+             (unchanged, changed, failed); changed and failed ones are followed by a refresh",
+            self.checks.clone(),
         );
         r.register(
             "topology_rejected",
@@ -71,6 +86,14 @@ impl TopologyMetrics {
     pub(crate) fn refresh(&self, ok: bool) {
         let result = if ok { "ok" } else { "failed" };
         self.refreshes.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// A check of the map: `probe` `digest` or `info`, `result` `unchanged`, `changed` or
+    /// `failed`.
+    pub(crate) fn check(&self, probe: &'static str, result: &'static str) {
+        self.checks
+            .get_or_create(&CheckLabel { probe, result })
+            .inc();
     }
 
     /// A slot map read but not adopted: `stale` (an owner with a lower config epoch),

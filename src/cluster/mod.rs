@@ -7,6 +7,7 @@
 #![warn(unreachable_pub, missing_docs)]
 
 mod change;
+mod change_check;
 mod config;
 mod metrics;
 mod migrating;
@@ -14,6 +15,7 @@ mod nodes;
 mod parse;
 mod refresh;
 mod safety;
+mod shards;
 mod slot;
 mod state;
 mod topology;

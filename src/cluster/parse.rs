@@ -1,4 +1,5 @@
 //! Reading a `CLUSTER SLOTS` reply into plain slot ranges, refusing malformed entries loudly.
+//! (`CLUSTER SHARDS` is read into the same ranges by `shards`.)
 
 use crate::protocol::Frame;
 
@@ -96,24 +97,29 @@ fn endpoint(frame: &Frame, answered_by: &str) -> Result<Option<SlotNode>, String
         .ok_or("node port is missing or invalid")?;
     let host = std::str::from_utf8(host).map_err(|_| "node host is not UTF-8")?;
     let id = node_id(fields.get(2))?;
+    Ok(node_addr(host, port, answered_by).map(|addr| SlotNode { addr, id }))
+}
+
+/// `host:port` of a node as a topology reply names it: `?` is an unknown endpoint (`None`), an
+/// empty host the node that answered, and an IPv6 host gets brackets.
+pub(super) fn node_addr(host: &str, port: u16, answered_by: &str) -> Option<String> {
     if host == "?" {
-        return Ok(None);
+        return None;
     }
     let host = if host.is_empty() {
         answered_by.rsplit_once(':').map_or(answered_by, |(h, _)| h)
     } else {
         host
     };
-    let addr = if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
+    if host.contains(':') && !host.starts_with('[') {
+        Some(format!("[{host}]:{port}"))
     } else {
-        format!("{host}:{port}")
-    };
-    Ok(Some(SlotNode { addr, id }))
+        Some(format!("{host}:{port}"))
+    }
 }
 
 /// The optional third field of a node: its id, a non-empty string when present.
-fn node_id(frame: Option<&Frame>) -> Result<Option<String>, String> {
+pub(super) fn node_id(frame: Option<&Frame>) -> Result<Option<String>, String> {
     let Some(frame) = frame else {
         return Ok(None);
     };

@@ -1,7 +1,7 @@
 //! What the rest of redcar sees of the cluster: the current slot-map snapshot, readiness, and
 //! the ways to ask the refresher for a fresher map.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -15,6 +15,9 @@ pub(crate) struct ClusterState {
     topology: ArcSwapOption<Topology>,
     /// Wakes the refresher early; repeated requests before it runs coalesce into one refresh.
     refresh_wanted: Notify,
+    /// What the requests since the refresher last looked want: 0 nothing, else a [`Want`] (the
+    /// most any of them wanted).
+    wanted: AtomicU8,
     /// Latched once a map covering all 16384 slots has been seen (readiness).
     ready: AtomicBool,
     /// Bumped on every adopted snapshot, so waiters can sleep until the map changes.
@@ -35,6 +38,17 @@ pub(crate) struct ClusterState {
     migrating: MigratingSlots,
 }
 
+/// What a request for a refresh asks of the refresher; requests merge into the greatest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Want {
+    /// Check whether the map changed, fetch it if so (after a short jitter).
+    Check = 1,
+    /// Fetch the map whole (after a jitter).
+    Fetch = 2,
+    /// Fetch the map whole without a jitter: a command waits for it.
+    FetchNow = 3,
+}
+
 /// Counts events until `threshold` of them ask for a refresh; 0 means never.
 struct EventCount {
     count: AtomicU32,
@@ -53,6 +67,7 @@ impl ClusterState {
         ClusterState {
             topology: ArcSwapOption::empty(),
             refresh_wanted: Notify::new(),
+            wanted: AtomicU8::new(0),
             ready: AtomicBool::new(false),
             version: watch::channel(0).0,
             redirects: EventCount::new(config.redirect_refresh_threshold),
@@ -97,24 +112,40 @@ impl ClusterState {
         self.topology.load()
     }
 
-    /// Asks the refresher to run soon (after `refresh_min_gap`). Called directly when a node is
-    /// ejected or anything else makes the map suspect.
+    /// Asks the refresher to fetch the map whole as soon as `refresh_min_gap` allows: something
+    /// showed it is wrong and a command waits for the fresh one (a slot without an owner, a
+    /// demoted primary's `READONLY`, a shard channel moved).
     pub(crate) fn request_refresh(&self) {
+        self.want(Want::FetchNow);
+    }
+
+    /// Asks the refresher to check soon whether the map changed (`CLUSTER INFO` of the node it
+    /// came from), and to fetch it only if so: a node is failing, which may or may not be a
+    /// failover. Called by failures and while a primary is ejected.
+    pub(crate) fn request_check(&self) {
+        self.want(Want::Check);
+    }
+
+    fn want(&self, want: Want) {
+        self.wanted.fetch_max(want as u8, Ordering::AcqRel);
         self.refresh_wanted.notify_one();
     }
 
-    /// Counts one MOVED reply; every `redirect_refresh_threshold`-th asks for a refresh.
+    /// Counts one MOVED reply; every `redirect_refresh_threshold`-th asks for the map. The
+    /// command itself follows the redirect, so nothing waits for the map: after a quiet spell
+    /// the refresher first waits a random time up to `refresh_jitter` (`refresh/pace.rs`), so a
+    /// fleet of sidecars that all met the same MOVED do not all ask at once.
     pub(crate) fn note_redirect(&self) {
         if self.redirects.note() {
-            self.request_refresh();
+            self.want(Want::Fetch);
         }
     }
 
     /// Counts one upstream failure (connect failed, connection lost); every
-    /// `failure_refresh_threshold`-th asks for a refresh.
+    /// `failure_refresh_threshold`-th asks for a check.
     pub(crate) fn note_failure(&self) {
         if self.failures.note() {
-            self.request_refresh();
+            self.request_check();
         }
     }
 
@@ -135,10 +166,25 @@ impl ClusterState {
         *self.version.borrow()
     }
 
-    /// Resolves when someone asked for a refresh (the refresher, or another topology source
-    /// such as the Sentinel follower, waits on it).
-    pub(crate) async fn refresh_wanted(&self) {
-        self.refresh_wanted.notified().await;
+    /// Resolves when someone asked for a refresh, with the most any request since wanted (the
+    /// refresher, or another topology source such as the Sentinel follower, waits on it).
+    pub(crate) async fn refresh_wanted(&self) -> Want {
+        loop {
+            if let Some(want) = self.take_wanted() {
+                return want;
+            }
+            self.refresh_wanted.notified().await;
+        }
+    }
+
+    /// What was asked for since the last look, if anything (without waiting).
+    pub(crate) fn take_wanted(&self) -> Option<Want> {
+        match self.wanted.swap(0, Ordering::AcqRel) {
+            0 => None,
+            1 => Some(Want::Check),
+            2 => Some(Want::Fetch),
+            _ => Some(Want::FetchNow),
+        }
     }
 
     /// Each slot's last known owner and epoch (read once per refresh).
@@ -258,14 +304,29 @@ mod tests {
         };
         let state = ClusterState::with_config(&config);
         let woken = || async {
-            tokio::time::timeout(std::time::Duration::from_millis(20), state.refresh_wanted())
-                .await
-                .is_ok()
+            tokio::time::timeout(std::time::Duration::from_millis(20), state.refresh_wanted()).await
+                == Ok(Want::Check)
         };
         state.note_redirect();
         state.note_failure();
         assert!(!woken().await, "below both thresholds");
         state.note_failure();
         assert!(woken().await, "second failure reaches the threshold");
+    }
+
+    #[tokio::test]
+    async fn requests_coalesce_into_the_most_any_wanted() {
+        let state = ClusterState::new();
+        assert_eq!(state.take_wanted(), None);
+        state.request_check();
+        state.note_redirect();
+        state.request_check();
+        assert_eq!(state.refresh_wanted().await, Want::Fetch);
+        state.note_redirect();
+        state.request_refresh();
+        assert_eq!(state.take_wanted(), Some(Want::FetchNow));
+        assert_eq!(state.take_wanted(), None);
+        state.request_check();
+        assert_eq!(state.take_wanted(), Some(Want::Check));
     }
 }

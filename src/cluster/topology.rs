@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::change_check::Print;
 use super::nodes::NodeStates;
 use super::parse::{SlotNode, SlotRange};
 use super::SLOT_COUNT;
@@ -36,6 +37,9 @@ pub(crate) struct Topology {
     /// replica looks until its role has reached this node. Sorted. The refresher watches such a
     /// map closely.
     left_out: Vec<String>,
+    /// The fingerprint of the answering node's view when the map was read, for the checks that
+    /// ask whether it changed (`change_check`); empty for maps not read from a cluster.
+    print: Print,
 }
 
 impl Topology {
@@ -80,7 +84,18 @@ impl Topology {
             source,
             has_epochs: states.is_some(),
             left_out,
+            print: Print::default(),
         }
+    }
+
+    /// The map with the fingerprint of the view it was read from.
+    pub(crate) fn with_print(self, print: Print) -> Topology {
+        Topology { print, ..self }
+    }
+
+    /// The fingerprint of the view the map was read from.
+    pub(crate) fn print(&self) -> &Print {
+        &self.print
     }
 
     /// A map in which one primary (with these replicas) owns all 16384 slots: how a
@@ -104,6 +119,7 @@ impl Topology {
             source,
             has_epochs: false,
             left_out: Vec::new(),
+            print: Print::default(),
         }
     }
 
@@ -111,14 +127,19 @@ impl Topology {
     /// primaries do, replicas only when `reads_replicas`. A node with nothing to serve (a
     /// replica under `read_policy: primary`, a primary demoted by a failover) is put on standby:
     /// its pooled connections close within a second of their last command. Each node's health
-    /// learns its role too (a primary's ejections do not grow: `Health::set_primary`).
+    /// learns its role too (a primary's ejections do not grow: `Health::set_primary`), and each
+    /// replica its primary (checked at once while that primary is down: `Health::due_for_check`).
     pub(crate) fn assign_standby(&self, reads_replicas: bool) {
         for shard in &self.shards {
             shard.primary.set_standby(false);
             shard.primary.health().set_primary(true);
+            shard.primary.health().set_shard_primary(None);
             for replica in &shard.replicas {
                 replica.set_standby(!reads_replicas);
                 replica.health().set_primary(false);
+                replica
+                    .health()
+                    .set_shard_primary(Some(shard.primary.addr()));
             }
         }
     }

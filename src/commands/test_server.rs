@@ -96,6 +96,30 @@ impl TestServer {
             .expect("write to redis-server");
         read_reply(&mut self.conn)
     }
+
+    /// Sends one command and returns its reply's bytes as the server sent them (RESP2 or RESP3,
+    /// after `HELLO 3`).
+    pub(crate) fn call_raw(&mut self, args: &[&str]) -> Vec<u8> {
+        let request = crate::protocol::Request::from_args(args);
+        self.conn
+            .get_mut()
+            .write_all(request.raw())
+            .expect("write to redis-server");
+        let limits = crate::protocol::Limits::default();
+        let mut reply = Vec::new();
+        loop {
+            let framed = crate::protocol::reply_frame_len(&reply, &limits).expect("a reply");
+            if let Some(len) = framed {
+                assert_eq!(len, reply.len(), "one reply to one command");
+                return reply;
+            }
+            let read = self.conn.fill_buf().expect("read from redis-server");
+            assert!(!read.is_empty(), "redis-server closed the connection");
+            let n = read.len();
+            reply.extend_from_slice(read);
+            self.conn.consume(n);
+        }
+    }
 }
 
 impl Drop for TestServer {

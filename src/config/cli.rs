@@ -105,6 +105,10 @@ pub struct Cli {
     /// Persistent pipelined connections to each cluster node.
     #[arg(long, env = "REDCAR_CONNECTIONS_PER_NODE", value_name = "N")]
     pub(crate) connections_per_node: Option<usize>,
+    /// File holding the serving process's pid (`pid_file`): written at start-up, rewritten by
+    /// the new process after an upgrade in place; `redcar upgrade --pid-file` reads it.
+    #[arg(long, env = "REDCAR_PID_FILE", value_name = "FILE")]
+    pub(crate) pid_file: Option<PathBuf>,
     /// Validate the configuration, print the effective config as YAML and exit.
     #[arg(long)]
     pub check_config: bool,
@@ -126,6 +130,25 @@ pub enum Command {
     /// Config file tools: convert another proxy's configuration into redcar's.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Upgrade a running redcar in place: start the binary at its path again, which takes over
+    /// the listeners and the connected clients (docs/operations.md).
+    ///
+    /// Sends SIGUSR2 to the process named by the pid file, then waits for the outcome. Exit
+    /// status: 0 upgraded, 1 failed (the running process goes on serving), 64 bad arguments or
+    /// no such process.
+    Upgrade(UpgradeArgs),
+}
+
+/// Flags of `redcar upgrade`.
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// The pid file the running redcar writes (its `--pid-file` / `pid_file`).
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: PathBuf,
+    /// How long to wait for the outcome (the running process's `upgrade_timeout` bounds the
+    /// new process's start).
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    pub timeout: Duration,
 }
 
 /// `redcar config ...` tools (see docs/migrating-from-envoy.md).
@@ -270,6 +293,7 @@ impl Cli {
                 .filter(|s| !s.is_empty())
                 .collect();
         }
+        set(&mut config.pid_file, self.pid_file.clone().map(Some));
         self.apply_sentinel(config);
         Ok(())
     }

@@ -11,7 +11,7 @@ mod validate_routes;
 
 pub(crate) mod secrets;
 
-pub use cli::{Cli, Command, ConfigCommand};
+pub use cli::{Cli, Command, ConfigCommand, UpgradeArgs};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -68,6 +68,13 @@ pub struct Config {
     /// How long SIGTERM/SIGINT waits for in-flight replies before closing clients.
     #[serde(with = "units::duration")]
     pub drain_timeout: Duration,
+    /// How long a new process started by an upgrade in place (SIGUSR2, `redcar upgrade`) may
+    /// take to be ready (config read, slot map fetched) before the upgrade is called off.
+    #[serde(with = "units::duration")]
+    pub upgrade_timeout: Duration,
+    /// A file holding the serving process's pid: written at start-up, rewritten by a new
+    /// process when an upgrade in place hands over to it (`--pid-file`).
+    pub pid_file: Option<PathBuf>,
     /// The Redis Cluster in front of which redcar runs: seeds and slot-map refresh.
     pub cluster: ClusterConfig,
     /// Follow one Sentinel-managed primary instead of a cluster (exclusive with
@@ -118,6 +125,8 @@ impl Default for Config {
             log_level: "info".to_string(),
             log_format: "text".to_string(),
             drain_timeout: Duration::from_secs(10),
+            upgrade_timeout: Duration::from_secs(30),
+            pid_file: None,
             cluster: ClusterConfig::default(),
             sentinel: None,
             upstream: UpstreamConfig::default(),

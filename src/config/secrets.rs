@@ -19,7 +19,7 @@ impl Config {
             ("auth.requirepass".into(), self.auth.requirepass.as_ref()),
         ];
         for (i, user) in self.auth.users.iter().enumerate() {
-            keys.push((format!("auth.users[{i}].password"), Some(&user.password)));
+            keys.push((format!("auth.users[{i}].password"), user.password.as_ref()));
         }
         keys.push(("upstream.password".into(), self.upstream.password.as_ref()));
         keys.push((
@@ -39,15 +39,23 @@ impl Config {
             .collect()
     }
 
-    /// Reads every secret now (files, variables) and keeps only its digest.
+    /// Reads every secret now (files, variables) and keeps only its digest; the passwords and
+    /// hashes written in an `acl` string count as one secret, `auth.users[N].acl`.
     pub(crate) fn secret_digests(&self) -> Result<SecretDigests, ConfigError> {
-        self.secrets()
+        let mut digests = self
+            .secrets()
             .into_iter()
             .map(|(key, secret)| {
                 let digest = secret.resolve(&key).map_err(ConfigError)?;
                 Ok((key, digest))
             })
-            .collect()
+            .collect::<Result<SecretDigests, ConfigError>>()?;
+        for (i, user) in self.auth.users.iter().enumerate() {
+            if let Some(digest) = user.acl.as_ref().and_then(|acl| acl.secret_digest()) {
+                digests.insert(format!("auth.users[{i}].acl"), digest);
+            }
+        }
+        Ok(digests)
     }
 }
 

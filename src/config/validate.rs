@@ -211,7 +211,8 @@ impl Config {
             ));
         }
         within("workers", self.workers, 0, 1024)?;
-        positive("drain_timeout", self.drain_timeout)
+        positive("drain_timeout", self.drain_timeout)?;
+        positive("upgrade_timeout", self.upgrade_timeout)
     }
 
     /// Read policy, hedging, retry budget and outlier detection.

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::budget::Budget;
 use super::drain::Drain;
+use super::handover::Handover;
 use super::slow::LatencyWatch;
 use super::spread::Spread;
 use super::tracking::Tracking;
@@ -53,6 +54,8 @@ pub(crate) struct Downstream {
     spread: Option<Arc<Spread>>,
     /// Started at shutdown: sessions close once they owe nothing.
     pub(super) drain: Drain,
+    /// An upgrade in place handing this process's clients to the next one (see `handover`).
+    pub(crate) handover: Handover,
     /// Client-side caching: who tracks which keys, and their mailboxes (see `tracking`).
     pub(super) tracking: Arc<Tracking>,
     /// `hotkeys:`: sessions sample their commands into it, `/hotkeys` reads it (off unless
@@ -124,6 +127,7 @@ impl Downstream {
             .tracking()
             .add_sink(Arc::downgrade(&sink));
         Downstream {
+            handover: Handover::new(client_metrics.upgrade_clients.clone()),
             tracking,
             near_cache: None,
             budget,
@@ -153,6 +157,27 @@ impl Downstream {
     /// stop on their own shutdown signal.
     pub(crate) fn drain(&self) {
         self.drain.start();
+    }
+
+    /// An upgrade takes over: every session leaves for the new process at its next safe point
+    /// with records of `version` sent to `sink` (see `handover`), or is closed when it cannot.
+    pub(crate) fn hand_over_clients(
+        &self,
+        version: u16,
+        sink: Option<std::sync::mpsc::Sender<super::handover::Outgoing>>,
+    ) {
+        self.handover.start(version, sink);
+        self.drain.start();
+    }
+
+    /// The next client id this process would give (the new process starts above it).
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.load(Ordering::Relaxed)
+    }
+
+    /// Gives new clients ids from `next` on at least (the old process's clients keep theirs).
+    pub(crate) fn reserve_ids(&self, next: u64) {
+        self.next_id.fetch_max(next, Ordering::Relaxed);
     }
 
     /// `threading: per-core`: the workers' client counts.
@@ -233,7 +258,36 @@ impl Downstream {
         let connected_at = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let worker = crate::workers::current();
+        let at = (crate::workers::current(), connected_at);
+        self.register(id, addr, (listener, gauges), done, at)
+    }
+
+    /// Registers a client handed over by the previous process (`handover::adopt`): its `id`
+    /// kept, counted on `worker`, connected since `connected_at` (Unix seconds).
+    pub(super) fn connect_adopted(
+        self: &Arc<Self>,
+        id: u64,
+        addr: Arc<str>,
+        listener: (&'static str, &ListenerMetrics),
+        done: &mpsc::Sender<()>,
+        at: (Option<usize>, u64),
+    ) -> Connected {
+        self.next_id
+            .fetch_max(id.saturating_add(1), Ordering::Relaxed);
+        // Counted as an accepted client is (its `Connected` takes it off when it ends), but
+        // never refused: it was connected already.
+        self.connected.fetch_add(1, Ordering::SeqCst);
+        self.register(id, addr, listener, done, at)
+    }
+
+    fn register(
+        self: &Arc<Self>,
+        id: u64,
+        addr: Arc<str>,
+        (listener, gauges): (&'static str, &ListenerMetrics),
+        done: &mpsc::Sender<()>,
+        (worker, connected_at): (Option<usize>, u64),
+    ) -> Connected {
         let client = Registered {
             addr,
             listener,

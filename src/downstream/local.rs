@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use super::local_args::{hello_options, hello_version, select, set_info, Field, HelloOptions};
 use super::tracking::ClientTracking;
-use crate::auth::{self, User, Users};
+use crate::auth::{self, Admit, Tenancy, User, Users};
 use crate::commands::{CommandSpec, Local};
+use crate::metrics::UserSeries;
 use crate::near_cache::Admitted;
 use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_map_len, write_null_in,
@@ -40,6 +42,9 @@ pub(crate) struct ClientState {
     users: Arc<Users>,
     /// The authenticated user; `None` until AUTH when authentication is required.
     user: Option<Arc<User>>,
+    /// The user's limits and figures as this client carries them (boxed, and only when
+    /// authentication is on: part of every session's lasting state).
+    tenancy: Option<Box<Tenancy>>,
     /// Client-side caching (`CLIENT TRACKING`), made the first time it is used.
     pub(crate) tracking: Option<Box<ClientTracking>>,
     /// The client's commands take the nodes' tracked or near lanes because a near-cache fill
@@ -63,9 +68,22 @@ impl ClientState {
             written: Written::default(),
             user: users.anonymous(),
             users,
+            tenancy: None,
             tracking: None,
             near_lanes: None,
         }
+    }
+
+    /// Failed logins so far on this connection.
+    pub(crate) fn failed_logins(&self) -> u16 {
+        self.failed_logins
+    }
+
+    /// A client carried over by an upgrade: its login as the previous process had it (`None`:
+    /// the anonymous user of this process, if any) and its failed logins so far.
+    pub(crate) fn restore(&mut self, user: Option<Arc<User>>, failed_logins: u16) {
+        self.user = user.or_else(|| self.users.anonymous());
+        self.failed_logins = failed_logins;
     }
 
     /// This client's connection to every node (see `Node::send`): its id spreads clients over
@@ -86,6 +104,85 @@ impl ClientState {
         self.name = None;
         self.tx.reset();
         self.user = self.users.anonymous();
+        if let Some(tenancy) = &mut self.tenancy {
+            tenancy.log_out();
+        }
+    }
+
+    /// A new connection from `peer`: `Err` with the reply to send before closing it when its
+    /// address already has `auth.max_unauthenticated_per_address` connections not logged in.
+    pub(crate) fn connect(&mut self, peer: &str) -> Result<(), Bytes> {
+        if self.user.is_none() {
+            self.tenancy = Some(Box::new(Tenancy::connect(&self.users, peer)?));
+        }
+        Ok(())
+    }
+
+    /// Logs the client in as `user`; `Err` with the refusal when the user has all the
+    /// connections its limits allow (the client then stays as it was).
+    fn log_in(&mut self, user: Arc<User>) -> Result<(), Bytes> {
+        if user.tenant.is_some() {
+            let tenancy = self.tenancy.get_or_insert_with(Box::default);
+            tenancy.log_in(&user, &self.users, self.id)?;
+        } else if let Some(tenancy) = &mut self.tenancy {
+            tenancy.log_out();
+        }
+        self.user = Some(user);
+        Ok(())
+    }
+
+    /// Whether the client's next command may start now (its user's rates).
+    #[inline]
+    pub(crate) fn admit(&mut self, now: tokio::time::Instant) -> Admit {
+        match &mut self.tenancy {
+            Some(tenancy) => tenancy.admit(now),
+            None => Admit::Now,
+        }
+    }
+
+    /// `n` bytes read from the client (its user's figures and byte rates).
+    #[inline]
+    pub(crate) fn note_read(&mut self, n: usize) {
+        if let Some(tenancy) = &mut self.tenancy {
+            tenancy.note_read(n);
+        }
+    }
+
+    /// `n` bytes written to the client.
+    #[inline]
+    pub(crate) fn note_written(&mut self, n: usize) {
+        if let Some(tenancy) = &mut self.tenancy {
+            tenancy.note_written(n);
+        }
+    }
+
+    /// Where the client's commands count besides the per-command series: its user's figures.
+    #[inline]
+    pub(crate) fn user_series(&self) -> Option<&Arc<UserSeries>> {
+        self.tenancy.as_deref()?.user_series()
+    }
+
+    /// The user, when it asked for KEYS, SCAN and RANDOMKEY to show only keys it may read.
+    pub(crate) fn key_filter(&self) -> Option<&Arc<User>> {
+        self.user.as_ref().filter(|u| u.filter_keys)
+    }
+
+    /// The user the client is logged in as.
+    pub(crate) fn user(&self) -> Option<&Arc<User>> {
+        self.user.as_ref()
+    }
+
+    /// The users the client's login comes from.
+    pub(crate) fn users(&self) -> &Arc<Users> {
+        &self.users
+    }
+
+    /// `n` bytes written to the client in subscribe mode (its user's figures; the rates do not
+    /// hold back messages).
+    pub(crate) fn count_sent(&self, n: usize) {
+        if let Some(tenancy) = &self.tenancy {
+            tenancy.count_sent(n);
+        }
     }
 
     /// After a reload: the client keeps its login only if its user still exists with the same
@@ -101,22 +198,56 @@ impl ClientState {
                 "client logged out by a config reload: its user was removed or its password changed"
             );
         }
-        self.user = renewed.or_else(|| users.anonymous());
         self.users = users;
+        match renewed {
+            Some(user) => {
+                if self.log_in(user).is_err() {
+                    self.log_out();
+                }
+            }
+            None => self.log_out(),
+        }
+    }
+
+    /// Back to the identity of a client that has not authenticated.
+    fn log_out(&mut self) {
+        if let Some(tenancy) = &mut self.tenancy {
+            tenancy.log_out();
+        }
+        self.user = self.users.anonymous();
     }
 
     /// Authentication and per-user rules, before routing: a command the client may not run
-    /// becomes its refusal (inside MULTI that also makes EXEC abort, as in Redis). `spec` is
-    /// looked up only for restricted users, so open proxies pay one branch per command.
+    /// (the command, one of its keys or channels) becomes its refusal (inside MULTI that also
+    /// makes EXEC abort, as in Redis). `spec` is looked up only for restricted users, so open
+    /// proxies pay one branch per command. `args`: the command line.
     pub(crate) fn gate(
         &self,
         plan: Plan,
         spec: impl FnOnce() -> Option<&'static CommandSpec>,
+        args: Args<'_>,
     ) -> Plan {
-        match &self.user {
+        self.gate_as(self.user.as_ref(), plan, spec, args)
+    }
+
+    /// [`gate`](Self::gate) for `user` rather than the one the client logged in as (subscribe
+    /// mode after a reload renewed it).
+    pub(crate) fn gate_as(
+        &self,
+        user: Option<&Arc<User>>,
+        plan: Plan,
+        spec: impl FnOnce() -> Option<&'static CommandSpec>,
+        args: Args<'_>,
+    ) -> Plan {
+        match user {
             Some(user) if user.is_unrestricted() => plan,
-            Some(user) => match spec() {
-                Some(spec) if !user.may_run(spec) => Plan::Reply(user.refusal(spec)),
+            Some(user) => match spec().map(|spec| user.check(spec, args)) {
+                Some(Err(refusal)) => {
+                    if let Some(tenancy) = &self.tenancy {
+                        tenancy.note_refused();
+                    }
+                    Plan::Reply(refusal)
+                }
                 _ => plan,
             },
             None => match spec() {
@@ -134,10 +265,10 @@ impl ClientState {
             _ => return Bytes::from_static(b"-ERR syntax error\r\n"),
         };
         match self.users.login(user, password) {
-            Ok(user) => {
-                self.user = Some(user);
-                Bytes::from_static(b"+OK\r\n")
-            }
+            Ok(user) => match self.log_in(user) {
+                Ok(()) => Bytes::from_static(b"+OK\r\n"),
+                Err(refusal) => refusal,
+            },
             Err(refusal) => self.failed(refusal),
         }
     }
@@ -212,7 +343,11 @@ impl ClientState {
         };
         if let Some((user, password)) = login {
             match self.users.login(Some(user), password) {
-                Ok(user) => self.user = Some(user),
+                Ok(user) => {
+                    if let Err(refusal) = self.log_in(user) {
+                        return refusal;
+                    }
+                }
                 Err(refusal) => return self.failed(refusal),
             }
         }
@@ -288,100 +423,6 @@ impl ClientState {
         write_simple(&mut out, b"OK");
         out.freeze()
     }
-}
-
-/// `CLIENT SETINFO LIB-NAME|LIB-VER value`, checked as Redis 7.2 checks it. Accepted and not
-/// kept: a field per idle client would cost memory for a label nothing here reads.
-fn set_info(args: Args<'_>) -> Bytes {
-    let mut out = BytesMut::with_capacity(96);
-    let (Some(attribute), Some(value), None) = (args.get(2), args.get(3), args.get(4)) else {
-        write_error(
-            &mut out,
-            b"ERR wrong number of arguments for 'client|setinfo' command",
-        );
-        return out.freeze();
-    };
-    let name = if attribute.eq_ignore_ascii_case(b"lib-name") {
-        "lib-name"
-    } else if attribute.eq_ignore_ascii_case(b"lib-ver") {
-        "lib-ver"
-    } else {
-        let message = format!(
-            "ERR Unrecognized option '{}'",
-            String::from_utf8_lossy(attribute)
-        );
-        write_error(&mut out, message.as_bytes());
-        return out.freeze();
-    };
-    // Redis's rule, as for client names: printable ASCII without spaces.
-    if value.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-        let message = format!("ERR {name} cannot contain spaces, newlines or special characters.");
-        write_error(&mut out, message.as_bytes());
-        return out.freeze();
-    }
-    write_simple(&mut out, b"OK");
-    out.freeze()
-}
-
-/// HELLO's `protover`: the protocol asked for, or `None` with the error written to `out`.
-fn hello_version(version: &[u8], out: &mut BytesMut) -> Option<Protocol> {
-    match Protocol::from_hello(version) {
-        Ok(asked) => Some(asked),
-        Err(false) => {
-            write_error(
-                out,
-                b"ERR Protocol version is not an integer or out of range",
-            );
-            None
-        }
-        Err(true) => {
-            write_error(out, b"NOPROTO unsupported protocol version");
-            None
-        }
-    }
-}
-
-/// What HELLO's options ask for: a login (`AUTH user password`) and a name (`SETNAME name`).
-struct HelloOptions<'a> {
-    login: Option<(&'a [u8], &'a [u8])>,
-    name: Option<&'a [u8]>,
-}
-
-/// HELLO's options after the version, or `None` with the syntax error written to `out`.
-fn hello_options<'a>(args: Args<'a>, out: &mut BytesMut) -> Option<HelloOptions<'a>> {
-    let (mut login, mut name) = (None, None);
-    let mut rest = args.iter().skip(2);
-    while let Some(option) = rest.next() {
-        let more = rest.len();
-        if option.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            login = rest.next().zip(rest.next());
-        } else if option.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
-            name = rest.next();
-        } else {
-            let mut message = b"ERR Syntax error in HELLO option '".to_vec();
-            message.extend(option.iter().filter(|b| !matches!(b, b'\r' | b'\n')));
-            message.push(b'\'');
-            write_error(out, &message);
-            return None;
-        }
-    }
-    Some(HelloOptions { login, name })
-}
-
-enum Field {
-    Text(&'static [u8]),
-    Int(i64),
-    EmptyArray,
-}
-
-/// Only database 0 exists in Redis Cluster, so only `SELECT 0` can succeed.
-fn select(args: Args<'_>) -> Bytes {
-    let mut out = BytesMut::with_capacity(96);
-    match args.get(1) {
-        Some(b"0") => write_simple(&mut out, b"OK"),
-        _ => return redcar_error("SELECT: Redis Cluster has only database 0"),
-    }
-    out.freeze()
 }
 
 #[cfg(test)]

@@ -31,6 +31,27 @@ struct MoveLabel {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpgradeLabel {
+    outcome: &'static str,
+    reason: &'static str,
+}
+
+/// `redcar_upgrade_clients{outcome, reason}`: what an upgrade did with each client of the old
+/// process (`moved`, or `closed` with why: `tls`, `version`, `gone`; `drained` is counted by
+/// the app when `drain_timeout` closes the rest).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct UpgradeClients(Family<UpgradeLabel, Counter>);
+
+impl UpgradeClients {
+    /// One client moved (`outcome` `moved`) or closed, for `reason`.
+    pub(crate) fn count(&self, outcome: &'static str, reason: &'static str) {
+        self.0
+            .get_or_create(&UpgradeLabel { outcome, reason })
+            .inc();
+    }
+}
+
 /// Why a session moved to another worker (`placement: auto`, see `downstream::moves`).
 pub(crate) const MOVE_REASONS: [&str; 2] = ["pipelining", "overflow"];
 
@@ -51,6 +72,8 @@ pub(crate) struct ClientMetrics {
     /// `placement: auto`: pipelining clients on each worker, and sessions moved between workers.
     worker_pipelining: Family<WorkerLabel, Gauge>,
     sessions_moved: Family<MoveLabel, Counter>,
+    /// What upgrades did with this process's clients (see [`UpgradeClients`]).
+    pub(crate) upgrade_clients: UpgradeClients,
     /// Data-plane threads, labelled with the threading model that runs (what `auto` settled to).
     workers: Family<ThreadingLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
@@ -181,6 +204,11 @@ impl ClientMetrics {
         for reason in MOVE_REASONS {
             drop(self.sessions_moved.get_or_create(&MoveLabel { reason }));
         }
+        r.register(
+            "upgrade_clients",
+            "Clients of this process at an upgrade in place, by outcome (moved, closed) and reason",
+            self.upgrade_clients.0.clone(),
+        );
         r.register(
             "sessions_moved",
             "Client sessions moved to another worker at a safe point, by reason (placement: auto)",

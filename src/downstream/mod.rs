@@ -11,8 +11,11 @@ mod drain;
 mod event_loop;
 mod facade;
 mod facade_reply;
+mod keyspace;
+mod handover;
 mod listener;
 mod local;
+mod local_args;
 mod metrics;
 mod movable;
 mod moves;
@@ -29,8 +32,12 @@ pub(crate) use clients::Downstream;
 pub(crate) use config::ClientConfig;
 pub(crate) use event_loop::{start as start_loop, LoopListener, LoopSetup, Stop as LoopStop};
 pub(crate) use facade::{Facade, FacadeConfig};
+pub(crate) use handover::{
+    adopt, HandedOver, Outgoing, CURRENT as HANDOVER_CURRENT, OLDEST as HANDOVER_OLDEST,
+};
 pub(crate) use listener::serve;
 pub(crate) use metrics::{ClientMetrics, ListenerMetrics};
+pub(crate) use pubsub::PubsubMetrics;
 pub(crate) use spread::{Gated, Spread};
 pub(crate) use tls::{TlsConfig, TlsListener};
 pub(crate) use tracking::TrackingMetrics;

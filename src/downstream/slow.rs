@@ -79,6 +79,15 @@ impl LatencyWatch {
                 continue;
             }
             let slow = baseline.observe(sum_us as f64 / commands as f64);
+            // What tests (and anyone tuning) wait for: the baseline is trusted from the
+            // (WARM_UP_SAMPLES + 1)th sample on.
+            tracing::debug!(
+                samples = baseline.samples,
+                trusted = baseline.samples > WARM_UP_SAMPLES,
+                recent_us = baseline.recent as u64,
+                baseline_us = baseline.baseline as u64,
+                "latency sample (client.close_idle_when_slow)"
+            );
             if slow != *self.slow.borrow() {
                 tracing::info!(
                     slow,

@@ -45,6 +45,7 @@ pub(crate) use group::MetricGroup;
 pub(crate) use latency::{quantile_us, BucketCounts, LatencyHistogram, LocalLatency};
 pub(crate) use slowlog::{SlowEntry, SlowLog};
 pub use tally::CommandTally;
+pub(crate) use tally::UserSeries;
 pub(crate) use totals::Totals;
 
 use std::sync::atomic::{AtomicU64, Ordering};

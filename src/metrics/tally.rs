@@ -11,11 +11,14 @@
 //! client").
 
 use std::cell::RefCell;
+use std::sync::Arc;
 use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
 
 use super::command::CommandSeries;
 use super::latency::LocalLatency;
-use super::Metrics;
+use super::{LatencyHistogram, Metrics};
 
 /// Distinct (registry, command) pairs a thread keeps handles for; past it, the thread flushes
 /// and starts over.
@@ -25,6 +28,26 @@ thread_local! {
     /// Every session on this thread counts here: an idle client holds no tally of its own, and
     /// sessions on one worker (usually running the same few commands) share the entries.
     static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+    /// The same for the users the sessions on this thread run as (see [`UserSeries`]).
+    static USERS: RefCell<Vec<PendingUser>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A user's calls, error replies and latency (`auth`'s per-user figures): a session's commands
+/// count into them too while it runs as that user ([`CommandTally::follow`]), through the same
+/// runs of records and the same flushes as the per-command series, so they cost nothing more
+/// per command.
+#[derive(Debug, Default)]
+pub(crate) struct UserSeries {
+    pub(crate) calls: Counter,
+    pub(crate) errors: Counter,
+    pub(crate) duration: LatencyHistogram,
+}
+
+/// One user's counts on this thread since the last flush.
+struct PendingUser {
+    series: Arc<UserSeries>,
+    errors: u64,
+    duration: LocalLatency,
 }
 
 /// A session's way into its thread's per-command counts. Flushed explicitly before a session
@@ -38,6 +61,8 @@ pub struct CommandTally<'m> {
     /// entry and one bucket search instead of 16 (each about 110 instructions; callgrind,
     /// 2026-11-27).
     run: Run,
+    /// The user the session runs as, when its figures are kept.
+    user: Option<Arc<UserSeries>>,
 }
 
 /// A run of identical records; `calls == 0`: none.
@@ -69,6 +94,22 @@ impl<'m> CommandTally<'m> {
                 calls: 0,
                 errors: 0,
             },
+            user: None,
+        }
+    }
+
+    /// From now on, commands also count for `user` (`None`: for no user). Cheap when it is the
+    /// user already followed: one pointer comparison.
+    #[inline]
+    pub(crate) fn follow(&mut self, user: Option<&Arc<UserSeries>>) {
+        let same = match (&self.user, user) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            self.end_run();
+            self.user = user.cloned();
         }
     }
 
@@ -81,7 +122,7 @@ impl<'m> CommandTally<'m> {
     /// returns whether it was slow (as [`Metrics::record_command`], which it replaces on the
     /// hot path).
     pub fn record(&mut self, command: &'static str, elapsed_ns: u64, error: bool) -> bool {
-        if self.metrics.commands.enabled() {
+        if self.metrics.commands.enabled() || self.user.is_some() {
             let run = &mut self.run;
             // The name's pointer, as in `entry`: the table's `&'static str`s.
             if run.calls > 0 && std::ptr::eq(run.command, command) && run.elapsed_ns == elapsed_ns {
@@ -106,12 +147,22 @@ impl<'m> CommandTally<'m> {
         if run.calls == 0 {
             return;
         }
-        PENDING.with(|pending| {
-            let mut pending = pending.borrow_mut();
-            let entry = entry(&mut pending, self.metrics, run.command);
-            entry.errors += run.errors;
-            entry.duration.observe_ns_times(run.elapsed_ns, run.calls);
-        });
+        if self.metrics.commands.enabled() {
+            PENDING.with(|pending| {
+                let mut pending = pending.borrow_mut();
+                let entry = entry(&mut pending, self.metrics, run.command);
+                entry.errors += run.errors;
+                entry.duration.observe_ns_times(run.elapsed_ns, run.calls);
+            });
+        }
+        if let Some(user) = &self.user {
+            USERS.with(|users| {
+                let mut users = users.borrow_mut();
+                let entry = user_entry(&mut users, user);
+                entry.errors += run.errors;
+                entry.duration.observe_ns_times(run.elapsed_ns, run.calls);
+            });
+        }
         run.calls = 0;
     }
 
@@ -119,6 +170,42 @@ impl<'m> CommandTally<'m> {
     pub fn flush(&mut self) {
         self.end_run();
         PENDING.with(|pending| flush(&mut pending.borrow_mut()));
+        USERS.with(|users| flush_users(&mut users.borrow_mut()));
+    }
+}
+
+/// The thread's entry for `user`, made on first use (a handful of users per thread: a scan).
+fn user_entry<'p>(users: &'p mut Vec<PendingUser>, user: &Arc<UserSeries>) -> &'p mut PendingUser {
+    let at = match users.iter().position(|p| Arc::ptr_eq(&p.series, user)) {
+        Some(at) => at,
+        None => {
+            if users.len() == MAX_COMMANDS {
+                flush_users(users);
+                users.clear();
+            }
+            users.push(PendingUser {
+                series: user.clone(),
+                errors: 0,
+                duration: LocalLatency::default(),
+            });
+            users.len() - 1
+        }
+    };
+    &mut users[at]
+}
+
+fn flush_users(users: &mut [PendingUser]) {
+    for user in users {
+        let calls = user.duration.count();
+        if calls == 0 {
+            continue;
+        }
+        user.series.calls.inc_by(calls);
+        if user.errors > 0 {
+            user.series.errors.inc_by(user.errors);
+            user.errors = 0;
+        }
+        user.duration.flush_into(&user.series.duration);
     }
 }
 
@@ -324,6 +411,37 @@ mod tests {
         second.flush();
         let set = "redcar_commands_total{command=\"set\"}";
         assert_eq!(count_of(&two, set), Some(1));
+    }
+
+    #[test]
+    fn a_followed_user_counts_its_commands_even_with_command_stats_off() {
+        let config = MetricsConfig {
+            command_stats: false,
+            ..MetricsConfig::default()
+        };
+        let metrics = Metrics::new(&config);
+        let (alice, bob) = (
+            Arc::new(UserSeries::default()),
+            Arc::new(UserSeries::default()),
+        );
+        let mut tally = CommandTally::new(&metrics);
+        tally.record("get", 10_000, false);
+        tally.follow(Some(&alice));
+        tally.record("get", 10_000, false);
+        tally.record("get", 10_000, true);
+        tally.follow(Some(&alice));
+        tally.record("set", 20_000, false);
+        tally.follow(Some(&bob));
+        tally.record("get", 10_000, false);
+        assert_eq!(alice.calls.get(), 0, "counted at the flush");
+        tally.flush();
+        assert_eq!((alice.calls.get(), alice.errors.get()), (3, 1));
+        assert_eq!((bob.calls.get(), bob.errors.get()), (1, 0));
+        assert_eq!(alice.duration.buckets().iter().sum::<u64>(), 3);
+        tally.follow(None);
+        tally.record("get", 10_000, false);
+        tally.flush();
+        assert_eq!(bob.calls.get(), 1);
     }
 
     #[test]

@@ -7,6 +7,11 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Totals {
     pub(crate) uptime: Duration,
+    /// This process, its restart generation (upgrades in place since the first start) and,
+    /// while an upgrade hands its clients over, the old process (0 otherwise).
+    pub(crate) pid: u32,
+    pub(crate) generation: u64,
+    pub(crate) old_pid: u32,
     /// Clients connected now, over every listener.
     pub(crate) clients: i64,
     /// Clients accepted since start.

@@ -69,6 +69,34 @@ impl Request {
         Request::from_ranges(out.freeze(), ranges)
     }
 
+    /// The request whose whole encoding `raw` is (a forwarded command's payload, which is some
+    /// request's [`raw`](Self::raw)): its arguments become spans of `raw` again, without
+    /// copying it. `None` when `raw` is not exactly one multibulk command. For the rare paths
+    /// that need a sent command's arguments back (what a reply to it means); allocates nothing
+    /// for up to eight arguments.
+    pub(crate) fn reparse(raw: &Bytes) -> Option<Request> {
+        use ProtocolError::InvalidMultibulkLength;
+        let limits = Limits::default();
+        let header = read_header(
+            raw,
+            0,
+            limits.max_inline_len,
+            InvalidMultibulkLength,
+            InvalidMultibulkLength,
+        );
+        let (count, first) = header.ok().flatten()?;
+        let count = usize::try_from(count).ok().filter(|&n| n > 0)?;
+        let mut spans = Spans::new();
+        let end = scan_args(raw, &limits, count, first, |arg| {
+            spans.push(Span::new(arg.start, arg.end).ok_or(ProtocolError::RequestTooBig)?);
+            Ok(())
+        });
+        (end.ok().flatten()? == raw.len()).then(|| Request {
+            raw: raw.clone(),
+            spans,
+        })
+    }
+
     fn from_ranges(raw: Bytes, ranges: Vec<Range<usize>>) -> Request {
         // Built requests are small (inline commands, tests): their spans fit in 32 bits.
         let spans = ranges

@@ -35,10 +35,11 @@ pub struct RouterConfig {
     /// well (first good reply wins); 0 = off. Needs a read policy that uses replicas.
     #[serde(with = "units::duration")]
     pub(crate) hedge_after: Duration,
-    /// A nil from a replica for a single-key read is asked again of the slot's primary, which
-    /// answers from the data it owns (or with ASK while the slot is migrating): a replica cannot
-    /// tell "absent" from "moved away by a migration redcar has not seen yet". Costs one more
-    /// round trip per miss read from a replica; false serves the replica's nil as it is.
+    /// A reply from a replica that a missing key would produce for that read (nil, empty, 0, …:
+    /// `commands::absent`) is asked again of the slot's primary, which answers from the data it
+    /// owns (or with ASK while the slot is migrating): a replica cannot tell "absent" from
+    /// "moved away by a migration redcar has not seen yet". Costs one more round trip per such
+    /// reply from a replica; false serves the replica's answer as it is.
     pub(crate) replica_miss_check: bool,
     /// Bounds retries to a share of the traffic, so retries cannot amplify an outage.
     pub(crate) retry_budget: RetryBudgetConfig,

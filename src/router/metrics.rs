@@ -1,5 +1,5 @@
-//! The series `router` produces: retries, hedged reads, retries the budget refused, and
-//! injected faults.
+//! The series `router` produces: retries, hedged reads, retries the budget refused, replicas'
+//! "absent" answers asked again of the primary, and injected faults.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -19,6 +19,7 @@ pub(crate) struct RouterMetrics {
     retries: Counter,
     hedges: Counter,
     retry_budget_exhausted: Counter,
+    replica_miss_checks: Counter,
     faults: Family<KindLabel, Counter>,
 }
 
@@ -38,6 +39,11 @@ impl MetricGroup for RouterMetrics {
             "retry_budget_exhausted",
             "Retries not made because router.retry_budget was spent",
             self.retry_budget_exhausted.clone(),
+        );
+        r.register(
+            "replica_miss_checks",
+            "Replies from a replica that a missing key would produce (nil, empty, 0, ...) asked again of the slot's primary (router.replica_miss_check)",
+            self.replica_miss_checks.clone(),
         );
         r.register(
             "retries",
@@ -60,6 +66,11 @@ impl RouterMetrics {
     /// A read sent to a second node (`router.hedge_after`).
     pub(crate) fn hedge(&self) {
         self.hedges.inc();
+    }
+
+    /// A replica's "no such key" sent to the slot's primary to confirm.
+    pub(crate) fn replica_miss_check(&self) {
+        self.replica_miss_checks.inc();
     }
 
     /// A retry refused by `router.retry_budget`.

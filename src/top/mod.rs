@@ -4,6 +4,7 @@
 //! - [`stats`]: counter deltas → rates, histogram bucket deltas → p50/p99, one [`Frame`].
 //! - [`render`]: a frame → text that fits the terminal width.
 //! - [`hotkeys`]: the hot-key and big-key panel, from `/hotkeys` (JSON).
+//! - [`users`]: the per-user table (configured users' `redcar_user_*` series).
 //!
 //! The first frame is shown at once, with rates averaged since start; later frames cover the last
 //! interval. `--once` takes two scrapes `interval` apart and prints one frame. A failed scrape
@@ -15,6 +16,8 @@ mod hotkeys;
 mod render;
 mod scrape;
 mod stats;
+mod users;
+mod window;
 
 use std::future::Future;
 use std::io::{IsTerminal, Write};

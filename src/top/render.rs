@@ -23,6 +23,11 @@ pub(crate) fn render(frame: &Frame, width: usize) -> String {
     lines.extend(command_table(&frame.commands, width));
     lines.push(String::new());
     lines.extend(node_table(&frame.nodes, width));
+    let users = super::users::lines(&frame.users, width, &user_cell);
+    if !users.is_empty() {
+        lines.push(String::new());
+        lines.extend(users);
+    }
     if let Some(panel) = &frame.hotkeys {
         lines.push(String::new());
         lines.extend(super::hotkeys::lines(panel, width));
@@ -162,6 +167,17 @@ fn column_width<'a>(title: &str, names: impl Iterator<Item = &'a str>, max: usiz
         .max()
         .unwrap_or(title.len())
         .min(max)
+}
+
+/// A cell of the user table, written like the same kind of cell in the other tables.
+fn user_cell(value: Option<f64>, col: super::users::Col) -> String {
+    use super::users::Col;
+    match col {
+        Col::Count => opt(value, count),
+        Col::Rate => opt(value, rate),
+        Col::Bytes => opt(value, bytes_rate),
+        Col::Millis => opt(value, millis),
+    }
 }
 
 fn opt(value: Option<f64>, format: fn(f64) -> String) -> String {

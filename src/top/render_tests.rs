@@ -49,6 +49,7 @@ fn sample_frame() -> Frame {
         hotkeys: None,
         near_cache: None,
         workers: None,
+        users: Vec::new(),
     }
 }
 
@@ -223,4 +224,35 @@ fn the_workers_line_shows_each_workers_clients_and_busy_share_and_the_placement(
         "{text}"
     );
     assert!(!render(&sample_frame(), 120).contains("workers "));
+}
+
+#[test]
+fn configured_users_get_a_table_of_their_own() {
+    let mut frame = sample_frame();
+    assert!(
+        !render(&frame, 100).contains("USER"),
+        "no table without users"
+    );
+    frame.users = vec![crate::top::users::UserRow {
+        user: "batch".to_string(),
+        connections: Some(3.0),
+        commands_per_sec: Some(1000.0),
+        errors_per_sec: Some(0.0),
+        refused_per_sec: Some(2.0),
+        limited_per_sec: Some(150.0),
+        bytes_in_per_sec: Some(2048.0),
+        bytes_out_per_sec: None,
+        latency: Latency {
+            p50_ms: Some(0.2),
+            p99_ms: Some(1.5),
+        },
+    }];
+    let text = render(&frame, 100);
+    let header = row_starting_with(&text, "USER");
+    let row = text.lines().nth(header + 1).expect("a row");
+    assert!(row.starts_with("batch"), "{text}");
+    for cell in ["3", "1000", "150", "2.0 KiB/s", "1.50"] {
+        assert!(row.contains(cell), "{cell} in {row}");
+    }
+    assert!(text.lines().all(|l| l.chars().count() <= 100));
 }

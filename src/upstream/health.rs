@@ -7,7 +7,7 @@
 //! makes exactly one caller perform each.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -79,6 +79,10 @@ pub(crate) struct Health {
     /// A primary in the current slot map (set when a map is adopted): its writes have no other
     /// node to go to, so its ejections do not grow (see [`Health::set_primary`]).
     primary: AtomicBool,
+    /// For a replica, its shard's primary in the adopted map: while that primary is down, this
+    /// replica is health-checked every round whatever its ejection time
+    /// ([`Health::due_for_check`]). Written on map adoption, read by the health checker.
+    shard_primary: Mutex<Option<Arc<str>>>,
     /// Write-to-reply latency, exponentially weighted (µs); 0 until the first reply.
     ewma_us: AtomicU64,
     /// Commands written and not yet answered (the node's in-flight gauge, shared with metrics).
@@ -128,6 +132,7 @@ impl Health {
             ejections: AtomicU32::new(0),
             restored_at_ms: AtomicU64::new(0),
             primary: AtomicBool::new(false),
+            shard_primary: Mutex::new(None),
             ewma_us: AtomicU64::new(0),
             in_flight: metrics.in_flight,
             ejections_total: metrics.ejections,
@@ -153,6 +158,28 @@ impl Health {
         if self.primary.load(Ordering::Relaxed) != on {
             self.primary.store(on, Ordering::Relaxed);
         }
+    }
+
+    /// For a replica, its shard's primary in the adopted map (`None` for a primary).
+    pub(crate) fn set_shard_primary(&self, primary: Option<&Arc<str>>) {
+        let mut held = self.shard_primary.lock().unwrap_or_else(|e| e.into_inner());
+        if held.as_ref() != primary {
+            *held = primary.cloned();
+        }
+    }
+
+    /// What [`set_shard_primary`](Self::set_shard_primary) last said.
+    pub(crate) fn shard_primary(&self) -> Option<Arc<str>> {
+        self.shard_primary
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Ejected, or failing without being ejected yet (connects refused, commands timing out):
+    /// what makes a primary's replicas worth checking at once.
+    pub(crate) fn is_down(&self) -> bool {
+        self.is_ejected() || self.failures.load(Ordering::Relaxed) > 0
     }
 
     /// A reply that was not an error arrived: the failure streak is over. Stores only when
@@ -243,9 +270,14 @@ impl Health {
         true
     }
 
-    /// True when the node is ejected and its ejection time is over: time for a health check.
-    pub(crate) fn due_for_check(&self) -> bool {
-        self.is_ejected() && self.now_ms() >= self.ejected_until_ms.load(Ordering::Relaxed)
+    /// True when the node is ejected and its ejection time is over, or, for a replica, while
+    /// its shard's primary is down (`primary_down`): time for a health check. A replica's
+    /// ejections double, so one ejected a few times lately may be out for many seconds exactly
+    /// when its primary freezes or dies, leaving the shard's reads nowhere to go; then its first
+    /// good answer brings it back, whatever its earlier ejections.
+    pub(crate) fn due_for_check(&self, primary_down: bool) -> bool {
+        self.is_ejected()
+            && (primary_down || self.now_ms() >= self.ejected_until_ms.load(Ordering::Relaxed))
     }
 
     /// A health check succeeded: the node takes traffic again.

@@ -1,5 +1,6 @@
 //! The active health check: while a node is ejected, `PING` it every `health_check_interval` once
-//! its ejection time is over; the first `PONG` brings it back into selection.
+//! its ejection time is over — or, for a replica, while its shard's primary is down, whatever its
+//! ejection time —; the first `PONG` brings it back into selection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,11 +22,12 @@ pub(crate) async fn run_health_checks(
     loop {
         // Read each round, so a reload's `health_check_interval` applies at once.
         let interval = upstreams.outlier().health_check_interval;
-        let ejected: Vec<Arc<Node>> = upstreams
-            .all()
-            .into_iter()
-            .filter(|node| node.is_ejected())
+        let all = upstreams.all();
+        let down: Vec<Arc<str>> = (all.iter())
+            .filter(|node| node.health().is_down())
+            .map(|node| node.addr().clone())
             .collect();
+        let ejected: Vec<Arc<Node>> = all.into_iter().filter(|node| node.is_ejected()).collect();
         if ejected.is_empty() {
             tokio::select! {
                 changed = ejections.changed() => if changed.is_err() { return },
@@ -34,7 +36,9 @@ pub(crate) async fn run_health_checks(
             continue;
         }
         for node in ejected {
-            if node.health().due_for_check() {
+            let health = node.health();
+            let primary_down = health.shard_primary().is_some_and(|p| down.contains(&p));
+            if health.due_for_check(primary_down) {
                 tokio::spawn(check(node, interval));
             }
         }

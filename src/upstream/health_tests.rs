@@ -106,25 +106,25 @@ fn zero_threshold_never_ejects() {
 async fn a_health_check_is_due_only_after_the_ejection_time_and_restore_ends_it() {
     let (h, _rx) = health(1);
     assert!(h.record_failure("x"));
-    assert!(!h.due_for_check());
+    assert!(!h.due_for_check(false));
     assert!(h.ejected_for() > Duration::ZERO);
     tokio::time::advance(Duration::from_millis(101)).await;
-    assert!(h.due_for_check());
+    assert!(h.due_for_check(false));
     h.restore();
     assert!(!h.is_ejected());
     assert_eq!(h.ejected_gauge.get(), 0);
     // Ejected again soon after: the second ejection lasts twice as long.
     assert!(h.record_failure("x"));
     tokio::time::advance(Duration::from_millis(150)).await;
-    assert!(!h.due_for_check(), "second ejection lasts 200ms");
+    assert!(!h.due_for_check(false), "second ejection lasts 200ms");
     tokio::time::advance(Duration::from_millis(60)).await;
-    assert!(h.due_for_check());
+    assert!(h.due_for_check(false));
     h.restore();
     // Healthy for longer than max_ejection_time: back to the base time.
     tokio::time::advance(Duration::from_millis(1100)).await;
     assert!(h.record_failure("x"));
     tokio::time::advance(Duration::from_millis(101)).await;
-    assert!(h.due_for_check(), "streak forgotten: base time again");
+    assert!(h.due_for_check(false), "streak forgotten: base time again");
 }
 
 #[tokio::test(start_paused = true)]
@@ -135,7 +135,7 @@ async fn a_primarys_ejection_does_not_grow() {
         assert!(h.record_failure("x"));
         tokio::time::advance(Duration::from_millis(101)).await;
         assert!(
-            h.due_for_check(),
+            h.due_for_check(false),
             "every ejection of a primary lasts the base time"
         );
         h.restore();
@@ -147,9 +147,51 @@ async fn a_primarys_ejection_does_not_grow() {
     assert!(h.record_failure("x"));
     tokio::time::advance(Duration::from_millis(101)).await;
     assert!(
-        !h.due_for_check(),
+        !h.due_for_check(false),
         "a replica's fifth ejection lasts the cap (1 s)"
     );
+}
+
+/// A replica ejected a few times lately is out for long; while its shard's primary is down it
+/// is checked at once, and its first good answer brings it back whatever those ejections were.
+#[tokio::test(start_paused = true)]
+async fn a_replica_is_checked_at_once_while_its_primary_is_down() {
+    let (replica, _rx) = health(1);
+    let (primary, _rx2) = health(2);
+    let addr: Arc<str> = Arc::from("p:1");
+    replica.set_shard_primary(Some(&addr));
+    assert_eq!(replica.shard_primary(), Some(addr.clone()));
+    for _ in 0..3 {
+        assert!(replica.record_failure("x"));
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        replica.restore();
+    }
+    assert!(replica.record_failure("x"));
+    tokio::time::advance(Duration::from_millis(150)).await;
+    assert!(
+        !replica.due_for_check(false),
+        "its fourth ejection lasts 800 ms"
+    );
+    assert!(!primary.is_down());
+    assert!(
+        !primary.record_failure("timed out"),
+        "one failure does not eject it"
+    );
+    assert!(primary.is_down(), "but it is failing");
+    assert!(
+        replica.due_for_check(true),
+        "checked while its primary is down"
+    );
+    replica.restore();
+    assert!(
+        !replica.due_for_check(true),
+        "nothing to check once it is back"
+    );
+    primary.record_success();
+    assert!(!primary.is_down());
+    // A primary has no shard primary to wait for.
+    replica.set_shard_primary(None);
+    assert_eq!(replica.shard_primary(), None);
 }
 
 #[test]

@@ -125,6 +125,12 @@ impl Upstreams {
         (upstreams, metrics)
     }
 
+    /// True when the nodes are reached over TLS (`upstream.tls`): topology replies then name
+    /// their TLS ports.
+    pub(crate) fn tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// `upstream.connect_timeout` (also bounds other sources' connects, e.g. to the sentinels).
     pub(crate) fn connect_timeout(&self) -> std::time::Duration {
         self.config.connect_timeout

@@ -105,8 +105,18 @@ impl fmt::Debug for PasswordDigest {
 }
 
 impl PasswordDigest {
+    /// A digest given as its 32 bytes (a `#<sha256>` ACL rule, or carried over by an upgrade).
+    pub(crate) fn from_bytes(bytes: [u8; 32]) -> PasswordDigest {
+        PasswordDigest(bytes)
+    }
+
     pub(crate) fn of(password: &[u8]) -> PasswordDigest {
         PasswordDigest(Sha256::digest(password).into())
+    }
+
+    /// The digest's bytes (carried to the next process by an upgrade, never the password).
+    pub(crate) fn bytes(&self) -> [u8; 32] {
+        self.0
     }
 
     /// Compares in time independent of where the digests differ.

@@ -67,11 +67,11 @@ fn users_are_held_to_their_rules_and_secrets_stay_hidden() {
     assert_eq!(web.q(&["SET", "{u}k", "1"]), Value::simple("OK"));
     assert_eq!(
         error(&web.q(&["KEYS", "*"])),
-        "NOPERM User web has no permissions to run the 'keys' command"
+        "NOPERM this user has no permissions to run the 'keys' command"
     );
     assert_eq!(
         error(&web.q(&["FLUSHALL"])),
-        "NOPERM User web has no permissions to run the 'flushall' command"
+        "NOPERM this user has no permissions to run the 'flushall' command"
     );
     assert_eq!(
         cluster.primary_for_key("{u}k").cmd(&["GET", "{u}k"]),
@@ -84,7 +84,7 @@ fn users_are_held_to_their_rules_and_secrets_stay_hidden() {
     assert_eq!(reader.q(&["GET", "{u}k"]), Value::bulk("1"));
     assert_eq!(
         error(&reader.q(&["INCR", "{u}k"])),
-        "NOPERM User reader has no permissions to run the 'incr' command"
+        "NOPERM this user has no permissions to run the 'incr' command"
     );
     // Refused inside MULTI: EXEC aborts, nothing runs.
     assert_eq!(reader.q(&["MULTI"]), Value::simple("OK"));
@@ -131,7 +131,7 @@ fn subscribe_mode_commands_are_checked_against_the_users_rules() {
     assert_eq!(c.q(&["AUTH", "listener", "l-pw"]), Value::simple("OK"));
     assert_eq!(
         error(&c.q(&["PSUBSCRIBE", "p*"])),
-        "NOPERM User listener has no permissions to run the 'psubscribe' command",
+        "NOPERM this user has no permissions to run the 'psubscribe' command",
         "refused outside subscribe mode"
     );
     let subscribed = c.q(&["SUBSCRIBE", "news"]);
@@ -143,11 +143,11 @@ fn subscribe_mode_commands_are_checked_against_the_users_rules() {
     // Now in subscribe mode: the same rules apply.
     assert_eq!(
         error(&c.q(&["PSUBSCRIBE", "p*"])),
-        "NOPERM User listener has no permissions to run the 'psubscribe' command"
+        "NOPERM this user has no permissions to run the 'psubscribe' command"
     );
     assert_eq!(
         error(&c.q(&["SSUBSCRIBE", "{s}chan"])),
-        "NOPERM User listener has no permissions to run the 'ssubscribe' command"
+        "NOPERM this user has no permissions to run the 'ssubscribe' command"
     );
     // Nothing was subscribed behind the refusal: a pattern message does not arrive, a channel
     // one does.

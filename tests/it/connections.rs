@@ -211,12 +211,12 @@ fn closed_by_peer(stream: &mut std::net::TcpStream, wait: Duration) -> bool {
     }
 }
 
-/// Busy-waits inside the node for `ms` milliseconds (a Lua loop on TIME), stalling everything
-/// else the node serves, as a slow disk or a big KEYS call would.
-const STALL_SCRIPT: &str = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
-    while true do local n = redis.call('TIME') \
-    if n[1] * 1000000 + n[2] - t0 > tonumber(ARGV[1]) * 1000 then return 1 end end";
-
+/// The latency watch learns its baseline from this instance's own traffic, so the test sets
+/// the latency itself — every GET delayed by a fault rule, 5 ms while the baseline is learnt,
+/// then 60 ms — instead of relying on the machine being quiet: on a busy machine the commands'
+/// own latency jumps about, and the watch rightly calls that slow (this test used to fail so,
+/// its 13 s sleep ending in a baseline the machine's load had moved). It waits for the events:
+/// the watch trusting its baseline (its debug log's samples), the reload, the idle client closed.
 #[test]
 fn close_idle_when_slow_closes_idle_clients_once_latency_jumps() {
     use std::io::Write;
@@ -224,8 +224,20 @@ fn close_idle_when_slow_closes_idle_clients_once_latency_jumps() {
     use std::sync::Arc;
 
     let cluster = RedisCluster::start(3, 0);
-    let config = write_config("client:\n  close_idle_when_slow: true\n");
-    let redcar = Redcar::start_with(&cluster.seeds(), &["--config", config.path_str()]);
+    let delayed = |delay: &str| {
+        format!(
+            "client:\n  close_idle_when_slow: true\nrouter:\n  faults:\n    - commands: [get]\n      \
+             percentage: 100\n      delay: {delay}\n"
+        )
+    };
+    let config = write_config(&delayed("5ms"));
+    let args = [
+        "--config",
+        config.path_str(),
+        "--log-level",
+        "info,redcar::downstream::slow=debug",
+    ];
+    let redcar = Redcar::start_with(&cluster.seeds(), &args);
 
     // An idle client, connected before anything is slow.
     let mut idle = std::net::TcpStream::connect(redcar.addr()).expect("connect");
@@ -234,67 +246,52 @@ fn close_idle_when_slow_closes_idle_clients_once_latency_jumps() {
     std::io::Read::read_exact(&mut idle, &mut pong).expect("pong");
     assert_eq!(&pong, b"+PONG\r\n");
 
-    // Steady traffic on every shard (well over 20 commands a second), reconnecting if closed.
+    // Steady traffic (well over 20 commands a second even at 60 ms each), reconnecting if closed.
     let stop = Arc::new(AtomicBool::new(false));
     let reconnects = Arc::new(AtomicU64::new(0));
-    let traffic = {
-        let (stop, reconnects, addr) = (stop.clone(), reconnects.clone(), redcar.addr());
-        thread::spawn(move || {
-            let mut c = RespClient::connect(&addr).expect("connect");
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                i += 1;
-                if c.cmd(&["GET", &format!("slow:{}", i % 50)]).is_err() {
-                    reconnects.fetch_add(1, Ordering::Relaxed);
-                    c = RespClient::connect(&addr).expect("reconnect");
+    let traffic: Vec<_> = (0..4)
+        .map(|t| {
+            let (stop, reconnects, addr) = (stop.clone(), reconnects.clone(), redcar.addr());
+            thread::spawn(move || {
+                let mut c = RespClient::connect(&addr).expect("connect");
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    if c.cmd(&["GET", &format!("slow:{t}:{}", i % 50)]).is_err() {
+                        reconnects.fetch_add(1, Ordering::Relaxed);
+                        c = RespClient::connect(&addr).expect("reconnect");
+                    }
                 }
-                thread::sleep(Duration::from_millis(2));
-            }
+            })
         })
-    };
+        .collect();
 
-    // The baseline needs more than 10 one-second samples; nothing is slow yet, so nobody is closed.
-    thread::sleep(Duration::from_secs(13));
+    // The baseline is trusted once the watch has taken 11 samples; nothing is slow yet.
+    crate::chaos_topology::wait_for(Duration::from_secs(60), "a trusted baseline", || {
+        redcar.log().contains("trusted=true")
+    });
+    assert!(
+        !redcar.log().contains("latency state changed"),
+        "the watch called 5 ms steady latency slow; log:\n{}",
+        redcar.log()
+    );
     assert!(
         !closed_by_peer(&mut idle, Duration::from_millis(100)),
         "an idle client was closed while latency was steady"
     );
     assert_eq!(reconnects.load(Ordering::Relaxed), 0);
 
-    // Every primary now stalls 30 ms at a time, so commands through redcar wait ~15 ms on average.
-    let stallers: Vec<_> = cluster
-        .primary_ports()
-        .into_iter()
-        .map(|port| {
-            let stop = stop.clone();
-            thread::spawn(move || {
-                let mut node = RespClient::connect(("127.0.0.1", port)).expect("node");
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = node.cmd(&["EVAL", STALL_SCRIPT, "0", "30"]);
-                }
-            })
-        })
-        .collect();
-
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let closed = loop {
-        if closed_by_peer(&mut idle, Duration::from_millis(250)) {
-            break true;
-        }
-        if Instant::now() > deadline {
-            break false;
-        }
-    };
+    // Every GET now takes 60 ms: more than twice the baseline and over the 1 ms floor.
+    std::fs::write(config.path_str(), delayed("60ms")).expect("rewrite config");
+    let pid = redcar.pid().expect("redcar runs");
+    crate::support::signal(pid, "-HUP");
+    crate::chaos_topology::wait_for(Duration::from_secs(60), "the idle client closed", || {
+        closed_by_peer(&mut idle, Duration::from_millis(100))
+    });
     stop.store(true, Ordering::Relaxed);
-    traffic.join().expect("traffic");
-    for s in stallers {
-        s.join().expect("staller");
+    for t in traffic {
+        t.join().expect("traffic");
     }
-    assert!(
-        closed,
-        "the idle client was not closed after latency jumped; log:\n{}",
-        redcar.log()
-    );
     assert!(counter(&redcar, "redcar_clients_closed_slow_total") >= 1);
     assert!(
         redcar.log().contains("latency state changed"),

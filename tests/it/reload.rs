@@ -10,7 +10,7 @@ use crate::redirects::{write_config, TempConfig};
 use crate::support::{Redcar, RedisCluster, Value};
 
 /// Sends SIGHUP to the redcar child this test started (by its PID).
-fn sighup(redcar: &Redcar) {
+pub(crate) fn sighup(redcar: &Redcar) {
     let pid = redcar.pid().expect("redcar is running");
     let status = Command::new("kill")
         .args(["-HUP", &pid.to_string()])
@@ -32,7 +32,13 @@ fn reloads(redcar: &Redcar, result: &str) -> u64 {
 
 /// Writes `yaml` over the config file, sends SIGHUP and waits until the reload counted as
 /// `result` reaches `expected`.
-fn reload(redcar: &Redcar, config: &TempConfig, yaml: &str, result: &str, expected: u64) {
+pub(crate) fn reload(
+    redcar: &Redcar,
+    config: &TempConfig,
+    yaml: &str,
+    result: &str,
+    expected: u64,
+) {
     std::fs::write(config.path_str(), yaml).expect("rewrite config");
     sighup(redcar);
     let deadline = Instant::now() + Duration::from_secs(10);

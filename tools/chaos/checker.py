@@ -8,13 +8,24 @@ by replica lag, unacknowledged writes lost, pub/sub messages missed) are reporte
 import collections
 
 from resp import key_slot
-from workload import group_keys, mono_key, read_value
+from workload import absent_looking, group_keys, mono_key, read_value
 
 CHECKS = ("no value duplicated", "no WAIT-acknowledged write lost",
           "no write with a definite error applied", "no value nobody wrote",
           "counters within bounds", "transactions all-or-nothing", "no wrong read",
           "pub/sub: no message duplicated or invented", "error contract (errors only where a fault allows them)",
-          "redcar: no crash; on SIGTERM replies owed delivered, exit 0", "redcar: RSS bounded")
+          "redcar: no crash; on SIGTERM replies owed delivered, exit 0", "redcar: RSS bounded",
+          "pub/sub: the subscriber keeps its connection (only a redcar restart may end it)",
+          "pub/sub: messages lost in a row span under 1 s (outside redcar restarts, frozen "
+          "primaries and host stalls)")
+
+# A subscription moved to another node loses at most what was published meanwhile: a run of
+# lost messages this long (first to last PUBLISH) is a failure where the gap is redcar's.
+GAP_LIMIT = 1.0
+# Faults during which lost messages are not redcar's gap: the subscriber reconnects after a
+# redcar restart; a frozen primary holding the subscription delivers late or loses what its
+# cluster-bus links dropped; nothing runs on time in a host stall.
+GAP_EXCUSED = ("redcar-restart", "primary-stop", "host-stall")
 
 
 class Verdict:
@@ -136,13 +147,29 @@ def check_counters(v, hist, clients, state, cfg):
             _bounds(v, CHECKS[4], mk, state[mk], per_key[mk], set(), "incr")
 
 
+def check_collection_read(v, r):
+    """A read of a collection setup created (workload.COLLECTIONS): the one right answer."""
+    want = r["v"]
+    got = r["r"]
+    if want.get("sorted") and isinstance(got, list):
+        got = sorted(got)
+    if got == want["want"]:
+        return
+    why = " (as if the key did not exist)" if absent_looking(got) else ""
+    v.fail(CHECKS[6], f"{want['cmd']} {r['k']} answered {got!r}{why}; the key holds "
+           f"{want['want']!r} (slot {key_slot(r['k'])})", r["t0"])
+
+
 def check_reads(v, clients, cfg):
-    gets = nil = stale = 0
+    gets = nil = stale = creads = 0
     for recs in clients.values():
         last_incr = {}
         for r in recs:
             if r["op"] == "incr" and r["st"] == "ok" and ":mono:" in r["k"]:
                 last_incr[r["k"]] = r["r"]
+            if r["op"] == "cread" and r["st"] == "ok":
+                creads += 1
+                check_collection_read(v, r)
             if r["op"] != "get" or r["st"] != "ok":
                 continue
             gets += 1
@@ -157,6 +184,7 @@ def check_reads(v, clients, cfg):
             elif val != read_value(key):
                 v.fail(CHECKS[6], f"GET {key} answered {val!r}", r["t0"])
     v.stats["GETs answered"] = gets
+    v.stats["collection reads answered (LRANGE, SMEMBERS, HGETALL, ZRANGE, XRANGE, counts …)"] = creads
     v.stats["stale reads by replica lag (own counter read below own last INCR; allowed)"] = stale
 
 
@@ -185,6 +213,64 @@ def check_pubsub(v, hist):
     # cluster bus carries PUBLISH to every node asynchronously): counted, not judged.
     v.stats["messages delivered again after a resubscribe (allowed)"] = sum(
         1 for s in sessions.values() if len(s) > 1)
+
+
+def _windows(faults, kinds):
+    return [(f["t_start"], f["t_end"], f["fault"]) for f in faults if f["fault"] in kinds]
+
+
+def _during(t0, t1, windows):
+    return next((w for w in windows if t1 >= w[0] and t0 <= w[1]), None)
+
+
+def lost_runs(hist):
+    """Runs of published messages (PUBLISH ok) the subscriber never received, in publish order:
+    (first t0, last t1, count). Only messages published while the subscriber was listening
+    count: after its first subscription, and not in the last half second of the load."""
+    subs = [r["t1"] for r in hist if r["op"] == "subscribe" and r["st"] == "ok"]
+    if not subs:
+        return []
+    start, end = min(subs), max(r["t1"] for r in hist) - 0.5
+    got = {r["v"] for r in hist if r["op"] == "msg"}
+    runs, cur = [], None
+    for p in sorted((r for r in hist if r["op"] == "publish" and r["st"] == "ok"),
+                    key=lambda r: r["t0"]):
+        if p["t0"] < start or p["t1"] > end:
+            continue
+        if p["v"] in got:
+            if cur:
+                runs.append(tuple(cur))
+            cur = None
+        elif cur is None:
+            cur = [p["t0"], p["t1"], 1]
+        else:
+            cur[1], cur[2] = p["t1"], cur[2] + 1
+    if cur:
+        runs.append(tuple(cur))
+    return runs
+
+
+def check_subscriber(v, hist, faults):
+    """The subscriber's connection survives every fault but a redcar restart (redcar subscribes
+    again itself when a node holding the subscription goes away), and what it misses while its
+    subscription moves is a short run of messages."""
+    restarts = _windows(faults, ("redcar-restart",))
+    for r in hist:
+        if r["op"] in ("sublost", "subscribe") and r["st"] == "err" and not _during(
+                r["t0"], r["t1"], restarts):
+            v.fail(CHECKS[11], f"the subscriber lost its subscription: {r['e']}", r["t1"])
+    excused = _windows(faults, GAP_EXCUSED)
+    longest = None
+    for t0, t1, n in lost_runs(hist):
+        w = _during(t0, t1, excused)
+        if longest is None or t1 - t0 > longest[1] - longest[0]:
+            longest = (t0, t1, n, w)
+        if w is None and t1 - t0 >= GAP_LIMIT:
+            v.fail(CHECKS[12], f"{n} messages in a row published over {(t1 - t0) * 1000:.0f} ms "
+                   f"never reached the subscriber", t0)
+    v.stats["longest run of messages lost (pub/sub gap)"] = "none" if longest is None else (
+        f"{longest[2]} messages over {(longest[1] - longest[0]) * 1000:.0f} ms"
+        + (f" (during {longest[3][2]}, not judged)" if longest[3] else ""))
 
 
 def allowed(r, faults):
@@ -248,6 +334,11 @@ def check_redcar(v, redcar, faults, rss_limit_mb, hist):
         elif rc != 0:
             v.fail(CHECKS[9], f"redcar (pid {pid}) exited with status {rc} after SIGTERM", t)
     v.stats["redcar max RSS (MB)"] = round(redcar.rss_max_kb / 1024, 1)
+    resub = list(getattr(redcar, "resubscribes", {}).values())
+    if resub:
+        n = sum(r[0] for r in resub)
+        v.stats["redcar's pub/sub re-subscriptions / their gaps summed / the longest (bucket)"] = (
+            "%d / %.3f s / <= %.3g s" % (n, sum(r[1] for r in resub), max(r[2] for r in resub)))
     hits = getattr(redcar, "near_cache_hits", None)  # only a redcar with the near cache on
     if hits:
         v.stats["reads answered by the near cache"] = int(sum(hits.values()))
@@ -263,6 +354,7 @@ def judge(hist, state, cfg, faults, redcar, rss_limit_mb):
     check_counters(v, hist, clients, state, cfg)
     check_reads(v, clients, cfg)
     check_pubsub(v, hist)
+    check_subscriber(v, hist, faults)
     check_errors(v, hist, faults)
     check_redcar(v, redcar, faults, rss_limit_mb, hist)
     v.stats["operations"] = sum(1 for r in hist if r["op"] != "msg")

@@ -217,6 +217,8 @@ class Redcar:
     def __init__(self, binary, listen_port, admin_port, seeds, dirpath, log, extra_args=()):
         self.extra_args = list(extra_args)
         self.near_cache_hits = {}  # pid -> hits seen last (extra_args turn the near cache on)
+        # pid -> (re-subscriptions, gap seconds summed, upper bound of the longest gap) seen last
+        self.resubscribes = {}
         self.binary, self.port, self.admin = binary, listen_port, admin_port
         self.seeds, self.dir, self.log = seeds, dirpath, log
         self.proc = None
@@ -278,18 +280,34 @@ class Redcar:
                             self.rss_samples.append((time.monotonic(), kb))
             except OSError:
                 pass
-            if self.extra_args:
-                self._sample_near_cache(p.pid)
+            self._sample_metrics(p.pid)
 
-    def _sample_near_cache(self, pid):
-        """The near cache's hits so far, per redcar process (a restart starts from 0)."""
+    def _sample_metrics(self, pid):
+        """The near cache's hits and the pub/sub re-subscriptions so far, per redcar process (a
+        restart starts from 0)."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/metrics", timeout=1) as r:
-                for line in r.read().decode().splitlines():
-                    if line.startswith("redcar_near_cache_hits_total "):
-                        self.near_cache_hits[pid] = float(line.split()[1])
+                lines = r.read().decode().splitlines()
         except (OSError, ValueError):
-            pass
+            return
+        resub, gap_sum, buckets = 0.0, 0.0, []
+        for line in lines:
+            name, _, value = line.rpartition(" ")
+            try:
+                value = float(value)
+            except ValueError:
+                continue
+            if name == "redcar_near_cache_hits_total" and self.extra_args:
+                self.near_cache_hits[pid] = value
+            elif name.startswith("redcar_pubsub_resubscribes_total{"):
+                resub += value
+            elif name == "redcar_pubsub_resubscribe_gap_seconds_sum":
+                gap_sum = value
+            elif name.startswith('redcar_pubsub_resubscribe_gap_seconds_bucket{le="'):
+                buckets.append((float(name.split('"')[1]), value))
+        total = max((n for _, n in buckets), default=0.0)
+        longest = min((le for le, n in buckets if n >= total), default=0.0) if total else 0.0
+        self.resubscribes[pid] = (resub, gap_sum, longest)
 
     def terminate(self, timeout=15.0):
         """SIGTERM (requests in flight are drained); returns (exit code, seconds to exit)."""

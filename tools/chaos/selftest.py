@@ -52,8 +52,12 @@ def clean():
          rec("reader6", 0, "get", K["read"], 1.0, r=read_value(K["read"])),
          rec("reader6", 1, "incr", MONO, 1.1, r=1),
          rec("reader6", 2, "get", MONO, 1.2, r="0"),  # stale by lag: a statistic only
+         rec("reader6", 3, "cread", K["rs"], 1.3, r=["c", "a", "b"],
+             v={"cmd": "SMEMBERS", "want": ["a", "b", "c"], "sorted": True}),
+         rec("reader6", 4, "cread", K["rl"], 1.3, r=3, v={"cmd": "LLEN", "want": 3, "sorted": False}),
          rec("publisher8", 0, "publish", None, 1.0, r=1, v="publisher8:0"),
-         rec("subscriber9", 0, "msg", None, 1.0, v="publisher8:0")]
+         rec("subscriber9", 0, "subscribe", None, 0.9, r=["subscribe", "c", 1]),
+         rec("subscriber9", 1, "msg", None, 1.0, v="publisher8:0")]
     # The indeterminate INCR did run (2), the unconfirmed RPUSH was lost.
     state = {K["list"]: ["list0:0"], K["ctr"]: "2", K["txa"]: "1", K["txb"]: "1",
              K["read"]: read_value(K["read"]), MONO: "1"}
@@ -94,13 +98,36 @@ def planted():
         h.append(rec("reader6", 3, "get", K["read"], 1.3, r=None))
     def wrong_value(h, s):
         h.append(rec("reader6", 3, "get", K["read"], 1.3, r="other"))
+    def empty_collection(h, s):
+        h.append(rec("reader6", 5, "cread", K["rl"], 1.3, r=[],
+                     v={"cmd": "LRANGE", "want": ["a", "b", "c"], "sorted": False}))
+    def zero_count(h, s):
+        h.append(rec("reader6", 5, "cread", K["rs"], 1.3, r=0,
+                     v={"cmd": "SCARD", "want": 3, "sorted": False}))
     def msg_dup(h, s):
-        h.append(rec("subscriber9", 1, "msg", None, 1.1, v="publisher8:0"))
-    def msg_again(h, s):  # again on a new subscription: allowed (cluster bus lag)
-        h.append(rec("subscriber9", 1, "subscribe", None, 1.05, r=["subscribe", "c", 1]))
         h.append(rec("subscriber9", 2, "msg", None, 1.1, v="publisher8:0"))
+    def msg_again(h, s):  # again on a new subscription: allowed (cluster bus lag)
+        h.append(rec("subscriber9", 2, "subscribe", None, 1.05, r=["subscribe", "c", 1]))
+        h.append(rec("subscriber9", 3, "msg", None, 1.1, v="publisher8:0"))
     def msg_invented(h, s):
-        h.append(rec("subscriber9", 1, "msg", None, 1.1, v="publisher8:99"))
+        h.append(rec("subscriber9", 2, "msg", None, 1.1, v="publisher8:99"))
+    def sub_lost(h, s, t=1.2):  # told to reconnect in a primary-kill (whose window allows it)
+        h.append(rec("subscriber9", 2, "sublost", None, t, ok=False,
+                     e="ERR redcar: subscription connection to x lost", cls="definite"))
+    def sub_lost_restart(h, s):  # redcar itself restarted: allowed
+        FAULTS.append({**copy.deepcopy(FAULT), "fault": "redcar-restart", "t_start": 2.5,
+                       "t_end": 3.5, "allow": [(2.5, 3.5, "all", None)]})
+        sub_lost(h, s, 3.0)
+    def gap(h, s):  # 1.5 s of messages published, none heard
+        for n in range(1, 16):
+            h.append(rec("publisher8", n, "publish", None, 2.0 + n * 0.1, r=1, v=f"publisher8:{n}"))
+        h.append(rec("publisher8", 16, "publish", None, 4.0, r=1, v="publisher8:16"))
+        h.append(rec("subscriber9", 2, "msg", None, 4.0, v="publisher8:16"))
+        h.append(rec("list0", 9, "wait", K["list"], 5.0, r=1))
+    def gap_frozen(h, s):  # the same while the primary holding it was frozen: not judged
+        FAULTS.append({**copy.deepcopy(FAULT), "fault": "primary-stop", "t_start": 2.0,
+                       "t_end": 4.0, "allow": []})
+        gap(h, s)
     def err_outside(h, s):
         h.append(rec("reader6", 3, "get", K["read"], 3.0, ok=False, e="ERR boom", cls="definite"))
     def err_wrong_kind(h, s):  # inside a window, but not an error that window allows
@@ -120,14 +147,22 @@ def planted():
             ("counter below acknowledged", ctr_low, CHECKS[4]),
             ("counter above attempted", ctr_high, CHECKS[4]),
             ("half a transaction", tx_half, CHECKS[5]), ("nil read", nil_read, CHECKS[6]),
-            ("wrong value", wrong_value, CHECKS[6]), ("message twice", msg_dup, CHECKS[7]),
+            ("wrong value", wrong_value, CHECKS[6]),
+            ("an empty list read for a list that exists", empty_collection, CHECKS[6]),
+            ("a set's count read as 0", zero_count, CHECKS[6]),
+            ("message twice", msg_dup, CHECKS[7]),
             ("message invented", msg_invented, CHECKS[7]),
             ("message again after a resubscribe (allowed)", msg_again, None),
             ("error between faults", err_outside, CHECKS[8]),
             ("error a window does not allow", err_wrong_kind, CHECKS[8]),
             ("redcar crashed", crash, CHECKS[9]), ("exit 1 on SIGTERM", bad_exit, CHECKS[9]),
             ("a reply owed at SIGTERM not delivered", owed, CHECKS[9]),
-            ("RSS over the limit", rss, CHECKS[10])]
+            ("RSS over the limit", rss, CHECKS[10]),
+            ("the subscriber lost its connection in a node's fault", sub_lost, CHECKS[11]),
+            ("the subscriber lost its connection in a redcar restart (allowed)",
+             sub_lost_restart, None),
+            ("1.5 s of messages lost in a row", gap, CHECKS[12]),
+            ("the same while the primary was frozen (not judged)", gap_frozen, None)]
 
 
 def main():

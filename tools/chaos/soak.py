@@ -30,7 +30,7 @@ from cluster import ROOT, Cluster, DirectReader, HarnessError, Redcar, View, par
 from faults import ALL, SLACK, TAIL, Injector, schedule  # noqa: E402
 from report import render  # noqa: E402
 from resp import key_slot  # noqa: E402
-from workload import group_keys, mono_key, read_value  # noqa: E402
+from workload import COLLECTIONS, group_keys, mono_key, read_value  # noqa: E402
 
 # A wake-up of the stall watcher this late means the host, not redcar, stopped (stallwatch.py).
 STALL_THRESHOLD = 0.5
@@ -108,8 +108,12 @@ def all_keys(cfg):
 def setup_keys(reader, cfg, need_replica):
     """The keys readers read exist before the load starts, acknowledged by a replica."""
     for tag in cfg["groups"]:
-        k = group_keys(cfg["prefix"], tag)["read"]
+        keys = group_keys(cfg["prefix"], tag)
+        k = keys["read"]
         reader.call(k, "SET", k, read_value(k))
+        for kind, (setup, _) in COLLECTIONS.items():
+            reader.call(keys[kind], "DEL", keys[kind])
+            reader.call(keys[kind], setup[0], keys[kind], *setup[1:])
         for c in cfg["readers"]:
             mk = mono_key(cfg["prefix"], tag, c)
             reader.call(mk, "SET", mk, 0)

@@ -34,8 +34,38 @@ def classify(exc):
 def group_keys(prefix, tag):
     """The keys of one hash-tag group; every workload key lives in one such group (one slot)."""
     base = f"{prefix}{{{tag}}}"
-    return {"list": base + ":list", "ctr": base + ":ctr", "txa": base + ":tx:a",
+    keys = {"list": base + ":list", "ctr": base + ":ctr", "txa": base + ":tx:a",
             "txb": base + ":tx:b", "read": base + ":r"}
+    keys.update((kind, f"{base}:{kind}") for kind in COLLECTIONS)
+    return keys
+
+
+# Collections readers read (issue 47): each created by setup before the load and never written,
+# so every read has one right answer, and an empty list/set/hash, 0, -2 or "none" (what a
+# replica answers for a key a migration already moved) is a wrong read. Per kind: the setup
+# command (after the key) and the reads, each (command, arguments after the key, right answer,
+# whether the reply's order is undefined and it is compared sorted).
+COLLECTIONS = {
+    "rl": (("RPUSH", "a", "b", "c"), [
+        ("LRANGE", (0, -1), ["a", "b", "c"], False), ("LLEN", (), 3, False),
+        ("LINDEX", (1,), "b", False), ("TYPE", (), "list", False)]),
+    "rs": (("SADD", "a", "b", "c"), [
+        ("SMEMBERS", (), ["a", "b", "c"], True), ("SCARD", (), 3, False),
+        ("SISMEMBER", ("b",), 1, False), ("EXISTS", (), 1, False)]),
+    "rh": (("HSET", "f1", "v1", "f2", "v2"), [
+        ("HGETALL", (), ["f1", "f2", "v1", "v2"], True), ("HLEN", (), 2, False),
+        ("HGET", ("f2",), "v2", False), ("HSTRLEN", ("f1",), 2, False)]),
+    "rz": (("ZADD", 1, "a", 2, "b"), [
+        ("ZRANGE", (0, -1, "WITHSCORES"), ["a", "1", "b", "2"], False), ("ZCARD", (), 2, False),
+        ("ZSCORE", ("b",), "2", False), ("TTL", (), -1, False)]),
+    "rx": (("XADD", "1-1", "f", "v"), [
+        ("XRANGE", ("-", "+"), [["1-1", ["f", "v"]]], False), ("XLEN", (), 1, False)]),
+}
+
+
+def absent_looking(reply):
+    """What a read of a key that does not exist answers (nil, empty, 0, -2, none)."""
+    return reply in (None, [], 0, -2, "none", "")
 
 
 def mono_key(prefix, tag, client):
@@ -179,9 +209,18 @@ class Client:
 
     def step_reader(self, seq):
         tag = self.pick()
-        if self.rng.random() < 0.7:
+        dice = self.rng.random()
+        if dice < 0.5:
             key = group_keys(self.cfg["prefix"], tag)["read"]
             rec = self.do("get", key, "GET", key)
+            return rec["st"] != "ok"
+        if dice < 0.75:
+            kind = self.rng.choice(sorted(COLLECTIONS))
+            key = group_keys(self.cfg["prefix"], tag)[kind]
+            command, args, right, unordered = self.rng.choice(COLLECTIONS[kind][1])
+            # v: the right answer; the checker sorts the reply first where order is not defined.
+            want = {"cmd": command, "want": right, "sorted": unordered}
+            rec = self.do("cread", key, command, key, *args, v=want)
             return rec["st"] != "ok"
         key = mono_key(self.cfg["prefix"], tag, self.name)
         # INCR then GET of a counter only this client writes: the GET may lag (a replica), so a

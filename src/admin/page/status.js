@@ -227,13 +227,40 @@ function hotkeys(s) {
   $("bigthreshold").textContent = `requests and replies of ${bytes(h.big_value_threshold)} or more, biggest first`;
 }
 
+// Configured users: their counters since start, turned into rates between two refreshes.
+let lastUsers = null;
+function users(s) {
+  const list = s.users || [];
+  $("userscard").hidden = list.length === 0;
+  const now = Date.now();
+  const before = lastUsers && new Map(lastUsers.list.map(u => [u.user, u]));
+  const secs = lastUsers ? (now - lastUsers.at) / 1000 : 0;
+  const rate = (u, field) => {
+    const old = before && before.get(u.user);
+    return old && secs > 0 ? (u[field] - old[field]) / secs : null;
+  };
+  const rows = list.map(u => el("tr", { "data-user": u.user },
+    el("td", {}, u.user),
+    el("td", { class: "num" }, String(u.connections)),
+    el("td", { class: "num" }, num(rate(u, "commands"))),
+    el("td", { class: "num" }, num(rate(u, "errors"))),
+    el("td", { class: "num" }, num(rate(u, "refusals"))),
+    el("td", { class: "num" }, num(rate(u, "rate_limited"))),
+    el("td", { class: "num" }, rate(u, "bytes_received") == null ? "–" : bytes(Math.round(rate(u, "bytes_received")))),
+    el("td", { class: "num" }, rate(u, "bytes_sent") == null ? "–" : bytes(Math.round(rate(u, "bytes_sent")))),
+    el("td", { class: "num" }, us(u.p50_us)),
+    el("td", { class: "num" }, us(u.p99_us))));
+  $("users").replaceChildren(...rows);
+  lastUsers = { at: now, list };
+}
+
 async function poll() {
   const root = $("status");
   try {
     const response = await fetch("status.json", { cache: "no-store" });
     if (!response.ok) throw new Error("HTTP " + response.status);
     const s = await response.json();
-    header(s); slotbar(s); nodes(s); commands(s); events(s); slowlog(s); hotkeys(s);
+    header(s); slotbar(s); nodes(s); commands(s); events(s); slowlog(s); hotkeys(s); users(s);
     root.dataset.state = "ok";
     root.dataset.updated = String(Date.now());
     $("updated").textContent = "updated " + clock(Date.now());

@@ -1,27 +1,37 @@
-//! The refresher against fake nodes on loopback that answer `CLUSTER SLOTS` and `CLUSTER NODES`
-//! with a view the test sets (or never answer): a frozen node costs one stagger, not the
-//! refresh timeout, and a node that missed a failover never hands the range back.
+//! The refresher against fake nodes on loopback that answer `CLUSTER SLOTS`, `NODES` and `INFO`
+//! with a view the test sets (or never answer), and refuse `CLUSTER SHARDS` as Redis 6 does: a
+//! frozen node costs one stagger, not the refresh timeout, a node that missed a failover never
+//! hands the range back, and a check finds what changed.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
+use crate::cluster::change_check::Probe;
 use crate::cluster::ClusterConfig;
+use crate::protocol::{Frame, Limits};
 
 #[test]
-fn the_two_replies_are_cut_apart() {
+fn pipelined_replies_are_cut_apart() {
     let limits = Limits::default();
     let reply = Bytes::from_static(
-        b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n$5\r\nnodes\r\n",
+        b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n$5\r\nnodes\r\n+OK\r\n",
     );
-    let (slots, nodes) = split_replies(reply, &limits).expect("two frames");
-    assert_eq!(slots.as_array().map(<[Frame]>::len), Some(1));
-    assert_eq!(nodes.as_bytes().map(|b| b.as_ref()), Some(&b"nodes"[..]));
+    let frames = fetch::split_replies(reply, 3, &limits).expect("three frames");
+    assert_eq!(frames[0].as_array().map(<[Frame]>::len), Some(1));
+    assert_eq!(
+        frames[1].as_bytes().map(|b| b.as_ref()),
+        Some(&b"nodes"[..])
+    );
     let one = Bytes::from_static(b"*0\r\n");
-    assert!(split_replies(one, &limits).is_err(), "NODES reply missing");
+    assert!(
+        fetch::split_replies(one, 2, &limits).is_err(),
+        "a reply missing"
+    );
 }
 
 /// A node of a fake view: `(addr, primary epoch and slot range | primary it replicates)`.
@@ -46,8 +56,17 @@ fn id(addr: &str) -> String {
     format!("{port:040x}")
 }
 
-/// The pipelined `CLUSTER SLOTS` and `CLUSTER NODES` replies of a node that sees `view`.
-fn replies(view: &[Fake]) -> Vec<u8> {
+/// What a node that sees `view` answers to `CLUSTER SLOTS`, `NODES` and `INFO` (it has no
+/// `CLUSTER SHARDS`, like Redis 6).
+#[derive(Clone)]
+struct Replies {
+    slots: Vec<u8>,
+    nodes: Vec<u8>,
+    info: Vec<u8>,
+}
+
+/// The replies of a node that sees `view`.
+fn replies(view: &[Fake]) -> Replies {
     let node = |addr: &str| {
         let (host, port) = addr.rsplit_once(':').unwrap_or((addr, "0"));
         let id = id(addr);
@@ -86,21 +105,48 @@ fn replies(view: &[Fake]) -> Vec<u8> {
             fake.addr
         ));
     }
-    format!("*{ranges}\r\n{slots}${}\r\n{nodes}\r\n", nodes.len()).into_bytes()
-}
-
-/// The length of the `CLUSTER NODES` reply at the end of `replies`' output.
-fn nodes_len(replies: &[u8]) -> usize {
-    let limits = Limits::default();
-    let first = reply_frame_len(replies, &limits)
-        .ok()
-        .flatten()
+    let epoch = view
+        .iter()
+        .filter_map(|f| match f.role {
+            Role::Primary { epoch, .. } => Some(epoch),
+            Role::Replica { .. } => None,
+        })
+        .max()
         .unwrap_or(0);
-    replies.len() - first
+    let info = format!(
+        "cluster_state:ok\r\ncluster_known_nodes:{}\r\ncluster_current_epoch:{epoch}\r\n",
+        view.len()
+    );
+    Replies {
+        slots: format!("*{ranges}\r\n{slots}").into_bytes(),
+        nodes: format!("${}\r\n{nodes}\r\n", nodes.len()).into_bytes(),
+        info: format!("${}\r\n{info}\r\n", info.len()).into_bytes(),
+    }
 }
 
 /// What a fake node answers; `None`: it is frozen (accepts, reads, never answers).
-type Answers = Arc<Mutex<Option<Vec<u8>>>>;
+type Answers = Arc<Mutex<Option<Replies>>>;
+
+/// The fake's reply to one command.
+fn answer(replies: &Replies, command: &[Frame]) -> Vec<u8> {
+    let word = |i: usize| {
+        command
+            .get(i)
+            .and_then(Frame::as_bytes)
+            .map(|b| String::from_utf8_lossy(b).to_ascii_uppercase())
+            .unwrap_or_default()
+    };
+    match (word(0).as_str(), word(1).as_str()) {
+        ("CLUSTER", "SLOTS") => replies.slots.clone(),
+        ("CLUSTER", "NODES") => replies.nodes.clone(),
+        ("CLUSTER", "INFO") => replies.info.clone(),
+        ("CLUSTER", sub) => format!(
+            "-ERR Unknown subcommand or wrong number of arguments for '{sub}'. Try CLUSTER HELP.\r\n"
+        )
+        .into_bytes(),
+        (other, _) => format!("-ERR unknown command '{other}'\r\n").into_bytes(),
+    }
+}
 
 /// A fake node on a free loopback port.
 async fn fake_node() -> (String, Answers) {
@@ -112,15 +158,16 @@ async fn fake_node() -> (String, Answers) {
         while let Ok((mut socket, _)) = listener.accept().await {
             let answers = shared.clone();
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                // Each read is taken as one pipelined CLUSTER SLOTS + CLUSTER NODES (the
-                // refresher's only command on a connection that reads no replicas).
-                while let Ok(n) = socket.read(&mut buf).await {
+                let mut buf = BytesMut::new();
+                let limits = Limits::default();
+                while let Ok(n) = socket.read_buf(&mut buf).await {
                     if n == 0 {
                         return;
                     }
-                    let reply = answers.lock().map(|a| a.clone()).ok().flatten();
-                    if let Some(reply) = reply {
+                    while let Ok(Some(command)) = Frame::parse(&mut buf, &limits) {
+                        let replies = answers.lock().map(|a| a.clone()).ok().flatten();
+                        let Some(replies) = replies else { continue };
+                        let reply = answer(&replies, command.as_array().unwrap_or_default());
                         if socket.write_all(&reply).await.is_err() {
                             return;
                         }
@@ -132,7 +179,7 @@ async fn fake_node() -> (String, Answers) {
     (addr, answers)
 }
 
-fn set(answers: &Answers, reply: Option<Vec<u8>>) {
+fn set(answers: &Answers, reply: Option<Replies>) {
     if let Ok(mut a) = answers.lock() {
         *a = reply;
     }
@@ -145,12 +192,12 @@ fn refresher(seeds: Vec<String>) -> Refresher {
         refresh_timeout: Duration::from_secs(5),
         ..ClusterConfig::default()
     };
-    Refresher {
-        state: Arc::new(ClusterState::with_config(&config)),
-        upstreams: Arc::new(upstreams),
-        limits: Limits::default(),
+    Refresher::new(
+        Arc::new(ClusterState::with_config(&config)),
+        Arc::new(upstreams),
+        Limits::default(),
         metrics,
-    }
+    )
 }
 
 fn owner_of(refresher: &Refresher, slot: u16) -> Option<String> {
@@ -181,7 +228,7 @@ async fn a_frozen_node_costs_one_stagger_not_the_refresh_timeout() {
     let view = [primary(&good, 1, 0, 16383), replica(&frozen, &good)];
     set(&good_answers, Some(replies(&view)));
     set(&frozen_answers, None);
-    // No map yet: the seeds are asked in order, the frozen one first.
+    // No map yet: the seeds are asked (in random order; the frozen one may be first).
     let refresher = refresher(vec![frozen.clone(), good.clone()]);
     let started = Instant::now();
     assert!(
@@ -230,10 +277,9 @@ async fn nodes_that_missed_a_failover_never_hand_the_range_back() {
     // there (an ACL, say). Before, that map's move back to a was not checked at all.
     set(&answers[1], Some(after.clone()));
     set(&answers[2], Some(after));
-    let mut blind = before[..before.len() - nodes_len(&before)].to_vec();
-    blind.extend_from_slice(
-        b"-NOPERM this user has no permissions to run the 'cluster|nodes' command\r\n",
-    );
+    let mut blind = before.clone();
+    blind.nodes =
+        b"-NOPERM this user has no permissions to run the 'cluster|nodes' command\r\n".to_vec();
     set(&answers[3], Some(blind));
     let mut adopted_new = false;
     for round in 0..40 {
@@ -253,4 +299,46 @@ async fn nodes_that_missed_a_failover_never_hand_the_range_back() {
         exposition.contains("redcar_topology_rejected_total{reason=\"stale\"}"),
         "the old map was seen and rejected as stale:\n{exposition}"
     );
+}
+
+fn series(refresher: &Refresher, series: &str) -> f64 {
+    let exposition = refresher.metrics.encode();
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn a_check_fetches_the_map_only_when_the_view_changed() {
+    let (a, a_answers) = fake_node().await;
+    let (b, b_answers) = fake_node().await;
+    let view = |epoch| replies(&[primary(&a, 1, 0, 8000), primary(&b, epoch, 8001, 16383)]);
+    set(&a_answers, Some(view(2)));
+    set(&b_answers, Some(view(2)));
+    let refresher = refresher(vec![a.clone()]);
+    assert!(refresher.refresh_once().await);
+    let refreshes = r#"redcar_topology_refreshes_total{result="ok"}"#;
+    let unchanged = r#"redcar_topology_checks_total{probe="info",result="unchanged"}"#;
+    assert_eq!(series(&refresher, refreshes), 1.0);
+    refresher.round(Due::Check(Probe::Info)).await;
+    assert_eq!(series(&refresher, unchanged), 1.0);
+    assert_eq!(series(&refresher, refreshes), 1.0, "a check, no fetch");
+    // These fakes have no EVALSHA: the digest is refused, the map fetched, and later digest
+    // checks are made with CLUSTER INFO.
+    refresher.round(Due::Check(Probe::Digest)).await;
+    let refused = r#"redcar_topology_checks_total{probe="digest",result="failed"}"#;
+    assert_eq!(series(&refresher, refused), 1.0);
+    assert_eq!(series(&refresher, refreshes), 2.0);
+    refresher.round(Due::Check(Probe::Digest)).await;
+    assert_eq!(series(&refresher, unchanged), 2.0);
+    // A failover bumps an epoch: the check sees it and the new map is fetched.
+    set(&a_answers, Some(view(3)));
+    set(&b_answers, Some(view(3)));
+    refresher.round(Due::Check(Probe::Info)).await;
+    let changed = r#"redcar_topology_checks_total{probe="info",result="changed"}"#;
+    assert_eq!(series(&refresher, changed), 1.0);
+    assert_eq!(series(&refresher, refreshes), 3.0);
+    let map = refresher.state.topology().expect("a map");
+    assert_eq!(map.shard(9000).map(|s| s.epoch), Some(3));
 }

@@ -175,6 +175,12 @@ impl<'d> Loop<'d> {
         let (settings, users) = Client::settings_now(&self.work);
         let mut state = ClientState::new(connected.id, users);
         state.cluster_mode = facade.is_some();
+        // `auth.max_unauthenticated_per_address`: refused before anything is read.
+        if let Err(refusal) = state.connect(&peer) {
+            let _ = io::Write::write(&mut socket, &refusal);
+            socket.deregister(self.poll.registry());
+            return;
+        }
         let now = self.work.now;
         let client = Client {
             token,

@@ -57,12 +57,15 @@ impl<'d> Client<'d> {
             return;
         };
         let Wait::Node {
-            hop, slot, write, ..
+            hop,
+            slot,
+            write,
+            raw,
         } = &owed.wait
         else {
             return; // timed out: its error went out instead
         };
-        if !router.is_final(hop, *slot, *write, frame.bytes()) {
+        if !router.is_final(hop, *slot, *write, raw, frame.bytes()) {
             let reply = frame.keep();
             return self.follow_up(seq, Ok(reply), work);
         }

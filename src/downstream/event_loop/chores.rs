@@ -91,12 +91,20 @@ impl<'d> Loop<'d> {
         }
         self.draining = true;
         self.stop_listening();
+        if self.work.d.handover.is_active() {
+            self.hand_over_all();
+            return self.release_if_empty();
+        }
         for (_, client) in self.clients.iter_mut() {
             client.flags.closing = true;
             client.want_write(&mut self.work);
         }
+        self.release_if_empty();
+    }
+
+    /// No client to wait for: the drain need not wait for this loop.
+    fn release_if_empty(&mut self) {
         if self.clients.is_empty() {
-            // No client to wait for: the drain need not wait for this loop.
             self.done = None;
         }
     }
@@ -141,6 +149,7 @@ impl<'d> Client<'d> {
             }
             Which::Request => self.on_request_timer(now, work),
             Which::Budget if self.flags.budget_paused => self.want_run(work),
+            Which::Throttle if self.parked.is_some() => self.want_run(work),
             _ => return,
         }
         self.want_write(work);

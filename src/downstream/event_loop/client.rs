@@ -92,6 +92,8 @@ pub(super) struct Flags {
     pub(super) stalled: bool,
     /// Paused by `client.max_buffered_bytes_total`.
     pub(super) budget_paused: bool,
+    /// An upgrade hands the loop's clients over: it leaves at its safe point (`upgrade.rs`).
+    pub(super) leaving: bool,
     /// Reads in a row that started several commands (pipelining, for `placement: auto`).
     pub(super) deep_reads: u8,
 }
@@ -155,6 +157,7 @@ impl<'d> Client<'d> {
                 Ok(0) => return Err(()),
                 Ok(n) => {
                     work.d.client_metrics.bytes_sent.inc_by(n as u64);
+                    self.state.note_written(n);
                     self.out.advance(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

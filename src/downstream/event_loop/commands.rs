@@ -4,8 +4,11 @@
 
 use std::io;
 
+use tokio::time::Instant;
+
 use bytes::Bytes;
 
+use super::super::keyspace;
 use super::super::session::dispatch::{dispatch, facade_plan, protocol_error};
 use super::super::session::failed_login::failed_login;
 use super::super::session::stamp::{key_position, Stamp};
@@ -13,6 +16,7 @@ use super::client::{Client, Fate};
 use super::replies::Wait;
 use super::timers::Which;
 use super::Work;
+use crate::auth::Admit;
 use crate::commands::Local;
 use crate::protocol::{parse_request_into, Request};
 use crate::router::{Call, Plan};
@@ -29,6 +33,8 @@ enum Started {
     Parked,
     /// The client leaves the loop with it (subscribe mode, client tracking).
     HandOff,
+    /// Its user's rate holds it back until then (`auth.users[].limits`).
+    Throttled(Instant),
 }
 
 impl<'d> Client<'d> {
@@ -50,6 +56,7 @@ impl<'d> Client<'d> {
                 }
                 Ok(n) => {
                     work.d.client_metrics.bytes_received.inc_by(n as u64);
+                    self.state.note_read(n);
                     self.times.last_activity = work.now;
                     // A short read emptied the socket: the next bytes are a new event.
                     self.flags.readable = n >= super::super::session::buffers::CHUNK;
@@ -90,6 +97,7 @@ impl<'d> Client<'d> {
         let alone = self.replies.alone > 0 || self.parked.is_some();
         !self.flags.closing
             && !self.flags.budget_paused
+            && !self.stops_reading_for_upgrade()
             && self.replies.len() < config.max_in_flight
             && self.out.len() < config.max_reply_bytes
             && (!alone || self.input.len() < super::super::session::buffers::CHUNK)
@@ -113,6 +121,11 @@ impl<'d> Client<'d> {
                 Started::Next => {}
                 Started::Parked => {
                     self.parked = Some(std::mem::take(&mut request));
+                    break;
+                }
+                Started::Throttled(until) => {
+                    self.parked = Some(std::mem::take(&mut request));
+                    work.timers.arm(until, self.token, Which::Throttle);
                     break;
                 }
                 Started::HandOff => {
@@ -189,11 +202,17 @@ impl<'d> Client<'d> {
             Some(facade) => facade_plan(facade, plan, command, request, router, &self.state),
             None => plan,
         };
-        let plan = (self.state).gate(plan, || router.planner().lookup(request.args()));
+        let plan = (self.state).gate(plan, || router.planner().lookup(request.args()), request.args());
         let alone = self.state.tx.is_exclusive(&plan);
         if alone && !self.replies.is_empty() {
             return Started::Parked;
         }
+        // The user's rates (`auth.users[].limits`): wait, or answer with the refusal.
+        let plan = match self.state.admit(now) {
+            Admit::Now => plan,
+            Admit::After(wait) => return Started::Throttled(now + wait),
+            Admit::Refuse(reply) => Plan::Reply(reply),
+        };
         if leaves_the_loop(&plan, &self.state) {
             // Replies already in the output buffer go out first: the session starts empty.
             return match self.replies.is_empty() && self.out.is_empty() {
@@ -234,6 +253,14 @@ impl<'d> Client<'d> {
                     now,
                     None,
                 );
+                // `filter_keys`: KEYS, SCAN and RANDOMKEY show only the keys the user may read.
+                let call = match self.state.key_filter() {
+                    Some(user) => {
+                        let lane = self.state.lane();
+                        keyspace::filtered(router, user, command, call, request, lane)
+                    }
+                    None => call,
+                };
                 self.owe_call(call, stamp, work);
             }
         }
@@ -346,6 +373,8 @@ impl<'d> Client<'d> {
                 .record(std::time::Duration::from_nanos(elapsed));
         }
         let hot = work.hot(self.state.id);
+        // The tally is the loop's: it counts for this client's user from here.
+        work.tally.follow(self.state.user_series());
         let sent = stamp.finish(&mut work.tally, hot, reply, &mut since, node, &self.peer);
         self.out.append(sent);
         self.want_write(work);

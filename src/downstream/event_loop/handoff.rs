@@ -53,14 +53,9 @@ impl<'d> Loop<'d> {
             client.times.last_activity,
             client.times.connected_at,
             client.flags.aged,
+            input.freeze(),
         );
         let socket = client.socket.detach();
-        session::adopt(
-            socket,
-            lasting,
-            input.freeze(),
-            client.connected,
-            client.peer,
-        );
+        session::adopt(socket, lasting, client.connected, client.peer);
     }
 }

@@ -46,6 +46,7 @@ mod setup;
 mod socket;
 mod timers;
 mod tokens;
+mod upgrade;
 
 pub(crate) use accept::LoopListener;
 pub(crate) use setup::{start, LoopSetup, Stop};
@@ -238,7 +239,7 @@ impl<'d> Loop<'d> {
         client.flags.to_run = false;
         client.poll_calls(&mut self.work, &self.remote);
         match client.run(&mut self.work) {
-            Fate::Stays => {}
+            Fate::Stays => self.leave_if_upgrading(token),
             Fate::HandOff => self.hand_off(token),
         }
     }
@@ -315,6 +316,7 @@ impl<'d> Loop<'d> {
             } else {
                 client.release_buffers();
                 self.move_if_wanted(token);
+                self.leave_if_upgrading(token);
             }
         }
         if self.work.to_write.is_empty() {

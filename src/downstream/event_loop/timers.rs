@@ -15,6 +15,8 @@ pub(super) enum Which {
     Age,
     Request,
     Budget,
+    /// A user's rate (`auth.users[].limits`) lets the parked command start.
+    Throttle,
 }
 
 /// The loop's pending timers.

@@ -12,7 +12,7 @@ use super::super::drain::DrainSignal;
 use super::super::local::ClientState;
 use super::super::Downstream;
 use super::conn::{Pushed, PUSH_QUEUE};
-use super::{Control, Left, Mode};
+use super::{Control, Left, Mode, PubsubMetrics};
 use crate::protocol::{parse_request, Limits, Request};
 
 /// Keep reading the client only this far ahead while a command's confirmations are owed.
@@ -39,7 +39,8 @@ where
     W: AsyncWrite + Unpin,
 {
     let (pushed, from_nodes) = mpsc::channel(PUSH_QUEUE);
-    let mut mode = Mode::new(&downstream.router, pick, pushed, state);
+    let metrics = downstream.metrics.group::<PubsubMetrics>();
+    let mut mode = Mode::new(&downstream.router, pick, pushed, state, metrics);
     let control = mode.command(first, out, &downstream.metrics).await;
     let mut subscribed = Subscribed {
         mode,
@@ -63,7 +64,8 @@ where
 struct Subscribed<'a, 'd, R, W> {
     mode: Mode<'a>,
     from_nodes: mpsc::Receiver<Pushed>,
-    /// Paces retrying shard channels whose slot moved (`Mode::orphans`).
+    /// Paces retrying shard channels whose slot moved or whose connection was lost
+    /// (`Mode::orphans`), and channels and patterns whose connection was lost.
     tick: tokio::time::Interval,
     reader: &'a mut R,
     writer: &'a mut W,
@@ -90,6 +92,9 @@ where
             }
             if self.mode.redirect.is_some() {
                 self.mode.follow_redirect(self.out).await;
+            }
+            if self.mode.global_due() {
+                self.mode.resubscribe_global().await;
             }
             // The next command only once the previous one is fully answered: the replies of
             // several nodes then cannot interleave with another command's.
@@ -144,7 +149,7 @@ where
             read = self.reader.read_buf(self.input), if self.input.len() < READ_AHEAD => {
                 self.read(read)
             }
-            _ = self.tick.tick(), if !self.mode.orphans.is_empty() => {
+            _ = self.tick.tick(), if !self.mode.orphans.is_empty() || self.mode.global_lost() => {
                 self.mode.adopt_orphans().await;
                 ControlFlow::Continue(Control::Go)
             }
@@ -155,7 +160,17 @@ where
                 }
                 ControlFlow::Continue(Control::Go)
             }
-            () = self.drain.started() => ControlFlow::Break(Left::Close),
+            () = self.mode.users.retired() => {
+                let (_, _, users) = self.downstream.snapshot();
+                ControlFlow::Continue(self.mode.reloaded(users))
+            }
+            () = self.drain.started() => {
+                // An upgrade in place does not move subscriptions yet (docs/operations.md).
+                if self.downstream.handover.is_active() {
+                    self.downstream.handover.closed("subscribed");
+                }
+                ControlFlow::Break(Left::Close)
+            }
         }
     }
 
@@ -164,6 +179,7 @@ where
         match wrote {
             Ok(n) if n > 0 => {
                 self.downstream.client_metrics.bytes_sent.inc_by(n as u64);
+                self.mode.state.count_sent(n);
                 self.out.advance(n);
                 ControlFlow::Continue(Control::Go)
             }

@@ -6,7 +6,9 @@
 //! node's subscribers — so one dedicated connection to one primary serves them all. Shard
 //! channels live on the primary owning their slot: one dedicated connection per such node, and
 //! when a slot moves (the node drops the subscription with an unasked-for `sunsubscribe`),
-//! redcar subscribes again at the new owner without telling the client.
+//! redcar subscribes again at the new owner without telling the client. A lost connection
+//! does not end subscribe mode either: its subscriptions are made again on another node
+//! (`lost`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,8 +16,10 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::local::ClientState;
+use crate::auth::{User, Users};
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
 use crate::metrics::Metrics;
@@ -23,13 +27,18 @@ use crate::protocol::{resp3_null, write_array_len, write_bulk, Request};
 use crate::router::{redcar_error, Plan, Router};
 use conn::{Pushed, SubConn};
 use frames::{confirmation, is_message, unsubscribe_word, unsubscribed};
+use waiting::{Lost, Orphan};
 
 mod conn;
 mod event_loop;
 mod frames;
+mod lost;
+mod metrics;
 mod shards;
+mod waiting;
 
 pub(crate) use event_loop::serve;
+pub(crate) use metrics::PubsubMetrics;
 
 /// How the client left subscribe mode.
 pub(crate) enum Left {
@@ -54,10 +63,22 @@ struct Mode<'r> {
     router: &'r Router,
     /// Who the client is: every command here is checked against the user's rules, as outside.
     state: &'r ClientState,
+    /// The user those rules are now: the client's, or what a reload renewed it to (see
+    /// [`Mode::reloaded`]); and the users it comes from.
+    user: Option<Arc<User>>,
+    users: Arc<Users>,
     pick: usize,
     pushed: mpsc::Sender<Pushed>,
+    /// Re-subscriptions and their gaps.
+    metrics: Arc<PubsubMetrics>,
     /// The connection for channels and patterns, and its node.
     global: Option<(Arc<str>, SubConn)>,
+    /// The channel-and-pattern connection was lost: its subscriptions wait to be made again.
+    lost_global: Option<Lost>,
+    /// Confirmations of redcar's own re-subscription still to come on the new connection, and
+    /// since when the subscriptions were lost (the gap, put on record by the last one).
+    global_swallow: usize,
+    global_lost_since: Option<Instant>,
     /// Shard-channel connections by node.
     shard_conns: HashMap<Arc<str>, SubConn>,
     channels: HashSet<Bytes>,
@@ -72,10 +93,12 @@ struct Mode<'r> {
     redirects: u32,
     /// A redirected SSUBSCRIBE to send again: the node named, and the command.
     redirect: Option<(Arc<str>, Bytes)>,
-    /// Shard channels dropped by a node whose slot moved away, with that node.
-    orphans: HashMap<Bytes, Arc<str>>,
-    /// Re-subscriptions redcar made itself: their confirmations are not the client's.
-    resubscribing: HashSet<Bytes>,
+    /// Shard channels to subscribe again: dropped by a node whose slot moved away, or held on
+    /// a connection that was lost.
+    orphans: HashMap<Bytes, Orphan>,
+    /// Re-subscriptions redcar made itself, with since when each was lost: their confirmations
+    /// are not the client's.
+    resubscribing: HashMap<Bytes, Instant>,
 }
 
 struct Current {
@@ -91,13 +114,20 @@ impl<'r> Mode<'r> {
         pick: usize,
         pushed: mpsc::Sender<Pushed>,
         state: &'r ClientState,
+        metrics: Arc<PubsubMetrics>,
     ) -> Mode<'r> {
         Mode {
             router,
+            user: state.user().cloned(),
+            users: state.users().clone(),
             state,
             pick,
             pushed,
+            metrics,
             global: None,
+            lost_global: None,
+            global_swallow: 0,
+            global_lost_since: None,
             shard_conns: HashMap::new(),
             channels: HashSet::new(),
             patterns: HashSet::new(),
@@ -107,11 +137,12 @@ impl<'r> Mode<'r> {
             redirects: 0,
             redirect: None,
             orphans: HashMap::new(),
-            resubscribing: HashSet::new(),
+            resubscribing: HashMap::new(),
         }
     }
 
     fn is_empty(&self) -> bool {
+        // Channels and patterns waiting to be subscribed again are still in their sets.
         self.channels.is_empty()
             && self.patterns.is_empty()
             && self.shards.is_empty()
@@ -125,9 +156,8 @@ impl<'r> Mode<'r> {
         metrics: &Metrics,
     ) -> Control {
         let (plan, name) = self.router.planner().plan(&request, &mut Vec::new());
-        let plan = self
-            .state
-            .gate(plan, || self.router.planner().lookup(request.args()));
+        let lookup = || self.router.planner().lookup(request.args());
+        let plan = (self.state).gate_as(self.user.as_ref(), plan, lookup, request.args());
         metrics.record_command(name, Duration::ZERO, false);
         match plan {
             Plan::Sub(sub) => self.subscription(sub, request, out).await,
@@ -176,7 +206,17 @@ impl<'r> Mode<'r> {
                     .forward(None, raw, None, true, lane, now)
                     .await
             }
-            Plan::Multi(multi) => self.router.fanout().start(multi, request, lane).await,
+            Plan::Multi(multi) => {
+                let call = self.router.fanout().start(multi, request, lane);
+                match self.user.as_ref().filter(|u| u.filter_keys) {
+                    Some(user) => {
+                        let call =
+                            super::keyspace::filtered(self.router, user, name, call, request, lane);
+                        call.await
+                    }
+                    None => call.await,
+                }
+            }
             _ => redcar_error(format_args!(
                 "'{name}' cannot run in subscribe mode through redcar (it changes the \
                  connection's state); unsubscribe first"
@@ -288,13 +328,7 @@ impl<'r> Mode<'r> {
     fn pushed(&mut self, pushed: Pushed, out: &mut BytesMut) -> Control {
         let frame = match pushed.frame {
             Ok(frame) => frame,
-            Err(why) => {
-                out.extend_from_slice(&redcar_error(format_args!(
-                    "subscription connection to {} lost ({why}); reconnect and subscribe again",
-                    pushed.addr
-                )));
-                return Control::Quit;
-            }
+            Err(why) => return self.lost(&pushed.addr, &why, out),
         };
         if is_message(&frame) {
             out.extend_from_slice(&frame);
@@ -303,6 +337,9 @@ impl<'r> Mode<'r> {
         let Some((kind, name)) = confirmation(&frame) else {
             return self.other(frame, &pushed.addr, out);
         };
+        if self.swallowed(&pushed.addr, &kind) {
+            return Control::Go;
+        }
         match (kind.as_slice(), name) {
             (b"subscribe", Some(name)) => {
                 self.channels.insert(name);
@@ -317,7 +354,8 @@ impl<'r> Mode<'r> {
                 name.map(|n| self.patterns.remove(&n));
             }
             (b"ssubscribe", Some(name)) => {
-                if self.resubscribing.remove(&name) {
+                if let Some(since) = self.resubscribing.remove(&name) {
+                    self.metrics.resubscribed("shard", since.elapsed());
                     return Control::Go;
                 }
                 self.shards.insert(name.clone(), pushed.addr);
@@ -335,7 +373,12 @@ impl<'r> Mode<'r> {
                 if !self.asked_to_leave(&name) {
                     // The node dropped it: its slot moved. Subscribe again at the new owner.
                     if self.shards.remove(&name).is_some() {
-                        self.orphans.insert(name, pushed.addr);
+                        let orphan = Orphan {
+                            from: pushed.addr,
+                            lost: false,
+                            since: Instant::now(),
+                        };
+                        self.orphans.insert(name, orphan);
                         self.router.stateful().request_refresh();
                     }
                     return Control::Go;
@@ -355,6 +398,34 @@ impl<'r> Mode<'r> {
         }
         self.owe_one();
         out.extend_from_slice(&frame);
+        Control::Go
+    }
+
+    /// A reload replaced the users: the client stays only if its login survived it and its user
+    /// may still hear every channel and pattern it holds — Redis 7 disconnects a subscriber
+    /// whose channel rights were taken away, at once. Later commands here follow the new rules.
+    fn reloaded(&mut self, users: Arc<Users>) -> Control {
+        let renewed = match &self.user {
+            Some(user) => users.renewed(user),
+            None => users.anonymous(),
+        };
+        let channels = (self.channels.iter())
+            .chain(self.shards.keys())
+            .chain(self.orphans.keys());
+        let patterns = self.patterns.iter();
+        let keeps = renewed.as_ref().is_some_and(|user| {
+            user.keeps_subscriptions(channels.map(|c| &c[..]), patterns.map(|p| &p[..]))
+        });
+        self.users = users;
+        if !keeps {
+            tracing::info!(
+                client = self.state.id,
+                "subscriber disconnected by a config reload: its user lost the rights to one of \
+                 its channels, or its login"
+            );
+            return Control::Quit;
+        }
+        self.user = renewed;
         Control::Go
     }
 

@@ -9,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::conn::SubConn;
 use super::frames::unsubscribed;
+use super::waiting::Orphan;
 use super::{Control, Mode};
 use crate::cluster::key_slot;
 use crate::commands::policy::SubKind;
@@ -143,13 +144,18 @@ impl Mode<'_> {
         }) && self.awaiting > 0
     }
 
-    /// Subscribes orphaned shard channels again once the map names a new owner for their slot.
+    /// Subscribes orphaned shard channels again: a channel whose slot moved once the map names
+    /// a new owner, one whose connection was lost at the slot's primary as soon as it answers
+    /// (the same node back, or the replica promoted in its place). A node that cannot be
+    /// reached is tried once per round.
     pub(super) async fn adopt_orphans(&mut self) {
-        let orphans: Vec<(Bytes, Arc<str>)> = self.orphans.drain().collect();
-        for (name, old) in orphans {
+        let orphans: Vec<(Bytes, Orphan)> = self.orphans.drain().collect();
+        let mut unreachable: Vec<Arc<str>> = Vec::new();
+        for (name, orphan) in orphans {
             let owner = self.router.stateful().primary_for(Some(key_slot(&name)), 0);
-            let Some(owner) = owner.filter(|owner| *owner != old) else {
-                self.orphans.insert(name, old);
+            let owner = owner.filter(|owner| orphan.lost || *owner != orphan.from);
+            let Some(owner) = owner.filter(|owner| !unreachable.contains(owner)) else {
+                self.orphans.insert(name, orphan);
                 continue;
             };
             let sent = match self.shard_conn(&owner).await {
@@ -157,10 +163,11 @@ impl Mode<'_> {
                 Err(_) => false,
             };
             if sent {
-                self.resubscribing.insert(name.clone());
+                self.resubscribing.insert(name.clone(), orphan.since);
                 self.shards.insert(name, owner);
             } else {
-                self.orphans.insert(name, old);
+                unreachable.push(owner);
+                self.orphans.insert(name, orphan);
             }
         }
     }

@@ -75,6 +75,9 @@ where
             }
             Err(End::Gone) => return Busy::Done,
         };
+        if spell.hands_over_now() {
+            return Busy::HandOver; // an upgrade takes the client (leaving.rs)
+        }
         if let Some((from, to)) = spell.move_now() {
             return Busy::Move {
                 from,
@@ -147,6 +150,9 @@ pub(super) struct Spell<'c, 'd, S> {
     /// A timer to look again at `client.max_buffered_bytes_total` while paused by it.
     pub(super) budget_timer: LazyTimer,
     pub(super) budget_paused: bool,
+    /// Over its user's rate (`auth.users[].limits`, `when_over: slow`): the parked command
+    /// starts no sooner than this, and the client is read no further meanwhile.
+    pub(super) throttled_until: Option<Instant>,
     /// The clock read a turn ended with (a read or replies arriving), reused by the next turn:
     /// one clock read per turn instead of two.
     pub(super) clock: Option<Instant>,
@@ -193,6 +199,7 @@ where
             request_timer: LazyTimer::default(),
             budget_timer: LazyTimer::default(),
             budget_paused: false,
+            throttled_until: None,
             clock: Some(c.last_activity),
             limits: config.limits(),
             config,
@@ -256,6 +263,7 @@ where
         let waiting_alone = self.exclusive > 0 || self.parked.is_some();
         let can_read = !self.closing
             && !self.budget_paused
+            && !c.stops_reading_for_upgrade()
             && self.calls.len() < config.max_in_flight
             && c.out.len() < config.max_reply_bytes
             && (!waiting_alone || c.input.len() < super::buffers::CHUNK);

@@ -5,13 +5,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::super::clients::{Connected, Downstream};
 use super::super::facade::Endpoint;
 use super::super::movable::{Detached, Movable};
 use super::busy;
+use super::leaving::AtUpgrade;
 use super::moving::{Lasting, Moving};
 use super::{Busy, Client, Wake};
 
@@ -29,27 +29,37 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
     let mut client = Client::new(stream, downstream, id, peer, facade);
+    // `auth.max_unauthenticated_per_address`: refused before anything is read (boxed: the
+    // refusal's write would otherwise be part of every session's future).
+    if let Err(refusal) = client.state.connect(peer) {
+        Box::pin(refuse(&mut client, refusal)).await;
+        return None;
+    }
     let end = run(&mut client).await;
     end.finish(client)
 }
 
+/// Answers a client refused at connect time, then closes it.
+async fn refuse<S>(client: &mut Client<'_, S>, refusal: bytes::Bytes)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
+    let _ = client.stream.writer().write_all(&refusal).await;
+    client.close().await;
+}
+
 /// Serves a client that moved here from another worker: a busy spell first (it was busy when
-/// it left, and its pipelining membership goes on), then as [`serve`] does. `input`: what the
-/// client sent that was not run yet (a client handed over by an event loop).
+/// it left, and its pipelining membership goes on), then as [`serve`] does.
 pub(super) async fn resume<'d, S>(
     stream: S,
     downstream: &'d Downstream,
     peer: &'d Arc<str>,
     lasting: Lasting,
-    input: Bytes,
 ) -> Option<Moving>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
     let (mut client, pipelining) = Client::resume(stream, downstream, peer, lasting);
-    if !input.is_empty() {
-        client.input.append(&input);
-    }
     let busy = Box::pin(busy::serve_busy(&mut client, pipelining)).await;
     let end = match after_spell(&mut client, busy) {
         Some(end) => end,
@@ -69,6 +79,12 @@ where
         match client.wait_for_request().await {
             Wake::Request => {}
             Wake::Close => {
+                // An upgrade handing clients over (leaving.rs) may take this one instead.
+                match client.at_upgrade() {
+                    AtUpgrade::No => {}
+                    AtUpgrade::Leave => return Ending::HandOver,
+                    AtUpgrade::NotYet => continue,
+                }
                 client.close().await;
                 return Ending::Closed;
             }
@@ -87,6 +103,8 @@ enum Ending {
     Closed,
     /// The client is done.
     Done(bool),
+    /// It leaves for the process taking over (an upgrade, see leaving.rs).
+    HandOver,
     /// It moves from worker `from` to worker `to` (see [`Busy::Move`]).
     Move {
         from: usize,
@@ -108,6 +126,10 @@ impl Ending {
             Ending::Done(large) => {
                 drop(client);
                 (None, large)
+            }
+            Ending::HandOver => {
+                client.leave_for_upgrade();
+                (None, false)
             }
             Ending::Move {
                 from,
@@ -132,6 +154,7 @@ fn after_spell<S>(client: &mut Client<'_, S>, busy: Busy) -> Option<Ending> {
             None
         }
         Busy::Done => Some(Ending::Done(large)),
+        Busy::HandOver => Some(Ending::HandOver),
         Busy::Move {
             from,
             to,
@@ -158,38 +181,38 @@ pub(crate) fn hand_over(moving: Moving, mut client: Connected, peer: Arc<str>) {
         return; // no such worker: dropping the socket closes the client
     };
     client.moved_to(moving.to);
-    let Moving {
-        stream, lasting, ..
-    } = moving;
-    handle.spawn(resumed(stream, lasting, Bytes::new(), client, peer));
+    handle.spawn(resumed(moving, client, peer));
 }
 
 /// Serves, on this thread's runtime, a client a worker's event loop hands over (subscribe mode,
-/// client tracking): `input` is what it sent that the loop did not run, the command that made
-/// it leave first.
+/// client tracking); `lasting` holds what it sent that the loop did not run, the command that
+/// made it leave first.
 pub(crate) fn adopt(
     stream: Detached,
     lasting: Lasting,
-    input: Bytes,
     client: Connected,
     peer: Arc<str>,
 ) {
-    tokio::spawn(resumed(stream, lasting, input, client, peer));
+    let to = crate::workers::current().unwrap_or(0);
+    let moving = Moving { to, stream, lasting };
+    tokio::spawn(resumed(moving, client, peer));
 }
 
 /// The moved session's task on its new worker (boxed: a session may move again, from there).
-fn resumed(
-    stream: Detached,
-    lasting: Lasting,
-    input: Bytes,
+/// Also the task of a client adopted from the previous process (leaving.rs).
+pub(super) fn resumed(
+    moving: Moving,
     client: Connected,
     peer: Arc<str>,
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let downstream = &*client.downstream;
+        let Moving {
+            stream, lasting, ..
+        } = moving;
         let next = match attach(stream) {
-            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, lasting, input).await,
-            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, lasting, input).await,
+            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, lasting).await,
+            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, lasting).await,
             Err(error) => {
                 tracing::warn!(%error, client = client.id, "could not register a moved client's socket; closing it");
                 None

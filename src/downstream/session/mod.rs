@@ -28,10 +28,12 @@ use super::slow::{LatencyWatch, SlowChanges};
 use super::ClientConfig;
 use crate::upstream::Inbox;
 
+mod adopted;
 pub(super) mod buffers;
 mod busy;
 pub(super) mod dispatch;
 pub(super) mod failed_login;
+mod leaving;
 mod life;
 mod moving;
 mod near;
@@ -44,6 +46,7 @@ mod stream;
 mod subscribe;
 mod timer;
 
+pub(crate) use adopted::adopt_session;
 pub(crate) use life::{adopt, hand_over, serve};
 pub(crate) use moving::Lasting;
 
@@ -65,6 +68,9 @@ enum Busy {
     Idle,
     /// The session is over (closed, or the client is gone).
     Done,
+    /// At a safe point while an upgrade hands clients over, the client leaves for the new
+    /// process (see leaving.rs).
+    HandOver,
     /// At a safe point, the session leaves worker `from` for worker `to` (see moving.rs), with
     /// its pipelining membership if it has one.
     Move {
@@ -113,6 +119,9 @@ struct Client<'d, S> {
     /// [`Client::latency`]), and whether this client is to be closed at its next safe point.
     slow: SlowChanges,
     close_when_safe: bool,
+    /// An upgrade hands clients over and this one waits for its safe point (leaving.rs): the
+    /// drain no longer closes it, and it stops reading once no transaction is open.
+    handing_over: bool,
     /// This session's part of `client.max_buffered_bytes_total`.
     share: Share<'d>,
     /// Shutdown: close once nothing is owed (a flag read per turn, see drain.rs).
@@ -155,6 +164,7 @@ where
             aged: false,
             slow: SlowChanges::new(latency),
             close_when_safe: false,
+            handing_over: false,
             share: downstream.budget.share(id),
             drain: downstream.drain.signal(id),
         }
@@ -247,6 +257,7 @@ where
                         .client_metrics
                         .bytes_received
                         .inc_by(n as u64);
+                    self.state.note_read(n);
                     self.last_activity = Instant::now();
                     return Poll::Ready(Wake::Request);
                 }
@@ -269,7 +280,7 @@ where
                 self.aged = true;
                 continue;
             }
-            if self.drain.poll_started(cx).is_ready() {
+            if !self.handing_over && self.drain.poll_started(cx).is_ready() {
                 return Poll::Ready(Wake::Close);
             }
             if super::tracking::poll_ready(&self.state, cx).is_ready() {
@@ -290,6 +301,7 @@ where
         match self.stream.writer().try_write(&self.out[..]) {
             Some(Ok(n)) if n > 0 => {
                 self.downstream.client_metrics.bytes_sent.inc_by(n as u64);
+                self.state.note_written(n);
                 self.out.advance(n);
                 Ok(true)
             }

@@ -31,17 +31,21 @@ pub(crate) struct Moving {
     pub(super) lasting: Lasting,
 }
 
-/// What the next worker builds a moved client from.
+/// What the next worker (or, after an upgrade, the next process: leaving.rs) builds a moved
+/// client from.
 pub(crate) struct Lasting {
-    facade: Option<Box<Endpoint>>,
-    state: ClientState,
-    generation: u64,
-    config: Arc<ClientConfig>,
-    last_activity: Instant,
-    connected_at: Instant,
-    aged: bool,
+    pub(super) facade: Option<Box<Endpoint>>,
+    pub(super) state: ClientState,
+    pub(super) generation: u64,
+    pub(super) config: Arc<ClientConfig>,
+    pub(super) last_activity: Instant,
+    pub(super) connected_at: Instant,
+    pub(super) aged: bool,
     /// A pipelining session's membership, already counted on `to`.
-    pipelining: Option<Pipelining>,
+    pub(super) pipelining: Option<Pipelining>,
+    /// Bytes read but not yet parsed: empty between workers (a move waits for an empty
+    /// buffer), the start of the next request after an upgrade.
+    pub(super) input: bytes::Bytes,
 }
 
 impl Lasting {
@@ -56,6 +60,7 @@ impl Lasting {
         last_activity: Instant,
         connected_at: Instant,
         aged: bool,
+        input: bytes::Bytes,
     ) -> Lasting {
         Lasting {
             facade,
@@ -66,6 +71,7 @@ impl Lasting {
             connected_at,
             aged,
             pipelining: None,
+            input,
         }
     }
 }
@@ -140,6 +146,7 @@ where
                 connected_at,
                 aged,
                 pipelining,
+                input: bytes::Bytes::new(),
             },
         })
     }
@@ -153,7 +160,7 @@ where
         lasting: Lasting,
     ) -> (Self, Option<Pipelining>) {
         let id = lasting.state.id;
-        let client = Client {
+        let mut client = Client {
             downstream,
             peer,
             facade: lasting.facade,
@@ -170,10 +177,14 @@ where
             aged: lasting.aged,
             slow: SlowChanges::new(latency_watch(downstream, &lasting.config)),
             close_when_safe: false,
+            handing_over: false,
             share: downstream.budget.share(id),
             drain: downstream.drain.signal(id),
             config: lasting.config,
         };
+        if !lasting.input.is_empty() {
+            client.input.append(&lasting.input);
+        }
         (client, lasting.pipelining)
     }
 }

@@ -102,7 +102,7 @@ where
         if c.state.tracking.is_some() && room && tracking::poll_ready(&c.state, cx).is_ready() {
             return Poll::Ready(Event::Pushes);
         }
-        if !closing && c.drain.poll_started(cx).is_ready() {
+        if !closing && !c.handing_over && c.drain.poll_started(cx).is_ready() {
             return Poll::Ready(Event::Drain);
         }
         if c.slow.is_on() && !closing {
@@ -128,7 +128,7 @@ where
             }
             Event::Aged => self.c.aged = true,
             Event::Pushes => self.on_pushes(),
-            Event::Drain => self.closing = true,
+            Event::Drain => self.on_drain(), // closes, or waits for an upgrade's safe point
             Event::Slow(slow) => self.c.close_when_safe = slow,
         }
         None
@@ -149,6 +149,7 @@ where
             Ok(n) if n > 0 => {
                 let c = &mut *self.c;
                 c.downstream.client_metrics.bytes_sent.inc_by(n as u64);
+                c.state.note_written(n);
                 c.out.advance(n);
                 self.batches.wrote(self.calls.len(), c.out.len());
                 None
@@ -165,6 +166,7 @@ where
             Ok(n) => {
                 let c = &mut *self.c;
                 c.downstream.client_metrics.bytes_received.inc_by(n as u64);
+                c.state.note_read(n);
                 let now = Instant::now();
                 c.last_activity = now;
                 self.clock = Some(now);

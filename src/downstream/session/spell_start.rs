@@ -5,6 +5,7 @@ use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use super::super::keyspace;
 use super::super::pubsub;
 use super::super::tracking;
 use super::busy::{Spell, BUDGET_RECHECK};
@@ -13,6 +14,7 @@ use super::failed_login::failed_login;
 use super::near::Near;
 use super::stamp::{key_position, Stamp};
 use super::Busy;
+use crate::auth::Admit;
 use crate::metrics::clock::Since;
 use crate::protocol::{parse_request_into, Request};
 use crate::router::{Call, Plan};
@@ -32,7 +34,8 @@ where
         }
         // One clock read serves the whole batch.
         let now = self.clock.take().unwrap_or_else(Instant::now);
-        let starved = self.check_budget();
+        let starved = self.check_budget() || self.throttled(now);
+        self.tally.follow(self.c.state.user_series());
         // Every command of the turn is parsed into this one slot and started by reference
         // (`parse_request_into`); only a parked or subscribing one is moved out of it.
         let mut request = Request::default();
@@ -50,6 +53,11 @@ where
                 Started::Next => {}
                 Started::Parked => {
                     self.parked = Some(std::mem::take(&mut request));
+                    break;
+                }
+                Started::Throttled(until) => {
+                    self.parked = Some(std::mem::take(&mut request));
+                    self.throttle(until);
                     break;
                 }
                 Started::Subscribe => return Some(request),
@@ -73,6 +81,30 @@ where
         }
         self.budget_paused = paused_now;
         self.budget_paused && c.out.len() > super::super::budget::FLOOR
+    }
+
+    /// Still over the user's rate: no command starts before `throttled_until`.
+    fn throttled(&mut self, now: Instant) -> bool {
+        match self.throttled_until {
+            Some(until) if now < until => {
+                self.throttle(until); // the timer may have been re-armed later meanwhile
+                true
+            }
+            Some(_) => {
+                self.throttled_until = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Over the user's rate: the parked command waits until `until`, when the spell's timer
+    /// wakes it (the timer is re-armed for the calls owed after it fires).
+    fn throttle(&mut self, until: Instant) {
+        self.throttled_until = Some(until);
+        if self.timer.deadline().is_none_or(|armed| until < armed) {
+            self.timer.reset(until);
+        }
     }
 
     /// The next request to start, into `request`: the parked one, or the next complete one in
@@ -132,13 +164,18 @@ where
             Some(facade) => facade_plan(facade, plan, command, request, router, &c.state),
             None => plan,
         };
-        let plan = c
-            .state
-            .gate(plan, || router.planner().lookup(request.args()));
+        let lookup = || router.planner().lookup(request.args());
+        let plan = c.state.gate(plan, lookup, request.args());
         let alone = c.state.tx.is_exclusive(&plan);
         if alone && !self.calls.is_empty() {
             return Started::Parked;
         }
+        // The user's rates (`auth.users[].limits`): wait, or answer with the refusal.
+        let plan = match c.state.admit(now) {
+            Admit::Now => plan,
+            Admit::After(wait) => return Started::Throttled(now + wait),
+            Admit::Refuse(reply) => Plan::Reply(reply),
+        };
         if matches!(plan, Plan::Sub(_)) && !c.state.tx.is_open() {
             return Started::Subscribe;
         }
@@ -162,6 +199,11 @@ where
                 now,
                 near,
             ),
+        };
+        // `filter_keys`: KEYS, SCAN and RANDOMKEY show only the keys the user may read.
+        let call = match c.state.key_filter() {
+            Some(user) => keyspace::filtered(router, user, command, call, request, c.state.lane()),
+            None => call,
         };
         let weight = if key_arg == 0 {
             0
@@ -233,6 +275,8 @@ pub(super) enum Started {
     Next,
     /// It must run alone and waits for the commands before it.
     Parked,
+    /// Over the user's rate: it waits until then.
+    Throttled(Instant),
     /// It enters subscribe mode.
     Subscribe,
 }

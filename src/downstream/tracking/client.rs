@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::command::{Mode, Switch};
 use super::{Event, Mailbox, Tracking, Tracks};
+use crate::downstream::handover::TrackingRecord;
 use crate::protocol::Protocol;
 use crate::router::redcar_error;
 
@@ -43,6 +44,46 @@ impl ClientTracking {
             pending: None,
             refused: Arc::default(),
         }
+    }
+
+    /// A client that tracked in the previous process (an upgrade): tracking on again with the
+    /// same options, and, since this process never saw which keys it read, one null
+    /// invalidation, so the client flushes its cache (what Redis tells a client whose tracking
+    /// state was lost). No reply is owed: the client asked in the other process.
+    pub(crate) fn restore(hub: &Arc<Tracking>, id: u64, record: &TrackingRecord) -> ClientTracking {
+        let mut tracking = ClientTracking::new(hub, id);
+        tracking.switch(Switch {
+            on: true,
+            redirect: record.redirect,
+            bcast: record.bcast,
+            optin: record.optin,
+            optout: record.optout,
+            noloop: record.noloop,
+            prefixes: record.prefixes.clone(),
+        });
+        tracking.pending = None;
+        hub.flush_client(id);
+        tracking
+    }
+
+    /// Its tracking options for an upgrade's record (`None` while tracking is off).
+    pub(crate) fn record(&self) -> Option<TrackingRecord> {
+        let mode = self.mode.as_ref()?;
+        // BCAST without a prefix is kept as the one empty prefix; `switch` adds it back.
+        let prefixes = mode
+            .prefixes
+            .iter()
+            .filter(|p| !p.is_empty())
+            .cloned()
+            .collect();
+        Some(TrackingRecord {
+            redirect: mode.redirect,
+            bcast: mode.bcast,
+            optin: mode.optin,
+            optout: mode.optout,
+            noloop: mode.noloop,
+            prefixes,
+        })
     }
 
     /// Tracking was refused after the fact (see `refused`): off from now on.

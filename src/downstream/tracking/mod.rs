@@ -263,6 +263,20 @@ impl Tracking {
         hub.post_once(targets, &Event::Flush);
     }
 
+    /// Client `id` (tracking) flushes its cache: one null invalidation to it, or to the client
+    /// it redirects to.
+    pub(super) fn flush_client(&self, id: u64) {
+        let hub = self.hub();
+        let to = hub
+            .members
+            .get(&id)
+            .and_then(|m| m.tracks.as_ref())
+            .map(|t| target(id, t));
+        if let Some(to) = to {
+            hub.post_once(vec![to], &Event::Flush);
+        }
+    }
+
     /// `keys` changed on a node.
     fn invalidate(&self, keys: Vec<Bytes>) {
         let mut hub = self.hub();

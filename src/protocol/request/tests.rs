@@ -343,3 +343,38 @@ fn a_request_is_its_raw_bytes_and_eight_inline_spans() {
     // hold (it was 168 with a `Bytes` per argument).
     assert_eq!(std::mem::size_of::<Request>(), 104);
 }
+
+#[test]
+fn a_sent_payload_reparses_into_the_same_arguments_without_a_copy() {
+    let sent = Request::from_args(["ZUNION", "2", "{t}a", "{t}b", "WITHSCORES"]);
+    let again = Request::reparse(sent.raw()).expect("one whole command");
+    assert_eq!(args(&again), args(&sent));
+    assert_eq!(
+        again.raw().as_ptr(),
+        sent.raw().as_ptr(),
+        "the same bytes, not a copy"
+    );
+    let long = Request::from_args((0..20).map(|i| format!("a{i}")));
+    assert_eq!(
+        args(&Request::reparse(long.raw()).expect("long")),
+        args(&long)
+    );
+    // Not exactly one command: cut short, followed by more, or not a multibulk at all.
+    let raw = sent.raw();
+    assert!(Request::reparse(&raw.slice(..raw.len() - 1)).is_none());
+    let mut two = raw.to_vec();
+    two.extend_from_slice(raw);
+    assert!(Request::reparse(&Bytes::from(two)).is_none());
+    for other in [
+        &b"GET k\r\n"[..],
+        b"*0\r\n",
+        b"*-1\r\n",
+        b"",
+        b"*1\r\n:1\r\n",
+    ] {
+        assert!(
+            Request::reparse(&Bytes::copy_from_slice(other)).is_none(),
+            "{other:?}"
+        );
+    }
+}

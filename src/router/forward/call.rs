@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::command::{Command, Outcome};
-use super::redirect::{classify, is_nil, Verdict};
+use super::redirect::{classify, Verdict};
 use super::Forwarder;
 use crate::router::reply::redcar_error;
 use crate::upstream::{Inbox, Node, Queued};
@@ -248,15 +248,12 @@ impl<'r> Call<'r> {
         }
     }
 
-    /// A replica's nil that the slot's primary should confirm (`router.replica_miss_check`):
-    /// [`Forwarder::finish`] asks it. A nil is checked no further than its length here, and a
-    /// nil from the node picked as the primary is final without loading the map again (with the
-    /// default read policy every read goes to the primary): a failover between sending and the
-    /// reply does not turn that primary's answer into a replica's.
+    /// A replica's "no such key" that the slot's primary should confirm
+    /// (`router.replica_miss_check`): [`Forwarder::finish`] asks it. A reply from the node
+    /// picked as the primary is final without a look at it or the map (with the default read
+    /// policy every read goes to the primary): a failover between sending and the reply does not
+    /// turn that primary's answer into a replica's.
     fn replica_miss(&self, reply: &[u8]) -> bool {
-        if !is_nil(reply) {
-            return false;
-        }
         match &self.state {
             State::Sent {
                 forwarder,

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::call::Call;
 use super::command::{Candidate, Command};
-use super::redirect::{classify, is_nil, Verdict};
+use super::redirect::{classify, Verdict};
 use super::Forwarder;
 use crate::upstream::{Lane, Node, UpstreamError};
 
@@ -48,16 +48,17 @@ impl Forwarder {
     }
 
     /// Whether `reply`, from the first attempt's node, is the client's answer as it is: not a
-    /// redirect or an error worth a retry, and not a replica's nil the primary should confirm.
+    /// redirect or an error worth a retry, and not a replica's "no such key" the primary should
+    /// confirm (`payload`: the request, which says what "no such key" looks like).
     #[inline]
-    pub(crate) fn is_final(&self, hop: &FirstHop, slot: u16, write: bool, reply: &[u8]) -> bool {
+    pub(crate) fn is_final(&self, hop: &FirstHop, slot: u16, write: bool, payload: &Bytes, reply: &[u8]) -> bool {
         if classify(reply) != Verdict::Done {
             return false;
         }
-        if hop.primary || !is_nil(reply) {
+        if hop.primary || write {
             return true;
         }
-        let command = self.command(Bytes::new(), slot, write, Lane::default(), hop.deadline);
+        let command = self.command(payload.clone(), slot, write, Lane::default(), hop.deadline);
         self.replica_miss(&command, &hop.node, reply).is_none()
     }
 

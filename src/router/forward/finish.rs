@@ -101,6 +101,7 @@ impl Forwarder {
                     // that cannot be reached leaves the replica's answer standing.
                     Some(primary) => {
                         hops.miss_checked = true;
+                        self.core.counts.replica_miss_check();
                         Next::Follow(Target::Redirected {
                             node: primary,
                             asking: false,

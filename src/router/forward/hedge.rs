@@ -67,7 +67,8 @@ impl Forwarder {
                         if second_failed.is_none() {
                             watch_abandoned(other, second, command.deadline);
                         }
-                        return outcome.unwrap_or_default();
+                        // A replica's "no such key" is still confirmed by the primary.
+                        return self.finish(command, Some((node, outcome)), Vec::new()).await;
                     }
                     first_failed = Some(outcome);
                 }
@@ -76,7 +77,7 @@ impl Forwarder {
                         if first_failed.is_none() {
                             watch_abandoned(node, first, command.deadline);
                         }
-                        return outcome.unwrap_or_default();
+                        return self.finish(command, Some((other, outcome)), Vec::new()).await;
                     }
                     second_failed = Some(outcome);
                 }

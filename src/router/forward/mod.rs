@@ -7,6 +7,7 @@
 //! how long to retry (`retry`, `retry_budget`), hedged reads (`hedge`), NOSCRIPT healing
 //! (`scripts`), fault injection (`fault`) and a route's backend and its mirror (`routed`).
 
+mod absent;
 mod call;
 mod command;
 mod direct;
@@ -27,7 +28,7 @@ pub(in crate::router) use command::{Command, Outcome, Target};
 pub(crate) use direct::FirstHop;
 pub(in crate::router) use fault::Faults;
 pub(crate) use fault::{validate as validate_faults, FaultRule};
-pub(crate) use redirect::{classify, is_nil, Verdict};
+pub(crate) use redirect::{classify, Verdict};
 pub(in crate::router) use retry::{lost_write, pause_before_retry};
 pub(in crate::router) use retry_budget::RetryBudget;
 pub(crate) use retry_budget::RetryBudgetConfig;
@@ -197,23 +198,23 @@ impl Forwarder {
         }
     }
 
-    /// The slot's primary when `reply`, `node`'s answer to `command`, is a replica's nil for a
-    /// single-key read that the primary should confirm (`router.replica_miss_check`), unless
-    /// that primary is ejected. Only nil replies get past the first test, so other replies pay
-    /// one compare.
+    /// The slot's primary when `reply`, `node`'s answer to `command`, is a replica's "no such
+    /// key" (nil, empty, 0, … as `commands::absent` knows per command) for a read that the
+    /// primary should confirm (`router.replica_miss_check`), unless that primary is ejected.
     pub(in crate::router) fn replica_miss(
         &self,
         command: &Command,
         node: &Arc<Node>,
         reply: &[u8],
     ) -> Option<Arc<Node>> {
-        if !is_nil(reply) || command.write || !self.replica_miss_check.load(Ordering::Relaxed) {
-            return None;
-        }
-        let slot = command.slot?;
-        let snapshot = self.core.state(&command.target).topology_now();
-        let primary = &snapshot.as_deref()?.shard(slot)?.primary;
-        (!Arc::ptr_eq(primary, node) && !primary.is_ejected()).then(|| primary.clone())
+        let Command {
+            target,
+            slot,
+            write,
+            payload,
+            ..
+        } = command;
+        self.absent_on_replica(target, *slot, *write, node, payload, reply) // hook: absent.rs
     }
 
     /// A command gave up waiting for `node` at its deadline: the node's health counts the

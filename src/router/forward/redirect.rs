@@ -18,12 +18,6 @@ pub(crate) enum Verdict<'a> {
 }
 
 /// Classifies a raw reply frame by its first bytes only (no parsing for ordinary replies).
-/// A nil reply, in RESP2 (`$-1`, `*-1`) or RESP3 (`_`).
-#[inline]
-pub(crate) fn is_nil(reply: &[u8]) -> bool {
-    matches!(reply, b"$-1\r\n" | b"_\r\n" | b"*-1\r\n")
-}
-
 pub(crate) fn classify(reply: &[u8]) -> Verdict<'_> {
     if reply.first() != Some(&b'-') {
         return Verdict::Done;
@@ -64,22 +58,6 @@ fn target(rest: &[u8]) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nil_in_either_protocol_and_nothing_else() {
-        for nil in [&b"$-1\r\n"[..], b"_\r\n", b"*-1\r\n"] {
-            assert!(is_nil(nil), "{nil:?}");
-        }
-        for other in [
-            &b"$0\r\n\r\n"[..],
-            b"*0\r\n",
-            b":0\r\n",
-            b"-ERR x\r\n",
-            b"$-1",
-        ] {
-            assert!(!is_nil(other), "{other:?}");
-        }
-    }
 
     #[test]
     fn recognises_redirects_and_transient_errors() {

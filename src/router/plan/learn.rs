@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use rand::seq::IndexedRandom;
 
 use super::Planner;
 use crate::commands::{CommandTable, CustomCommand, InfoValue};
@@ -38,11 +39,16 @@ impl Planner<'_> {
             .unwrap_or_else(CommandTable::builtin)
     }
 
-    /// Asks one primary for `COMMAND` and keeps the commands the built-in table lacks. Returns
-    /// how many were learned; errors are logged by the caller and leave the built-in table alone.
+    /// Asks one primary, picked at random (a fleet of sidecars started together must not all
+    /// ask, and hold a connection to, the same node), for `COMMAND` and keeps the commands the
+    /// built-in table lacks. Returns how many were learned; errors are logged by the caller and
+    /// leave the built-in table alone.
     pub(crate) async fn learn_commands(self) -> Result<usize, String> {
         let topology = self.core.cluster.topology().ok_or("no slot map yet")?;
-        let shard = topology.shards().first().ok_or("no shard known")?;
+        let shard = topology
+            .shards()
+            .choose(&mut rand::rng())
+            .ok_or("no shard known")?;
         let call = shard
             .primary
             .call(Bytes::from_static(COMMAND), false, Lane::default());

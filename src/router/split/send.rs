@@ -61,9 +61,18 @@ impl PartReplies {
     }
 
     /// Cuts `reply`, `node`'s answer to a batch of `parts`, into the parts' frames; a part whose
-    /// frame asks for more goes to `retries`, and parts whose frames are missing get an error.
+    /// frame asks for more (a redirect, an error worth a retry, or a replica's "no such key" the
+    /// primary should confirm: `confirm`) goes to `retries`, and parts whose frames are missing
+    /// get an error.
     #[inline]
-    fn cut(&mut self, parts: &[usize], reply: Bytes, node: &Arc<Node>, retries: &mut Vec<Retry>) {
+    fn cut(
+        &mut self,
+        parts: &[usize],
+        reply: Bytes,
+        node: &Arc<Node>,
+        retries: &mut Vec<Retry>,
+        confirm: impl Fn(usize, &[u8]) -> bool,
+    ) {
         let (index, mut at) = (self.held.len(), 0);
         // The parts from the first one whose reply is missing (none normally).
         let mut cut_short = &parts[parts.len()..];
@@ -74,7 +83,8 @@ impl PartReplies {
             };
             let frame = at..at + len;
             at += len;
-            if classify(&reply[frame.clone()]) == Verdict::Done {
+            let part_reply = &reply[frame.clone()];
+            if classify(part_reply) == Verdict::Done && !confirm(part, part_reply) {
                 self.frames[part] = (index, frame);
             } else {
                 retries.push((part, node.clone(), Ok(reply.slice(frame))));
@@ -131,7 +141,27 @@ impl<'r> Splitter<'r> {
             for (batch, outcome) in batches.iter().zip(outcomes) {
                 let parts = &order[batch.parts.clone()];
                 match outcome {
-                    Some(Ok(reply)) => replies.cut(parts, reply, &batch.node, &mut retries),
+                    Some(Ok(reply)) => {
+                        // Only a read policy that reads replicas can meet a replica here.
+                        let confirm = |part: usize, frame: &[u8]| {
+                            if split.write || !policy.uses_replicas() {
+                                return false;
+                            }
+                            let slot = Some(split.parts[part].slot);
+                            let payload = split.part_payload(part);
+                            let fwd = self.fwd;
+                            fwd.absent_on_replica(
+                                &None,
+                                slot,
+                                split.write,
+                                &batch.node,
+                                &payload,
+                                frame,
+                            )
+                            .is_some()
+                        };
+                        replies.cut(parts, reply, &batch.node, &mut retries, confirm);
+                    }
                     Some(Err(e)) => {
                         let node = &batch.node;
                         retries.extend(parts.iter().map(|&p| (p, node.clone(), Err(e.clone()))));

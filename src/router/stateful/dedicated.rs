@@ -224,8 +224,8 @@ impl<'r> Stateful<'r> {
             pinned.conn.release();
             match tx_verdict(&replies) {
                 Some(TxVerdict::Done(exec)) => exec,
-                Some(TxVerdict::Redirect(..)) => {
-                    self.fwd.core.cluster.note_redirect();
+                Some(TxVerdict::Redirect(addr, asking)) => {
+                    self.note_redirect(&pinned.backend, Some(pinned.slot), &addr, asking);
                     Bytes::from_static(NIL_ARRAY)
                 }
                 Some(TxVerdict::Transient(_)) => Bytes::from_static(NIL_ARRAY),
@@ -311,10 +311,7 @@ impl<'r> Stateful<'r> {
                         "gave up after {redirects} redirects (last to {addr})"
                     )));
                 }
-                Verdict::Moved(addr) => {
-                    core.state(&backend).note_redirect();
-                    Some((addr.to_string(), false))
-                }
+                Verdict::Moved(addr) => Some((addr.to_string(), false)),
                 Verdict::Ask(addr) => Some((addr.to_string(), true)),
                 Verdict::Transient => None,
                 // A demoted primary: the command did not run; retry once the map is fresh.
@@ -327,8 +324,8 @@ impl<'r> Stateful<'r> {
             match next {
                 Some((addr, asking)) => {
                     redirects += 1;
-                    core.redirects
-                        .redirect(if asking { "ask" } else { "moved" }, &addr);
+                    // As on the shared connections: ASK marks the slot migrating.
+                    self.note_redirect(&backend, Some(slot), &addr, asking);
                     target = Target::Redirected {
                         node: core.upstreams.node(&addr),
                         asking,

@@ -226,6 +226,24 @@ impl<'r> Stateful<'r> {
         addr: &str,
         asking: bool,
     ) -> Target {
+        self.note_redirect(backend, slot, addr, asking);
+        Target::Redirected {
+            node: self.fwd.core.upstreams.node(addr),
+            asking,
+        }
+    }
+
+    /// A MOVED or ASK (`asking`) to `addr` for `slot`, met by a transaction or on a dedicated
+    /// connection (WATCH, blocking commands), noted as on the shared connections: counted, ASK
+    /// marks the slot migrating (its reads go to the primary until the migration ends), MOVED
+    /// winds the mark down and asks for a fresh map.
+    pub(super) fn note_redirect(
+        self,
+        backend: &Option<Arc<RouteTarget>>,
+        slot: Option<u16>,
+        addr: &str,
+        asking: bool,
+    ) {
         self.fwd
             .core
             .redirects
@@ -238,10 +256,6 @@ impl<'r> Stateful<'r> {
         }
         if !asking {
             state.note_redirect();
-        }
-        Target::Redirected {
-            node: self.fwd.core.upstreams.node(addr),
-            asking,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod load;
 pub mod pki;
 pub mod redcar;
 pub mod resp_client;
+pub mod responder;
 pub mod sentinel;
 pub mod server;
 pub mod tls_cluster;

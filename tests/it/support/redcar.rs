@@ -29,6 +29,8 @@ pub struct Redcar {
     port: u16,
     admin_port: u16,
     args: Vec<String>,
+    /// Extra environment variables for the child (after the `REDCAR_*` ones are cleared).
+    env: Vec<(String, String)>,
     dir: tempfile::TempDir,
 }
 
@@ -71,9 +73,23 @@ impl Redcar {
             port,
             admin_port,
             args,
+            env: Vec::new(),
             dir,
         };
         r.spawn_child();
+        r
+    }
+
+    /// Like [`start_with`](Self::start_with), with environment variables set for redcar.
+    pub fn start_with_env(seeds: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Redcar {
+        let mut r = Redcar::spawn(seeds, extra_args);
+        r.kill();
+        r.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        r.spawn_child();
+        r.wait_ready(READY_TIMEOUT);
         r
     }
 
@@ -93,6 +109,7 @@ impl Redcar {
         // Two workers whatever the machine's core count, so `threading: auto` settles the same
         // way (per core) on every test machine; a test's own `--workers` flag overrides it.
         cmd.env("REDCAR_WORKERS", "2");
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let child = cmd
             .args(&self.args)
             .stdin(Stdio::null())

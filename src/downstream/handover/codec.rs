@@ -1,0 +1,312 @@
+//! The record's wire form, versioned so that any two releases with upgrades in place hand over
+//! in both directions (roll forward, roll back).
+//!
+//! ```text
+//! "RCHO" | version: u16 | field* | end ;  field = tag: u8 | length: u32 | value ;
+//! end = 255 | 0u32                                                        (big-endian)
+//! ```
+//!
+//! The two processes agree on a version before any record is sent (`app::upgrade`): the highest
+//! both can read. A reader skips tags it does not know, so a later release may add fields to a
+//! version without breaking an earlier reader; what changes the meaning of a field takes a new
+//! version, and a process that shares no version with its peer passes only the listeners and
+//! drains its clients. Tags are never reused.
+
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::{FacadeRecord, HandedOver, Login, TrackingRecord};
+
+/// The oldest and newest record versions this build reads and writes.
+pub(crate) const OLDEST: u16 = 1;
+pub(crate) const CURRENT: u16 = 1;
+
+const MAGIC: &[u8; 4] = b"RCHO";
+
+/// Why a record could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum DecodeError {
+    #[error("not a handover record (bad magic)")]
+    Magic,
+    #[error("record version {0} is not one this build reads ({OLDEST}..={CURRENT})")]
+    Version(u16),
+    #[error("record cut short")]
+    Truncated,
+    #[error("field {0} is malformed")]
+    Field(u8),
+    #[error("field {0} is missing")]
+    Missing(&'static str),
+}
+
+mod tag {
+    pub(super) const ID: u8 = 1;
+    pub(super) const PEER: u8 = 2;
+    pub(super) const LISTENER: u8 = 3;
+    pub(super) const USER: u8 = 4;
+    pub(super) const CREDENTIAL: u8 = 5;
+    pub(super) const PROTOCOL: u8 = 6;
+    pub(super) const NAME: u8 = 7;
+    pub(super) const LIB_NAME: u8 = 8;
+    pub(super) const LIB_VER: u8 = 9;
+    pub(super) const DB: u8 = 10;
+    pub(super) const FAILED_LOGINS: u8 = 11;
+    pub(super) const FACADE_HOST: u8 = 12;
+    pub(super) const FACADE_IP: u8 = 13;
+    pub(super) const FACADE_HOSTNAME: u8 = 14;
+    pub(super) const FACADE_PORT: u8 = 15;
+    pub(super) const FACADE_TLS: u8 = 16;
+    pub(super) const FACADE_ID: u8 = 17;
+    pub(super) const TRACKING: u8 = 20;
+    pub(super) const TRACKING_REDIRECT: u8 = 21;
+    pub(super) const TRACKING_PREFIX: u8 = 22;
+    pub(super) const CHANNEL: u8 = 30;
+    pub(super) const PATTERN: u8 = 31;
+    pub(super) const SHARD_CHANNEL: u8 = 32;
+    pub(super) const AGE_MS: u8 = 40;
+    pub(super) const IDLE_MS: u8 = 41;
+    pub(super) const INPUT: u8 = 50;
+    /// Last in every record, so that a record cut at a field boundary is not read as a
+    /// shorter one.
+    pub(super) const END: u8 = 255;
+}
+
+/// Tracking flags in [`tag::TRACKING`]'s byte.
+const BCAST: u8 = 1;
+const OPTIN: u8 = 2;
+const OPTOUT: u8 = 4;
+const NOLOOP: u8 = 8;
+
+// === impl HandedOver ===
+
+impl HandedOver {
+    /// The record in wire form, as `version` (one both processes read) lays it out.
+    pub(crate) fn encode(&self, version: u16) -> Vec<u8> {
+        let mut w = Writer(BytesMut::with_capacity(128 + self.input.len()));
+        w.0.put_slice(MAGIC);
+        w.0.put_u16(version);
+        w.field(tag::ID, &self.id.to_be_bytes());
+        w.field(tag::PEER, self.peer.as_bytes());
+        w.field(tag::LISTENER, self.listener.as_bytes());
+        if let Some(login) = &self.login {
+            w.field(tag::USER, login.user.as_bytes());
+            if let Some(credential) = &login.credential {
+                w.field(tag::CREDENTIAL, credential);
+            }
+        }
+        w.field(tag::PROTOCOL, &[self.protocol]);
+        w.optional(tag::NAME, self.name.as_deref());
+        w.optional(tag::LIB_NAME, self.lib_name.as_deref());
+        w.optional(tag::LIB_VER, self.lib_ver.as_deref());
+        w.field(tag::DB, &self.db.to_be_bytes());
+        w.field(tag::FAILED_LOGINS, &self.failed_logins.to_be_bytes());
+        if let Some(f) = &self.facade {
+            w.field(tag::FACADE_HOST, f.host.as_bytes());
+            w.field(tag::FACADE_IP, f.ip.as_bytes());
+            w.optional(
+                tag::FACADE_HOSTNAME,
+                f.hostname.as_deref().map(str::as_bytes),
+            );
+            w.field(tag::FACADE_PORT, &f.port.to_be_bytes());
+            w.field(tag::FACADE_TLS, &[u8::from(f.tls)]);
+            w.field(tag::FACADE_ID, f.id.as_bytes());
+        }
+        if let Some(t) = &self.tracking {
+            let flags = flag(t.bcast, BCAST)
+                | flag(t.optin, OPTIN)
+                | flag(t.optout, OPTOUT)
+                | flag(t.noloop, NOLOOP);
+            w.field(tag::TRACKING, &[flags]);
+            w.field(tag::TRACKING_REDIRECT, &t.redirect.to_be_bytes());
+            w.each(tag::TRACKING_PREFIX, &t.prefixes);
+        }
+        w.each(tag::CHANNEL, &self.subscriptions.channels);
+        w.each(tag::PATTERN, &self.subscriptions.patterns);
+        w.each(tag::SHARD_CHANNEL, &self.subscriptions.shard_channels);
+        w.field(tag::AGE_MS, &millis(self.age).to_be_bytes());
+        w.field(tag::IDLE_MS, &millis(self.idle).to_be_bytes());
+        w.field(tag::INPUT, &self.input);
+        w.field(tag::END, &[]);
+        w.0.to_vec()
+    }
+
+    /// Reads a record of any version from [`OLDEST`] to [`CURRENT`].
+    pub(crate) fn decode(bytes: &[u8]) -> Result<HandedOver, DecodeError> {
+        let rest = bytes.strip_prefix(MAGIC).ok_or(DecodeError::Magic)?;
+        let (version, mut rest) = split::<2>(rest)?;
+        let version = u16::from_be_bytes(version);
+        if !(OLDEST..=CURRENT).contains(&version) {
+            return Err(DecodeError::Version(version));
+        }
+        let mut record = HandedOver::default();
+        let mut seen = Seen::default();
+        while !rest.is_empty() {
+            let ([tag], after) = split::<1>(rest)?;
+            let (len, after) = split::<4>(after)?;
+            let len =
+                usize::try_from(u32::from_be_bytes(len)).map_err(|_| DecodeError::Truncated)?;
+            if after.len() < len {
+                return Err(DecodeError::Truncated);
+            }
+            let (value, after) = after.split_at(len);
+            if tag == tag::END {
+                seen.end = after.is_empty();
+                break;
+            }
+            record.read_field(tag, value, &mut seen)?;
+            rest = after;
+        }
+        seen.check()?;
+        Ok(record)
+    }
+
+    /// One field into the record; unknown tags are skipped (a later release's additions).
+    fn read_field(&mut self, tag: u8, value: &[u8], seen: &mut Seen) -> Result<(), DecodeError> {
+        let text = || String::from_utf8(value.to_vec()).map_err(|_| DecodeError::Field(tag));
+        let bytes = || Bytes::copy_from_slice(value);
+        match tag {
+            tag::ID => {
+                self.id = u64::from_be_bytes(exact(tag, value)?);
+                seen.id = true;
+            }
+            tag::PEER => self.peer = text()?,
+            tag::LISTENER => {
+                self.listener = text()?;
+                seen.listener = true;
+            }
+            tag::USER => self.login.get_or_insert_with(Login::default).user = text()?,
+            tag::CREDENTIAL => {
+                self.login.get_or_insert_with(Login::default).credential = Some(exact(tag, value)?);
+            }
+            tag::PROTOCOL => {
+                let [p] = exact(tag, value)?;
+                if !(p == 2 || p == 3) {
+                    return Err(DecodeError::Field(tag));
+                }
+                self.protocol = p;
+                seen.protocol = true;
+            }
+            tag::NAME => self.name = Some(bytes()),
+            tag::LIB_NAME => self.lib_name = Some(bytes()),
+            tag::LIB_VER => self.lib_ver = Some(bytes()),
+            tag::DB => self.db = u32::from_be_bytes(exact(tag, value)?),
+            tag::FAILED_LOGINS => self.failed_logins = u16::from_be_bytes(exact(tag, value)?),
+            tag::FACADE_HOST..=tag::FACADE_ID => self.read_facade(tag, value)?,
+            tag::TRACKING..=tag::TRACKING_PREFIX => self.read_tracking(tag, value)?,
+            tag::CHANNEL => self.subscriptions.channels.push(bytes()),
+            tag::PATTERN => self.subscriptions.patterns.push(bytes()),
+            tag::SHARD_CHANNEL => self.subscriptions.shard_channels.push(bytes()),
+            tag::AGE_MS => self.age = Duration::from_millis(u64::from_be_bytes(exact(tag, value)?)),
+            tag::IDLE_MS => {
+                self.idle = Duration::from_millis(u64::from_be_bytes(exact(tag, value)?))
+            }
+            tag::INPUT => self.input = bytes(),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn read_facade(&mut self, tag: u8, value: &[u8]) -> Result<(), DecodeError> {
+        let text = || String::from_utf8(value.to_vec()).map_err(|_| DecodeError::Field(tag));
+        let facade = self.facade.get_or_insert_with(FacadeRecord::default);
+        match tag {
+            tag::FACADE_HOST => facade.host = text()?,
+            tag::FACADE_IP => facade.ip = text()?,
+            tag::FACADE_HOSTNAME => facade.hostname = Some(text()?),
+            tag::FACADE_PORT => facade.port = u16::from_be_bytes(exact(tag, value)?),
+            tag::FACADE_TLS => facade.tls = exact::<1>(tag, value)? != [0],
+            _ => facade.id = text()?,
+        }
+        Ok(())
+    }
+
+    fn read_tracking(&mut self, tag: u8, value: &[u8]) -> Result<(), DecodeError> {
+        let tracking = self.tracking.get_or_insert_with(TrackingRecord::default);
+        match tag {
+            tag::TRACKING => {
+                let [flags] = exact(tag, value)?;
+                tracking.bcast = flags & BCAST != 0;
+                tracking.optin = flags & OPTIN != 0;
+                tracking.optout = flags & OPTOUT != 0;
+                tracking.noloop = flags & NOLOOP != 0;
+            }
+            tag::TRACKING_REDIRECT => tracking.redirect = u64::from_be_bytes(exact(tag, value)?),
+            _ => tracking.prefixes.push(Bytes::copy_from_slice(value)),
+        }
+        Ok(())
+    }
+}
+
+/// The fields every record must have.
+#[derive(Default)]
+struct Seen {
+    id: bool,
+    listener: bool,
+    protocol: bool,
+    end: bool,
+}
+
+impl Seen {
+    fn check(&self) -> Result<(), DecodeError> {
+        if !self.end {
+            return Err(DecodeError::Truncated);
+        }
+        match (self.id, self.listener, self.protocol) {
+            (false, _, _) => Err(DecodeError::Missing("id")),
+            (_, false, _) => Err(DecodeError::Missing("listener")),
+            (_, _, false) => Err(DecodeError::Missing("protocol")),
+            _ => Ok(()),
+        }
+    }
+}
+
+struct Writer(BytesMut);
+
+impl Writer {
+    fn field(&mut self, tag: u8, value: &[u8]) {
+        self.0.put_u8(tag);
+        // A client's unparsed input is bounded by `client.max_request_bytes`, far below 4 GiB.
+        self.0
+            .put_u32(u32::try_from(value.len()).unwrap_or(u32::MAX));
+        self.0.put_slice(value);
+    }
+
+    fn optional(&mut self, tag: u8, value: Option<&[u8]>) {
+        if let Some(value) = value {
+            self.field(tag, value);
+        }
+    }
+
+    fn each(&mut self, tag: u8, values: &[Bytes]) {
+        for value in values {
+            self.field(tag, value);
+        }
+    }
+}
+
+fn flag(on: bool, bit: u8) -> u8 {
+    if on {
+        bit
+    } else {
+        0
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The first `N` bytes as an array, and the rest.
+fn split<const N: usize>(bytes: &[u8]) -> Result<([u8; N], &[u8]), DecodeError> {
+    if bytes.len() < N {
+        return Err(DecodeError::Truncated);
+    }
+    let (head, rest) = bytes.split_at(N);
+    let head = <[u8; N]>::try_from(head).map_err(|_| DecodeError::Truncated)?;
+    Ok((head, rest))
+}
+
+/// A fixed-size field's value.
+fn exact<const N: usize>(tag: u8, value: &[u8]) -> Result<[u8; N], DecodeError> {
+    <[u8; N]>::try_from(value).map_err(|_| DecodeError::Field(tag))
+}

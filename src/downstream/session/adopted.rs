@@ -1,0 +1,56 @@
+//! A session started for a client the previous process handed over (an upgrade in place,
+//! `downstream::handover`): its lasting state rebuilt from the record, then served as a session
+//! moved from another worker is (moving.rs), unparsed input first.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::super::clients::Connected;
+use super::super::handover::HandedOver;
+use super::super::local::ClientState;
+use super::super::movable::Detached;
+use super::super::ClientConfig;
+use super::moving::{Lasting, Moving};
+
+/// Starts a session for a client handed over by the previous process: `record` read from the
+/// upgrade connection, `socket` its client's connection. Runs on `handle` (a per-core worker,
+/// numbered `worker`) or on the current runtime.
+/// `state` is the record's, made with the users in `config`'s generation.
+pub(crate) fn adopt_session(
+    connected: Connected,
+    record: HandedOver,
+    (state, generation, config): (ClientState, u64, Arc<ClientConfig>),
+    socket: OwnedFd,
+    place: Option<(usize, &tokio::runtime::Handle)>,
+) {
+    let stream = match record.listener.as_str() {
+        "unix" => Detached::Unix(std::os::unix::net::UnixStream::from(socket)),
+        _ => Detached::Tcp(std::net::TcpStream::from(socket)),
+    };
+    let now = Instant::now();
+    let lasting = Lasting {
+        facade: record.facade.clone().map(|f| Box::new(f.into())),
+        state,
+        generation,
+        config,
+        last_activity: now.checked_sub(record.idle).unwrap_or(now),
+        connected_at: now.checked_sub(record.age).unwrap_or(now),
+        aged: false,
+        pipelining: None,
+        input: record.input,
+    };
+    let peer: Arc<str> = Arc::from(record.peer.as_str());
+    let to = place.map_or(0, |(worker, _)| worker);
+    let moving = Moving {
+        to,
+        stream,
+        lasting,
+    };
+    let task = super::life::resumed(moving, connected, peer);
+    match place {
+        Some((_, handle)) => drop(handle.spawn(task)),
+        None => drop(tokio::spawn(task)),
+    }
+}
