@@ -154,14 +154,7 @@ pub async fn run(
         tenants: parts.users.tenants().clone(),
         users: parts.users,
     };
-    if let Some(hangup) = hangup {
-        tokio::spawn(reload::on_sighup(
-            hangup,
-            reloadable,
-            source,
-            stop_rx.clone(),
-        ));
-    }
+    watch_reloads(reloadable, hangup, source, &stop_rx);
     let (current_config, pid) = (current.clone(), pid_file.clone());
     let old = upgrade::Old::new(to_pass, generation, current_config, pid, downstream.clone());
     let upgrades = usr2.map(|usr2| tokio::spawn(upgrade::watch(old, usr2, accept_rx.clone())));
@@ -185,6 +178,18 @@ pub async fn run(
     drop(loops);
     drop(workers);
     Ok(())
+}
+
+/// SIGHUP loads the config again from `source` and applies what it may (see `reload`).
+fn watch_reloads(
+    reloadable: reload::Reloadable,
+    hangup: Option<tokio::signal::unix::Signal>,
+    source: ConfigSource,
+    stop: &watch::Receiver<bool>,
+) {
+    if let Some(hangup) = hangup {
+        tokio::spawn(reload::on_sighup(hangup, reloadable, source, stop.clone()));
+    }
 }
 
 /// What the end of `run` needs.

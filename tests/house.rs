@@ -102,6 +102,7 @@ const PUBLIC: &[&str] = &[
     "src/config/mod.rs: workers",
     "src/config/mod.rs: threading",
     "src/config/mod.rs: placement",
+    "src/config/mod.rs: event_loop",
     "src/config/mod.rs: log_level",
     "src/config/mod.rs: log_format",
     "src/config/mod.rs: drain_timeout",

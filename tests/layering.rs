@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u8)] = &[
     ("values", 0),
     ("protocol", 0),
+    ("reactor", 0),
     ("workers", 0),
     ("memory", 0),
     ("commands", 1),

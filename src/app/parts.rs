@@ -59,18 +59,7 @@ impl Parts {
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
         );
         let workers = start_workers(config, &metrics, &upstreams)?;
-        let loops = match (&workers, config.event_loops()) {
-            (Some(workers), true) => {
-                let loops = super::loops::Loops::new(workers.handles().len())
-                    .context("cannot make the workers' event loops (`event_loop`)")?;
-                upstreams.set_loops(loops.remotes());
-                tracing::info!(
-                    "event_loop: each worker's loop serves its clients and node connections"
-                );
-                Some(loops)
-            }
-            _ => None,
-        };
+        let loops = make_loops(config, workers.as_ref(), &upstreams)?;
         let cluster = Arc::new(ClusterState::with_config(&config.cluster));
         let has_default = !config.cluster.seeds.is_empty() || config.sentinel.is_some();
         let context = backends::Context {
@@ -100,26 +89,14 @@ impl Parts {
             &metrics,
         ));
         let users = users(config, &metrics)?;
-        let spread = workers
-            .as_ref()
-            .map(|w| start_spread(w, config.placement, &metrics));
-        let hotkeys = crate::hotkeys::HotKeys::new(&config.hotkeys, config.worker_threads());
-        let near_cache = NearCache::start(
-            &config.near_cache,
-            upstreams.tracking(),
-            catch_all.clone(),
-            NearCacheMetrics::clone(&metrics.group()),
-        );
-        let downstream = Arc::new(
-            Downstream::new(
-                router.clone(),
-                config.client.clone(),
-                metrics.clone(),
-                users.clone(),
-                spread,
-            )
-            .with_hotkeys(Arc::new(hotkeys))
-            .with_near_cache(near_cache),
+        let downstream = make_downstream(
+            config,
+            workers.as_ref(),
+            &metrics,
+            &router,
+            &users,
+            &upstreams,
+            &catch_all,
         );
         Ok(Parts {
             metrics,
@@ -279,4 +256,54 @@ fn users(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc<Users>> {
     let users = Users::from_config_in(&config.auth, &tenants)
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     Ok(Arc::new(users))
+}
+
+/// Per core with `event_loop`: the workers' event loops, made before any node so that nodes deal
+/// their connections to them (started later, with the listeners).
+fn make_loops(
+    config: &Config,
+    workers: Option<&Workers>,
+    upstreams: &Upstreams,
+) -> anyhow::Result<Option<super::loops::Loops>> {
+    let (Some(workers), true) = (workers, config.event_loops()) else {
+        return Ok(None);
+    };
+    let loops = super::loops::Loops::new(workers.handles().len())
+        .context("cannot make the workers' event loops (`event_loop`)")?;
+    upstreams.set_loops(loops.remotes());
+    tracing::info!("event_loop: each worker's loop serves its clients and node connections");
+    Ok(Some(loops))
+}
+
+/// Where clients are served from: the placement over the workers, the hot keys, the near cache.
+fn make_downstream(
+    config: &Config,
+    workers: Option<&Workers>,
+    metrics: &Arc<Metrics>,
+    router: &Arc<Router>,
+    users: &Arc<Users>,
+    upstreams: &Upstreams,
+    catch_all: &Arc<ClusterState>,
+) -> Arc<Downstream> {
+    let spread = workers
+        .as_ref()
+        .map(|w| start_spread(w, config.placement, metrics));
+    let hotkeys = crate::hotkeys::HotKeys::new(&config.hotkeys, config.worker_threads());
+    let near_cache = NearCache::start(
+        &config.near_cache,
+        upstreams.tracking(),
+        catch_all.clone(),
+        NearCacheMetrics::clone(&metrics.group()),
+    );
+    Arc::new(
+        Downstream::new(
+            router.clone(),
+            config.client.clone(),
+            metrics.clone(),
+            users.clone(),
+            spread,
+        )
+        .with_hotkeys(Arc::new(hotkeys))
+        .with_near_cache(near_cache),
+    )
 }

@@ -193,7 +193,9 @@ impl Users {
         } else {
             self.named.get(name)
         };
-        candidate.filter(|found| found.still_accepts(credential)).cloned()
+        candidate
+            .filter(|found| found.still_accepts(credential))
+            .cloned()
     }
 
     /// `AUTH [user] password`: the user, or the reply refusing it.

@@ -190,7 +190,7 @@ impl Config {
 
     /// Whether each per-core worker runs an event loop (see `event_loop`): per core, and
     /// neither upstream TLS nor the near cache (whose connections stay tasks) in use.
-    pub fn event_loops(&self) -> bool {
+    pub(crate) fn event_loops(&self) -> bool {
         self.event_loop
             && self.threading_model() == crate::workers::Model::PerCore
             && !self.upstream.tls.enabled

@@ -86,6 +86,8 @@ fn start_redcar(seeds: &str) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
         listen: Some("127.0.0.1:0".to_string()),
         workers: 2,
         log_level: "warn".to_string(),
+        // The workers' event loops (the default): the path a one-key command takes.
+        event_loop: true,
         ..Config::default()
     };
     config.cluster.seeds = seeds.split(',').map(str::to_string).collect();

@@ -1,96 +1,16 @@
-//! A loop's listening sockets: every loop accepts on the same sockets (the kernel wakes each),
+//! Accepting on a loop: every loop accepts on the same listening sockets (the kernel wakes each),
 //! on its turn as the workers' placement decides (`spread.rs`), and admits each client.
 
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::super::facade::Facade;
 use super::super::local::ClientState;
-use super::super::ListenerMetrics;
 use super::client::{Client, Flags, Times};
 use super::replies::Replies;
 use super::socket::ClientSocket;
 use super::tokens::{self, Kind};
 use super::Loop;
-
-/// A listening socket on a loop.
-pub(crate) struct LoopListener {
-    socket: Socket,
-    facade: Option<Arc<Facade>>,
-    gauges: ListenerMetrics,
-}
-
-enum Socket {
-    Tcp(mio::net::TcpListener),
-    Unix(mio::net::UnixListener),
-}
-
-impl LoopListener {
-    /// A TCP listener (one loop's copy of it), with its cluster facade if any.
-    pub(crate) fn tcp(
-        socket: std::net::TcpListener,
-        facade: Option<Arc<Facade>>,
-        gauges: ListenerMetrics,
-    ) -> io::Result<LoopListener> {
-        socket.set_nonblocking(true)?;
-        Ok(LoopListener {
-            socket: Socket::Tcp(mio::net::TcpListener::from_std(socket)),
-            facade,
-            gauges,
-        })
-    }
-
-    /// A Unix-socket listener (one loop's copy of it).
-    pub(crate) fn unix(
-        socket: std::os::unix::net::UnixListener,
-        gauges: ListenerMetrics,
-    ) -> io::Result<LoopListener> {
-        socket.set_nonblocking(true)?;
-        Ok(LoopListener {
-            socket: Socket::Unix(mio::net::UnixListener::from_std(socket)),
-            facade: None,
-            gauges,
-        })
-    }
-
-    pub(super) fn register(&mut self, registry: &mio::Registry, token: u64) -> io::Result<()> {
-        let token = mio::Token(token as usize);
-        match &mut self.socket {
-            Socket::Tcp(s) => registry.register(s, token, mio::Interest::READABLE),
-            Socket::Unix(s) => registry.register(s, token, mio::Interest::READABLE),
-        }
-    }
-
-    pub(super) fn deregister(&mut self, registry: &mio::Registry) {
-        let _ = match &mut self.socket {
-            Socket::Tcp(s) => registry.deregister(s),
-            Socket::Unix(s) => registry.deregister(s),
-        };
-    }
-
-    fn label(&self) -> &'static str {
-        match self.socket {
-            Socket::Tcp(_) => "tcp",
-            Socket::Unix(_) => "unix",
-        }
-    }
-
-    fn accept(&self) -> io::Result<(ClientSocket, Arc<str>)> {
-        match &self.socket {
-            Socket::Tcp(listener) => {
-                let (stream, peer) = listener.accept()?;
-                // Small replies must not wait for Nagle; the loop batches its own writes.
-                let _ = stream.set_nodelay(true);
-                Ok((ClientSocket::Tcp(stream), peer.to_string().into()))
-            }
-            Socket::Unix(listener) => {
-                let (stream, _) = listener.accept()?;
-                Ok((ClientSocket::Unix(stream), Arc::from("unix")))
-            }
-        }
-    }
-}
 
 impl<'d> Loop<'d> {
     /// Listener `index` has clients waiting: admits them while it is this worker's turn.

@@ -11,7 +11,7 @@ use slab::Slab;
 use super::client::Client;
 use super::replies::Wait;
 use super::tokens;
-use super::Work;
+use super::work::Work;
 use crate::reactor::LoopWaker;
 use crate::upstream::{Frame, LoopSink, LoopWaiter, UpstreamError};
 

@@ -6,7 +6,8 @@ use tokio::time::Instant;
 use super::client::Client;
 use super::timers::Which;
 use super::tokens;
-use super::{Loop, Work, CHORES, DEADLINE_SWEEP};
+use super::work::{Work, CHORES, DEADLINE_SWEEP};
+use super::Loop;
 use crate::router::redcar_error;
 
 impl<'d> Loop<'d> {

@@ -16,7 +16,7 @@ use super::super::session::buffers::Buffer;
 use super::super::ClientConfig;
 use super::replies::Replies;
 use super::socket::ClientSocket;
-use super::Work;
+use super::work::Work;
 use crate::protocol::{Limits, Request};
 use crate::reactor::LoopWaker;
 use crate::upstream::Inbox;
@@ -139,7 +139,7 @@ impl<'d> Client<'d> {
 
     /// Writes what may be written now. `Err` when the client is gone.
     pub(super) fn write_out(&mut self, work: &mut Work<'d>) -> Result<(), ()> {
-        let max_held = super::HOLD_MAX.min(self.settings.config.max_reply_bytes);
+        let max_held = super::work::HOLD_MAX.min(self.settings.config.max_reply_bytes);
         let out_len = self.out.len();
         if out_len == 0
             || self.flags.blocked

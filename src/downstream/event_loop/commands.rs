@@ -15,7 +15,7 @@ use super::super::session::stamp::{key_position, Stamp};
 use super::client::{Client, Fate};
 use super::replies::Wait;
 use super::timers::Which;
-use super::Work;
+use super::work::Work;
 use crate::auth::Admit;
 use crate::commands::Local;
 use crate::protocol::{parse_request_into, Request};
@@ -202,7 +202,11 @@ impl<'d> Client<'d> {
             Some(facade) => facade_plan(facade, plan, command, request, router, &self.state),
             None => plan,
         };
-        let plan = (self.state).gate(plan, || router.planner().lookup(request.args()), request.args());
+        let plan = (self.state).gate(
+            plan,
+            || router.planner().lookup(request.args()),
+            request.args(),
+        );
         let alone = self.state.tx.is_exclusive(&plan);
         if alone && !self.replies.is_empty() {
             return Started::Parked;

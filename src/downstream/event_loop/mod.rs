@@ -40,6 +40,7 @@ mod client;
 mod commands;
 mod conns;
 mod handoff;
+mod listener;
 mod moves;
 mod replies;
 mod setup;
@@ -47,9 +48,11 @@ mod socket;
 mod timers;
 mod tokens;
 mod upgrade;
+mod work;
 
-pub(crate) use accept::LoopListener;
-pub(crate) use setup::{start, LoopSetup, Stop};
+pub(crate) use listener::LoopListener;
+pub(crate) use setup::{start, LoopSetup};
+pub(crate) use work::Stop;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,59 +61,11 @@ use slab::Slab;
 use tokio::time::Instant;
 
 use super::clients::Downstream;
-use super::session::stamp::Hot;
-use super::slow::LatencyWatch;
-use crate::hotkeys::Sampler;
-use crate::metrics::CommandTally;
 use crate::reactor::{Mail, Remote};
-use crate::router::Router;
 use arrivals::ToClients;
 use client::{Client, Fate};
-use conns::Conns;
-use timers::Timers;
 use tokens::Kind;
-
-/// Replies waiting for the rest of their read's replies are written anyway once this big.
-pub(super) const HOLD_MAX: usize = 64 * 1024;
-
-/// How often the loop looks at deadlines of commands sent in place, while some are owed.
-const DEADLINE_SWEEP: Duration = Duration::from_millis(10);
-
-/// How often the loop looks at its node connections' idle limits and its other chores.
-const CHORES: Duration = Duration::from_millis(100);
-
-/// What every client of a loop shares during a turn.
-pub(super) struct Work<'d> {
-    pub(super) d: &'d Downstream,
-    pub(super) router: &'d Router,
-    pub(super) index: usize,
-    conns: Conns,
-    pub(super) tally: CommandTally<'d>,
-    pub(super) sampler: Sampler,
-    /// The request is kept (a reference count) for the slow log and the hot keys.
-    pub(super) keep_raw: bool,
-    /// `client.close_idle_when_slow`'s latency watch (fed by clients that have it on).
-    pub(super) latency: &'d LatencyWatch,
-    pub(super) scratch: Vec<usize>,
-    /// The clock read once per loop turn.
-    pub(super) now: Instant,
-    timers: Timers,
-    /// Clients to write to, and to give another turn, before this loop turn ends.
-    pub(super) to_write: Vec<u64>,
-    pub(super) to_run: Vec<u64>,
-    /// Clients owing replies sent in place (their deadlines are swept).
-    pub(super) watched: Vec<u64>,
-}
-
-impl<'d> Work<'d> {
-    /// Where finished commands are recorded for `/hotkeys`.
-    pub(super) fn hot(&self, client: u64) -> Hot<'d> {
-        Hot {
-            keys: &self.d.hotkeys,
-            client,
-        }
-    }
-}
+use work::Work;
 
 /// The client `token` names in `clients`, if it is still there (a late event or wake for a
 /// client gone finds another generation, or nothing).
@@ -347,7 +302,7 @@ impl<'d> Loop<'d> {
                 }
                 Err(mail) => mail,
             };
-            match mail.downcast::<setup::Stop>() {
+            match mail.downcast::<Stop>() {
                 Ok(_) => return false,
                 Err(mail) => self.adopt(mail),
             }

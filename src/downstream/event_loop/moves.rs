@@ -16,7 +16,8 @@ use super::client::{Client, Flags, Times};
 use super::replies::Replies;
 use super::socket::ClientSocket;
 use super::tokens::{self, Kind};
-use super::{Loop, Work};
+use super::work::Work;
+use super::Loop;
 use crate::reactor::Mail;
 
 /// A client on its way to another loop (mail).

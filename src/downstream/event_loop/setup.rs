@@ -11,14 +11,13 @@ use tokio::time::Instant;
 
 use super::super::clients::Downstream;
 use super::conns::Conns;
+use super::listener::LoopListener;
 use super::timers::Timers;
 use super::tokens::{self, Kind};
-use super::{Loop, LoopListener, Work, CHORES};
+use super::work::{Work, CHORES};
+use super::Loop;
 use crate::metrics::CommandTally;
 use crate::reactor::{LoopWaker, Remote};
-
-/// Mail that stops a loop (the workers end with the proxy).
-pub(crate) struct Stop;
 
 /// A loop before its thread starts: its poll, and the door other threads reach it by.
 pub(crate) struct LoopSetup {

@@ -62,9 +62,20 @@ impl Loop<'_> {
             now.saturating_duration_since(client.times.last_activity),
         );
         let peer = &client.peer;
-        let record = HandedOver::from_parts(&client.state, client.facade.as_deref(), &client.input, peer, listener, times);
+        let record = HandedOver::from_parts(
+            &client.state,
+            client.facade.as_deref(),
+            &client.input,
+            peer,
+            listener,
+            times,
+        );
         if let Leaving::Closed(reason) = handover.send(&record, socket) {
-            tracing::warn!(client = client.state.id, reason, "upgrade: could not hand the client over; closed");
+            tracing::warn!(
+                client = client.state.id,
+                reason,
+                "upgrade: could not hand the client over; closed"
+            );
         }
         if self.clients.is_empty() {
             self.done = None;

@@ -187,14 +187,13 @@ pub(crate) fn hand_over(moving: Moving, mut client: Connected, peer: Arc<str>) {
 /// Serves, on this thread's runtime, a client a worker's event loop hands over (subscribe mode,
 /// client tracking); `lasting` holds what it sent that the loop did not run, the command that
 /// made it leave first.
-pub(crate) fn adopt(
-    stream: Detached,
-    lasting: Lasting,
-    client: Connected,
-    peer: Arc<str>,
-) {
+pub(crate) fn adopt(stream: Detached, lasting: Lasting, client: Connected, peer: Arc<str>) {
     let to = crate::workers::current().unwrap_or(0);
-    let moving = Moving { to, stream, lasting };
+    let moving = Moving {
+        to,
+        stream,
+        lasting,
+    };
     tokio::spawn(resumed(moving, client, peer));
 }
 

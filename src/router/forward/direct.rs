@@ -51,7 +51,14 @@ impl Forwarder {
     /// redirect or an error worth a retry, and not a replica's "no such key" the primary should
     /// confirm (`payload`: the request, which says what "no such key" looks like).
     #[inline]
-    pub(crate) fn is_final(&self, hop: &FirstHop, slot: u16, write: bool, payload: &Bytes, reply: &[u8]) -> bool {
+    pub(crate) fn is_final(
+        &self,
+        hop: &FirstHop,
+        slot: u16,
+        write: bool,
+        payload: &Bytes,
+        reply: &[u8],
+    ) -> bool {
         if classify(reply) != Verdict::Done {
             return false;
         }

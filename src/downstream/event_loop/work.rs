@@ -1,0 +1,60 @@
+//! What every client of a loop shares during a turn (the loop's node connections, its tally,
+//! its timers, the clients listed for a write or another turn), and the loop's timings.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::super::clients::Downstream;
+use super::super::session::stamp::Hot;
+use super::super::slow::LatencyWatch;
+use super::conns::Conns;
+use super::timers::Timers;
+use crate::hotkeys::Sampler;
+use crate::metrics::CommandTally;
+use crate::router::Router;
+
+/// Mail that stops a loop (the workers end with the proxy).
+pub(crate) struct Stop;
+
+/// Replies waiting for the rest of their read's replies are written anyway once this big.
+pub(super) const HOLD_MAX: usize = 64 * 1024;
+
+/// How often the loop looks at deadlines of commands sent in place, while some are owed.
+pub(super) const DEADLINE_SWEEP: Duration = Duration::from_millis(10);
+
+/// How often the loop looks at its node connections' idle limits and its other chores.
+pub(super) const CHORES: Duration = Duration::from_millis(100);
+
+/// What every client of a loop shares during a turn.
+pub(super) struct Work<'d> {
+    pub(super) d: &'d Downstream,
+    pub(super) router: &'d Router,
+    pub(super) index: usize,
+    pub(super) conns: Conns,
+    pub(super) tally: CommandTally<'d>,
+    pub(super) sampler: Sampler,
+    /// The request is kept (a reference count) for the slow log and the hot keys.
+    pub(super) keep_raw: bool,
+    /// `client.close_idle_when_slow`'s latency watch (fed by clients that have it on).
+    pub(super) latency: &'d LatencyWatch,
+    pub(super) scratch: Vec<usize>,
+    /// The clock read once per loop turn.
+    pub(super) now: Instant,
+    pub(super) timers: Timers,
+    /// Clients to write to, and to give another turn, before this loop turn ends.
+    pub(super) to_write: Vec<u64>,
+    pub(super) to_run: Vec<u64>,
+    /// Clients owing replies sent in place (their deadlines are swept).
+    pub(super) watched: Vec<u64>,
+}
+
+impl<'d> Work<'d> {
+    /// Where finished commands are recorded for `/hotkeys`.
+    pub(super) fn hot(&self, client: u64) -> Hot<'d> {
+        Hot {
+            keys: &self.d.hotkeys,
+            client,
+        }
+    }
+}

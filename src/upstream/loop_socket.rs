@@ -1,0 +1,80 @@
+//! A loop connection's socket work: opening it (as a tokio task, then handed over), registering
+//! it with the loop's poll, and reading and writing it without blocking.
+
+use std::io::{self, Read, Write};
+
+use bytes::{Buf, BytesMut};
+
+use super::node_context::NodeContext;
+use super::stream::NodeStream;
+use super::wire::{Wire, READ_CHUNK};
+
+/// TCP (with keepalive) and the handshake, as a connection task does; the socket is handed to
+/// the loop in non-blocking mode.
+pub(super) async fn open(context: &NodeContext) -> Result<std::net::TcpStream, String> {
+    let stream = super::conn::connect(
+        &context.addr,
+        &context.config,
+        &context.connect_limit,
+        &context.tls,
+    )
+    .await?;
+    match context.greet(stream).await? {
+        NodeStream::Tcp(tcp) => tcp
+            .into_std()
+            .map_err(|e| format!("cannot hand the connection to the event loop: {e}")),
+        // `upstream.tls` keeps connection tasks (see `workers::Model`): never reached.
+        NodeStream::Tls(_) => Err("TLS connections are not driven by the event loop".into()),
+    }
+}
+
+pub(super) fn register(
+    stream: std::net::TcpStream,
+    registry: &mio::Registry,
+    token: u64,
+) -> Result<mio::net::TcpStream, String> {
+    let mut stream = mio::net::TcpStream::from_std(stream);
+    let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
+    registry
+        .register(&mut stream, mio::Token(token as usize), interest)
+        .map_err(|e| format!("cannot register the connection with the event loop: {e}"))?;
+    Ok(stream)
+}
+
+/// Reads once, appending to `input` what came. Through a per-thread buffer, initialised once:
+/// reading into `input`'s spare room directly would need `unsafe` to mark it filled (or zeroing
+/// it before every read, which costs more than this copy of what arrived).
+pub(crate) fn read_into(stream: &mut impl Read, input: &mut BytesMut) -> io::Result<usize> {
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        let n = stream.read(&mut scratch[..])?;
+        input.extend_from_slice(&scratch[..n]);
+        Ok(n)
+    })
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
+}
+
+/// Writes as much of `out` as the socket takes now.
+pub(super) fn write_out(
+    stream: &mut mio::net::TcpStream,
+    out: &mut BytesMut,
+    wire: &mut Wire,
+) -> Result<(), String> {
+    while !out.is_empty() {
+        match stream.write(out) {
+            Ok(0) => return Err("write failed: the node took nothing".to_string()),
+            Ok(n) => {
+                out.advance(n);
+                wire.wrote(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("write failed: {e}")),
+        }
+    }
+    Ok(())
+}
