@@ -126,10 +126,12 @@ pub async fn run(
         admin,
         takeover,
     } = listeners;
+    let mut parts = parts;
+    // The loops drive node connections: they run before a slot map is read.
+    start_loops(&mut parts, &done_tx)?;
     let generation = take_over(takeover, &config, &parts, started, &done_tx).await?;
     let sockets = listen::ClientSockets { tcp, tls, unix };
-    let mut parts = parts;
-    listen::spawn_client_listeners(&config, sockets, &mut parts, &accept_rx, &done_tx)?;
+    listen::spawn_client_listeners(&config, sockets, &parts, &accept_rx, &done_tx)?;
     let shown = Arc::new(ArcSwap::from_pointee(redacted(&config)));
     let current = Arc::new(ArcSwap::from_pointee(config.clone()));
     let downstream = parts.downstream.clone();
@@ -177,6 +179,16 @@ pub async fn run(
     // connects run on the workers' runtimes).
     drop(loops);
     drop(workers);
+    Ok(())
+}
+
+/// Per core with `event_loop`: starts the workers' event loops (they get the listeners later).
+fn start_loops(parts: &mut Parts, done: &mpsc::Sender<()>) -> anyhow::Result<()> {
+    if let Some((loops, workers)) = parts.loops.as_mut().zip(parts.workers.as_ref()) {
+        loops
+            .start(&parts.downstream, workers.handles(), done)
+            .map_err(|e| anyhow::anyhow!("cannot start the workers' event loops: {e}"))?;
+    }
     Ok(())
 }
 

@@ -23,14 +23,12 @@ pub(super) struct ClientSockets {
 pub(super) fn spawn_client_listeners(
     config: &Config,
     sockets: ClientSockets,
-    parts: &mut Parts,
+    parts: &Parts,
     stop: &watch::Receiver<bool>,
     done: &mpsc::Sender<()>,
 ) -> anyhow::Result<()> {
-    let sockets = match parts.loops.as_mut().zip(parts.workers.as_ref()) {
-        Some((loops, workers)) => {
-            start_loops(config, sockets, loops, workers, &parts.downstream, done)?
-        }
+    let sockets = match parts.loops.as_ref() {
+        Some(loops) => listen_on_loops(config, sockets, loops, &parts.downstream)?,
         None => sockets,
     };
     let workers = parts.workers.as_ref();
@@ -83,13 +81,11 @@ fn facade(
 
 /// Per core with event loops: the TCP and Unix listeners are served by the loops (each loop
 /// accepts on its own copy of each socket); what is left (TLS) gets accept loops as usual.
-fn start_loops(
+fn listen_on_loops(
     config: &Config,
     sockets: ClientSockets,
-    loops: &mut super::loops::Loops,
-    workers: &crate::workers::Workers,
+    loops: &super::loops::Loops,
     downstream: &Arc<crate::downstream::Downstream>,
-    done: &mpsc::Sender<()>,
 ) -> anyhow::Result<ClientSockets> {
     use crate::downstream::{ClientMetrics, LoopListener};
     let ClientSockets { tcp, tls, unix } = sockets;
@@ -116,8 +112,8 @@ fn start_loops(
         Ok(each)
     };
     loops
-        .start(downstream, workers.handles(), listeners, done)
-        .map_err(|e| anyhow::anyhow!("cannot start the workers' event loops: {e}"))?;
+        .listen(listeners)
+        .map_err(|e| anyhow::anyhow!("cannot give the workers' event loops the listeners: {e}"))?;
     Ok(ClientSockets {
         tcp: None,
         tls,

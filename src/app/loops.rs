@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::downstream::{start_loop, Downstream, LoopListener, LoopSetup, LoopStop};
+use crate::downstream::{start_loop, Downstream, LoopListen, LoopListener, LoopSetup, LoopStop};
 use crate::reactor::Remote;
 
 /// The workers' loops.
@@ -36,26 +36,31 @@ impl Loops {
         self.remotes.clone()
     }
 
-    /// Starts every loop with its copies of the listeners; `runtimes[i]` runs what loop `i`'s
-    /// calls spawn. `listeners(i)` gives loop `i` its listeners.
+    /// Starts every loop (before anything needs the node connections they drive: a process
+    /// started by an upgrade reads its slot map before it listens); `runtimes[i]` runs what
+    /// loop `i`'s calls spawn.
     pub(super) fn start(
         &mut self,
         downstream: &Arc<Downstream>,
         runtimes: &[tokio::runtime::Handle],
-        mut listeners: impl FnMut(usize) -> std::io::Result<Vec<LoopListener>>,
         done: &mpsc::Sender<()>,
     ) -> std::io::Result<()> {
         for (index, setup) in std::mem::take(&mut self.setups).into_iter().enumerate() {
             let runtime = runtimes[index % runtimes.len()].clone();
-            let thread = start_loop(
-                setup,
-                downstream.clone(),
-                listeners(index)?,
-                runtime,
-                done.clone(),
-                self.remotes.clone(),
-            )?;
+            let peers = self.remotes.clone();
+            let thread = start_loop(setup, downstream.clone(), runtime, done.clone(), peers)?;
             self.threads.push(thread);
+        }
+        Ok(())
+    }
+
+    /// Gives every loop its copies of the listeners: `listeners(i)` makes loop `i`'s.
+    pub(super) fn listen(
+        &self,
+        mut listeners: impl FnMut(usize) -> std::io::Result<Vec<LoopListener>>,
+    ) -> std::io::Result<()> {
+        for (index, remote) in self.remotes.iter().enumerate() {
+            remote.post(Box::new(LoopListen(listeners(index)?)));
         }
         Ok(())
     }

@@ -30,7 +30,9 @@ mod tracking;
 pub(crate) use accept::Accept;
 pub(crate) use clients::Downstream;
 pub(crate) use config::ClientConfig;
-pub(crate) use event_loop::{start as start_loop, LoopListener, LoopSetup, Stop as LoopStop};
+pub(crate) use event_loop::{
+    start as start_loop, LoopListen, LoopListener, LoopSetup, Stop as LoopStop,
+};
 pub(crate) use facade::{Facade, FacadeConfig};
 pub(crate) use handover::{
     adopt, HandedOver, Outgoing, CURRENT as HANDOVER_CURRENT, OLDEST as HANDOVER_OLDEST,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::super::local::ClientState;
 use super::client::{Client, Flags, Times};
+use super::listener::LoopListener;
 use super::replies::Replies;
 use super::socket::ClientSocket;
 use super::tokens::{self, Kind};
@@ -33,6 +34,23 @@ impl<'d> Loop<'d> {
                 }
             }
         }
+    }
+
+    /// The loop's copies of the listening sockets arrived: it accepts on them from now on
+    /// (unless it is draining already).
+    pub(super) fn listen(&mut self, listeners: Vec<LoopListener>) {
+        if self.draining {
+            return;
+        }
+        for mut listener in listeners {
+            let token = tokens::token(Kind::Listener, 0, self.listeners.len());
+            if let Err(error) = listener.register(self.poll.registry(), token) {
+                tracing::error!(%error, worker = self.work.index, "event loop cannot accept on a listener");
+                continue;
+            }
+            self.listeners.push(listener);
+        }
+        self.retry_accept();
     }
 
     /// Whether this worker takes new clients now (see `spread.rs`).

@@ -8,6 +8,9 @@ use super::super::facade::Facade;
 use super::super::ListenerMetrics;
 use super::socket::ClientSocket;
 
+/// Mail that gives a loop its copies of the listening sockets.
+pub(crate) struct LoopListen(pub(crate) Vec<LoopListener>);
+
 /// A listening socket on a loop.
 pub(crate) struct LoopListener {
     socket: Socket,

@@ -50,7 +50,7 @@ mod tokens;
 mod upgrade;
 mod work;
 
-pub(crate) use listener::LoopListener;
+pub(crate) use listener::{LoopListen, LoopListener};
 pub(crate) use setup::{start, LoopSetup};
 pub(crate) use work::Stop;
 
@@ -298,6 +298,13 @@ impl<'d> Loop<'d> {
                     };
                     conns.on_connected(*event, self.poll.registry(), &mut sink);
                     self.work.conns = conns;
+                    continue;
+                }
+                Err(mail) => mail,
+            };
+            let mail = match mail.downcast::<LoopListen>() {
+                Ok(listen) => {
+                    self.listen(listen.0);
                     continue;
                 }
                 Err(mail) => mail,

@@ -11,7 +11,6 @@ use tokio::time::Instant;
 
 use super::super::clients::Downstream;
 use super::conns::Conns;
-use super::listener::LoopListener;
 use super::timers::Timers;
 use super::tokens::{self, Kind};
 use super::work::{Work, CHORES};
@@ -44,13 +43,12 @@ impl LoopSetup {
     }
 }
 
-/// Starts the loop's thread: it serves `listeners` and its node connections until it gets
-/// [`Stop`]. `peers`: every loop's door, in worker order. `runtime`: the worker's tokio runtime, which runs what the loop's calls spawn and
+/// Starts the loop's thread: it serves its node connections, and the listeners it is sent
+/// ([`LoopListen`](super::LoopListen)), until it gets [`Stop`](super::Stop). `peers`: every loop's door, in worker order. `runtime`: the worker's tokio runtime, which runs what the loop's calls spawn and
 /// their timers. `done` is held while the loop has clients (the drain waits for it).
 pub(crate) fn start(
     setup: LoopSetup,
     downstream: Arc<Downstream>,
-    listeners: Vec<LoopListener>,
     runtime: tokio::runtime::Handle,
     done: mpsc::Sender<()>,
     peers: Arc<[Arc<Remote>]>,
@@ -64,7 +62,7 @@ pub(crate) fn start(
             let _runtime = runtime.enter();
             let home = downstream.clone();
             let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                Loop::new(setup, &downstream, home, listeners, done, peers).run()
+                Loop::new(setup, &downstream, home, done, peers).run()
             }));
             if served.is_err() {
                 // A loop serves a share of every client and node connection: without it the
@@ -81,7 +79,6 @@ impl<'d> Loop<'d> {
         setup: LoopSetup,
         d: &'d Downstream,
         home: Arc<Downstream>,
-        mut listeners: Vec<LoopListener>,
         done: mpsc::Sender<()>,
         peers: Arc<[Arc<Remote>]>,
     ) -> Loop<'d> {
@@ -90,12 +87,6 @@ impl<'d> Loop<'d> {
             poll,
             remote,
         } = setup;
-        for (key, listener) in listeners.iter_mut().enumerate() {
-            let token = tokens::token(Kind::Listener, 0, key);
-            if let Err(error) = listener.register(poll.registry(), token) {
-                tracing::error!(%error, worker = index, "event loop cannot accept on a listener");
-            }
-        }
         let now = Instant::now();
         let metrics = &*d.metrics;
         let drain_waker = LoopWaker::new(&remote, tokens::token(Kind::Loop, 0, 0));
@@ -109,7 +100,7 @@ impl<'d> Loop<'d> {
             remote,
             clients: Slab::new(),
             admitted: 0,
-            listeners,
+            listeners: Vec::new(),
             work: Work {
                 d,
                 router: &d.router,
