@@ -86,7 +86,10 @@ impl<'d> Client<'d> {
         };
         self.write_reply(owed.stamp, frame.bytes(), node.as_deref(), work);
         drop(frame);
-        self.take_done(work);
+        if !self.take_done(work) {
+            // This reply alone arrived: the turn it may start is still the client's.
+            self.after_replies(work);
+        }
     }
 
     /// Command `seq`, sent in place, got no reply: its connection failed. The general path
@@ -132,8 +135,9 @@ impl<'d> Client<'d> {
         self.want_run(work);
     }
 
-    /// Moves the replies at the front that are here to the output buffer, in order.
-    pub(super) fn take_done(&mut self, work: &mut Work<'d>) {
+    /// Moves the replies at the front that are here to the output buffer, in order; whether
+    /// there were any.
+    pub(super) fn take_done(&mut self, work: &mut Work<'d>) -> bool {
         let mut taken = false;
         while let Some(owed) = self.replies.pop_done() {
             taken = true;
@@ -144,10 +148,12 @@ impl<'d> Client<'d> {
         if taken {
             self.after_replies(work);
         }
+        taken
     }
 
     /// A batch of replies arrived: a stalled client, or one holding more than the budget's
-    /// floor, takes another turn (reads again, and counts its bytes against
+    /// floor, takes another turn (also when its socket takes nothing now: a client that does
+    /// not read its replies must still reach the budget's check, not wait unpaused) (reads again, and counts its bytes against
     /// `client.max_buffered_bytes_total`, as a session does after each batch); once nothing is
     /// owed any more a parked command runs.
     fn after_replies(&mut self, work: &mut Work<'d>) {
