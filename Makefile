@@ -88,12 +88,11 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 
+# The prerequisites stop at the first failure; then scripts/test-all.sh runs every test step
+# (cargo test --all-targets --no-fail-fast, fuzz, the chaos selftest, both soaks) even after one
+# fails, and ends with a summary of each step's result (exit 1 if any failed).
 test: ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool fmt-check clippy
-	$(CARGO) test --all-targets
-	scripts/fuzz.sh
-	$(CHAOS_PY) tools/chaos/selftest.py
-	$(CHAOS_PY) tools/chaos/soak.py --seconds $${CHAOS_SECONDS:-30} --redcar target/debug/redcar $${CHAOS_SEED:+--seed $$CHAOS_SEED}
-	$(CHAOS_PY) tools/chaos/soak.py --seconds $${CHAOS_SECONDS:-30} --near-cache --redcar target/debug/redcar $${CHAOS_SEED:+--seed $$CHAOS_SEED}
+	CARGO="$(CARGO)" CHAOS_PY="$(CHAOS_PY)" scripts/test-all.sh
 
 # `make test` and `make chaos` both draw a new seed each run (printed, and named again on a
 # failure) to keep finding new cases; CHAOS_SEED=N replays one. The second soak of `make test`
