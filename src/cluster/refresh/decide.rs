@@ -184,6 +184,14 @@ impl Refresher {
         let config = self.state.config();
         let seeds = &config.seeds;
         let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
+        let kept = |addr: &str| keep.iter().any(|k| k.as_ref() == addr);
+        let gone = previous
+            .into_iter()
+            .flat_map(|p| p.addrs())
+            .map(|a| a.as_ref());
+        self.metrics
+            .group::<TopologyMetrics>()
+            .redirect_targets(keep.iter().map(|a| a.as_ref()), gone.filter(|a| !kept(a)));
         topology.assign_standby(self.upstreams.reads_replicas());
         if let Some(previous) = previous {
             self.state.migrating().note_new_map(previous, &topology);
@@ -193,7 +201,7 @@ impl Refresher {
         self.state.adopt(topology);
         let in_previous = |addr: &str| previous.is_some_and(|p| p.addrs().any(|a| &**a == addr));
         self.upstreams.retain(
-            |addr| keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr),
+            |addr| kept(addr) || seeds.iter().any(|s| s == addr),
             |addr| usize::from(in_previous(addr)),
         );
     }
