@@ -6,6 +6,8 @@
 #   scripts/demo.sh                 uses target/release/redcar
 #   REDCAR_BIN=path scripts/demo.sh
 #   DEMO_REQUESTS=20000 DEMO_CLIENTS=20 scripts/demo.sh
+#   DEMO_KEEP=1 scripts/demo.sh     at the end, keep the cluster, redcar and its status page up
+#                                   until Ctrl-C (`DEMO_KEEP=1 make demo` does the same)
 #
 # Everything (nodes, redcar, temp dir) is cleaned up on exit, error or Ctrl-C.
 set -euo pipefail
@@ -17,6 +19,7 @@ source "$ROOT/scripts/lib.sh"
 REDCAR_BIN=${REDCAR_BIN:-$ROOT/target/release/redcar}
 REQUESTS=${DEMO_REQUESTS:-20000}
 CLIENTS=${DEMO_CLIENTS:-20}
+KEEP=${DEMO_KEEP:-0}
 
 for tool in redis-server redis-cli redis-benchmark; do
     command -v "$tool" >/dev/null || die "$tool not found (run scripts/ensure-redis.sh)"
@@ -27,9 +30,12 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/redcar-demo.XXXXXX")
 REDCAR_PID=""
 DRILL_PID=""
 BENCH_PID=""
+KEEP_PID=""
+KEEPING=0
 cleanup() {
     local rc=$?
     trap - EXIT; trap "" INT TERM # finish cleaning up even on a second Ctrl-C
+    [[ -n "$KEEP_PID" ]] && stop_pid "$KEEP_PID" sleep
     [[ -n "$BENCH_PID" ]] && stop_pid "$BENCH_PID" redis-benchmark
     [[ -n "$REDCAR_PID" ]] && stop_pid "$REDCAR_PID"
     [[ -n "$DRILL_PID" ]] && stop_pid "$DRILL_PID"
@@ -41,7 +47,8 @@ cleanup() {
     exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C while DEMO_KEEP holds everything up is how the demo is meant to end: exit 0.
+trap 'if ((KEEPING)); then echo; exit 0; else exit 130; fi' INT TERM
 
 hr() { printf '\n== %s ==\n' "$*"; }
 
@@ -219,7 +226,11 @@ redis-benchmark --cluster -h 127.0.0.1 -p "$NODE1" -t set,get -n "$REQUESTS" -c 
 hr "Summary"
 echo "Cluster: ${#NODE_PORTS[@]} redis-server nodes ($SEEDS)"
 echo "redcar:  127.0.0.1:$LISTEN_PORT (admin 127.0.0.1:$ADMIN_PORT), pid $REDCAR_PID"
-echo "status page: http://127.0.0.1:$ADMIN_PORT/ (slot map, node health, rates, events; gone when the demo ends)"
+if [[ $KEEP == 1 ]]; then
+    echo "status page: http://127.0.0.1:$ADMIN_PORT/ (slot map, node health, rates, events; up until Ctrl-C)"
+else
+    echo "status page: http://127.0.0.1:$ADMIN_PORT/ (slot map, node health, rates, events; gone when the demo ends: DEMO_KEEP=1 keeps it)"
+fi
 echo
 printf '%-24s %12s %12s %12s %12s\n' "target" "SET ops/s" "GET ops/s" "SET p50 ms" "GET p50 ms"
 for t in redcar direct; do
@@ -290,3 +301,16 @@ victim_serving() {
 wait_for 30 "replica $VICTIM to serve reads again" victim_serving
 echo "restarted: scripts/cluster.sh restart <dir> $VICTIM -> back in rotation" \
     "($(get_calls "$VICTIM") GETs served by it since)"
+
+if [[ $KEEP == 1 ]]; then
+    hr "Kept up until Ctrl-C (DEMO_KEEP=1)"
+    echo "redcar:      redis-cli -p $LISTEN_PORT   (admin 127.0.0.1:$ADMIN_PORT)"
+    echo "status page: http://127.0.0.1:$ADMIN_PORT/"
+    echo "cluster:     $SEEDS"
+    echo "Press Ctrl-C to stop everything and clean up."
+    KEEPING=1
+    # In the background, so Ctrl-C runs the trap at once.
+    sleep infinity &
+    KEEP_PID=$!
+    wait "$KEEP_PID" || true
+fi

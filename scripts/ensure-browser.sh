@@ -26,9 +26,11 @@ if ! browser=$(find_browser); then
     echo "missing: chromium" >&2
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update
+        # -o DPkg::Lock::Timeout: wait up to 5 min for another apt or dpkg (unattended-upgrades,
+        # another ensure script) to release its lock instead of failing at once (apt >= 1.9.11).
+        apt-get -o DPkg::Lock::Timeout=300 update
         # Fonts so the screenshot has readable text; no recommends (no desktop pieces).
-        apt-get install -y --no-install-recommends chromium fonts-dejavu-core
+        apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends chromium fonts-dejavu-core
     else
         echo "sudo apt-get install -y --no-install-recommends chromium fonts-dejavu-core"
         exit 1

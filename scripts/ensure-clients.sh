@@ -16,10 +16,12 @@ apt_updated=0
 apt_install() {
     export DEBIAN_FRONTEND=noninteractive
     if ((apt_updated == 0)); then
-        apt-get update
+        # -o DPkg::Lock::Timeout: wait up to 5 min for another apt or dpkg (unattended-upgrades,
+        # another ensure script) to release its lock instead of failing at once (apt >= 1.9.11).
+        apt-get -o DPkg::Lock::Timeout=300 update
         apt_updated=1
     fi
-    apt-get install -y --no-install-recommends "$@"
+    apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "$@"
 }
 
 # --- PHP: phpredis (class Redis) and predis (Predis\Client) ---------------------------------

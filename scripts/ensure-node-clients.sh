@@ -16,8 +16,10 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     echo "missing: node and npm" >&2
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update
-        apt-get install -y --no-install-recommends nodejs npm
+        # -o DPkg::Lock::Timeout: wait up to 5 min for another apt or dpkg (unattended-upgrades,
+        # another ensure script) to release its lock instead of failing at once (apt >= 1.9.11).
+        apt-get -o DPkg::Lock::Timeout=300 update
+        apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends nodejs npm
     else
         echo "sudo apt-get install -y --no-install-recommends nodejs npm"
         exit 1

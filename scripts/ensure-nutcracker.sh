@@ -11,8 +11,10 @@ command -v nutcracker >/dev/null 2>&1 && exit 0
 echo "missing: nutcracker" >&2
 if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq nutcracker >/dev/null
+    # -o DPkg::Lock::Timeout: wait up to 5 min for another apt or dpkg (unattended-upgrades,
+    # another ensure script) to release its lock instead of failing at once (apt >= 1.9.11).
+    apt-get -o DPkg::Lock::Timeout=300 update -qq
+    apt-get -o DPkg::Lock::Timeout=300 install -y -qq nutcracker >/dev/null
     # The package may start a system service (on 127.0.0.1:22121 by default); the bench
     # starts its own nutcracker on a free port and does not use it.
     if command -v nutcracker >/dev/null 2>&1 || [[ -x /usr/sbin/nutcracker ]]; then

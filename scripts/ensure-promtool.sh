@@ -19,9 +19,11 @@ if ! promtool=$(find_promtool); then
     echo "missing: promtool" >&2
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update
+        # -o DPkg::Lock::Timeout: wait up to 5 min for another apt or dpkg (unattended-upgrades,
+        # another ensure script) to release its lock instead of failing at once (apt >= 1.9.11).
+        apt-get -o DPkg::Lock::Timeout=300 update
         # The package may start a Prometheus server (on :9090); nothing here uses it.
-        apt-get install -y --no-install-recommends prometheus
+        apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends prometheus
     else
         echo "sudo apt-get install -y --no-install-recommends prometheus"
         exit 1

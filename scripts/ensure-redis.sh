@@ -13,8 +13,10 @@ if ((${#missing[@]} > 0)); then
     echo "missing: ${missing[*]}" >&2
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update
-        apt-get install -y redis-server redis-tools
+        # -o DPkg::Lock::Timeout: wait up to 5 min for another apt or dpkg (unattended-upgrades,
+        # another ensure script) to release its lock instead of failing at once (apt >= 1.9.11).
+        apt-get -o DPkg::Lock::Timeout=300 update
+        apt-get -o DPkg::Lock::Timeout=300 install -y redis-server redis-tools
         # The package may start a system service on port 6379; the tests do not use it.
     else
         echo "sudo apt-get install -y redis-server redis-tools"

@@ -60,7 +60,13 @@ impl Default for ProcessMetrics {
 }
 
 impl MetricGroup for ProcessMetrics {
+    /// Registers the series; both reload results start at 0, so the dashboard and the
+    /// `RedcarConfigReloadFailed` rule see the first refused reload.
     fn register(&self, r: &mut Registry) {
+        for result in ["ok", "error"] {
+            self.config_reloads
+                .get_or_create_owned(&ResultLabel { result });
+        }
         r.register("uptime_seconds", "Seconds since start", self.uptime.clone());
         r.register(
             "config_reloads",

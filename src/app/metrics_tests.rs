@@ -157,3 +157,52 @@ fn a_forgotten_node_loses_its_series() {
     assert!(text.contains("redcar_node_ejected{node=\"127.0.0.1:7001\"} 1"));
     assert_eq!(upstream.requests_sent(), 1);
 }
+
+/// The labelled families the dashboard and the alerting rules query have their known label
+/// values at 0 before anything happened (tests/it/first_scrape.rs checks the same against a
+/// real redcar and the shipped files).
+#[test]
+fn labelled_families_start_at_zero_for_their_known_label_values() {
+    let text = all_groups().encode();
+    for expected in [
+        "redcar_topology_refreshes_total{result=\"ok\"} 0",
+        "redcar_topology_refreshes_total{result=\"failed\"} 0",
+        "redcar_topology_checks_total{probe=\"digest\",result=\"unchanged\"} 0",
+        "redcar_topology_checks_total{probe=\"info\",result=\"failed\"} 0",
+        "redcar_topology_rejected_total{reason=\"stale\"} 0",
+        "redcar_topology_rejected_total{reason=\"unconfirmed\"} 0",
+        "redcar_topology_rejected_total{reason=\"partial\"} 0",
+        "redcar_faults_injected_total{kind=\"delay\"} 0",
+        "redcar_faults_injected_total{kind=\"error\"} 0",
+        "redcar_config_reloads_total{result=\"ok\"} 0",
+        "redcar_config_reloads_total{result=\"error\"} 0",
+    ] {
+        assert!(text.contains(expected), "missing {expected} in:\n{text}");
+    }
+}
+
+/// An adopted map gives each node both redirect series at 0; a node that left the map loses
+/// them unless they counted something.
+#[test]
+fn redirect_series_follow_the_adopted_maps_nodes() {
+    let metrics = all_groups();
+    let topology = metrics.group::<TopologyMetrics>();
+    topology.redirect_targets(["127.0.0.1:7000", "127.0.0.1:7001"], []);
+    let text = metrics.encode();
+    for node in ["127.0.0.1:7000", "127.0.0.1:7001"] {
+        for kind in ["moved", "ask"] {
+            let series = format!("redcar_redirects_total{{kind=\"{kind}\",node=\"{node}\"}} 0");
+            assert!(text.contains(&series), "missing {series} in:\n{text}");
+        }
+    }
+    topology.redirect("moved", "127.0.0.1:7001");
+    topology.redirect_targets(["127.0.0.1:7002"], ["127.0.0.1:7000", "127.0.0.1:7001"]);
+    let text = metrics.encode();
+    assert!(!text.contains("node=\"127.0.0.1:7000\""), "{text}");
+    assert!(text.contains("redcar_redirects_total{kind=\"moved\",node=\"127.0.0.1:7001\"} 1"));
+    assert!(
+        !text.contains("kind=\"ask\",node=\"127.0.0.1:7001\""),
+        "{text}"
+    );
+    assert!(text.contains("redcar_redirects_total{kind=\"ask\",node=\"127.0.0.1:7002\"} 0"));
+}

@@ -117,6 +117,12 @@ impl Backends {
                 single_node,
             }))
         };
+        // Any backend may be a mirror's (a reload can name one): each has its mirror series at
+        // 0 from the start, so the dashboard's mirror panel shows 0 rather than nothing.
+        let mirrors = metrics.group::<MirrorMetrics>();
+        for (name, _) in self.states() {
+            mirrors.counters(&name);
+        }
         let mut built = Vec::with_capacity(routes.len());
         for route in routes {
             let Some(main) = target(&route.backend, route.read_policy) else {

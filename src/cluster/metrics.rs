@@ -32,6 +32,15 @@ struct ReasonLabel {
     reason: &'static str,
 }
 
+/// The label values each family is made with at start-up, at 0: the dashboard's panels and the
+/// alerting rules (`increase(...{result="failed"}[5m])`) then have a series from the first
+/// scrape, and `rate()` sees the first event (a series born at 1 hides it).
+const REFRESH_RESULTS: [&str; 2] = ["ok", "failed"];
+const CHECK_PROBES: [&str; 2] = ["digest", "info"];
+const CHECK_RESULTS: [&str; 3] = ["unchanged", "changed", "failed"];
+const REJECT_REASONS: [&str; 3] = ["stale", "unconfirmed", "partial"];
+const REDIRECT_KINDS: [&str; 2] = ["moved", "ask"];
+
 /// Refreshes by result, checks by probe and result, rejected maps by reason, redirects by kind
 /// and node.
 #[derive(Default)]
@@ -43,7 +52,22 @@ pub(crate) struct TopologyMetrics {
 }
 
 impl MetricGroup for TopologyMetrics {
+    /// Registers the families with every known label value at 0 (the redirects' nodes are
+    /// known once a map is adopted: [`TopologyMetrics::redirect_targets`]).
     fn register(&self, r: &mut Registry) {
+        for result in REFRESH_RESULTS {
+            self.refreshes.get_or_create_owned(&ResultLabel { result });
+        }
+        for (probe, result) in CHECK_PROBES
+            .iter()
+            .flat_map(|p| CHECK_RESULTS.iter().map(move |r| (*p, *r)))
+        {
+            self.checks
+                .get_or_create_owned(&CheckLabel { probe, result });
+        }
+        for reason in REJECT_REASONS {
+            self.rejected.get_or_create_owned(&ReasonLabel { reason });
+        }
         r.register(
             "redirects",
             "MOVED and ASK replies followed",
@@ -80,6 +104,37 @@ impl TopologyMetrics {
             node: node.to_string(),
         };
         self.redirects.get_or_create(&label).inc();
+    }
+
+    /// The nodes of an adopted map, `gone` those of the map before it: each node's redirect
+    /// series (both kinds) start at 0, and the zero ones of a node that left the map go, so
+    /// nodes that come and go do not pile up series. A node's series that counted redirects
+    /// stay, as they always did.
+    pub(crate) fn redirect_targets<'a>(
+        &self,
+        nodes: impl IntoIterator<Item = &'a str>,
+        gone: impl IntoIterator<Item = &'a str>,
+    ) {
+        for node in gone {
+            for kind in REDIRECT_KINDS {
+                let label = RedirectLabel {
+                    kind,
+                    node: node.to_string(),
+                };
+                if self.redirects.get(&label).is_some_and(|c| c.get() == 0) {
+                    self.redirects.remove(&label);
+                }
+            }
+        }
+        for node in nodes {
+            for kind in REDIRECT_KINDS {
+                let label = RedirectLabel {
+                    kind,
+                    node: node.to_string(),
+                };
+                self.redirects.get_or_create_owned(&label);
+            }
+        }
     }
 
     /// A topology refresh that succeeded or failed.

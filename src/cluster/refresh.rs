@@ -162,7 +162,7 @@ impl Refresher {
         });
         let mut answered = Vec::new();
         let adopted = self.decide(current, &known, &mut asks, &mut answered).await;
-        log_refresh(started, asks.asked(), &answered, adopted);
+        log_refresh(started, asks.asked(), asks.failed(), &answered, adopted);
         adopted
     }
 
@@ -208,8 +208,16 @@ fn trouble(node: &Node) -> u8 {
 
 /// One line per refresh: at debug when the first node asked answered, at info when the refresh
 /// went past nodes that did not answer (failed, or slower than [`ASK_NEXT_AFTER`]) — a frozen
-/// or unreachable node shows up here by name, with what it cost.
-fn log_refresh(started: Instant, asked: &[String], answered: &[String], adopted: bool) {
+/// or unreachable node shows up here by name, with what it cost. The message says which: a node
+/// that refused the connection (its reason is on the `topology refresh failed` line before) is
+/// not one that "did not answer in time".
+fn log_refresh(
+    started: Instant,
+    asked: &[String],
+    failed: &[String],
+    answered: &[String],
+    adopted: bool,
+) {
     let elapsed_ms = started.elapsed().as_millis() as u64;
     // Nodes asked before the last one that answered and not answered themselves; when none
     // answered, every node asked.
@@ -225,7 +233,22 @@ fn log_refresh(started: Instant, asked: &[String], answered: &[String], adopted:
     if passed.is_empty() {
         tracing::debug!(elapsed_ms, asked = asked.len(), answered = %answered.join(", "), adopted, "topology refresh done");
     } else {
-        tracing::info!(elapsed_ms, asked = asked.len(), answered = %answered.join(", "), passed_over = %passed.join(", "), adopted, "topology refresh went past nodes that did not answer in time");
+        let went_past = went_past(&passed, failed);
+        tracing::info!(elapsed_ms, asked = asked.len(), answered = %answered.join(", "), passed_over = %passed.join(", "), adopted, "{went_past}");
+    }
+}
+
+/// The summary line's message for a refresh that went past the nodes `passed`: whether they
+/// failed (refused the connection, closed it, answered an error: the nodes in `failed`), were
+/// slow, or some of each.
+fn went_past(passed: &[&str], failed: &[String]) -> &'static str {
+    let is_failed = |p: &&str| failed.iter().any(|f| f == p);
+    if passed.iter().all(is_failed) {
+        "topology refresh went past nodes that failed (refused, closed or answered an error)"
+    } else if passed.iter().any(is_failed) {
+        "topology refresh went past nodes that failed or did not answer in time"
+    } else {
+        "topology refresh went past nodes that did not answer in time"
     }
 }
 

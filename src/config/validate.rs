@@ -42,7 +42,7 @@ impl Config {
         if let Some(tls) = &self.tls.listen {
             let tls_addr = socket_addr("tls.listen", tls)?;
             if let Some(listen) = &self.listen {
-                if socket_addr("listen", listen)? == tls_addr {
+                if same_fixed_port(socket_addr("listen", listen)?, tls_addr) {
                     return fail(format!(
                         "`tls.listen` and `listen` are both {tls}: TLS needs its own port"
                     ));
@@ -61,7 +61,7 @@ impl Config {
         if let Some(admin) = &self.admin.listen {
             let admin_addr = socket_addr("admin", admin)?;
             if let Some(listen) = &self.listen {
-                if socket_addr("listen", listen)? == admin_addr {
+                if same_fixed_port(socket_addr("listen", listen)?, admin_addr) {
                     return fail(format!(
                         "`admin` and `listen` are both {admin}: they need different ports"
                     ));
@@ -346,6 +346,12 @@ fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
+/// Whether two listeners ask for one port: the same address with a fixed port. Port 0 asks the
+/// system to pick a free port, so two port-0 listeners on one IP get two different ones.
+fn same_fixed_port(a: SocketAddr, b: SocketAddr) -> bool {
+    a == b && a.port() != 0
+}
+
 /// Seeds may be host names, so only the shape HOST:PORT is checked here.
 pub(super) fn host_port(key: &str, value: &str) -> Result<(), ConfigError> {
     let port = value
@@ -373,4 +379,34 @@ pub(super) fn within(key: &str, value: usize, min: usize, max: usize) -> Result<
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listeners(listen: &str, admin: &str, tls: Option<&str>) -> Result<(), ConfigError> {
+        let mut config = Config::from_yaml(&format!(
+            "listen: {listen}\nadmin: {admin}\ncluster:\n  seeds: [127.0.0.1:7000]\n"
+        ))
+        .expect("parses");
+        config.tls.listen = tls.map(String::from);
+        config.validate_listeners()
+    }
+
+    /// Port 0 means "the system picks", so two port-0 listeners never collide; two listeners on
+    /// one fixed port do.
+    #[test]
+    fn port_zero_listeners_may_share_an_ip_but_a_fixed_port_may_not() {
+        assert!(listeners("127.0.0.1:0", "127.0.0.1:0", None).is_ok());
+        assert!(listeners("127.0.0.1:6380", "127.0.0.1:6381", None).is_ok());
+        let same = listeners("127.0.0.1:6380", "127.0.0.1:6380", None);
+        assert!(same.is_err_and(|e| e.to_string().contains("different ports")));
+        // tls.listen: checked before the certificate is read, so a collision fails first.
+        let tls = listeners("127.0.0.1:6380", "127.0.0.1:9000", Some("127.0.0.1:6380"));
+        assert!(tls.is_err_and(|e| e.to_string().contains("TLS needs its own port")));
+        // Both on port 0: past the port check (it then fails for want of a certificate).
+        let tls_zero = listeners("127.0.0.1:0", "127.0.0.1:9000", Some("127.0.0.1:0"));
+        assert!(tls_zero.is_err_and(|e| !e.to_string().contains("own port")));
+    }
 }

@@ -23,8 +23,15 @@ pub(crate) struct RouterMetrics {
     faults: Family<KindLabel, Counter>,
 }
 
+/// The kinds of injected fault, made at 0 at start-up so the dashboard's panel has a series
+/// from the first scrape.
+const FAULT_KINDS: [&str; 2] = ["delay", "error"];
+
 impl MetricGroup for RouterMetrics {
     fn register(&self, r: &mut Registry) {
+        for kind in FAULT_KINDS {
+            self.faults.get_or_create_owned(&KindLabel { kind });
+        }
         r.register(
             "faults_injected",
             "Commands delayed or answered with an error by router.faults, by kind (delay, error)",

@@ -28,6 +28,7 @@ mod doctor;
 mod economy;
 mod facade;
 mod fanout;
+mod first_scrape;
 mod harness;
 mod hostile;
 mod hotkeys;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::redirects::{slot_and_another_owner, write_config};
 use crate::support::{Redcar, RedisCluster, RedisServer, Value};
 
-const RULES: &str = "examples/prometheus/redcar.rules.yml";
+pub(crate) const RULES: &str = "examples/prometheus/redcar.rules.yml";
 const RULE_TESTS: &str = "examples/prometheus/redcar.rules.test.yml";
 const DASHBOARD: &str = "examples/grafana/redcar.json";
 const INSTALL_HINT: &str = "run scripts/ensure-promtool.sh (`make test` does), which installs \
@@ -123,7 +123,7 @@ fn unknown_names(used: &[(String, String)], exposed: &BTreeSet<String>) -> Vec<S
 // === What the examples use ===
 
 /// Each alert's `expr` in the rules file: `(alert name, expr)`.
-fn rule_exprs() -> Vec<(String, String)> {
+pub(crate) fn rule_exprs() -> Vec<(String, String)> {
     let rules: serde_yaml::Value = serde_yaml::from_str(&repo_file(RULES)).expect("rules YAML");
     let mut exprs = Vec::new();
     for group in rules["groups"].as_sequence().expect("groups") {
@@ -151,7 +151,7 @@ fn rule_test_exprs() -> Vec<String> {
     exprs
 }
 
-fn dashboard() -> serde_json::Value {
+pub(crate) fn dashboard() -> serde_json::Value {
     serde_json::from_str(&repo_file(DASHBOARD)).expect("dashboard JSON")
 }
 
@@ -174,7 +174,7 @@ fn panels(dashboard: &serde_json::Value) -> Vec<(String, &serde_json::Value)> {
 }
 
 /// The PromQL of every panel target: `(panel title, expr)`.
-fn dashboard_exprs(dashboard: &serde_json::Value) -> Vec<(String, String)> {
+pub(crate) fn dashboard_exprs(dashboard: &serde_json::Value) -> Vec<(String, String)> {
     let mut exprs = Vec::new();
     for (title, panel) in panels(dashboard) {
         for target in panel["targets"].as_array().into_iter().flatten() {
@@ -332,10 +332,10 @@ fn metric_names_are_read_from_promql_and_checked_against_an_exposition() {
     );
 }
 
-/// A family appears in `/metrics` only once it has a series, so the events the rules and the
-/// dashboard watch are made to happen: traffic with an error, a blocking command, a reload, a
-/// followed MOVED, a slot nobody owns; and a fault rule and a mirrored route are configured.
-/// Returns the exposition scraped at the end.
+/// The events the rules and the dashboard watch, made to happen: traffic with an error, a
+/// blocking command, a reload, a followed MOVED, a slot nobody owns; and a fault rule and a
+/// mirrored route are configured. (tests/it/first_scrape.rs checks that their series are there
+/// at 0 before any of it.) Returns the exposition scraped at the end.
 fn scrape_after_the_watched_events(cluster: &RedisCluster) -> String {
     let shadow = RedisServer::start();
     let yaml = |interval: &str| {
@@ -396,12 +396,17 @@ fn scrape_after_the_watched_events(cluster: &RedisCluster) -> String {
     exposition
 }
 
-/// Waits up to 15 s for a sample whose line starts with `prefix` to appear in `/metrics`.
+/// Waits up to 15 s for a sample whose line starts with `prefix` to count above 0 in
+/// `/metrics` (most series are there at 0 from the start: tests/it/first_scrape.rs).
 fn wait_for_series(redcar: &Redcar, prefix: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let (_, metrics) = redcar.http_get("/metrics").expect("scrape /metrics");
-        if metrics.lines().any(|l| l.starts_with(prefix)) {
+        let counted = |l: &str| {
+            let value = l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+            l.starts_with(prefix) && value.is_some_and(|v| v > 0.0)
+        };
+        if metrics.lines().any(counted) {
             return;
         }
         assert!(

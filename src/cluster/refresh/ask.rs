@@ -16,8 +16,18 @@ use tokio::time::Instant;
 
 use crate::cluster::Topology;
 
-/// One query: the node asked and its map (`None` when it failed; the failure is logged).
-pub(crate) type Answer = (String, Option<Topology>);
+/// One query: the node asked and its map, or why there is none (the reason is logged).
+pub(crate) type Answer = (String, Result<Topology, Missed>);
+
+/// Why a query gave no map, as far as the refresh's summary line cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Missed {
+    /// It failed at once: the connect was refused, the connection closed, or the reply was an
+    /// error or unreadable.
+    Failed,
+    /// No reply within `refresh_timeout`.
+    Late,
+}
 
 type Query<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 
@@ -32,6 +42,8 @@ pub(crate) struct Asks<'a> {
     next_at: Instant,
     /// Nodes asked so far, in order.
     asked: Vec<String>,
+    /// Nodes whose query failed (not merely late), in the order the failures came.
+    failed: Vec<String>,
 }
 
 impl<'a> Asks<'a> {
@@ -48,6 +60,7 @@ impl<'a> Asks<'a> {
             stagger,
             next_at: Instant::now(),
             asked: Vec::new(),
+            failed: Vec::new(),
         }
     }
 
@@ -60,7 +73,12 @@ impl<'a> Asks<'a> {
             }
             let more = !self.queue.is_empty();
             tokio::select! {
-                answer = self.in_flight.next() => return answer,
+                answer = self.in_flight.next() => {
+                    if let Some((addr, Err(Missed::Failed))) = &answer {
+                        self.failed.push(addr.clone());
+                    }
+                    return answer;
+                }
                 () = tokio::time::sleep_until(self.next_at), if more => {
                     self.launch();
                 }
@@ -77,6 +95,11 @@ impl<'a> Asks<'a> {
     /// Nodes asked so far, in order.
     pub(crate) fn asked(&self) -> &[String] {
         &self.asked
+    }
+
+    /// Nodes whose query failed so far (refused, closed, an error), not counting late ones.
+    pub(crate) fn failed(&self) -> &[String] {
+        &self.failed
     }
 
     fn launch(&mut self) -> bool {

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::ask::Asks;
+use super::ask::{Asks, Missed};
+use super::fetch::FetchError;
 use super::Refresher;
 use crate::cluster::change::{describe_change, describe_first};
 use crate::cluster::safety::{second_opinion, stale_slot, surprise, KnownEpochs, Surprise};
@@ -24,7 +25,7 @@ impl Refresher {
         let mut partial = None;
         let mut surprising: Option<(Topology, Surprise)> = None;
         while let Some((addr, map)) = asks.next().await {
-            let Some(map) = map else {
+            let Ok(map) = map else {
                 asks.hurry();
                 continue;
             };
@@ -141,14 +142,19 @@ impl Refresher {
         true
     }
 
-    pub(super) async fn fetch_logged(&self, addr: &str) -> Option<Topology> {
+    /// The node's map; a failure is logged (with its reason) and noted for the status page.
+    pub(super) async fn fetch_logged(&self, addr: &str) -> Result<Topology, Missed> {
         self.fetch(addr)
             .await
-            .inspect_err(|reason| {
+            .map_err(|FetchError { reason, late }| {
                 tracing::warn!(node = %addr, %reason, "topology refresh failed");
                 self.state.note_refresh_error(format!("{addr}: {reason}"));
+                if late {
+                    Missed::Late
+                } else {
+                    Missed::Failed
+                }
             })
-            .ok()
     }
 
     fn publish(&self, previous: Option<&Topology>, topology: Topology) {
@@ -178,6 +184,14 @@ impl Refresher {
         let config = self.state.config();
         let seeds = &config.seeds;
         let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
+        let kept = |addr: &str| keep.iter().any(|k| k.as_ref() == addr);
+        let gone = previous
+            .into_iter()
+            .flat_map(|p| p.addrs())
+            .map(|a| a.as_ref());
+        self.metrics
+            .group::<TopologyMetrics>()
+            .redirect_targets(keep.iter().map(|a| a.as_ref()), gone.filter(|a| !kept(a)));
         topology.assign_standby(self.upstreams.reads_replicas());
         if let Some(previous) = previous {
             self.state.migrating().note_new_map(previous, &topology);
@@ -187,7 +201,7 @@ impl Refresher {
         self.state.adopt(topology);
         let in_previous = |addr: &str| previous.is_some_and(|p| p.addrs().any(|a| &**a == addr));
         self.upstreams.retain(
-            |addr| keep.iter().any(|k| k.as_ref() == addr) || seeds.iter().any(|s| s == addr),
+            |addr| kept(addr) || seeds.iter().any(|s| s == addr),
             |addr| usize::from(in_previous(addr)),
         );
     }

@@ -32,9 +32,33 @@ const SHARDS_NODES_INFO: &[u8] = b"*2\r\n$7\r\nCLUSTER\r\n$6\r\nSHARDS\r\n\
 const SLOTS_NODES_INFO: &[u8] = b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n\
 *2\r\n$7\r\nCLUSTER\r\n$5\r\nNODES\r\n*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n";
 
+/// Why a fetch gave no map: the reason (logged), and whether the node was only slow.
+#[derive(Debug)]
+pub(super) struct FetchError {
+    pub(super) reason: String,
+    /// No reply within `refresh_timeout` (a slow or frozen node), as opposed to a node that
+    /// failed at once: refused the connection, closed it, or answered something unreadable.
+    pub(super) late: bool,
+}
+
+impl From<String> for FetchError {
+    fn from(reason: String) -> FetchError {
+        FetchError {
+            reason,
+            late: false,
+        }
+    }
+}
+
+impl From<&str> for FetchError {
+    fn from(reason: &str) -> FetchError {
+        FetchError::from(reason.to_string())
+    }
+}
+
 impl Refresher {
     /// The map of the node at `addr`, with the fingerprint of its view.
-    pub(super) async fn fetch(&self, addr: &str) -> Result<Topology, String> {
+    pub(super) async fn fetch(&self, addr: &str) -> Result<Topology, FetchError> {
         let mut shards = self.dialect.shards();
         let mut replies = self.fetch_replies(addr, shards).await?;
         if shards && is_unknown_subcommand(&replies[0]) {
@@ -69,7 +93,7 @@ impl Refresher {
     }
 
     /// The three replies of one pipelined fetch.
-    async fn fetch_replies(&self, addr: &str, shards: bool) -> Result<[Frame; 3], String> {
+    async fn fetch_replies(&self, addr: &str, shards: bool) -> Result<[Frame; 3], FetchError> {
         let payload = if shards {
             SHARDS_NODES_INFO
         } else {
@@ -115,7 +139,8 @@ impl Refresher {
     /// (the map is fetched from another), as a fetch asks the next node after that long.
     async fn probe(&self, addr: &str, probe: Probe, whole: bool) -> Result<Answer, String> {
         let timeout = CHECK_TIMEOUT.min(self.state.config().refresh_timeout);
-        let reply = self.ask(addr, probe.request(whole), 1, timeout).await?;
+        let reply =
+            (self.ask(addr, probe.request(whole), 1, timeout).await).map_err(|e| e.reason)?;
         let frame = Frame::from_bytes(reply, &self.limits).map_err(|e| e.to_string())?;
         Ok(probe.answer(&frame))
     }
@@ -127,13 +152,16 @@ impl Refresher {
         payload: Bytes,
         frames: u32,
         timeout: Duration,
-    ) -> Result<Bytes, String> {
+    ) -> Result<Bytes, FetchError> {
         let node = self.upstreams.node(addr);
         let call = node.send_frames(payload, false, Lane::default(), frames);
         match tokio::time::timeout(timeout, call).await {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no reply within {timeout:?}")),
+            Ok(Err(e)) => Err(FetchError::from(e.to_string())),
+            Err(_) => Err(FetchError {
+                reason: format!("no reply within {timeout:?}"),
+                late: true,
+            }),
         }
     }
 }

@@ -296,7 +296,10 @@ async fn nodes_that_missed_a_failover_never_hand_the_range_back() {
     assert!(adopted_new, "the failover was never adopted");
     let exposition = refresher.metrics.encode();
     assert!(
-        exposition.contains("redcar_topology_rejected_total{reason=\"stale\"}"),
+        series(
+            &refresher,
+            "redcar_topology_rejected_total{reason=\"stale\"}"
+        ) >= 1.0,
         "the old map was seen and rejected as stale:\n{exposition}"
     );
 }
@@ -341,4 +344,39 @@ async fn a_check_fetches_the_map_only_when_the_view_changed() {
     assert_eq!(series(&refresher, refreshes), 3.0);
     let map = refresher.state.topology().expect("a map");
     assert_eq!(map.shard(9000).map(|s| s.epoch), Some(3));
+}
+
+/// A node that refuses the connection failed; one that does not answer within
+/// `refresh_timeout` is late. The summary line names them apart.
+#[tokio::test]
+async fn a_refused_connect_is_a_failure_and_a_frozen_node_is_late() {
+    // A port nobody listens on: bound once for a free number, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let refused = format!("127.0.0.1:{port}");
+    let (frozen, frozen_answers) = fake_node().await;
+    set(&frozen_answers, None);
+    let mut refresher = refresher(vec![refused.clone()]);
+    let config = ClusterConfig {
+        seeds: vec![refused.clone()],
+        refresh_timeout: Duration::from_millis(200),
+        ..ClusterConfig::default()
+    };
+    refresher.state = Arc::new(ClusterState::with_config(&config));
+    let missed = |r: Result<Topology, super::ask::Missed>| r.err();
+    let failed = missed(refresher.fetch_logged(&refused).await);
+    assert_eq!(failed, Some(super::ask::Missed::Failed));
+    let late = missed(refresher.fetch_logged(&frozen).await);
+    assert_eq!(late, Some(super::ask::Missed::Late));
+}
+
+#[test]
+fn the_summary_line_tells_failed_nodes_from_slow_ones() {
+    let failed = vec!["a:1".to_string()];
+    assert!(went_past(&["a:1"], &failed)
+        .ends_with("that failed (refused, closed or answered an error)"));
+    assert!(went_past(&["b:1"], &failed).ends_with("that did not answer in time"));
+    assert!(went_past(&["a:1", "b:1"], &failed).ends_with("that failed or did not answer in time"));
 }

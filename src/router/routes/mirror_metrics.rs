@@ -1,4 +1,5 @@
-//! Request mirroring series: copies sent, failed and dropped, by mirror backend.
+//! Request mirroring series: copies sent, failed and dropped, by mirror backend (every backend
+//! has them at 0 from start-up: `backends` asks for each backend's counters).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
