@@ -166,6 +166,10 @@ impl<'d> Client<'d> {
     /// The client's calls may have finished (its waker fired, or a call was just started):
     /// polls them and takes what is done.
     pub(super) fn poll_calls(&mut self, work: &mut Work<'d>, remote: &Arc<crate::reactor::Remote>) {
+        if self.replies.is_empty() {
+            // Nothing owed, so no call to poll: the usual turn of a one-at-a-time client.
+            return;
+        }
         let waker = self
             .waker
             .get_or_insert_with(|| LoopWaker::new(remote, self.token));

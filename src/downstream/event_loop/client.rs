@@ -119,7 +119,8 @@ impl<'d> Client<'d> {
 
     /// At a safe point: closes it when `max_age` or the latency watch asked for that.
     pub(super) fn close_if_asked(&mut self, work: &Work<'d>) {
-        if self.flags.closing || !self.may_close_now() {
+        let asked = self.flags.aged || self.flags.slow;
+        if !asked || self.flags.closing || !self.may_close_now() {
             return;
         }
         let metrics = &work.d.client_metrics;

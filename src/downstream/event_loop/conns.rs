@@ -21,6 +21,12 @@ pub(super) struct Conns {
 }
 
 impl Conns {
+    /// Whether some connection has something to write this turn.
+    #[inline]
+    pub(super) fn any_dirty(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
     /// Takes over a node connection made for this loop.
     pub(super) fn attach(&mut self, attach: ConnAttach, remote: &Arc<Remote>) {
         self.attached = self.attached.wrapping_add(1);

@@ -88,9 +88,10 @@ pub(super) struct Loop<'d> {
     mail: Vec<Mail>,
     next_sweep: Instant,
     next_chores: Instant,
-    /// Time spent serving (not waiting in `poll`) since the chores last reported it to the
-    /// placement (`spread.rs`: the worker's busy share).
-    busy: Duration,
+    /// The loop thread's CPU time when the chores last reported its busy share to the placement
+    /// (`spread.rs`): what it used since then is the time it served.
+    cpu_reported: Duration,
+    cpu: chores::ThreadCpu,
     /// Set once the proxy drains: no more clients, and those connected close when safe.
     draining: bool,
     /// Every worker's loop, in worker order (clients move between them).
@@ -127,12 +128,13 @@ impl<'d> Loop<'d> {
                 self.on_event(event);
             }
             self.settle();
-            self.busy += Instant::now().saturating_duration_since(self.work.now);
         }
     }
 
     /// How long `poll` may sleep: not past the next timer or sweep, and not at all when
-    /// something woke on this thread or arrived meanwhile.
+    /// something woke on this thread or arrived meanwhile. Counted from the clock read at the
+    /// start of the turn just served (no second reading per turn): a timer may fire that turn's
+    /// length late, microseconds against timers of milliseconds.
     fn timeout(&mut self) -> Option<Duration> {
         crate::reactor::take_woken_here(&mut self.woken);
         let listed = !self.work.to_run.is_empty() || !self.work.to_write.is_empty();
@@ -146,7 +148,7 @@ impl<'d> Loop<'d> {
         if let Some(timer) = self.work.timers.next() {
             next = next.min(timer);
         }
-        Some(next.saturating_duration_since(Instant::now()))
+        Some(next.saturating_duration_since(self.work.now))
     }
 
     /// One socket is ready.
@@ -159,7 +161,11 @@ impl<'d> Loop<'d> {
                 };
                 if event.is_writable() {
                     client.flags.blocked = false;
-                    client.want_write(&mut self.work);
+                    // Edge-triggered, the socket reports room after each ACK of what was
+                    // written: only output waiting (or a close) needs the write pass.
+                    if !client.out.is_empty() || client.closed() || client.flags.closing {
+                        client.want_write(&mut self.work);
+                    }
                 }
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     client.flags.readable = true;
@@ -234,6 +240,10 @@ impl<'d> Loop<'d> {
 
     /// Every node connection with something queued writes it.
     fn flush_conns(&mut self) {
+        if !self.work.conns.any_dirty() {
+            // The turn of a reply: nothing to write to a node (and no move of the connections).
+            return;
+        }
         let mut conns = std::mem::take(&mut self.work.conns);
         let mut sink = ToClients {
             clients: &mut self.clients,

@@ -173,6 +173,8 @@ impl<'d> Loop<'d> {
                 deep_reads,
                 // Its socket may hold what it sent since it left the other loop.
                 readable: true,
+                // It came while this loop hands its clients over to a new process: it goes too.
+                leaving: self.draining && self.work.d.handover.is_active(),
                 ..Flags::default()
             },
             times: Times {

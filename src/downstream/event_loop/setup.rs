@@ -88,6 +88,7 @@ impl<'d> Loop<'d> {
             remote,
         } = setup;
         let now = Instant::now();
+        let cpu = super::chores::ThreadCpu::of_this_thread();
         let metrics = &*d.metrics;
         let drain_waker = LoopWaker::new(&remote, tokens::token(Kind::Loop, 0, 0));
         let mut drain = d.drain.signal(u64::MAX - index as u64);
@@ -121,7 +122,8 @@ impl<'d> Loop<'d> {
             mail: Vec::new(),
             next_sweep: now,
             next_chores: now + CHORES,
-            busy: std::time::Duration::ZERO,
+            cpu_reported: cpu.used().unwrap_or_default(),
+            cpu,
             draining: false,
             peers,
             home,

@@ -43,6 +43,10 @@ impl Loop<'_> {
 
     /// After client `token`'s turn or writes: it leaves for the new process if it may.
     pub(super) fn leave_if_upgrading(&mut self, token: u64) {
+        if !self.draining {
+            // Clients leave only once the drain has started: one test of a flag per turn.
+            return;
+        }
         let Some(client) = super::client_in(&mut self.clients, token) else {
             return;
         };
