@@ -45,6 +45,7 @@ mod moves;
 mod replies;
 mod setup;
 mod socket;
+mod thread_cpu;
 mod timers;
 mod tokens;
 mod upgrade;
@@ -91,7 +92,7 @@ pub(super) struct Loop<'d> {
     /// The loop thread's CPU time when the chores last reported its busy share to the placement
     /// (`spread.rs`): what it used since then is the time it served.
     cpu_reported: Duration,
-    cpu: chores::ThreadCpu,
+    cpu: thread_cpu::ThreadCpu,
     /// Set once the proxy drains: no more clients, and those connected close when safe.
     draining: bool,
     /// Every worker's loop, in worker order (clients move between them).

@@ -88,7 +88,7 @@ impl<'d> Loop<'d> {
             remote,
         } = setup;
         let now = Instant::now();
-        let cpu = super::chores::ThreadCpu::of_this_thread();
+        let cpu = super::thread_cpu::ThreadCpu::of_this_thread();
         let metrics = &*d.metrics;
         let drain_waker = LoopWaker::new(&remote, tokens::token(Kind::Loop, 0, 0));
         let mut drain = d.drain.signal(u64::MAX - index as u64);
