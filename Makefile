@@ -12,7 +12,7 @@ help:
 	@echo "make demo    - release build, a local 3+3 cluster + redcar, a short workload, a benchmark and a"
 	@echo "               failure drill (scripts/demo.sh; ~11 min on a fresh 2-core machine, nearly all the"
 	@echo "               build); DEMO_KEEP=1 keeps the cluster and the status page up until Ctrl-C"
-	@echo "make test    - what CI runs (~30-45 min): installers, fmt check, clippy -D warnings, then"
+	@echo "make test    - what CI runs (~15-25 min): installers, fmt check, clippy -D warnings, then"
 	@echo "               cargo test --all-targets --no-fail-fast, fuzz (10 s per target), the chaos"
 	@echo "               selftest and two 30 s chaos soaks (plain, and with the near cache on); every"
 	@echo "               step runs even after a failure, summary at the end (scripts/test-all.sh)"
