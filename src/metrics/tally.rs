@@ -46,8 +46,7 @@ pub(crate) struct UserSeries {
 /// One user's counts on this thread since the last flush.
 struct PendingUser {
     series: Arc<UserSeries>,
-    errors: u64,
-    duration: LocalLatency,
+    counts: Counts,
 }
 
 /// A session's way into its thread's per-command counts. Flushed explicitly before a session
@@ -73,14 +72,43 @@ struct Run {
     errors: u64,
 }
 
-/// One command's counts since the last flush; its calls are its duration observations.
+/// One command's counts since the last flush.
 struct Pending {
     /// Which [`Metrics`] the series belong to (several may live in one process: tests).
     registry: u64,
     command: &'static str,
     series: CommandSeries,
+    counts: Counts,
+}
+
+/// Calls, error replies and latency not yet in their shared series (a command's or a user's);
+/// the calls are the duration observations.
+#[derive(Default)]
+struct Counts {
     errors: u64,
     duration: LocalLatency,
+}
+
+impl Counts {
+    #[inline]
+    fn add(&mut self, run: &Run) {
+        self.errors += run.errors;
+        self.duration.observe_ns_times(run.elapsed_ns, run.calls);
+    }
+
+    /// Adds what was counted to the shared series and starts again from nothing.
+    #[inline]
+    fn flush_into(&mut self, calls: &Counter, errors: &Counter, duration: &LatencyHistogram) {
+        let count = self.duration.count();
+        if count == 0 {
+            return;
+        }
+        calls.inc_by(count);
+        if self.errors > 0 {
+            errors.inc_by(std::mem::take(&mut self.errors));
+        }
+        self.duration.flush_into(duration);
+    }
 }
 
 impl<'m> CommandTally<'m> {
@@ -150,17 +178,15 @@ impl<'m> CommandTally<'m> {
         if self.metrics.commands.enabled() {
             PENDING.with(|pending| {
                 let mut pending = pending.borrow_mut();
-                let entry = entry(&mut pending, self.metrics, run.command);
-                entry.errors += run.errors;
-                entry.duration.observe_ns_times(run.elapsed_ns, run.calls);
+                entry(&mut pending, self.metrics, run.command)
+                    .counts
+                    .add(run);
             });
         }
         if let Some(user) = &self.user {
             USERS.with(|users| {
                 let mut users = users.borrow_mut();
-                let entry = user_entry(&mut users, user);
-                entry.errors += run.errors;
-                entry.duration.observe_ns_times(run.elapsed_ns, run.calls);
+                user_entry(&mut users, user).counts.add(run);
             });
         }
         run.calls = 0;
@@ -185,8 +211,7 @@ fn user_entry<'p>(users: &'p mut Vec<PendingUser>, user: &Arc<UserSeries>) -> &'
             }
             users.push(PendingUser {
                 series: user.clone(),
-                errors: 0,
-                duration: LocalLatency::default(),
+                counts: Counts::default(),
             });
             users.len() - 1
         }
@@ -196,16 +221,9 @@ fn user_entry<'p>(users: &'p mut Vec<PendingUser>, user: &Arc<UserSeries>) -> &'
 
 fn flush_users(users: &mut [PendingUser]) {
     for user in users {
-        let calls = user.duration.count();
-        if calls == 0 {
-            continue;
-        }
-        user.series.calls.inc_by(calls);
-        if user.errors > 0 {
-            user.series.errors.inc_by(user.errors);
-            user.errors = 0;
-        }
-        user.duration.flush_into(&user.series.duration);
+        let series = &user.series;
+        user.counts
+            .flush_into(&series.calls, &series.errors, &series.duration);
     }
 }
 
@@ -237,8 +255,7 @@ fn entry<'p>(
                 registry,
                 command,
                 series: metrics.commands.series_of(command),
-                errors: 0,
-                duration: LocalLatency::default(),
+                counts: Counts::default(),
             });
             pending.len() - 1
         }
@@ -248,16 +265,10 @@ fn entry<'p>(
 
 fn flush(pending: &mut [Pending]) {
     for pending in pending {
-        let calls = pending.duration.count();
-        if calls == 0 {
-            continue;
-        }
-        pending.series.calls.inc_by(calls);
-        if pending.errors > 0 {
-            pending.series.errors.inc_by(pending.errors);
-            pending.errors = 0;
-        }
-        pending.duration.flush_into(&pending.series.duration);
+        let series = &pending.series;
+        pending
+            .counts
+            .flush_into(&series.calls, &series.errors, &series.duration);
     }
 }
 
@@ -268,194 +279,5 @@ impl Drop for CommandTally<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metrics::MetricsConfig;
-
-    fn count_of(metrics: &Metrics, series: &str) -> Option<u64> {
-        metrics
-            .encode()
-            .lines()
-            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-    }
-
-    #[test]
-    fn counts_reach_the_shared_series_only_when_flushed() {
-        let metrics = Metrics::default();
-        let mut tally = CommandTally::new(&metrics);
-        tally.record("get", 80_000, false);
-        tally.record("get", 90_000, true);
-        tally.record("set", 70_000, false);
-        let get = "redcar_commands_total{command=\"get\"}";
-        assert_eq!(count_of(&metrics, get), Some(0), "made, not yet counted");
-        tally.flush();
-        assert_eq!(count_of(&metrics, get), Some(2));
-        assert_eq!(
-            count_of(&metrics, "redcar_command_errors_total{command=\"get\"}"),
-            Some(1)
-        );
-        assert_eq!(
-            count_of(
-                &metrics,
-                "redcar_command_duration_seconds_count{command=\"set\"}"
-            ),
-            Some(1)
-        );
-        // Counted once: a second flush adds nothing, a later command adds itself.
-        tally.flush();
-        tally.record("get", 80_000, false);
-        tally.flush();
-        assert_eq!(count_of(&metrics, get), Some(3));
-    }
-
-    #[test]
-    fn a_run_of_the_same_command_and_time_counts_each_call() {
-        let metrics = Metrics::default();
-        let mut tally = CommandTally::new(&metrics);
-        for i in 0..16 {
-            tally.record("get", 20_000, i == 7);
-        }
-        tally.record("get", 40_000, false);
-        tally.record("set", 40_000, true);
-        tally.record("get", 40_000, false);
-        tally.flush();
-        let get = |series: &str| count_of(&metrics, &format!("{series}{{command=\"get\"}}"));
-        assert_eq!(get("redcar_commands_total"), Some(18));
-        assert_eq!(get("redcar_command_errors_total"), Some(1));
-        assert_eq!(get("redcar_command_duration_seconds_count"), Some(18));
-        let sum = metrics
-            .encode()
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("redcar_command_duration_seconds_sum{command=\"get\"}")?
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-            })
-            .expect("a sum");
-        assert!(
-            (sum - 0.0004).abs() < 1e-9,
-            "16 × 20 µs + 2 × 40 µs, got {sum}"
-        );
-        assert_eq!(
-            count_of(&metrics, "redcar_command_errors_total{command=\"set\"}"),
-            Some(1)
-        );
-    }
-
-    #[test]
-    fn a_dropped_tally_flushes_and_many_commands_are_all_counted() {
-        let metrics = Metrics::default();
-        {
-            let mut tally = CommandTally::new(&metrics);
-            let names: Vec<&'static str> = (0..MAX_COMMANDS + 3)
-                .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
-                .collect();
-            for command in names.iter().chain(&names[..1]) {
-                tally.record(command, 10_000, false);
-            }
-            PENDING.with(|p| assert!(p.borrow().len() <= MAX_COMMANDS));
-        }
-        assert_eq!(
-            count_of(&metrics, "redcar_commands_total{command=\"c0\"}"),
-            Some(2)
-        );
-        assert_eq!(
-            count_of(&metrics, "redcar_commands_total{command=\"c34\"}"),
-            Some(1)
-        );
-    }
-
-    #[test]
-    fn one_name_at_two_addresses_is_one_command() {
-        let metrics = Metrics::default();
-        let mut tally = CommandTally::new(&metrics);
-        let copy: &'static str = Box::leak(String::from("get").into_boxed_str());
-        tally.record("get", 10_000, false);
-        tally.record(copy, 10_000, false);
-        let entries = PENDING.with(|p| {
-            p.borrow()
-                .iter()
-                .filter(|p| p.registry == metrics.id && p.command == "get")
-                .count()
-        });
-        assert_eq!(entries, 1);
-        tally.flush();
-        assert_eq!(
-            count_of(&metrics, "redcar_commands_total{command=\"get\"}"),
-            Some(2)
-        );
-    }
-
-    #[test]
-    fn two_registries_on_one_thread_keep_their_own_counts() {
-        let (one, two) = (Metrics::default(), Metrics::default());
-        let mut first = CommandTally::new(&one);
-        let mut second = CommandTally::new(&two);
-        first.record("get", 10_000, false);
-        second.record("get", 10_000, false);
-        second.record("get", 10_000, false);
-        // A tally's flush empties the thread's counts into their own registries; each tally's
-        // current run of records goes with its own flush.
-        first.flush();
-        let get = "redcar_commands_total{command=\"get\"}";
-        assert_eq!(count_of(&one, get), Some(1));
-        assert_eq!(count_of(&two, get).unwrap_or(0), 0);
-        second.record("set", 10_000, false);
-        first.flush();
-        assert_eq!(
-            count_of(&two, get),
-            Some(2),
-            "the run ended in the thread's counts"
-        );
-        second.flush();
-        let set = "redcar_commands_total{command=\"set\"}";
-        assert_eq!(count_of(&two, set), Some(1));
-    }
-
-    #[test]
-    fn a_followed_user_counts_its_commands_even_with_command_stats_off() {
-        let config = MetricsConfig {
-            command_stats: false,
-            ..MetricsConfig::default()
-        };
-        let metrics = Metrics::new(&config);
-        let (alice, bob) = (
-            Arc::new(UserSeries::default()),
-            Arc::new(UserSeries::default()),
-        );
-        let mut tally = CommandTally::new(&metrics);
-        tally.record("get", 10_000, false);
-        tally.follow(Some(&alice));
-        tally.record("get", 10_000, false);
-        tally.record("get", 10_000, true);
-        tally.follow(Some(&alice));
-        tally.record("set", 20_000, false);
-        tally.follow(Some(&bob));
-        tally.record("get", 10_000, false);
-        assert_eq!(alice.calls.get(), 0, "counted at the flush");
-        tally.flush();
-        assert_eq!((alice.calls.get(), alice.errors.get()), (3, 1));
-        assert_eq!((bob.calls.get(), bob.errors.get()), (1, 0));
-        assert_eq!(alice.duration.buckets().iter().sum::<u64>(), 3);
-        tally.follow(None);
-        tally.record("get", 10_000, false);
-        tally.flush();
-        assert_eq!(bob.calls.get(), 1);
-    }
-
-    #[test]
-    fn slow_commands_are_reported_even_with_command_stats_off() {
-        let config = MetricsConfig {
-            command_stats: false,
-            slowlog_threshold: Duration::from_millis(10),
-            ..MetricsConfig::default()
-        };
-        let metrics = Metrics::new(&config);
-        let mut tally = CommandTally::new(&metrics);
-        assert!(tally.record("get", 11_000_000, false));
-        assert!(!tally.record("get", 9_000_000, false));
-        drop(tally);
-        assert!(!metrics.encode().contains("command=\"get\""));
-    }
-}
+#[path = "tally_tests.rs"]
+mod tests;
