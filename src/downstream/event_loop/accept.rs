@@ -6,9 +6,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::super::local::ClientState;
-use super::client::{Client, Flags, Times};
+use super::client::{Books, Client, Link, Settings, Times};
 use super::listener::LoopListener;
-use super::replies::Replies;
 use super::socket::ClientSocket;
 use super::tokens::{self, Kind};
 use super::Loop;
@@ -110,9 +109,9 @@ impl<'d> Loop<'d> {
             tracing::warn!(%error, %peer, "cannot register a client with the event loop; closing it");
             return;
         }
-        let (settings, users) = Client::settings_now(&self.work);
+        let (settings, users) = Settings::now(&self.work, facade);
         let mut state = ClientState::new(connected.id, users);
-        state.cluster_mode = facade.is_some();
+        state.cluster_mode = settings.facade.is_some();
         // `auth.max_unauthenticated_per_address`: refused before anything is read.
         if let Err(refusal) = state.connect(&peer) {
             let _ = io::Write::write(&mut socket, &refusal);
@@ -120,29 +119,18 @@ impl<'d> Loop<'d> {
             return;
         }
         let now = self.work.now;
-        let client = Client {
-            token,
-            socket,
+        let books = Books {
             share: d.budget.share(connected.id),
             connected,
-            peer,
-            facade,
-            state,
-            settings,
-            input: Default::default(),
-            out: Default::default(),
-            replies: Replies::default(),
-            inbox: None,
-            waker: None,
-            parked: None,
             pipelining: None,
-            flags: Flags::default(),
-            times: Times {
-                connected_at: now,
-                last_activity: now,
-                partial_since: None,
-            },
         };
+        let times = Times {
+            connected_at: now,
+            last_activity: now,
+            partial_since: None,
+        };
+        let link = Link::new(socket, peer);
+        let client = Client::new(token, link, books, settings, state, times);
         client.arm_timers(&mut self.work);
         entry.insert(client);
     }

@@ -4,7 +4,6 @@
 //! its output buffer, in order.
 
 use std::sync::Arc;
-use std::task::Context;
 
 use slab::Slab;
 
@@ -12,7 +11,6 @@ use super::client::Client;
 use super::replies::Wait;
 use super::tokens;
 use super::work::Work;
-use crate::reactor::LoopWaker;
 use crate::upstream::{Frame, LoopSink, LoopWaiter, UpstreamError};
 
 /// The loop's clients, as the sink of its node connections' replies.
@@ -157,7 +155,7 @@ impl<'d> Client<'d> {
     /// `client.max_buffered_bytes_total`, as a session does after each batch); once nothing is
     /// owed any more a parked command runs.
     fn after_replies(&mut self, work: &mut Work<'d>) {
-        let holds_much = self.out.len() > super::super::budget::FLOOR;
+        let holds_much = self.link.out.len() > super::super::budget::FLOOR;
         if self.flags.stalled || holds_much || (self.parked.is_some() && self.replies.is_empty()) {
             self.want_run(work);
         }
@@ -170,12 +168,7 @@ impl<'d> Client<'d> {
             // Nothing owed, so no call to poll: the usual turn of a one-at-a-time client.
             return;
         }
-        let waker = self
-            .waker
-            .get_or_insert_with(|| LoopWaker::new(remote, self.token));
-        waker.rearm();
-        let mut cx = Context::from_waker(waker.waker());
-        self.replies.poll_calls(&mut cx, self.inbox.as_deref_mut());
+        self.replies.poll_calls(remote, self.token);
         self.take_done(work);
     }
 }

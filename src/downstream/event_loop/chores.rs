@@ -14,7 +14,7 @@ impl<'d> Loop<'d> {
     /// The sweeps and timers that are due.
     pub(super) fn on_timers(&mut self) {
         let now = self.work.now;
-        if !self.work.watched.is_empty() && now >= self.next_sweep {
+        if !self.work.lists.watched.is_empty() && now >= self.next_sweep {
             self.next_sweep = now + DEADLINE_SWEEP;
             self.sweep_deadlines(now);
         }
@@ -53,7 +53,7 @@ impl<'d> Loop<'d> {
     /// Commands sent in place past their deadline get the timeout; clients owing none left are
     /// no longer watched.
     fn sweep_deadlines(&mut self, now: Instant) {
-        let mut watched = std::mem::take(&mut self.work.watched);
+        let mut watched = std::mem::take(&mut self.work.lists.watched);
         watched.retain(|&token| {
             let Some(client) = self.clients.get_mut(tokens::key(token)) else {
                 return false;
@@ -64,11 +64,11 @@ impl<'d> Loop<'d> {
             let forwarder = self.work.router.forwarder();
             let next = client.replies.expire(now, forwarder);
             client.take_done(&mut self.work);
-            client.flags.watched = next.is_some();
+            client.flags.listed.watched = next.is_some();
             next.is_some()
         });
-        watched.append(&mut self.work.watched);
-        self.work.watched = watched;
+        watched.append(&mut self.work.lists.watched);
+        self.work.lists.watched = watched;
     }
 
     /// `client.close_idle_when_slow`: when the latency watch changes its mind, every client
@@ -83,7 +83,7 @@ impl<'d> Loop<'d> {
         let slow = *changes.borrow_and_update();
         for (_, client) in self.clients.iter_mut() {
             if client.settings.config.close_idle_when_slow {
-                client.flags.slow = slow;
+                client.flags.due.slow = slow;
                 client.close_if_asked(&self.work);
                 if client.closed() {
                     client.want_write(&mut self.work);
@@ -152,7 +152,7 @@ impl<'d> Client<'d> {
                 self.flags.closing = true;
             }
             Which::Age if !config.max_age.is_zero() => {
-                self.flags.aged = true;
+                self.flags.due.aged = true;
                 self.close_if_asked(work);
             }
             Which::Request => self.on_request_timer(now, work),

@@ -18,8 +18,6 @@ use super::replies::Replies;
 use super::socket::ClientSocket;
 use super::work::Work;
 use crate::protocol::{Limits, Request};
-use crate::reactor::LoopWaker;
-use crate::upstream::Inbox;
 
 /// What happened to a client in a turn, for the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,38 +32,44 @@ pub(super) enum Fate {
 pub(super) struct Client<'d> {
     /// The loop's name for it (slab key and generation).
     pub(super) token: u64,
-    pub(super) socket: ClientSocket,
-    pub(super) peer: Arc<str>,
-    /// Its registration (`/clients`, the counts); dropped with the client.
-    pub(super) connected: Connected,
-    /// Set on a cluster-facade listener.
-    pub(super) facade: Option<Box<Endpoint>>,
-    pub(super) state: ClientState,
-    /// The reloadable settings it uses, renewed when a reload bumps the generation.
+    pub(super) link: Link,
+    pub(super) books: Books<'d>,
     pub(super) settings: Settings,
-    pub(super) input: Buffer,
-    pub(super) out: Buffer,
+    /// What Redis would keep for it (user, protocol, name, db, transaction).
+    pub(super) state: ClientState,
     pub(super) replies: Replies<'d>,
-    /// Where the general path's forwarded commands reply (made on first use).
-    pub(super) inbox: Option<Box<Inbox>>,
-    /// Wakes the loop for this client's calls (made on first use).
-    pub(super) waker: Option<LoopWaker>,
     /// A command that runs alone, waiting for those before it; or the one that hands the
     /// client off, waiting for the same.
     pub(super) parked: Option<Request>,
-    /// Counted as a pipelining client of this worker (`placement: auto`, see `moves.rs`).
-    pub(super) pipelining: Option<Pipelining>,
     pub(super) flags: Flags,
     pub(super) times: Times,
-    /// Its part of `client.max_buffered_bytes_total`.
-    pub(super) share: Share<'d>,
 }
 
-/// The settings a client runs with (a reload swaps them at its next read).
+/// A client's connection: its socket, who it is, and the bytes read and to write.
+pub(super) struct Link {
+    pub(super) socket: ClientSocket,
+    pub(super) peer: Arc<str>,
+    pub(super) input: Buffer,
+    pub(super) out: Buffer,
+}
+
+/// Where the proxy counts a client: `/clients` and the client counts, its part of
+/// `client.max_buffered_bytes_total`, and the placement's count of pipelining clients.
+pub(super) struct Books<'d> {
+    /// Its registration; dropped with the client.
+    pub(super) connected: Connected,
+    pub(super) share: Share<'d>,
+    /// Counted as a pipelining client of this worker (`placement: auto`, see `moves.rs`).
+    pub(super) pipelining: Option<Pipelining>,
+}
+
+/// The settings a client runs with: a reload swaps the reloadable ones at its next read.
 pub(super) struct Settings {
     pub(super) generation: u64,
     pub(super) config: Arc<ClientConfig>,
     pub(super) limits: Limits,
+    /// Set on a cluster-facade listener (not reloadable).
+    pub(super) facade: Option<Box<Endpoint>>,
 }
 
 /// A client's switches.
@@ -79,23 +83,35 @@ pub(super) struct Flags {
     pub(super) closing: bool,
     /// The client closed its side, or a read or write failed.
     pub(super) gone: bool,
-    /// `client.max_age` passed, or the latency watch wants idle clients closed: it is closed
-    /// at its next safe point.
-    pub(super) aged: bool,
-    pub(super) slow: bool,
-    /// Listed for a write, or for another turn, at the end of this loop turn.
-    pub(super) to_write: bool,
-    pub(super) to_run: bool,
-    /// Listed for the op-deadline sweep.
-    pub(super) watched: bool,
     /// Stopped reading at a limit with bytes or requests left (run again when room frees).
     pub(super) stalled: bool,
     /// Paused by `client.max_buffered_bytes_total`.
     pub(super) budget_paused: bool,
-    /// An upgrade hands the loop's clients over: it leaves at its safe point (`upgrade.rs`).
-    pub(super) leaving: bool,
     /// Reads in a row that started several commands (pipelining, for `placement: auto`).
     pub(super) deep_reads: u8,
+    pub(super) listed: Listed,
+    pub(super) due: Due,
+}
+
+/// The loop's lists the client is on for this turn (each at most once).
+#[derive(Default)]
+pub(super) struct Listed {
+    /// For a write, and for another turn, at the end of this loop turn.
+    pub(super) write: bool,
+    pub(super) run: bool,
+    /// For the op-deadline sweep.
+    pub(super) watched: bool,
+}
+
+/// What happens to the client at its next safe point.
+#[derive(Default)]
+pub(super) struct Due {
+    /// `client.max_age` passed: it is closed.
+    pub(super) aged: bool,
+    /// The latency watch wants idle clients closed: it is closed.
+    pub(super) slow: bool,
+    /// An upgrade hands the loop's clients over: it leaves (`upgrade.rs`).
+    pub(super) leaving: bool,
 }
 
 /// A client's clock readings.
@@ -109,8 +125,8 @@ pub(super) struct Times {
 impl<'d> Client<'d> {
     /// Nothing owed or buffered, no transaction or WATCH open: closing now loses nothing.
     pub(super) fn may_close_now(&self) -> bool {
-        self.input.is_empty()
-            && self.out.is_empty()
+        self.link.input.is_empty()
+            && self.link.out.is_empty()
             && self.replies.is_empty()
             && self.parked.is_none()
             && !self.state.tx.is_open()
@@ -119,16 +135,16 @@ impl<'d> Client<'d> {
 
     /// At a safe point: closes it when `max_age` or the latency watch asked for that.
     pub(super) fn close_if_asked(&mut self, work: &Work<'d>) {
-        let asked = self.flags.aged || self.flags.slow;
+        let asked = self.flags.due.aged || self.flags.due.slow;
         if !asked || self.flags.closing || !self.may_close_now() {
             return;
         }
         let metrics = &work.d.client_metrics;
-        if self.flags.aged {
+        if self.flags.due.aged {
             metrics.closed_max_age.inc();
             tracing::debug!(client = self.state.id, "closing client at client.max_age");
             self.flags.closing = true;
-        } else if self.flags.slow {
+        } else if self.flags.due.slow {
             metrics.clients_closed_slow().inc();
             tracing::debug!(
                 client = self.state.id,
@@ -141,7 +157,7 @@ impl<'d> Client<'d> {
     /// Writes what may be written now. `Err` when the client is gone.
     pub(super) fn write_out(&mut self, work: &mut Work<'d>) -> Result<(), ()> {
         let max_held = super::work::HOLD_MAX.min(self.settings.config.max_reply_bytes);
-        let out_len = self.out.len();
+        let out_len = self.link.out.len();
         if out_len == 0
             || self.flags.blocked
             || !self
@@ -152,14 +168,14 @@ impl<'d> Client<'d> {
             return Ok(());
         }
         // Whoever reads these replies finds their commands counted.
-        work.tally.flush();
-        while !self.out.is_empty() {
-            match self.socket.write(&self.out[..]) {
+        work.record.tally.flush();
+        while !self.link.out.is_empty() {
+            match self.link.socket.write(&self.link.out[..]) {
                 Ok(0) => return Err(()),
                 Ok(n) => {
                     work.d.client_metrics.bytes_sent.inc_by(n as u64);
                     self.state.note_written(n);
-                    self.out.advance(n);
+                    self.link.out.advance(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.flags.blocked = true;
@@ -171,30 +187,31 @@ impl<'d> Client<'d> {
         }
         self.replies
             .batches
-            .wrote(self.replies.len(), self.out.len());
+            .wrote(self.replies.len(), self.link.out.len());
         Ok(())
     }
 
     /// Whether the client has finished closing: closing, nothing owed, everything written.
     pub(super) fn closed(&self) -> bool {
-        self.flags.gone || (self.flags.closing && self.replies.is_empty() && self.out.is_empty())
+        self.flags.gone
+            || (self.flags.closing && self.replies.is_empty() && self.link.out.is_empty())
     }
 
     /// Lists the client for a write at the end of the loop's turn (once).
     #[inline]
     pub(super) fn want_write(&mut self, work: &mut Work<'d>) {
-        if !self.flags.to_write {
-            self.flags.to_write = true;
-            work.to_write.push(self.token);
+        if !self.flags.listed.write {
+            self.flags.listed.write = true;
+            work.lists.write.push(self.token);
         }
     }
 
     /// Lists the client for another turn in this loop turn (once).
     #[inline]
     pub(super) fn want_run(&mut self, work: &mut Work<'d>) {
-        if !self.flags.to_run {
-            self.flags.to_run = true;
-            work.to_run.push(self.token);
+        if !self.flags.listed.run {
+            self.flags.listed.run = true;
+            work.lists.run.push(self.token);
         }
     }
 
@@ -202,16 +219,16 @@ impl<'d> Client<'d> {
     /// nothing sent in place).
     #[inline]
     pub(super) fn watch_deadlines(&mut self, work: &mut Work<'d>) {
-        if !self.flags.watched {
-            self.flags.watched = true;
-            work.watched.push(self.token);
+        if !self.flags.listed.watched {
+            self.flags.listed.watched = true;
+            work.lists.watched.push(self.token);
         }
     }
 
     /// Gives back buffers that hold nothing: a waiting client keeps none.
     pub(super) fn release_buffers(&mut self) {
-        self.input.release_if_empty();
-        self.out.release_if_empty();
+        self.link.input.release_if_empty();
+        self.link.out.release_if_empty();
     }
 
     /// After a reload: new limits and timeouts from now on, and the user is checked again.
@@ -220,26 +237,64 @@ impl<'d> Client<'d> {
             return;
         }
         let (generation, config, users) = work.d.snapshot();
-        self.settings = Settings {
-            generation,
-            limits: config.limits(),
-            config,
-        };
-        self.flags.aged = false;
+        self.settings.generation = generation;
+        self.settings.limits = config.limits();
+        self.settings.config = config;
+        self.flags.due.aged = false;
         if !self.settings.config.close_idle_when_slow {
-            self.flags.slow = false;
+            self.flags.due.slow = false;
         }
         self.state.reauthorize(users);
     }
 
-    /// The settings a new client starts with.
-    pub(super) fn settings_now(work: &Work<'d>) -> (Settings, Arc<crate::auth::Users>) {
+    /// A client joining the loop: it owes nothing and has read nothing.
+    pub(super) fn new(
+        token: u64,
+        link: Link,
+        books: Books<'d>,
+        settings: Settings,
+        state: ClientState,
+        times: Times,
+    ) -> Self {
+        Client {
+            token,
+            link,
+            books,
+            settings,
+            state,
+            replies: Replies::default(),
+            parked: None,
+            flags: Flags::default(),
+            times,
+        }
+    }
+}
+
+impl Settings {
+    /// The settings a new client starts with, and the users to check it against.
+    pub(super) fn now(
+        work: &Work<'_>,
+        facade: Option<Box<Endpoint>>,
+    ) -> (Settings, Arc<crate::auth::Users>) {
         let (generation, config, users) = work.d.snapshot();
         let settings = Settings {
             generation,
             limits: config.limits(),
             config,
+            facade,
         };
         (settings, users)
+    }
+}
+
+impl Link {
+    /// A connection with nothing read or to write yet.
+    pub(super) fn new(socket: ClientSocket, peer: Arc<str>) -> Self {
+        Link {
+            socket,
+            peer,
+            input: Buffer::default(),
+            out: Buffer::default(),
+        }
     }
 }

@@ -49,7 +49,7 @@ impl<'d> Client<'d> {
             if !self.may_read() || !self.flags.readable {
                 break;
             }
-            match self.input.read_from(&mut self.socket) {
+            match self.link.input.read_from(&mut self.link.socket) {
                 Ok(0) => {
                     self.on_eof();
                     break;
@@ -73,8 +73,8 @@ impl<'d> Client<'d> {
         // it goes on when room frees. A partial request with nothing more to read is not stalled:
         // its next bytes are a new event.
         let held_back = !self.may_read() || self.replies.alone > 0;
-        self.flags.stalled = held_back && (self.flags.readable || !self.input.is_empty());
-        if !self.out.is_empty() || self.closed() {
+        self.flags.stalled = held_back && (self.flags.readable || !self.link.input.is_empty());
+        if !self.link.out.is_empty() || self.closed() {
             self.want_write(work);
         }
         Fate::Stays
@@ -99,8 +99,8 @@ impl<'d> Client<'d> {
             && !self.flags.budget_paused
             && !self.stops_reading_for_upgrade()
             && self.replies.len() < config.max_in_flight
-            && self.out.len() < config.max_reply_bytes
-            && (!alone || self.input.len() < super::super::session::buffers::CHUNK)
+            && self.link.out.len() < config.max_reply_bytes
+            && (!alone || self.link.input.len() < super::super::session::buffers::CHUNK)
     }
 
     /// Starts every complete command buffered, up to the in-flight limit.
@@ -143,15 +143,20 @@ impl<'d> Client<'d> {
     /// `client.max_buffered_bytes_total`, once per turn. Over it, a client owing us reads
     /// starts no more commands either. Whether the client is starved that way.
     fn check_budget(&mut self, work: &mut Work<'d>) -> bool {
-        self.share.set(self.input.len() + self.out.len());
-        let paused = !self.share.may_read(self.times.partial_since.is_some());
+        self.books
+            .share
+            .set(self.link.input.len() + self.link.out.len());
+        let paused = !self
+            .books
+            .share
+            .may_read(self.times.partial_since.is_some());
         if paused && !self.flags.budget_paused {
             // Other clients release bytes without telling anyone: look again now and then.
             work.timers
                 .arm(work.now + BUDGET_RECHECK, self.token, Which::Budget);
         }
         self.flags.budget_paused = paused;
-        paused && self.out.len() > super::super::budget::FLOOR
+        paused && self.link.out.len() > super::super::budget::FLOOR
     }
 
     /// The next request to start, into `request`: the parked one, or the next complete one in
@@ -163,16 +168,17 @@ impl<'d> Client<'d> {
                 return true;
             }
         }
-        if self.input.is_empty() {
+        if self.link.input.is_empty() {
             return false;
         }
         let config = &self.settings.config;
-        let broken = match parse_request_into(&mut self.input, &self.settings.limits, request) {
+        let broken = match parse_request_into(&mut self.link.input, &self.settings.limits, request)
+        {
             Ok(true) => {
                 self.times.partial_since = None;
                 return true;
             }
-            Ok(false) if self.input.len() < config.max_request_bytes => {
+            Ok(false) if self.link.input.len() < config.max_request_bytes => {
                 if self.times.partial_since.is_none() {
                     self.times.partial_since = Some(work.now);
                     let timeout = config.request_timeout;
@@ -198,7 +204,7 @@ impl<'d> Client<'d> {
         let now = work.now;
         let (plan, command) = router.planner().plan(request, &mut work.scratch);
         let key_arg = key_position(&plan, &work.scratch);
-        let plan = match &self.facade {
+        let plan = match &self.settings.facade {
             Some(facade) => facade_plan(facade, plan, command, request, router, &self.state),
             None => plan,
         };
@@ -219,7 +225,7 @@ impl<'d> Client<'d> {
         };
         if leaves_the_loop(&plan, &self.state) {
             // Replies already in the output buffer go out first: the session starts empty.
-            return match self.replies.is_empty() && self.out.is_empty() {
+            return match self.replies.is_empty() && self.link.out.is_empty() {
                 true => Started::HandOff,
                 false => Started::Parked,
             };
@@ -227,13 +233,13 @@ impl<'d> Client<'d> {
         let weight = if key_arg == 0 {
             0
         } else {
-            work.sampler.sample()
+            work.record.sampler.sample()
         };
         let stamp = Stamp::new(
             command,
             request,
             now,
-            work.keep_raw,
+            work.record.keep_raw,
             alone,
             self.state.protocol,
         )
@@ -249,7 +255,7 @@ impl<'d> Client<'d> {
                 let max_tx = self.settings.config.max_request_bytes;
                 let call = dispatch(
                     router,
-                    &mut self.inbox,
+                    &mut self.replies.inbox,
                     &mut self.state,
                     plan,
                     request,
@@ -278,7 +284,7 @@ impl<'d> Client<'d> {
         if let Some((failures, limit_reached)) = self.state.take_failed_login() {
             let metrics = &work.d.client_metrics;
             self.flags.closing |=
-                failed_login(metrics, &self.peer, request, failures, limit_reached);
+                failed_login(metrics, &self.link.peer, request, failures, limit_reached);
         }
     }
 
@@ -331,7 +337,7 @@ impl<'d> Client<'d> {
                 }
             }
         }
-        let inbox = Some(&mut **self.inbox.get_or_insert_with(Box::default));
+        let inbox = Some(&mut **self.replies.inbox.get_or_insert_with(Box::default));
         let call = router.forward(inbox, raw.clone(), Some(slot), write, lane, work.now);
         self.owe_call(call, stamp, work);
     }
@@ -373,14 +379,22 @@ impl<'d> Client<'d> {
         if self.settings.config.close_idle_when_slow {
             // Feeds `client.close_idle_when_slow` (one atomic add) when it is on.
             let elapsed = since.nanos(stamp.started);
-            work.latency
+            work.record
+                .latency
                 .record(std::time::Duration::from_nanos(elapsed));
         }
         let hot = work.hot(self.state.id);
         // The tally is the loop's: it counts for this client's user from here.
-        work.tally.follow(self.state.user_series());
-        let sent = stamp.finish(&mut work.tally, hot, reply, &mut since, node, &self.peer);
-        self.out.append(sent);
+        work.record.tally.follow(self.state.user_series());
+        let sent = stamp.finish(
+            &mut work.record.tally,
+            hot,
+            reply,
+            &mut since,
+            node,
+            &self.link.peer,
+        );
+        self.link.out.append(sent);
         self.want_write(work);
     }
 

@@ -16,9 +16,9 @@ impl<'d> Loop<'d> {
             return;
         }
         let mut client = self.clients.remove(key);
-        client.socket.deregister(self.poll.registry());
+        client.link.socket.deregister(self.poll.registry());
         if !client.flags.gone {
-            client.socket.shutdown();
+            client.link.socket.shutdown();
         }
         drop(client);
         if self.draining && self.clients.is_empty() {
@@ -35,27 +35,27 @@ impl<'d> Loop<'d> {
             return;
         }
         let mut client = self.clients.remove(key);
-        client.socket.deregister(self.poll.registry());
+        client.link.socket.deregister(self.poll.registry());
         let mut input = BytesMut::new();
         if let Some(parked) = client.parked.take() {
             input.extend_from_slice(parked.raw());
         }
-        input.extend_from_slice(&client.input);
+        input.extend_from_slice(&client.link.input);
         tracing::debug!(
             client = client.state.id,
             "client handed to a session task (subscribe mode or client tracking)"
         );
         let lasting = session::Lasting::from_loop(
-            client.facade,
+            client.settings.facade,
             client.state,
             client.settings.generation,
             client.settings.config,
             client.times.last_activity,
             client.times.connected_at,
-            client.flags.aged,
+            client.flags.due.aged,
             input.freeze(),
         );
-        let socket = client.socket.detach();
-        session::adopt(socket, lasting, client.connected, client.peer);
+        let socket = client.link.socket.detach();
+        session::adopt(socket, lasting, client.books.connected, client.link.peer);
     }
 }

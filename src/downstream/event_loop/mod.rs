@@ -138,12 +138,12 @@ impl<'d> Loop<'d> {
     /// length late, microseconds against timers of milliseconds.
     fn timeout(&mut self) -> Option<Duration> {
         crate::reactor::take_woken_here(&mut self.woken);
-        let listed = !self.work.to_run.is_empty() || !self.work.to_write.is_empty();
+        let listed = !self.work.lists.run.is_empty() || !self.work.lists.write.is_empty();
         if listed || !self.woken.is_empty() || self.remote.going_to_sleep() {
             return Some(Duration::ZERO);
         }
         let mut next = self.next_chores;
-        if !self.work.watched.is_empty() {
+        if !self.work.lists.watched.is_empty() {
             next = next.min(self.next_sweep);
         }
         if let Some(timer) = self.work.timers.next() {
@@ -164,7 +164,7 @@ impl<'d> Loop<'d> {
                     client.flags.blocked = false;
                     // Edge-triggered, the socket reports room after each ACK of what was
                     // written: only output waiting (or a close) needs the write pass.
-                    if !client.out.is_empty() || client.closed() || client.flags.closing {
+                    if !client.link.out.is_empty() || client.closed() || client.flags.closing {
                         client.want_write(&mut self.work);
                     }
                 }
@@ -198,7 +198,7 @@ impl<'d> Loop<'d> {
         if client.token != token {
             return;
         }
-        client.flags.to_run = false;
+        client.flags.listed.run = false;
         client.poll_calls(&mut self.work, &self.remote);
         match client.run(&mut self.work) {
             Fate::Stays => self.leave_if_upgrading(token),
@@ -234,7 +234,7 @@ impl<'d> Loop<'d> {
 
     /// The clients that asked for another turn in this one.
     fn run_listed(&mut self) {
-        while let Some(token) = self.work.to_run.pop() {
+        while let Some(token) = self.work.lists.run.pop() {
             self.run_client(token);
         }
     }
@@ -258,20 +258,23 @@ impl<'d> Loop<'d> {
 
     /// Every client with replies writes them; those that finished closing go.
     fn write_clients(&mut self) {
-        let mut listed = std::mem::take(&mut self.work.to_write);
+        let mut listed = std::mem::take(&mut self.work.lists.write);
         for token in listed.drain(..) {
             let Some(client) = client_in(&mut self.clients, token) else {
                 continue;
             };
-            client.flags.to_write = false;
-            let before = client.out.len();
+            client.flags.listed.write = false;
+            let before = client.link.out.len();
             let gone = client.write_out(&mut self.work).is_err();
             client.flags.gone |= gone;
             if before > super::budget::FLOOR {
                 // What it wrote no longer counts against the buffer budget.
-                client.share.set(client.input.len() + client.out.len());
+                client
+                    .books
+                    .share
+                    .set(client.link.input.len() + client.link.out.len());
             }
-            if client.out.len() < before && (client.flags.stalled || client.parked.is_some()) {
+            if client.link.out.len() < before && (client.flags.stalled || client.parked.is_some()) {
                 // Room in its output: a client stopped at `max_reply_bytes`, or waiting to
                 // hand off once its replies are out, goes on.
                 client.want_run(&mut self.work);
@@ -285,8 +288,8 @@ impl<'d> Loop<'d> {
                 self.leave_if_upgrading(token);
             }
         }
-        if self.work.to_write.is_empty() {
-            self.work.to_write = listed;
+        if self.work.lists.write.is_empty() {
+            self.work.lists.write = listed;
         }
     }
 

@@ -12,8 +12,7 @@ use super::super::facade::Endpoint;
 use super::super::local::ClientState;
 use super::super::movable::Detached;
 use super::super::moves::{Pipelining, PIPELINE_DEPTH, PIPELINE_READS};
-use super::client::{Client, Flags, Times};
-use super::replies::Replies;
+use super::client::{Books, Client, Link, Settings, Times};
 use super::socket::ClientSocket;
 use super::tokens::{self, Kind};
 use super::work::Work;
@@ -45,12 +44,12 @@ impl<'d> Client<'d> {
         }
         if started < PIPELINE_DEPTH {
             self.flags.deep_reads = 0;
-            self.pipelining = None;
+            self.books.pipelining = None;
             return;
         }
         self.flags.deep_reads = self.flags.deep_reads.saturating_add(1);
-        if self.flags.deep_reads >= PIPELINE_READS && self.pipelining.is_none() {
-            self.pipelining = Some(moves.join_pipelining(work.index));
+        if self.flags.deep_reads >= PIPELINE_READS && self.books.pipelining.is_none() {
+            self.books.pipelining = Some(moves.join_pipelining(work.index));
         }
     }
 
@@ -61,19 +60,19 @@ impl<'d> Client<'d> {
         if !moves.wanted(work.index)
             || !self.may_close_now()
             || self.flags.closing
-            || self.flags.aged
+            || self.flags.due.aged
             || self.state.quit
             || self.state.tracking.is_some()
         {
             return None;
         }
-        if let Some(member) = self.pipelining.as_mut() {
+        if let Some(member) = self.books.pipelining.as_mut() {
             if let Some(to) = moves.shed_pipelining(member) {
                 return Some(to);
             }
         }
         let to = moves.take_ticket(work.index)?;
-        if let Some(member) = self.pipelining.as_mut() {
+        if let Some(member) = self.books.pipelining.as_mut() {
             moves.transfer(member, to); // its count goes with it
         }
         Some(to)
@@ -98,8 +97,8 @@ impl<'d> Loop<'d> {
             return;
         };
         let mut client = self.clients.remove(tokens::key(token));
-        client.socket.deregister(self.poll.registry());
-        client.connected.moved_to(to);
+        client.link.socket.deregister(self.poll.registry());
+        client.books.connected.moved_to(to);
         tracing::debug!(
             client = client.state.id,
             from = self.work.index,
@@ -107,12 +106,12 @@ impl<'d> Loop<'d> {
             "client moves to another worker's loop"
         );
         let moved = Moved {
-            socket: client.socket.detach(),
-            facade: client.facade,
+            socket: client.link.socket.detach(),
+            facade: client.settings.facade,
             state: client.state,
-            connected: client.connected,
-            peer: client.peer,
-            pipelining: client.pipelining,
+            connected: client.books.connected,
+            peer: client.link.peer,
+            pipelining: client.books.pipelining,
             times: (client.times.connected_at, client.times.last_activity),
             deep_reads: client.flags.deep_reads,
         };
@@ -150,39 +149,25 @@ impl<'d> Loop<'d> {
             tracing::warn!(%error, %peer, "cannot register a moved client with the event loop; closing it");
             return;
         }
-        let (settings, users) = Client::settings_now(&self.work);
+        let (settings, users) = Settings::now(&self.work, facade);
         state.reauthorize(users);
-        let d = self.work.d;
-        let client = Client {
-            token,
-            socket,
-            share: d.budget.share(connected.id),
+        let books = Books {
+            share: self.work.d.budget.share(connected.id),
             connected,
-            peer,
-            facade,
-            state,
-            settings,
-            input: Default::default(),
-            out: Default::default(),
-            replies: Replies::default(),
-            inbox: None,
-            waker: None,
-            parked: None,
             pipelining,
-            flags: Flags {
-                deep_reads,
-                // Its socket may hold what it sent since it left the other loop.
-                readable: true,
-                // It came while this loop hands its clients over to a new process: it goes too.
-                leaving: self.draining && self.work.d.handover.is_active(),
-                ..Flags::default()
-            },
-            times: Times {
-                connected_at,
-                last_activity,
-                partial_since: None,
-            },
         };
+        let times = Times {
+            connected_at,
+            last_activity,
+            partial_since: None,
+        };
+        let link = Link::new(socket, peer);
+        let mut client = Client::new(token, link, books, settings, state, times);
+        client.flags.deep_reads = deep_reads;
+        // Its socket may hold what it sent since it left the other loop.
+        client.flags.readable = true;
+        // It came while this loop hands its clients over to a new process: it goes too.
+        client.flags.due.leaving = self.draining && self.work.d.handover.is_active();
         client.arm_timers(&mut self.work);
         entry.insert(client);
         self.run_client(token);

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::super::reply_batch::ReplyBatches;
 use super::super::session::stamp::Stamp;
+use crate::reactor::{LoopWaker, Remote};
 use crate::router::{Call, FirstHop, Forwarder};
 use crate::upstream::Inbox;
 
@@ -51,6 +52,10 @@ pub(super) struct Replies<'d> {
     pub(super) batches: ReplyBatches,
     /// Owed commands that run alone (`Transaction::is_exclusive`).
     pub(super) alone: usize,
+    /// Where the general path's forwarded commands reply (made on first use).
+    pub(super) inbox: Option<Box<Inbox>>,
+    /// Wakes the loop for this client's calls (made on first use).
+    pub(super) waker: Option<LoopWaker>,
 }
 
 impl<'d> Replies<'d> {
@@ -106,19 +111,20 @@ impl<'d> Replies<'d> {
         }
     }
 
-    /// Polls every call; those that finished are done. `inbox`: the client's (the general
-    /// path's forwarded commands reply there). Whether any finished.
-    pub(super) fn poll_calls(
-        &mut self,
-        cx: &mut Context<'_>,
-        mut inbox: Option<&mut Inbox>,
-    ) -> bool {
+    /// Polls every call, with a waker that names `client` to its loop; those that finished are
+    /// done. The general path's forwarded commands reply to the client's inbox. Whether any
+    /// finished.
+    pub(super) fn poll_calls(&mut self, remote: &Arc<Remote>, client: u64) -> bool {
+        let waker = (self.waker).get_or_insert_with(|| LoopWaker::new(remote, client));
+        waker.rearm();
+        let mut cx = Context::from_waker(waker.waker());
+        let mut inbox = self.inbox.as_deref_mut();
         let mut finished = false;
         for owed in self.owed.iter_mut() {
             let Wait::Call(call) = &mut owed.wait else {
                 continue;
             };
-            if let Poll::Ready(reply) = call.poll_in(cx, inbox.as_deref_mut()) {
+            if let Poll::Ready(reply) = call.poll_in(&mut cx, inbox.as_deref_mut()) {
                 let node = call.node().map(Arc::from);
                 owed.wait = Wait::Done { reply, node };
                 finished = true;

@@ -13,7 +13,7 @@ use super::super::clients::Downstream;
 use super::conns::Conns;
 use super::timers::Timers;
 use super::tokens::{self, Kind};
-use super::work::{Work, CHORES};
+use super::work::{Lists, Record, Work, CHORES};
 use super::Loop;
 use crate::metrics::CommandTally;
 use crate::reactor::{LoopWaker, Remote};
@@ -107,16 +107,16 @@ impl<'d> Loop<'d> {
                 router: &d.router,
                 index,
                 conns: Conns::default(),
-                tally: CommandTally::new(metrics),
-                sampler: d.hotkeys.sampler(index as u64),
-                keep_raw: metrics.slowlog.is_enabled() || d.hotkeys.is_enabled(),
-                latency: &d.latency,
+                record: Record {
+                    tally: CommandTally::new(metrics),
+                    sampler: d.hotkeys.sampler(index as u64),
+                    keep_raw: metrics.slowlog.is_enabled() || d.hotkeys.is_enabled(),
+                    latency: &d.latency,
+                },
                 scratch: Vec::new(),
                 now,
                 timers: Timers::default(),
-                to_write: Vec::new(),
-                to_run: Vec::new(),
-                watched: Vec::new(),
+                lists: Lists::default(),
             },
             woken: Vec::new(),
             mail: Vec::new(),

@@ -16,14 +16,14 @@ impl Client<'_> {
     /// While handing over, no more requests are read once no transaction or WATCH needs the
     /// client's next commands: what it sends waits in the socket for the new process.
     pub(super) fn stops_reading_for_upgrade(&self) -> bool {
-        self.flags.leaving && !self.state.tx.is_open() && self.state.tx.watched_slot().is_none()
+        self.flags.due.leaving && !self.state.tx.is_open() && self.state.tx.watched_slot().is_none()
     }
 
     /// Whether it may leave for the new process now.
     fn may_hand_over(&self) -> bool {
-        self.flags.leaving
+        self.flags.due.leaving
             && !self.flags.closing
-            && self.out.is_empty()
+            && self.link.out.is_empty()
             && self.replies.is_empty()
             && self.parked.is_none()
             && !self.state.tx.is_open()
@@ -36,7 +36,7 @@ impl Loop<'_> {
     /// The drain started during an upgrade: every client leaves at its safe point.
     pub(super) fn hand_over_all(&mut self) {
         for (_, client) in self.clients.iter_mut() {
-            client.flags.leaving = true;
+            client.flags.due.leaving = true;
             client.want_run(&mut self.work);
         }
     }
@@ -54,10 +54,10 @@ impl Loop<'_> {
             return;
         }
         let mut client = self.clients.remove(tokens::key(token));
-        client.socket.deregister(self.poll.registry());
+        client.link.socket.deregister(self.poll.registry());
         let handover = &self.work.d.handover;
         let now = self.work.now;
-        let (listener, socket): (&str, OwnedFd) = match client.socket.detach() {
+        let (listener, socket): (&str, OwnedFd) = match client.link.socket.detach() {
             Detached::Tcp(s) => ("tcp", s.into()),
             Detached::Unix(s) => ("unix", s.into()),
         };
@@ -65,11 +65,11 @@ impl Loop<'_> {
             now.saturating_duration_since(client.times.connected_at),
             now.saturating_duration_since(client.times.last_activity),
         );
-        let peer = &client.peer;
+        let peer = &client.link.peer;
         let record = HandedOver::from_parts(
             &client.state,
-            client.facade.as_deref(),
-            &client.input,
+            client.settings.facade.as_deref(),
+            &client.link.input,
             peer,
             listener,
             times,

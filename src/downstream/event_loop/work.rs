@@ -32,20 +32,32 @@ pub(super) struct Work<'d> {
     pub(super) router: &'d Router,
     pub(super) index: usize,
     pub(super) conns: Conns,
+    pub(super) record: Record<'d>,
+    /// Key positions, reused by every command's plan.
+    pub(super) scratch: Vec<usize>,
+    /// The clock read once per loop turn.
+    pub(super) now: Instant,
+    pub(super) timers: Timers,
+    pub(super) lists: Lists,
+}
+
+/// How the loop's commands are recorded: counted, sampled for the hot keys, timed.
+pub(super) struct Record<'d> {
     pub(super) tally: CommandTally<'d>,
     pub(super) sampler: Sampler,
     /// The request is kept (a reference count) for the slow log and the hot keys.
     pub(super) keep_raw: bool,
     /// `client.close_idle_when_slow`'s latency watch (fed by clients that have it on).
     pub(super) latency: &'d LatencyWatch,
-    pub(super) scratch: Vec<usize>,
-    /// The clock read once per loop turn.
-    pub(super) now: Instant,
-    pub(super) timers: Timers,
-    /// Clients to write to, and to give another turn, before this loop turn ends.
-    pub(super) to_write: Vec<u64>,
-    pub(super) to_run: Vec<u64>,
-    /// Clients owing replies sent in place (their deadlines are swept).
+}
+
+/// Clients listed for the rest of this loop turn (each at most once: see `Client::listed`).
+#[derive(Default)]
+pub(super) struct Lists {
+    /// To write to, and to give another turn, before the turn ends.
+    pub(super) write: Vec<u64>,
+    pub(super) run: Vec<u64>,
+    /// Owing replies sent in place: their deadlines are swept.
     pub(super) watched: Vec<u64>,
 }
 
