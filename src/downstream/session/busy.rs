@@ -52,16 +52,16 @@ where
 {
     let mut spell = Spell::new(c);
     spell.find_moves();
-    spell.pipelining = pipelining;
+    spell.placement.pipelining = pipelining;
     loop {
         if let Some(request) = spell.start_commands() {
             // Subscribe mode takes the connection over until the client leaves it (and writes
             // the replies before it). Awaited here, not in a method of `Spell`: the request is
             // then held once in this future's state, not twice (the busy box's size, mod.rs).
-            spell.tally.flush();
-            let max_reply_bytes = spell.config.max_reply_bytes;
+            spell.record.tally.flush();
+            let max_reply_bytes = spell.settings.config.max_reply_bytes;
             let c = &mut *spell.c;
-            let left = (c.subscribe_mode(request, &spell.limits, max_reply_bytes)).await;
+            let left = (c.subscribe_mode(request, &spell.settings.limits, max_reply_bytes)).await;
             if let Some(end) = spell.after_subscribe(left) {
                 return end;
             }
@@ -82,7 +82,7 @@ where
             return Busy::Move {
                 from,
                 to,
-                pipelining: spell.pipelining.take(),
+                pipelining: spell.placement.pipelining.take(),
             };
         }
         let event = poll_fn(|cx| spell.poll_event(&turn, cx)).await;
@@ -118,37 +118,64 @@ pub(super) struct Turn<'d> {
 pub(super) struct Spell<'c, 'd, S> {
     pub(super) c: &'c mut Client<'d, S>,
     pub(super) router: &'d Router,
+    pub(super) record: Record<'d>,
+    pub(super) replies: SpellReplies<'d>,
+    /// A command that must run alone (see `Transaction::is_exclusive`), waiting for the
+    /// commands before it to finish.
+    pub(super) parked: Option<Request>,
+    /// Key positions, reused by every command's plan.
+    pub(super) scratch: Vec<usize>,
+    pub(super) timers: SpellTimers,
+    pub(super) reading: Reading,
+    pub(super) settings: SpellSettings,
+    pub(super) placement: Placement<'d>,
+}
+
+/// How the spell's commands are recorded: counted, sampled for the hot keys, logged.
+pub(super) struct Record<'d> {
     /// The request is kept (a reference count) for the slow log and the hot keys.
     pub(super) keep_raw: bool,
     pub(super) hot: Hot<'d>,
     pub(super) sampler: Sampler,
     /// Per-command series, added to the shared ones before each write to the client.
     pub(super) tally: CommandTally<'d>,
-    /// Replies owed to the client, oldest first, with what the metrics need to know about them.
+}
+
+/// The replies owed to the client.
+#[derive(Default)]
+pub(super) struct SpellReplies<'d> {
+    /// Oldest first, with what the metrics need to know about them.
     pub(super) calls: VecDeque<(Call<'d>, Stamp)>,
-    pub(super) scratch: Vec<usize>,
+    /// How many of `calls` must run alone.
+    pub(super) exclusive: usize,
+    /// Which replies may be written now: those to one read go out together (see reply_batch).
+    pub(super) batches: ReplyBatches,
+}
+
+/// The spell's timers.
+#[derive(Default)]
+pub(super) struct SpellTimers {
     /// One timer for the whole busy spell, armed for the oldest call's deadline, instead of one
     /// per command. Deadlines grow along the queue, so when it fires only the front can be
     /// late. With nothing owed it ticks every IDLE_TICK to see whether the client went quiet.
-    pub(super) timer: OpTimer,
+    pub(super) op: OpTimer,
+    /// `client.request_timeout`, for the request being received.
+    pub(super) request: LazyTimer,
+    /// A timer to look again at `client.max_buffered_bytes_total` while paused by it.
+    pub(super) budget: LazyTimer,
+}
+
+/// What decides whether the client is read.
+pub(super) struct Reading {
     /// The client sent something since the last tick (the read that began the spell does not
     /// count: a client that sent one request goes idle at the first tick).
     pub(super) heard: bool,
     /// Once set, no more commands are read; the session ends when every reply is written.
     pub(super) closing: bool,
-    /// A command that must run alone (see `Transaction::is_exclusive`), waiting for the
-    /// commands before it to finish; and how many such commands are in `calls`.
-    pub(super) parked: Option<Request>,
-    pub(super) exclusive: usize,
-    /// Which replies may be written now: those to one read go out together (see reply_batch).
-    pub(super) batches: ReplyBatches,
     /// `client.request_timeout`: when the request now being received began, if it is
     /// incomplete. Completing a request resets it, so trickling one byte at a time does not
     /// keep it alive.
     pub(super) partial_since: Option<Instant>,
-    pub(super) request_timer: LazyTimer,
-    /// A timer to look again at `client.max_buffered_bytes_total` while paused by it.
-    pub(super) budget_timer: LazyTimer,
     pub(super) budget_paused: bool,
     /// Over its user's rate (`auth.users[].limits`, `when_over: slow`): the parked command
     /// starts no sooner than this, and the client is read no further meanwhile.
@@ -156,9 +183,18 @@ pub(super) struct Spell<'c, 'd, S> {
     /// The clock read a turn ended with (a read or replies arriving), reused by the next turn:
     /// one clock read per turn instead of two.
     pub(super) clock: Option<Instant>,
+}
+
+/// The client settings the spell runs with.
+pub(super) struct SpellSettings {
     pub(super) config: Arc<ClientConfig>,
     pub(super) limits: Limits,
-    /// `placement: auto` on a per-core worker: where sessions may move, and this worker.
+}
+
+/// `placement: auto` on a per-core worker.
+#[derive(Default)]
+pub(super) struct Placement<'d> {
+    /// Where sessions may move, and this worker.
     pub(super) moves: Option<(&'d Arc<Moves>, usize)>,
     /// Reads in a row that started [`PIPELINE_DEPTH`](super::super::moves::PIPELINE_DEPTH)
     /// commands or more, and the pipelining membership they earned (see moving.rs).
@@ -180,32 +216,35 @@ where
         timer.reset(Instant::now() + IDLE_TICK);
         Spell {
             router: &downstream.router,
-            keep_raw: metrics.slowlog.is_enabled() || downstream.hotkeys.is_enabled(),
-            hot: Hot {
-                keys: &downstream.hotkeys,
-                client: c.state.id,
+            record: Record {
+                keep_raw: metrics.slowlog.is_enabled() || downstream.hotkeys.is_enabled(),
+                hot: Hot {
+                    keys: &downstream.hotkeys,
+                    client: c.state.id,
+                },
+                sampler: downstream.hotkeys.sampler(c.state.id),
+                tally: CommandTally::new(metrics),
             },
-            sampler: downstream.hotkeys.sampler(c.state.id),
-            tally: CommandTally::new(metrics),
-            calls: VecDeque::new(),
-            scratch: Vec::new(),
-            timer,
-            heard: false,
-            closing: false,
+            replies: SpellReplies::default(),
             parked: None,
-            exclusive: 0,
-            batches: ReplyBatches::default(),
-            partial_since: None,
-            request_timer: LazyTimer::default(),
-            budget_timer: LazyTimer::default(),
-            budget_paused: false,
-            throttled_until: None,
-            clock: Some(c.last_activity),
-            limits: config.limits(),
-            config,
-            moves: None,
-            deep_reads: 0,
-            pipelining: None,
+            scratch: Vec::new(),
+            timers: SpellTimers {
+                op: timer,
+                ..SpellTimers::default()
+            },
+            reading: Reading {
+                heard: false,
+                closing: false,
+                partial_since: None,
+                budget_paused: false,
+                throttled_until: None,
+                clock: Some(c.last_activity),
+            },
+            settings: SpellSettings {
+                limits: config.limits(),
+                config,
+            },
+            placement: Placement::default(),
             c,
         }
     }
@@ -213,11 +252,11 @@ where
     /// The owed replies and where finished ones go.
     pub(super) fn owed(&mut self) -> Owed<'_, 'd> {
         Owed {
-            calls: &mut self.calls,
-            batches: &mut self.batches,
+            calls: &mut self.replies.calls,
+            batches: &mut self.replies.batches,
             out: &mut self.c.out,
-            tally: &mut self.tally,
-            hot: self.hot,
+            tally: &mut self.record.tally,
+            hot: self.record.hot,
             peer: self.c.peer,
         }
     }
@@ -232,50 +271,51 @@ where
     ) {
         let c = &mut *self.c;
         let mut owed = Owed {
-            calls: &mut self.calls,
-            batches: &mut self.batches,
+            calls: &mut self.replies.calls,
+            batches: &mut self.replies.batches,
             out: &mut c.out,
-            tally: &mut self.tally,
-            hot: self.hot,
+            tally: &mut self.record.tally,
+            hot: self.record.hot,
             peer: c.peer,
         };
-        self.exclusive -= owed.take_replies(first, c.inbox.as_deref_mut(), latency, now, next);
+        self.replies.exclusive -=
+            owed.take_replies(first, c.inbox.as_deref_mut(), latency, now, next);
     }
 
     /// After the commands are started: writes what may be written now, decides whether the
     /// session closes, and what the turn may wait for.
     fn end_turn(&mut self) -> Result<Turn<'d>, End> {
         self.write_all_owed()?;
-        if !self.closing
-            && self.calls.is_empty()
+        if !self.reading.closing
+            && self.replies.calls.is_empty()
             && self.parked.is_none()
             && self.c.may_close_now()
             && self.c.closes_at_safe_point()
         {
-            self.closing = true;
+            self.reading.closing = true;
         }
-        if self.closing && self.calls.is_empty() && self.c.out.is_empty() {
+        if self.reading.closing && self.replies.calls.is_empty() && self.c.out.is_empty() {
             return Err(End::Close);
         }
-        let config = &*self.config;
+        let config = &*self.settings.config;
         let c = &mut *self.c;
         // While a command runs alone, read only enough to notice the client leaving.
-        let waiting_alone = self.exclusive > 0 || self.parked.is_some();
-        let can_read = !self.closing
-            && !self.budget_paused
+        let waiting_alone = self.replies.exclusive > 0 || self.parked.is_some();
+        let can_read = !self.reading.closing
+            && !self.reading.budget_paused
             && !c.stops_reading_for_upgrade()
-            && self.calls.len() < config.max_in_flight
+            && self.replies.calls.len() < config.max_in_flight
             && c.out.len() < config.max_reply_bytes
             && (!waiting_alone || c.input.len() < super::buffers::CHUNK);
         let may_write = !c.out.is_empty()
-            && (self.batches).may_write(
-                self.calls.len(),
+            && (self.replies.batches).may_write(
+                self.replies.calls.len(),
                 c.out.len(),
                 HOLD_MAX.min(config.max_reply_bytes),
             );
         if may_write {
             // Whoever reads these replies finds their commands counted.
-            self.tally.flush();
+            self.record.tally.flush();
         }
         c.arm_timers();
         // Nothing held while there is nothing to hold: a waiting client keeps no buffer.
@@ -294,14 +334,17 @@ where
     /// 260 instructions (callgrind, 2026-11-26). A full socket leaves the write to the event
     /// wait, which waits for room.
     fn write_all_owed(&mut self) -> Result<(), End> {
-        let max_held = HOLD_MAX.min(self.config.max_reply_bytes);
+        let max_held = HOLD_MAX.min(self.settings.config.max_reply_bytes);
         let out = self.c.out.len();
-        if !self.calls.is_empty() || out == 0 || !self.batches.may_write(0, out, max_held) {
+        if !self.replies.calls.is_empty()
+            || out == 0
+            || !self.replies.batches.may_write(0, out, max_held)
+        {
             return Ok(());
         }
-        self.tally.flush();
+        self.record.tally.flush();
         match self.c.write_now() {
-            Ok(true) => self.batches.wrote(0, self.c.out.len()),
+            Ok(true) => self.replies.batches.wrote(0, self.c.out.len()),
             Ok(false) => {}
             Err(()) => return Err(End::Gone), // client gone, as in the event wait
         }

@@ -116,7 +116,7 @@ where
         if self.c.downstream.handover.is_active() {
             self.c.handing_over = true;
         } else {
-            self.closing = true;
+            self.reading.closing = true;
         }
     }
 
@@ -124,9 +124,9 @@ where
     /// per turn when no upgrade runs).
     pub(super) fn hands_over_now(&self) -> bool {
         self.c.handing_over
-            && self.calls.is_empty()
+            && self.replies.calls.is_empty()
             && self.parked.is_none()
-            && !self.closing
+            && !self.reading.closing
             && self.c.may_hand_over()
     }
 }

@@ -52,10 +52,10 @@ where
 {
     /// The first event ready, in priority order; each looked at only when the turn allows it.
     pub(super) fn poll_event(&mut self, turn: &Turn<'d>, cx: &mut Context<'_>) -> Poll<Event> {
-        let max_reply_bytes = self.config.max_reply_bytes;
+        let max_reply_bytes = self.settings.config.max_reply_bytes;
         let c = &mut *self.c;
         if c.out.len() < max_reply_bytes {
-            if let Some((call, _)) = self.calls.front_mut() {
+            if let Some((call, _)) = self.replies.calls.front_mut() {
                 if let Poll::Ready(reply) = call.poll_in(cx, c.inbox.as_deref_mut()) {
                     return Poll::Ready(Event::Reply(reply));
                 }
@@ -72,7 +72,7 @@ where
                 return Poll::Ready(Event::Read(read));
             }
         }
-        if self.timer.poll_fired(cx).is_ready() {
+        if self.timers.op.poll_fired(cx).is_ready() {
             return Poll::Ready(Event::OpTimer);
         }
         self.poll_rare(cx)
@@ -80,18 +80,19 @@ where
 
     /// The events that come seldom: the optional timers, pushes, drain and the latency watch.
     fn poll_rare(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
-        let config = &*self.config;
+        let config = &*self.settings.config;
         let c = &mut *self.c;
-        let closing = self.closing;
-        let idle_timeout = !config.idle_timeout.is_zero() && self.calls.is_empty() && !closing;
+        let closing = self.reading.closing;
+        let idle_timeout =
+            !config.idle_timeout.is_zero() && self.replies.calls.is_empty() && !closing;
         if idle_timeout && c.idle_timer.poll_fired(cx).is_ready() {
             return Poll::Ready(Event::IdleTimeout);
         }
-        let partial = !config.request_timeout.is_zero() && self.partial_since.is_some();
-        if partial && !closing && self.request_timer.poll_fired(cx).is_ready() {
+        let partial = !config.request_timeout.is_zero() && self.reading.partial_since.is_some();
+        if partial && !closing && self.timers.request.poll_fired(cx).is_ready() {
             return Poll::Ready(Event::RequestTimeout);
         }
-        if self.budget_paused && self.budget_timer.poll_fired(cx).is_ready() {
+        if self.reading.budget_paused && self.timers.budget.poll_fired(cx).is_ready() {
             return Poll::Ready(Event::BudgetRecheck);
         }
         let ages = !config.max_age.is_zero() && !c.aged;
@@ -124,7 +125,7 @@ where
             Event::RequestTimeout => self.on_request_timeout(),
             Event::BudgetRecheck => {
                 // Other sessions release bytes without telling anyone: look again now and then.
-                self.budget_timer.reset(Instant::now() + BUDGET_RECHECK);
+                self.timers.budget.reset(Instant::now() + BUDGET_RECHECK);
             }
             Event::Aged => self.c.aged = true,
             Event::Pushes => self.on_pushes(),
@@ -138,7 +139,7 @@ where
     /// be written in one syscall).
     fn on_reply(&mut self, reply: Bytes, turn: &Turn<'d>) {
         let now = Instant::now();
-        self.clock = Some(now);
+        self.reading.clock = Some(now);
         self.take_replies(Some(reply), turn.latency, now, |call, inbox| {
             call.try_now(inbox)
         });
@@ -151,7 +152,9 @@ where
                 c.downstream.client_metrics.bytes_sent.inc_by(n as u64);
                 c.state.note_written(n);
                 c.out.advance(n);
-                self.batches.wrote(self.calls.len(), c.out.len());
+                self.replies
+                    .batches
+                    .wrote(self.replies.calls.len(), c.out.len());
                 None
             }
             _ => Some(Busy::Done), // client gone: owed replies are dropped with the session
@@ -162,15 +165,15 @@ where
         match read {
             // Like Redis, a client that leaves while blocked is not waited for.
             Ok(0) | Err(_) if turn.waiting_alone => return Some(Busy::Done),
-            Ok(0) | Err(_) => self.closing = true,
+            Ok(0) | Err(_) => self.reading.closing = true,
             Ok(n) => {
                 let c = &mut *self.c;
                 c.downstream.client_metrics.bytes_received.inc_by(n as u64);
                 c.state.note_read(n);
                 let now = Instant::now();
                 c.last_activity = now;
-                self.clock = Some(now);
-                self.heard = true;
+                self.reading.clock = Some(now);
+                self.reading.heard = true;
             }
         }
         None
@@ -183,18 +186,23 @@ where
     fn on_op_timer(&mut self, turn: &Turn<'d>) -> Option<Busy> {
         let now = Instant::now();
         self.take_replies(None, turn.latency, now, expire_late);
-        match self.calls.iter().find_map(|(call, _)| call.deadline()) {
-            Some(next) => self.timer.reset(next),
-            None => self.timer.reset(now + IDLE_TICK),
+        match self
+            .replies
+            .calls
+            .iter()
+            .find_map(|(call, _)| call.deadline())
+        {
+            Some(next) => self.timers.op.reset(next),
+            None => self.timers.op.reset(now + IDLE_TICK),
         }
-        let quiet = self.calls.is_empty() && !std::mem::take(&mut self.heard);
+        let quiet = self.replies.calls.is_empty() && !std::mem::take(&mut self.reading.heard);
         let idle = quiet
             && goes_idle(
                 self.c,
                 &self.parked,
-                self.closing,
-                self.budget_paused,
-                self.partial_since,
+                self.reading.closing,
+                self.reading.budget_paused,
+                self.reading.partial_since,
             );
         idle.then_some(Busy::Idle)
     }
@@ -203,10 +211,10 @@ where
     /// read.
     fn on_idle_timeout(&mut self) {
         let c = &mut *self.c;
-        let idle = self.config.idle_timeout;
+        let idle = self.settings.config.idle_timeout;
         if c.last_activity.elapsed() >= idle {
             tracing::debug!(client = c.state.id, "closing idle client");
-            self.closing = true;
+            self.reading.closing = true;
         } else {
             c.idle_timer.reset(c.last_activity + idle);
         }
@@ -215,17 +223,17 @@ where
     /// `client.request_timeout`: re-armed from the request's start only when it fires, not on
     /// every read.
     fn on_request_timeout(&mut self) {
-        let timeout = self.config.request_timeout;
-        let started = self.partial_since.unwrap_or_else(Instant::now);
+        let timeout = self.settings.config.request_timeout;
+        let started = self.reading.partial_since.unwrap_or_else(Instant::now);
         if started.elapsed() < timeout {
-            self.request_timer.reset(started + timeout);
+            self.timers.request.reset(started + timeout);
             return;
         }
         tracing::debug!(
             client = self.c.state.id,
             "closing client: request not completed within client.request_timeout"
         );
-        self.closing = true;
+        self.reading.closing = true;
         let now = Instant::now();
         let call = Call::ready(crate::router::redcar_error(format_args!(
             "request not completed within {timeout:?} (client.request_timeout); closing"

@@ -14,7 +14,7 @@ where
     /// Where this spell's session may move: with `placement: auto`, on a per-core worker, for
     /// sockets that can move.
     pub(super) fn find_moves(&mut self) {
-        self.moves = None;
+        self.placement.moves = None;
         if !S::MOVABLE {
             return;
         }
@@ -22,7 +22,7 @@ where
         let Some(moves) = downstream.spread().and_then(|spread| spread.moves()) else {
             return;
         };
-        self.moves = crate::workers::current().map(|worker| (moves, worker));
+        self.placement.moves = crate::workers::current().map(|worker| (moves, worker));
     }
 }
 
@@ -33,22 +33,22 @@ where
     /// After a turn: the worker this session should move to now, if it is at a safe point and
     /// its worker wants to shed sessions (one relaxed load otherwise).
     pub(super) fn move_now(&mut self) -> Option<(usize, usize)> {
-        let (moves, worker) = self.moves?;
+        let (moves, worker) = self.placement.moves?;
         if !moves.wanted(worker)
-            || !self.calls.is_empty()
+            || !self.replies.calls.is_empty()
             || self.parked.is_some()
-            || self.closing
+            || self.reading.closing
             || !self.c.may_move()
         {
             return None;
         }
-        if let Some(member) = self.pipelining.as_mut() {
+        if let Some(member) = self.placement.pipelining.as_mut() {
             if let Some(to) = moves.shed_pipelining(member) {
                 return Some((worker, to));
             }
         }
         let to = moves.take_ticket(worker)?;
-        if let Some(member) = self.pipelining.as_mut() {
+        if let Some(member) = self.placement.pipelining.as_mut() {
             moves.transfer(member, to); // its count goes with it
         }
         Some((worker, to))
@@ -58,20 +58,20 @@ where
     /// [`PIPELINE_READS`] reads of [`PIPELINE_DEPTH`] commands or more makes the session a
     /// pipelining one; a read of fewer ends that.
     pub(super) fn note_depth(&mut self, started: usize) {
-        let Some((moves, worker)) = self.moves else {
+        let Some((moves, worker)) = self.placement.moves else {
             return;
         };
         if started == 0 {
             return;
         }
         if started < PIPELINE_DEPTH {
-            self.deep_reads = 0;
-            self.pipelining = None;
+            self.placement.deep_reads = 0;
+            self.placement.pipelining = None;
             return;
         }
-        self.deep_reads = self.deep_reads.saturating_add(1);
-        if self.deep_reads >= PIPELINE_READS && self.pipelining.is_none() {
-            self.pipelining = Some(moves.join_pipelining(worker));
+        self.placement.deep_reads = self.placement.deep_reads.saturating_add(1);
+        if self.placement.deep_reads >= PIPELINE_READS && self.placement.pipelining.is_none() {
+            self.placement.pipelining = Some(moves.join_pipelining(worker));
         }
     }
 }

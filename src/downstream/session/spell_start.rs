@@ -29,20 +29,20 @@ where
     /// request that puts the client in subscribe mode, for the caller to await.
     pub(super) fn start_commands(&mut self) -> Option<Request> {
         if self.c.reload_if_changed() {
-            self.config = self.c.config.clone();
-            self.limits = self.config.limits();
+            self.settings.config = self.c.config.clone();
+            self.settings.limits = self.settings.config.limits();
         }
         // One clock read serves the whole batch.
-        let now = self.clock.take().unwrap_or_else(Instant::now);
+        let now = self.reading.clock.take().unwrap_or_else(Instant::now);
         let starved = self.check_budget() || self.throttled(now);
-        self.tally.follow(self.c.state.user_series());
+        self.record.tally.follow(self.c.state.user_series());
         // Every command of the turn is parsed into this one slot and started by reference
         // (`parse_request_into`); only a parked or subscribing one is moved out of it.
         let mut request = Request::default();
         let mut started = 0;
-        while !self.closing
-            && self.calls.len() < self.config.max_in_flight
-            && self.exclusive == 0
+        while !self.reading.closing
+            && self.replies.calls.len() < self.settings.config.max_in_flight
+            && self.replies.exclusive == 0
             && !starved
         {
             if !self.next_request(&mut request, now) {
@@ -63,7 +63,7 @@ where
                 Started::Subscribe => return Some(request),
             }
         }
-        self.batches.end_of_read();
+        self.replies.batches.end_of_read();
         self.note_depth(started);
         None
     }
@@ -75,23 +75,23 @@ where
     fn check_budget(&mut self) -> bool {
         let c = &mut *self.c;
         c.share.set(c.input.len() + c.out.len());
-        let paused_now = !c.share.may_read(self.partial_since.is_some());
-        if paused_now && !self.budget_paused {
-            self.budget_timer.reset(Instant::now() + BUDGET_RECHECK);
+        let paused_now = !c.share.may_read(self.reading.partial_since.is_some());
+        if paused_now && !self.reading.budget_paused {
+            self.timers.budget.reset(Instant::now() + BUDGET_RECHECK);
         }
-        self.budget_paused = paused_now;
-        self.budget_paused && c.out.len() > super::super::budget::FLOOR
+        self.reading.budget_paused = paused_now;
+        self.reading.budget_paused && c.out.len() > super::super::budget::FLOOR
     }
 
     /// Still over the user's rate: no command starts before `throttled_until`.
     fn throttled(&mut self, now: Instant) -> bool {
-        match self.throttled_until {
+        match self.reading.throttled_until {
             Some(until) if now < until => {
                 self.throttle(until); // the timer may have been re-armed later meanwhile
                 true
             }
             Some(_) => {
-                self.throttled_until = None;
+                self.reading.throttled_until = None;
                 false
             }
             None => false,
@@ -101,9 +101,9 @@ where
     /// Over the user's rate: the parked command waits until `until`, when the spell's timer
     /// wakes it (the timer is re-armed for the calls owed after it fires).
     fn throttle(&mut self, until: Instant) {
-        self.throttled_until = Some(until);
-        if self.timer.deadline().is_none_or(|armed| until < armed) {
-            self.timer.reset(until);
+        self.reading.throttled_until = Some(until);
+        if self.timers.op.deadline().is_none_or(|armed| until < armed) {
+            self.timers.op.reset(until);
         }
     }
 
@@ -122,12 +122,12 @@ where
         if self.c.input.is_empty() {
             return false;
         }
-        let broken = match parse_request_into(&mut self.c.input, &self.limits, request) {
+        let broken = match parse_request_into(&mut self.c.input, &self.settings.limits, request) {
             Ok(true) => {
-                self.partial_since = None;
+                self.reading.partial_since = None;
                 return true;
             }
-            Ok(false) if self.c.input.len() < self.config.max_request_bytes => {
+            Ok(false) if self.c.input.len() < self.settings.config.max_request_bytes => {
                 self.note_partial(now);
                 return false;
             }
@@ -135,7 +135,7 @@ where
             Err(e) => e.to_string(),
         };
         // A protocol error, or a request too big to ever complete: say so, close.
-        self.closing = true;
+        self.reading.closing = true;
         self.owed()
             .push(protocol_error(&broken), Stamp::none(now), now);
         false
@@ -143,13 +143,13 @@ where
 
     /// A request is incomplete: `client.request_timeout` counts from its first bytes.
     fn note_partial(&mut self, now: Instant) {
-        if self.c.input.is_empty() || self.partial_since.is_some() {
+        if self.c.input.is_empty() || self.reading.partial_since.is_some() {
             return;
         }
-        self.partial_since = Some(now);
-        let timeout = self.config.request_timeout;
-        if !timeout.is_zero() && !self.request_timer.is_made() {
-            self.request_timer.reset(now + timeout);
+        self.reading.partial_since = Some(now);
+        let timeout = self.settings.config.request_timeout;
+        if !timeout.is_zero() && !self.timers.request.is_made() {
+            self.timers.request.reset(now + timeout);
         }
     }
 
@@ -167,7 +167,7 @@ where
         let lookup = || router.planner().lookup(request.args());
         let plan = c.state.gate(plan, lookup, request.args());
         let alone = c.state.tx.is_exclusive(&plan);
-        if alone && !self.calls.is_empty() {
+        if alone && !self.replies.calls.is_empty() {
             return Started::Parked;
         }
         // The user's rates (`auth.users[].limits`): wait, or answer with the refusal.
@@ -182,7 +182,7 @@ where
         let downstream = c.downstream;
         let plan = tracking::intercept(downstream, &mut c.state, plan, request);
         let mut near = (downstream.near_cache.as_ref())
-            .map(|cache| Near::new(cache, command, &self.scratch, self.calls.is_empty()));
+            .map(|cache| Near::new(cache, command, &self.scratch, self.replies.calls.is_empty()));
         let writing = near
             .as_mut()
             .and_then(|n| n.note_writes(&plan, request, router, &c.state));
@@ -195,7 +195,7 @@ where
                 &mut c.state,
                 plan,
                 request,
-                self.config.max_request_bytes,
+                self.settings.config.max_request_bytes,
                 now,
                 near,
             ),
@@ -208,21 +208,21 @@ where
         let weight = if key_arg == 0 {
             0
         } else {
-            self.sampler.sample()
+            self.record.sampler.sample()
         };
         let stamp = Stamp::new(
             command,
             request,
             now,
-            self.keep_raw,
+            self.record.keep_raw,
             alone,
             c.state.protocol,
         )
         .with_hot(key_arg, weight)
         .with_writing(writing);
-        self.closing |= c.state.quit;
+        self.reading.closing |= c.state.quit;
         if let Some((failures, limit_reached)) = c.state.take_failed_login() {
-            self.closing |= failed_login(
+            self.reading.closing |= failed_login(
                 &downstream.client_metrics,
                 c.peer,
                 request,
@@ -237,23 +237,35 @@ where
     /// Owes the client `call`'s reply: straight to `out` when it is ready and nothing is ahead
     /// of it, else behind the owed ones (the op timer armed for its deadline).
     fn queue(&mut self, call: Call<'d>, stamp: Stamp, alone: bool, now: Instant) {
-        if call.is_ready() && self.calls.is_empty() {
+        if call.is_ready() && self.replies.calls.is_empty() {
             let reply = call.now_or_never().unwrap_or_default();
             let now = &mut Since::new(now);
-            let finished = stamp.finish(&mut self.tally, self.hot, &reply, now, None, self.c.peer);
+            let finished = stamp.finish(
+                &mut self.record.tally,
+                self.record.hot,
+                &reply,
+                now,
+                None,
+                self.c.peer,
+            );
             self.c.out.append(finished);
             return;
         }
         if let Some(deadline) = call.deadline() {
             // Earlier than the armed deadline when the timer was ticking for idleness, or
             // after a reload shortened op_timeout.
-            if self.timer.deadline().is_none_or(|armed| deadline < armed) {
-                self.timer.reset(deadline);
+            if self
+                .timers
+                .op
+                .deadline()
+                .is_none_or(|armed| deadline < armed)
+            {
+                self.timers.op.reset(deadline);
             }
         }
-        self.exclusive += usize::from(alone);
-        self.calls.push_back((call, stamp));
-        self.batches.queued();
+        self.replies.exclusive += usize::from(alone);
+        self.replies.calls.push_back((call, stamp));
+        self.replies.batches.queued();
     }
 
     /// After subscribe mode (which took the connection over until the client left it):
@@ -262,7 +274,7 @@ where
         match left {
             pubsub::Left::Normal => {}
             pubsub::Left::Reset => self.c.state.reset(),
-            pubsub::Left::Close => self.closing = true,
+            pubsub::Left::Close => self.reading.closing = true,
             pubsub::Left::Gone => return Some(Busy::Done),
         }
         None
