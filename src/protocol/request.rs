@@ -145,7 +145,8 @@ pub(crate) enum Step {
 /// [`INLINE_ARGS`], and a session's slot keeps the room of its longest request); a longer
 /// request is measured first, so an incomplete one never allocates. On `Incomplete` or an
 /// error `out` holds its earlier request whole or no arguments at all, never spans that point
-/// into other bytes.
+/// into other bytes. Inlined into `parse_request_into`: the common request's whole parse.
+#[inline]
 pub(super) fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &Limits,

@@ -213,7 +213,8 @@ impl<'d> Client<'d> {
             || router.planner().lookup(request.args()),
             request.args(),
         );
-        let alone = self.state.tx.is_exclusive(&plan);
+        // A one-slot command never runs alone: only the others need the transaction's word.
+        let alone = !matches!(plan, Plan::Slot { .. }) && self.state.tx.is_exclusive(&plan);
         if alone && !self.replies.is_empty() {
             return Started::Parked;
         }

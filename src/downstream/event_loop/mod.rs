@@ -201,7 +201,9 @@ impl<'d> Loop<'d> {
         client.flags.listed.run = false;
         client.poll_calls(&mut self.work, &self.remote);
         match client.run(&mut self.work) {
-            Fate::Stays => self.leave_if_upgrading(token),
+            // Clients leave only once the drain has started: one flag test per turn.
+            Fate::Stays if self.draining => self.leave_if_upgrading(token),
+            Fate::Stays => {}
             Fate::HandOff => self.hand_off(token),
         }
     }
@@ -285,7 +287,9 @@ impl<'d> Loop<'d> {
             } else {
                 client.release_buffers();
                 self.move_if_wanted(token);
-                self.leave_if_upgrading(token);
+                if self.draining {
+                    self.leave_if_upgrading(token);
+                }
             }
         }
         if self.work.lists.write.is_empty() {

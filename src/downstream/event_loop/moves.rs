@@ -81,7 +81,13 @@ impl<'d> Client<'d> {
 
 impl<'d> Loop<'d> {
     /// After client `token`'s writes: moves it to another loop if the placement asks for it.
+    #[inline]
     pub(super) fn move_if_wanted(&mut self, token: u64) {
+        // One relaxed load while this worker does not shed clients: the usual case.
+        let spread = self.work.d.spread().and_then(|spread| spread.moves());
+        if !spread.is_some_and(|moves| moves.wanted(self.work.index)) {
+            return;
+        }
         let Some(client) = super::client_in(&mut self.clients, token) else {
             return;
         };

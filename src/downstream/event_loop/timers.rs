@@ -36,7 +36,8 @@ impl Timers {
         self.heap.peek().map(|Reverse((at, _, _))| *at)
     }
 
-    /// A timer due by `now`, if any.
+    /// A timer due by `now`, if any (every loop turn asks).
+    #[inline]
     pub(super) fn pop_due(&mut self, now: Instant) -> Option<(u64, Which)> {
         match self.heap.peek() {
             Some(Reverse((at, _, _))) if *at <= now => self

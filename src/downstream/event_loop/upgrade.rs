@@ -15,6 +15,7 @@ use super::Loop;
 impl Client<'_> {
     /// While handing over, no more requests are read once no transaction or WATCH needs the
     /// client's next commands: what it sends waits in the socket for the new process.
+    #[inline]
     pub(super) fn stops_reading_for_upgrade(&self) -> bool {
         self.flags.due.leaving && !self.state.tx.is_open() && self.state.tx.watched_slot().is_none()
     }
@@ -41,12 +42,9 @@ impl Loop<'_> {
         }
     }
 
-    /// After client `token`'s turn or writes: it leaves for the new process if it may.
+    /// After client `token`'s turn or writes, while draining: it leaves for the new process if
+    /// it may.
     pub(super) fn leave_if_upgrading(&mut self, token: u64) {
-        if !self.draining {
-            // Clients leave only once the drain has started: one test of a flag per turn.
-            return;
-        }
         let Some(client) = super::client_in(&mut self.clients, token) else {
             return;
         };

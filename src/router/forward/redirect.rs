@@ -18,10 +18,17 @@ pub(crate) enum Verdict<'a> {
 }
 
 /// Classifies a raw reply frame by its first bytes only (no parsing for ordinary replies).
+/// Inlined: every reply asks, and only an error reply needs a closer look.
+#[inline]
 pub(crate) fn classify(reply: &[u8]) -> Verdict<'_> {
     if reply.first() != Some(&b'-') {
         return Verdict::Done;
     }
+    classify_error(reply)
+}
+
+/// An error reply: a redirect, a transient refusal worth a retry, or a final error.
+fn classify_error(reply: &[u8]) -> Verdict<'_> {
     let line = reply[1..].strip_suffix(b"\r\n").unwrap_or(&reply[1..]);
     if let Some(rest) = line.strip_prefix(b"MOVED ") {
         return target(rest).map_or(Verdict::Done, Verdict::Moved);

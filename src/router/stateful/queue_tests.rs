@@ -133,3 +133,19 @@ fn watch_and_blocking_commands_run_alone_outside_multi_only() {
     assert!(!tx.is_exclusive(&blocking), "queued, not run, inside MULTI");
     assert_eq!(&reply_of(tx.step(blocking, &raw("B"), 100))[..], QUEUED);
 }
+
+/// The event loop skips the question for one-slot commands (`event_loop/commands.rs`): the
+/// answer must be "no" whatever the transaction's state.
+#[test]
+fn a_one_slot_command_never_runs_alone() {
+    let mut tx = Transaction::default();
+    let get = Plan::Slot {
+        slot: 1,
+        write: false,
+    };
+    assert!(!tx.is_exclusive(&get));
+    tx.step(Plan::Tx(Tx::Watch, Some(1)), &raw("w"), 10);
+    assert!(!tx.is_exclusive(&get), "watching");
+    tx.step(Plan::Tx(Tx::Multi, None), &raw("m"), 10);
+    assert!(!tx.is_exclusive(&get), "inside MULTI");
+}
