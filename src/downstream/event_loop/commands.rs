@@ -9,14 +9,14 @@ use tokio::time::Instant;
 use bytes::Bytes;
 
 use super::super::keyspace;
-use super::super::session::dispatch::{dispatch, facade_plan, protocol_error};
+use super::super::session::decide::{decide, Decided, Decision};
+use super::super::session::dispatch::{dispatch, protocol_error};
 use super::super::session::failed_login::failed_login;
-use super::super::session::stamp::{key_position, Stamp};
+use super::super::session::stamp::Stamp;
 use super::client::{Client, Fate};
 use super::replies::Wait;
 use super::timers::Which;
 use super::work::Work;
-use crate::auth::Admit;
 use crate::commands::Local;
 use crate::protocol::{parse_request_into, Request};
 use crate::router::{Call, Plan};
@@ -202,27 +202,26 @@ impl<'d> Client<'d> {
     fn start(&mut self, request: &Request, work: &mut Work<'d>) -> Started {
         let router = work.router;
         let now = work.now;
-        let (plan, command) = router.planner().plan(request, &mut work.scratch);
-        let key_arg = key_position(&plan, &work.scratch);
-        let plan = match &self.settings.facade {
-            Some(facade) => facade_plan(facade, plan, command, request, router, &self.state),
-            None => plan,
-        };
-        let plan = (self.state).gate(
-            plan,
-            || router.planner().lookup(request.args()),
-            request.args(),
+        let facade = self.settings.facade.as_deref();
+        let owes = !self.replies.is_empty();
+        let decided = decide(
+            router,
+            request,
+            &mut work.scratch,
+            facade,
+            &mut self.state,
+            owes,
+            now,
         );
-        // A one-slot command never runs alone: only the others need the transaction's word.
-        let alone = !matches!(plan, Plan::Slot { .. }) && self.state.tx.is_exclusive(&plan);
-        if alone && !self.replies.is_empty() {
-            return Started::Parked;
-        }
-        // The user's rates (`auth.users[].limits`): wait, or answer with the refusal.
-        let plan = match self.state.admit(now) {
-            Admit::Now => plan,
-            Admit::After(wait) => return Started::Throttled(now + wait),
-            Admit::Refuse(reply) => Plan::Reply(reply),
+        let Decision {
+            plan,
+            command,
+            key_arg,
+            alone,
+        } = match decided {
+            Decided::Go(decision) => decision,
+            Decided::Parked => return Started::Parked,
+            Decided::Throttled(until) => return Started::Throttled(until),
         };
         if leaves_the_loop(&plan, &self.state) {
             // Replies already in the output buffer go out first: the session starts empty.

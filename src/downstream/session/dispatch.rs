@@ -4,7 +4,6 @@
 use bytes::BytesMut;
 use tokio::time::Instant;
 
-use super::super::facade::Endpoint;
 use super::super::local::ClientState;
 use super::near::Near;
 use crate::commands::Local;
@@ -13,27 +12,6 @@ use crate::router::Step;
 use crate::router::{Call, Plan, Router};
 use crate::upstream::Inbox;
 use crate::upstream::Lane;
-
-/// On a cluster-facade listener, the facade's own reply replaces the plan of the commands it
-/// answers (still subject to authentication, which runs after). Inside MULTI the usual plan
-/// stands: those commands cannot be queued through redcar.
-pub(in crate::downstream) fn facade_plan(
-    facade: &Endpoint,
-    plan: Plan,
-    command: &str,
-    request: &Request,
-    router: &Router,
-    state: &ClientState,
-) -> Plan {
-    if state.tx.is_open() {
-        return plan;
-    }
-    let ready = || router.cluster().is_ready();
-    match facade.answer(command, request.args(), ready, state.protocol) {
-        Some(reply) => Plan::Reply(reply),
-        None => plan,
-    }
-}
 
 /// Starts one planned command: forwarded commands are queued on their node right away, their
 /// replies going to the session's `inbox` (made on the first such command). `near`: the near

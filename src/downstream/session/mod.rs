@@ -31,6 +31,7 @@ use crate::upstream::Inbox;
 mod adopted;
 pub(super) mod buffers;
 mod busy;
+pub(super) mod decide;
 pub(super) mod dispatch;
 pub(super) mod failed_login;
 mod leaving;

@@ -9,12 +9,12 @@ use super::super::keyspace;
 use super::super::pubsub;
 use super::super::tracking;
 use super::busy::{Spell, BUDGET_RECHECK};
-use super::dispatch::{dispatch, facade_plan, protocol_error};
+use super::decide::{decide, Decided, Decision};
+use super::dispatch::{dispatch, protocol_error};
 use super::failed_login::failed_login;
 use super::near::Near;
-use super::stamp::{key_position, Stamp};
+use super::stamp::Stamp;
 use super::Busy;
-use crate::auth::Admit;
 use crate::metrics::clock::Since;
 use crate::protocol::{parse_request_into, Request};
 use crate::router::{Call, Plan};
@@ -157,24 +157,27 @@ where
     /// ready and nothing is ahead of it).
     fn start(&mut self, request: &Request, now: Instant) -> Started {
         let router = self.router;
-        let (plan, command) = router.planner().plan(request, &mut self.scratch);
-        let key_arg = key_position(&plan, &self.scratch);
         let c = &mut *self.c;
-        let plan = match &c.facade {
-            Some(facade) => facade_plan(facade, plan, command, request, router, &c.state),
-            None => plan,
-        };
-        let lookup = || router.planner().lookup(request.args());
-        let plan = c.state.gate(plan, lookup, request.args());
-        let alone = c.state.tx.is_exclusive(&plan);
-        if alone && !self.replies.calls.is_empty() {
-            return Started::Parked;
-        }
-        // The user's rates (`auth.users[].limits`): wait, or answer with the refusal.
-        let plan = match c.state.admit(now) {
-            Admit::Now => plan,
-            Admit::After(wait) => return Started::Throttled(now + wait),
-            Admit::Refuse(reply) => Plan::Reply(reply),
+        let owes = !self.replies.calls.is_empty();
+        let facade = c.facade.as_deref();
+        let decided = decide(
+            router,
+            request,
+            &mut self.scratch,
+            facade,
+            &mut c.state,
+            owes,
+            now,
+        );
+        let Decision {
+            plan,
+            command,
+            key_arg,
+            alone,
+        } = match decided {
+            Decided::Go(decision) => decision,
+            Decided::Parked => return Started::Parked,
+            Decided::Throttled(until) => return Started::Throttled(until),
         };
         if matches!(plan, Plan::Sub(_)) && !c.state.tx.is_open() {
             return Started::Subscribe;
