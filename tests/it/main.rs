@@ -68,5 +68,6 @@ mod tracking_topology;
 mod transactions;
 mod upgrade;
 mod upgrade_load;
+mod upgrade_pubsub;
 mod upstream_auth;
 mod upstream_tls;
