@@ -69,5 +69,6 @@ mod transactions;
 mod upgrade;
 mod upgrade_load;
 mod upgrade_pubsub;
+mod upgrade_tls;
 mod upstream_auth;
 mod upstream_tls;
