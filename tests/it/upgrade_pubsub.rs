@@ -76,6 +76,12 @@ fn a_subscriber_keeps_its_connection_and_subscriptions_across_two_upgrades_with_
             "{confirmed:?}"
         );
     }
+    // A RESP3 subscriber too (its messages are push frames, its node connections RESP3).
+    let mut sub3 = redcar.client();
+    sub3.set_timeout(Duration::from_secs(30)).expect("timeout");
+    assert!(!sub3.q(&["HELLO", "3"]).is_error());
+    assert!(words(&sub3.q(&["SUBSCRIBE", "up:chan"])).contains(&"up:chan".to_string()));
+    let reading3 = reader(sub3);
     let reading = reader(sub);
     let stop = Arc::new(AtomicBool::new(false));
     let publishing = publisher(redcar.addr(), "up:chan", stop.clone());
@@ -100,6 +106,18 @@ fn a_subscriber_keeps_its_connection_and_subscriptions_across_two_upgrades_with_
     assert_eq!(heard.as_int(), Some(1), "log:\n{}", redcar.log());
     assert!(p.q(&["PUBLISH", "up:chan", "end"]).as_int().is_some());
     let (mut sub, seen) = reading.join().expect("the subscriber read every message");
+    let (_, seen3) = reading3
+        .join()
+        .expect("the RESP3 subscriber read every message");
+    let heard3: BTreeSet<u64> = (seen3.iter())
+        .filter(|w| w.len() == 3 && w[0] == "message")
+        .filter_map(|w| w[2].parse().ok())
+        .collect();
+    assert_eq!(
+        heard3.len() as u64,
+        last,
+        "the RESP3 subscriber missed none"
+    );
     let numbers: Vec<u64> = (seen.iter())
         .filter(|w| w.len() == 3 && w[0] == "message" && w[1] == "up:chan")
         .filter_map(|w| w[2].parse().ok())
@@ -132,7 +150,10 @@ fn a_subscriber_keeps_its_connection_and_subscriptions_across_two_upgrades_with_
         .collect();
     assert_eq!(finished.len(), 2, "{log}");
     for line in finished {
-        assert!(line.contains(" closed=0"), "no client was closed: {line}");
+        assert!(
+            line.contains("moved=3 closed=0"),
+            "every client moved: {line}"
+        );
     }
 }
 
