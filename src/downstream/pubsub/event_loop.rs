@@ -160,6 +160,10 @@ where
     /// An upgrade's next step, when one is due (handover.rs); `Some` when subscribe mode ends.
     fn upgrade_step(&mut self) -> Option<Left> {
         match &mut self.phase {
+            // No subscription left: back to the session, which leaves as any client does.
+            Phase::Leaving if self.mode.at_safe_point() && self.mode.is_empty() => {
+                return Some(Left::Normal);
+            }
             Phase::Leaving if self.mode.at_safe_point() => {
                 match (self.leave)(self.mode.subscriptions(), &self.input[..]) {
                     Some(subscribed) => self.phase = Phase::Handed(subscribed),
