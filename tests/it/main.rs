@@ -21,6 +21,7 @@ mod connections;
 mod convert_envoy;
 mod coverage;
 mod deb;
+mod deb_postinst;
 mod dedicated_redirects;
 mod deploy;
 mod differential;
