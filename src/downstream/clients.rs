@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::budget::Budget;
 use super::drain::Drain;
-use super::handover::Handover;
+use super::handover::{Arrivals, Handover};
 use super::slow::LatencyWatch;
 use super::spread::Spread;
 use super::tracking::Tracking;
@@ -56,6 +56,8 @@ pub(crate) struct Downstream {
     pub(super) drain: Drain,
     /// An upgrade in place handing this process's clients to the next one (see `handover`).
     pub(crate) handover: Handover,
+    /// Subscribed clients the previous process handed over, held until it lets go of them.
+    pub(crate) arrivals: Arrivals,
     /// Client-side caching: who tracks which keys, and their mailboxes (see `tracking`).
     pub(super) tracking: Arc<Tracking>,
     /// `hotkeys:`: sessions sample their commands into it, `/hotkeys` reads it (off unless
@@ -128,6 +130,7 @@ impl Downstream {
             .add_sink(Arc::downgrade(&sink));
         Downstream {
             handover: Handover::new(client_metrics.upgrade_clients.clone()),
+            arrivals: Arrivals::default(),
             tracking,
             near_cache: None,
             budget,

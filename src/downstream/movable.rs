@@ -1,6 +1,8 @@
 //! Which client sockets can move between per-core workers (plain TCP and Unix sockets), and how
 //! one leaves its worker's reactor (see `session/moving.rs`).
 
+use std::os::fd::{AsFd, OwnedFd};
+
 /// A client socket that can leave its worker's reactor and join another's: plain TCP and Unix
 /// sockets. A TLS session keeps its worker (its stream holds the TLS state over the socket).
 pub(crate) trait Movable: Sized {
@@ -9,6 +11,13 @@ pub(crate) trait Movable: Sized {
 
     /// The socket, out of this worker's reactor; `None` when it cannot leave.
     fn detach(self) -> Option<Detached> {
+        None
+    }
+
+    /// A second descriptor of the socket, and its listener kind (`tcp`, `unix`): a subscribed
+    /// client goes to the next process while this one still writes to it (an upgrade in
+    /// place, `pubsub::handover`). `None` for a TLS session.
+    fn duplicate(&self) -> Option<(&'static str, OwnedFd)> {
         None
     }
 }
@@ -25,6 +34,10 @@ impl Movable for tokio::net::TcpStream {
     fn detach(self) -> Option<Detached> {
         self.into_std().ok().map(Detached::Tcp)
     }
+
+    fn duplicate(&self) -> Option<(&'static str, OwnedFd)> {
+        self.as_fd().try_clone_to_owned().ok().map(|fd| ("tcp", fd))
+    }
 }
 
 impl Movable for tokio::net::UnixStream {
@@ -32,6 +45,13 @@ impl Movable for tokio::net::UnixStream {
 
     fn detach(self) -> Option<Detached> {
         self.into_std().ok().map(Detached::Unix)
+    }
+
+    fn duplicate(&self) -> Option<(&'static str, OwnedFd)> {
+        self.as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .map(|fd| ("unix", fd))
     }
 }
 

@@ -4,6 +4,7 @@ Also the cluster's view of itself (who is primary, which slots it owns, is it se
 direct, cluster-aware reader that the checker uses so that nothing it judges comes through redcar.
 """
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -211,16 +212,65 @@ class Cluster:
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def become_subreaper():
+    """Makes this process the reaper of its orphaned descendants (Linux prctl
+    PR_SET_CHILD_SUBREAPER): a redcar that an upgrade in place started is the old redcar's child,
+    and becomes ours when that one exits, so its exit status can still be read."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:
+        raise HarnessError(f"prctl(PR_SET_CHILD_SUBREAPER): errno {ctypes.get_errno()}")
+
+
+class Adopted:
+    """A redcar that an upgrade in place started, watched as Popen watches its own child: the
+    old redcar's child at first, the soak's once the old one exits (see become_subreaper)."""
+
+    def __init__(self, pid):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            # Not ours yet (its parent, the old redcar, still runs): alive while /proc has it.
+            if pid_alive(self.pid):
+                return None
+            self.returncode = -1  # gone before it was ours: its status is unknown
+            return self.returncode
+        if pid == 0:
+            return None
+        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, sig):
+        os.kill(self.pid, sig)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
 class Redcar:
     """redcar in front of the cluster, with an admin port; RSS sampled every second."""
 
     def __init__(self, binary, listen_port, admin_port, seeds, dirpath, log, extra_args=()):
+        become_subreaper()
         self.extra_args = list(extra_args)
         self.near_cache_hits = {}  # pid -> hits seen last (extra_args turn the near cache on)
         # pid -> (re-subscriptions, gap seconds summed, upper bound of the longest gap) seen last
         self.resubscribes = {}
         self.binary, self.port, self.admin = binary, listen_port, admin_port
         self.seeds, self.dir, self.log = seeds, dirpath, log
+        self.pid_file = os.path.join(dirpath, "redcar.pid")
         self.proc = None
         self.starts = 0
         self.expected_exit = False
@@ -235,7 +285,8 @@ class Redcar:
         logf = open(os.path.join(self.dir, f"redcar.{self.starts}.log"), "w")
         self.proc = subprocess.Popen(
             [self.binary, "--listen", f"127.0.0.1:{self.port}", "--admin", f"127.0.0.1:{self.admin}",
-             "--cluster", self.seeds, "--read-policy", "prefer-replica", *self.extra_args],
+             "--cluster", self.seeds, "--read-policy", "prefer-replica",
+             "--pid-file", self.pid_file, *self.extra_args],
             stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
         logf.close()
         self.expected_exit = False
@@ -324,6 +375,34 @@ class Redcar:
             raise HarnessError(f"redcar did not exit within {timeout:.0f} s of SIGTERM") from None
         self.exits.append((time.monotonic(), rc, True, p.pid))
         return rc, time.monotonic() - t0
+
+    def upgrade(self):
+        """An upgrade in place (`redcar upgrade --pid-file`, docs/operations.md): returns (exit
+        status of the command, seconds it took, its output). On success the new process is
+        watched from then on, and the old one's exit (once its clients moved) is recorded."""
+        old = self.proc
+        t0 = time.monotonic()
+        # The old process exits on its own once it handed its clients over: expected.
+        self.expected_exit = True
+        done = subprocess.run([self.binary, "upgrade", "--pid-file", self.pid_file,
+                               "--timeout", "60s"], capture_output=True, text=True, timeout=90)
+        took = time.monotonic() - t0
+        out = (done.stdout + done.stderr).strip()
+        if done.returncode != 0:
+            self.expected_exit = False
+            return done.returncode, took, out
+        with open(self.pid_file) as f:
+            self.proc = Adopted(int(f.read().strip()))
+        try:
+            rc = old.wait(30)
+        except subprocess.TimeoutExpired:
+            old.kill()
+            rc = old.wait()
+            self.exits.append((time.monotonic(), rc, False, old.pid))
+            raise HarnessError("the old redcar did not exit within 30 s of an upgrade") from None
+        self.exits.append((time.monotonic(), rc, True, old.pid))
+        self.expected_exit = False
+        return 0, took, out
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

@@ -16,7 +16,8 @@ import time
 from cluster import HarnessError, View
 from resp import Conn, ConnError, ReplyError, call_once, key_slot
 
-ALL = ("replica-kill", "primary-stop", "failover", "migrate", "primary-kill", "redcar-restart")
+ALL = ("replica-kill", "primary-stop", "failover", "migrate", "primary-kill", "redcar-restart",
+       "upgrade")
 # redcar's op_timeout (1 s) plus a margin: an op started inside a window may end this late.
 SLACK = 1.5
 # How long a fault's window runs on after the cluster settled (its aftermath).
@@ -268,6 +269,15 @@ class Injector:
         rec["t_sigterm"] = rec["t_start"]
         self.redcar.start()
         rec["allow"].append((rec["t_start"], time.monotonic() + 0.5, "all", None))
+
+    def upgrade(self, topo, rec):
+        rec["affected"] = set(range(16384))
+        self._start(rec, "upgrade redcar in place (redcar upgrade --pid-file) under load")
+        rc, took, out = self.redcar.upgrade()
+        rec["notes"].append(f"redcar upgrade exited {rc} after {took * 1000:.0f} ms: {out}")
+        rec["upgrade_exit"] = rc
+        # No window allows an error: clients must not notice (docs/operations.md). A message
+        # published while both processes are subscribed may reach the subscriber twice.
 
 
 def schedule(kinds, seed):

@@ -109,6 +109,14 @@ def planted():
     def msg_again(h, s):  # again on a new subscription: allowed (cluster bus lag)
         h.append(rec("subscriber9", 2, "subscribe", None, 1.05, r=["subscribe", "c", 1]))
         h.append(rec("subscriber9", 3, "msg", None, 1.1, v="publisher8:0"))
+    def msg_twice_at_upgrade(h, s):  # both processes subscribed for a moment: allowed
+        FAULTS.append({**copy.deepcopy(FAULT), "fault": "upgrade", "t_start": 0.95,
+                       "t_end": 1.05, "allow": []})
+        msg_dup(h, s)
+    def upgrade_failed(h, s):
+        FAULTS.append({**copy.deepcopy(FAULT), "fault": "upgrade", "t_start": 3.0, "t_end": 4.0,
+                       "allow": [], "upgrade_exit": 1,
+                       "notes": ["redcar upgrade exited 1: the new process was not ready"]})
     def msg_invented(h, s):
         h.append(rec("subscriber9", 2, "msg", None, 1.1, v="publisher8:99"))
     def sub_lost(h, s, t=1.2):  # told to reconnect in a primary-kill (whose window allows it)
@@ -153,6 +161,9 @@ def planted():
             ("message twice", msg_dup, CHECKS[7]),
             ("message invented", msg_invented, CHECKS[7]),
             ("message again after a resubscribe (allowed)", msg_again, None),
+            ("message twice while an upgrade moved the subscriber (allowed)",
+             msg_twice_at_upgrade, None),
+            ("an upgrade in place failed", upgrade_failed, CHECKS[13]),
             ("error between faults", err_outside, CHECKS[8]),
             ("error a window does not allow", err_wrong_kind, CHECKS[8]),
             ("redcar crashed", crash, CHECKS[9]), ("exit 1 on SIGTERM", bad_exit, CHECKS[9]),

@@ -1,6 +1,7 @@
 //! The old process after `Go`: its clients leave for the new process at their safe points
 //! (or are closed, counted by reason), their records and sockets written to the upgrade
-//! connection by a thread of their own; then `Done`, and the old process exits.
+//! connection by a thread of their own; then `Done`, and the old process exits. Another thread
+//! reads what the new process says back: which subscribed clients it has subscribed again.
 
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::wire::{Conn, Kind};
-use super::{to_json, Done};
-use crate::downstream::Downstream;
+use super::{from_json, to_json, ClientId, Done};
+use crate::downstream::{Downstream, Outgoing};
 
 /// An upgrade the new process has taken over: it serves new clients, and this process hands
 /// its own over as they reach their safe points.
@@ -39,7 +40,8 @@ impl Committed {
             new_pid,
             started,
         } = self;
-        let (sink, records) = std::sync::mpsc::channel::<crate::downstream::Outgoing>();
+        let (sink, records) = std::sync::mpsc::channel::<Outgoing>();
+        listen_for_subscribed(&conn, &downstream);
         let writer = std::thread::Builder::new()
             .name("redcar-handover".into())
             .spawn({
@@ -78,15 +80,22 @@ impl Committed {
     }
 }
 
-/// Sends each client's record and socket as sessions give them, then `Done`.
+/// Sends each client's record and socket as sessions give them (and each subscribed client's
+/// release), then `Done`.
 fn write_clients(
     conn: &Conn,
-    records: &std::sync::mpsc::Receiver<crate::downstream::Outgoing>,
+    records: &std::sync::mpsc::Receiver<Outgoing>,
     downstream: &Downstream,
     started: Instant,
 ) {
     for outgoing in records {
-        if let Err(error) = conn.send(Kind::Client, &outgoing.record, &[outgoing.socket.as_fd()]) {
+        let sent = match outgoing {
+            Outgoing::Client { record, socket } => {
+                conn.send(Kind::Client, &record, &[socket.as_fd()])
+            }
+            Outgoing::Released(id) => conn.send(Kind::Released, &to_json(&ClientId { id }), &[]),
+        };
+        if let Err(error) = sent {
             tracing::error!(%error, "upgrade: a client could not be handed over; it is closed");
         }
     }
@@ -97,4 +106,37 @@ fn write_clients(
         millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     };
     let _ = conn.send(Kind::Done, &to_json(&done), &[]);
+}
+
+/// Reads the new process's `Subscribed` frames on a thread of its own, for as long as the
+/// connection lasts (the process exits soon after the handover, so it is not joined). When the
+/// new process goes away, subscribers waiting for it stop waiting.
+fn listen_for_subscribed(conn: &Conn, downstream: &Arc<Downstream>) {
+    let reader = conn.socket().try_clone().and_then(|socket| {
+        // The handshake read with a timeout; after `Go` only this thread reads.
+        socket.set_read_timeout(None)?;
+        Ok(Conn::new(socket))
+    });
+    let mut reader = match reader {
+        Ok(reader) => reader,
+        Err(error) => {
+            tracing::error!(%error, "upgrade: cannot read the new process's answers; subscribed clients will wait for drain_timeout");
+            return;
+        }
+    };
+    let downstream = downstream.clone();
+    let spawned = std::thread::Builder::new()
+        .name("redcar-subscribed".into())
+        .spawn(move || {
+            while let Ok(Some(frame)) = reader.recv() {
+                if frame.kind == Kind::Subscribed {
+                    let client: ClientId = from_json(&frame.payload);
+                    downstream.handover.subscribed(client.id);
+                }
+            }
+            downstream.handover.finish();
+        });
+    if let Err(error) = spawned {
+        tracing::error!(%error, "upgrade: cannot start the thread that reads the new process");
+    }
 }

@@ -93,6 +93,14 @@ struct Done {
     millis: u64,
 }
 
+/// New → old (`Subscribed`) and old → new (`Released`): which subscribed client (see
+/// `downstream::handover`, release.rs).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+struct ClientId {
+    id: u64,
+}
+
 /// The record versions this build reads, as `(oldest, newest)`.
 fn versions() -> (u16, u16) {
     (

@@ -12,7 +12,8 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
 use super::wire::{Conn, Frame, Kind};
-use super::{claimed_versions, from_json, to_json, Done, Failed, Go, Handing, Hello, FROM_ENV};
+use super::FROM_ENV;
+use super::{claimed_versions, from_json, to_json, ClientId, Done, Failed, Go, Handing, Hello};
 use crate::downstream::{adopt, Downstream, HandedOver};
 
 /// How long the old process gets to answer Hello and Ready (it answers at once).
@@ -162,12 +163,15 @@ impl Taken {
         let Taken {
             mut conn, version, ..
         } = self;
+        answer_subscribed(&conn, &downstream);
         let spawned = std::thread::Builder::new()
             .name("redcar-adopt".into())
             .spawn(move || {
                 let _entered = runtime.enter();
                 let _ = conn.socket().set_read_timeout(None);
                 receive(&mut conn, version, &downstream, workers.as_deref(), &done);
+                // Held subscribers go on: the old process writes to none of them any more.
+                downstream.arrivals.finish();
                 on_done();
             });
         if let Err(error) = spawned {
@@ -211,6 +215,10 @@ fn receive(
                     }
                 }
             }
+            Kind::Released => {
+                let client: ClientId = from_json(&frame.payload);
+                downstream.arrivals.released(client.id);
+            }
             Kind::Done => {
                 let done: Done = from_json(&frame.payload);
                 tracing::info!(
@@ -231,4 +239,34 @@ fn receive(
         adopted,
         "upgrade: the old process went away before saying it was done"
     );
+}
+
+/// Sends `Subscribed` for each held subscriber once it is subscribed again here, from a thread
+/// of its own (the adopting thread waits in `recv`); it ends when the old process is done.
+fn answer_subscribed(conn: &Conn, downstream: &Downstream) {
+    let writer = match conn.socket().try_clone() {
+        Ok(socket) => Conn::new(socket),
+        Err(error) => {
+            // Without it, held subscribers go on once the old process is done.
+            tracing::error!(%error, "upgrade: cannot answer the old process about subscribers");
+            return;
+        }
+    };
+    let (tell, ids) = std::sync::mpsc::channel::<u64>();
+    let spawned = std::thread::Builder::new()
+        .name("redcar-subscribed".into())
+        .spawn(move || {
+            for id in ids {
+                if let Err(error) = writer.send(Kind::Subscribed, &to_json(&ClientId { id }), &[]) {
+                    tracing::warn!(%error, "upgrade: cannot tell the old process a client is subscribed");
+                    return;
+                }
+            }
+        });
+    match spawned {
+        Ok(_) => downstream.arrivals.start(tell),
+        Err(error) => {
+            tracing::error!(%error, "upgrade: cannot start the thread that answers the old process")
+        }
+    }
 }

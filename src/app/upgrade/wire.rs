@@ -48,6 +48,10 @@ pub(super) enum Kind {
     Client = 6,
     /// Old → new: no more clients; the counts.
     Done = 7,
+    /// New → old: a subscribed client is subscribed again here (record version 2 on).
+    Subscribed = 8,
+    /// Old → new: the old process no longer writes to that subscribed client.
+    Released = 9,
 }
 
 impl Kind {
@@ -60,6 +64,8 @@ impl Kind {
             5 => Kind::Go,
             6 => Kind::Client,
             7 => Kind::Done,
+            8 => Kind::Subscribed,
+            9 => Kind::Released,
             _ => return None,
         })
     }

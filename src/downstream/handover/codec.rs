@@ -20,7 +20,12 @@ use super::{FacadeRecord, HandedOver, Login, TrackingRecord};
 
 /// The oldest and newest record versions this build reads and writes.
 pub(crate) const OLDEST: u16 = 1;
-pub(crate) const CURRENT: u16 = 1;
+pub(crate) const CURRENT: u16 = 2;
+
+/// From this version on, a subscribed client moves with its subscriptions: the reader
+/// subscribes them again and answers `Subscribed` (`release.rs`). Version 1 has the same
+/// layout, but its readers do neither, so a version-1 peer gets subscribers closed instead.
+pub(crate) const SUBSCRIBERS: u16 = 2;
 
 const MAGIC: &[u8; 4] = b"RCHO";
 

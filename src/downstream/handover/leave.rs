@@ -3,6 +3,10 @@
 //! by reason when it cannot move (a TLS session; every client when the two processes share no
 //! record version).
 //!
+//! A subscribed client leaves in two steps (`release.rs`): its record and a copy of its socket
+//! go first, and the session keeps forwarding messages until the new process says it is
+//! subscribed ([`Handover::subscribed`]), then lets go ([`Handover::released`]).
+//!
 //! Sessions learn of the handover through the drain signal they already wait on (one flag read
 //! per turn, `drain.rs`): [`Handover::start`] sets the sink, then starts the drain, and a session
 //! woken by it asks [`Handover::is_active`] (one relaxed load, and only then) whether to move
@@ -13,13 +17,19 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Mutex;
 
+use tokio::sync::oneshot;
+
 use super::super::metrics::UpgradeClients;
+use super::codec::SUBSCRIBERS;
+use super::release::Waiters;
 use super::HandedOver;
 
-/// A record in wire form and its client's socket, for the process taking over.
-pub(crate) struct Outgoing {
-    pub(crate) record: Vec<u8>,
-    pub(crate) socket: OwnedFd,
+/// What goes to the process taking over, in order.
+pub(crate) enum Outgoing {
+    /// A record in wire form and its client's socket.
+    Client { record: Vec<u8>, socket: OwnedFd },
+    /// This process no longer writes to subscribed client `id` (see `release.rs`).
+    Released(u64),
 }
 
 /// What became of a client at its safe point.
@@ -40,6 +50,8 @@ pub(crate) struct Handover {
     version: AtomicU16,
     /// Where records go (the upgrade connection's writer); `None` once it is gone.
     sink: Mutex<Option<Sender<Outgoing>>>,
+    /// Subscribed clients handed over, waiting for the new process to be subscribed.
+    subscribers: Waiters,
     moved: AtomicU64,
     closed: AtomicU64,
     /// `redcar_upgrade_clients{outcome, reason}`.
@@ -71,26 +83,66 @@ impl Handover {
         self.active.load(Ordering::Relaxed)
     }
 
+    /// Whether the new process takes subscribed clients with their subscriptions (a record
+    /// version that has them); otherwise they are closed at the handover (`subscribed`).
+    pub(crate) fn moves_subscribers(&self) -> bool {
+        self.version.load(Ordering::Relaxed) >= SUBSCRIBERS
+    }
+
     /// Sends a client's record and socket to the new process.
     pub(crate) fn send(&self, record: &HandedOver, socket: OwnedFd) -> Leaving {
         let version = self.version.load(Ordering::Relaxed);
         if version == 0 {
             return self.closed("version");
         }
-        let outgoing = Outgoing {
-            record: record.encode(version),
-            socket,
-        };
-        let sent = self
-            .lock_sink()
-            .as_ref()
-            .is_some_and(|sink| sink.send(outgoing).is_ok());
-        if !sent {
+        let record = record.encode(version);
+        if !self.post(Outgoing::Client { record, socket }) {
             return self.closed("gone");
         }
         self.moved.fetch_add(1, Ordering::Relaxed);
         self.counters.count("moved", "upgrade");
         Leaving::Moved
+    }
+
+    /// Sends a subscribed client's record and a copy of its socket: the receiver fires once the
+    /// new process is subscribed (or gone), and until then this process goes on forwarding
+    /// messages to it. `None` when it could not be sent (the client is closed, counted).
+    pub(crate) fn send_subscriber(
+        &self,
+        record: &HandedOver,
+        socket: OwnedFd,
+    ) -> Option<oneshot::Receiver<()>> {
+        let subscribed = self.subscribers.wait(record.id);
+        match self.send(record, socket) {
+            Leaving::Moved => Some(subscribed),
+            Leaving::Closed(_) => {
+                self.subscribers.wake(record.id);
+                None
+            }
+        }
+    }
+
+    /// The new process says client `id` is subscribed there.
+    pub(crate) fn subscribed(&self, id: u64) {
+        if !self.subscribers.wake(id) {
+            tracing::debug!(client = id, "upgrade: subscribed, but no longer waited for");
+        }
+    }
+
+    /// This process wrote its last to subscribed client `id`: the new process may write.
+    pub(crate) fn released(&self, id: u64) {
+        if !self.post(Outgoing::Released(id)) {
+            tracing::debug!(
+                client = id,
+                "upgrade: the new process is gone; not released"
+            );
+        }
+    }
+
+    fn post(&self, outgoing: Outgoing) -> bool {
+        self.lock_sink()
+            .as_ref()
+            .is_some_and(|sink| sink.send(outgoing).is_ok())
     }
 
     /// Counts a client closed at its safe point because it cannot move.
@@ -102,8 +154,10 @@ impl Handover {
     }
 
     /// No more records: the writer finishes with what it has and tells the new process.
+    /// Subscribers still waiting for the new process go on without it.
     pub(crate) fn finish(&self) {
         self.lock_sink().take();
+        self.subscribers.abandon();
     }
 
     /// Clients moved and closed so far.

@@ -11,6 +11,8 @@
 //!   flag read per turn otherwise), or is closed and counted by reason when it cannot move.
 //! - `adopt.rs`: the new process's side, [`adopt`]: a session started from a record and a
 //!   socket, as if the client had always been here.
+//! - `release.rs`: the two-step crossing of a subscribed client, subscribed in the new process
+//!   before the old one lets go.
 
 use std::time::Duration;
 
@@ -22,10 +24,12 @@ mod adopt;
 mod codec;
 mod leave;
 mod parts;
+mod release;
 
 pub(crate) use adopt::adopt;
 pub(crate) use codec::{CURRENT, OLDEST};
 pub(crate) use leave::{Handover, Leaving, Outgoing};
+pub(crate) use release::Arrivals;
 
 /// One client connection, as the next process needs it. Every field is plain data: the
 /// socket goes beside it, and nothing here points into a session's internals.
@@ -100,6 +104,13 @@ pub(crate) struct Subscriptions {
     pub(crate) channels: Vec<Bytes>,
     pub(crate) patterns: Vec<Bytes>,
     pub(crate) shard_channels: Vec<Bytes>,
+}
+
+impl Subscriptions {
+    /// No subscription of any kind: the client is not in subscribe mode.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.channels.is_empty() && self.patterns.is_empty() && self.shard_channels.is_empty()
+    }
 }
 
 // === impl HandedOver ===

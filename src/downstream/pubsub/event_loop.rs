@@ -1,5 +1,6 @@
 //! Subscribe mode's loop: the client's commands one at a time, the frames the nodes push, and
-//! the writes back, until the client leaves subscribe mode.
+//! the writes back, until the client leaves subscribe mode (or, in an upgrade in place, the
+//! process: handover.rs).
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -12,18 +13,28 @@ use super::super::drain::DrainSignal;
 use super::super::local::ClientState;
 use super::super::Downstream;
 use super::conn::{Pushed, PUSH_QUEUE};
+use super::handover::{Leave, Phase, Rejoin};
 use super::{Control, Left, Mode, PubsubMetrics};
 use crate::protocol::{parse_request, Limits, Request};
 
 /// Keep reading the client only this far ahead while a command's confirmations are owed.
 const READ_AHEAD: usize = 64 * 1024;
 
-/// Runs subscribe mode, starting with `first` (a subscription command), until the client
-/// leaves it. `pick` spreads clients' cluster-wide subscriptions over the primaries.
+/// How subscribe mode starts.
+pub(crate) enum Start {
+    /// With a subscription command.
+    Command(Request),
+    /// With the subscriptions of a client the previous process handed over.
+    Rejoin(Rejoin),
+}
+
+/// Runs subscribe mode from `start` until the client leaves it. `pick` spreads clients'
+/// cluster-wide subscriptions over the primaries; `leave` sends the client to the process
+/// taking over, in an upgrade.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve<R, W>(
     downstream: &Downstream,
-    first: Request,
+    start: Start,
     reader: &mut R,
     writer: &mut W,
     input: &mut BytesMut,
@@ -33,6 +44,7 @@ pub(crate) async fn serve<R, W>(
     drain: &mut DrainSignal<'_>,
     pick: usize,
     state: &ClientState,
+    leave: Leave<'_>,
 ) -> Left
 where
     R: AsyncRead + Unpin,
@@ -41,9 +53,27 @@ where
     let (pushed, from_nodes) = mpsc::channel(PUSH_QUEUE);
     let metrics = downstream.metrics.group::<PubsubMetrics>();
     let mut mode = Mode::new(&downstream.router, pick, pushed, state, metrics);
-    let control = mode.command(first, out, &downstream.metrics).await;
+    let (control, phase) = match start {
+        Start::Command(first) => (
+            mode.command(first, out, &downstream.metrics).await,
+            Phase::Serving,
+        ),
+        Start::Rejoin(rejoin) => {
+            mode.rejoin(rejoin.subscriptions);
+            let released = rejoin.released;
+            (
+                Control::Go,
+                Phase::Held {
+                    released,
+                    told: false,
+                },
+            )
+        }
+    };
     let mut subscribed = Subscribed {
         mode,
+        phase,
+        leave,
         from_nodes,
         tick: tokio::time::interval(Duration::from_millis(100)),
         reader,
@@ -63,6 +93,9 @@ where
 /// happen next, so the loop itself reads as the order in which they are looked at.
 struct Subscribed<'a, 'd, R, W> {
     mode: Mode<'a>,
+    /// Where an upgrade in place stands (handover.rs).
+    phase: Phase,
+    leave: Leave<'a>,
     from_nodes: mpsc::Receiver<Pushed>,
     /// Paces retrying shard channels whose slot moved or whose connection was lost
     /// (`Mode::orphans`), and channels and patterns whose connection was lost.
@@ -96,9 +129,12 @@ where
             if self.mode.global_due() {
                 self.mode.resubscribe_global().await;
             }
+            if let Some(left) = self.upgrade_step() {
+                return left;
+            }
             // The next command only once the previous one is fully answered: the replies of
             // several nodes then cannot interleave with another command's.
-            if self.mode.awaiting == 0 {
+            if self.mode.awaiting == 0 && self.phase.serves_commands() {
                 if self.mode.is_empty() {
                     return Left::Normal;
                 }
@@ -121,6 +157,46 @@ where
         }
     }
 
+    /// An upgrade's next step, when one is due (handover.rs); `Some` when subscribe mode ends.
+    fn upgrade_step(&mut self) -> Option<Left> {
+        match &mut self.phase {
+            // No subscription left: back to the session, which leaves as any client does.
+            Phase::Leaving if self.mode.at_safe_point() && self.mode.is_empty() => {
+                return Some(Left::Normal);
+            }
+            Phase::Leaving if self.mode.at_safe_point() => {
+                match (self.leave)(self.mode.subscriptions(), &self.input[..]) {
+                    Some(subscribed) => self.phase = Phase::Handed(subscribed),
+                    None => return Some(Left::Close),
+                }
+            }
+            Phase::LettingGo if self.out.is_empty() => {
+                self.downstream.handover.released(self.mode.state.id);
+                return Some(Left::Moved);
+            }
+            Phase::Held { told, .. } if !*told && self.mode.settled() => {
+                self.downstream.arrivals.subscribed(self.mode.state.id);
+                *told = true;
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// The drain started: during an upgrade whose new process takes subscribers, leave at the
+    /// next safe point; otherwise close (counted when an upgrade could not take the client).
+    fn drained(&mut self) -> ControlFlow<Left, Control> {
+        let handover = &self.downstream.handover;
+        if handover.is_active() && handover.moves_subscribers() {
+            self.phase = Phase::Leaving;
+            return ControlFlow::Continue(Control::Go);
+        }
+        if handover.is_active() {
+            handover.closed("subscribed");
+        }
+        ControlFlow::Break(Left::Close)
+    }
+
     /// The client's next command, if all of it has arrived; a protocol error is answered and
     /// closes the connection, as outside subscribe mode.
     fn next_request(&mut self) -> Result<Option<Request>, Left> {
@@ -139,15 +215,23 @@ where
         let state = self.mode.state;
         tokio::select! {
             biased;
-            wrote = self.writer.write(self.out), if !self.out.is_empty() => self.wrote(wrote),
-            pushed = self.from_nodes.recv(), if self.out.len() < self.max_reply_bytes => {
+            wrote = self.writer.write(self.out), if !self.out.is_empty() && self.phase.writes() => {
+                self.wrote(wrote)
+            }
+            pushed = self.from_nodes.recv(),
+                if self.out.len() < self.max_reply_bytes && self.phase.takes_pushes() => {
                 match pushed {
                     Some(pushed) => ControlFlow::Continue(self.mode.pushed(pushed, self.out)),
                     None => ControlFlow::Continue(Control::Go),
                 }
             }
-            read = self.reader.read_buf(self.input), if self.input.len() < READ_AHEAD => {
+            read = self.reader.read_buf(self.input),
+                if self.input.len() < READ_AHEAD && self.phase.serves_commands() => {
                 self.read(read)
+            }
+            woke = self.phase.wait(), if self.phase.waits() => {
+                self.phase.after(woke);
+                ControlFlow::Continue(Control::Go)
             }
             _ = self.tick.tick(), if !self.mode.orphans.is_empty() || self.mode.global_lost() => {
                 self.mode.adopt_orphans().await;
@@ -164,13 +248,7 @@ where
                 let (_, _, users) = self.downstream.snapshot();
                 ControlFlow::Continue(self.mode.reloaded(users))
             }
-            () = self.drain.started() => {
-                // An upgrade in place does not move subscriptions yet (docs/operations.md).
-                if self.downstream.handover.is_active() {
-                    self.downstream.handover.closed("subscribed");
-                }
-                ControlFlow::Break(Left::Close)
-            }
+            () = self.drain.started(), if self.phase.serves_commands() => self.drained(),
         }
     }
 

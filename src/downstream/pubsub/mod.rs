@@ -32,12 +32,14 @@ use waiting::{Lost, Orphan};
 mod conn;
 mod event_loop;
 mod frames;
+mod handover;
 mod lost;
 mod metrics;
 mod shards;
 mod waiting;
 
-pub(crate) use event_loop::serve;
+pub(crate) use event_loop::{serve, Start};
+pub(crate) use handover::Rejoin;
 pub(crate) use metrics::PubsubMetrics;
 
 /// How the client left subscribe mode.
@@ -50,6 +52,9 @@ pub(crate) enum Left {
     Close,
     /// The client went away.
     Gone,
+    /// An upgrade in place: the process taking over serves the client now; drop the
+    /// connection without a word (the socket lives on there).
+    Moved,
 }
 
 enum Control {

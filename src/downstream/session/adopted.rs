@@ -5,24 +5,28 @@
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::super::clients::Connected;
 use super::super::handover::HandedOver;
 use super::super::local::ClientState;
 use super::super::movable::Detached;
+use super::super::pubsub::Rejoin;
 use super::super::ClientConfig;
 use super::moving::{Lasting, Moving};
 
 /// Starts a session for a client handed over by the previous process: `record` read from the
 /// upgrade connection, `socket` its client's connection. Runs on `handle` (a per-core worker,
 /// numbered `worker`) or on the current runtime.
-/// `state` is the record's, made with the users in `config`'s generation.
+/// `state` is the record's, made with the users in `config`'s generation. `released`: a
+/// subscribed client's wake-up once the previous process lets go of it (it starts in subscribe
+/// mode, writing nothing until then).
 pub(crate) fn adopt_session(
     connected: Connected,
     record: HandedOver,
     (state, generation, config): (ClientState, u64, Arc<ClientConfig>),
-    socket: OwnedFd,
+    (socket, released): (OwnedFd, Option<oneshot::Receiver<()>>),
     place: Option<(usize, &tokio::runtime::Handle)>,
 ) {
     let stream = match record.listener.as_str() {
@@ -40,6 +44,12 @@ pub(crate) fn adopt_session(
         aged: false,
         pipelining: None,
         input: record.input,
+        rejoin: released.map(|released| {
+            Box::new(Rejoin {
+                subscriptions: record.subscriptions,
+                released,
+            })
+        }),
     };
     let peer: Arc<str> = Arc::from(record.peer.as_str());
     let to = place.map_or(0, |(worker, _)| worker);

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::super::clients::Downstream;
 use super::super::movable::Movable;
 use super::super::moves::{Moves, Pipelining};
+use super::super::pubsub;
 use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
 use super::super::ClientConfig;
@@ -45,14 +46,23 @@ pub(super) const BUDGET_RECHECK: Duration = Duration::from_millis(5);
 pub(super) const IDLE_TICK: Duration = Duration::from_millis(200);
 
 /// Serves the client from its first bytes until it goes idle, moves to another worker, or the
-/// session ends. `pipelining`: the membership a moved session brings along.
-pub(super) async fn serve_busy<S>(c: &mut Client<'_, S>, pipelining: Option<Pipelining>) -> Busy
+/// session ends. `pipelining`: the membership a moved session brings along; `subscribed`: how
+/// the subscribe mode a session started in ended (a subscribed client from the previous
+/// process, life.rs), which this spell takes up as after any subscribe mode.
+pub(super) async fn serve_busy<S>(
+    c: &mut Client<'_, S>,
+    pipelining: Option<Pipelining>,
+    subscribed: Option<pubsub::Left>,
+) -> Busy
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
     let mut spell = Spell::new(c);
     spell.find_moves();
     spell.placement.pipelining = pipelining;
+    if let Some(end) = subscribed.and_then(|left| spell.after_subscribe(left)) {
+        return end;
+    }
     loop {
         if let Some(request) = spell.start_commands() {
             // Subscribe mode takes the connection over until the client leaves it (and writes

@@ -49,18 +49,29 @@ where
 }
 
 /// Serves a client that moved here from another worker: a busy spell first (it was busy when
-/// it left, and its pipelining membership goes on), then as [`serve`] does.
+/// it left, and its pipelining membership goes on), then as [`serve`] does. A subscribed client
+/// from the previous process starts in subscribe mode instead.
 pub(super) async fn resume<'d, S>(
     stream: S,
     downstream: &'d Downstream,
     peer: &'d Arc<str>,
-    lasting: Lasting,
+    mut lasting: Lasting,
 ) -> Option<Moving>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
+    let rejoin = lasting.rejoin.take();
     let (mut client, pipelining) = Client::resume(stream, downstream, peer, lasting);
-    let busy = Box::pin(busy::serve_busy(&mut client, pipelining)).await;
+    // A subscribed client from the previous process starts in subscribe mode (boxed: rare,
+    // and this future lasts as long as the moved session).
+    let subscribed = match rejoin {
+        Some(rejoin) => {
+            let (limits, max_reply_bytes) = (client.config.limits(), client.config.max_reply_bytes);
+            Some(Box::pin(client.rejoin(*rejoin, &limits, max_reply_bytes)).await)
+        }
+        None => None,
+    };
+    let busy = Box::pin(busy::serve_busy(&mut client, pipelining, subscribed)).await;
     let end = match after_spell(&mut client, busy) {
         Some(end) => end,
         None => run(&mut client).await,
@@ -90,7 +101,7 @@ where
             }
         }
         // Boxed: its state exists only while the client is busy.
-        let busy = Box::pin(busy::serve_busy(client, None)).await;
+        let busy = Box::pin(busy::serve_busy(client, None, None)).await;
         if let Some(end) = after_spell(client, busy) {
             return end;
         }

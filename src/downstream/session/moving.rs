@@ -19,6 +19,7 @@ use super::super::facade::Endpoint;
 use super::super::local::ClientState;
 use super::super::movable::{Detached, Movable};
 use super::super::moves::Pipelining;
+use super::super::pubsub::Rejoin;
 use super::super::ClientConfig;
 use super::{latency_watch, Client};
 use crate::downstream::slow::SlowChanges;
@@ -46,6 +47,9 @@ pub(crate) struct Lasting {
     /// Bytes read but not yet parsed: empty between workers (a move waits for an empty
     /// buffer), the start of the next request after an upgrade.
     pub(super) input: bytes::Bytes,
+    /// After an upgrade, a subscribed client's subscriptions (none between workers: a
+    /// subscribed session does not move).
+    pub(super) rejoin: Option<Box<Rejoin>>,
 }
 
 impl Lasting {
@@ -72,6 +76,7 @@ impl Lasting {
             aged,
             pipelining: None,
             input,
+            rejoin: None,
         }
     }
 }
@@ -147,6 +152,7 @@ where
                 aged,
                 pipelining,
                 input: bytes::Bytes::new(),
+                rejoin: None,
             },
         })
     }

@@ -278,7 +278,7 @@ where
             pubsub::Left::Normal => {}
             pubsub::Left::Reset => self.c.state.reset(),
             pubsub::Left::Close => self.reading.closing = true,
-            pubsub::Left::Gone => return Some(Busy::Done),
+            pubsub::Left::Gone | pubsub::Left::Moved => return Some(Busy::Done),
         }
         None
     }

@@ -31,6 +31,14 @@ impl<S> ClientStream<S> {
         self.0.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A second descriptor of the socket (see `Movable::duplicate`).
+    pub(super) fn duplicate(&self) -> Option<(&'static str, std::os::fd::OwnedFd)>
+    where
+        S: super::super::movable::Movable,
+    {
+        self.lock().duplicate()
+    }
+
     pub(super) fn reader(&self) -> Reader<'_, S> {
         Reader(self)
     }

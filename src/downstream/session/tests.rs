@@ -22,7 +22,7 @@ fn a_busy_spell_is_boxed_in_another_size_class_than_an_idle_session() {
     ) -> usize {
         std::mem::size_of::<F>()
     }
-    let size = future_size(|c| super::busy::serve_busy(c, None));
+    let size = future_size(|c| super::busy::serve_busy(c, None, None));
     assert!((641..=1024).contains(&size), "a busy spell is {size} bytes");
 }
 
