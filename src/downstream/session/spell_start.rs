@@ -223,18 +223,19 @@ where
         )
         .with_hot(key_arg, weight)
         .with_writing(writing);
-        self.reading.closing |= c.state.quit;
-        if let Some((failures, limit_reached)) = c.state.take_failed_login() {
-            self.reading.closing |= failed_login(
-                &downstream.client_metrics,
-                c.peer,
-                request,
-                failures,
-                limit_reached,
-            );
-        }
+        self.after_start(request);
         self.queue(call, stamp, alone, now);
         Started::Next
+    }
+
+    /// QUIT, and failed logins (`auth.max_failures`).
+    fn after_start(&mut self, request: &Request) {
+        let c = &mut *self.c;
+        self.reading.closing |= c.state.quit;
+        if let Some((failures, limit_reached)) = c.state.take_failed_login() {
+            let metrics = &c.downstream.client_metrics;
+            self.reading.closing |= failed_login(metrics, c.peer, request, failures, limit_reached);
+        }
     }
 
     /// Owes the client `call`'s reply: straight to `out` when it is ready and nothing is ahead
