@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build deb demo test chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss bench-fleet bench-upgrade flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
+.PHONY: help all build deb demo test deny chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss bench-fleet bench-upgrade flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
@@ -13,9 +13,13 @@ help:
 	@echo "               failure drill (scripts/demo.sh; ~11 min on a fresh 2-core machine, nearly all the"
 	@echo "               build); DEMO_KEEP=1 keeps the cluster and the status page up until Ctrl-C"
 	@echo "make test    - what CI runs (~15-25 min): installers, fmt check, clippy -D warnings, then"
-	@echo "               cargo test --all-targets --no-fail-fast, fuzz (10 s per target), the chaos"
-	@echo "               selftest and two 30 s chaos soaks (plain, and with the near cache on); every"
-	@echo "               step runs even after a failure, summary at the end (scripts/test-all.sh)"
+	@echo "               cargo test --all-targets --no-fail-fast, cargo deny (if installed), fuzz"
+	@echo "               (10 s per target), the chaos selftest and two 30 s chaos soaks (plain, and"
+	@echo "               with the near cache on); every step runs even after a failure, summary at"
+	@echo "               the end (scripts/test-all.sh)"
+	@echo "make deny    - cargo-deny over the dependencies: licences, banned crates, sources, RustSec"
+	@echo "               advisories (deny.toml; installs cargo-deny into target/tools the first time,"
+	@echo "               a few minutes; make test runs the same check when it is installed)"
 	@echo "make bench   - the benchmark suite: standalone, direct cluster, redcar and nutcracker; CPU per"
 	@echo "               command, worker scaling, per-request and rate-limit workloads; checks the"
 	@echo "               performance targets and writes bench/RESULTS.md (~10 min; bench/README.md)"
@@ -93,10 +97,14 @@ clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # The prerequisites stop at the first failure; then scripts/test-all.sh runs every test step
-# (cargo test --all-targets --no-fail-fast, fuzz, the chaos selftest, both soaks) even after one
+# (cargo test --all-targets --no-fail-fast, cargo deny, fuzz, the chaos selftest, both soaks) even after one
 # fails, and ends with a summary of each step's result (exit 1 if any failed).
 test: ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool fmt-check clippy
 	CARGO="$(CARGO)" CHAOS_PY="$(CHAOS_PY)" scripts/test-all.sh
+
+# cargo-deny (deny.toml, docs/dependencies.md); installs it into target/tools when missing.
+deny:
+	scripts/deny.sh --install
 
 # `make test` and `make chaos` both draw a new seed each run (printed, and named again on a
 # failure) to keep finding new cases; CHAOS_SEED=N replays one. The second soak of `make test`

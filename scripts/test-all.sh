@@ -5,10 +5,12 @@
 # time; the exit status is 1 if any step failed.
 #
 #   1. cargo test --all-targets --no-fail-fast   unit, integration and doc tests (~10-25 min)
-#   2. scripts/fuzz.sh                           the cargo-fuzz targets, 10 s each
-#   3. tools/chaos/selftest.py                   the chaos checker's own tests (seconds)
-#   4. tools/chaos/soak.py                       a 30 s chaos soak (CHAOS_SECONDS, CHAOS_SEED)
-#   5. tools/chaos/soak.py --near-cache          the same soak with the near cache on every key
+#   2. scripts/deny.sh                           cargo-deny (deny.toml) when it is installed
+#                                                (`make deny` installs it), else a note; seconds
+#   3. scripts/fuzz.sh                           the cargo-fuzz targets, 10 s each
+#   4. tools/chaos/selftest.py                   the chaos checker's own tests (seconds)
+#   5. tools/chaos/soak.py                       a 30 s chaos soak (CHAOS_SECONDS, CHAOS_SEED)
+#   6. tools/chaos/soak.py --near-cache          the same soak with the near cache on every key
 #
 # CARGO (default cargo) and CHAOS_PY (default python3) come from the Makefile.
 set -uo pipefail
@@ -40,6 +42,7 @@ step() {
 }
 
 step "cargo test" "$CARGO" test --all-targets --no-fail-fast
+step "cargo deny" scripts/deny.sh
 step "fuzz" scripts/fuzz.sh
 step "chaos selftest" "$CHAOS_PY" tools/chaos/selftest.py
 step "chaos soak" "$CHAOS_PY" tools/chaos/soak.py --seconds "$chaos_seconds" \

@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         }
     };
     if cli.check_config {
-        match serde_yaml::to_string(&config) {
+        match yaml_serde::to_string(&config) {
             Ok(yaml) => print!("{yaml}"),
             Err(error) => eprintln!("redcar: cannot print config: {error}"),
         }

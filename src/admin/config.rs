@@ -95,7 +95,7 @@ mod tests {
     use super::*;
 
     fn parse(yaml: &str) -> Result<AdminConfig, String> {
-        serde_yaml::from_str(yaml).map_err(|e| e.to_string())
+        yaml_serde::from_str(yaml).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -24,7 +24,6 @@ use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::upstream::Upstreams;
 
-#[path = "reload_secrets.rs"]
 mod secrets;
 
 /// Loads the config the way start-up did (file, then the same flags, then validation).
@@ -216,7 +215,7 @@ fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
 }
 
 /// Dotted keys whose values differ between two configs (for the log). Secrets serialize
-/// redacted: `reload_secrets` names those that changed, by what they read.
+/// redacted: `reload::secrets` names those that changed, by what they read.
 fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
     changed_paths(old, new, "")
 }

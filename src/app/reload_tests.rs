@@ -68,7 +68,7 @@ fn changed_keys_name_each_leaf_and_notice_a_new_password() {
     new.auth.requirepass = Some(crate::auth::Secret::Plain("new".into()));
     assert!(
         changed_keys(&old, &new).is_empty(),
-        "a secret serializes alike: reload_secrets names it by its digest"
+        "a secret serializes alike: reload::secrets names it by its digest"
     );
     assert!(changed_keys(&old, &old.clone()).is_empty());
 }

@@ -165,7 +165,7 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        serde_yaml::from_str(text).map_err(|e| ConfigError(e.to_string()))
+        yaml_serde::from_str(text).map_err(|e| ConfigError(e.to_string()))
     }
 
     /// Builds the effective config: the file named by `--config` (if any), then CLI overrides,

@@ -128,7 +128,7 @@ fn unparseable_units_are_parse_errors() {
 #[test]
 fn defaults_round_trip_through_yaml() {
     let config = Config::default();
-    let yaml = serde_yaml::to_string(&config).expect("serialises");
+    let yaml = yaml_serde::to_string(&config).expect("serialises");
     assert_eq!(Config::from_yaml(&yaml).expect("parses back"), config);
 }
 
@@ -140,7 +140,7 @@ fn every_key_is_documented() {
         "/docs/configuration.md"
     ))
     .expect("docs/configuration.md exists");
-    let value = serde_yaml::to_value(Config::default()).expect("serialises");
+    let value = yaml_serde::to_value(Config::default()).expect("serialises");
     let mut missing = Vec::new();
     collect_keys(&value, "", &mut |key| {
         if !docs.contains(&format!("`{key}`")) {
@@ -150,8 +150,8 @@ fn every_key_is_documented() {
     assert!(missing.is_empty(), "undocumented config keys: {missing:?}");
 }
 
-fn collect_keys(value: &serde_yaml::Value, prefix: &str, found: &mut dyn FnMut(&str)) {
-    if let serde_yaml::Value::Mapping(map) = value {
+fn collect_keys(value: &yaml_serde::Value, prefix: &str, found: &mut dyn FnMut(&str)) {
+    if let yaml_serde::Value::Mapping(map) = value {
         for (key, child) in map {
             let name = key.as_str().unwrap_or_default();
             let full = if prefix.is_empty() {

@@ -3,7 +3,7 @@
 //! conversion: the result would accept clients Envoy refused. Warnings name where a secret is,
 //! never its value.
 
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 use super::draft::Draft;
 use super::source::{data_source, describe, plain_name, secret, DataSource};

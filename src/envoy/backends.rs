@@ -4,7 +4,7 @@
 //! apply to every backend, so each such setting that differs from the catch-all cluster's
 //! gets a note naming it.
 
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 use super::draft::Draft;
 use super::prefix::backend_name;

@@ -1,7 +1,7 @@
 //! The redcar config being built from an Envoy file: keys set so far, plus one note per Envoy
 //! setting that has no equivalent or was approximated, rendered as commented YAML.
 
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 /// Top-level keys in the order a person would read them; anything else follows.
 const ORDER: &[&str] = &[
@@ -101,7 +101,7 @@ impl Draft {
     }
 
     /// The config as YAML: a header, then each section with its notes as comments above it.
-    pub(crate) fn render(&self, source: &str) -> Result<String, serde_yaml::Error> {
+    pub(crate) fn render(&self, source: &str) -> Result<String, yaml_serde::Error> {
         let mut out = format!(
             "# redcar config converted from {source} by `redcar config convert-envoy`.\n\
              # Settings the Envoy file leaves out take redcar's defaults (docs/configuration.md).\n"
@@ -125,7 +125,7 @@ impl Draft {
             let mut one = Mapping::new();
             one.insert(Value::from(key), value.clone());
             self.comments(&mut out, key);
-            out.push_str(&serde_yaml::to_string(&one)?);
+            out.push_str(&yaml_serde::to_string(&one)?);
         }
         // Notes for a section that ended up with no key still reach the reader.
         for note in &self.notes {

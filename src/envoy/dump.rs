@@ -2,7 +2,7 @@
 //! the active state of dynamic ones) and the clusters of its `ClustersConfigDump`, whole dumps
 //! or the per-resource entries `?resource=` prints.
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::draft::Draft;
 use super::resources::{bootstrap_notes, Form, Resources};

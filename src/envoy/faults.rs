@@ -1,7 +1,7 @@
 //! Envoy's `faults` (`RedisFault`) → `router.faults`: same shape (share, commands, delay,
 //! error); the error text is Envoy's own, so clients see the same reply.
 
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 use super::draft::Draft;
 use super::source::{duration_text, require_number};

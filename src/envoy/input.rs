@@ -2,7 +2,7 @@
 //! manifests, an admin `config_dump`) and gathering the listeners and clusters it holds.
 
 use serde::Deserialize;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::draft::Draft;
 use super::resources::{bootstrap_notes, proto_names, Form, Resources, FORMS};
@@ -38,13 +38,13 @@ pub(super) fn read(text: &str, source: &str, draft: &mut Draft) -> Result<Resour
 fn documents(text: &str, source: &str) -> Result<Vec<Value>, ConvertError> {
     if text.trim_start().starts_with('{') {
         if let Ok(json) = serde_json::from_str::<serde_json::Value>(text) {
-            let doc = serde_yaml::to_value(json)
+            let doc = yaml_serde::to_value(json)
                 .map_err(|e| ConvertError(format!("{source}: cannot read the JSON: {e}")))?;
             return Ok(vec![doc]);
         }
     }
     let mut docs = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(text) {
+    for document in yaml_serde::Deserializer::from_str(text) {
         let mut doc = Value::deserialize(document)
             .map_err(|e| ConvertError(format!("{source} is not valid YAML: {e}")))?;
         // Envoy configs often share blocks with anchors and `<<:` merge keys.

@@ -2,7 +2,7 @@
 //! `NETWORK_FILTER`) and clusters (`applyTo: CLUSTER`) their `spec.configPatches` add to the
 //! sidecar, rebuilt as the bootstrap entries the rest of the converter reads.
 
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 use super::draft::Draft;
 use super::listener::has_redis_proxy;
@@ -242,7 +242,7 @@ fn push(list: &mut Value, item: Value) {
 fn text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
-        other => serde_yaml::to_string(other)
+        other => yaml_serde::to_string(other)
             .map(|s| s.trim_end().to_owned())
             .unwrap_or_default(),
     }

@@ -2,7 +2,7 @@
 //! → `upstream.tcp_keepalive`, `upstream.tcp_keepalive_interval` and
 //! `upstream.tcp_keepalive_probes`.
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::draft::Draft;
 use super::source::require_number;

@@ -1,7 +1,7 @@
 //! Finding the one `redis_proxy` filter to convert, and turning its listener's address (and TLS)
 //! into `listen`, `unix` or `tls.*`.
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::draft::Draft;
 use super::source::{flag, number, socket_address};
@@ -211,7 +211,7 @@ pub(super) fn note_unconverted(found: &Found, draft: &mut Draft) {
 }
 
 fn convert_pipe(
-    pipe: &serde_yaml::Mapping,
+    pipe: &yaml_serde::Mapping,
     key: &str,
     draft: &mut Draft,
 ) -> Result<(), ConvertError> {

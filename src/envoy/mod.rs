@@ -31,7 +31,7 @@ mod tls;
 use std::io::Read;
 use std::path::PathBuf;
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use draft::Draft;
 pub(crate) use error::ConvertError;

@@ -3,7 +3,7 @@
 //! `upstream.*`); every other cluster a route or a mirror names becomes `backends.<name>`
 //! (backends.rs). Both match the longest prefix, as Envoy does.
 
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 use super::draft::Draft;
 use super::route::{label, Route, Targets};

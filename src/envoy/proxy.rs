@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::draft::Draft;
 use super::source::{duration_text, flag, require_number};
@@ -125,7 +125,7 @@ fn read_policy(value: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
             return Err(ConvertError(format!(
                 "`settings.read_policy` is `{}`: expected MASTER, PREFER_MASTER, REPLICA, \
                  PREFER_REPLICA or ANY",
-                serde_yaml::to_string(value).unwrap_or_default().trim_end()
+                yaml_serde::to_string(value).unwrap_or_default().trim_end()
             )))
         }
     };

@@ -2,7 +2,7 @@
 //! ([`Resources`]), the [`Form`] it was recognised as, and its field names in their proto
 //! spelling.
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::draft::Draft;
 

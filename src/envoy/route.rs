@@ -1,7 +1,7 @@
 //! One Envoy prefix route as read from the filter ([`Route`]), how notes name it, and the
 //! clusters a conversion targets ([`Targets`]).
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 /// One route (`routes[]` or `catch_all_route`).
 pub(super) struct Route<'a> {

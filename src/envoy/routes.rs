@@ -4,7 +4,7 @@
 //! cluster. Keys rewritten by `key_formatter` stop the conversion, because redcar would read
 //! and write other keys.
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::draft::Draft;
 use super::route::{label, Route, Targets};

@@ -1,7 +1,7 @@
 //! Unit tests of `prefix_routes` → `routes:`, `backends:`, `catch_all` and
 //! `routes_ignore_case`, and of the per-cluster settings a backend cannot carry.
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::tests::{base, config, error, has_warning, proxy, run, yaml};
 use super::Options;

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use serde_yaml::{Mapping, Value};
 use sha2::{Digest, Sha256};
+use yaml_serde::{Mapping, Value};
 
 use super::ConvertError;
 use crate::values::units::{format_duration, parse_duration};

@@ -1,6 +1,6 @@
 //! Unit tests of the Envoy → redcar mapping, one Envoy setting (or rule) at a time.
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::{convert, Conversion, ConvertError, Options};
 use crate::config::Config;
@@ -28,7 +28,7 @@ static_resources:
 "#;
 
 pub(super) fn base() -> Value {
-    serde_yaml::from_str(BASE).expect("base parses")
+    yaml_serde::from_str(BASE).expect("base parses")
 }
 
 pub(super) fn listener(doc: &mut Value) -> &mut Value {
@@ -44,11 +44,11 @@ pub(super) fn cluster(doc: &mut Value) -> &mut Value {
 }
 
 pub(super) fn yaml(text: &str) -> Value {
-    serde_yaml::from_str(text).expect("test yaml parses")
+    yaml_serde::from_str(text).expect("test yaml parses")
 }
 
 fn run_with(doc: &Value, options: &Options) -> Result<Conversion, ConvertError> {
-    let text = serde_yaml::to_string(doc).expect("serialize");
+    let text = yaml_serde::to_string(doc).expect("serialize");
     convert(&text, "test.yaml", options)
 }
 

@@ -3,7 +3,7 @@
 //! only: inline or SDS-provided ones are named in a comment (never their content), with the key
 //! to set once they are written to a file.
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use super::draft::Draft;
 use super::listener::typed_config;

@@ -160,12 +160,12 @@ mod tests {
     #[test]
     fn yaml_with_units_and_unknown_keys_refused() {
         let config: HotKeysConfig =
-            serde_yaml::from_str("{sample_rate: 8, window: 30s, big_value_threshold: 1mb}")
+            yaml_serde::from_str("{sample_rate: 8, window: 30s, big_value_threshold: 1mb}")
                 .expect("parses");
         assert_eq!(config.sample_rate, 8);
         assert_eq!(config.window, Duration::from_secs(30));
         assert_eq!(config.big_value_threshold, 1 << 20);
-        let typo = serde_yaml::from_str::<HotKeysConfig>("{sample_rat: 8}").expect_err("typo");
+        let typo = yaml_serde::from_str::<HotKeysConfig>("{sample_rat: 8}").expect_err("typo");
         assert!(typo.to_string().contains("sample_rat"), "{typo}");
     }
 }

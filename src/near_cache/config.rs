@@ -159,7 +159,7 @@ mod tests {
     use super::*;
 
     fn enabled(yaml: &str) -> Result<NearCacheConfig, String> {
-        let config: NearCacheConfig = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        let config: NearCacheConfig = yaml_serde::from_str(yaml).map_err(|e| e.to_string())?;
         config.validate().map(|()| config)
     }
 

@@ -96,7 +96,7 @@ struct Entry {
     /// a write-through queued on a near lane under the key's send lock): while one is in flight
     /// no write-through may store.
     unordered: u32,
-    /// Of those, the write-throughs queued in order (`store_writes`), in the order they were
+    /// Of those, the write-throughs queued in order (`store::writes`), in the order they were
     /// queued, with the lane they were queued on.
     sent: SmallVec<[Sent; 1]>,
     /// The write-through that may store its value with its reply: the last one queued, unless
@@ -204,7 +204,7 @@ pub(super) struct Filled {
 pub(super) struct Store {
     shards: Box<[Mutex<Shard>]>,
     /// Held by a write-through while it is queued on its node, so the write-throughs of one
-    /// key are registered here in the order they reach their lane (`store_writes`).
+    /// key are registered here in the order they reach their lane (`store::writes`).
     order: Box<[Mutex<()>]>,
     shard_limit: usize,
     hasher: foldhash::fast::FixedState,
@@ -387,7 +387,6 @@ impl Store {
     }
 }
 
-#[path = "store_writes.rs"]
 mod writes;
 
 #[cfg(test)]

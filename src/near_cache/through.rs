@@ -9,7 +9,7 @@
 //! runs them and answers them. Of overlapping writes of a key, only the last one queued may
 //! store its value, and only if nothing else could have run after it: no write of the key sent
 //! another way (unordered) and none on another lane since it was queued, and no invalidation
-//! or flush (`store_writes` has the rules).
+//! or flush (`store::writes` has the rules).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,9 +1,17 @@
-//! Fetching `/metrics` with a minimal HTTP/1.1 GET and parsing the Prometheus text exposition
-//! format (and its OpenMetrics flavour) into flat samples.
+//! Fetching `/metrics` with hyper's HTTP/1.1 client and parsing the Prometheus text exposition
+//! format (and its OpenMetrics flavour) into flat samples. The parser is our own: no crate in
+//! the tree reads the format (prometheus-client only writes it), and `top` needs only the flat
+//! samples, not types or metadata.
 
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
+use hyper::ext::ReasonPhrase;
+use hyper::{header, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
@@ -75,89 +83,83 @@ pub(crate) async fn get_with_timeout(
     }
 }
 
+/// One `GET` on a fresh connection, through hyper's HTTP/1.1 client: the connection is driven
+/// here, not in a spawned task, so a timeout that drops this future closes the socket too.
 async fn get(addr: &str, path: &str, token: Option<&str>) -> Result<String, ScrapeError> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let authorization = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: redcar-top\r\n\
-         Accept: text/plain\r\n{authorization}Connection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await?;
-    let mut raw = Vec::with_capacity(64 * 1024);
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        if raw.len() + n > MAX_RESPONSE {
-            return Err(ScrapeError::Http(format!(
-                "response larger than {MAX_RESPONSE} bytes"
-            )));
-        }
-        raw.extend_from_slice(&chunk[..n]);
+    let stream = TcpStream::connect(addr).await?;
+    // Title-case header names (`Authorization`, not `authorization`), as curl sends them.
+    let (mut sender, connection) = http1::Builder::new()
+        .title_case_headers(true)
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(http_error)?;
+    let mut request = Request::get(path)
+        .header(header::HOST, addr)
+        .header(header::USER_AGENT, "redcar-top")
+        .header(header::ACCEPT, "text/plain");
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
     }
-    parse_response(&raw)
+    let request = request
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| ScrapeError::Http(format!("cannot build the request: {e}")))?;
+    let exchange = async move {
+        let response = sender.send_request(request).await.map_err(http_error)?;
+        body_text(response).await
+    };
+    let mut exchange = std::pin::pin!(exchange);
+    let mut connection = std::pin::pin!(connection);
+    // The connection ending, cleanly or not, leaves the answer to the exchange (it fails if the
+    // response did not arrive whole); the connection's own error says better what went wrong.
+    let mut connection_error = None;
+    let mut connection_done = false;
+    loop {
+        tokio::select! {
+            result = &mut exchange => {
+                return result.map_err(|e| connection_error.map_or(e, http_error));
+            }
+            result = &mut connection, if !connection_done => {
+                connection_done = true;
+                connection_error = result.err();
+            }
+        }
+    }
 }
 
-/// Splits an HTTP/1.1 response into status and body; `200` bodies are returned as text.
-fn parse_response(raw: &[u8]) -> Result<String, ScrapeError> {
-    let bad = |why: &str| ScrapeError::Http(why.to_string());
-    let head_end =
-        memchr::memmem::find(raw, b"\r\n\r\n").ok_or_else(|| bad("incomplete response"))?;
-    let head =
-        std::str::from_utf8(&raw[..head_end]).map_err(|_| bad("response head is not UTF-8"))?;
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status = status_line.split_whitespace().nth(1).unwrap_or_default();
-    if !status_line.starts_with("HTTP/") || status.len() != 3 {
-        return Err(bad("not an HTTP response"));
-    }
-    if status == "401" {
+/// A `200`'s body as text, at most [`MAX_RESPONSE`] bytes; any other status is an error.
+async fn body_text(response: Response<Incoming>) -> Result<String, ScrapeError> {
+    let status = response.status();
+    if status == StatusCode::UNAUTHORIZED {
         return Err(ScrapeError::Unauthorized);
     }
-    if status != "200" {
+    if status != StatusCode::OK {
+        // The server's own reason phrase when it sent an unusual one, else the standard one.
+        let reason = match response.extensions().get::<ReasonPhrase>() {
+            Some(reason) => String::from_utf8_lossy(reason.as_bytes()).into_owned(),
+            None => status.canonical_reason().unwrap_or_default().to_string(),
+        };
         return Err(ScrapeError::Http(format!(
-            "the server answered `{}`",
-            status_line.trim()
+            "the server answered `{:?} {} {reason}`",
+            response.version(),
+            status.as_u16()
         )));
     }
-    let mut chunked = false;
-    let mut length = None;
-    for line in lines {
-        let Some((key, value)) = line.split_once(':') else {
-            continue;
-        };
-        let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
-        if key == "transfer-encoding" && value.to_ascii_lowercase().contains("chunked") {
-            chunked = true;
-        } else if key == "content-length" {
-            length = value.parse::<usize>().ok();
-        }
-    }
-    let body = &raw[head_end + 4..];
-    let body = if chunked {
-        dechunk(body).ok_or_else(|| bad("malformed chunked body"))?
-    } else {
-        body[..length.unwrap_or(body.len()).min(body.len())].to_vec()
-    };
-    String::from_utf8(body).map_err(|_| bad("body is not UTF-8"))
+    let body = Limited::new(response.into_body(), MAX_RESPONSE)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<LengthLimitError>() {
+                ScrapeError::Http(format!("response larger than {MAX_RESPONSE} bytes"))
+            } else {
+                ScrapeError::Http(e.to_string())
+            }
+        })?
+        .to_bytes();
+    String::from_utf8(body.to_vec()).map_err(|_| ScrapeError::Http("body is not UTF-8".into()))
 }
 
-fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(body.len());
-    loop {
-        let line_end = memchr::memmem::find(body, b"\r\n")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).ok()?;
-        let size_text = size_text.split(';').next()?.trim();
-        let size = usize::from_str_radix(size_text, 16).ok()?;
-        body = &body[line_end + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(body.get(..size)?);
-        body = body.get(size + 2..)?;
-    }
+fn http_error(error: hyper::Error) -> ScrapeError {
+    ScrapeError::Http(error.to_string())
 }
 
 /// Parses a whole exposition. Comments, `# EOF` and lines that do not parse are skipped: an

@@ -1,5 +1,8 @@
 //! Tests for the exposition parser and the HTTP response handling.
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
 use super::*;
 
 fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -116,29 +119,81 @@ fn crlf_line_endings_are_accepted() {
     assert_eq!(samples[1].value, 2.0);
 }
 
-#[test]
-fn http_response_with_content_length() {
+/// Answers one connection on 127.0.0.1 with `raw` (after reading the request head), closes it,
+/// and returns what `get_with_timeout` made of it and the request it sent.
+async fn exchange(raw: &'static [u8]) -> (Result<String, ScrapeError>, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let server = tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.expect("accept");
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => request.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = conn.write_all(raw).await;
+        let _ = conn.shutdown().await;
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    let result = get_with_timeout(&addr, "/metrics", Some("t"), Duration::from_secs(10)).await;
+    (result, server.await.expect("server"))
+}
+
+#[tokio::test]
+async fn http_response_with_content_length() {
     let raw = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nContent-Length: 4\r\n\r\na 1\nextra";
-    assert_eq!(parse_response(raw).expect("ok"), "a 1\n");
+    let (body, request) = exchange(raw).await;
+    assert_eq!(body.expect("ok"), "a 1\n");
+    assert!(
+        request.starts_with("GET /metrics HTTP/1.1\r\n"),
+        "{request}"
+    );
+    assert!(
+        request.contains("\r\nAuthorization: Bearer t\r\n"),
+        "{request}"
+    );
 }
 
-#[test]
-fn http_response_chunked() {
+#[tokio::test]
+async fn http_response_chunked_or_until_close() {
     let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\na 1\n\r\n5;x=y\r\nb 22\n\r\n0\r\n\r\n";
-    assert_eq!(parse_response(raw).expect("ok"), "a 1\nb 22\n");
+    assert_eq!(exchange(raw).await.0.expect("ok"), "a 1\nb 22\n");
+    let raw = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nc 3\n";
+    assert_eq!(exchange(raw).await.0.expect("ok"), "c 3\n");
 }
 
-#[test]
-fn http_errors_are_reported() {
-    let not_found = parse_response(b"HTTP/1.1 404 Not Found\r\n\r\n").expect_err("404");
+#[tokio::test]
+async fn http_errors_are_reported() {
+    let not_found = exchange(b"HTTP/1.1 404 Not Found\r\n\r\n").await.0;
     assert_eq!(
-        not_found.to_string(),
+        not_found.expect_err("404").to_string(),
         "the server answered `HTTP/1.1 404 Not Found`"
     );
-    assert!(parse_response(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
-    assert!(parse_response(b"HTTP/1.1 200 OK\r\n").is_err());
+    let odd = exchange(b"HTTP/1.1 503 Warming Up\r\ncontent-length: 0\r\n\r\n")
+        .await
+        .0;
+    assert_eq!(
+        odd.expect_err("503").to_string(),
+        "the server answered `HTTP/1.1 503 Warming Up`"
+    );
+    let refused = exchange(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n").await;
+    assert!(
+        matches!(refused.0, Err(ScrapeError::Unauthorized)),
+        "{:?}",
+        refused.0
+    );
+    assert!(exchange(b"SSH-2.0-OpenSSH\r\n\r\n").await.0.is_err());
+    assert!(exchange(b"HTTP/1.1 200 OK\r\n").await.0.is_err());
     let bad_chunks = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
-    assert!(parse_response(bad_chunks).is_err());
+    assert!(exchange(bad_chunks).await.0.is_err());
+    let short = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc";
+    assert!(
+        exchange(short).await.0.is_err(),
+        "a body cut short is an error"
+    );
 }
 
 #[test]

@@ -15,7 +15,6 @@ use super::queue;
 use super::stream::NodeStream;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError, UpstreamTls};
 
-#[path = "conn_session.rs"]
 mod session;
 
 use session::Session;

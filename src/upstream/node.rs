@@ -23,7 +23,6 @@ use super::NodeMetrics;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::protocol::Limits;
 
-#[path = "node_lanes.rs"]
 mod lanes;
 
 /// How a node is created: what its connections share beyond the node's own address.

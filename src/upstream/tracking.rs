@@ -5,7 +5,7 @@
 //! first command of a tracking client, two more connections are started (one per RESP version,
 //! each connecting on its first command) whose handshake ends with `CLIENT TRACKING on REDIRECT
 //! <id>` (default mode: every read on them is tracked), `<id>` being the node's **invalidation
-//! connection** (`tracking_conn`), a RESP3 connection that only receives the node's `invalidate`
+//! connection** (`invalidation`), a RESP3 connection that only receives the node's `invalidate`
 //! pushes and hands them to the `InvalidationSink` (the downstream table of who read what).
 //!
 //! When redcar may have missed an invalidation, it says so (`InvalidationSink::lost`): the
@@ -28,13 +28,11 @@ use super::queue;
 use super::tracking_feed::{Heard, TrackingFeed};
 use crate::protocol::Protocol;
 
-#[path = "tracking_conn.rs"]
-mod tracking_conn;
-#[path = "tracking_lane.rs"]
-mod tracking_lane;
+mod invalidation;
+mod lane;
 
-pub(super) use tracking_lane::LaneRedirect;
-use tracking_lane::{Mode, TrackedLane};
+pub(super) use lane::LaneRedirect;
+use lane::{Mode, TrackedLane};
 
 /// One node's tracked lanes (default tracking, and the near cache's BCAST lanes, each in RESP2
 /// and RESP3) and its invalidation connection's task.
@@ -106,9 +104,9 @@ impl NodeTracking {
             lane(resp3, Mode::Near),
         ]);
         let heard = Arc::new(Heard::default());
-        runtime.spawn(tracking_conn::run(
+        runtime.spawn(invalidation::run(
             resp3.clone(),
-            tracking_conn::Published {
+            invalidation::Published {
                 id,
                 registered: confirmed,
                 heard: heard.clone(),

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::RootCertStore;
 
@@ -10,9 +11,9 @@ use tokio_rustls::rustls::RootCertStore;
 pub(crate) fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
-    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+    let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("`{key}` {}: {e}", path.display()))?;
+        .map_err(|e| format!("`{key}` {}: {}", path.display(), describe(e)))?;
     if certs.is_empty() {
         return Err(format!(
             "`{key}` {}: no PEM certificate in it",
@@ -26,9 +27,25 @@ pub(crate) fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<
 pub(crate) fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
-    rustls_pemfile::private_key(&mut pem.as_slice())
-        .map_err(|e| format!("`{key}` {}: {e}", path.display()))?
-        .ok_or_else(|| format!("`{key}` {}: no PEM private key in it", path.display()))
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
+        pem::Error::NoItemsFound => format!("`{key}` {}: no PEM private key in it", path.display()),
+        e => format!("`{key}` {}: {}", path.display(), describe(e)),
+    })
+}
+
+/// A PEM error in words: the parser's own text shows the offending lines as byte arrays.
+fn describe(error: pem::Error) -> String {
+    match error {
+        pem::Error::MissingSectionEnd { end_marker } => format!(
+            "no `-----END {}-----` line: the file is cut short or not PEM",
+            String::from_utf8_lossy(&end_marker)
+        ),
+        pem::Error::IllegalSectionStart { line } => format!(
+            "malformed BEGIN line `{}`",
+            String::from_utf8_lossy(&line).trim_end()
+        ),
+        other => other.to_string(),
+    }
 }
 
 /// A trust store holding every CA certificate of the PEM file at `path`.
@@ -62,5 +79,44 @@ mod tests {
         let err = private_key("upstream.tls.key_file", &empty).expect_err("no key");
         assert!(err.contains("`upstream.tls.key_file`"), "{err}");
         assert!(err.contains("no PEM private key"), "{err}");
+    }
+
+    #[test]
+    fn a_chain_a_key_and_a_truncated_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let one = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+        let two = rcgen::generate_simple_self_signed(vec!["ca".into()]).expect("cert");
+        let chain = dir.path().join("chain.pem");
+        let key = dir.path().join("key.pem");
+        // A key section between the certificates is skipped, as in a combined PEM file.
+        let text = format!(
+            "{}{}{}",
+            one.cert.pem(),
+            one.key_pair.serialize_pem(),
+            two.cert.pem()
+        );
+        std::fs::write(&chain, &text).expect("write");
+        std::fs::write(&key, one.key_pair.serialize_pem()).expect("write");
+        let certs = certificates("tls.cert", &chain).expect("two certificates");
+        assert_eq!(certs.len(), 2);
+        assert_eq!(certs[0].as_ref(), one.cert.der().as_ref());
+        assert_eq!(certs[1].as_ref(), two.cert.der().as_ref());
+        assert!(matches!(
+            private_key("tls.key", &chain).expect("the key in the combined file"),
+            PrivateKeyDer::Pkcs8(_)
+        ));
+        assert_eq!(roots("tls.ca", &chain).expect("roots").len(), 2);
+
+        let cut = dir.path().join("cut.pem");
+        let pem = one.cert.pem();
+        std::fs::write(&cut, &pem[..pem.len() / 2]).expect("write");
+        let err = certificates("tls.cert", &cut).expect_err("no END line");
+        assert!(err.starts_with("`tls.cert` "), "{err}");
+        assert!(
+            err.ends_with(
+                ": no `-----END CERTIFICATE-----` line: the file is cut short or not PEM"
+            ),
+            "{err}"
+        );
     }
 }

@@ -34,7 +34,7 @@ impl fmt::Debug for Secret {
 
 const REDACTED: &str = "(redacted)";
 
-/// The accepted forms, quoted in every parse error (serde_yaml prefixes the key's path).
+/// The accepted forms, quoted in every parse error (yaml_serde prefixes the key's path).
 const FORMS: &str = "a string, {file: PATH}, {env: NAME} or {sha256: HEX}";
 
 /// Strict, unlike `#[serde(untagged)]`: an unknown key (`fiel`, `extra`) or two forms at once
@@ -272,13 +272,13 @@ mod tests {
         assert_eq!(file.reveal("k"), Ok("from-file".to_string()));
     }
 
-    /// `password: <yaml>` parsed alone: the Secret, or serde_yaml's message.
+    /// `password: <yaml>` parsed alone: the Secret, or yaml_serde's message.
     fn parse(yaml: &str) -> Result<Secret, String> {
         #[derive(Deserialize)]
         struct Holder {
             password: Secret,
         }
-        serde_yaml::from_str::<Holder>(&format!("password: {yaml}\n"))
+        yaml_serde::from_str::<Holder>(&format!("password: {yaml}\n"))
             .map(|h| h.password)
             .map_err(|e| e.to_string())
     }

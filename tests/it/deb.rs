@@ -117,8 +117,8 @@ fn deb_installs_into_a_root_and_its_files_work() {
     for (key, _) in std::env::vars().filter(|(key, _)| key.starts_with("REDCAR_")) {
         check.env_remove(key);
     }
-    let effective: serde_yaml::Value =
-        serde_yaml::from_str(&stdout(&mut check)).expect("--check-config prints YAML");
+    let effective: yaml_serde::Value =
+        yaml_serde::from_str(&stdout(&mut check)).expect("--check-config prints YAML");
     assert_eq!(effective["listen"].as_str(), Some("127.0.0.1:6380"));
     let seeds = effective["cluster"]["seeds"].as_sequence();
     assert!(

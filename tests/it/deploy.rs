@@ -32,8 +32,8 @@ struct Shipped {
 /// container that mounts it (every container named `redcar`).
 fn configs_in_manifest(path: &str) -> Vec<Shipped> {
     let text = repo_file(path);
-    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_yaml::Value::deserialize(doc).unwrap_or_else(|e| panic!("{path}: {e}")))
+    let docs: Vec<yaml_serde::Value> = yaml_serde::Deserializer::from_str(&text)
+        .map(|doc| yaml_serde::Value::deserialize(doc).unwrap_or_else(|e| panic!("{path}: {e}")))
         .collect();
     let mut args = Vec::new();
     for doc in &docs {

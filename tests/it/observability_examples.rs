@@ -124,7 +124,7 @@ fn unknown_names(used: &[(String, String)], exposed: &BTreeSet<String>) -> Vec<S
 
 /// Each alert's `expr` in the rules file: `(alert name, expr)`.
 pub(crate) fn rule_exprs() -> Vec<(String, String)> {
-    let rules: serde_yaml::Value = serde_yaml::from_str(&repo_file(RULES)).expect("rules YAML");
+    let rules: yaml_serde::Value = yaml_serde::from_str(&repo_file(RULES)).expect("rules YAML");
     let mut exprs = Vec::new();
     for group in rules["groups"].as_sequence().expect("groups") {
         for rule in group["rules"].as_sequence().expect("rules") {
@@ -139,8 +139,8 @@ pub(crate) fn rule_exprs() -> Vec<(String, String)> {
 /// The unit tests' input series and PromQL expressions: a test that feeds a misspelt series
 /// would test nothing.
 fn rule_test_exprs() -> Vec<String> {
-    let tests: serde_yaml::Value =
-        serde_yaml::from_str(&repo_file(RULE_TESTS)).expect("rule tests YAML");
+    let tests: yaml_serde::Value =
+        yaml_serde::from_str(&repo_file(RULE_TESTS)).expect("rule tests YAML");
     let mut exprs = Vec::new();
     for test in tests["tests"].as_sequence().expect("tests") {
         let series = test["input_series"].as_sequence().into_iter().flatten();

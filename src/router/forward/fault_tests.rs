@@ -9,7 +9,7 @@ const GET: &[u8] = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
 const SET: &[u8] = b"*3\r\n$3\r\nset\r\n$1\r\nk\r\n$1\r\nv\r\n";
 
 fn rule(yaml: &str) -> FaultRule {
-    serde_yaml::from_str(yaml).expect("a rule")
+    yaml_serde::from_str(yaml).expect("a rule")
 }
 
 #[test]

@@ -246,9 +246,26 @@ impl Redcar {
     }
 }
 
+/// How much of redcar's log a failing test prints.
+const LOG_TAIL_LINES: usize = 80;
+
 impl Drop for Redcar {
+    /// Stops redcar; when the test is failing (this thread is unwinding from a panic), prints
+    /// the tail of redcar's log to stderr first, since its directory is removed right after.
     fn drop(&mut self) {
         self.kill();
+        if thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+            eprintln!(
+                "---- redcar on 127.0.0.1:{} (the test failed): last {} of {} log lines ----\n{}\n---- end of redcar's log ----",
+                self.port,
+                tail.len(),
+                lines.len(),
+                tail.join("\n")
+            );
+        }
     }
 }
 

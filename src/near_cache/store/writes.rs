@@ -217,5 +217,5 @@ impl Store {
 }
 
 #[cfg(test)]
-#[path = "store_writes_tests.rs"]
+#[path = "writes_tests.rs"]
 mod tests;

@@ -15,7 +15,7 @@ use super::super::node_context::NodeContext;
 use super::super::pending::{frames_len, Pending, ReplyTo};
 use super::super::reply_slot;
 use super::super::tracking_feed::{clock_ms, minimal_cover, Heard, TrackingFeed};
-use super::tracking_lane::TrackedLane;
+use super::lane::TrackedLane;
 use crate::protocol::{encode_command, header_value, Limits};
 
 /// The longest back-off is `reconnect_backoff` times this, as for the data connections
