@@ -96,12 +96,16 @@ impl Sampler {
         if let Some(topology) = cluster.topology() {
             self.departed.observe(places(&topology));
             let upstream = metrics.group::<UpstreamMetrics>();
+            // Nodes never used have no series and no sample (their rates are unknown, as
+            // before their first sample): a 1,000-node map's idle nodes cost nothing here.
             for addr in topology.addrs() {
-                let series = upstream.node(addr, &metrics.events);
+                let Some((requests, errors, buckets)) = upstream.sample(addr) else {
+                    continue;
+                };
                 let sample = NodeSample {
-                    requests: series.requests.get(),
-                    errors: series.errors.get(),
-                    buckets: series.duration.buckets(),
+                    requests,
+                    errors,
+                    buckets,
                 };
                 nodes.insert(addr.to_string(), sample);
             }

@@ -12,9 +12,8 @@ use super::sampler::{NodeRates, Rates};
 use super::AdminState;
 use crate::auth::TenantMetrics;
 use crate::cluster::Topology;
-use crate::metrics::Metrics;
 use crate::near_cache::NearCacheMetrics;
-use crate::upstream::{Node, UpstreamMetrics};
+use crate::upstream::Node;
 
 /// Slow commands included (the full list is at `/slowlog`).
 const SLOW_SHOWN: usize = 20;
@@ -66,7 +65,7 @@ pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_j
     let rates = state.sampler.rates();
     let topology = state.cluster.topology();
     let (ranges, shards) = match topology.as_deref() {
-        Some(t) => (ranges(t), shards(t, &state.metrics, &rates)),
+        Some(t) => (ranges(t), shards(t, &rates)),
         None => (Vec::new(), Vec::new()),
     };
     let commands: Vec<CommandRate> = rates
@@ -156,24 +155,23 @@ fn ranges(topology: &Topology) -> Vec<Range> {
         .collect()
 }
 
-fn shards(topology: &Topology, metrics: &Metrics, rates: &Rates) -> Vec<ShardView> {
+fn shards(topology: &Topology, rates: &Rates) -> Vec<ShardView> {
     let mut slots = vec![0usize; topology.shards().len()];
     for range in ranges(topology) {
         if let Some(i) = range.shard {
             slots[i] += usize::from(range.end - range.start) + 1;
         }
     }
-    let nodes = metrics.group::<UpstreamMetrics>();
     topology
         .shards()
         .iter()
         .enumerate()
         .map(|(index, shard)| {
-            let primary = node_status(&shard.primary, "primary", &nodes, metrics, rates);
+            let primary = node_status(&shard.primary, "primary", rates);
             let replicas = shard
                 .replicas
                 .iter()
-                .map(|r| node_status(r, "replica", &nodes, metrics, rates));
+                .map(|r| node_status(r, "replica", rates));
             ShardView {
                 index,
                 epoch: shard.epoch,
@@ -184,15 +182,9 @@ fn shards(topology: &Topology, metrics: &Metrics, rates: &Rates) -> Vec<ShardVie
         .collect()
 }
 
-/// `nodes`: the hub's per-node group, looked up once per request.
-fn node_status(
-    node: &Node,
-    role: &'static str,
-    nodes: &UpstreamMetrics,
-    metrics: &Metrics,
-    rates: &Rates,
-) -> NodeStatus {
-    let series = nodes.node(node.addr(), &metrics.events);
+/// A node never used has no series (and makes none here): zeros.
+fn node_status(node: &Node, role: &'static str, rates: &Rates) -> NodeStatus {
+    let series = node.metrics();
     let health = node.health().snapshot();
     let live = rates
         .nodes
@@ -209,8 +201,8 @@ fn node_status(
         } else {
             "healthy"
         },
-        connections: series.connections.get(),
-        in_flight: series.in_flight.get(),
+        connections: series.map_or(0, |s| s.connections.get()),
+        in_flight: series.map_or(0, |s| s.in_flight.get()),
         requests_per_s: live.requests_per_s,
         errors_per_s: live.errors_per_s,
         p50_us: live.p50_us,

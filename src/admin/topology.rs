@@ -7,8 +7,7 @@ use axum::response::Json;
 use serde::Serialize;
 
 use super::AdminState;
-use crate::metrics::Metrics;
-use crate::upstream::{HealthSnapshot, Node, UpstreamMetrics};
+use crate::upstream::{HealthSnapshot, Node, NodeMetrics};
 
 #[derive(Serialize)]
 struct RangeView {
@@ -32,16 +31,16 @@ struct NodeView {
     health: HealthSnapshot,
 }
 
-/// `nodes`: the hub's per-node group, looked up once per request.
-fn node_view(node: &Node, nodes: &UpstreamMetrics, metrics: &Metrics) -> NodeView {
-    let series = nodes.node(node.addr(), &metrics.events);
+/// A node never used has no series (and makes none here): zeros.
+fn node_view(node: &Node) -> NodeView {
+    let series = node.metrics();
     NodeView {
         addr: node.addr().to_string(),
-        connections: series.connections.get(),
-        in_flight: series.in_flight.get(),
-        requests: series.requests.get(),
-        errors: series.errors.get(),
-        mean_latency_us: series.mean_latency_us(),
+        connections: series.map_or(0, |s| s.connections.get()),
+        in_flight: series.map_or(0, |s| s.in_flight.get()),
+        requests: series.map_or(0, |s| s.requests.get()),
+        errors: series.map_or(0, |s| s.errors.get()),
+        mean_latency_us: series.and_then(NodeMetrics::mean_latency_us),
         health: node.health().snapshot(),
     }
 }
@@ -72,7 +71,6 @@ pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde
             "backends": backends(&state),
         }));
     };
-    let nodes = state.metrics.group::<UpstreamMetrics>();
     let ranges: Vec<RangeView> = topology
         .ranges()
         .into_iter()
@@ -80,12 +78,9 @@ pub(super) async fn topology(State(state): State<Arc<AdminState>>) -> Json<serde
             start,
             end,
             epoch: shard.map(|s| s.epoch),
-            primary: shard.map(|s| node_view(&s.primary, &nodes, &state.metrics)),
+            primary: shard.map(|s| node_view(&s.primary)),
             replicas: shard.map_or_else(Vec::new, |s| {
-                s.replicas
-                    .iter()
-                    .map(|r| node_view(r, &nodes, &state.metrics))
-                    .collect()
+                s.replicas.iter().map(|r| node_view(r)).collect()
             }),
         })
         .collect();

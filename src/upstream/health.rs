@@ -11,13 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::metrics::{EventKind, EventLog};
+use super::metrics::NodeSeries;
+use crate::metrics::EventKind;
 use crate::values::units;
 
 /// `upstream.outlier:` in the config file.
@@ -85,12 +84,10 @@ pub(crate) struct Health {
     shard_primary: Mutex<Option<Arc<str>>>,
     /// Write-to-reply latency, exponentially weighted (µs); 0 until the first reply.
     ewma_us: AtomicU64,
-    /// Commands written and not yet answered (the node's in-flight gauge, shared with metrics).
-    in_flight: Gauge,
-    ejections_total: Counter,
-    ejected_gauge: Gauge,
-    /// Ejections and restorations, for the status page (written on transitions only).
-    event_log: Arc<EventLog>,
+    /// The node's series (made on first use): its in-flight gauge (commands written and not
+    /// yet answered), ejections; and the event log for the status page (written on transitions
+    /// only).
+    series: Arc<NodeSeries>,
     /// Bumped on every ejection, so the health checker and the topology refresher wake up.
     events: Arc<watch::Sender<u64>>,
 }
@@ -107,19 +104,11 @@ pub(crate) struct HealthSnapshot {
     pub(crate) in_flight: i64,
 }
 
-/// The counters a node's health reports to (from its `NodeMetrics`).
-pub(crate) struct HealthMetrics {
-    pub(crate) in_flight: Gauge,
-    pub(crate) ejections: Counter,
-    pub(crate) ejected: Gauge,
-    pub(crate) events: Arc<EventLog>,
-}
-
 impl Health {
     pub(crate) fn new(
         addr: Arc<str>,
         config: Arc<ArcSwap<OutlierConfig>>,
-        metrics: HealthMetrics,
+        series: Arc<NodeSeries>,
         events: Arc<watch::Sender<u64>>,
     ) -> Health {
         Health {
@@ -134,10 +123,7 @@ impl Health {
             primary: AtomicBool::new(false),
             shard_primary: Mutex::new(None),
             ewma_us: AtomicU64::new(0),
-            in_flight: metrics.in_flight,
-            ejections_total: metrics.ejections,
-            ejected_gauge: metrics.ejected,
-            event_log: metrics.events,
+            series,
             events,
         }
     }
@@ -251,10 +237,11 @@ impl Health {
         let time = ejection_time(config, if primary { 1 } else { nth });
         self.ejected_until_ms
             .store(now.saturating_add(millis(time)), Ordering::Relaxed);
-        self.ejections_total.inc();
-        self.ejected_gauge.set(1);
+        let series = self.series.get();
+        series.ejections.inc();
+        series.ejected.set(1);
         tracing::warn!(node = %self.addr, failures = streak, ejection = nth, ?time, last_failure = why, "node ejected");
-        self.event_log.push(
+        series.events.push(
             EventKind::NodeEjected,
             &self.addr,
             format!(
@@ -286,9 +273,10 @@ impl Health {
         self.restored_at_ms
             .store(self.now_ms().max(1), Ordering::Relaxed);
         if self.ejected.swap(false, Ordering::AcqRel) {
-            self.ejected_gauge.set(0);
+            let series = self.series.get();
+            series.ejected.set(0);
             tracing::info!(node = %self.addr, "node restored after a successful health check");
-            self.event_log.push(
+            series.events.push(
                 EventKind::NodeRestored,
                 &self.addr,
                 "a health check (PING) succeeded".to_string(),
@@ -311,7 +299,7 @@ impl Health {
     /// Lower is better: expected wait ≈ (outstanding + 1) × latency. Nodes never measured count
     /// as fast (1 µs), so new replicas get tried.
     pub(crate) fn load_score(&self) -> u64 {
-        let outstanding = u64::try_from(self.in_flight.get()).unwrap_or(0);
+        let outstanding = u64::try_from(self.in_flight()).unwrap_or(0);
         (outstanding + 1).saturating_mul(self.ewma_us.load(Ordering::Relaxed).max(1))
     }
 
@@ -331,8 +319,14 @@ impl Health {
             ejections: self.ejections.load(Ordering::Relaxed),
             ejected_for_ms: millis(self.ejected_for()),
             latency_ewma_us: self.ewma_us.load(Ordering::Relaxed),
-            in_flight: self.in_flight.get(),
+            in_flight: self.in_flight(),
         }
+    }
+
+    /// Commands written and not yet answered (0 for a node never used).
+    #[inline]
+    fn in_flight(&self) -> i64 {
+        self.series.made().map_or(0, |m| m.in_flight.get())
     }
 
     /// The outlier settings in force (router tests read the threshold).

@@ -1,6 +1,7 @@
 //! Unit tests of `health.rs`: ejection, its growth, restoration and the load score.
 
 use super::*;
+use crate::metrics::EventLog;
 
 fn health(threshold: u32) -> (Health, watch::Receiver<u64>) {
     let (tx, rx) = watch::channel(0);
@@ -10,12 +11,11 @@ fn health(threshold: u32) -> (Health, watch::Receiver<u64>) {
         max_ejection_time: Duration::from_millis(1000),
         health_check_interval: Duration::from_millis(10),
     };
-    let metrics = HealthMetrics {
-        in_flight: Gauge::default(),
-        ejections: Counter::default(),
-        ejected: Gauge::default(),
-        events: Arc::new(EventLog::new()),
-    };
+    let metrics = Arc::new(NodeSeries::new(
+        Arc::from("n:1"),
+        Arc::default(),
+        Arc::new(EventLog::new()),
+    ));
     (
         Health::new(
             Arc::from("n:1"),
@@ -54,15 +54,15 @@ fn consecutive_failures_eject_once_and_successes_reset_the_streak() {
     assert!(h.is_ejected());
     assert!(!h.record_failure("x"), "already ejected: not again");
     assert_eq!(*rx.borrow(), 1, "one ejection event");
-    assert_eq!(h.ejected_gauge.get(), 1);
-    assert_eq!(h.ejections_total.get(), 1);
-    let events = h.event_log.entries();
+    assert_eq!(h.series.get().ejected.get(), 1);
+    assert_eq!(h.series.get().ejections.get(), 1);
+    let events = h.series.get().events.entries();
     assert_eq!(events.len(), 1, "one event log entry: {events:?}");
     assert_eq!(events[0].kind, EventKind::NodeEjected);
     assert_eq!(events[0].node, "n:1");
     h.restore();
     h.restore();
-    let events = h.event_log.entries();
+    let events = h.series.get().events.entries();
     assert_eq!(events.len(), 2, "one restoration, not two: {events:?}");
     assert_eq!(events[0].kind, EventKind::NodeRestored);
 }
@@ -74,7 +74,9 @@ fn eject_now_ejects_without_a_streak_even_with_ejection_off() {
     assert!(h.is_ejected());
     assert!(!h.eject_now("again"), "already ejected: not again");
     assert_eq!(*rx.borrow(), 1, "one ejection event");
-    assert!(h.event_log.entries()[0].detail.contains("not in sync"));
+    assert!(h.series.get().events.entries()[0]
+        .detail
+        .contains("not in sync"));
     h.restore();
     assert!(!h.is_ejected());
 }
@@ -112,7 +114,7 @@ async fn a_health_check_is_due_only_after_the_ejection_time_and_restore_ends_it(
     assert!(h.due_for_check(false));
     h.restore();
     assert!(!h.is_ejected());
-    assert_eq!(h.ejected_gauge.get(), 0);
+    assert_eq!(h.series.get().ejected.get(), 0);
     // Ejected again soon after: the second ejection lasts twice as long.
     assert!(h.record_failure("x"));
     tokio::time::advance(Duration::from_millis(150)).await;
@@ -141,7 +143,9 @@ async fn a_primarys_ejection_does_not_grow() {
         h.restore();
     }
     assert_eq!(h.snapshot().ejections, 4, "still counted");
-    assert!(h.event_log.entries()[1].detail.contains("not doubled"));
+    assert!(h.series.get().events.entries()[1]
+        .detail
+        .contains("not doubled"));
     // Demoted to a replica: the count it has makes the next ejection long again.
     h.set_primary(false);
     assert!(h.record_failure("x"));
@@ -201,7 +205,7 @@ fn load_score_prefers_idle_fast_nodes() {
     fast.observe_latency(Duration::from_micros(100));
     slow.observe_latency(Duration::from_micros(2000));
     assert!(fast.load_score() < slow.load_score());
-    fast.in_flight.set(100);
+    fast.series.get().in_flight.set(100);
     assert!(
         fast.load_score() > slow.load_score(),
         "a queue outweighs speed"

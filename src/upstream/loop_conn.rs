@@ -109,6 +109,13 @@ impl LoopConn {
         }
     }
 
+    /// After a failed connect, until `retry_at`. Never before one: a connection made during a
+    /// loop turn (a node's first command) must not see the turn's earlier clock as back-off.
+    #[inline]
+    fn in_backoff(&self, now: Instant) -> bool {
+        self.failures > 0 && now < self.retry_at
+    }
+
     /// The loop's token for this connection.
     #[inline]
     pub(crate) fn token(&self) -> u64 {
@@ -141,7 +148,7 @@ impl LoopConn {
             return Ok(false);
         }
         if let Socket::Closed = self.socket {
-            if now < self.retry_at {
+            if self.in_backoff(now) {
                 self.context.metrics.errors.inc();
                 return Err(self.not_sent("reconnect back-off after a failed connect"));
             }
@@ -188,7 +195,7 @@ impl LoopConn {
     }
 
     fn take(&mut self, pending: Pending, now: Instant) {
-        if matches!(self.socket, Socket::Closed) && now < self.retry_at {
+        if matches!(self.socket, Socket::Closed) && self.in_backoff(now) {
             self.context.metrics.errors.inc();
             let error = self.not_sent("reconnect back-off after a failed connect");
             pending.reply.send(Err(error));

@@ -9,8 +9,9 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 
 use super::conn;
-use super::health::{Health, HealthMetrics};
+use super::health::Health;
 use super::inbox::Inbox;
+use super::metrics::NodeSeries;
 use super::node_context::NodeContext;
 use super::pending::{Pending, ReplyTo};
 use super::queue;
@@ -19,47 +20,57 @@ use super::standby::Standby;
 use super::tracking::NodeTracking;
 use super::tracking_feed::TrackingFeed;
 use super::Lane;
-use super::NodeMetrics;
 use super::{ConnectLimit, UpstreamConfig, UpstreamError};
 use crate::protocol::Limits;
 
 mod lanes;
 
-/// How a node is created: what its connections share beyond the node's own address.
-pub(super) struct NodeSettings<'a> {
-    pub(crate) config: &'a UpstreamConfig,
-    pub(crate) limits: &'a Limits,
-    pub(crate) connect_limit: &'a Arc<ConnectLimit>,
+/// What every node's connections share beyond the node's own address: one per registry, made
+/// with the first node (after the workers and loops are set).
+pub(super) struct NodeShared {
+    pub(crate) config: UpstreamConfig,
+    pub(crate) limits: Limits,
+    pub(crate) connect_limit: Arc<ConnectLimit>,
     /// Bumped on every ejection of any node (health checker, topology refresher).
-    pub(crate) ejections: &'a Arc<tokio::sync::watch::Sender<u64>>,
+    pub(crate) ejections: Arc<tokio::sync::watch::Sender<u64>>,
     /// What each pipelined connection sends first (AUTH, READONLY).
-    pub(crate) handshake: &'a super::Handshake,
+    pub(crate) handshake: super::Handshake,
     /// The same for the RESP3 connections (`HELLO 3` added).
-    pub(crate) handshake3: &'a super::Handshake,
+    pub(crate) handshake3: super::Handshake,
     /// `upstream.tls`, when on.
-    pub(crate) tls: &'a Option<super::UpstreamTls>,
+    pub(crate) tls: Option<super::UpstreamTls>,
     /// `upstream.outlier` as it is now (a reload may swap it).
-    pub(crate) outlier: &'a Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
+    pub(crate) outlier: Arc<arc_swap::ArcSwap<super::OutlierConfig>>,
     /// `threading: per-core`: the workers' runtimes; the node's connections are spread over them.
-    pub(crate) workers: Option<&'a Arc<[tokio::runtime::Handle]>>,
+    pub(crate) workers: Option<Arc<[tokio::runtime::Handle]>>,
     /// Per core with event loops: the loops that drive the node's connections instead.
-    pub(crate) loops: Option<&'a Arc<[Arc<crate::reactor::Remote>]>>,
+    pub(crate) loops: Option<Arc<[Arc<crate::reactor::Remote>]>>,
     /// Where the node's invalidations go once a tracking client uses it.
-    pub(crate) tracking: &'a Arc<TrackingFeed>,
+    pub(crate) tracking: Arc<TrackingFeed>,
+    /// The per-node series' families, and where ejections are recorded.
+    pub(crate) series: Arc<super::UpstreamMetrics>,
+    pub(crate) events: Arc<crate::metrics::EventLog>,
 }
 
 /// A handle to one node's connections. Cheap to share (`Arc<Node>`); the connection tasks end when
 /// the last handle is dropped and their in-flight replies are delivered.
+///
+/// A node costs little until it is used: its connections (tasks, or connections on the workers'
+/// loops, with their buffers), their shared context and its metric series are made by the first
+/// command sent to it. A big map's nodes that redcar never sends to (replicas under
+/// `read_policy: primary`, shards no client's keys hash to) hold only this struct, their health
+/// and standby flags (issue 49: 18 KB per known node before, on a 1,000-node map).
 pub(crate) struct Node {
     addr: Arc<str>,
     /// One queue per connection task; each task owns its socket. Unbounded because each client
     /// is already bounded by `client.max_in_flight`, and queueing must never wait (ordering).
-    conns: Box<[queue::Sender<Pending>]>,
+    /// Started on the first command.
+    conns: OnceLock<Box<[queue::Sender<Pending>]>>,
     /// The same number of RESP3 connections, for RESP3 clients' commands: started on the first
     /// such command, so a deployment without RESP3 clients never opens them.
     conns3: OnceLock<Box<[queue::Sender<Pending>]>>,
-    /// What starting `conns3` needs: the context with the RESP3 handshake, and the runtimes.
-    resp3: Box<Resp3Spawn>,
+    /// What starting the connections needs.
+    start: Box<Start>,
     /// Worker runtimes the connections are spread over: 1 with the shared runtime; per core,
     /// connection `i` lives on worker `i % workers` (see `lanes::connection_for`).
     workers: usize,
@@ -71,51 +82,38 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// Starts the connection tasks (they connect lazily, on the first command).
-    pub(super) fn spawn(addr: &str, settings: &NodeSettings<'_>, metrics: NodeMetrics) -> Node {
+    /// A node at `addr`; nothing is started, connected or counted until its first command.
+    pub(super) fn new(addr: &str, shared: &Arc<NodeShared>) -> Node {
         let addr: Arc<str> = Arc::from(addr);
+        let series = Arc::new(NodeSeries::new(
+            addr.clone(),
+            shared.series.clone(),
+            shared.events.clone(),
+        ));
         let health = Arc::new(Health::new(
             addr.clone(),
-            settings.outlier.clone(),
-            HealthMetrics {
-                in_flight: metrics.in_flight.clone(),
-                ejections: metrics.ejections.clone(),
-                ejected: metrics.ejected.clone(),
-                events: metrics.events.clone(),
-            },
-            settings.ejections.clone(),
+            shared.outlier.clone(),
+            series.clone(),
+            shared.ejections.clone(),
         ));
-        let standby = Arc::new(Standby::default());
-        let context = Arc::new(NodeContext {
-            addr: addr.clone(),
-            config: settings.config.clone(),
-            limits: settings.limits.clone(),
-            metrics,
-            connect_limit: settings.connect_limit.clone(),
-            health: health.clone(),
-            handshake: settings.handshake.clone(),
-            tls: settings.tls.clone(),
-            standby: standby.clone(),
-        });
-        let resp3 = Box::new(Resp3Spawn {
-            context: Arc::new(context.with_handshake(settings.handshake3.clone())),
-            workers: settings.workers.cloned(),
-            loops: settings.loops.cloned(),
-            resp2: context.clone(),
-            feed: settings.tracking.clone(),
-        });
-        // `connections_per_node` bounds the node's connections in both threading models; per
-        // core they are dealt out to the workers' runtimes in turn.
-        let total = settings.config.connections_per_node.max(1);
-        let conns = spawn_connections(total, &context, settings.workers, settings.loops);
+        // The shared runtime's connections are tasks on the runtime that made the node.
+        let runtime = match (&shared.workers, &shared.loops) {
+            (None, None) => tokio::runtime::Handle::try_current().ok(),
+            _ => None,
+        };
         Node {
             addr,
-            conns,
+            conns: OnceLock::new(),
             conns3: OnceLock::new(),
-            resp3,
-            workers: settings.workers.map_or(1, |handles| handles.len()),
+            start: Box::new(Start {
+                shared: shared.clone(),
+                series,
+                runtime,
+                contexts: OnceLock::new(),
+            }),
+            workers: shared.workers.as_ref().map_or(1, |handles| handles.len()),
             health,
-            standby,
+            standby: Arc::new(Standby::default()),
             tracking: OnceLock::new(),
         }
     }
@@ -125,6 +123,23 @@ impl Node {
     /// `upstream.idle_timeout`. It still takes any command sent to it.
     pub(crate) fn set_standby(&self, on: bool) {
         self.standby.set(on);
+    }
+
+    /// The node's series; `None` until its first command (a node never used has none).
+    pub(crate) fn metrics(&self) -> Option<&super::NodeMetrics> {
+        self.start.series.made()
+    }
+
+    /// Whether the node's RESP2 connections were started (tests).
+    #[cfg(test)]
+    pub(crate) fn started(&self) -> bool {
+        self.conns.get().is_some()
+    }
+
+    /// The node's series, made now as its first command would (tests).
+    #[cfg(test)]
+    pub(crate) fn metrics_now(&self) -> &super::NodeMetrics {
+        self.start.series.get()
     }
 
     /// Whether the node takes traffic, and how loaded it is.
@@ -327,22 +342,71 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// What a node needs to open its RESP3 connections and its tracked lanes later.
-pub(super) struct Resp3Spawn {
-    pub(super) context: Arc<NodeContext>,
-    pub(super) workers: Option<Arc<[tokio::runtime::Handle]>>,
-    pub(super) loops: Option<Arc<[Arc<crate::reactor::Remote>]>>,
-    /// The RESP2 connections' context (the tracked lanes copy it).
-    pub(super) resp2: Arc<NodeContext>,
-    pub(super) feed: Arc<TrackingFeed>,
+/// What a node needs to start its connections and its tracked lanes, on first use.
+pub(super) struct Start {
+    shared: Arc<NodeShared>,
+    series: Arc<NodeSeries>,
+    /// The shared runtime (neither workers nor loops): where the connection tasks run.
+    runtime: Option<tokio::runtime::Handle>,
+    /// The RESP2 and RESP3 connections' contexts, made with the first connection.
+    contexts: OnceLock<[Arc<NodeContext>; 2]>,
 }
 
-/// `total` connections for `context`: tasks on the current runtime, or per core dealt out to
-/// the workers in turn (connection `i` on worker `i % workers`): to their event loops when they
-/// have them, else as tasks on their runtimes.
+impl Start {
+    /// The RESP2 and RESP3 contexts (the node's series are made with them).
+    pub(super) fn contexts(&self, node: &Node) -> &[Arc<NodeContext>; 2] {
+        self.contexts.get_or_init(|| {
+            let shared = &self.shared;
+            let resp2 = NodeContext {
+                addr: node.addr.clone(),
+                config: shared.config.clone(),
+                limits: shared.limits.clone(),
+                metrics: self.series.get().clone(),
+                connect_limit: shared.connect_limit.clone(),
+                health: node.health.clone(),
+                handshake: shared.handshake.clone(),
+                tls: shared.tls.clone(),
+                standby: node.standby.clone(),
+            };
+            let resp3 = resp2.with_handshake(shared.handshake3.clone());
+            [Arc::new(resp2), Arc::new(resp3)]
+        })
+    }
+
+    /// Where the node's invalidations go.
+    pub(super) fn feed(&self) -> &Arc<TrackingFeed> {
+        &self.shared.tracking
+    }
+
+    /// `connections_per_node` connections for `protocol` (0: RESP2, 1: RESP3).
+    #[cold]
+    pub(super) fn connections(
+        &self,
+        node: &Node,
+        protocol: usize,
+    ) -> Box<[queue::Sender<Pending>]> {
+        let shared = &self.shared;
+        // `connections_per_node` bounds the node's connections in both threading models; per
+        // core they are dealt out to the workers' runtimes in turn.
+        let total = shared.config.connections_per_node.max(1);
+        let context = &self.contexts(node)[protocol];
+        spawn_connections(
+            total,
+            context,
+            self.runtime.as_ref(),
+            shared.workers.as_ref(),
+            shared.loops.as_ref(),
+        )
+    }
+}
+
+/// `total` connections for `context`: tasks on `runtime` (else the current one), or per core
+/// dealt out to the workers in turn (connection `i` on worker `i % workers`): to their event
+/// loops when they have them, else as tasks on their runtimes.
 pub(super) fn spawn_connections(
     total: usize,
     context: &Arc<NodeContext>,
+    runtime: Option<&tokio::runtime::Handle>,
     workers: Option<&Arc<[tokio::runtime::Handle]>>,
     loops: Option<&Arc<[Arc<crate::reactor::Remote>]>>,
 ) -> Box<[queue::Sender<Pending>]> {
@@ -361,7 +425,9 @@ pub(super) fn spawn_connections(
     }
     match workers {
         None => {
-            let current = tokio::runtime::Handle::current();
+            let current = runtime
+                .cloned()
+                .unwrap_or_else(tokio::runtime::Handle::current);
             (0..total)
                 .map(|_| conn::spawn(&current, context.clone()))
                 .collect()

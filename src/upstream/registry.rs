@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-use super::node::NodeSettings;
+use super::node::NodeShared;
 use super::{ConnectLimit, DedicatedPool, Node, OutlierConfig, UpstreamConfig, UpstreamMetrics};
 use crate::metrics::Metrics;
 use crate::protocol::{Limits, Protocol};
@@ -44,6 +44,8 @@ pub(crate) struct Upstreams {
     loops: std::sync::OnceLock<Arc<[Arc<crate::reactor::Remote>]>>,
     /// Where every node's invalidations go (client-side caching, see `tracking`).
     tracking: Arc<super::TrackingFeed>,
+    /// What every node shares, made with the first node (after `workers` and `loops`).
+    shared: std::sync::OnceLock<Arc<NodeShared>>,
 }
 
 impl Upstreams {
@@ -94,6 +96,7 @@ impl Upstreams {
             workers: std::sync::OnceLock::new(),
             loops: std::sync::OnceLock::new(),
             tracking: Arc::default(),
+            shared: std::sync::OnceLock::new(),
         })
     }
 
@@ -136,27 +139,31 @@ impl Upstreams {
         self.config.connect_timeout
     }
 
-    /// The node at `addr`, created (with lazily connecting connections) on first use.
+    /// The node at `addr`, created on first use (its connections and series are made by its
+    /// first command).
     pub(crate) fn node(&self, addr: &str) -> Arc<Node> {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(node) = nodes.get(addr) {
             return node.clone();
         }
-        let metrics = self.series.node(addr, &self.metrics.events);
-        let settings = NodeSettings {
-            config: &self.config,
-            limits: &self.limits,
-            connect_limit: &self.connect_limit,
-            ejections: &self.ejections,
-            handshake: &self.handshake,
-            handshake3: &self.handshake3,
-            tls: &self.tls,
-            outlier: &self.outlier,
-            workers: self.workers.get(),
-            loops: self.loops.get(),
-            tracking: &self.tracking,
-        };
-        let node = Arc::new(Node::spawn(addr, &settings, metrics));
+        let shared = self.shared.get_or_init(|| {
+            Arc::new(NodeShared {
+                config: self.config.clone(),
+                limits: self.limits.clone(),
+                connect_limit: self.connect_limit.clone(),
+                ejections: self.ejections.clone(),
+                handshake: self.handshake.clone(),
+                handshake3: self.handshake3.clone(),
+                tls: self.tls.clone(),
+                outlier: self.outlier.clone(),
+                workers: self.workers.get().cloned(),
+                loops: self.loops.get().cloned(),
+                tracking: self.tracking.clone(),
+                series: self.series.clone(),
+                events: self.metrics.events.clone(),
+            })
+        });
+        let node = Arc::new(Node::new(addr, shared));
         nodes.insert(node.addr().clone(), node.clone());
         node
     }
@@ -216,3 +223,7 @@ impl Upstreams {
         });
     }
 }
+
+#[cfg(test)]
+#[path = "registry_tests.rs"]
+mod tests;

@@ -2,6 +2,7 @@
 //! reserve, reject a stale or unconfirmed one (the rules are in `safety`), and publish the one
 //! adopted.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::ask::{Asks, Missed};
@@ -183,15 +184,19 @@ impl Refresher {
         }
         let config = self.state.config();
         let seeds = &config.seeds;
-        let keep: Vec<Arc<str>> = topology.addrs().cloned().collect();
-        let kept = |addr: &str| keep.iter().any(|k| k.as_ref() == addr);
+        let keep: HashSet<Arc<str>> = topology.addrs().cloned().collect();
+        let kept = |addr: &str| keep.contains(addr);
+        // Redirect series for the primaries only: a MOVED or ASK names a slot's owner or its
+        // importing primary, never a replica (and a 1,000-node map's 500 replicas would carry
+        // 1,000 zero series).
+        let primaries: HashSet<&str> = primary_addrs(&topology).collect();
         let gone = previous
             .into_iter()
-            .flat_map(|p| p.addrs())
-            .map(|a| a.as_ref());
+            .flat_map(primary_addrs)
+            .filter(|a| !primaries.contains(a));
         self.metrics
             .group::<TopologyMetrics>()
-            .redirect_targets(keep.iter().map(|a| a.as_ref()), gone.filter(|a| !kept(a)));
+            .redirect_targets(primaries.iter().copied(), gone);
         topology.assign_standby(self.upstreams.reads_replicas());
         if let Some(previous) = previous {
             self.state.migrating().note_new_map(previous, &topology);
@@ -214,4 +219,9 @@ impl Refresher {
             .events
             .push(EventKind::TopologyRejected, source, detail);
     }
+}
+
+/// The addresses of `topology`'s primaries.
+fn primary_addrs(topology: &Topology) -> impl Iterator<Item = &str> {
+    topology.shards().iter().map(|s| s.primary.addr().as_ref())
 }

@@ -349,7 +349,11 @@ impl<'d> Client<'d> {
             let reply = call.try_now(None).unwrap_or_default();
             return self.owe_ready(reply, stamp, work);
         }
+        let timed = call.deadline().is_some();
         self.replies.push(stamp, Wait::Call(call));
+        if timed {
+            self.watch_deadlines(work);
+        }
         // A new call is polled at the end of the turn (it may be done already).
         self.want_calls_polled(work);
     }

@@ -136,9 +136,27 @@ impl<'d> Replies<'d> {
     /// Gives up on commands sent in place whose deadline passed: each gets the timeout error,
     /// and a reply that comes later is dropped (calls time themselves). Returns the earliest
     /// deadline left, if any.
+    ///
+    /// Calls still waiting on their first node (the general path: sent before the node's
+    /// connection was on this loop, or to another loop's) time out here too; nothing else
+    /// wakes them at their deadline.
     pub(super) fn expire(&mut self, now: Instant, forwarder: &Forwarder) -> Option<Instant> {
         let mut next: Option<Instant> = None;
+        let mut inbox = self.inbox.as_deref_mut();
         for owed in self.owed.iter_mut() {
+            if let Wait::Call(call) = &mut owed.wait {
+                let Some(deadline) = call.deadline() else {
+                    continue;
+                };
+                match call.expire(inbox.as_deref_mut()) {
+                    Some(reply) => {
+                        let node = call.node().map(Arc::from);
+                        owed.wait = Wait::Done { reply, node };
+                    }
+                    None => next = Some(next.map_or(deadline, |n| n.min(deadline))),
+                }
+                continue;
+            }
             let Wait::Node { hop, .. } = &owed.wait else {
                 continue;
             };

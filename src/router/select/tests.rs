@@ -3,16 +3,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::metrics::Metrics;
-use crate::upstream::{UpstreamMetrics, Upstreams};
+use crate::upstream::Upstreams;
 
 /// Nodes that never connect (nothing is sent to them here).
 fn upstreams() -> Upstreams {
-    upstreams_and_metrics().0
-}
-
-fn upstreams_and_metrics() -> (Upstreams, Arc<Metrics>) {
-    Upstreams::for_tests(true)
+    Upstreams::for_tests(true).0
 }
 
 fn shard(up: &Upstreams, primary: &str, replicas: &[&str]) -> Shard {
@@ -115,7 +110,7 @@ async fn strict_replica_policy_retries_a_tried_replica_rather_than_the_primary()
 
 #[tokio::test]
 async fn power_of_two_choices_favours_the_less_loaded_replica() {
-    let (up, metrics) = upstreams_and_metrics();
+    let up = upstreams();
     let s = shard(&up, "fast:1", &["fast:2", "slow:2"]);
     s.replicas[0]
         .health()
@@ -134,11 +129,7 @@ async fn power_of_two_choices_favours_the_less_loaded_replica() {
     // With two candidates both are always compared, so the faster one always wins...
     assert_eq!(picks(200).get("fast:2"), Some(&200));
     // ...until its queue of outstanding requests makes it the slower choice (not sticky).
-    metrics
-        .group::<UpstreamMetrics>()
-        .node("fast:2", &metrics.events)
-        .in_flight
-        .set(1000);
+    s.replicas[0].metrics_now().in_flight.set(1000);
     assert_eq!(picks(200).get("slow:2"), Some(&200));
 }
 

@@ -6,7 +6,7 @@ use super::super::pending::Pending;
 use super::super::queue;
 use super::super::tracking::NodeTracking;
 use super::super::Lane;
-use super::{spawn_connections, Node};
+use super::Node;
 use crate::protocol::Protocol;
 
 impl Node {
@@ -24,15 +24,8 @@ impl Node {
             return self.tracked_lane(lane);
         }
         let conns = match lane.protocol() {
-            Protocol::Resp2 => &self.conns,
-            Protocol::Resp3 => self.conns3.get_or_init(|| {
-                spawn_connections(
-                    self.conns.len(),
-                    &self.resp3.context,
-                    self.resp3.workers.as_ref(),
-                    self.resp3.loops.as_ref(),
-                )
-            }),
+            Protocol::Resp2 => self.conns.get_or_init(|| self.start.connections(self, 0)),
+            Protocol::Resp3 => self.conns3.get_or_init(|| self.start.connections(self, 1)),
         };
         let worker = worker_for(lane, self.workers);
         &conns[connection_for(lane.client(), conns.len(), self.workers, worker)]
@@ -42,9 +35,11 @@ impl Node {
     /// first use (see `upstream::tracking`).
     #[cold]
     pub(super) fn tracked_lane(&self, lane: Lane) -> &queue::Sender<Pending> {
-        let spawn = &self.resp3;
         self.tracking
-            .get_or_init(|| NodeTracking::start(&spawn.resp2, &spawn.context, &spawn.feed))
+            .get_or_init(|| {
+                let [resp2, resp3] = self.start.contexts(self);
+                NodeTracking::start(resp2, resp3, self.start.feed())
+            })
             .lane(lane.protocol(), lane.is_near())
     }
 }
