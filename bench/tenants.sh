@@ -12,7 +12,10 @@
 # pipeline 1, GET/SET 90/10 over 1000 keys, paced at PACE commands/s in all, open loop, SECONDS
 # s; its p50/p99 from the write of each command to the end of its reply) in three conditions:
 # alone; next to `flood` flooding (redis-benchmark GET -c 50 -P 16, far over RATE); next to
-# `freeflood` flooding the same way (no limit: shows what the limit saves). The conditions'
+# `flood` sending at 95 % of RATE without flooding (`atrate`: mixload, 50 clients, paced: the
+# same work let through, none of it over the limit, so `limited` against `atrate` is what
+# being over the limit costs the neighbour); next to `freeflood` flooding like `flood` (no
+# limit: shows what the limit saves). The conditions'
 # order alternates from round to round (drift on a shared box falls on both sides). Per
 # condition: the neighbour's p50/p99/max, the flooder's commands/s, rate-limited decisions and
 # errors over the run (from /metrics), redcar's CPU % and the 1-minute load average. Last, the
@@ -85,6 +88,14 @@ figure() {
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$REDCAR_PID/stat"; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 flooding() {
+    if [[ "$1" == atrate ]]; then
+        "$MIXLOAD" --addr "127.0.0.1:$PORT" --user flood --password pw --clients 50 --keys 1000 \
+            --prefix flood: --no-populate --read-ratio 1 --seconds 3600 --rate $((RATE * 95 / 100)) \
+            >/dev/null 2>&1 &
+        FLOOD_PID=$!
+        sleep 1
+        return
+    fi
     # redis-benchmark itself in the background (not through `as`: $! would be a subshell, and
     # killing it would leave the flooder running).
     redis-benchmark -p "$PORT" --user "$1" -a pw -t get -r 100000 -c 50 -P 16 -n 1000000000 \
@@ -104,9 +115,11 @@ run() {
     local cond=$1 round=$2 user= c0 l0 e0 t0 c1 l1 e1 t1 out
     case $cond in
         limited) user=flood ;;
+        atrate) user=atrate ;;
         unlimited) user=freeflood ;;
     esac
     [[ -n "$user" ]] && flooding "$user"
+    [[ "$user" == atrate ]] && user=flood
     if [[ -n "$user" ]]; then
         c0=$(figure redcar_user_commands_total "$user")
         l0=$(figure redcar_user_rate_limited_total "$user")
@@ -140,7 +153,7 @@ got=$(as flood -c 4 -P 16 -n $((RATE * 10)) -q | tr '\r' '\n' | grep "requests p
 echo "limited user (commands_per_second: $RATE, burst $((RATE / 10))): $got"
 echo "neighbour: 10 clients paced at $PACE commands/s for ${SECONDS_PER_RUN} s; flooders: GET -c 50 -P 16"
 echo "condition round  p50(ms)  p99(ms)  max(ms) flood c/s limited/s errors  cpu%  load behind"
-conds=(alone limited)
+conds=(alone limited atrate)
 [[ "$UNLIMITED" == 1 ]] && conds+=(unlimited)
 for round in $(seq 1 "$ROUNDS"); do
     order=("${conds[@]}")
@@ -162,7 +175,7 @@ alone = by["alone"]
 med = lambda xs: statistics.median(xs)
 a50, a99 = med(v[0] for v in alone.values()), med(v[1] for v in alone.values())
 print(f"median alone: p50 {a50:.3f} ms, p99 {a99:.3f} ms, redcar cpu {med(v[3] for v in alone.values())}%")
-for cond in ("limited", "unlimited"):
+for cond in ("limited", "atrate", "unlimited"):
     if cond not in by:
         continue
     got = by[cond]
@@ -172,4 +185,10 @@ for cond in ("limited", "unlimited"):
           f"flooder {med(v[2] for v in got.values()):.0f} commands/s, redcar cpu {med(v[3] for v in got.values())}%")
     print(f"  p99 ratio (medians) {p99 / a99:.2f}, p50 ratio {p50 / a50:.2f}; "
           f"each round's p99 ratio {', '.join(f'{x:.2f}' for x in paired)} (median {med(paired):.2f})")
+if "limited" in by and "atrate" in by:
+    lim, at = by["limited"], by["atrate"]
+    paired = [lim[r][1] / at[r][1] for r in sorted(lim) if r in at]
+    print(f"over the limit against at the rate: p99 ratio (medians) "
+          f"{med(v[1] for v in lim.values()) / med(v[1] for v in at.values()):.2f}; "
+          f"each round's {', '.join(f'{x:.2f}' for x in paired)} (median {med(paired):.2f})")
 EOF
