@@ -89,13 +89,15 @@ impl Tenancy {
         }
         let tenant = &login.seat.tenant;
         let name = &login.user.name;
+        let held_already = login.rates.is_waiting();
         let admit = login.rates.admit(limits, &tenant.buckets, now, || {
             Bytes::from(format!(
                 "-ERR redcar: rate limit of user '{name}' reached \
                  (auth.users[].limits, when_over: fail); slow down\r\n"
             ))
         });
-        if admit != Admit::Now {
+        // Counted once a command: not again when the client is looked at before its time.
+        if admit != Admit::Now && !held_already {
             tenant.figures.rate_limited.inc();
         }
         admit

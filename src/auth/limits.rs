@@ -118,12 +118,17 @@ impl Buckets {
         }
     }
 
-    /// How long until a command may start (zero: now).
-    fn wait(&mut self, rate: &Rate, now: Instant) -> Duration {
+    /// Takes a command's token, into debt if need be, and says how long until the debt is
+    /// paid back (zero: the command may start now). Taking it at once, rather than looking
+    /// again when the wait is over, makes the clients waiting on one bucket queue up behind
+    /// each other: each wakes once, when its own token is due, instead of all of them waking
+    /// at every refill and all but a few finding it empty again.
+    fn reserve(&mut self, rate: &Rate, now: Instant) -> Duration {
         let mut wait = Duration::ZERO;
         if rate.commands > 0.0 {
             self.commands.refill(now, rate.commands, rate.burst);
-            wait = wait.max(self.commands.wait_for(1.0, rate.commands));
+            self.commands.level -= 1.0;
+            wait = self.commands.wait_for(0.0, rate.commands);
         }
         if rate.bytes > 0.0 {
             self.bytes.refill(now, rate.bytes, rate.bytes / 10.0);
@@ -132,9 +137,10 @@ impl Buckets {
         wait
     }
 
-    fn take_command(&mut self, rate: &Rate) {
+    /// Gives back what [`Buckets::reserve`] took (a refused command).
+    fn refund(&mut self, rate: &Rate) {
         if rate.commands > 0.0 {
-            self.commands.level -= 1.0;
+            self.commands.level += 1.0;
         }
     }
 
@@ -163,16 +169,28 @@ impl SharedBuckets {
     }
 }
 
-/// The rate state one client carries: its own buckets (made on first use).
+/// The rate state one client carries: its own buckets (made on first use), and the command it
+/// waits with.
 #[derive(Debug, Default)]
 pub(crate) struct ClientRates {
     own: Option<Buckets>,
+    waiting: Option<Waiting>,
+}
+
+/// A command held back (`when_over: slow`): when it may start, and the tokens it took.
+#[derive(Clone, Copy, Debug)]
+struct Waiting {
+    until: Instant,
+    /// Its token of the user's bucket is taken too (otherwise only the client's own).
+    user_paid: bool,
 }
 
 impl ClientRates {
-    /// Whether the next command may start now (taking its tokens when it may). The client's
-    /// own buckets are looked at first: a client over its own rate takes nothing from the
-    /// user's.
+    /// Whether the next command may start now. Its tokens are taken when it is first looked
+    /// at, once: over a rate (`slow`) it waits for them (see [`Buckets::reserve`]), and a look
+    /// before its time (the client had another event meanwhile) takes nothing more. The
+    /// client's own buckets come first: a client over its own rate takes nothing from the
+    /// user's until its own token is due. `fail` gives back what the look took and refuses.
     pub(crate) fn admit(
         &mut self,
         limits: &Limits,
@@ -181,36 +199,63 @@ impl ClientRates {
         refusal: impl FnOnce() -> Bytes,
     ) -> Admit {
         let (client, user) = (&limits.per_client, &limits.per_user);
-        if !client.is_off() {
-            let own = self.own.get_or_insert_with(|| Buckets::new(client, now));
-            let wait = own.wait(client, now);
-            if !wait.is_zero() {
-                return self.over(limits, wait, refusal);
+        let fail = limits.when_over == WhenOver::Fail;
+        let (mut user_paid, mut took_own) = (false, false);
+        match self.waiting.take() {
+            Some(w) if now < w.until => {
+                self.waiting = Some(w);
+                return Admit::After(w.until.saturating_duration_since(now));
             }
+            Some(w) => user_paid = w.user_paid,
+            None if !client.is_off() => {
+                let own = self.own.get_or_insert_with(|| Buckets::new(client, now));
+                let wait = own.reserve(client, now);
+                if !wait.is_zero() && fail {
+                    own.refund(client);
+                    return Admit::Refuse(refusal());
+                }
+                if !wait.is_zero() {
+                    return self.hold(now, wait, false);
+                }
+                took_own = true;
+            }
+            None => {}
         }
-        if !user.is_off() {
+        if !user.is_off() && !user_paid {
             let wait = shared.with(user, now, |b| {
-                let wait = b.wait(user, now);
-                if wait.is_zero() {
-                    b.take_command(user);
+                let wait = b.reserve(user, now);
+                if !wait.is_zero() && fail {
+                    b.refund(user);
                 }
                 wait
             });
-            if !wait.is_zero() {
-                return self.over(limits, wait, refusal);
+            if !wait.is_zero() && fail {
+                if let (Some(own), true) = (&mut self.own, took_own) {
+                    own.refund(client);
+                }
+                return Admit::Refuse(refusal());
             }
-        }
-        if let Some(own) = &mut self.own {
-            own.take_command(client);
+            if !wait.is_zero() {
+                return self.hold(now, wait, true);
+            }
         }
         Admit::Now
     }
 
-    fn over(&self, limits: &Limits, wait: Duration, refusal: impl FnOnce() -> Bytes) -> Admit {
-        match limits.when_over {
-            WhenOver::Slow => Admit::After(wait.max(Duration::from_millis(1))),
-            WhenOver::Fail => Admit::Refuse(refusal()),
-        }
+    /// Whether the client's next command waits for its tokens already.
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.waiting.is_some()
+    }
+
+    /// Over a rate (`slow`): the command waits `wait` (at least a millisecond) holding its
+    /// tokens.
+    fn hold(&mut self, now: Instant, wait: Duration, user_paid: bool) -> Admit {
+        let wait = wait.max(Duration::from_millis(1));
+        self.waiting = Some(Waiting {
+            until: now + wait,
+            user_paid,
+        });
+        Admit::After(wait)
     }
 
     /// Bytes read from or written to the client.

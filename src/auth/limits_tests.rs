@@ -135,3 +135,73 @@ fn a_client_over_its_own_rate_takes_nothing_from_the_users() {
         "one token left"
     );
 }
+
+/// Fifty clients of one user, each pipelining without end and looked at again only when its
+/// wait is over (what the event loop's and the session's timers do): the user gets its rate,
+/// and each command is looked at about once while it waits and once when it starts, not
+/// once at every refill (which cost the loop ~8 looks a command before tokens were reserved).
+#[test]
+fn clients_waiting_on_one_users_bucket_wake_once_a_command() {
+    let l = limits((0, 0, 0), (5000, 500, 0), WhenOver::Slow);
+    let shared = SharedBuckets::default();
+    let start = Instant::now();
+    let end = start + Duration::from_secs(2);
+    let mut clients: Vec<(Instant, ClientRates)> =
+        (0..50).map(|_| (start, ClientRates::default())).collect();
+    let (mut admitted, mut looks) = (0u64, 0u64);
+    // The client due first, until the end.
+    while let Some((due, rates)) = clients.iter_mut().min_by_key(|(due, _)| *due) {
+        if *due >= end {
+            break;
+        }
+        looks += 1;
+        match rates.admit(&l, &shared, *due, refusal) {
+            Admit::Now => admitted += 1,
+            Admit::After(wait) => *due += wait,
+            Admit::Refuse(_) => panic!("slow mode never refuses"),
+        }
+    }
+    assert!((10_450..=10_560).contains(&admitted), "{admitted}");
+    assert!(looks <= admitted * 2 + 100, "{looks} looks for {admitted}");
+}
+
+#[test]
+fn a_look_before_its_time_takes_nothing_more() {
+    let l = limits((0, 0, 0), (10, 1, 0), WhenOver::Slow);
+    let shared = SharedBuckets::default();
+    let (mut a, mut b) = (ClientRates::default(), ClientRates::default());
+    let now = Instant::now();
+    assert_eq!(a.admit(&l, &shared, now, refusal), Admit::Now);
+    // Over: a's next command takes the next token (due in 100 ms) and waits for it.
+    let wait = Duration::from_millis(100);
+    assert_eq!(a.admit(&l, &shared, now, refusal), Admit::After(wait));
+    // Looked at again early (another event of the client): the rest of its wait, nothing taken.
+    let early = now + Duration::from_millis(40);
+    let rest = Duration::from_millis(60);
+    for _ in 0..3 {
+        assert_eq!(a.admit(&l, &shared, early, refusal), Admit::After(rest));
+    }
+    // b queues behind a's one token, not behind four.
+    assert_eq!(
+        b.admit(&l, &shared, now, refusal),
+        Admit::After(Duration::from_millis(200))
+    );
+    assert_eq!(a.admit(&l, &shared, now + wait, refusal), Admit::Now);
+}
+
+#[test]
+fn fail_mode_over_the_users_rate_gives_back_the_clients_token() {
+    let l = limits((2, 2, 0), (1, 1, 0), WhenOver::Fail);
+    let shared = SharedBuckets::default();
+    let (mut a, mut b) = (ClientRates::default(), ClientRates::default());
+    let now = Instant::now();
+    assert_eq!(b.admit(&l, &shared, now, refusal), Admit::Now); // the user's one token
+    for _ in 0..5 {
+        assert_eq!(a.admit(&l, &shared, now, refusal), Admit::Refuse(refusal()));
+    }
+    // A second later the user has a token again, and a still has both of its own.
+    let later = now + Duration::from_secs(1);
+    assert_eq!(a.admit(&l, &shared, later, refusal), Admit::Now);
+    let later = later + Duration::from_secs(1);
+    assert_eq!(a.admit(&l, &shared, later, refusal), Admit::Now);
+}

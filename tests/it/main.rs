@@ -58,6 +58,7 @@ mod standby;
 mod status_page;
 mod tenants;
 mod tenants_differential;
+mod tenants_flood;
 mod tenants_limits;
 mod threading;
 mod tls;

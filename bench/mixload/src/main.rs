@@ -5,7 +5,7 @@
 //! ```text
 //! mixload --addr HOST:PORT [--clients 50] [--seconds 10 | --requests N] [--keys 100]
 //!         [--prefix hot:] [--read-ratio 0.9] [--value-size 32] [--threads 1] [--seed N]
-//!         [--no-populate]
+//!         [--no-populate] [--rate N] [--user U --password P]
 //! mixload --staleness --addr REDCAR --node HOST:PORT [--key hot:staleness] [--writes 2000]
 //!         [--bound-ms 205] [--readers 1] [--timeout-ms 2000] [--gap-us 500]
 //! ```
@@ -16,6 +16,12 @@
 //! `--requests` commands were sent in all. Before the run every key is SET once (unless
 //! `--no-populate`), so GETs find values. Latency is per command, from the write of the command
 //! to the end of its reply. The last line, `RESULT key=value ...`, is for scripts.
+//!
+//! `--rate N` paces the load (open loop): N commands a second in all, each client sending one
+//! every `clients / N` seconds on a fixed schedule (clients staggered), so the load stays the
+//! same however fast or slow the answers come; `behind` counts commands sent more than one
+//! interval after their scheduled time (the client fell behind, and its latency understates
+//! the wait). `--user`/`--password`: every connection logs in (`AUTH user password`) first.
 //!
 //! **Staleness** (`--staleness`): a writer connected straight to the cluster primary that owns
 //! `--key` (it sends to `--node` and follows `-MOVED`), and `--readers` readers through `--addr`
@@ -42,7 +48,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: mixload --addr HOST:PORT [--clients 50] [--seconds 10 | --requests N] [--keys 100]\n\
          \x20              [--prefix hot:] [--read-ratio 0.9] [--value-size 32] [--threads 1]\n\
-         \x20              [--seed N] [--no-populate]\n\
+         \x20              [--seed N] [--no-populate] [--rate N] [--user U --password P]\n\
          \x20      mixload --staleness --addr REDCAR --node HOST:PORT [--key hot:staleness]\n\
          \x20              [--writes 2000] [--bound-ms 205] [--readers 1] [--timeout-ms 2000] [--gap-us 500]"
     );
@@ -75,6 +81,9 @@ struct Opts {
     readers: usize,
     timeout_ms: u64,
     gap_us: u64,
+    rate: f64,
+    user: Option<String>,
+    password: Option<String>,
 }
 
 fn parse_args() -> Opts {
@@ -98,6 +107,9 @@ fn parse_args() -> Opts {
         readers: 1,
         timeout_ms: 2000,
         gap_us: 500,
+        rate: 0.0,
+        user: None,
+        password: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -126,6 +138,9 @@ fn parse_args() -> Opts {
             "--readers" => o.readers = num(&a, val()),
             "--timeout-ms" => o.timeout_ms = num(&a, val()),
             "--gap-us" => o.gap_us = num(&a, val()),
+            "--rate" => o.rate = num(&a, val()),
+            "--user" => o.user = Some(val()),
+            "--password" => o.password = Some(val()),
             "-h" | "--help" => usage(),
             _ => {
                 eprintln!("mixload: unknown argument {a}");
@@ -188,6 +203,7 @@ struct ClientStats {
     gets: u64,
     sets: u64,
     errors: u64,
+    behind: u64,
     first_error: Option<String>,
     latencies: Vec<u64>,
 }
@@ -213,11 +229,15 @@ async fn load_async(o: Opts) {
 
     let o = Arc::new(o);
     println!(
-        "mixload: {} clients, pipeline 1, {}, {:.0}% GET / {:.0}% SET over {} keys ({}0..{}{}), value {} B, {} thread(s)",
+        "mixload: {} clients, pipeline 1, {}{}, {:.0}% GET / {:.0}% SET over {} keys ({}0..{}{}), value {} B, {} thread(s)",
         o.clients,
         match o.requests {
             Some(n) => format!("{n} requests"),
             None => format!("{} s", o.seconds),
+        },
+        match o.rate > 0.0 {
+            true => format!(", paced at {} commands/s", o.rate),
+            false => String::new(),
         },
         o.read_ratio * 100.0,
         (1.0 - o.read_ratio) * 100.0,
@@ -234,6 +254,9 @@ async fn load_async(o: Opts) {
             .unwrap_or_else(|e| die(format!("connect {}: {e}", o.addr)));
         let (r, mut w) = s.into_split();
         let mut r = BufReader::new(r);
+        if let Err(e) = login(&o, &mut r, &mut w).await {
+            die(format!("populate: {e}"))
+        }
         let mut buf = Vec::new();
         let value = value_of(0, 0, o.value_size);
         for k in 0..o.keys {
@@ -276,6 +299,16 @@ async fn load_async(o: Opts) {
             let _ = s.set_nodelay(true);
             let (r, mut w) = s.into_split();
             let mut r = BufReader::with_capacity(16 << 10, r);
+            if let Err(e) = login(&o, &mut r, &mut w).await {
+                st.errors += 1;
+                st.first_error = Some(e);
+                return st;
+            }
+            // `--rate`: this client's schedule, staggered among the clients.
+            let interval =
+                (o.rate > 0.0).then(|| Duration::from_secs_f64(o.clients as f64 / o.rate));
+            let mut due =
+                interval.map(|i| Instant::now() + i.mul_f64(id as f64 / o.clients as f64));
             let mut rng = Rng::new(o.seed.wrapping_add(id as u64 * 7919));
             let mut cmd = Vec::with_capacity(128 + o.value_size);
             let mut line = Vec::with_capacity(128);
@@ -297,6 +330,13 @@ async fn load_async(o: Opts) {
                     n += 1;
                     let v = value_of(id, n, o.value_size);
                     resp::encode(&mut cmd, &[b"SET", key.as_bytes(), v.as_bytes()]);
+                }
+                if let (Some(at), Some(interval)) = (due, interval) {
+                    tokio::time::sleep_until(at.into()).await;
+                    if Instant::now() > at + interval {
+                        st.behind += 1;
+                    }
+                    due = Some(at + interval);
                 }
                 let t0 = Instant::now();
                 let done = async {
@@ -333,6 +373,7 @@ async fn load_async(o: Opts) {
         all.gets += st.gets;
         all.sets += st.sets;
         all.errors += st.errors;
+        all.behind += st.behind;
         if all.first_error.is_none() {
             all.first_error = st.first_error;
         }
@@ -358,11 +399,34 @@ async fn load_async(o: Opts) {
             .unwrap_or_default()
     );
     println!(
-        "RESULT ops={ops} seconds={elapsed:.3} ops_per_sec={rate:.0} gets={} sets={} p50_ms={p50:.3} p99_ms={p99:.3} max_ms={max:.3} errors={}",
-        all.gets, all.sets, all.errors
+        "RESULT ops={ops} seconds={elapsed:.3} ops_per_sec={rate:.0} gets={} sets={} p50_ms={p50:.3} p99_ms={p99:.3} max_ms={max:.3} errors={} behind={}",
+        all.gets, all.sets, all.errors, all.behind
     );
     if ops == 0 {
         exit(1);
+    }
+}
+
+/// `--user`/`--password`: `AUTH` on a new connection.
+async fn login<R, W>(o: &Opts, r: &mut R, w: &mut W) -> Result<(), String>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    let Some(password) = &o.password else {
+        return Ok(());
+    };
+    let mut cmd = Vec::new();
+    match &o.user {
+        Some(user) => resp::encode(&mut cmd, &[b"AUTH", user.as_bytes(), password.as_bytes()]),
+        None => resp::encode(&mut cmd, &[b"AUTH", password.as_bytes()]),
+    }
+    w.write_all(&cmd).await.map_err(|e| format!("AUTH: {e}"))?;
+    match resp::skip_reply(r, &mut Vec::new()).await {
+        Ok(None) => Ok(()),
+        Ok(Some(e)) => Err(format!("AUTH: -{e}")),
+        Err(e) => Err(format!("AUTH: {e}")),
     }
 }
 
