@@ -1,7 +1,7 @@
 //! The bookkeeping of one established node connection, without its I/O: commands appended to
 //! the write buffer in order, each reply frame handed to the command waiting at the front, and
 //! what was in flight when the connection fails. Two drivers use it: the tokio task of a
-//! connection (`conn_session.rs`) and a worker's event loop (`loop_conn.rs`).
+//! connection (`conn/session.rs`) and a worker's event loop (`loop_conn.rs`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -13,6 +13,8 @@ use tokio_rustls::rustls::{ClientConfig, ClientConnection, RootCertStore, Stream
 use crate::redirects::write_config;
 use crate::support::{free_port, Pki, Redcar, RedisCluster};
 use crate::upgrade::{upgrade, wait_gone, PidFile};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::CertificateDer;
 
 /// A TLS connection to redcar speaking RESP one line-reply at a time.
 struct TlsClient(BufReader<StreamOwned<ClientConnection, TcpStream>>);
@@ -21,7 +23,7 @@ impl TlsClient {
     fn connect(pki: &Pki, port: u16) -> TlsClient {
         let mut roots = RootCertStore::empty();
         let ca = std::fs::read(pki.path("ca.pem")).expect("ca.pem");
-        for cert in rustls_pemfile::certs(&mut ca.as_slice()) {
+        for cert in CertificateDer::pem_slice_iter(&ca) {
             roots.add(cert.expect("a CA certificate")).expect("trusted");
         }
         let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
