@@ -12,7 +12,11 @@ scenario is callgrind.out.PID.N, N >= 1), REQUESTS the requests it ran. Prints t
 """
 import collections
 import re
+import signal
 import sys
+
+# Piped into `head`: stop quietly.
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
 def main():
