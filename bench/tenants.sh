@@ -22,7 +22,7 @@
 # medians over the rounds and the ratios the issue asks about (median p99 with the limited
 # flooder / median p99 alone, and each round's own ratio).
 #
-# Env: TENANTS_RATE (5000), TENANTS_ROUNDS (5), TENANTS_SECONDS (5), TENANTS_PACE (2000),
+# Env: TENANTS_RATE (500), TENANTS_ROUNDS (5), TENANTS_SECONDS (5), TENANTS_PACE (2000),
 # TENANTS_EVENT_LOOP (true; false: the task path), TENANTS_UNLIMITED (1; 0 leaves the unlimited
 # flooder out). Latencies need a quiet machine: run it when `uptime` is lowest.
 set -euo pipefail
@@ -31,7 +31,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 BIN=${1:-$ROOT/target/release/redcar}
-RATE=${TENANTS_RATE:-5000}
+RATE=${TENANTS_RATE:-500}
 ROUNDS=${TENANTS_ROUNDS:-5}
 SECONDS_PER_RUN=${TENANTS_SECONDS:-5}
 PACE=${TENANTS_PACE:-2000}
