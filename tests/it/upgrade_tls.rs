@@ -105,3 +105,49 @@ fn a_tls_client_is_closed_once_with_nothing_owed_and_served_again_after_reconnec
         "the new process accepted the reconnect: {metrics}"
     );
 }
+
+/// Item 5 of the upgrade issue: a renewed certificate and key, put at the configured paths, take
+/// effect through an upgrade with the same binary (docs/operations.md, "Rotating certificates").
+#[test]
+fn a_renewed_certificate_is_served_after_an_upgrade_with_the_same_binary() {
+    let cluster = RedisCluster::start(3, 0);
+    let (old_pki, new_pki) = (Pki::new(), Pki::new());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (cert, key) = (dir.path().join("server.pem"), dir.path().join("server.key"));
+    let install = |pki: &Pki| {
+        std::fs::copy(pki.path("server.pem"), &cert).expect("cert");
+        std::fs::copy(pki.path("server.key"), &key).expect("key");
+    };
+    install(&old_pki);
+    let port = free_port();
+    let config = write_config(&format!(
+        "tls:\n  listen: 127.0.0.1:{port}\n  cert: {}\n  key: {}\n",
+        cert.display(),
+        key.display(),
+    ));
+    let pid_file = PidFile::new();
+    let redcar = Redcar::start_with(
+        &cluster.seeds(),
+        &["--pid-file", &pid_file.arg(), "--config", config.path_str()],
+    );
+    let old = redcar.pid().expect("running");
+    let mut before = TlsClient::connect(&old_pki, port);
+    assert_eq!(before.line("PING").expect("ping"), "+PONG");
+
+    install(&new_pki);
+    let (code, out) = upgrade(&pid_file.path);
+    assert_eq!(code, 0, "{out}\nlog:\n{}", redcar.log());
+    wait_gone(old, Duration::from_secs(5), || redcar.log());
+
+    let mut renewed = TlsClient::connect(&new_pki, port);
+    assert_eq!(
+        renewed.line("PING").expect("the renewed certificate"),
+        "+PONG"
+    );
+    // A client that trusts only the old CA no longer completes a handshake.
+    let mut stale = TlsClient::connect(&old_pki, port);
+    assert!(
+        stale.line("PING").is_err(),
+        "the old certificate is still served"
+    );
+}
