@@ -11,7 +11,7 @@ use super::super::clients::Connected;
 use super::super::facade::Endpoint;
 use super::super::local::ClientState;
 use super::super::movable::Detached;
-use super::super::moves::{Pipelining, PIPELINE_DEPTH, PIPELINE_READS};
+use super::super::moves::{Moves, Pipelining, PIPELINE_DEPTH, PIPELINE_READS};
 use super::client::{Books, Client, Link, Settings, Times};
 use super::socket::ClientSocket;
 use super::tokens::{self, Kind};
@@ -53,12 +53,10 @@ impl<'d> Client<'d> {
         }
     }
 
-    /// At a safe point: the worker this client should move to now, if its worker wants to
-    /// shed clients (one relaxed load otherwise).
-    fn move_now(&mut self, work: &Work<'d>) -> Option<usize> {
-        let moves = work.d.spread().and_then(|spread| spread.moves())?;
-        if !moves.wanted(work.index)
-            || !self.may_close_now()
+    /// At a safe point, while its worker sheds clients: the worker this client should move to
+    /// now, if any.
+    fn move_now(&mut self, moves: &Moves, index: usize) -> Option<usize> {
+        if !self.may_close_now()
             || self.flags.closing
             || self.flags.due.aged
             || self.state.quit
@@ -71,7 +69,7 @@ impl<'d> Client<'d> {
                 return Some(to);
             }
         }
-        let to = moves.take_ticket(work.index)?;
+        let to = moves.take_ticket(index)?;
         if let Some(member) = self.books.pipelining.as_mut() {
             moves.transfer(member, to); // its count goes with it
         }
@@ -84,14 +82,18 @@ impl<'d> Loop<'d> {
     #[inline]
     pub(super) fn move_if_wanted(&mut self, token: u64) {
         // One relaxed load while this worker does not shed clients: the usual case.
-        let spread = self.work.d.spread().and_then(|spread| spread.moves());
-        if !spread.is_some_and(|moves| moves.wanted(self.work.index)) {
+        let index = self.work.index;
+        let d = self.work.d;
+        let Some(moves) = d.spread().and_then(|spread| spread.moves()) else {
+            return;
+        };
+        if !moves.wanted(index) {
             return;
         }
         let Some(client) = super::client_in(&mut self.clients, token) else {
             return;
         };
-        let Some(to) = client.move_now(&self.work) else {
+        let Some(to) = client.move_now(moves, index) else {
             return;
         };
         let Some(remote) = self

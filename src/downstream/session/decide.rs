@@ -57,8 +57,7 @@ pub(in crate::downstream) fn decide(
         || router.planner().lookup(request.args()),
         request.args(),
     );
-    // A one-slot command never runs alone: only the others need the transaction's word.
-    let alone = !matches!(plan, Plan::Slot { .. }) && state.tx.is_exclusive(&plan);
+    let alone = state.tx.is_exclusive(&plan);
     if alone && owes {
         return Decided::Parked;
     }

@@ -186,8 +186,18 @@ impl Transaction {
 
     /// True when `plan` must run with nothing else in flight for this client: it uses (or
     /// takes) a dedicated connection, and commands sent before it on other connections must
-    /// have run first. Asked before [`step`](Self::step), which it does not change.
+    /// have run first. Asked before [`step`](Self::step), which it does not change. Inlined:
+    /// every command asks, and a one-slot command (most of them) never runs alone.
+    #[inline]
     pub(crate) fn is_exclusive(&self, plan: &Plan) -> bool {
+        match plan {
+            Plan::Slot { .. } => false,
+            plan => self.is_exclusive_other(plan),
+        }
+    }
+
+    /// [`is_exclusive`](Self::is_exclusive) for every plan but a one-slot command's.
+    fn is_exclusive_other(&self, plan: &Plan) -> bool {
         // Plain commands decide on the plan alone: the watch is looked at only when it matters.
         match plan {
             Plan::Tx(Tx::Exec | Tx::Discard, _) => self.is_open() && self.watching(),

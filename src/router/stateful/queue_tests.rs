@@ -134,8 +134,8 @@ fn watch_and_blocking_commands_run_alone_outside_multi_only() {
     assert_eq!(&reply_of(tx.step(blocking, &raw("B"), 100))[..], QUEUED);
 }
 
-/// The event loop skips the question for one-slot commands (`event_loop/commands.rs`): the
-/// answer must be "no" whatever the transaction's state.
+/// `is_exclusive` answers one-slot commands without looking at the transaction: the answer must
+/// be "no" whatever its state.
 #[test]
 fn a_one_slot_command_never_runs_alone() {
     let mut tx = Transaction::default();
