@@ -9,7 +9,7 @@
 //! so replies and queued commands cross threads and wake parked workers (futex). Per core, a
 //! node's `connections_per_node` connections are dealt out to the workers in turn, and a session
 //! uses one on its own thread, so its whole path — client socket, node connection, reply — stays
-//! there, with no more connections than the shared runtime opens. See docs/architecture.md.
+//! there, with no more connections than the shared runtime opens. See docs/decisions/0006-threads-and-placement.md.
 #![warn(unreachable_pub, missing_docs)]
 
 use std::cell::Cell;

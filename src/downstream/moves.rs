@@ -2,14 +2,14 @@
 //! kept even across the workers, and a worker that runs out of time hands some of its clients to
 //! one with time to spare. A session moves only at a safe point (`session/moving.rs`).
 //!
-//! Why these two rules (docs/architecture.md, "Packing"): one-at-a-time clients cost less CPU
-//! per command packed on few workers (bigger batches per node write and per wake-up), while
-//! pipelining clients get more throughput spread over all of them (one worker serves their
-//! batches one after another where two serve them side by side). New clients are packed; a
-//! client shows which kind it is only once it sends, so the pipelining ones are spread then. The
-//! busy share cannot tell the two apart (packed at `-P 1` a worker read 0.78–0.86 busy, at
-//! `-P 16` 0.57–0.73), so it only decides the overflow: a worker past [`OVERFLOW_BUSY`] while
-//! another is below [`OVERFLOW_ROOM`] hands over an eighth of its clients.
+//! Why these two rules (docs/decisions/0006-threads-and-placement.md): one-at-a-time clients cost
+//! less CPU per command packed on few workers (bigger batches per node write and per wake-up),
+//! while pipelining clients get more throughput spread over all of them (one worker serves their
+//! batches one after another where two serve them side by side). New clients are packed; a client
+//! shows which kind it is only once it sends, so the pipelining ones are spread then. The busy
+//! share cannot tell the two apart (packed at `-P 1` a worker read 0.78–0.86 busy, at `-P 16`
+//! 0.57–0.73), so it only decides the overflow: a worker past [`OVERFLOW_BUSY`] while another is
+//! below [`OVERFLOW_ROOM`] hands over an eighth of its clients.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;

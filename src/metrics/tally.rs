@@ -7,8 +7,8 @@
 //! through a tally (`cargo run --release --example metrics_contention`; bench/README.md,
 //! "Per-command metrics"). Each thread keeps the handles of the commands its sessions ran last
 //! and counts in plain integers until a session flushes. The counts live per thread, not per
-//! session, so an idle client holds none of them (see docs/architecture.md, "The cost of one
-//! client").
+//! session, so an idle client holds none of them (see
+//! docs/decisions/0007-the-cost-of-an-idle-client.md).
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -190,7 +190,7 @@ const KNOWN_DIVERGENCES: &[Known] = &[Known {
     name: "evalsha-retry-runs-after-later-commands",
     reason: "an EVALSHA healed after -NOSCRIPT (its node lacks a script the client EVALed on \
                  another node) is retried after the commands the client pipelined after it \
-                 (docs/architecture.md, Scripts), so when those touch the same keys the EVALSHA or \
+                 (docs/decisions/0013-multi-key-and-fan-out.md, Scripts), so when those touch the same keys the EVALSHA or \
                  the later command sees a different value than on one Redis server.",
     starts: |c, later| {
         c.in_tx.is_none() && is_evalsha(c) && later.iter().any(|l| touches(script_keys(c), l))

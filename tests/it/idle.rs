@@ -1,5 +1,5 @@
-//! A client that goes quiet has its busy state freed (docs/architecture.md, "The cost of one
-//! client"); coming back, it finds everything it had: its name, its WATCH and open MULTI, a
+//! A client that goes quiet has its busy state freed (docs/decisions/0007, the cost of an idle
+//! client); coming back, it finds everything it had: its name, its WATCH and open MULTI, a
 //! half-sent request, its order across nodes.
 
 use std::thread;

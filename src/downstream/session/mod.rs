@@ -1,7 +1,7 @@
 //! One client connection: parse its commands, start each as soon as it arrives, and write the
 //! replies back in the order the commands came, whatever order the nodes answer in.
 //!
-//! A session has two states (docs/architecture.md, "The cost of one client"):
+//! A session has two states (docs/decisions/0007-the-cost-of-an-idle-client.md):
 //! - **idle** ([`Client::wait_for_request`]): nothing owed, nothing buffered. The task holds
 //!   only the client's lasting state (this module's [`Client`], a few hundred bytes) and waits
 //!   for the socket to become readable without a buffer.
