@@ -9,8 +9,13 @@
 #
 # The advisory database is fetched (git) on each run; where it cannot be fetched, the
 # advisories check is reported as skipped and the other three still run and decide the result.
+#
+# First, always: scripts/dependencies.py (every direct dependency has its reason in Cargo.toml
+# and a release in the last 12 months, read from the crates.io index when it is reachable).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+python3 scripts/dependencies.py || exit 1
 
 export PATH="$PWD/target/tools/bin:$PATH"
 if ! cargo deny --version >/dev/null 2>&1; then

@@ -5,7 +5,8 @@
 # time; the exit status is 1 if any step failed.
 #
 #   1. cargo test --all-targets --no-fail-fast   unit, integration and doc tests (~10-25 min)
-#   2. scripts/deny.sh                           cargo-deny (deny.toml) when it is installed
+#   2. scripts/deny.sh                           scripts/dependencies.py (reasons, release age),
+#                                                then cargo-deny (deny.toml) when it is installed
 #                                                (`make deny` installs it), else a note; seconds
 #   3. scripts/fuzz.sh                           the cargo-fuzz targets, 10 s each
 #   4. tools/chaos/selftest.py                   the chaos checker's own tests (seconds)

@@ -175,7 +175,7 @@ pub(crate) fn local_digest(nodes: &[u8]) -> String {
             None => text.extend_from_slice(line),
         }
     }
-    sha1_smol::Sha1::from(&text).digest().to_string()
+    crate::values::sha1_hex(&text)
 }
 
 /// Where the ` ping-sent pong-recv` part of a line starts and ends, if the line matches the

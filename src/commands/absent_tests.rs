@@ -232,7 +232,10 @@ fn expand(args: &[&str]) -> Vec<String> {
             "K1" => key(0),
             "K2" => key(1),
             _ => match arg.strip_prefix("SHA1(").and_then(|a| a.strip_suffix(')')) {
-                Some(body) => sha1_smol::Sha1::from(body).digest().to_string(),
+                Some(body) => {
+                    use sha1::Digest;
+                    format!("{:x}", sha1::Sha1::digest(body))
+                }
                 None => (*arg).to_string(),
             },
         })

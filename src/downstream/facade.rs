@@ -104,9 +104,7 @@ impl Facade {
             (false, Some(local_ip)) => local_ip.to_string(),
             _ => host.clone(),
         };
-        let id = sha1_smol::Sha1::from(format!("{host}:{port}"))
-            .digest()
-            .to_string();
+        let id = crate::values::sha1_hex(format!("{host}:{port}"));
         Some(Endpoint {
             hostname: (!is_ip).then(|| host.clone()),
             host,

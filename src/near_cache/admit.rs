@@ -1,8 +1,9 @@
 //! Admission of hot keys (`near_cache.hot_keys`): an estimate of each key's read rate in a
 //! fixed-size count-min sketch, halved every second, so memory never grows with the keys.
 
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use twox_hash::XxHash3_64;
 
 /// Rows and counters per row: about 64 KiB, over-estimates rare at ten thousand hot keys.
 const ROWS: usize = 4;
@@ -17,7 +18,8 @@ pub(super) struct Admission {
     threshold: u32,
     /// When the counters were last halved ([`clock_ms`](crate::upstream::clock_ms)).
     halved_at: AtomicU64,
-    hasher: foldhash::fast::FixedState,
+    /// The seed of the key hash (xxh3): fixed, so a key's place does not change with the process.
+    seed: u64,
 }
 
 impl Admission {
@@ -26,14 +28,14 @@ impl Admission {
             counters: (0..ROWS * WIDTH).map(|_| AtomicU32::new(0)).collect(),
             threshold: min_reads_per_second.saturating_mul(2).max(1),
             halved_at: AtomicU64::new(0),
-            hasher: foldhash::fast::FixedState::with_seed(0x686f74),
+            seed: 0x686f74,
         }
     }
 
     /// Counts one read of `key`; whether its rate reaches the threshold.
     pub(crate) fn read(&self, key: &[u8], now: u64) -> bool {
         self.decay(now);
-        let hash = self.hasher.hash_one(key);
+        let hash = XxHash3_64::oneshot_with_seed(self.seed, key);
         let mut estimate = u32::MAX;
         for row in 0..ROWS {
             // Each row takes its own 16 bits of the hash (WIDTH is 2^12).

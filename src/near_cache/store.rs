@@ -1,13 +1,13 @@
 //! The cached replies: one entry per key (each command and protocol read of it a variant), in
 //! shards behind their own locks, least recently used out first, bounded in bytes.
 
-use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use hashlink::LinkedHashMap;
 use smallvec::SmallVec;
 use tokio::sync::watch;
+use twox_hash::XxHash3_64;
 
 use crate::protocol::Protocol;
 use crate::upstream::Heard;
@@ -207,7 +207,8 @@ pub(super) struct Store {
     /// key are registered here in the order they reach their lane (`store::writes`).
     order: Box<[Mutex<()>]>,
     shard_limit: usize,
-    hasher: foldhash::fast::FixedState,
+    /// The seed of the key hash (xxh3): fixed, so a key's place does not change with the process.
+    seed: u64,
 }
 
 impl Store {
@@ -216,12 +217,12 @@ impl Store {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             order: (0..SHARDS * 4).map(|_| Mutex::default()).collect(),
             shard_limit: max_bytes / SHARDS,
-            hasher: foldhash::fast::FixedState::with_seed(0x6e63),
+            seed: 0x6e63,
         }
     }
 
     fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
-        let index = (self.hasher.hash_one(key) as usize) % SHARDS;
+        let index = (XxHash3_64::oneshot_with_seed(self.seed, key) as usize) % SHARDS;
         self.shards[index]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

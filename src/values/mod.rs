@@ -1,9 +1,28 @@
-//! Value types every layer may use: durations and sizes as written in the config, secrets
-//! (redacted when printed, digested for comparison) and PEM loading. A leaf: it imports
-//! nothing from the rest of the crate, so `config` can stay at the edge (only `app` and `main`
-//! import it) while each module parses its own settings with these.
+//! Value types every layer may use: durations and sizes as written in the config, secrets (redacted
+//! when printed, digested for comparison), PEM loading and SHA-1 names. A leaf: it imports nothing
+//! from the rest of the crate, so `config` can stay at the edge (only `app` and `main` import it)
+//! while each module parses its own settings with these.
 #![warn(unreachable_pub, missing_docs)]
 
 pub(crate) mod pem;
 pub(crate) mod secret;
 pub(crate) mod units;
+
+/// Lowercase hex of the SHA-1 of `data`: how Redis names a script (`EVALSHA`), and the form of a
+/// cluster node id.
+pub(crate) fn sha1_hex(data: impl AsRef<[u8]>) -> String {
+    use sha1::Digest;
+    format!("{:x}", sha1::Sha1::digest(data.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sha1_hex_is_redis_script_naming() {
+        // `SCRIPT LOAD "return 1"` answers this sha on Redis 7.0.
+        assert_eq!(
+            super::sha1_hex("return 1"),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+}

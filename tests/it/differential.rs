@@ -1050,7 +1050,7 @@ impl Gen {
             _ => "EVAL",
         };
         let head = if name == "EVALSHA" {
-            sha1_smol::Sha1::from(body).digest().to_string()
+            format!("{:x}", <sha1::Sha1 as sha1::Digest>::digest(body))
         } else {
             body.to_string()
         };

@@ -15,10 +15,10 @@
 //! write-throughs still in flight were queued before it on its lane and ran before it: their
 //! ends keep its value, unless they were answered out of order (a retry may run later).
 
-use std::hash::BuildHasher;
 use std::sync::MutexGuard;
 
 use bytes::Bytes;
+use twox_hash::XxHash3_64;
 
 use super::{Entry, Filled, LaneId, Sent, Store, Variant};
 
@@ -47,7 +47,7 @@ impl Store {
     /// [`sent`](Self::sent), across queueing it on its node: the write-throughs of one key are
     /// registered in the order they are queued.
     pub(crate) fn order(&self, key: &[u8]) -> MutexGuard<'_, ()> {
-        let index = (self.hasher.hash_one(key) as usize) % self.order.len();
+        let index = (XxHash3_64::oneshot_with_seed(self.seed, key) as usize) % self.order.len();
         self.order[index]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

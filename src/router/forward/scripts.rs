@@ -30,7 +30,7 @@ struct Known {
 
 /// The sha1 Redis names a script by: lowercase hex of the body's SHA-1.
 pub(super) fn sha1_hex(body: &[u8]) -> String {
-    sha1_smol::Sha1::from(body).digest().to_string()
+    crate::values::sha1_hex(body)
 }
 
 impl ScriptCache {

@@ -232,5 +232,5 @@ pub fn digest(text: &str) -> String {
             _ => out.push_str(line),
         }
     }
-    sha1_smol::Sha1::from(out.as_bytes()).digest().to_string()
+    format!("{:x}", <sha1::Sha1 as sha1::Digest>::digest(out.as_bytes()))
 }

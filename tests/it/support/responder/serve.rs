@@ -153,7 +153,7 @@ fn answer(shared: &Shared, addr: &str, name: &str, args: &[Vec<u8>]) -> String {
 }
 
 pub fn script_sha() -> String {
-    sha1_smol::Sha1::from(SCRIPT).digest().to_string()
+    format!("{:x}", <sha1::Sha1 as sha1::Digest>::digest(SCRIPT))
 }
 
 /// One RESP command (an array of bulk strings) from the front of `buf`, and its length.
