@@ -12,13 +12,14 @@
 //! Purging only returns what mimalloc has put back into its arenas: pages a thread emptied stay
 //! in that thread's heap until it collects them. [`give_back`] collects the calling thread's
 //! heap; `redcar::memory` calls it when a session goes idle or ends after a large value went
-//! through (issue 26: 43 → 3.4 KB of RSS per client after a 1 MB SET).
+//! through (docs/decisions/0007-the-cost-of-an-idle-client.md: 43 → 3.4 KB of RSS per client
+//! after a 1 MB SET).
 
 use std::ffi::{c_char, c_int, CStr};
 
 /// mimalloc instead of glibc's malloc: every client connection and batch allocates buffers, and
-/// glibc spent ~6,000 instructions per short-lived connection in `malloc`/`free`/consolidation
-/// (callgrind; numbers in bench/README.md).
+/// glibc spent several times as many instructions per short-lived connection in
+/// `malloc`/`free`/consolidation (callgrind; the figures are in bench/README.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -6,7 +6,7 @@
 //! slow path again. A buffer that grew for a 1 MB value goes through every size class on its
 //! way (16 KiB, 32 KiB, … 512 KiB, then 1 and 2 MiB), and a worker whose clients went idle
 //! afterwards allocates nothing more: 200 clients that each SET 1 MB and went idle left 43 KB
-//! of RSS per client behind, nearly all of it free in mimalloc's pages (issue 26; the heap
+//! of RSS per client behind, nearly all of it free in mimalloc's pages (the heap
 //! still in use was 1.5 KB per client under massif). Collected when they went idle: 3.4 KB.
 //!
 //! So a session whose client goes idle or leaves asks for the memory back ([`give_back`]): the

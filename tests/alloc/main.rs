@@ -247,7 +247,7 @@ fn split_commands_allocate_a_few_times_per_command_not_per_key() {
     });
     println!("allocations per window of {COMMANDS} split commands: {windows:?}");
     let fewest = windows.iter().copied().min().unwrap_or(usize::MAX);
-    // Measured 2026-11-23: 5 per MSET (its arguments, the split, the parts' encoded commands
+    // Measured: 5 per MSET (its arguments, the split, the parts' encoded commands
     // and the buffer's shared header, the future that gathers the replies) and 7 per MGET (and
     // its merged reply): 6 per command. Before, 13: the parts and their key positions grew
     // vectors, and the parts were encoded twice (once per slot, then again per node).

@@ -1,9 +1,9 @@
-//! Reads with `prefer-replica` of keys a slot migration already moved (issue 47): the source's
-//! replica answers as if they did not exist — nil, an empty list, set, hash or map, 0, -2,
-//! `none`, an ended scan — and every such answer must be confirmed by the slot's primary, which
-//! sends the read on to the target with `-ASK`. Each read here is the first of its slot since
-//! the key moved, and redcar has no other sign of the migration (no periodic refresh), so only
-//! the confirmation stands between the client and a wrong "absent".
+//! Reads with `prefer-replica` of keys a slot migration already moved: the source's replica answers
+//! as if they did not exist — nil, an empty list, set, hash or map, 0, -2, `none`, an ended scan —
+//! and every such answer must be confirmed by the slot's primary, which sends the read on to the
+//! target with `-ASK`. Each read here is the first of its slot since the key moved, and redcar has
+//! no other sign of the migration (no periodic refresh), so only the confirmation stands between
+//! the client and a wrong "absent".
 
 use crate::redirects::write_config;
 use crate::support::{Redcar, RedisCluster, RespClient, Value};

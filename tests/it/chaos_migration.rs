@@ -1,7 +1,6 @@
-//! Slot migrations under client traffic, as the chaos soak found them (issue 30, items 2 and 3):
-//! transactions on a hashtag whose keys are split between source and target, and reads with
-//! `prefer-replica` of keys that already moved, and of a slot just moved to a primary that
-//! freezes.
+//! Slot migrations under client traffic, as the chaos soak found them: transactions on a hashtag
+//! whose keys are split between source and target, and reads with `prefer-replica` of keys that
+//! already moved, and of a slot just moved to a primary that freezes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,10 +1,10 @@
-//! A replica the cluster is still announcing when redcar reads its map (issue 30, the last error
-//! of the chaos soak): right after a cluster is created, or a node is told `CLUSTER REPLICATE`,
-//! the other nodes list the new replica as a primary without slots until gossip brings its role.
-//! A map read then has no replica for that shard; the refresher must watch it closely (as it
-//! watches a replica left out after a restart), so that with `prefer-replica` the replica serves
-//! its shard's reads within about half a second, and a primary frozen a little later does not
-//! leave reads timing out on it.
+//! A replica the cluster is still announcing when redcar reads its map (the last error the chaos
+//! soak found): right after a cluster is created, or a node is told `CLUSTER REPLICATE`, the other
+//! nodes list the new replica as a primary without slots until gossip brings its role. A map read
+//! then has no replica for that shard; the refresher must watch it closely (as it watches a replica
+//! left out after a restart), so that with `prefer-replica` the replica serves its shard's reads
+//! within about half a second, and a primary frozen a little later does not leave reads timing out
+//! on it.
 
 use std::thread;
 use std::time::{Duration, Instant};

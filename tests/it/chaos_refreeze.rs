@@ -1,10 +1,10 @@
-//! A primary frozen again and again (issue 30: the chaos soak with `--faults primary-stop` froze
-//! the same primary every few seconds): each freeze gets it ejected, and its writes must come
-//! back within a health check of each SIGCONT. Before, every ejection of a node soon after the
-//! last one doubled its ejection time, so from the third freeze on the shard refused writes for
-//! seconds after the primary answered again (the soak saw 4 s, and 739 write errors between
-//! faults in one 60 s run); a primary's writes have no other node, so its ejections no longer
-//! grow (`Health::set_primary`). A replica's still do.
+//! A primary frozen again and again (the chaos soak with `--faults primary-stop` froze the same
+//! primary every few seconds): each freeze gets it ejected, and its writes must come back within a
+//! health check of each SIGCONT. Before, every ejection of a node soon after the last one doubled
+//! its ejection time, so from the third freeze on the shard refused writes for seconds after the
+//! primary answered again (the soak saw 4 s, and 739 write errors between faults in one 60 s run);
+//! a primary's writes have no other node, so its ejections no longer grow (`Health::set_primary`).
+//! A replica's still do.
 
 use std::time::{Duration, Instant};
 

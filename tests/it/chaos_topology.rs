@@ -1,9 +1,9 @@
-//! The slot map under stacked faults (issue 30, items 4 and 5), against a real cluster:
-//! failovers back and forth under writes never hand a range back to the demoted primary, and a
-//! replica back from a restart serves reads soon enough to carry its shard's reads while its
-//! primary is frozen, with every refresh of that time fast although one node does not answer.
-//! (The refresher's own tests, src/cluster/refresh/tests.rs, make the stale node and the frozen
-//! node deterministic with fake nodes.)
+//! The slot map under stacked faults, against a real cluster: failovers back and forth under writes
+//! never hand a range back to the demoted primary, and a replica back from a restart serves reads
+//! soon enough to carry its shard's reads while its primary is frozen, with every refresh of that
+//! time fast although one node does not answer. (The refresher's own tests,
+//! src/cluster/refresh/tests.rs, make the stale node and the frozen node deterministic with fake
+//! nodes.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -69,7 +69,7 @@ fn refresh_times(log: &str) -> Vec<u64> {
             if l.contains("topology refresh done") || l.contains("topology refresh went past") {
                 number(l, "elapsed_ms=")
             } else if l.contains("topology check done") {
-                // A check of the map (issue 49): the map is fetched only if it changed.
+                // A check of the map: the map is fetched only if it changed.
                 number(l, "elapsed_us=").map(|us| us / 1000)
             } else {
                 None

@@ -1,6 +1,6 @@
-//! WAIT under faults (issue 30): during a manual failover WAIT answers a count, never Redis's
-//! errors from the demoted primary; and WAIT asks only the primaries of the writes since the
-//! client's previous WAIT, so a frozen shard the client no longer writes to does not hold it up.
+//! WAIT under faults: during a manual failover WAIT answers a count, never Redis's errors from the
+//! demoted primary; and WAIT asks only the primaries of the writes since the client's previous
+//! WAIT, so a frozen shard the client no longer writes to does not hold it up.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;

@@ -1,7 +1,7 @@
-//! A redirect met on a dedicated connection (WATCH, blocking commands) tells redcar what one on
-//! the shared connections does (issue 47): an `-ASK` marks its slot migrating, so that the slot's
-//! reads go to its primary until the migration ends. Before, only the shared connections' ASKs
-//! marked the slot, and `prefer-replica` reads went on to the source's replica.
+//! A redirect met on a dedicated connection (WATCH, blocking commands) tells redcar what one on the
+//! shared connections does: an `-ASK` marks its slot migrating, so that the slot's reads go to its
+//! primary until the migration ends. Before, only the shared connections' ASKs marked the slot, and
+//! `prefer-replica` reads went on to the source's replica.
 
 use crate::redirects::{slot_and_another_owner, write_config};
 use crate::support::{Redcar, RedisCluster, Value};

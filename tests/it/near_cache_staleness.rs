@@ -1,11 +1,10 @@
-//! The near cache's staleness bound (issue 27), measured rather than assumed: for [`DURATION`],
-//! one writer straight on the cluster's primaries and [`READERS`] readers through redcar (near
-//! cache on for the keys) write and read the same [`KEYS`] keys. Every value is a per-key counter
-//! that only goes up, so "older" is checkable: a read that began more than `max_silence` +
-//! [`MARGIN`] after a write was acknowledged must return that write or a later one. The cache
-//! must also have served hits (`redcar_near_cache_hits_total` > 0), or the test proves nothing.
-//! And a client that writes through redcar reads its own write back at once, even when the key
-//! was cached just before.
+//! The near cache's staleness bound, measured rather than assumed: for [`DURATION`], one writer
+//! straight on the cluster's primaries and [`READERS`] readers through redcar (near cache on for
+//! the keys) write and read the same [`KEYS`] keys. Every value is a per-key counter that only goes
+//! up, so "older" is checkable: a read that began more than `max_silence` + [`MARGIN`] after a
+//! write was acknowledged must return that write or a later one. The cache must also have served
+//! hits (`redcar_near_cache_hits_total` > 0), or the test proves nothing. And a client that writes
+//! through redcar reads its own write back at once, even when the key was cached just before.
 //!
 //! Needs a redcar that accepts the `near_cache` section; without it both tests fail at once,
 //! saying so.

@@ -1,9 +1,8 @@
-//! Subscribers when the node holding their subscriptions dies (issue 47): the client keeps its
-//! connection; redcar subscribes again itself — channels and patterns at once on another
-//! primary (they hear the whole cluster from any node), shard channels on their slot's new
-//! primary once the cluster has promoted it — and messages reach the client again. Before, the
-//! client got `-ERR redcar: subscription connection to … lost; reconnect and subscribe again`
-//! and its connection was closed.
+//! Subscribers when the node holding their subscriptions dies: the client keeps its connection;
+//! redcar subscribes again itself — channels and patterns at once on another primary (they hear the
+//! whole cluster from any node), shard channels on their slot's new primary once the cluster has
+//! promoted it — and messages reach the client again. Before, the client got `-ERR redcar:
+//! subscription connection to … lost; reconnect and subscribe again` and its connection was closed.
 
 use std::time::Duration;
 

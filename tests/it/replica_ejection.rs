@@ -1,9 +1,8 @@
-//! A replica ejected again and again while its primary then freezes (issue 47): each ejection of
-//! a replica soon after the last doubles its length, so one ejected three times lately is out for
-//! seconds — and if its primary freezes in that time, the shard's reads have nowhere to go.
-//! While a shard's primary is ejected or failing, its replicas are now health-checked every
-//! `health_check_interval` and come back at their first good answer, whatever their earlier
-//! ejections.
+//! A replica ejected again and again while its primary then freezes: each ejection of a replica
+//! soon after the last doubles its length, so one ejected three times lately is out for seconds —
+//! and if its primary freezes in that time, the shard's reads have nowhere to go. While a shard's
+//! primary is ejected or failing, its replicas are now health-checked every `health_check_interval`
+//! and come back at their first good answer, whatever their earlier ejections.
 
 use std::thread;
 use std::time::Duration;
