@@ -264,6 +264,10 @@ fn run_client(
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs redis-py and hiredis in target/pyenv (scripts/ensure-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn redis_py_smoke_script_passes_through_redcar() {
     let python = python();
     require(
@@ -275,6 +279,10 @@ fn redis_py_smoke_script_passes_through_redcar() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs PHP with phpredis (scripts/ensure-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn phpredis_smoke_script_passes_through_redcar() {
     let php = php();
     require(
@@ -286,6 +294,10 @@ fn phpredis_smoke_script_passes_through_redcar() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs PHP with predis (scripts/ensure-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn predis_smoke_script_passes_through_redcar() {
     let php = php();
     require(
@@ -300,6 +312,10 @@ fn predis_smoke_script_passes_through_redcar() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs Node.js with node-redis and ioredis (scripts/ensure-node-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn node_redis_and_ioredis_smoke_scripts_pass_through_redcar() {
     let node = node();
     let cluster = RedisCluster::start(3, 1);
@@ -309,6 +325,10 @@ fn node_redis_and_ioredis_smoke_scripts_pass_through_redcar() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs Go and go-redis (scripts/ensure-go-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn go_redis_smoke_program_passes_through_redcar() {
     go_clients();
     let cluster = RedisCluster::start(3, 1);
@@ -317,6 +337,10 @@ fn go_redis_smoke_program_passes_through_redcar() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs a JDK and Maven, Jedis and Lettuce (scripts/ensure-java-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn jedis_and_lettuce_smoke_program_passes_through_redcar() {
     java_clients();
     let cluster = RedisCluster::start(3, 1);
@@ -328,6 +352,10 @@ fn jedis_and_lettuce_smoke_program_passes_through_redcar() {
 /// GETs served from the cache, an invalidation when another connection writes the key straight
 /// on the cluster, then the new value (tests/clients/tracking_node_redis.mjs).
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs Node.js with node-redis (scripts/ensure-node-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn node_redis_client_side_cache_is_invalidated_through_redcar() {
     let node = node();
     let cluster = RedisCluster::start(3, 0);

@@ -56,6 +56,10 @@ fn dpkg_in(root: &Path) -> Command {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs dpkg-deb (Debian or Ubuntu): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn deb_installs_into_a_root_and_its_files_work() {
     if !on_path("dpkg-deb") {
         println!(

@@ -33,6 +33,10 @@ fn info_fields(text: &str) -> BTreeSet<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs PHP with phpredis and predis, redis-py in target/pyenv (scripts/ensure-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn phpredis_predis_and_redis_py_cluster_clients_work_through_the_facade() {
     let php = php();
     require(
@@ -67,6 +71,10 @@ fn phpredis_predis_and_redis_py_cluster_clients_work_through_the_facade() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs Node.js and Go client libraries (scripts/ensure-node-clients.sh, scripts/ensure-go-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn node_redis_ioredis_and_go_redis_cluster_clients_work_through_the_facade() {
     let node = node();
     crate::clients::go_clients();
@@ -78,6 +86,10 @@ fn node_redis_ioredis_and_go_redis_cluster_clients_work_through_the_facade() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs a JDK and Maven, Jedis and Lettuce (scripts/ensure-java-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn jedis_and_lettuce_cluster_clients_work_through_the_facade() {
     crate::clients::java_clients();
     let cluster = RedisCluster::start(3, 1);

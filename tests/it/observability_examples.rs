@@ -476,6 +476,10 @@ fn dashboard_has_its_variables_and_filters_every_query_by_instance() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs promtool (scripts/ensure-promtool.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn promtool_accepts_the_rules_and_their_unit_tests_pass_but_would_catch_a_change() {
     let promtool = promtool();
     let rules = repo_path(RULES);
@@ -505,6 +509,10 @@ fn promtool_accepts_the_rules_and_their_unit_tests_pass_but_would_catch_a_change
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs promtool (scripts/ensure-promtool.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn promtool_parses_every_dashboard_query() {
     let promtool = promtool();
     let dir = tempfile::tempdir().expect("temp dir");

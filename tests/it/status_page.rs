@@ -241,6 +241,10 @@ fn health_on_page(dom: &str, addr: &str) -> Option<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs Chromium (scripts/ensure-browser.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn the_page_in_a_browser_covers_every_slot_and_shows_a_killed_node_unhealthy() {
     let browser = chromium();
     let mut cluster = RedisCluster::start(3, 1);

@@ -265,6 +265,10 @@ fn bcast_clients_hear_of_every_key_under_their_prefixes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchain-tests"),
+    ignore = "needs redis-py in target/pyenv (scripts/ensure-clients.sh): cargo test --features toolchain-tests (make test turns it on)"
+)]
 fn redis_py_serves_from_its_cache_until_another_client_writes() {
     let python = crate::clients::python();
     crate::clients::require(
