@@ -56,6 +56,7 @@ mod secrets;
 mod sentinel;
 mod standby;
 mod status_page;
+mod surface;
 mod tenants;
 mod tenants_differential;
 mod tenants_flood;
