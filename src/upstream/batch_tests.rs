@@ -10,7 +10,7 @@ use prometheus_client::metrics::counter::Counter;
 use super::{Batching, WRITE_HIGH_WATER};
 use crate::metrics::Metrics;
 use crate::protocol::Limits;
-use crate::upstream::scripted_node::{scripted_node, Step};
+use crate::upstream::scripted_node::{scripted_node, NodeAction};
 use crate::upstream::{UpstreamConfig, Upstreams};
 
 fn batching(max_in_flight: usize, flush_interval: Duration) -> Batching {
@@ -86,7 +86,7 @@ async fn fake_node(max_outstanding: Arc<AtomicUsize>) -> String {
             reply.extend_from_slice(b"\r\n");
         }
         input.drain(..complete * COMMAND);
-        Step::Reply(reply)
+        NodeAction::Reply(reply)
     })
     .await
 }

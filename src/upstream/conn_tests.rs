@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::upstream::scripted_node::{scripted_node, Step};
+use crate::upstream::scripted_node::{scripted_node, NodeAction};
 use crate::upstream::{Lane, Upstreams};
 
 const WAIT: &[u8] = b"*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$2\r\n10\r\n";
@@ -15,9 +15,9 @@ const SET: &[u8] = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
 async fn node_answering(first_reply: &'static [u8]) -> String {
     scripted_node(Duration::ZERO, move |input| {
         if input.len() < WAIT.len() + SET.len() {
-            Step::Wait
+            NodeAction::Wait
         } else {
-            Step::ReplyAndClose(first_reply.to_vec())
+            NodeAction::ReplyAndClose(first_reply.to_vec())
         }
     })
     .await

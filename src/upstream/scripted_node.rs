@@ -7,7 +7,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// What the scripted node does after a read.
-pub(crate) enum Step {
+pub(crate) enum NodeAction {
     /// Nothing yet: read more.
     Wait,
     /// Write these bytes, then read more.
@@ -21,7 +21,7 @@ pub(crate) enum Step {
 /// the reply is written `pause` later. Ends when the peer closes.
 pub(crate) async fn scripted_node(
     pause: Duration,
-    mut respond: impl FnMut(&mut Vec<u8>) -> Step + Send + 'static,
+    mut respond: impl FnMut(&mut Vec<u8>) -> NodeAction + Send + 'static,
 ) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();
@@ -34,9 +34,9 @@ pub(crate) async fn scripted_node(
         while let Ok(n @ 1..) = socket.read(&mut chunk).await {
             input.extend_from_slice(&chunk[..n]);
             let (reply, close) = match respond(&mut input) {
-                Step::Wait => continue,
-                Step::Reply(reply) => (reply, false),
-                Step::ReplyAndClose(reply) => (reply, true),
+                NodeAction::Wait => continue,
+                NodeAction::Reply(reply) => (reply, false),
+                NodeAction::ReplyAndClose(reply) => (reply, true),
             };
             if !pause.is_zero() {
                 tokio::time::sleep(pause).await;

@@ -202,12 +202,14 @@ mod tests {
     /// A node that answers every `PING` with `+PONG`, each preceded by a push frame, as
     /// Redis's `tracking-redir-broken` would come.
     async fn pushing_node() -> String {
-        use crate::upstream::scripted_node::{scripted_node, Step};
+        use crate::upstream::scripted_node::{scripted_node, NodeAction};
         const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
         scripted_node(Duration::ZERO, |input| {
             let complete = input.len() / PING.len();
             input.drain(..complete * PING.len());
-            Step::Reply(b">2\r\n$21\r\ntracking-redir-broken\r\n:5\r\n+PONG\r\n".repeat(complete))
+            NodeAction::Reply(
+                b">2\r\n$21\r\ntracking-redir-broken\r\n:5\r\n+PONG\r\n".repeat(complete),
+            )
         })
         .await
     }

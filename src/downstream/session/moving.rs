@@ -7,7 +7,7 @@
 //! client sent has been answered, so its next one may take another worker's node connections
 //! without overtaking anything. One thing outlives the move: WAIT counts the writes of the node
 //! connection that carried them, so the client's WAIT bookkeeping records the worker it wrote
-//! from and its next WAITs ask that worker's connections too (router/stateful/wait.rs).
+//! from and its next WAITs ask that worker's connections too (router/stateful/wait/).
 
 use std::sync::Arc;
 

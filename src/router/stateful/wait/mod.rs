@@ -46,9 +46,7 @@ use crate::router::{Call, Stateful};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
-#[path = "wait_lanes.rs"]
 mod lanes;
-#[path = "wait_written.rs"]
 mod written;
 use lanes::wait_lanes;
 use written::Covered;
