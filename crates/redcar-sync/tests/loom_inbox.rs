@@ -93,7 +93,11 @@ fn a_reply_forgotten_while_it_comes_is_dropped_and_the_next_still_arrives() {
         inbox.forget(0);
         assert_eq!(wait(&mut inbox, 1), Ok(2));
         conn.join().expect("connection");
-        assert_eq!(inbox.try_reply(0), None, "a forgotten reply is never handed out");
+        assert_eq!(
+            inbox.try_reply(0),
+            None,
+            "a forgotten reply is never handed out"
+        );
         assert!(inbox.is_empty());
     });
 }
@@ -108,6 +112,10 @@ fn a_session_gone_while_a_reply_comes_frees_the_reply() {
         let conn = thread::spawn(move || delivery.send(sent));
         drop(inbox);
         conn.join().expect("connection");
-        assert_eq!(Arc::strong_count(&reply), 1, "the reply went with the inbox");
+        assert_eq!(
+            Arc::strong_count(&reply),
+            1,
+            "the reply went with the inbox"
+        );
     });
 }

@@ -25,7 +25,11 @@ fn poll_once(rx: &mut ReplyReceiver<Numbers>) -> Poll<Result<u32, Closed>> {
 fn reuse() -> usize {
     let before = parked::<Numbers>();
     let (tx, mut rx) = channel::<Numbers>();
-    assert_eq!(poll_once(&mut rx), Poll::Pending, "a reused slot starts empty");
+    assert_eq!(
+        poll_once(&mut rx),
+        Poll::Pending,
+        "a reused slot starts empty"
+    );
     tx.send(2);
     assert_eq!(poll_once(&mut rx), Poll::Ready(Ok(2)));
     before
@@ -41,7 +45,11 @@ fn a_reply_sent_while_the_receiver_waits_wakes_it() {
         });
         assert_eq!(loom::future::block_on(rx), Ok(7));
         let theirs = sender.join().expect("sender");
-        assert_eq!(parked::<Numbers>() + theirs, 1, "parked once, by the last end");
+        assert_eq!(
+            parked::<Numbers>() + theirs,
+            1,
+            "parked once, by the last end"
+        );
     });
 }
 
@@ -55,7 +63,11 @@ fn a_sender_dropped_while_the_receiver_waits_closes_it() {
         });
         assert_eq!(loom::future::block_on(rx), Err(Closed));
         let theirs = sender.join().expect("sender");
-        assert_eq!(parked::<Numbers>() + theirs, 1, "parked once, by the last end");
+        assert_eq!(
+            parked::<Numbers>() + theirs,
+            1,
+            "parked once, by the last end"
+        );
     });
 }
 
