@@ -29,6 +29,7 @@ mod scripted_node;
 mod standby;
 mod stream;
 mod tls;
+mod tracked_lane;
 mod tracking;
 mod tracking_feed;
 mod wire;
