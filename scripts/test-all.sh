@@ -16,7 +16,7 @@
 #   7. cargo test -p redcar-sync with --cfg loom loom's model check of the reply channels
 #                                                (crates/redcar-sync/tests/loom_*.rs): every
 #                                                interleaving of their threads up to
-#                                                LOOM_MAX_PREEMPTIONS (default 3) forced
+#                                                LOOM_MAX_PREEMPTIONS (default 4) forced
 #                                                switches; ~1-2 min, nearly all of it the build
 #                                                (its own target/loom, as every crate is
 #                                                compiled with --cfg loom)
