@@ -4,7 +4,7 @@
 # not hide the fuzz step or the soaks. At the end a summary names each step with its result and
 # time; the exit status is 1 if any step failed.
 #
-#   1. cargo test --all-targets --no-fail-fast   unit, integration and doc tests (~10-25 min),
+#   1. cargo test --workspace --all-targets --no-fail-fast   unit, integration and doc tests (~10-25 min),
 #      --features redcar/toolchain-tests         with the real client libraries, Chromium, promtool
 #   2. scripts/deny.sh                           scripts/dependencies.py (reasons, release age),
 #                                                then cargo-deny (deny.toml) when it is installed
@@ -13,6 +13,13 @@
 #   4. tools/chaos/selftest.py                   the chaos checker's own tests (seconds)
 #   5. tools/chaos/soak.py                       a 30 s chaos soak (CHAOS_SECONDS, CHAOS_SEED)
 #   6. tools/chaos/soak.py --near-cache          the same soak with the near cache on every key
+#   7. cargo test -p redcar-sync with --cfg loom loom's model check of the reply channels
+#                                                (crates/redcar-sync/tests/loom_*.rs): every
+#                                                interleaving of their threads up to
+#                                                LOOM_MAX_PREEMPTIONS (default 4) forced
+#                                                switches; ~1-2 min, nearly all of it the build
+#                                                (its own target/loom, as every crate is
+#                                                compiled with --cfg loom)
 #
 # CARGO (default cargo) and CHAOS_PY (default python3) come from the Makefile.
 set -uo pipefail
@@ -43,7 +50,7 @@ step() {
     fi
 }
 
-step "cargo test" "$CARGO" test --all-targets --features redcar/toolchain-tests --no-fail-fast
+step "cargo test" "$CARGO" test --workspace --all-targets --features redcar/toolchain-tests --no-fail-fast
 step "cargo deny" scripts/deny.sh
 step "fuzz" scripts/fuzz.sh
 step "chaos selftest" "$CHAOS_PY" tools/chaos/selftest.py
@@ -51,6 +58,8 @@ step "chaos soak" "$CHAOS_PY" tools/chaos/soak.py --seconds "$chaos_seconds" \
     --redcar target/debug/redcar "${seed[@]}"
 step "chaos soak, near cache" "$CHAOS_PY" tools/chaos/soak.py --seconds "$chaos_seconds" \
     --near-cache --redcar target/debug/redcar "${seed[@]}"
+step "loom" env RUSTFLAGS="--cfg loom" "$CARGO" test -p redcar-sync --release \
+    --target-dir target/loom
 
 failed=0
 printf '\n=== make test: summary\n'

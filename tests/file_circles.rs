@@ -1,5 +1,6 @@
-//! Files import each other one way, like the modules do (tests/layering.rs): no file of `src/`
-//! reaches itself through the paths it names (issue 29; docs/architecture.md, under the module
+//! Files import each other one way, like the modules do (tests/layering.rs): no file of `src/`,
+//! nor of a workspace crate's `crates/*/src/` (each crate scanned on its own), reaches itself
+//! through the paths it names (issue 29; docs/architecture.md, under the module
 //! table). Test code is left out (`#[cfg(test)]` modules and the files they declare).
 //!
 //! The rule, as this scan applies it:
@@ -14,8 +15,11 @@
 //!   else to `src/a/b/mod.rs` (or `src/a/b.rs`) where the item `x` lives.
 //! - A name the target file only imports (a re-export, `pub use child::X;`, or a plain `use`
 //!   that its child modules see) is followed to the file that defines it: `use
-//!   super::Downstream` goes where `Downstream` is written, not to the `mod.rs` that re-exports
-//!   it. `*` globs are not followed.
+//!   super::Downstream` goes where `Downstream` is written. The files it is followed through
+//!   are imports too (`use super::forward::Faults` from `router/core.rs` imports
+//!   `router/forward/mod.rs`, which re-exports it, and `router/forward/fault.rs`), except an
+//!   ancestor of the importing file: a folder's `mod.rs` showing its surface to its own files.
+//!   `*` globs are not followed.
 //! - A `use` of a module itself (`use super::session;`) is no import: the paths written through
 //!   it (`session::serve`) are, and they go to the files they name.
 //! - A module file's own `mod child;` and its re-exports of its descendants' items (`pub use
@@ -44,17 +48,17 @@ type Modules = BTreeMap<Vec<String>, String>;
 /// Imports between files: `(from, to)` and the names that tie them.
 type Edges = BTreeMap<(String, String), BTreeSet<String>>;
 
-/// The module a file is (`src/a/b.rs` and `src/a/b/mod.rs` → `a::b`), found from `src/lib.rs`
-/// along its `mod name;` lines.
-fn modules(files: &BTreeMap<String, String>) -> Modules {
+/// The module a file is (`src/a/b.rs` and `src/a/b/mod.rs` → `a::b`), found from the crate's
+/// root `lib` (`src/lib.rs`) along its `mod name;` lines.
+fn modules(files: &BTreeMap<String, String>, lib: &str) -> Modules {
     let mut out = Modules::new();
-    let mut todo = vec![(Vec::new(), "src/lib.rs".to_string())];
+    let mut todo = vec![(Vec::new(), lib.to_string())];
     while let Some((module, file)) = todo.pop() {
         let Some(code) = files.get(&file) else {
             continue;
         };
         let here = file.rsplit_once('/').map_or("", |(dir, _)| dir).to_string();
-        let own = file.ends_with("/mod.rs") || file == "src/lib.rs";
+        let own = file.ends_with("/mod.rs") || file == lib;
         let dir = if own {
             here.clone()
         } else {
@@ -126,15 +130,19 @@ fn resolve(modules: &Modules, here: &[String], path: &[String]) -> Option<(Vec<S
     Some((full, depth))
 }
 
-/// The file that defines what `full[depth]` names in module `full[..depth]`, following the
-/// `use` lines of the files on the way (at most a few steps).
+/// The files that what `full[depth]` names in module `full[..depth]` is reached through from
+/// module `here`: the file that defines it last, after each file whose `use` lines were
+/// followed on the way there (at most a few steps) unless its module is `here` or one of its
+/// ancestors (a folder's surface, seen by its own files); with the name.
 fn defining(
     modules: &Modules,
     uses: &BTreeMap<String, Vec<Use>>,
+    here: &[String],
     full: Vec<String>,
     depth: usize,
-) -> (String, String) {
+) -> (Vec<String>, String) {
     let (mut full, mut depth) = (full, depth);
+    let mut through = Vec::new();
     for _ in 0..8 {
         let file = &modules[&full[..depth]];
         let Some(item) = full.get(depth) else {
@@ -148,20 +156,24 @@ fn defining(
         let Some(next) = imported.and_then(|u| resolve(modules, &full[..depth], &u.path)) else {
             break;
         };
+        if !here.starts_with(&full[..depth]) {
+            through.push(file.clone());
+        }
         let (mut next_full, next_depth) = next;
         next_full.extend(full[depth + 1..].iter().cloned());
         (full, depth) = (next_full, next_depth);
     }
-    let file = modules[&full[..depth]].clone();
+    through.push(modules[&full[..depth]].clone());
     let name = full.get(depth).or(full.last()).cloned().unwrap_or_default();
-    (file, name)
+    (through, name)
 }
 
-/// The imports between the files of `files` (relative path → text), by the rules above.
-fn edges(files: &BTreeMap<String, String>) -> Edges {
+/// The imports between the files of `files` (relative path → text) of the crate whose root is
+/// `lib`, by the rules above.
+fn edges(files: &BTreeMap<String, String>, lib: &str) -> Edges {
     let code: BTreeMap<String, String> =
         files.iter().map(|(f, t)| (f.clone(), code_of(t))).collect();
-    let modules = modules(&code);
+    let modules = modules(&code, lib);
     let files: BTreeMap<&String, String> = code.iter().map(|(f, t)| (f, blank(t))).collect();
     let mut uses = BTreeMap::new();
     let mut bodies = BTreeMap::new();
@@ -204,9 +216,11 @@ fn edges(files: &BTreeMap<String, String>) -> Edges {
             found.extend(resolve(&modules, here, &path));
         }
         for (full, depth) in found {
-            let (to, name) = defining(&modules, &uses, full, depth);
-            if &to != file {
-                out.entry((file.clone(), to)).or_default().insert(name);
+            let (through, name) = defining(&modules, &uses, here, full, depth);
+            for to in through.into_iter().filter(|to| to != file) {
+                out.entry((file.clone(), to))
+                    .or_default()
+                    .insert(name.clone());
             }
         }
     }
@@ -308,13 +322,12 @@ fn describe(edges: &Edges, part: &[String]) -> String {
     out
 }
 
-#[test]
-fn files_import_one_way() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+/// The `.rs` files under `src` (a crate's source folder), by path relative to `root`.
+fn sources(root: &Path, src: &Path) -> BTreeMap<String, String> {
     let mut files = BTreeMap::new();
-    let mut dirs = vec![root.join("src")];
+    let mut dirs = vec![src.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read src/") {
+        for entry in std::fs::read_dir(&dir).expect("read a source folder") {
             let path = entry.expect("dir entry").path();
             if path.is_dir() {
                 dirs.push(path);
@@ -325,12 +338,29 @@ fn files_import_one_way() {
             }
         }
     }
-    let edges = edges(&files);
+    files
+}
+
+#[test]
+fn files_import_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = sources(root, &root.join("src"));
+    let mut all = edges(&files, "src/lib.rs");
     assert!(
-        edges.len() > 300,
+        all.len() > 300,
         "only {} imports between files found: is the scan broken?",
-        edges.len()
+        all.len()
     );
+    // The workspace's other crates (crates/*/src): a crate is scanned on its own, as Cargo
+    // already keeps imports between crates one way.
+    for krate in std::fs::read_dir(root.join("crates")).expect("read crates/") {
+        let src = krate.expect("dir entry").path().join("src");
+        let lib = src.join("lib.rs");
+        let lib = lib.strip_prefix(root).expect("under the root");
+        let lib = lib.to_string_lossy().replace('\\', "/");
+        all.extend(edges(&sources(root, &src), &lib));
+    }
+    let edges = all;
     let found: Vec<String> = circles(&edges)
         .iter()
         .map(|part| describe(&edges, part))
@@ -342,6 +372,41 @@ fn files_import_one_way() {
         found.len(),
         found.join("")
     );
+}
+
+/// A name imported through a sibling module's re-export ties the importer to the re-exporting
+/// file: `core.rs` reaches `forward/mod.rs`, which uses `core.rs`.
+#[test]
+fn a_re_export_is_an_import_of_the_file_that_makes_it() {
+    let files: BTreeMap<String, String> = [
+        ("src/lib.rs", "pub mod core;\npub mod forward;\n"),
+        (
+            "src/core.rs",
+            "use crate::forward::Faults;\npub(crate) struct Core(Faults);\n",
+        ),
+        (
+            "src/forward/mod.rs",
+            "mod fault;\npub(crate) use fault::Faults;\nuse crate::core::Core;\nfn f(_: Core) {}\n",
+        ),
+        ("src/forward/fault.rs", "pub(crate) struct Faults;\n"),
+    ]
+    .into_iter()
+    .map(|(f, t)| (f.to_string(), t.to_string()))
+    .collect();
+    let edges = edges(&files, "src/lib.rs");
+    let pairs: Vec<(&str, &str)> = edges
+        .keys()
+        .map(|(f, t)| (f.as_str(), t.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("src/core.rs", "src/forward/fault.rs"),
+            ("src/core.rs", "src/forward/mod.rs"),
+            ("src/forward/mod.rs", "src/core.rs"),
+        ]
+    );
+    assert_eq!(circles(&edges), [["src/core.rs", "src/forward/mod.rs"]]);
 }
 
 /// The scanner and the circle finder themselves, on a made-up crate.
@@ -368,7 +433,7 @@ fn the_scan_finds_a_made_up_circle() {
     .into_iter()
     .map(|(f, t)| (f.to_string(), t.to_string()))
     .collect();
-    let edges = edges(&files);
+    let edges = edges(&files, "src/lib.rs");
     let pairs: Vec<(&str, &str)> = edges
         .keys()
         .map(|(f, t)| (f.as_str(), t.as_str()))

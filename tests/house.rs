@@ -396,11 +396,15 @@ fn public_name(line: &str) -> Option<String> {
     Some(name[..end].to_string())
 }
 
-/// The non-test source files under `src/` with their relative paths and code.
+/// The non-test source files under `src/` and every workspace crate's `crates/*/src/`, with
+/// their relative paths and code.
 fn sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
+    for krate in std::fs::read_dir(root.join("crates")).expect("read crates/") {
+        rust_files(&krate.expect("dir entry").path().join("src"), &mut files);
+    }
     let tests = test_files(&files);
     let mut out = Vec::new();
     for file in files.iter().filter(|f| !tests.contains(*f)) {

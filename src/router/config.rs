@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::forward::{FaultRule, RetryBudgetConfig};
+use super::forward::fault::FaultRule;
+use super::forward::retry_budget::RetryBudgetConfig;
 use super::select::ReadPolicy;
 use crate::values::units;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::forward::Faults;
+use super::forward::fault::Faults;
 use super::{ReadPolicy, RouteTarget, RouterConfig, RouterMetrics};
 use crate::cluster::{ClusterState, TopologyMetrics};
 use crate::metrics::Metrics;

@@ -47,7 +47,7 @@ pub(crate) struct Handshake {
     /// What the commands are, for error messages (never the password).
     names: String,
     /// A tracked lane's last step, `CLIENT TRACKING on REDIRECT <id>` (see `tracking`).
-    tracking: Option<std::sync::Arc<super::tracking::LaneRedirect>>,
+    tracking: Option<std::sync::Arc<super::tracked_lane::LaneRedirect>>,
 }
 
 /// The reply one handshake command must get.
@@ -130,7 +130,7 @@ impl Handshake {
     /// The same handshake, then `CLIENT TRACKING on REDIRECT` (a tracked lane's connections).
     pub(super) fn with_tracking(
         mut self,
-        redirect: std::sync::Arc<super::tracking::LaneRedirect>,
+        redirect: std::sync::Arc<super::tracked_lane::LaneRedirect>,
     ) -> Handshake {
         self.tracking = Some(redirect);
         self

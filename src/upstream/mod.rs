@@ -15,7 +15,6 @@ mod error;
 mod handshake;
 mod health;
 mod health_check;
-mod inbox;
 mod lane;
 mod loop_conn;
 mod loop_socket;
@@ -23,18 +22,56 @@ mod metrics;
 mod node;
 mod node_context;
 mod pending;
-mod queue;
 mod registry;
 mod replica_sync;
-mod reply_slot;
 #[cfg(test)]
 mod scripted_node;
 mod standby;
 mod stream;
 mod tls;
+mod tracked_lane;
 mod tracking;
 mod tracking_feed;
 mod wire;
+
+/// Commands to a node connection: one FIFO queue per connection (redcar_sync).
+use redcar_sync::queue;
+
+/// What a node connection hands back for one command.
+type Outcome = Result<bytes::Bytes, UpstreamError>;
+
+/// Replies awaited as futures (fan-outs, splits, retries): pooled one-shot channels.
+mod reply_slot {
+    redcar_sync::reply_pool!(
+        /// The reply slots of node outcomes.
+        pub(crate) Outcomes,
+        super::Outcome
+    );
+
+    /// Where a node connection delivers one outcome.
+    pub(crate) type ReplySender = redcar_sync::reply_slot::ReplySender<Outcomes>;
+    /// Resolves to the outcome, or to `Closed` if the connection ended without one.
+    pub(crate) type ReplyReceiver = redcar_sync::reply_slot::ReplyReceiver<Outcomes>;
+
+    /// A new channel, on a recycled slot when this thread has one.
+    pub(crate) fn channel() -> (ReplySender, ReplyReceiver) {
+        redcar_sync::reply_slot::channel()
+    }
+}
+
+/// A client session's replies from every node connection.
+mod inbox {
+    use super::Outcome;
+
+    /// A session's inbox of node outcomes.
+    pub(crate) type Inbox = redcar_sync::inbox::Inbox<Outcome>;
+    /// Where one command's outcome goes.
+    pub(crate) type Delivery = redcar_sync::inbox::Delivery<Outcome>;
+    /// The part of an inbox node connections write to.
+    pub(crate) type Shared = redcar_sync::inbox::Shared<Outcome>;
+    /// An outcome, or `Closed` when the connection dropped the command without one.
+    pub(crate) type Delivered = redcar_sync::inbox::Delivered<Outcome>;
+}
 
 pub(crate) use config::{Exhausted, UpstreamConfig, MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
 pub(crate) use connect_limit::ConnectLimit;

@@ -29,10 +29,8 @@ use super::tracking_feed::{Heard, TrackingFeed};
 use crate::protocol::Protocol;
 
 mod invalidation;
-mod lane;
 
-pub(super) use lane::LaneRedirect;
-use lane::{Mode, TrackedLane};
+use super::tracked_lane::{LaneRedirect, Mode, TrackedLane};
 
 /// One node's tracked lanes (default tracking, and the near cache's BCAST lanes, each in RESP2
 /// and RESP3) and its invalidation connection's task.

@@ -14,8 +14,8 @@ use super::super::conn;
 use super::super::node_context::NodeContext;
 use super::super::pending::{frames_len, Pending, ReplyTo};
 use super::super::reply_slot;
+use super::super::tracked_lane::TrackedLane;
 use super::super::tracking_feed::{clock_ms, minimal_cover, Heard, TrackingFeed};
-use super::lane::TrackedLane;
 use crate::protocol::{encode_command, header_value, Limits};
 
 /// The longest back-off is `reconnect_backoff` times this, as for the data connections

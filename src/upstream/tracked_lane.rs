@@ -10,9 +10,9 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{watch, Notify};
 
-use super::super::pending::{frames_len, Pending};
-use super::super::queue;
-use super::super::tracking_feed::TrackingFeed;
+use super::pending::{frames_len, Pending};
+use super::queue;
+use super::tracking_feed::TrackingFeed;
 use crate::protocol::{encode_command, Limits};
 
 /// What the tracked lanes are called in the nodes' `CLIENT LIST`.

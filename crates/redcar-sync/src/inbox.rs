@@ -1,7 +1,7 @@
 //! One client session's replies from every node connection, handed over a read at a time
 //! instead of one channel per command.
 //!
-//! A [`reply_slot`](super::reply_slot) channel costs about a dozen atomic operations per command
+//! A [`reply_slot`](crate::reply_slot) channel costs about a dozen atomic operations per command
 //! (a reference count, the slot's mutex on both sides, the pool's bookkeeping) and was the largest
 //! piece of redcar's own code in the `-P 16` profile (13% of its samples). Here a session owns one
 //! [`Inbox`]; each command it forwards carries a [`Delivery`] (the inbox and a sequence number:
@@ -11,41 +11,52 @@
 //! Callers that are not a session (fan-outs, retries, scripts) keep using reply slots.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use super::reply_slot::{Closed, Outcome};
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Arc, Mutex, MutexGuard};
+use crate::Closed;
 
-/// What a delivery carries: the node's outcome, or `Closed` when the connection task dropped
+/// What a delivery carries: the node's reply `T`, or `Closed` when the connection task dropped
 /// the command without one (it ended).
-pub(crate) type Delivered = Result<Outcome, Closed>;
+pub type Delivered<T> = Result<T, Closed>;
 
 /// The part node connections write to.
-#[derive(Default)]
-pub(crate) struct Shared {
+pub struct Shared<T> {
     /// Set under the lock when something arrived; lets the session skip the lock otherwise.
     has_mail: AtomicBool,
-    mail: Mutex<Mail>,
+    mail: Mutex<Mail<T>>,
 }
 
-#[derive(Default)]
-struct Mail {
-    arrived: Vec<(u64, Delivered)>,
+struct Mail<T> {
+    arrived: Vec<(u64, Delivered<T>)>,
     /// The session, waiting for the reply numbered `wanted`.
     waker: Option<Waker>,
     wanted: Option<u64>,
 }
 
-impl Shared {
+impl<T> Default for Shared<T> {
+    fn default() -> Self {
+        Shared {
+            has_mail: AtomicBool::new(false),
+            mail: Mutex::new(Mail {
+                arrived: Vec::new(),
+                waker: None,
+                wanted: None,
+            }),
+        }
+    }
+}
+
+impl<T> Shared<T> {
     /// Nothing panics while holding the lock, so a poisoned one is still consistent.
-    fn lock(&self) -> MutexGuard<'_, Mail> {
+    fn lock(&self) -> MutexGuard<'_, Mail<T>> {
         self.mail.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Hands over `replies` (for this inbox) under one lock; wakes the session after unlocking
     /// if one of them is the reply it waits for.
-    pub(crate) fn deliver(&self, replies: impl Iterator<Item = (u64, Delivered)>) {
+    pub fn deliver(&self, replies: impl Iterator<Item = (u64, Delivered<T>)>) {
         let waker = {
             let mut mail = self.lock();
             let mut wake = false;
@@ -69,32 +80,32 @@ impl Shared {
 
 /// Where one command's reply goes: the session's inbox and the command's number in it.
 /// Dropped without [`take`](Self::take) (its connection task ended), it tells the session so.
-pub(crate) struct Delivery {
-    inbox: Option<Arc<Shared>>,
+pub struct Delivery<T> {
+    inbox: Option<Arc<Shared<T>>>,
     seq: u64,
 }
 
-impl Delivery {
+impl<T> Delivery<T> {
     /// This reply's number in its inbox.
-    pub(crate) fn seq(&self) -> u64 {
+    pub fn seq(&self) -> u64 {
         self.seq
     }
 
     /// The inbox and number, for a caller that delivers a batch itself (see
     /// [`Shared::deliver`]); the drop no longer reports anything.
-    pub(crate) fn take(mut self) -> Option<(Arc<Shared>, u64)> {
+    pub fn take(mut self) -> Option<(Arc<Shared<T>>, u64)> {
         self.inbox.take().map(|inbox| (inbox, self.seq))
     }
 
     /// Delivers one outcome on its own.
-    pub(crate) fn send(self, outcome: Outcome) {
+    pub fn send(self, outcome: T) {
         if let Some((inbox, seq)) = self.take() {
             inbox.deliver(std::iter::once((seq, Ok(outcome))));
         }
     }
 }
 
-impl Drop for Delivery {
+impl<T> Drop for Delivery<T> {
     fn drop(&mut self) {
         if let Some(inbox) = self.inbox.take() {
             inbox.deliver(std::iter::once((self.seq, Err(Closed))));
@@ -103,41 +114,44 @@ impl Drop for Delivery {
 }
 
 /// A reply's place in the session's view of the inbox.
-enum Entry {
+enum Entry<T> {
     Waiting,
-    Arrived(Delivered),
+    Arrived(Delivered<T>),
     /// Given to its command, or its command gave up: whatever comes later is dropped.
     Taken,
 }
 
 /// The session's end: numbers the commands it forwards and keeps their replies until asked.
-pub(crate) struct Inbox {
-    shared: Arc<Shared>,
-    filed: Filed,
+pub struct Inbox<T> {
+    shared: Arc<Shared<T>>,
+    filed: Filed<T>,
 }
 
 /// The replies the session has taken out of the shared list, by number.
-#[derive(Default)]
-struct Filed {
+struct Filed<T> {
     /// The number of `entries[0]`; entries before it are all taken.
     base: u64,
-    entries: VecDeque<Entry>,
+    entries: VecDeque<Entry<T>>,
     /// Swapped with the shared list on each collection, so both keep their capacity.
-    spare: Vec<(u64, Delivered)>,
+    spare: Vec<(u64, Delivered<T>)>,
 }
 
-impl Default for Inbox {
+impl<T> Default for Inbox<T> {
     fn default() -> Self {
         Inbox {
             shared: Arc::new(Shared::default()),
-            filed: Filed::default(),
+            filed: Filed {
+                base: 0,
+                entries: VecDeque::new(),
+                spare: Vec::new(),
+            },
         }
     }
 }
 
-impl Inbox {
+impl<T> Inbox<T> {
     /// A number for one more command, and where its reply goes.
-    pub(crate) fn reserve(&mut self) -> Delivery {
+    pub fn reserve(&mut self) -> Delivery<T> {
         let filed = &mut self.filed;
         let seq = filed.base + filed.entries.len() as u64;
         filed.entries.push_back(Entry::Waiting);
@@ -148,7 +162,7 @@ impl Inbox {
     }
 
     /// The reply numbered `seq`, once it is here; otherwise the session is woken when it comes.
-    pub(crate) fn poll_reply(&mut self, seq: u64, cx: &mut Context<'_>) -> Poll<Delivered> {
+    pub fn poll_reply(&mut self, seq: u64, cx: &mut Context<'_>) -> Poll<Delivered<T>> {
         if let Some(delivered) = self.filed.take_arrived(seq) {
             return Poll::Ready(delivered);
         }
@@ -166,7 +180,7 @@ impl Inbox {
     }
 
     /// The reply numbered `seq` if it is here now (no waker is kept).
-    pub(crate) fn try_reply(&mut self, seq: u64) -> Option<Delivered> {
+    pub fn try_reply(&mut self, seq: u64) -> Option<Delivered<T>> {
         if let Some(delivered) = self.filed.take_arrived(seq) {
             return Some(delivered);
         }
@@ -180,7 +194,7 @@ impl Inbox {
     }
 
     /// The command numbered `seq` no longer wants its reply (it gave up at its deadline).
-    pub(crate) fn forget(&mut self, seq: u64) {
+    pub fn forget(&mut self, seq: u64) {
         if let Some(entry) = self.filed.entry(seq) {
             *entry = Entry::Taken;
         }
@@ -188,25 +202,24 @@ impl Inbox {
     }
 
     /// Commands whose replies are still expected or not yet taken.
-    #[cfg(test)]
-    pub(crate) fn outstanding(&self) -> usize {
+    pub fn outstanding(&self) -> usize {
         self.filed.entries.len()
     }
 
     /// No command is waiting for a reply here, and none will be filed: a late reply to a
     /// command that gave up has a number below every entry, so a new inbox may replace this one.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.filed.entries.is_empty()
     }
 }
 
-impl Filed {
-    fn entry(&mut self, seq: u64) -> Option<&mut Entry> {
+impl<T> Filed<T> {
+    fn entry(&mut self, seq: u64) -> Option<&mut Entry<T>> {
         let index = usize::try_from(seq.checked_sub(self.base)?).ok()?;
         self.entries.get_mut(index)
     }
 
-    fn take_arrived(&mut self, seq: u64) -> Option<Delivered> {
+    fn take_arrived(&mut self, seq: u64) -> Option<Delivered<T>> {
         let entry = self.entry(seq)?;
         if !matches!(entry, Entry::Arrived(_)) {
             return None;
@@ -219,7 +232,7 @@ impl Filed {
     }
 
     /// Moves everything that arrived into `entries` (called with the lock held).
-    fn file(&mut self, has_mail: &AtomicBool, mail: &mut Mail) {
+    fn file(&mut self, has_mail: &AtomicBool, mail: &mut Mail<T>) {
         has_mail.store(false, Ordering::Relaxed);
         std::mem::swap(&mut mail.arrived, &mut self.spare);
         let mut spare = std::mem::take(&mut self.spare);
@@ -241,11 +254,12 @@ impl Filed {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use bytes::Bytes;
     use std::task::Wake;
+
+    type Outcome = Result<&'static str, ()>;
 
     struct Count(std::sync::atomic::AtomicUsize);
 
@@ -265,16 +279,16 @@ mod tests {
     }
 
     fn reply(text: &'static str) -> Outcome {
-        Ok(Bytes::from_static(text.as_bytes()))
+        Ok(text)
     }
 
-    fn bytes(delivered: Delivered) -> Bytes {
+    fn bytes(delivered: Delivered<Outcome>) -> &'static str {
         delivered.expect("not closed").expect("a reply")
     }
 
     #[test]
     fn replies_arriving_in_any_order_are_found_by_number() {
-        let mut inbox = Inbox::default();
+        let mut inbox = Inbox::<Outcome>::default();
         let (_, waker) = counting();
         let mut cx = Context::from_waker(&waker);
         let first = inbox.reserve();
@@ -292,7 +306,7 @@ mod tests {
 
     #[test]
     fn the_session_is_woken_only_for_the_reply_it_waits_for() {
-        let mut inbox = Inbox::default();
+        let mut inbox = Inbox::<Outcome>::default();
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
         let first = inbox.reserve();
@@ -306,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_batch_is_handed_over_at_once() {
-        let mut inbox = Inbox::default();
+        let mut inbox = Inbox::<Outcome>::default();
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
         let deliveries: Vec<_> = (0..3).map(|_| inbox.reserve()).collect();
@@ -322,14 +336,14 @@ mod tests {
 
     #[test]
     fn a_dropped_delivery_reports_closed() {
-        let mut inbox = Inbox::default();
+        let mut inbox = Inbox::<Outcome>::default();
         drop(inbox.reserve());
         assert_eq!(inbox.try_reply(0).map(|d| d.is_err()), Some(true));
     }
 
     #[test]
     fn a_forgotten_reply_is_dropped_when_it_comes_late() {
-        let mut inbox = Inbox::default();
+        let mut inbox = Inbox::<Outcome>::default();
         let late = inbox.reserve();
         let next = inbox.reserve();
         inbox.forget(0);

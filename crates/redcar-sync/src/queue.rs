@@ -11,9 +11,10 @@
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{Arc, Mutex, MutexGuard};
 
 struct Shared<T> {
     inner: Mutex<Inner<T>>,
@@ -45,18 +46,19 @@ impl<T> Shared<T> {
 }
 
 /// The sessions' end (held by the node handle).
-pub(super) struct Sender<T> {
+pub struct Sender<T> {
     shared: Arc<Shared<T>>,
 }
 
 /// The connection task's end.
-pub(super) struct Receiver<T> {
+pub struct Receiver<T> {
     shared: Arc<Shared<T>>,
     /// Items taken from the shared deque in one swap, handed out one by one.
     taken: VecDeque<T>,
 }
 
-pub(super) fn channel<T>() -> (Sender<T>, Receiver<T>) {
+/// A new, empty queue.
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         inner: Mutex::new(Inner {
             items: VecDeque::new(),
@@ -80,7 +82,7 @@ pub(super) fn channel<T>() -> (Sender<T>, Receiver<T>) {
 
 impl<T> Sender<T> {
     /// Queues `item` now; gives it back if the connection task has ended.
-    pub(crate) fn send(&self, item: T) -> Result<(), T> {
+    pub fn send(&self, item: T) -> Result<(), T> {
         let waker = {
             let mut inner = self.shared.lock();
             if inner.receiver_gone {
@@ -101,7 +103,7 @@ impl<T> Sender<T> {
     /// The event loop driving the receiving end and the connection's key there: `(loop, key)`,
     /// once the loop took it over.
     #[inline]
-    pub(crate) fn home(&self) -> Option<(usize, usize)> {
+    pub fn home(&self) -> Option<(usize, usize)> {
         let home = self.shared.home.load(Ordering::Acquire);
         (home != NO_HOME).then_some(((home >> 32) as usize, (home & 0xffff_ffff) as usize))
     }
@@ -122,7 +124,7 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Receiver<T> {
     /// The next item without waiting, if one is queued.
-    pub(crate) fn try_recv(&mut self) -> Option<T> {
+    pub fn try_recv(&mut self) -> Option<T> {
         if self.taken.is_empty() {
             let mut inner = self.shared.lock();
             self.shared.has_items.store(false, Ordering::Relaxed);
@@ -133,23 +135,24 @@ impl<T> Receiver<T> {
 
     /// Whether something may be queued that this end has not taken yet (one atomic load).
     #[inline]
-    pub(crate) fn has_items(&self) -> bool {
+    pub fn has_items(&self) -> bool {
         !self.taken.is_empty() || self.shared.has_items.load(Ordering::Acquire)
     }
 
     /// Says where a worker's event loop drives this end (see [`Sender::home`]).
-    pub(crate) fn set_home(&self, event_loop: usize, key: usize) {
+    pub fn set_home(&self, event_loop: usize, key: usize) {
         let home = ((event_loop as u64) << 32) | (key as u64 & 0xffff_ffff);
         self.shared.home.store(home, Ordering::Release);
     }
 
     /// The next item; `None` once the sender is gone and everything was taken. Cancel-safe:
     /// dropping the future loses nothing.
-    pub(crate) async fn recv(&mut self) -> Option<T> {
+    pub async fn recv(&mut self) -> Option<T> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
-    pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+    /// [`recv`](Self::recv) as a poll: registers `cx`'s waker when nothing is queued.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         if let Some(item) = self.taken.pop_front() {
             return Poll::Ready(Some(item));
         }
@@ -184,7 +187,7 @@ impl<T> Drop for Receiver<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
