@@ -45,7 +45,7 @@ help:
 	@echo "               command errors, closed connections, connect and command p99 (bench/upgrade.sh)"
 	@echo "make status-screenshot - re-take docs/img/status-page.png (scripts/status-screenshot.sh)"
 	@echo "make fmt     - cargo fmt --all"
-	@echo "make clippy  - cargo clippy --all-targets -- -D warnings"
+	@echo "make clippy  - cargo clippy --workspace --all-targets -- -D warnings"
 	@echo "make clean   - cargo clean"
 
 ensure-redis:
@@ -94,7 +94,7 @@ fmt-check:
 	$(CARGO) fmt --all -- --check
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # The prerequisites stop at the first failure; then scripts/test-all.sh runs every test step
 # (cargo test --all-targets --no-fail-fast, cargo deny, fuzz, the chaos selftest, both soaks) even after one

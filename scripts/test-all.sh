@@ -4,7 +4,7 @@
 # not hide the fuzz step or the soaks. At the end a summary names each step with its result and
 # time; the exit status is 1 if any step failed.
 #
-#   1. cargo test --all-targets --no-fail-fast   unit, integration and doc tests (~10-25 min)
+#   1. cargo test --workspace --all-targets --no-fail-fast   unit, integration and doc tests (~10-25 min)
 #   2. scripts/deny.sh                           cargo-deny (deny.toml) when it is installed
 #                                                (`make deny` installs it), else a note; seconds
 #   3. scripts/fuzz.sh                           the cargo-fuzz targets, 10 s each
@@ -41,7 +41,7 @@ step() {
     fi
 }
 
-step "cargo test" "$CARGO" test --all-targets --no-fail-fast
+step "cargo test" "$CARGO" test --workspace --all-targets --no-fail-fast
 step "cargo deny" scripts/deny.sh
 step "fuzz" scripts/fuzz.sh
 step "chaos selftest" "$CHAOS_PY" tools/chaos/selftest.py

@@ -1,6 +1,7 @@
-//! Files import each other one way, like the modules do (tests/layering.rs): no file of `src/`
-//! reaches itself through the paths it names (issue 29; docs/architecture.md, under the module
-//! table). Test code is left out (`#[cfg(test)]` modules and the files they declare).
+//! Files import each other one way, like the modules do (tests/layering.rs): no file of `src/`,
+//! nor of a workspace crate's `crates/*/src`, reaches itself through the paths it names
+//! (docs/architecture.md, under the module table). Test code is left out (`#[cfg(test)]` modules
+//! and the files they declare).
 //!
 //! The rule, as this scan applies it:
 //!
@@ -308,33 +309,49 @@ fn describe(edges: &Edges, part: &[String]) -> String {
     out
 }
 
-#[test]
-fn files_import_one_way() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+/// The `.rs` files under `crate_dir/src`, by their path from `crate_dir` (`src/a/b.rs`).
+fn crate_files(crate_dir: &Path) -> BTreeMap<String, String> {
     let mut files = BTreeMap::new();
-    let mut dirs = vec![root.join("src")];
+    let mut dirs = vec![crate_dir.join("src")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("read src/") {
             let path = entry.expect("dir entry").path();
             if path.is_dir() {
                 dirs.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                let rel = path.strip_prefix(root).expect("under the root");
+                let rel = path.strip_prefix(crate_dir).expect("under the crate");
                 let rel = rel.to_string_lossy().replace('\\', "/");
                 files.insert(rel, std::fs::read_to_string(&path).expect("read a file"));
             }
         }
     }
-    let edges = edges(&files);
+    files
+}
+
+/// Each crate of the workspace on its own (the root package and `crates/*`): a path into
+/// another crate leaves the scan, and Cargo already keeps the crates' dependencies one way.
+#[test]
+fn files_import_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut crates = vec![(String::new(), root.to_path_buf())];
+    for entry in std::fs::read_dir(root.join("crates")).expect("read crates/") {
+        let dir = entry.expect("dir entry").path();
+        let name = dir.strip_prefix(root).expect("under the root");
+        crates.push((format!("{}/", name.to_string_lossy()), dir));
+    }
+    let mut found = Vec::new();
+    let mut imports = 0;
+    for (name, dir) in &crates {
+        let edges = edges(&crate_files(dir));
+        imports += edges.len();
+        for part in circles(&edges) {
+            found.push(format!("{name}{}", describe(&edges, &part)));
+        }
+    }
     assert!(
-        edges.len() > 300,
-        "only {} imports between files found: is the scan broken?",
-        edges.len()
+        imports > 300,
+        "only {imports} imports between files found: is the scan broken?"
     );
-    let found: Vec<String> = circles(&edges)
-        .iter()
-        .map(|part| describe(&edges, part))
-        .collect();
     assert!(
         found.is_empty(),
         "{} import circles between files (move what they share down into the lower file, or \
