@@ -46,6 +46,7 @@ impl Select {
 /// Pushes the index (into `args`, where `args[0]` is the command name) of every key.
 /// Specs flagged `NOT_KEY` (shard channels) are skipped, as Redis does for keys.
 /// On error `out` is left as it was.
+#[inline]
 pub fn key_indices(
     spec: &CommandSpec,
     args: Args<'_>,
@@ -55,6 +56,7 @@ pub fn key_indices(
 }
 
 /// Pushes every argument that determines the slot: keys and shard channels, in spec order.
+#[inline]
 pub fn routing_indices(
     spec: &CommandSpec,
     args: Args<'_>,

@@ -20,6 +20,7 @@ pub(crate) const MAX_LEARNED: usize = 1024;
 /// Looks `args` up in the builtin table only; see [`CommandTable::lookup`].
 /// Every command passes through here: the name is hashed and compared in place, in any case,
 /// without first being copied and lowercased.
+#[inline]
 pub fn lookup(args: Args<'_>) -> Option<&'static CommandSpec> {
     BuiltinIndex::get()
         .find_any_case(args.first()?)
@@ -42,6 +43,7 @@ impl CommandTable {
     /// Spec for a command line: `args[0]` is the name in any case; when the command is a
     /// container and `args[1]` names one of its subcommands, the subcommand's spec
     /// (`CLIENT SETNAME` → `client|setname`), otherwise the container's.
+#[inline]
     pub fn lookup(&self, args: Args<'_>) -> Option<&'static CommandSpec> {
         let mut buf = [0u8; MAX_NAME_LEN];
         let name = lowercase(args.first()?, &mut buf)?;
@@ -118,6 +120,7 @@ struct BuiltinIndex {
 }
 
 impl BuiltinIndex {
+#[inline]
     fn get() -> &'static BuiltinIndex {
         static INDEX: OnceLock<BuiltinIndex> = OnceLock::new();
         INDEX.get_or_init(|| BuiltinIndex::build(COMMANDS))
@@ -195,6 +198,7 @@ fn subcommand_part(name: &str) -> &str {
 }
 
 /// Picks the subcommand named by `args[1]` when `spec` is a container and it exists.
+#[inline]
 fn resolve(spec: &'static CommandSpec, args: Args<'_>) -> &'static CommandSpec {
     if spec.subcommands.is_empty() {
         return spec;

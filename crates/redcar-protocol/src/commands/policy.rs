@@ -321,6 +321,7 @@ const CLUSTER_CONN: &[&str] = &["asking", "readonly", "readwrite"];
 /// lists (about 270 instructions for a GET under callgrind, 5% of its whole forwarding), so the
 /// answers for the builtin table's top-level commands are decided once and looked up by the
 /// spec's position in it; subcommands and learned or custom commands are decided each time.
+#[inline]
 pub fn serve(spec: &CommandSpec) -> Serve {
     static BUILTIN: OnceLock<Vec<Serve>> = OnceLock::new();
     match builtin_index(spec) {
@@ -331,6 +332,7 @@ pub fn serve(spec: &CommandSpec) -> Serve {
 
 /// `spec`'s index in [`COMMANDS`] when it is one of its entries (found by address: the table is
 /// one static slice).
+#[inline]
 fn builtin_index(spec: &CommandSpec) -> Option<usize> {
     let size = std::mem::size_of::<CommandSpec>();
     let start = COMMANDS.as_ptr() as usize;
@@ -397,6 +399,7 @@ fn admin_keyed(name: &str) -> bool {
 
 /// How `spec` is split per slot when its keys span several slots; `None`: it must not be (it is
 /// atomic across its keys, or not a plain multi-key command), so cross-slot use is refused.
+#[inline]
 pub fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
     SPLIT
         .iter()

@@ -16,17 +16,20 @@ pub fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> Byte
 const MAX_DECIMAL: usize = 20;
 
 /// `+s\r\n`. `s` must not contain CR or LF.
+#[inline]
 pub fn write_simple(out: &mut BytesMut, s: &[u8]) {
     write_line(out, b'+', s);
 }
 
 /// `-msg\r\n`. `msg` carries its own prefix, e.g. `b"ERR redcar: no route"`, and must not
 /// contain CR or LF.
+#[inline]
 pub fn write_error(out: &mut BytesMut, msg: &[u8]) {
     write_line(out, b'-', msg);
 }
 
 /// `:n\r\n`.
+#[inline]
 pub fn write_integer(out: &mut BytesMut, n: i64) {
     out.reserve(1 + MAX_DECIMAL + 2);
     out.put_u8(b':');
@@ -35,6 +38,7 @@ pub fn write_integer(out: &mut BytesMut, n: i64) {
 }
 
 /// `$len\r\nb\r\n`.
+#[inline]
 pub fn write_bulk(out: &mut BytesMut, b: &[u8]) {
     out.reserve(1 + MAX_DECIMAL + 2 + b.len() + 2);
     put_header(out, b'$', b.len());
@@ -53,6 +57,7 @@ pub(crate) fn write_null_array(out: &mut BytesMut) {
 }
 
 /// `*n\r\n`; the caller then writes the `n` elements.
+#[inline]
 pub fn write_array_len(out: &mut BytesMut, n: usize) {
     out.reserve(1 + MAX_DECIMAL + 2);
     put_header(out, b'*', n);
