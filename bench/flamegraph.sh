@@ -96,13 +96,13 @@ redis-benchmark -p "$PORT" -t set,get -n 20000 -c "$CLIENTS" -r 100000 -q >/dev/
 classify() {
     awk '
     function module(fr) {
-        if (fr ~ /^redcar::protocol/) return "redcar: RESP parsing / encoding (protocol)"
+        if (fr ~ /^redcar(_protocol)?::protocol/) return "redcar: RESP parsing / encoding (protocol)"
         if (fr ~ /^redcar::router/) return "redcar: routing, slot hashing, reply hand-off (router)"
         if (fr ~ /^redcar::downstream/) return "redcar: client sessions (downstream)"
         if (fr ~ /^redcar::upstream/) return "redcar: node connections (upstream)"
         if (fr ~ /^redcar::metrics/) return "redcar: metrics"
         if (fr ~ /^redcar::cluster/) return "redcar: topology (cluster)"
-        if (fr ~ /redcar::/) return "redcar: other"
+        if (fr ~ /redcar(_protocol)?::/) return "redcar: other"
         if (fr ~ /^<?tokio::sync::oneshot/) return "tokio: oneshot channels (replies to sessions)"
         if (fr ~ /^<?(tokio|mio)::/) return "tokio: scheduling, I/O readiness, wake-ups"
         return ""

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Which source files a command's path runs through, from a callgrind dump.
 
-    bench/path_files.py DUMP REQUESTS [SRC_ROOT]
+    bench/path_files.py DUMP REQUESTS [ROOT]
 
 DUMP is a dump of one scenario (CALLGRIND_KEEP=1 bench/callgrind.sh ...; the dump of the
-scenario is callgrind.out.PID.N, N >= 1), REQUESTS the requests it ran. Prints two counts:
+scenario is callgrind.out.PID.N, N >= 1), REQUESTS the requests it ran; files are named from
+ROOT, the project's directory (guessed from the dump: src/..., crates/NAME/src/...). Prints two
+counts:
 - the files holding a function (not inlined) called at least once per request: the frames a
   profiler shows on the command's stack;
 - the files whose code, inlined or not, runs at least one instruction per request on average
@@ -88,10 +90,13 @@ def main():
 
 
 def common_root(paths):
-    """The project's src/ directory, guessed from the files the dump names."""
+    """The project's directory (holding src/ and the workspace's crates/), guessed from the
+    files the dump names."""
     for p in paths:
         if p and "/src/" in p and "/rustc/" not in p and "/.cargo/" not in p:
-            return p[: p.index("/src/") + len("/src/")]
+            at = p.find("/crates/")
+            at = at if at >= 0 else p.index("/src/")
+            return p[: at + 1]
     return "/"
 
 

@@ -2,9 +2,12 @@
 //!
 //! # Layout
 //! Dependencies point one way, top to bottom (tests/layering.rs checks it):
-//! - [`reactor`]: how other threads wake a worker's event loop and hand it mail (mio, no tokio).
 //! - [`protocol`]: RESP frames as zero-copy views over `Bytes`; streaming parse with limits; encode.
 //! - [`commands`]: the one command table (arity, flags, key specs, how redcar serves it).
+//!
+//!   These two are the crate `redcar_protocol` (crates/redcar-protocol), re-exported here; Cargo
+//!   keeps it below everything else.
+//! - [`reactor`]: how other threads wake a worker's event loop and hand it mail (mio, no tokio).
 //! - [`cluster`]: CRC16 slots, the immutable slot map, topology discovery and refresh.
 //! - [`upstream`]: per-node shared, pipelined connections with FIFO reply matching.
 //! - [`router`]: slot → node, MOVED/ASK, retries within the command deadline; key-prefix routes.
@@ -31,7 +34,8 @@
 //!
 //! # A GET, from socket to socket
 //! Per core, one worker thread's event loop serves it from start to end (docs/architecture.md,
-//! docs/decisions/0001-one-loop-per-worker.md), in these files, in order:
+//! docs/decisions/0001-one-loop-per-worker.md), in these files, in order (`protocol/` and
+//! `commands/` are under crates/redcar-protocol/src, the rest under src/):
 //! 1. `downstream/event_loop/mod.rs`: `poll` says the client's socket is readable.
 //! 2. `downstream/event_loop/commands.rs`, `downstream/session/buffers.rs`,
 //!    `protocol/parse.rs`: read into the client's buffer, the request parsed in place.
@@ -58,7 +62,6 @@ pub mod app;
 pub mod auth;
 pub mod backends;
 pub mod cluster;
-pub mod commands;
 pub mod config;
 pub mod doctor;
 pub mod downstream;
@@ -67,7 +70,6 @@ pub mod hotkeys;
 pub mod memory;
 pub mod metrics;
 pub mod near_cache;
-pub mod protocol;
 pub mod reactor;
 pub mod router;
 pub mod sentinel;
@@ -75,3 +77,7 @@ pub mod top;
 pub mod upstream;
 pub mod values;
 pub mod workers;
+
+// The RESP codec and the command table live in their own crate; re-exported so the proxy's
+// modules name them `crate::protocol` and `crate::commands` like their own.
+pub use redcar_protocol::{commands, protocol};

@@ -1,9 +1,11 @@
-//! House rules for `src/`, checked over the non-test code (test files and `#[cfg(test)]` test
-//! modules left out): no function over [`MAX_FN_LINES`] lines, no file over [`MAX_FILE_LINES`], and
-//! in the modules already tidied, `pub` only on what tests/, examples/, fuzz/ and `src/main.rs` use
-//! (everything else is `pub(crate)` or narrower). Each rule has an explicit allow-list of today's
-//! exceptions: a new exception fails, and so does an entry that is no longer needed, so the lists
-//! only shrink and always show what is left to do (docs/architecture.md, "Conventions").
+//! House rules for `src/` and the workspace crates' `crates/*/src`, checked over the non-test
+//! code (test files and `#[cfg(test)]` test modules left out): no function over
+//! [`MAX_FN_LINES`] lines, no file over [`MAX_FILE_LINES`], and in the modules of `src/` already
+//! tidied, `pub` only on what tests/, examples/, fuzz/ and `src/main.rs` use (everything else is
+//! `pub(crate)` or narrower; a workspace crate's `pub` items are its API to the proxy). Each
+//! rule has an explicit allow-list of today's exceptions: a new exception fails, and so does an
+//! entry that is no longer needed, so the lists only shrink and always show what is left to do
+//! (docs/architecture.md, "Conventions").
 //!
 //! The scan is textual (braces outside strings, chars and comments), not a parser: simple
 //! enough to trust, and good enough for code that rustfmt has formatted.
@@ -31,7 +33,6 @@ const TIDIED: &[&str] = &[
     "auth",
     "backends",
     "cluster",
-    "commands",
     "config",
     "doctor",
     "downstream",
@@ -40,7 +41,6 @@ const TIDIED: &[&str] = &[
     "metrics",
     "memory",
     "near_cache",
-    "protocol",
     "router",
     "sentinel",
     "top",
@@ -75,7 +75,6 @@ const PUBLIC: &[&str] = &[
     "src/cluster/config.rs: refresh_interval",
     "src/cluster/mod.rs: slot::key_slot",
     "src/cluster/slot.rs: key_slot",
-    "src/commands/custom.rs: CustomCommand",
     "src/config/cli.rs: Cli",
     "src/config/cli.rs: UpgradeArgs",
     "src/config/cli.rs: pid_file",
@@ -148,9 +147,6 @@ const PUBLIC: &[&str] = &[
     "src/metrics/tally.rs: record",
     "src/metrics/tally.rs: flush",
     "src/near_cache/config.rs: NearCacheConfig",
-    // The cargo-fuzz target fuzz/fuzz_targets/resp_parse.rs calls it.
-    "src/protocol/fuzz.rs: fuzz_logic",
-    "src/protocol/mod.rs: fuzz::fuzz_logic",
     "src/router/config.rs: RouterConfig",
     "src/router/fuzz.rs: fuzz_plan",
     "src/router/mod.rs: fuzz::fuzz_plan",
@@ -396,8 +392,7 @@ fn public_name(line: &str) -> Option<String> {
     Some(name[..end].to_string())
 }
 
-/// The non-test source files under `src/` and every workspace crate's `crates/*/src/`, with
-/// their relative paths and code.
+/// The non-test source files under `src/` and `crates/*/src` with their relative paths and code.
 fn sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate src/commands/table.rs from a live redis-server's COMMAND reply.
+"""Generate crates/redcar-protocol/src/commands/table.rs from a live redis-server's COMMAND reply.
 
 Usage:
     python3 tools/gen_commands.py                 # start a temporary redis-server, regenerate
@@ -21,7 +21,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, "src", "commands", "table.rs")
+OUT = os.path.join(ROOT, "crates", "redcar-protocol", "src", "commands", "table.rs")
 
 # Redis flag name -> Rust const in spec::flags (order = output order).
 FLAGS = [
@@ -257,9 +257,9 @@ def main():
         except FileNotFoundError:
             current = ""
         if current != text:
-            print("src/commands/table.rs is stale; run python3 tools/gen_commands.py", file=sys.stderr)
+            print("crates/redcar-protocol/src/commands/table.rs is stale; run python3 tools/gen_commands.py", file=sys.stderr)
             return 1
-        print("src/commands/table.rs is current (redis %s, %d commands)" % (version, len(reply)))
+        print("crates/redcar-protocol/src/commands/table.rs is current (redis %s, %d commands)" % (version, len(reply)))
         return 0
     with open(OUT, "w", encoding="utf-8") as fh:
         fh.write(text)

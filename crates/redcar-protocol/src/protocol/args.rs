@@ -38,7 +38,7 @@ impl Span {
 
 /// The arguments of one request, the command name first: a borrowed, copyable view.
 #[derive(Clone, Copy)]
-pub(crate) struct Args<'r> {
+pub struct Args<'r> {
     raw: &'r Bytes,
     spans: &'r [Span],
 }
@@ -52,36 +52,36 @@ impl<'r> Args<'r> {
 
     /// How many arguments.
     #[inline]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.spans.len()
     }
 
     /// Whether there are none.
     #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
     }
 
     /// Argument `i`.
     #[inline]
-    pub(crate) fn get(&self, i: usize) -> Option<&'r [u8]> {
+    pub fn get(&self, i: usize) -> Option<&'r [u8]> {
         let span = self.spans.get(i)?;
         self.raw.get(span.range())
     }
 
     /// The first argument (the command name, unless [`skip`](Self::skip)ped).
     #[inline]
-    pub(crate) fn first(&self) -> Option<&'r [u8]> {
+    pub fn first(&self) -> Option<&'r [u8]> {
         self.get(0)
     }
 
     /// The last argument.
-    pub(crate) fn last(&self) -> Option<&'r [u8]> {
+    pub fn last(&self) -> Option<&'r [u8]> {
         self.get(self.len().checked_sub(1)?)
     }
 
     /// Argument `i` as its own `Bytes`, sharing the request's memory: for keeping it.
-    pub(crate) fn bytes(&self, i: usize) -> Option<Bytes> {
+    pub fn bytes(&self, i: usize) -> Option<Bytes> {
         let span = self.spans.get(i)?;
         let range = span.range();
         (range.end <= self.raw.len()).then(|| self.raw.slice(range))
@@ -89,7 +89,7 @@ impl<'r> Args<'r> {
 
     /// The arguments from `n` on (none when there are fewer).
     #[inline]
-    pub(crate) fn skip(&self, n: usize) -> Args<'r> {
+    pub fn skip(&self, n: usize) -> Args<'r> {
         Args {
             raw: self.raw,
             spans: self.spans.get(n..).unwrap_or_default(),
@@ -97,7 +97,7 @@ impl<'r> Args<'r> {
     }
 
     /// The arguments before `n` (all of them when there are fewer).
-    pub(crate) fn take(&self, n: usize) -> Args<'r> {
+    pub fn take(&self, n: usize) -> Args<'r> {
         Args {
             raw: self.raw,
             spans: &self.spans[..n.min(self.spans.len())],
@@ -105,7 +105,7 @@ impl<'r> Args<'r> {
     }
 
     /// Each argument, in order.
-    pub(crate) fn iter(&self) -> Iter<'r> {
+    pub fn iter(&self) -> Iter<'r> {
         Iter {
             raw: self.raw,
             spans: self.spans.iter(),
@@ -113,7 +113,7 @@ impl<'r> Args<'r> {
     }
 
     /// Every argument as its own `Bytes` (zero-copy), for keeping them.
-    pub(crate) fn to_bytes(self) -> Vec<Bytes> {
+    pub fn to_bytes(self) -> Vec<Bytes> {
         (0..self.len()).filter_map(|i| self.bytes(i)).collect()
     }
 }
@@ -147,7 +147,7 @@ impl fmt::Debug for Args<'_> {
 
 /// The arguments of an [`Args`], in order.
 #[derive(Clone)]
-pub(crate) struct Iter<'r> {
+pub struct Iter<'r> {
     raw: &'r Bytes,
     spans: std::slice::Iter<'r, Span>,
 }

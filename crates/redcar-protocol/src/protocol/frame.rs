@@ -14,7 +14,7 @@ use super::{Limits, ProtocolError};
 /// A RESP2 reply or value. Payloads are `Bytes` slices of the input, never copies, and never
 /// assumed to be UTF-8.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Frame {
+pub enum Frame {
     /// `+OK`; the payload holds no CR or LF.
     Simple(Bytes),
     /// `-ERR ...`, the payload starting with the error code; no CR or LF.
@@ -37,10 +37,7 @@ impl Frame {
     /// The frame is measured first, so an incomplete frame costs no allocation and leaves `buf`
     /// untouched. A well-framed RESP3 reply is removed from `buf` before
     /// [`ProtocolError::Resp3Unsupported`] is returned, so the stream stays in sync.
-    pub(crate) fn parse(
-        buf: &mut BytesMut,
-        limits: &Limits,
-    ) -> Result<Option<Frame>, ProtocolError> {
+    pub fn parse(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Frame>, ProtocolError> {
         let Some(len) = reply_frame_len(buf, limits)? else {
             return Ok(None);
         };
@@ -48,7 +45,7 @@ impl Frame {
     }
 
     /// Parse `bytes`, which must hold exactly one complete frame (as cut by `reply_frame_len`).
-    pub(crate) fn from_bytes(bytes: Bytes, limits: &Limits) -> Result<Frame, ProtocolError> {
+    pub fn from_bytes(bytes: Bytes, limits: &Limits) -> Result<Frame, ProtocolError> {
         match reply_frame_len(&bytes, limits)? {
             None => Err(ProtocolError::Incomplete),
             Some(len) if len < bytes.len() => Err(ProtocolError::TrailingBytes),
@@ -57,7 +54,7 @@ impl Frame {
     }
 
     /// Append the RESP encoding of this frame to `out`.
-    pub(crate) fn encode(&self, out: &mut BytesMut) {
+    pub fn encode(&self, out: &mut BytesMut) {
         out.reserve(self.encoded_len());
         self.encode_reserved(out);
     }
@@ -78,7 +75,7 @@ impl Frame {
     }
 
     /// The RESP encoding of this frame.
-    pub(crate) fn to_bytes(&self) -> Bytes {
+    pub fn to_bytes(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(self.encoded_len());
         self.encode_reserved(&mut out);
         out.freeze()
@@ -99,7 +96,7 @@ impl Frame {
     }
 
     /// The payload of a simple or bulk string.
-    pub(crate) fn as_bytes(&self) -> Option<&Bytes> {
+    pub fn as_bytes(&self) -> Option<&Bytes> {
         match self {
             Frame::Simple(b) | Frame::Bulk(b) => Some(b),
             _ => None,
@@ -107,7 +104,7 @@ impl Frame {
     }
 
     /// The value of an integer.
-    pub(crate) fn as_integer(&self) -> Option<i64> {
+    pub fn as_integer(&self) -> Option<i64> {
         match self {
             Frame::Integer(n) => Some(*n),
             _ => None,
@@ -115,7 +112,7 @@ impl Frame {
     }
 
     /// The elements of a (non-null) array.
-    pub(crate) fn as_array(&self) -> Option<&[Frame]> {
+    pub fn as_array(&self) -> Option<&[Frame]> {
         match self {
             Frame::Array(items) => Some(items),
             _ => None,
@@ -123,7 +120,7 @@ impl Frame {
     }
 
     /// True for an error reply (`-...`).
-    pub(crate) fn is_error(&self) -> bool {
+    pub fn is_error(&self) -> bool {
         matches!(self, Frame::Error(_))
     }
 }

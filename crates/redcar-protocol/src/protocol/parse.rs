@@ -13,7 +13,8 @@ use super::{Limits, ProtocolError};
 /// `*0`, `*-1`) are removed along the way. Any first byte other than `*` starts an inline
 /// command. On error the buffer is left as it was and the connection should be closed after
 /// replying `-ERR Protocol error: <error>`.
-pub(crate) fn parse_request(
+#[inline]
+pub fn parse_request(
     buf: &mut BytesMut,
     limits: &Limits,
 ) -> Result<Option<Request>, ProtocolError> {
@@ -26,7 +27,8 @@ pub(crate) fn parse_request(
 /// command into one slot and lends it by reference, instead of moving a 168-byte `Request`
 /// through the parser's and the session's returns (about a dozen `memcpy` calls per command,
 /// 7% of the instructions at `-P 16`; callgrind, 2026-11-27).
-pub(crate) fn parse_request_into(
+#[inline]
+pub fn parse_request_into(
     buf: &mut BytesMut,
     limits: &Limits,
     out: &mut Request,

@@ -16,11 +16,11 @@ use super::spec::{key_flags as k, BeginSearch, CommandSpec, FindKeys, KeySpec};
 use crate::protocol::Args;
 
 /// One key argument: its index (`args[0]` is the command name) and its key-spec flags.
-pub(crate) type KeyUse = (usize, u32);
+pub type KeyUse = (usize, u32);
 
 /// How a pub/sub command names channels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Channels {
+pub enum Channels {
     /// Every argument is a channel (SUBSCRIBE, SSUBSCRIBE).
     Subscribe,
     /// Every argument is a pattern, matched literally against the user's channel rules
@@ -32,7 +32,7 @@ pub(crate) enum Channels {
 
 /// Which arguments of `spec` are channels the ACL checks; `None` for every other command
 /// (unsubscribing is never refused, as in Redis).
-pub(crate) fn acl_channels(spec: &CommandSpec) -> Option<Channels> {
+pub fn acl_channels(spec: &CommandSpec) -> Option<Channels> {
     match spec.name {
         "subscribe" | "ssubscribe" => Some(Channels::Subscribe),
         "psubscribe" => Some(Channels::PatternSubscribe),
@@ -42,13 +42,13 @@ pub(crate) fn acl_channels(spec: &CommandSpec) -> Option<Channels> {
 }
 
 /// Whether Redis considers `spec` to have keys at all (`doesCommandHaveKeys`).
-pub(crate) fn has_acl_keys(spec: &CommandSpec) -> bool {
+pub fn has_acl_keys(spec: &CommandSpec) -> bool {
     has_key_finder(spec.name) || spec.key_specs.iter().any(|ks| ks.flags & k::NOT_KEY == 0)
 }
 
 /// Pushes every key of the command line with its flags, as Redis's ACL check sees them.
 /// `out` is cleared first.
-pub(crate) fn acl_keys(spec: &CommandSpec, args: Args<'_>, out: &mut Vec<KeyUse>) {
+pub fn acl_keys(spec: &CommandSpec, args: Args<'_>, out: &mut Vec<KeyUse>) {
     out.clear();
     let has_keyspec = spec.key_specs.iter().any(|ks| ks.flags & k::NOT_KEY == 0);
     let variable = spec

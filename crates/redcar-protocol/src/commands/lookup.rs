@@ -20,7 +20,8 @@ pub(crate) const MAX_LEARNED: usize = 1024;
 /// Looks `args` up in the builtin table only; see [`CommandTable::lookup`].
 /// Every command passes through here: the name is hashed and compared in place, in any case,
 /// without first being copied and lowercased.
-pub(crate) fn lookup(args: Args<'_>) -> Option<&'static CommandSpec> {
+#[inline]
+pub fn lookup(args: Args<'_>) -> Option<&'static CommandSpec> {
     BuiltinIndex::get()
         .find_any_case(args.first()?)
         .map(|spec| resolve(spec, args))
@@ -29,27 +30,28 @@ pub(crate) fn lookup(args: Args<'_>) -> Option<&'static CommandSpec> {
 /// The builtin table plus specs learned at runtime from a node's `COMMAND INFO`.
 /// Cloning is cheap: learned specs are `'static` references.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct CommandTable {
+pub struct CommandTable {
     learned: HashMap<&'static str, &'static CommandSpec>,
 }
 
 impl CommandTable {
     /// The table with only the builtin (generated) commands.
-    pub(crate) fn builtin() -> Self {
+    pub fn builtin() -> Self {
         Self::default()
     }
 
     /// Spec for a command line: `args[0]` is the name in any case; when the command is a
     /// container and `args[1]` names one of its subcommands, the subcommand's spec
     /// (`CLIENT SETNAME` → `client|setname`), otherwise the container's.
-    pub(crate) fn lookup(&self, args: Args<'_>) -> Option<&'static CommandSpec> {
+#[inline]
+    pub fn lookup(&self, args: Args<'_>) -> Option<&'static CommandSpec> {
         let mut buf = [0u8; MAX_NAME_LEN];
         let name = lowercase(args.first()?, &mut buf)?;
         self.top(name).map(|spec| resolve(spec, args))
     }
 
     /// Spec by Redis name, any case: `"get"` or `"client|setname"` (as `COMMAND INFO` takes).
-    pub(crate) fn by_name(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+    pub fn by_name(&self, name: &[u8]) -> Option<&'static CommandSpec> {
         let mut buf = [0u8; MAX_NAME_LEN];
         let name = lowercase(name, &mut buf)?;
         match name.split_once('|') {
@@ -61,7 +63,7 @@ impl CommandTable {
     /// Learns commands from a decoded `COMMAND INFO` / `COMMAND` reply (see [`InfoValue`]).
     /// Only names not yet known are added (each is leaked once); malformed entries are
     /// skipped. Returns how many new top-level commands were added.
-    pub(crate) fn learn(&mut self, reply: &InfoValue) -> usize {
+    pub fn learn(&mut self, reply: &InfoValue) -> usize {
         let InfoValue::Array(entries) = reply else {
             return 0;
         };
@@ -87,7 +89,7 @@ impl CommandTable {
 
     /// Adds a spec declared in the configuration (`custom_commands`, already validated not to
     /// clash with a builtin name). Learning later skips its name, so the declaration wins.
-    pub(crate) fn declare(&mut self, spec: &'static CommandSpec) {
+    pub fn declare(&mut self, spec: &'static CommandSpec) {
         self.learned.insert(spec.name, spec);
     }
 
@@ -118,6 +120,7 @@ struct BuiltinIndex {
 }
 
 impl BuiltinIndex {
+#[inline]
     fn get() -> &'static BuiltinIndex {
         static INDEX: OnceLock<BuiltinIndex> = OnceLock::new();
         INDEX.get_or_init(|| BuiltinIndex::build(COMMANDS))
@@ -195,6 +198,7 @@ fn subcommand_part(name: &str) -> &str {
 }
 
 /// Picks the subcommand named by `args[1]` when `spec` is a container and it exists.
+#[inline]
 fn resolve(spec: &'static CommandSpec, args: Args<'_>) -> &'static CommandSpec {
     if spec.subcommands.is_empty() {
         return spec;

@@ -5,21 +5,21 @@
 
 /// One command (or subcommand) as Redis describes it in `COMMAND INFO`.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct CommandSpec {
+pub struct CommandSpec {
     /// Lowercase, as Redis reports it: `"get"`, subcommands as `"client|setname"`.
-    pub(crate) name: &'static str,
+    pub name: &'static str,
     /// Redis arity: positive = exact argument count (incl. the name), negative = at least `-arity`.
-    pub(crate) arity: i32,
+    pub arity: i32,
     /// Bit set of [`flags`] constants.
-    pub(crate) flags: u32,
+    pub flags: u32,
     /// Bit set of [`acl`] constants.
-    pub(crate) acl_categories: u32,
+    pub acl_categories: u32,
     /// Command tips, e.g. `"request_policy:all_shards"`, `"nondeterministic_output"`.
     pub(crate) tips: &'static [&'static str],
     /// Redis 7 key specifications, in Redis order.
     pub(crate) key_specs: &'static [KeySpec],
     /// Subcommands sorted by name; empty for plain commands.
-    pub(crate) subcommands: &'static [CommandSpec],
+    pub subcommands: &'static [CommandSpec],
 }
 
 /// One Redis 7 key specification: where to start looking and how to find keys from there.
@@ -69,17 +69,20 @@ pub(crate) enum FindKeys {
 
 impl CommandSpec {
     /// True when every bit of `flag` (a [`flags`] constant) is set.
-    pub(crate) fn has_flag(&self, flag: u32) -> bool {
+#[inline]
+    pub fn has_flag(&self, flag: u32) -> bool {
         self.flags & flag == flag
     }
 
     /// True when the command may take keys: any key spec or the movable-keys flag.
-    pub(crate) fn has_keys(&self) -> bool {
+#[inline]
+    pub fn has_keys(&self) -> bool {
         !self.key_specs.is_empty() || self.has_flag(flags::MOVABLE_KEYS)
     }
 
     /// The container part of the name (`"client"` for `"client|setname"`).
-    pub(crate) fn container(&self) -> &'static str {
+#[inline]
+    pub fn container(&self) -> &'static str {
         match self.name.split_once('|') {
             Some((container, _)) => container,
             None => self.name,
@@ -91,26 +94,34 @@ impl CommandSpec {
 pub(crate) type Named = (&'static str, u32);
 
 /// Command flags, as reported in `COMMAND INFO` (names in [`flags::NAMES`]).
-pub(crate) mod flags {
-    pub(crate) const WRITE: u32 = 1 << 0;
-    pub(crate) const READONLY: u32 = 1 << 1;
+pub mod flags {
+    /// `write`: the command may modify data.
+    pub const WRITE: u32 = 1 << 0;
+    /// `readonly`: the command only reads data (a replica may serve it).
+    pub const READONLY: u32 = 1 << 1;
     pub(crate) const DENYOOM: u32 = 1 << 2;
-    pub(crate) const MODULE: u32 = 1 << 3;
+    /// `module`: the command comes from a loaded module.
+    pub const MODULE: u32 = 1 << 3;
     pub(crate) const ADMIN: u32 = 1 << 4;
-    pub(crate) const PUBSUB: u32 = 1 << 5;
-    pub(crate) const NOSCRIPT: u32 = 1 << 6;
-    pub(crate) const BLOCKING: u32 = 1 << 7;
+    /// `pubsub`: the command belongs to publish/subscribe.
+    pub const PUBSUB: u32 = 1 << 5;
+    /// `noscript`: the command is refused inside a script.
+    pub const NOSCRIPT: u32 = 1 << 6;
+    /// `blocking`: the command may block its connection until data arrives or a timeout.
+    pub const BLOCKING: u32 = 1 << 7;
     pub(crate) const LOADING: u32 = 1 << 8;
     pub(crate) const STALE: u32 = 1 << 9;
     pub(crate) const SKIP_MONITOR: u32 = 1 << 10;
     pub(crate) const SKIP_SLOWLOG: u32 = 1 << 11;
     pub(crate) const ASKING: u32 = 1 << 12;
     pub(crate) const FAST: u32 = 1 << 13;
-    pub(crate) const NO_AUTH: u32 = 1 << 14;
+    /// `no_auth`: the command runs before the connection has authenticated.
+    pub const NO_AUTH: u32 = 1 << 14;
     const MAY_REPLICATE: u32 = 1 << 15;
     pub(crate) const NO_MANDATORY_KEYS: u32 = 1 << 16;
     pub(crate) const NO_MULTI: u32 = 1 << 17;
-    pub(crate) const MOVABLE_KEYS: u32 = 1 << 18;
+    /// `movablekeys`: the key positions depend on the arguments, not only on fixed indices.
+    pub const MOVABLE_KEYS: u32 = 1 << 18;
     pub(crate) const ALLOW_BUSY: u32 = 1 << 19;
     pub(crate) const NO_ASYNC_LOADING: u32 = 1 << 20;
     pub(crate) const SENTINEL: u32 = 1 << 21;
@@ -145,10 +156,11 @@ pub(crate) mod flags {
 }
 
 /// ACL categories (`@read`, `@write`, ...); names in [`acl::NAMES`] without the `@`.
-pub(crate) mod acl {
+pub mod acl {
     pub(crate) const KEYSPACE: u32 = 1 << 0;
     pub(crate) const READ: u32 = 1 << 1;
-    pub(crate) const WRITE: u32 = 1 << 2;
+    /// `@write`: commands that may modify data.
+    pub const WRITE: u32 = 1 << 2;
     pub(crate) const SET: u32 = 1 << 3;
     pub(crate) const SORTEDSET: u32 = 1 << 4;
     pub(crate) const LIST: u32 = 1 << 5;
@@ -159,17 +171,19 @@ pub(crate) mod acl {
     pub(crate) const GEO: u32 = 1 << 10;
     pub(crate) const STREAM: u32 = 1 << 11;
     pub(crate) const PUBSUB: u32 = 1 << 12;
-    pub(crate) const ADMIN: u32 = 1 << 13;
+    /// `@admin`: administrative commands.
+    pub const ADMIN: u32 = 1 << 13;
     pub(crate) const FAST: u32 = 1 << 14;
     pub(crate) const SLOW: u32 = 1 << 15;
     pub(crate) const BLOCKING: u32 = 1 << 16;
     pub(crate) const DANGEROUS: u32 = 1 << 17;
     pub(crate) const CONNECTION: u32 = 1 << 18;
     pub(crate) const TRANSACTION: u32 = 1 << 19;
-    pub(crate) const SCRIPTING: u32 = 1 << 20;
+    /// `@scripting`: scripts and functions.
+    pub const SCRIPTING: u32 = 1 << 20;
 
     /// Redis' spelling of each category (without `@`), in bit order.
-    pub(crate) const NAMES: &[super::Named] = &[
+    pub const NAMES: &[super::Named] = &[
         ("keyspace", KEYSPACE),
         ("read", READ),
         ("write", WRITE),
@@ -195,15 +209,19 @@ pub(crate) mod acl {
 }
 
 /// Key-spec flags (`RO`, `access`, `not_key`, ...); names in [`key_flags::NAMES`].
-pub(crate) mod key_flags {
+pub mod key_flags {
     pub(crate) const RO: u32 = 1 << 0;
     pub(crate) const RW: u32 = 1 << 1;
     pub(crate) const OW: u32 = 1 << 2;
     pub(crate) const RM: u32 = 1 << 3;
-    pub(crate) const ACCESS: u32 = 1 << 4;
-    pub(crate) const UPDATE: u32 = 1 << 5;
-    pub(crate) const INSERT: u32 = 1 << 6;
-    pub(crate) const DELETE: u32 = 1 << 7;
+    /// `access`: the command reads the key's value (not only its metadata).
+    pub const ACCESS: u32 = 1 << 4;
+    /// `update`: the command changes the key's value in place.
+    pub const UPDATE: u32 = 1 << 5;
+    /// `insert`: the command adds to the key's value.
+    pub const INSERT: u32 = 1 << 6;
+    /// `delete`: the command removes from the key's value, or the key.
+    pub const DELETE: u32 = 1 << 7;
     /// Not a real key, e.g. the shard channel of SPUBLISH/SSUBSCRIBE (still hashed to a slot).
     pub(crate) const NOT_KEY: u32 = 1 << 8;
     /// The spec may miss keys (MIGRATE's KEYS form: a key named "keys" confuses it).

@@ -18,7 +18,7 @@ use super::{Limits, ProtocolError};
 /// inline command it is freshly encoded. The arguments are spans of `raw` (read through
 /// [`Request::args`]); the first is the command name as sent, not case-folded.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub(crate) struct Request {
+pub struct Request {
     raw: Bytes,
     spans: Spans,
 }
@@ -32,18 +32,19 @@ type Spans = SmallVec<[Span; INLINE_ARGS]>;
 
 impl Request {
     /// The RESP multibulk encoding of the whole command.
-    pub(crate) fn raw(&self) -> &Bytes {
+#[inline]
+    pub fn raw(&self) -> &Bytes {
         &self.raw
     }
 
     /// All arguments, the command name first.
     #[inline]
-    pub(crate) fn args(&self) -> Args<'_> {
+    pub fn args(&self) -> Args<'_> {
         Args::new(&self.raw, &self.spans)
     }
 
     /// Build a request from its arguments, encoding `raw` as RESP multibulk.
-    pub(crate) fn from_args<I, A>(args: I) -> Request
+    pub fn from_args<I, A>(args: I) -> Request
     where
         I: IntoIterator<Item = A>,
         A: AsRef<[u8]>,

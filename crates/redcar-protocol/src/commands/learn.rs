@@ -13,10 +13,14 @@ use super::spec::{self, BeginSearch, CommandSpec, FindKeys, KeySpec};
 /// verbatim strings) → `Str`; arrays and sets → `Array`; RESP3 maps → `Array` of
 /// alternating key, value (exactly the RESP2 shape); null / nil → `Nil`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum InfoValue {
+pub enum InfoValue {
+    /// An integer.
     Int(i64),
+    /// A simple, bulk or verbatim string.
     Str(Bytes),
+    /// An array or set, or a map as alternating key, value.
     Array(Vec<InfoValue>),
+    /// A null.
     Nil,
 }
 

@@ -114,7 +114,7 @@ pub(crate) fn may_be_absent(reply: &[u8]) -> bool {
 /// says one of its keys does not exist, by the command's [`Absence`]. Runs [`may_be_absent`]
 /// first (and for a reply it stops, whether the command is one whose every reply counts, by
 /// its name's length and bytes), so it may be asked of any reply.
-pub(crate) fn means_absent(request: &Bytes, reply: &[u8]) -> bool {
+pub fn means_absent(request: &Bytes, reply: &[u8]) -> bool {
     if !may_be_absent(reply) && !is_opaque(request) {
         return false;
     }

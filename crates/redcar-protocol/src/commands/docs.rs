@@ -41,8 +41,8 @@ fn header(out: &mut String) {
     let _ = write!(
         out,
         "# Commands\n\n\
-         <!-- generated from src/commands (redis-server {REDIS_VERSION}); \
-         regenerate with `REDCAR_BLESS=1 cargo test --lib commands::` -->\n\n\
+         <!-- generated from crates/redcar-protocol/src/commands (redis-server {REDIS_VERSION}); \
+         regenerate with `REDCAR_BLESS=1 cargo test -p redcar-protocol --lib commands::` -->\n\n\
          Every Redis {REDIS_VERSION} command and subcommand, and how redcar serves it:\n\n\
          - **keyed** ({keyed}): routed to the primary owning the slot of its keys;\n\
          - **local** ({local}): answered by redcar itself;\n\

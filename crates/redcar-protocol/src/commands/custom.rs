@@ -21,11 +21,11 @@ pub struct CustomCommand {
     pub(crate) last_key: Option<i32>,
     /// Every `key_step`-th argument from the first to the last key is a key (2 for key/value pairs).
     #[serde(default = "one")]
-    pub(crate) key_step: i32,
+    pub key_step: i32,
     /// Whether the command may write. Writes are never sent again once they may have reached a
     /// node; `false` lets a read be retried after a broken connection.
     #[serde(default = "yes")]
-    pub(crate) write: bool,
+    pub write: bool,
     /// Redis arity: exact argument count including the name, or negative for a minimum. Defaults
     /// to "at least up to the last fixed key".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +52,7 @@ impl CustomCommand {
 
     /// The spec the router uses, as the legacy first/last/step become a Redis 7 range key spec
     /// (what Redis itself does in `populateCommandLegacyRangeSpec`).
-    pub(crate) fn spec(&self) -> CommandSpec {
+    pub fn spec(&self) -> CommandSpec {
         let (command_flags, key_access) = if self.write {
             (flags::WRITE, key_flags::RW | key_flags::UPDATE)
         } else {
@@ -86,7 +86,7 @@ impl CustomCommand {
 
 /// Checks every declared command; the message names the offending key, e.g.
 /// `custom_commands[1].key_step`.
-pub(crate) fn validate(commands: &[CustomCommand]) -> Result<(), String> {
+pub fn validate(commands: &[CustomCommand]) -> Result<(), String> {
     for (i, command) in commands.iter().enumerate() {
         let key = |field: &str| format!("`custom_commands[{i}].{field}`");
         let name = command.name.as_str();

@@ -7,16 +7,21 @@ use std::time::{Duration, Instant};
 
 /// A decoded RESP2 reply (enough for COMMAND GETKEYS / COMMAND INFO).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Reply {
+pub enum Reply {
+    /// `+...`.
     Status(String),
+    /// `-...`.
     Error(String),
+    /// `:...`.
     Int(i64),
+    /// `$...`, `None` for a null.
     Bulk(Option<Vec<u8>>),
+    /// `*...`, `None` for a null.
     Array(Option<Vec<Reply>>),
 }
 
 /// A redis-server on a free port in a temp dir; killed on drop.
-pub(crate) struct TestServer {
+pub struct TestServer {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
@@ -26,12 +31,12 @@ pub(crate) struct TestServer {
 impl TestServer {
     /// Starts a server, or `None` (after printing why) when `redis-server` is unavailable,
     /// so the cross-checks degrade to a skip on machines without Redis.
-    pub(crate) fn start() -> Option<Self> {
+    pub fn start() -> Option<Self> {
         TestServer::start_with(&[])
     }
 
     /// [`start`](Self::start) with extra `redis-server` arguments (e.g. `--replicaof`).
-    pub(crate) fn start_with(extra: &[&str]) -> Option<Self> {
+    pub fn start_with(extra: &[&str]) -> Option<Self> {
         let dir = tempfile::tempdir().ok()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .ok()?
@@ -78,12 +83,12 @@ impl TestServer {
     }
 
     /// `127.0.0.1:PORT`
-    pub(crate) fn addr(&self) -> String {
+    pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
     /// Sends one command and reads its reply.
-    pub(crate) fn call(&mut self, args: &[&[u8]]) -> Reply {
+    pub fn call(&mut self, args: &[&[u8]]) -> Reply {
         let mut out = format!("*{}\r\n", args.len()).into_bytes();
         for arg in args {
             out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
@@ -99,7 +104,7 @@ impl TestServer {
 
     /// Sends one command and returns its reply's bytes as the server sent them (RESP2 or RESP3,
     /// after `HELLO 3`).
-    pub(crate) fn call_raw(&mut self, args: &[&str]) -> Vec<u8> {
+    pub fn call_raw(&mut self, args: &[&str]) -> Vec<u8> {
         let request = crate::protocol::Request::from_args(args);
         self.conn
             .get_mut()

@@ -8,7 +8,7 @@ use crate::protocol::Args;
 
 /// Whether the indices found are all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyScan {
+pub enum KeyScan {
     /// Every key position the specs describe was found.
     Complete,
     /// Some spec is `INCOMPLETE` or `unknown` (SORT's STORE/BY/GET, MIGRATE's KEYS form):
@@ -19,7 +19,7 @@ pub(crate) enum KeyScan {
 
 /// The arguments don't fit the command's key specs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum KeyError {
+pub enum KeyError {
     /// Too few arguments, a non-numeric or negative key count, or a key count pointing past
     /// the end. Redis would reply with an arity or syntax error; let it.
     #[error("arguments do not match the command's key specification")]
@@ -46,7 +46,8 @@ impl Select {
 /// Pushes the index (into `args`, where `args[0]` is the command name) of every key.
 /// Specs flagged `NOT_KEY` (shard channels) are skipped, as Redis does for keys.
 /// On error `out` is left as it was.
-pub(crate) fn key_indices(
+#[inline]
+pub fn key_indices(
     spec: &CommandSpec,
     args: Args<'_>,
     out: &mut Vec<usize>,
@@ -55,7 +56,8 @@ pub(crate) fn key_indices(
 }
 
 /// Pushes every argument that determines the slot: keys and shard channels, in spec order.
-pub(crate) fn routing_indices(
+#[inline]
+pub fn routing_indices(
     spec: &CommandSpec,
     args: Args<'_>,
     out: &mut Vec<usize>,

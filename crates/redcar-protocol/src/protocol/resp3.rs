@@ -7,7 +7,7 @@ use super::encode::{put_header, write_array_len, write_bulk, write_null};
 use super::Protocol;
 
 /// A map of `pairs` key/value pairs follows: `%n` in RESP3, a flat `*2n` array in RESP2.
-pub(crate) fn write_map_len(out: &mut BytesMut, pairs: usize, protocol: Protocol) {
+pub fn write_map_len(out: &mut BytesMut, pairs: usize, protocol: Protocol) {
     match protocol {
         Protocol::Resp3 => {
             out.reserve(24);
@@ -19,7 +19,7 @@ pub(crate) fn write_map_len(out: &mut BytesMut, pairs: usize, protocol: Protocol
 
 /// Text meant for people (`INFO`, `CLUSTER NODES`): a verbatim string of format `txt` in
 /// RESP3, a bulk string in RESP2.
-pub(crate) fn write_verbatim(out: &mut BytesMut, text: &[u8], protocol: Protocol) {
+pub fn write_verbatim(out: &mut BytesMut, text: &[u8], protocol: Protocol) {
     match protocol {
         Protocol::Resp3 => {
             out.reserve(24 + 4 + text.len() + 2);
@@ -33,7 +33,7 @@ pub(crate) fn write_verbatim(out: &mut BytesMut, text: &[u8], protocol: Protocol
 }
 
 /// "No value": `_` in RESP3, the null bulk string in RESP2.
-pub(crate) fn write_null_in(out: &mut BytesMut, protocol: Protocol) {
+pub fn write_null_in(out: &mut BytesMut, protocol: Protocol) {
     match protocol {
         Protocol::Resp3 => out.put_slice(b"_\r\n"),
         Protocol::Resp2 => write_null(out),
@@ -42,13 +42,13 @@ pub(crate) fn write_null_in(out: &mut BytesMut, protocol: Protocol) {
 
 /// RESP3's null, for a whole reply that is a RESP2 null (`$-1` or `*-1`): Redis 7 sends `_`
 /// for both to a RESP3 client. `None` for any other reply.
-pub(crate) fn resp3_null(reply: &[u8]) -> Option<&'static [u8]> {
+pub fn resp3_null(reply: &[u8]) -> Option<&'static [u8]> {
     (reply == b"$-1\r\n" || reply == b"*-1\r\n").then_some(b"_\r\n")
 }
 
 /// A bulk string reply re-framed as verbatim text (a merged `INFO` for a RESP3 client); any
 /// other reply (an error) unchanged.
-pub(crate) fn bulk_as_verbatim(reply: Bytes) -> Bytes {
+pub fn bulk_as_verbatim(reply: Bytes) -> Bytes {
     let Some((len, start)) = super::header_value(&reply, b'$') else {
         return reply;
     };

@@ -7,7 +7,7 @@ use super::table::COMMANDS;
 
 /// Serving decision for one command (or subcommand).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Serve {
+pub enum Serve {
     /// Has keys: forward to the node owning their slot (the router computes and checks slots).
     Keyed,
     /// Answered by redcar itself.
@@ -30,33 +30,45 @@ pub(crate) enum Serve {
 
 /// The transaction commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Tx {
+pub enum Tx {
+    /// `MULTI`.
     Multi,
+    /// `EXEC`.
     Exec,
+    /// `DISCARD`.
     Discard,
+    /// `WATCH`.
     Watch,
+    /// `UNWATCH`.
     Unwatch,
 }
 
 /// The subscription commands: which kind of subscription, and whether it adds or removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Sub {
-    pub(crate) kind: SubKind,
-    pub(crate) subscribe: bool,
+pub struct Sub {
+    /// Channels, patterns or shard channels.
+    pub kind: SubKind,
+    /// `true` for (P|S)SUBSCRIBE, `false` for their UNSUBSCRIBE.
+    pub subscribe: bool,
 }
 
 /// Channels and patterns are cluster-wide (one node connection hears every message); shard
 /// channels live on the node owning their slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum SubKind {
+pub enum SubKind {
+    /// `SUBSCRIBE`, `UNSUBSCRIBE`.
     Channel,
+    /// `PSUBSCRIBE`, `PUNSUBSCRIBE`.
     Pattern,
+    /// `SSUBSCRIBE`, `SUNSUBSCRIBE`.
     Shard,
 }
 
-/// Commands redcar answers without a node.
+/// Commands redcar answers without a node; an undocumented variant is the command its name
+/// spells (`ClientSetName`: `CLIENT SETNAME`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Local {
+#[allow(missing_docs)]
+pub enum Local {
     /// `AUTH [user] password`: checked against `auth` in the config.
     Auth,
     Ping,
@@ -85,7 +97,7 @@ pub(crate) enum Local {
 
 /// How a fan-out command's per-primary replies become the client's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FanOut {
+pub enum FanOut {
     /// DBSIZE: the sum of the integers.
     DbSize,
     /// KEYS: the arrays concatenated.
@@ -114,7 +126,7 @@ pub(crate) enum FanOut {
 
 impl FanOut {
     /// Human text for docs: how the replies are merged.
-    pub(crate) fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             FanOut::DbSize => "sent to every primary; replies summed",
             FanOut::Keys => "sent to every primary; replies concatenated",
@@ -154,7 +166,7 @@ impl FanOut {
 
 /// How a multi-key command whose keys span several slots is split per slot and merged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SplitMerge {
+pub enum SplitMerge {
     /// MGET: the values in the original key order.
     Values,
     /// MSET: key/value pairs; OK only if every part is OK.
@@ -165,7 +177,7 @@ pub(crate) enum SplitMerge {
 
 impl SplitMerge {
     /// Arguments per key: 2 for MSET's key/value pairs, else 1.
-    pub(crate) fn step(self) -> usize {
+    pub fn step(self) -> usize {
         match self {
             SplitMerge::AllOk => 2,
             SplitMerge::Values | SplitMerge::Sum => 1,
@@ -173,7 +185,8 @@ impl SplitMerge {
     }
 }
 
-pub(crate) const NODE_ADMIN: &str = "node administration is not allowed through the proxy";
+/// The reason `Unsupported` gives for the node administration commands.
+pub const NODE_ADMIN: &str = "node administration is not allowed through the proxy";
 const FAN_OUT: &str = "needs a fan-out to every primary; not yet supported";
 const CONNECTION_STATE: &str = "changes server-side state of a connection shared by many clients";
 const CLUSTER_STATE: &str = "cluster connection state is managed by redcar";
@@ -308,7 +321,8 @@ const CLUSTER_CONN: &[&str] = &["asking", "readonly", "readwrite"];
 /// lists (about 270 instructions for a GET under callgrind, 5% of its whole forwarding), so the
 /// answers for the builtin table's top-level commands are decided once and looked up by the
 /// spec's position in it; subcommands and learned or custom commands are decided each time.
-pub(crate) fn serve(spec: &CommandSpec) -> Serve {
+#[inline]
+pub fn serve(spec: &CommandSpec) -> Serve {
     static BUILTIN: OnceLock<Vec<Serve>> = OnceLock::new();
     match builtin_index(spec) {
         Some(index) => BUILTIN.get_or_init(|| COMMANDS.iter().map(decide).collect())[index],
@@ -318,6 +332,7 @@ pub(crate) fn serve(spec: &CommandSpec) -> Serve {
 
 /// `spec`'s index in [`COMMANDS`] when it is one of its entries (found by address: the table is
 /// one static slice).
+#[inline]
 fn builtin_index(spec: &CommandSpec) -> Option<usize> {
     let size = std::mem::size_of::<CommandSpec>();
     let start = COMMANDS.as_ptr() as usize;
@@ -384,7 +399,8 @@ fn admin_keyed(name: &str) -> bool {
 
 /// How `spec` is split per slot when its keys span several slots; `None`: it must not be (it is
 /// atomic across its keys, or not a plain multi-key command), so cross-slot use is refused.
-pub(crate) fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
+#[inline]
+pub fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
     SPLIT
         .iter()
         .find(|(n, _)| *n == spec.name)
@@ -392,7 +408,7 @@ pub(crate) fn split_merge(spec: &CommandSpec) -> Option<SplitMerge> {
 }
 
 /// True for the keyed commands that block only when they carry a BLOCK option.
-pub(crate) fn blocks_with_option(spec: &CommandSpec) -> bool {
+pub fn blocks_with_option(spec: &CommandSpec) -> bool {
     BLOCK_OPTION.contains(&spec.name)
 }
 
@@ -410,7 +426,7 @@ pub(crate) fn keyed_note(spec: &CommandSpec) -> Option<&'static str> {
 }
 
 /// Human text for docs and errors: what redcar does with the command.
-pub(crate) fn describe(spec: &CommandSpec) -> &'static str {
+pub fn describe(spec: &CommandSpec) -> &'static str {
     match serve(spec) {
         Serve::Keyed => keyed_note(spec).unwrap_or("routed to the primary owning its keys' slot"),
         Serve::Local(_) => "answered by redcar",

@@ -3,17 +3,17 @@
 /// Parser limits. The defaults follow Redis's own server limits so a request Redis would accept
 /// passes through the proxy, and one it would reject is rejected with the same message.
 #[derive(Clone, Debug)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// Largest bulk string, in bytes (Redis `proto-max-bulk-len`). Applies to requests and replies.
-    pub(crate) max_bulk_len: usize,
+    pub max_bulk_len: usize,
     /// Most elements in one request's multibulk. Replies are not bounded by this: a reply to
     /// `KEYS *` may legitimately be longer, and its size is bounded by the bytes actually received.
-    pub(crate) max_array_len: usize,
+    pub max_array_len: usize,
     /// Longest inline command line, and longest `*`/`$` header line of a request
     /// (Redis `PROTO_INLINE_MAX_SIZE`).
-    pub(crate) max_inline_len: usize,
+    pub max_inline_len: usize,
     /// Most aggregates nested inside each other in one reply. Bounds the parser's recursion.
-    pub(crate) max_depth: usize,
+    pub max_depth: usize,
 }
 
 impl Default for Limits {

@@ -4,15 +4,17 @@
 /// sets, doubles, `_` nulls, verbatim strings, push frames); a RESP2 client gets their RESP2
 /// forms, exactly as Redis 7 answers each version.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) enum Protocol {
+pub enum Protocol {
+    /// RESP2, every connection's version until `HELLO 3`.
     #[default]
     Resp2,
+    /// RESP3.
     Resp3,
 }
 
 impl Protocol {
     /// The version's number, as `HELLO` takes and reports it.
-    pub(crate) fn number(self) -> i64 {
+    pub fn number(self) -> i64 {
         match self {
             Protocol::Resp2 => 2,
             Protocol::Resp3 => 3,
@@ -21,7 +23,7 @@ impl Protocol {
 
     /// The version `HELLO <n>` asks for: `Err(false)` when `n` is not an integer, `Err(true)`
     /// for an integer Redis 7 does not speak (it answers the two with different errors).
-    pub(crate) fn from_hello(arg: &[u8]) -> Result<Protocol, bool> {
+    pub fn from_hello(arg: &[u8]) -> Result<Protocol, bool> {
         match super::line::parse_i64(arg) {
             Some(2) => Ok(Protocol::Resp2),
             Some(3) => Ok(Protocol::Resp3),
@@ -30,7 +32,8 @@ impl Protocol {
         }
     }
 
-    pub(crate) fn is_resp3(self) -> bool {
+    /// Whether replies use RESP3's types.
+    pub fn is_resp3(self) -> bool {
         self == Protocol::Resp3
     }
 }

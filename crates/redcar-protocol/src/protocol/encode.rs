@@ -3,7 +3,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// A command encoded as a RESP multibulk from its arguments.
-pub(crate) fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> Bytes {
+pub fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> Bytes {
     let mut out = BytesMut::new();
     write_array_len(&mut out, args.len());
     for arg in args {
@@ -16,18 +16,21 @@ pub(crate) fn encode_command<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) 
 const MAX_DECIMAL: usize = 20;
 
 /// `+s\r\n`. `s` must not contain CR or LF.
-pub(crate) fn write_simple(out: &mut BytesMut, s: &[u8]) {
+#[inline]
+pub fn write_simple(out: &mut BytesMut, s: &[u8]) {
     write_line(out, b'+', s);
 }
 
 /// `-msg\r\n`. `msg` carries its own prefix, e.g. `b"ERR redcar: no route"`, and must not
 /// contain CR or LF.
-pub(crate) fn write_error(out: &mut BytesMut, msg: &[u8]) {
+#[inline]
+pub fn write_error(out: &mut BytesMut, msg: &[u8]) {
     write_line(out, b'-', msg);
 }
 
 /// `:n\r\n`.
-pub(crate) fn write_integer(out: &mut BytesMut, n: i64) {
+#[inline]
+pub fn write_integer(out: &mut BytesMut, n: i64) {
     out.reserve(1 + MAX_DECIMAL + 2);
     out.put_u8(b':');
     put_i64(out, n);
@@ -35,7 +38,8 @@ pub(crate) fn write_integer(out: &mut BytesMut, n: i64) {
 }
 
 /// `$len\r\nb\r\n`.
-pub(crate) fn write_bulk(out: &mut BytesMut, b: &[u8]) {
+#[inline]
+pub fn write_bulk(out: &mut BytesMut, b: &[u8]) {
     out.reserve(1 + MAX_DECIMAL + 2 + b.len() + 2);
     put_header(out, b'$', b.len());
     out.put_slice(b);
@@ -53,7 +57,8 @@ pub(crate) fn write_null_array(out: &mut BytesMut) {
 }
 
 /// `*n\r\n`; the caller then writes the `n` elements.
-pub(crate) fn write_array_len(out: &mut BytesMut, n: usize) {
+#[inline]
+pub fn write_array_len(out: &mut BytesMut, n: usize) {
     out.reserve(1 + MAX_DECIMAL + 2);
     put_header(out, b'*', n);
 }

@@ -6,7 +6,7 @@
 /// quoted in a message is ASCII-escaped, so the text never contains CR or LF and is always safe
 /// to put on one RESP error line. After any error the stream is out of sync: close the connection.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub(crate) enum ProtocolError {
+pub enum ProtocolError {
     /// A `$` length that is not a number, is negative, or exceeds `max_bulk_len`.
     #[error("invalid bulk length")]
     InvalidBulkLength,

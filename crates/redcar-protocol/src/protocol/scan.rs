@@ -10,14 +10,16 @@ use super::{Limits, ProtocolError};
 /// ~ > %`, and `|` attributes, which are counted as part of the frame they precede), so a
 /// client that switched to RESP3 with `HELLO 3` still works. Streamed RESP3 aggregates (`*?`)
 /// are rejected. Bulks are jumped over by their length; only header lines are scanned.
-pub(crate) fn reply_frame_len(buf: &[u8], limits: &Limits) -> Result<Option<usize>, ProtocolError> {
+#[inline]
+pub fn reply_frame_len(buf: &[u8], limits: &Limits) -> Result<Option<usize>, ProtocolError> {
     frame_end(buf, 0, limits, 0)
 }
 
 /// The integer on the header line that starts `buf` when it is a `kind` header (`*3\r\n`,
 /// `$5\r\n`), and the offset just past the line; `None` for another kind or a line that is
 /// incomplete or not a number. For looking into replies already framed.
-pub(crate) fn header_value(buf: &[u8], kind: u8) -> Option<(i64, usize)> {
+#[inline]
+pub fn header_value(buf: &[u8], kind: u8) -> Option<(i64, usize)> {
     if buf.first() != Some(&kind) {
         return None;
     }
