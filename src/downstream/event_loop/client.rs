@@ -13,7 +13,7 @@ use super::super::facade::Endpoint;
 use super::super::local::ClientState;
 use super::super::moves::Pipelining;
 use super::super::session::buffers::Buffer;
-use super::super::ClientConfig;
+use super::super::ClientRules;
 use super::replies::Replies;
 use super::socket::ClientSocket;
 use super::work::Work;
@@ -66,7 +66,7 @@ pub(super) struct Books<'d> {
 /// The settings a client runs with: a reload swaps the reloadable ones at its next read.
 pub(super) struct Settings {
     pub(super) generation: u64,
-    pub(super) config: Arc<ClientConfig>,
+    pub(super) config: Arc<ClientRules>,
     pub(super) limits: Limits,
     /// Set on a cluster-facade listener (not reloadable).
     pub(super) facade: Option<Box<Endpoint>>,
@@ -156,7 +156,7 @@ impl<'d> Client<'d> {
 
     /// Writes what may be written now. `Err` when the client is gone.
     pub(super) fn write_out(&mut self, work: &mut Work<'d>) -> Result<(), ()> {
-        let max_held = super::work::HOLD_MAX.min(self.settings.config.max_reply_bytes);
+        let max_held = super::work::HOLD_MAX.min(self.settings.config.caps.reply_bytes);
         let out_len = self.link.out.len();
         if out_len == 0
             || self.flags.blocked
@@ -238,7 +238,7 @@ impl<'d> Client<'d> {
         }
         let (generation, config, users) = work.d.snapshot();
         self.settings.generation = generation;
-        self.settings.limits = config.limits();
+        self.settings.limits = config.codec.clone();
         self.settings.config = config;
         self.flags.due.aged = false;
         if !self.settings.config.close_idle_when_slow {
@@ -279,7 +279,7 @@ impl Settings {
         let (generation, config, users) = work.d.snapshot();
         let settings = Settings {
             generation,
-            limits: config.limits(),
+            limits: config.codec.clone(),
             config,
             facade,
         };

@@ -29,6 +29,7 @@ pub(crate) use direct::FirstHop;
 pub(in crate::router) use fault::Faults;
 pub(crate) use fault::{validate as validate_faults, FaultRule};
 pub(crate) use redirect::{classify, Verdict};
+pub(in crate::router) use resolve::{pick, policy_for, was_tried};
 pub(in crate::router) use retry::{lost_write, pause_before_retry};
 pub(in crate::router) use retry_budget::RetryBudget;
 pub(crate) use retry_budget::RetryBudgetConfig;
