@@ -39,23 +39,24 @@
 //! 1. `downstream/event_loop/mod.rs`: `poll` says the client's socket is readable.
 //! 2. `downstream/event_loop/commands.rs`, `downstream/session/buffers.rs`,
 //!    `protocol/parse.rs`: read into the client's buffer, the request parsed in place.
-//! 3. `downstream/session/decide.rs`: what the request is, decided once: `router/plan/mod.rs`,
-//!    `commands/lookup.rs`, `commands/keys.rs`, `cluster/slot.rs` give the command, its key and
-//!    the key's slot; `downstream/local.rs` the auth gate and the user's rate.
-//! 4. `router/forward/resolve.rs`, `router/select.rs`: the slot's node from the map.
+//! 3. `downstream/session/stamp.rs`: what the request is, decided once (`decide`):
+//!    `router/plan/mod.rs`, `commands/lookup.rs`, `commands/keys.rs`, `cluster/slot.rs` give the
+//!    command, its key and the key's slot; `downstream/local.rs` the auth gate and the user's
+//!    rate.
+//! 4. `router/forward/resolve.rs`: the slot's node from the map, by read policy.
 //! 5. `upstream/loop_conn.rs`, `upstream/wire.rs`, `downstream/event_loop/replies.rs`: the
 //!    request's bytes appended to the loop's connection to that node; the client owes a reply.
-//! 6. `downstream/event_loop/conns.rs`, `upstream/loop_socket.rs`: at the end of the turn, one
+//! 6. `downstream/event_loop/conns.rs`, `upstream/loop_conn.rs`: at the end of the turn, one
 //!    write per connection.
-//! 7. `upstream/wire.rs`, `upstream/pending.rs`, `protocol/scan.rs`: the node's reply read and
-//!    framed; `downstream/event_loop/arrivals.rs`: handed to its client in place.
+//! 7. `upstream/wire.rs`, `protocol/scan.rs`: the node's reply read and framed;
+//!    `downstream/event_loop/arrivals.rs`: handed to its client in place.
 //! 8. `downstream/session/stamp.rs`, `metrics/tally.rs`: recorded; appended to the client's
-//!    output; `downstream/event_loop/client.rs`: written at the end of the turn.
+//!    output, which `downstream/event_loop/arrivals.rs` writes at the end of the turn.
 //!
 //! `bench/path_files.py` lists the files from a callgrind dump of the path: the functions called
-//! once per GET (not inlined) sit in 19 files of those above in the build of 2026-12-05 (22–24
-//! in other builds of that day: the compiler's inlining moves it); counting also inlined
-//! helpers, sampled work (hot keys) and per-turn chores, about 57 files run code.
+//! once per GET (not inlined) sit in 16 files, all named above (the compiler's inlining moves
+//! the count by a few between builds); counting also inlined helpers, sampled work (hot keys)
+//! and per-turn chores, about 56 files run code.
 
 pub mod admin;
 pub mod app;

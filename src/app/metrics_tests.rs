@@ -149,7 +149,7 @@ fn a_forgotten_node_loses_its_series() {
     let gone = node(&metrics, "127.0.0.1:7000");
     gone.requests.inc();
     gone.all_requests.inc();
-    node(&metrics, "127.0.0.1:7001").ejected.set(1);
+    node(&metrics, "127.0.0.1:7001").ejection.ejected.set(1);
     let upstream = metrics.group::<UpstreamMetrics>();
     upstream.forget_node("127.0.0.1:7000");
     let text = metrics.encode();

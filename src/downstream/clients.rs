@@ -16,7 +16,7 @@ use super::handover::{Arrivals, Handover};
 use super::slow::LatencyWatch;
 use super::spread::Spread;
 use super::tracking::Tracking;
-use super::ClientConfig;
+use super::{ClientConfig, ClientRules};
 use super::{ClientMetrics, ListenerMetrics, TrackingMetrics};
 use crate::auth::Users;
 use crate::hotkeys::HotKeys;
@@ -32,32 +32,24 @@ pub(crate) struct Downstream {
     /// The client side's series, taken from `metrics` once: sessions count into it per read and
     /// per write.
     pub(super) client_metrics: Arc<ClientMetrics>,
-    /// `client:` as it is now; a reload swaps it (see [`Downstream::reconfigure`]).
-    pub(super) config: ArcSwap<ClientConfig>,
+    /// What sessions read of `client:` as it is now; a reload swaps it (see
+    /// [`Downstream::reconfigure`]).
+    pub(super) config: ArcSwap<ClientRules>,
     /// Who may connect (`auth`), resolved at start-up and at each reload.
     users: ArcSwap<Users>,
     /// Bumped after each reload: a session compares it (one atomic load per batch of commands)
     /// and takes a new snapshot of `config` and `users` only when it moved.
     generation: AtomicU64,
-    /// `client.close_idle_when_slow`: fed by every session while it is on, sampled by
-    /// [`Downstream::watch_latency`]. Always present, so a reload can turn the setting on.
-    pub(super) latency: Arc<LatencyWatch>,
-    /// `client.max_buffered_bytes_total`, shared by every session (fixed at start-up).
-    pub(super) budget: Budget,
+    /// What all clients together may use.
+    pub(super) crowd: Crowd,
     next_id: AtomicU64,
-    /// Sessions running now, over all listeners (for `client.max_connections`).
-    pub(super) connected: AtomicUsize,
     /// Connected clients by id; touched on connect and disconnect only. Kept compact: it holds
     /// an entry for every client, idle or not.
     clients: Mutex<HashMap<u64, Registered>>,
     /// `threading: per-core`: the workers' client counts, which keep them even.
     spread: Option<Arc<Spread>>,
-    /// Started at shutdown: sessions close once they owe nothing.
-    pub(super) drain: Drain,
-    /// An upgrade in place handing this process's clients to the next one (see `handover`).
-    pub(crate) handover: Handover,
-    /// Subscribed clients the previous process handed over, held until it lets go of them.
-    pub(crate) arrivals: Arrivals,
+    /// How clients leave at shutdown and at an upgrade.
+    pub(crate) exits: Exits,
     /// Client-side caching: who tracks which keys, and their mailboxes (see `tracking`).
     pub(super) tracking: Arc<Tracking>,
     /// `hotkeys:`: sessions sample their commands into it, `/hotkeys` reads it (off unless
@@ -65,6 +57,28 @@ pub(crate) struct Downstream {
     pub(crate) hotkeys: Arc<HotKeys>,
     /// Reads served from memory (`near_cache`), when on.
     pub(super) near_cache: Option<Arc<NearCache>>,
+}
+
+/// What all clients together may use: connections, buffered bytes, and the latency watch that
+/// closes idle clients when this instance is slow.
+pub(super) struct Crowd {
+    /// Sessions running now, over all listeners (for `client.max_connections`).
+    pub(super) connected: AtomicUsize,
+    /// `client.max_buffered_bytes_total`, shared by every session (fixed at start-up).
+    pub(super) budget: Budget,
+    /// `client.close_idle_when_slow`: fed by every session while it is on, sampled by
+    /// [`Downstream::watch_latency`]. Always present, so a reload can turn the setting on.
+    pub(super) latency: Arc<LatencyWatch>,
+}
+
+/// How clients leave: the shutdown's drain, and an upgrade's hand-over in both directions.
+pub(crate) struct Exits {
+    /// Started at shutdown: sessions close once they owe nothing.
+    pub(super) drain: Drain,
+    /// An upgrade in place handing this process's clients to the next one (see `handover`).
+    pub(crate) handover: Handover,
+    /// Subscribed clients the previous process handed over, held until it lets go of them.
+    pub(crate) arrivals: Arrivals,
 }
 
 /// A connected client in the registry (what [`ClientInfo`] is made from).
@@ -129,23 +143,27 @@ impl Downstream {
             .tracking()
             .add_sink(Arc::downgrade(&sink));
         Downstream {
-            handover: Handover::new(client_metrics.upgrade_clients.clone()),
-            arrivals: Arrivals::default(),
+            exits: Exits {
+                drain: Drain::default(),
+                handover: Handover::new(client_metrics.upgrade_clients.clone()),
+                arrivals: Arrivals::default(),
+            },
             tracking,
             near_cache: None,
-            budget,
+            crowd: Crowd {
+                connected: AtomicUsize::new(0),
+                budget,
+                latency: LatencyWatch::new(),
+            },
             router,
-            latency: LatencyWatch::new(),
-            config: ArcSwap::from_pointee(config),
+            config: ArcSwap::from_pointee(ClientRules::from(&config)),
             metrics,
             client_metrics,
             users: ArcSwap::new(users),
             generation: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
-            connected: AtomicUsize::new(0),
             clients: Mutex::new(HashMap::new()),
             spread,
-            drain: Drain::default(),
             hotkeys: Arc::new(HotKeys::off()),
         }
     }
@@ -159,7 +177,7 @@ impl Downstream {
     /// Tells every session to close once it owes its client nothing (shutdown). Accept loops
     /// stop on their own shutdown signal.
     pub(crate) fn drain(&self) {
-        self.drain.start();
+        self.exits.drain.start();
     }
 
     /// An upgrade takes over: every session leaves for the new process at its next safe point
@@ -169,8 +187,8 @@ impl Downstream {
         version: u16,
         sink: Option<std::sync::mpsc::Sender<super::handover::Outgoing>>,
     ) {
-        self.handover.start(version, sink);
-        self.drain.start();
+        self.exits.handover.start(version, sink);
+        self.exits.drain.start();
     }
 
     /// The next client id this process would give (the new process starts above it).
@@ -191,14 +209,14 @@ impl Downstream {
     /// Samples the sessions' latency until `shutdown` (for `client.close_idle_when_slow`; while
     /// it is off, sessions record nothing and each sample is skipped).
     pub(crate) async fn watch_latency(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
-        self.latency.clone().run(shutdown).await;
+        self.crowd.latency.clone().run(shutdown).await;
     }
 
     /// Applies reloaded `client:` settings and users. New clients use them at once; connected
     /// clients at their next batch of commands (see `ClientState::reauthorize` for what happens
     /// to a logged-in user).
     pub(crate) fn reconfigure(&self, config: ClientConfig, users: Arc<Users>) {
-        self.config.store(Arc::new(config));
+        self.config.store(Arc::new(ClientRules::from(&config)));
         self.users.store(users);
         // After both stores: a session that sees the new number reads both new values.
         self.generation.fetch_add(1, Ordering::Release);
@@ -211,7 +229,7 @@ impl Downstream {
     }
 
     /// The current settings and users, with their generation.
-    pub(super) fn snapshot(&self) -> (u64, Arc<ClientConfig>, Arc<Users>) {
+    pub(super) fn snapshot(&self) -> (u64, Arc<ClientRules>, Arc<Users>) {
         let generation = self.generation();
         (generation, self.config.load_full(), self.users.load_full())
     }
@@ -279,7 +297,7 @@ impl Downstream {
             .fetch_max(id.saturating_add(1), Ordering::Relaxed);
         // Counted as an accepted client is (its `Connected` takes it off when it ends), but
         // never refused: it was connected already.
-        self.connected.fetch_add(1, Ordering::SeqCst);
+        self.crowd.connected.fetch_add(1, Ordering::SeqCst);
         self.register(id, addr, listener, done, at)
     }
 
@@ -357,6 +375,9 @@ impl Drop for Connected {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.id);
-        self.downstream.connected.fetch_sub(1, Ordering::SeqCst);
+        self.downstream
+            .crowd
+            .connected
+            .fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -85,15 +85,67 @@ impl Default for ClientConfig {
     }
 }
 
-impl ClientConfig {
-    /// The codec limits for requests.
-    pub(crate) fn limits(&self) -> Limits {
-        Limits {
-            max_bulk_len: self.max_bulk_len,
-            max_array_len: self.max_args,
-            max_inline_len: self.max_inline_len,
-            ..Limits::default()
+/// What the client path reads of `client:`, grouped: made from [`ClientConfig`] (whose fields
+/// are the YAML keys) at start-up and at each reload, so a session holds the settings it uses
+/// per command rather than the whole section.
+#[derive(Clone, Debug)]
+pub(crate) struct ClientRules {
+    /// How a request is parsed: `max_bulk_len`, `max_args`, `max_inline_len`.
+    pub(crate) codec: Limits,
+    /// What one client may hold at once.
+    pub(crate) caps: ClientCaps,
+    /// When a client is closed for time.
+    pub(crate) clocks: ClientClocks,
+    /// `close_idle_when_slow`.
+    pub(crate) close_idle_when_slow: bool,
+    /// `max_connections`: clients connected at once over all listeners.
+    pub(crate) max_connections: usize,
+}
+
+/// `max_in_flight`, `max_request_bytes`, `max_reply_bytes`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClientCaps {
+    pub(crate) in_flight: usize,
+    pub(crate) request_bytes: usize,
+    pub(crate) reply_bytes: usize,
+}
+
+/// `idle_timeout`, `request_timeout`, `max_age` (0 = never, each).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClientClocks {
+    pub(crate) idle: Duration,
+    pub(crate) request: Duration,
+    pub(crate) max_age: Duration,
+}
+
+impl From<&ClientConfig> for ClientRules {
+    fn from(config: &ClientConfig) -> Self {
+        ClientRules {
+            codec: Limits {
+                max_bulk_len: config.max_bulk_len,
+                max_array_len: config.max_args,
+                max_inline_len: config.max_inline_len,
+                ..Limits::default()
+            },
+            caps: ClientCaps {
+                in_flight: config.max_in_flight,
+                request_bytes: config.max_request_bytes,
+                reply_bytes: config.max_reply_bytes,
+            },
+            clocks: ClientClocks {
+                idle: config.idle_timeout,
+                request: config.request_timeout,
+                max_age: config.max_age,
+            },
+            close_idle_when_slow: config.close_idle_when_slow,
+            max_connections: config.max_connections,
         }
+    }
+}
+
+impl Default for ClientRules {
+    fn default() -> Self {
+        ClientRules::from(&ClientConfig::default())
     }
 }
 

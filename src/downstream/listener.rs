@@ -79,10 +79,10 @@ fn spawn_session<S>(
         + Unpin
         + 'static,
 {
-    let count = downstream.connected.fetch_add(1, Ordering::SeqCst);
+    let count = downstream.crowd.connected.fetch_add(1, Ordering::SeqCst);
     let max = downstream.config.load().max_connections;
     if count >= max {
-        downstream.connected.fetch_sub(1, Ordering::SeqCst);
+        downstream.crowd.connected.fetch_sub(1, Ordering::SeqCst);
         downstream.client_metrics.refused.inc();
         let peer = &session.peer;
         tracing::warn!(%peer, max, "client refused: client.max_connections reached");

@@ -29,7 +29,7 @@ mod tracking;
 
 pub(crate) use accept::Accept;
 pub(crate) use clients::Downstream;
-pub(crate) use config::ClientConfig;
+pub(crate) use config::{ClientConfig, ClientRules};
 pub(crate) use event_loop::{
     start as start_loop, LoopListen, LoopListener, LoopSetup, Stop as LoopStop,
 };

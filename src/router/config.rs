@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use super::forward::fault::FaultRule;
 use super::forward::retry_budget::RetryBudgetConfig;
-use super::select::ReadPolicy;
 use crate::values::units;
 
 /// `router:` in the config file.
@@ -62,6 +61,41 @@ impl Default for RouterConfig {
             replica_miss_check: true,
             retry_budget: RetryBudgetConfig::default(),
             faults: Vec::new(),
+        }
+    }
+}
+
+/// Where reads go (`router.read_policy`, `--read-policy`). Writes always go to the primary.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum ReadPolicy {
+    /// Reads go to the primary only (read-your-writes).
+    #[default]
+    Primary,
+    /// The primary; a replica when the primary is ejected.
+    PreferPrimary,
+    /// Replicas only; an error when none is usable.
+    Replica,
+    /// Replicas; the primary when no replica is usable, or after each replica failed once.
+    PreferReplica,
+    /// Any node of the shard, by load.
+    Any,
+}
+
+impl ReadPolicy {
+    /// True when reads may go to replicas, which then need `READONLY` on their connections.
+    pub(crate) fn uses_replicas(self) -> bool {
+        self != ReadPolicy::Primary
+    }
+
+    /// The name used in the config file and on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ReadPolicy::Primary => "primary",
+            ReadPolicy::PreferPrimary => "prefer-primary",
+            ReadPolicy::Replica => "replica",
+            ReadPolicy::PreferReplica => "prefer-replica",
+            ReadPolicy::Any => "any",
         }
     }
 }

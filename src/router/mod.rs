@@ -17,8 +17,9 @@
 //! - [`Stateful`] (`stateful/`): commands bound to the client's connection: transactions, WATCH,
 //!   blocking commands, WAIT.
 //!
-//! `select` picks the node of a shard by read policy; `reply` and `replies` write and read the
-//! reply frames every folder uses; `fuzz` is the planner's fuzz entry.
+//! `forward/resolve.rs` picks the node of a shard by read policy (a split part's too); `reply`
+//! and `replies` write and read the reply frames every folder uses; `fuzz` is the planner's fuzz
+//! entry.
 #![warn(unreachable_pub, missing_docs)]
 
 mod config;
@@ -32,11 +33,10 @@ mod plan;
 mod replies;
 mod reply;
 mod routes;
-mod select;
 mod split;
 mod stateful;
 
-pub(crate) use config::RouterConfig;
+pub(crate) use config::{ReadPolicy, RouterConfig};
 pub(crate) use fanout::{validate_node_admin, Fanout};
 pub(crate) use forward::{classify, validate_faults, Call, FirstHop, Forwarder, Verdict};
 pub use fuzz::fuzz_plan;
@@ -44,7 +44,6 @@ pub(crate) use metrics::RouterMetrics;
 pub(crate) use plan::{Plan, Planner};
 pub(crate) use reply::{error_with_prefix, redcar_error};
 pub(crate) use routes::{Mirror, MirrorMetrics, Route, RouteTable, RouteTarget};
-pub(crate) use select::ReadPolicy;
 pub(crate) use stateful::{Stateful, Step, Transaction, Written, MOVED_FROM_WORKERS};
 
 use std::sync::Arc;

@@ -238,10 +238,10 @@ impl Health {
         self.ejected_until_ms
             .store(now.saturating_add(millis(time)), Ordering::Relaxed);
         let series = self.series.get();
-        series.ejections.inc();
-        series.ejected.set(1);
+        series.ejection.ejections.inc();
+        series.ejection.ejected.set(1);
         tracing::warn!(node = %self.addr, failures = streak, ejection = nth, ?time, last_failure = why, "node ejected");
-        series.events.push(
+        series.ejection.events.push(
             EventKind::NodeEjected,
             &self.addr,
             format!(
@@ -274,9 +274,9 @@ impl Health {
             .store(self.now_ms().max(1), Ordering::Relaxed);
         if self.ejected.swap(false, Ordering::AcqRel) {
             let series = self.series.get();
-            series.ejected.set(0);
+            series.ejection.ejected.set(0);
             tracing::info!(node = %self.addr, "node restored after a successful health check");
-            series.events.push(
+            series.ejection.events.push(
                 EventKind::NodeRestored,
                 &self.addr,
                 "a health check (PING) succeeded".to_string(),

@@ -54,15 +54,15 @@ fn consecutive_failures_eject_once_and_successes_reset_the_streak() {
     assert!(h.is_ejected());
     assert!(!h.record_failure("x"), "already ejected: not again");
     assert_eq!(*rx.borrow(), 1, "one ejection event");
-    assert_eq!(h.series.get().ejected.get(), 1);
-    assert_eq!(h.series.get().ejections.get(), 1);
-    let events = h.series.get().events.entries();
+    assert_eq!(h.series.get().ejection.ejected.get(), 1);
+    assert_eq!(h.series.get().ejection.ejections.get(), 1);
+    let events = h.series.get().ejection.events.entries();
     assert_eq!(events.len(), 1, "one event log entry: {events:?}");
     assert_eq!(events[0].kind, EventKind::NodeEjected);
     assert_eq!(events[0].node, "n:1");
     h.restore();
     h.restore();
-    let events = h.series.get().events.entries();
+    let events = h.series.get().ejection.events.entries();
     assert_eq!(events.len(), 2, "one restoration, not two: {events:?}");
     assert_eq!(events[0].kind, EventKind::NodeRestored);
 }
@@ -74,7 +74,7 @@ fn eject_now_ejects_without_a_streak_even_with_ejection_off() {
     assert!(h.is_ejected());
     assert!(!h.eject_now("again"), "already ejected: not again");
     assert_eq!(*rx.borrow(), 1, "one ejection event");
-    assert!(h.series.get().events.entries()[0]
+    assert!(h.series.get().ejection.events.entries()[0]
         .detail
         .contains("not in sync"));
     h.restore();
@@ -114,7 +114,7 @@ async fn a_health_check_is_due_only_after_the_ejection_time_and_restore_ends_it(
     assert!(h.due_for_check(false));
     h.restore();
     assert!(!h.is_ejected());
-    assert_eq!(h.series.get().ejected.get(), 0);
+    assert_eq!(h.series.get().ejection.ejected.get(), 0);
     // Ejected again soon after: the second ejection lasts twice as long.
     assert!(h.record_failure("x"));
     tokio::time::advance(Duration::from_millis(150)).await;
@@ -143,7 +143,7 @@ async fn a_primarys_ejection_does_not_grow() {
         h.restore();
     }
     assert_eq!(h.snapshot().ejections, 4, "still counted");
-    assert!(h.series.get().events.entries()[1]
+    assert!(h.series.get().ejection.events.entries()[1]
         .detail
         .contains("not doubled"));
     // Demoted to a replica: the count it has makes the next ejection long again.

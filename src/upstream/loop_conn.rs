@@ -9,15 +9,15 @@
 //! Connecting (TCP, keepalive, the handshake) runs as a tokio task, as for a connection task;
 //! the loop gets the established socket back by mail ([`ConnEvent`]).
 
-use std::io;
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use tokio::time::Instant;
 
 use super::batch::WRITE_HIGH_WATER;
-use super::loop_socket::{open, read_into, register, write_out};
+use super::loop_socket::{open, read_into, register};
 use super::node_context::NodeContext;
 use super::pending::{LoopWaiter, Pending};
 use super::queue;
@@ -74,6 +74,9 @@ pub(crate) struct LoopConn {
     listed: bool,
     /// A batch was begun this turn (its commands share one clock reading).
     batching: bool,
+    /// `upstream.max_in_flight_per_connection` (at least 1), taken once: the command path reads
+    /// it per command.
+    in_flight_cap: usize,
 }
 
 impl LoopConn {
@@ -105,6 +108,7 @@ impl LoopConn {
             dirty: false,
             listed: false,
             batching: false,
+            in_flight_cap: context.config.max_in_flight_per_connection.max(1),
             context,
         }
     }
@@ -161,8 +165,7 @@ impl LoopConn {
     /// Room for one more command (the write buffer's high-water mark, the in-flight cap).
     #[inline]
     fn has_room(&self) -> bool {
-        self.out.len() < WRITE_HIGH_WATER
-            && self.wire.in_flight() < self.context.config.max_in_flight_per_connection.max(1)
+        self.out.len() < WRITE_HIGH_WATER && self.wire.in_flight() < self.in_flight_cap
     }
 
     #[inline]
@@ -390,4 +393,25 @@ impl LoopConn {
         }
         false
     }
+}
+
+/// Writes as much of `out` as the socket takes now.
+fn write_out(
+    stream: &mut mio::net::TcpStream,
+    out: &mut BytesMut,
+    wire: &mut Wire,
+) -> Result<(), String> {
+    while !out.is_empty() {
+        match stream.write(out) {
+            Ok(0) => return Err("write failed: the node took nothing".to_string()),
+            Ok(n) => {
+                out.advance(n);
+                wire.wrote(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("write failed: {e}")),
+        }
+    }
+    Ok(())
 }

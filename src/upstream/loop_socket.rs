@@ -1,13 +1,13 @@
 //! A loop connection's socket work: opening it (as a tokio task, then handed over), registering
-//! it with the loop's poll, and reading and writing it without blocking.
+//! it with the loop's poll, and reading it without blocking (writing is `loop_conn.rs`'s).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 
 use super::node_context::NodeContext;
 use super::stream::NodeStream;
-use super::wire::{Wire, READ_CHUNK};
+use super::wire::READ_CHUNK;
 
 /// TCP (with keepalive) and the handshake, as a connection task does; the socket is handed to
 /// the loop in non-blocking mode.
@@ -56,25 +56,4 @@ pub(crate) fn read_into(stream: &mut impl Read, input: &mut BytesMut) -> io::Res
 thread_local! {
     static SCRATCH: std::cell::RefCell<Box<[u8]>> =
         std::cell::RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
-}
-
-/// Writes as much of `out` as the socket takes now.
-pub(super) fn write_out(
-    stream: &mut mio::net::TcpStream,
-    out: &mut BytesMut,
-    wire: &mut Wire,
-) -> Result<(), String> {
-    while !out.is_empty() {
-        match stream.write(out) {
-            Ok(0) => return Err("write failed: the node took nothing".to_string()),
-            Ok(n) => {
-                out.advance(n);
-                wire.wrote(n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("write failed: {e}")),
-        }
-    }
-    Ok(())
 }

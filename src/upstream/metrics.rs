@@ -52,12 +52,21 @@ pub(crate) struct NodeMetrics {
     latency_us: Counter,
     pub(crate) in_flight: Gauge,
     pub(crate) connections: Gauge,
-    pub(crate) ejections: Counter,
-    pub(crate) ejected: Gauge,
+    /// Outlier detection's figures (off the command path).
+    pub(crate) ejection: EjectionSeries,
     /// Batches that filled a connection up to `upstream.max_in_flight_per_connection`.
     pub(crate) in_flight_capped: Counter,
     /// Shared by every node: commands sent anywhere.
     pub(crate) all_requests: Counter,
+}
+
+/// A node's ejections from selection (outlier detection): counted, flagged while out, and
+/// recorded with their reason.
+#[derive(Clone, Debug)]
+pub(crate) struct EjectionSeries {
+    pub(crate) ejections: Counter,
+    /// 1 while the node is out.
+    pub(crate) ejected: Gauge,
     /// Where ejections and restorations are recorded.
     pub(crate) events: Arc<EventLog>,
 }
@@ -200,11 +209,13 @@ impl UpstreamMetrics {
             latency_us: self.latency_us.get_or_create_owned(&label),
             in_flight: self.in_flight.get_or_create_owned(&label),
             connections: self.connections.get_or_create_owned(&label),
-            ejections: self.ejections.get_or_create_owned(&label),
-            ejected: self.ejected.get_or_create_owned(&label),
+            ejection: EjectionSeries {
+                ejections: self.ejections.get_or_create_owned(&label),
+                ejected: self.ejected.get_or_create_owned(&label),
+                events: events.clone(),
+            },
             in_flight_capped: self.in_flight_capped.get_or_create_owned(&label),
             all_requests: self.requests_sent.clone(),
-            events: events.clone(),
         }
     }
 

@@ -61,14 +61,14 @@ impl Committed {
         let left = downstream.connected_clients();
         if timed_out {
             for _ in 0..left {
-                downstream.handover.closed("drain_timeout");
+                downstream.exits.handover.closed("drain_timeout");
             }
         }
-        downstream.handover.finish();
+        downstream.exits.handover.finish();
         if let Ok(writer) = writer {
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
         }
-        let (moved, closed) = downstream.handover.counts();
+        let (moved, closed) = downstream.exits.handover.counts();
         tracing::info!(
             moved,
             closed,
@@ -99,7 +99,7 @@ fn write_clients(
             tracing::error!(%error, "upgrade: a client could not be handed over; it is closed");
         }
     }
-    let (moved, closed) = downstream.handover.counts();
+    let (moved, closed) = downstream.exits.handover.counts();
     let done = Done {
         moved,
         closed,
@@ -131,10 +131,10 @@ fn listen_for_subscribed(conn: &Conn, downstream: &Arc<Downstream>) {
             while let Ok(Some(frame)) = reader.recv() {
                 if frame.kind == Kind::Subscribed {
                     let client: ClientId = from_json(&frame.payload);
-                    downstream.handover.subscribed(client.id);
+                    downstream.exits.handover.subscribed(client.id);
                 }
             }
-            downstream.handover.finish();
+            downstream.exits.handover.finish();
         });
     if let Err(error) = spawned {
         tracing::error!(%error, "upgrade: cannot start the thread that reads the new process");

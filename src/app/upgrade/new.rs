@@ -171,7 +171,7 @@ impl Taken {
                 let _ = conn.socket().set_read_timeout(None);
                 receive(&mut conn, version, &downstream, workers.as_deref(), &done);
                 // Held subscribers go on: the old process writes to none of them any more.
-                downstream.arrivals.finish();
+                downstream.exits.arrivals.finish();
                 on_done();
             });
         if let Err(error) = spawned {
@@ -217,7 +217,7 @@ fn receive(
             }
             Kind::Released => {
                 let client: ClientId = from_json(&frame.payload);
-                downstream.arrivals.released(client.id);
+                downstream.exits.arrivals.released(client.id);
             }
             Kind::Done => {
                 let done: Done = from_json(&frame.payload);
@@ -264,7 +264,7 @@ fn answer_subscribed(conn: &Conn, downstream: &Downstream) {
             }
         });
     match spawned {
-        Ok(_) => downstream.arrivals.start(tell),
+        Ok(_) => downstream.exits.arrivals.start(tell),
         Err(error) => {
             tracing::error!(%error, "upgrade: cannot start the thread that answers the old process")
         }

@@ -82,8 +82,8 @@ impl<'d> Loop<'d> {
             return;
         };
         let max = d.config.load().max_connections;
-        if d.connected.fetch_add(1, Ordering::SeqCst) >= max {
-            d.connected.fetch_sub(1, Ordering::SeqCst);
+        if d.crowd.connected.fetch_add(1, Ordering::SeqCst) >= max {
+            d.crowd.connected.fetch_sub(1, Ordering::SeqCst);
             d.client_metrics.refused.inc();
             tracing::warn!(%peer, max, "client refused: client.max_connections reached");
             let reply = b"-ERR redcar: max number of clients reached (client.max_connections)\r\n";
@@ -91,7 +91,7 @@ impl<'d> Loop<'d> {
             return;
         }
         let Some(done) = self.done.as_ref() else {
-            d.connected.fetch_sub(1, Ordering::SeqCst);
+            d.crowd.connected.fetch_sub(1, Ordering::SeqCst);
             return;
         };
         let connected = (self.home).connect(peer.clone(), listener.label(), &listener.gauges, done);
@@ -120,7 +120,7 @@ impl<'d> Loop<'d> {
         }
         let now = self.work.now;
         let books = Books {
-            share: d.budget.share(connected.id),
+            share: d.crowd.budget.share(connected.id),
             connected,
             pipelining: None,
         };

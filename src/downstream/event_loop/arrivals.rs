@@ -1,10 +1,12 @@
 //! What arrives for a loop client: a reply from one of the loop's node connections (handed over
 //! in place by the connection's [`LoopSink`]), a failure of that connection, a call of the
 //! general path that finished. Each goes to the client's owed replies; those at the front go to
-//! its output buffer, in order.
+//! its output buffer, in order, and the buffer to the client's socket at the end of the turn.
 
+use std::io::{self, Write};
 use std::sync::Arc;
 
+use bytes::Buf;
 use slab::Slab;
 
 use super::client::Client;
@@ -170,5 +172,42 @@ impl<'d> Client<'d> {
         }
         self.replies.poll_calls(remote, self.token);
         self.take_done(work);
+    }
+
+    /// Writes what may be written now. `Err` when the client is gone.
+    pub(super) fn write_out(&mut self, work: &mut Work<'d>) -> Result<(), ()> {
+        let max_held = super::work::HOLD_MAX.min(self.settings.config.caps.reply_bytes);
+        let out_len = self.link.out.len();
+        if out_len == 0
+            || self.flags.blocked
+            || !self
+                .replies
+                .batches
+                .may_write(self.replies.len(), out_len, max_held)
+        {
+            return Ok(());
+        }
+        // Whoever reads these replies finds their commands counted.
+        work.record.tally.flush();
+        while !self.link.out.is_empty() {
+            match self.link.socket.write(&self.link.out[..]) {
+                Ok(0) => return Err(()),
+                Ok(n) => {
+                    work.d.client_metrics.bytes_sent.inc_by(n as u64);
+                    self.state.note_written(n);
+                    self.link.out.advance(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.flags.blocked = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(()),
+            }
+        }
+        self.replies
+            .batches
+            .wrote(self.replies.len(), self.link.out.len());
+        Ok(())
     }
 }

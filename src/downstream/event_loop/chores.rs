@@ -99,7 +99,7 @@ impl<'d> Loop<'d> {
         }
         self.draining = true;
         self.stop_listening();
-        if self.work.d.handover.is_active() {
+        if self.work.d.exits.handover.is_active() {
             self.hand_over_all();
             return self.release_if_empty();
         }
@@ -122,12 +122,12 @@ impl<'d> Client<'d> {
     /// Arms `client.idle_timeout` and `client.max_age` for a new client.
     pub(super) fn arm_timers(&self, work: &mut Work<'d>) {
         let config = &self.settings.config;
-        if !config.idle_timeout.is_zero() {
-            let at = self.times.last_activity + config.idle_timeout;
+        if !config.clocks.idle.is_zero() {
+            let at = self.times.last_activity + config.clocks.idle;
             work.timers.arm(at, self.token, Which::Idle);
         }
-        if !config.max_age.is_zero() {
-            let at = self.times.connected_at + config.max_age;
+        if !config.clocks.max_age.is_zero() {
+            let at = self.times.connected_at + config.clocks.max_age;
             work.timers.arm(at, self.token, Which::Age);
         }
     }
@@ -137,12 +137,12 @@ impl<'d> Client<'d> {
         let config = self.settings.config.clone();
         let now = work.now;
         match which {
-            Which::Idle if !config.idle_timeout.is_zero() => {
-                let due = self.times.last_activity + config.idle_timeout;
+            Which::Idle if !config.clocks.idle.is_zero() => {
+                let due = self.times.last_activity + config.clocks.idle;
                 if due > now || !self.replies.is_empty() {
                     // Re-armed from the last activity only when it fires, not on every read.
                     work.timers.arm(
-                        due.max(now + config.idle_timeout / 4),
+                        due.max(now + config.clocks.idle / 4),
                         self.token,
                         Which::Idle,
                     );
@@ -151,7 +151,7 @@ impl<'d> Client<'d> {
                 tracing::debug!(client = self.state.id, "closing idle client");
                 self.flags.closing = true;
             }
-            Which::Age if !config.max_age.is_zero() => {
+            Which::Age if !config.clocks.max_age.is_zero() => {
                 self.flags.due.aged = true;
                 self.close_if_asked(work);
             }
@@ -165,7 +165,7 @@ impl<'d> Client<'d> {
 
     /// `client.request_timeout`: a request still incomplete that long closes the client.
     fn on_request_timer(&mut self, now: Instant, work: &mut Work<'d>) {
-        let timeout = self.settings.config.request_timeout;
+        let timeout = self.settings.config.clocks.request;
         let Some(started) = self.times.partial_since else {
             return;
         };

@@ -1,10 +1,8 @@
 //! One client connection on a worker's event loop: its socket and buffers, what Redis would keep
 //! for it (`ClientState`), the replies it is owed, and when it closes.
 
-use std::io::{self, Write};
 use std::sync::Arc;
 
-use bytes::Buf;
 use tokio::time::Instant;
 
 use super::super::budget::Share;
@@ -13,7 +11,7 @@ use super::super::facade::Endpoint;
 use super::super::local::ClientState;
 use super::super::moves::Pipelining;
 use super::super::session::buffers::Buffer;
-use super::super::ClientConfig;
+use super::super::ClientRules;
 use super::replies::Replies;
 use super::socket::ClientSocket;
 use super::work::Work;
@@ -66,7 +64,7 @@ pub(super) struct Books<'d> {
 /// The settings a client runs with: a reload swaps the reloadable ones at its next read.
 pub(super) struct Settings {
     pub(super) generation: u64,
-    pub(super) config: Arc<ClientConfig>,
+    pub(super) config: Arc<ClientRules>,
     pub(super) limits: Limits,
     /// Set on a cluster-facade listener (not reloadable).
     pub(super) facade: Option<Box<Endpoint>>,
@@ -133,10 +131,19 @@ impl<'d> Client<'d> {
             && self.state.tx.watched_slot().is_none()
     }
 
-    /// At a safe point: closes it when `max_age` or the latency watch asked for that.
+    /// At a safe point: closes it when `max_age` or the latency watch asked for that. Asked after
+    /// every turn that wrote to the client, and almost never due: the flags are tested in the
+    /// caller, the rest is a call.
+    #[inline]
     pub(super) fn close_if_asked(&mut self, work: &Work<'d>) {
-        let asked = self.flags.due.aged || self.flags.due.slow;
-        if !asked || self.flags.closing || !self.may_close_now() {
+        if self.flags.due.aged || self.flags.due.slow {
+            self.close_as_asked(work);
+        }
+    }
+
+    #[cold]
+    fn close_as_asked(&mut self, work: &Work<'d>) {
+        if self.flags.closing || !self.may_close_now() {
             return;
         }
         let metrics = &work.d.client_metrics;
@@ -152,43 +159,6 @@ impl<'d> Client<'d> {
             );
             self.flags.closing = true;
         }
-    }
-
-    /// Writes what may be written now. `Err` when the client is gone.
-    pub(super) fn write_out(&mut self, work: &mut Work<'d>) -> Result<(), ()> {
-        let max_held = super::work::HOLD_MAX.min(self.settings.config.max_reply_bytes);
-        let out_len = self.link.out.len();
-        if out_len == 0
-            || self.flags.blocked
-            || !self
-                .replies
-                .batches
-                .may_write(self.replies.len(), out_len, max_held)
-        {
-            return Ok(());
-        }
-        // Whoever reads these replies finds their commands counted.
-        work.record.tally.flush();
-        while !self.link.out.is_empty() {
-            match self.link.socket.write(&self.link.out[..]) {
-                Ok(0) => return Err(()),
-                Ok(n) => {
-                    work.d.client_metrics.bytes_sent.inc_by(n as u64);
-                    self.state.note_written(n);
-                    self.link.out.advance(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.flags.blocked = true;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Err(()),
-            }
-        }
-        self.replies
-            .batches
-            .wrote(self.replies.len(), self.link.out.len());
-        Ok(())
     }
 
     /// Whether the client has finished closing: closing, nothing owed, everything written.
@@ -238,7 +208,7 @@ impl<'d> Client<'d> {
         }
         let (generation, config, users) = work.d.snapshot();
         self.settings.generation = generation;
-        self.settings.limits = config.limits();
+        self.settings.limits = config.codec.clone();
         self.settings.config = config;
         self.flags.due.aged = false;
         if !self.settings.config.close_idle_when_slow {
@@ -279,7 +249,7 @@ impl Settings {
         let (generation, config, users) = work.d.snapshot();
         let settings = Settings {
             generation,
-            limits: config.limits(),
+            limits: config.codec.clone(),
             config,
             facade,
         };

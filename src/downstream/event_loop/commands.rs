@@ -9,10 +9,10 @@ use tokio::time::Instant;
 use bytes::Bytes;
 
 use super::super::keyspace;
-use super::super::session::decide::{decide, Decided, Decision};
 use super::super::session::dispatch::{dispatch, protocol_error};
 use super::super::session::failed_login::failed_login;
 use super::super::session::stamp::Stamp;
+use super::super::session::stamp::{decide, Decided, Decision};
 use super::client::{Client, Fate};
 use super::replies::Wait;
 use super::timers::Which;
@@ -98,8 +98,8 @@ impl<'d> Client<'d> {
         !self.flags.closing
             && !self.flags.budget_paused
             && !self.stops_reading_for_upgrade()
-            && self.replies.len() < config.max_in_flight
-            && self.link.out.len() < config.max_reply_bytes
+            && self.replies.len() < config.caps.in_flight
+            && self.link.out.len() < config.caps.reply_bytes
             && (!alone || self.link.input.len() < super::super::session::buffers::CHUNK)
     }
 
@@ -109,7 +109,7 @@ impl<'d> Client<'d> {
         let mut request = Request::default();
         let mut started = 0;
         while !self.flags.closing
-            && self.replies.len() < self.settings.config.max_in_flight
+            && self.replies.len() < self.settings.config.caps.in_flight
             && self.replies.alone == 0
             && !starved
         {
@@ -178,10 +178,10 @@ impl<'d> Client<'d> {
                 self.times.partial_since = None;
                 return true;
             }
-            Ok(false) if self.link.input.len() < config.max_request_bytes => {
+            Ok(false) if self.link.input.len() < config.caps.request_bytes => {
                 if self.times.partial_since.is_none() {
                     self.times.partial_since = Some(work.now);
-                    let timeout = config.request_timeout;
+                    let timeout = config.clocks.request;
                     if !timeout.is_zero() {
                         work.timers
                             .arm(work.now + timeout, self.token, Which::Request);
@@ -252,7 +252,7 @@ impl<'d> Client<'d> {
                 self.forward(request, slot, write, stamp, work);
             }
             plan => {
-                let max_tx = self.settings.config.max_request_bytes;
+                let max_tx = self.settings.config.caps.request_bytes;
                 let call = dispatch(
                     router,
                     &mut self.replies.inbox,

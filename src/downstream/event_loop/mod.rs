@@ -13,7 +13,7 @@
 //!    its key, the key's slot), then the cluster facade and the auth gate, which may answer it
 //!    instead (`commands.rs`, `local.rs`).
 //! 4. `Forwarder::first_hop` picks the slot's node by read policy from the slot map
-//!    (`router/forward/direct.rs`, `resolve.rs`, `select.rs`).
+//!    (`router/forward/direct.rs`, `resolve.rs`).
 //! 5. The request's bytes are appended to this loop's connection to that node, with a note of
 //!    whose reply comes back (`upstream/loop_conn.rs`, `wire.rs`); the client owes a reply
 //!    (`replies.rs`).

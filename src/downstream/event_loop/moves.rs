@@ -160,7 +160,7 @@ impl<'d> Loop<'d> {
         let (settings, users) = Settings::now(&self.work, facade);
         state.reauthorize(users);
         let books = Books {
-            share: self.work.d.budget.share(connected.id),
+            share: self.work.d.crowd.budget.share(connected.id),
             connected,
             pipelining,
         };
@@ -175,7 +175,7 @@ impl<'d> Loop<'d> {
         // Its socket may hold what it sent since it left the other loop.
         client.flags.readable = true;
         // It came while this loop hands its clients over to a new process: it goes too.
-        client.flags.due.leaving = self.draining && self.work.d.handover.is_active();
+        client.flags.due.leaving = self.draining && self.work.d.exits.handover.is_active();
         client.arm_timers(&mut self.work);
         entry.insert(client);
         self.run_client(token);

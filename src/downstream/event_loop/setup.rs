@@ -91,7 +91,7 @@ impl<'d> Loop<'d> {
         let cpu = super::thread_cpu::ThreadCpu::of_this_thread();
         let metrics = &*d.metrics;
         let drain_waker = LoopWaker::new(&remote, tokens::token(Kind::Loop, 0, 0));
-        let mut drain = d.drain.signal(u64::MAX - index as u64);
+        let mut drain = d.exits.drain.signal(u64::MAX - index as u64);
         // Registers the loop with the drain (or finds it started already).
         let draining = drain
             .poll_started(&mut Context::from_waker(drain_waker.waker()))
@@ -111,7 +111,7 @@ impl<'d> Loop<'d> {
                     tally: CommandTally::new(metrics),
                     sampler: d.hotkeys.sampler(index as u64),
                     keep_raw: metrics.slowlog.is_enabled() || d.hotkeys.is_enabled(),
-                    latency: &d.latency,
+                    latency: &d.crowd.latency,
                 },
                 scratch: Vec::new(),
                 now,
@@ -128,7 +128,7 @@ impl<'d> Loop<'d> {
             peers,
             home,
             done: Some(done),
-            slow: Some(d.latency.subscribe()),
+            slow: Some(d.crowd.latency.subscribe()),
             drain,
             drain_waker,
         };

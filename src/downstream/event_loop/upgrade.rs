@@ -53,7 +53,7 @@ impl Loop<'_> {
         }
         let mut client = self.clients.remove(tokens::key(token));
         client.link.socket.deregister(self.poll.registry());
-        let handover = &self.work.d.handover;
+        let handover = &self.work.d.exits.handover;
         let now = self.work.now;
         let (listener, socket): (&str, OwnedFd) = match client.link.socket.detach() {
             Detached::Tcp(s) => ("tcp", s.into()),

@@ -56,7 +56,8 @@ pub(crate) fn adopt(
     let (generation, config, users) = downstream.snapshot();
     let state = state_of(&record, users, downstream);
     // Held before its session starts, so the old process's release cannot come first.
-    let released = (!record.subscriptions.is_empty()).then(|| downstream.arrivals.hold(record.id));
+    let released =
+        (!record.subscriptions.is_empty()).then(|| downstream.exits.arrivals.hold(record.id));
     adopt_session(
         connected,
         record,

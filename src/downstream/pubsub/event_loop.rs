@@ -171,11 +171,14 @@ where
                 }
             }
             Phase::LettingGo if self.out.is_empty() => {
-                self.downstream.handover.released(self.mode.state.id);
+                self.downstream.exits.handover.released(self.mode.state.id);
                 return Some(Left::Moved);
             }
             Phase::Held { told, .. } if !*told && self.mode.settled() => {
-                self.downstream.arrivals.subscribed(self.mode.state.id);
+                self.downstream
+                    .exits
+                    .arrivals
+                    .subscribed(self.mode.state.id);
                 *told = true;
             }
             _ => {}
@@ -186,7 +189,7 @@ where
     /// The drain started: during an upgrade whose new process takes subscribers, leave at the
     /// next safe point; otherwise close (counted when an upgrade could not take the client).
     fn drained(&mut self) -> ControlFlow<Left, Control> {
-        let handover = &self.downstream.handover;
+        let handover = &self.downstream.exits.handover;
         if handover.is_active() && handover.moves_subscribers() {
             self.phase = Phase::Leaving;
             return ControlFlow::Continue(Control::Go);

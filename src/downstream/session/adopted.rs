@@ -13,7 +13,7 @@ use super::super::handover::HandedOver;
 use super::super::local::ClientState;
 use super::super::movable::Detached;
 use super::super::pubsub::Rejoin;
-use super::super::ClientConfig;
+use super::super::ClientRules;
 use super::moving::{Lasting, Moving};
 
 /// Starts a session for a client handed over by the previous process: `record` read from the
@@ -25,7 +25,7 @@ use super::moving::{Lasting, Moving};
 pub(crate) fn adopt_session(
     connected: Connected,
     record: HandedOver,
-    (state, generation, config): (ClientState, u64, Arc<ClientConfig>),
+    (state, generation, config): (ClientState, u64, Arc<ClientRules>),
     (socket, released): (OwnedFd, Option<oneshot::Receiver<()>>),
     place: Option<(usize, &tokio::runtime::Handle)>,
 ) {

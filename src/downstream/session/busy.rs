@@ -21,7 +21,7 @@ use super::super::moves::{Moves, Pipelining};
 use super::super::pubsub;
 use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
-use super::super::ClientConfig;
+use super::super::ClientRules;
 use super::owed::Owed;
 use super::stamp::{Hot, Stamp};
 use super::timer::{LazyTimer, OpTimer};
@@ -69,7 +69,7 @@ where
             // the replies before it). Awaited here, not in a method of `Spell`: the request is
             // then held once in this future's state, not twice (the busy box's size, mod.rs).
             spell.record.tally.flush();
-            let max_reply_bytes = spell.settings.config.max_reply_bytes;
+            let max_reply_bytes = spell.settings.config.caps.reply_bytes;
             let c = &mut *spell.c;
             let left = (c.subscribe_mode(request, &spell.settings.limits, max_reply_bytes)).await;
             if let Some(end) = spell.after_subscribe(left) {
@@ -197,7 +197,7 @@ pub(super) struct Reading {
 
 /// The client settings the spell runs with.
 pub(super) struct SpellSettings {
-    pub(super) config: Arc<ClientConfig>,
+    pub(super) config: Arc<ClientRules>,
     pub(super) limits: Limits,
 }
 
@@ -251,7 +251,7 @@ where
                 clock: Some(c.last_activity),
             },
             settings: SpellSettings {
-                limits: config.limits(),
+                limits: config.codec.clone(),
                 config,
             },
             placement: Placement::default(),
@@ -314,14 +314,14 @@ where
         let can_read = !self.reading.closing
             && !self.reading.budget_paused
             && !c.stops_reading_for_upgrade()
-            && self.replies.calls.len() < config.max_in_flight
-            && c.out.len() < config.max_reply_bytes
+            && self.replies.calls.len() < config.caps.in_flight
+            && c.out.len() < config.caps.reply_bytes
             && (!waiting_alone || c.input.len() < super::buffers::CHUNK);
         let may_write = !c.out.is_empty()
             && (self.replies.batches).may_write(
                 self.replies.calls.len(),
                 c.out.len(),
-                HOLD_MAX.min(config.max_reply_bytes),
+                HOLD_MAX.min(config.caps.reply_bytes),
             );
         if may_write {
             // Whoever reads these replies finds their commands counted.
@@ -344,7 +344,7 @@ where
     /// 260 instructions (callgrind, 2026-11-26). A full socket leaves the write to the event
     /// wait, which waits for room.
     fn write_all_owed(&mut self) -> Result<(), End> {
-        let max_held = HOLD_MAX.min(self.settings.config.max_reply_bytes);
+        let max_held = HOLD_MAX.min(self.settings.config.caps.reply_bytes);
         let out = self.c.out.len();
         if !self.replies.calls.is_empty()
             || out == 0

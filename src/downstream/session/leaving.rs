@@ -52,11 +52,11 @@ where
 {
     /// Woken by the drain while idle: whether an upgrade takes the client.
     pub(super) fn at_upgrade(&mut self) -> AtUpgrade {
-        if !self.downstream.handover.is_active() {
+        if !self.downstream.exits.handover.is_active() {
             return AtUpgrade::No;
         }
         if !S::MOVABLE {
-            self.downstream.handover.closed("tls");
+            self.downstream.exits.handover.closed("tls");
             return AtUpgrade::No;
         }
         if self.may_hand_over() {
@@ -79,7 +79,7 @@ where
             last_activity,
             ..
         } = self;
-        let handover = &downstream.handover;
+        let handover = &downstream.exits.handover;
         let (listener, socket): (&str, OwnedFd) = match stream.into_inner().detach() {
             Some(Detached::Tcp(s)) => ("tcp", s.into()),
             Some(Detached::Unix(s)) => ("unix", s.into()),
@@ -113,7 +113,7 @@ where
     /// wait for the safe point to leave at (a TLS session is closed there, counted: see
     /// [`Client::leave_for_upgrade`]).
     pub(super) fn on_drain(&mut self) {
-        if self.c.downstream.handover.is_active() {
+        if self.c.downstream.exits.handover.is_active() {
             self.c.handing_over = true;
         } else {
             self.reading.closing = true;

@@ -66,7 +66,8 @@ where
     // and this future lasts as long as the moved session).
     let subscribed = match rejoin {
         Some(rejoin) => {
-            let (limits, max_reply_bytes) = (client.config.limits(), client.config.max_reply_bytes);
+            let (limits, max_reply_bytes) =
+                (client.config.codec.clone(), client.config.caps.reply_bytes);
             Some(Box::pin(client.rejoin(*rejoin, &limits, max_reply_bytes)).await)
         }
         None => None,

@@ -25,13 +25,12 @@ use super::drain::DrainSignal;
 use super::facade::Endpoint;
 use super::local::ClientState;
 use super::slow::{LatencyWatch, SlowChanges};
-use super::ClientConfig;
+use super::ClientRules;
 use crate::upstream::Inbox;
 
 mod adopted;
 pub(super) mod buffers;
 mod busy;
-pub(super) mod decide;
 pub(super) mod dispatch;
 pub(super) mod failed_login;
 mod leaving;
@@ -97,7 +96,7 @@ struct Client<'d, S> {
     facade: Option<Box<Endpoint>>,
     /// The reloadable settings this session uses, renewed when a reload bumps the generation.
     generation: u64,
-    config: Arc<ClientConfig>,
+    config: Arc<ClientRules>,
     /// The client's socket (read and written through `reader()` and `writer()` views).
     stream: ClientStream<S>,
     state: ClientState,
@@ -166,8 +165,8 @@ where
             slow: SlowChanges::new(latency),
             close_when_safe: false,
             handing_over: false,
-            share: downstream.budget.share(id),
-            drain: downstream.drain.signal(id),
+            share: downstream.crowd.budget.share(id),
+            drain: downstream.exits.drain.signal(id),
         }
     }
 
@@ -200,13 +199,13 @@ where
 
     /// Arms `client.idle_timeout` and `client.max_age` if they are set (once each).
     fn arm_timers(&mut self) {
-        let idle = self.config.idle_timeout;
+        let idle = self.config.clocks.idle;
         if !idle.is_zero() && !self.idle_timer.is_made() {
             self.idle_timer.reset(self.last_activity + idle);
         }
-        if !self.config.max_age.is_zero() && !self.aged && !self.age_timer.is_made() {
+        if !self.config.clocks.max_age.is_zero() && !self.aged && !self.age_timer.is_made() {
             self.age_timer
-                .reset(self.connected_at + self.config.max_age);
+                .reset(self.connected_at + self.config.clocks.max_age);
         }
     }
 
@@ -264,7 +263,7 @@ where
                 }
                 Poll::Pending => {}
             }
-            let idle = self.config.idle_timeout;
+            let idle = self.config.clocks.idle;
             if !idle.is_zero() && self.idle_timer.poll_fired(cx).is_ready() {
                 // Re-armed from the last activity only when it fires, not on every read.
                 if self.last_activity.elapsed() >= idle {
@@ -274,7 +273,7 @@ where
                 self.idle_timer.reset(self.last_activity + idle);
                 continue;
             }
-            if !self.config.max_age.is_zero()
+            if !self.config.clocks.max_age.is_zero()
                 && !self.aged
                 && self.age_timer.poll_fired(cx).is_ready()
             {
@@ -318,11 +317,10 @@ where
 }
 
 /// The latency watch, when `client.close_idle_when_slow` is on.
-fn latency_watch<'d>(
-    downstream: &'d Downstream,
-    config: &ClientConfig,
-) -> Option<&'d LatencyWatch> {
-    config.close_idle_when_slow.then_some(&*downstream.latency)
+fn latency_watch<'d>(downstream: &'d Downstream, config: &ClientRules) -> Option<&'d LatencyWatch> {
+    config
+        .close_idle_when_slow
+        .then_some(&*downstream.crowd.latency)
 }
 
 #[cfg(test)]

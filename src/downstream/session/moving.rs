@@ -20,7 +20,7 @@ use super::super::local::ClientState;
 use super::super::movable::{Detached, Movable};
 use super::super::moves::Pipelining;
 use super::super::pubsub::Rejoin;
-use super::super::ClientConfig;
+use super::super::ClientRules;
 use super::{latency_watch, Client};
 use crate::downstream::slow::SlowChanges;
 
@@ -38,7 +38,7 @@ pub(crate) struct Lasting {
     pub(super) facade: Option<Box<Endpoint>>,
     pub(super) state: ClientState,
     pub(super) generation: u64,
-    pub(super) config: Arc<ClientConfig>,
+    pub(super) config: Arc<ClientRules>,
     pub(super) last_activity: Instant,
     pub(super) connected_at: Instant,
     pub(super) aged: bool,
@@ -60,7 +60,7 @@ impl Lasting {
         facade: Option<Box<Endpoint>>,
         state: ClientState,
         generation: u64,
-        config: Arc<ClientConfig>,
+        config: Arc<ClientRules>,
         last_activity: Instant,
         connected_at: Instant,
         aged: bool,
@@ -184,8 +184,8 @@ where
             slow: SlowChanges::new(latency_watch(downstream, &lasting.config)),
             close_when_safe: false,
             handing_over: false,
-            share: downstream.budget.share(id),
-            drain: downstream.drain.signal(id),
+            share: downstream.crowd.budget.share(id),
+            drain: downstream.exits.drain.signal(id),
             config: lasting.config,
         };
         if !lasting.input.is_empty() {

@@ -52,7 +52,7 @@ where
 {
     /// The first event ready, in priority order; each looked at only when the turn allows it.
     pub(super) fn poll_event(&mut self, turn: &Turn<'d>, cx: &mut Context<'_>) -> Poll<Event> {
-        let max_reply_bytes = self.settings.config.max_reply_bytes;
+        let max_reply_bytes = self.settings.config.caps.reply_bytes;
         let c = &mut *self.c;
         if c.out.len() < max_reply_bytes {
             if let Some((call, _)) = self.replies.calls.front_mut() {
@@ -84,22 +84,22 @@ where
         let c = &mut *self.c;
         let closing = self.reading.closing;
         let idle_timeout =
-            !config.idle_timeout.is_zero() && self.replies.calls.is_empty() && !closing;
+            !config.clocks.idle.is_zero() && self.replies.calls.is_empty() && !closing;
         if idle_timeout && c.idle_timer.poll_fired(cx).is_ready() {
             return Poll::Ready(Event::IdleTimeout);
         }
-        let partial = !config.request_timeout.is_zero() && self.reading.partial_since.is_some();
+        let partial = !config.clocks.request.is_zero() && self.reading.partial_since.is_some();
         if partial && !closing && self.timers.request.poll_fired(cx).is_ready() {
             return Poll::Ready(Event::RequestTimeout);
         }
         if self.reading.budget_paused && self.timers.budget.poll_fired(cx).is_ready() {
             return Poll::Ready(Event::BudgetRecheck);
         }
-        let ages = !config.max_age.is_zero() && !c.aged;
+        let ages = !config.clocks.max_age.is_zero() && !c.aged;
         if ages && c.age_timer.poll_fired(cx).is_ready() {
             return Poll::Ready(Event::Aged);
         }
-        let room = c.out.len() < config.max_reply_bytes;
+        let room = c.out.len() < config.caps.reply_bytes;
         if c.state.tracking.is_some() && room && tracking::poll_ready(&c.state, cx).is_ready() {
             return Poll::Ready(Event::Pushes);
         }
@@ -211,7 +211,7 @@ where
     /// read.
     fn on_idle_timeout(&mut self) {
         let c = &mut *self.c;
-        let idle = self.settings.config.idle_timeout;
+        let idle = self.settings.config.clocks.idle;
         if c.last_activity.elapsed() >= idle {
             tracing::debug!(client = c.state.id, "closing idle client");
             self.reading.closing = true;
@@ -223,7 +223,7 @@ where
     /// `client.request_timeout`: re-armed from the request's start only when it fires, not on
     /// every read.
     fn on_request_timeout(&mut self) {
-        let timeout = self.settings.config.request_timeout;
+        let timeout = self.settings.config.clocks.request;
         let started = self.reading.partial_since.unwrap_or_else(Instant::now);
         if started.elapsed() < timeout {
             self.timers.request.reset(started + timeout);

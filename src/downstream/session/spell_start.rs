@@ -9,11 +9,11 @@ use super::super::keyspace;
 use super::super::pubsub;
 use super::super::tracking;
 use super::busy::{Spell, BUDGET_RECHECK};
-use super::decide::{decide, Decided, Decision};
 use super::dispatch::{dispatch, protocol_error};
 use super::failed_login::failed_login;
 use super::near::Near;
 use super::stamp::Stamp;
+use super::stamp::{decide, Decided, Decision};
 use super::Busy;
 use crate::metrics::clock::Since;
 use crate::protocol::{parse_request_into, Request};
@@ -30,7 +30,7 @@ where
     pub(super) fn start_commands(&mut self) -> Option<Request> {
         if self.c.reload_if_changed() {
             self.settings.config = self.c.config.clone();
-            self.settings.limits = self.settings.config.limits();
+            self.settings.limits = self.settings.config.codec.clone();
         }
         // One clock read serves the whole batch.
         let now = self.reading.clock.take().unwrap_or_else(Instant::now);
@@ -41,7 +41,7 @@ where
         let mut request = Request::default();
         let mut started = 0;
         while !self.reading.closing
-            && self.replies.calls.len() < self.settings.config.max_in_flight
+            && self.replies.calls.len() < self.settings.config.caps.in_flight
             && self.replies.exclusive == 0
             && !starved
         {
@@ -127,7 +127,7 @@ where
                 self.reading.partial_since = None;
                 return true;
             }
-            Ok(false) if self.c.input.len() < self.settings.config.max_request_bytes => {
+            Ok(false) if self.c.input.len() < self.settings.config.caps.request_bytes => {
                 self.note_partial(now);
                 return false;
             }
@@ -147,7 +147,7 @@ where
             return;
         }
         self.reading.partial_since = Some(now);
-        let timeout = self.settings.config.request_timeout;
+        let timeout = self.settings.config.clocks.request;
         if !timeout.is_zero() && !self.timers.request.is_made() {
             self.timers.request.reset(now + timeout);
         }
@@ -198,7 +198,7 @@ where
                 &mut c.state,
                 plan,
                 request,
-                self.settings.config.max_request_bytes,
+                self.settings.config.caps.request_bytes,
                 now,
                 near,
             ),

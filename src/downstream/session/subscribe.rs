@@ -54,14 +54,14 @@ where
         // subscribed); a TLS session cannot go.
         let mut leave = |subscriptions, input: &[u8]| {
             let Some((listener, socket)) = stream.duplicate() else {
-                downstream.handover.closed("tls");
+                downstream.exits.handover.closed("tls");
                 return None;
             };
             let times = (times.0.elapsed(), times.1.elapsed());
             let mut record =
                 HandedOver::from_parts(state, facade.as_deref(), input, peer, listener, times);
             record.subscriptions = subscriptions;
-            downstream.handover.send_subscriber(&record, socket)
+            downstream.exits.handover.send_subscriber(&record, socket)
         };
         // Boxed: subscribe mode is rare, and its state would otherwise be part of every busy
         // session.

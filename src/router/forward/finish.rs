@@ -8,11 +8,11 @@ use tokio::time::Instant;
 
 use super::command::Candidate;
 use super::retry::{node_unavailable, RetryCause};
+use super::was_tried;
 use super::{
     classify, lost_write, pause_before_retry, Command, Forwarder, Outcome, Target, Verdict,
 };
 use crate::router::reply::redcar_error;
-use crate::router::select;
 use crate::upstream::Node;
 
 impl Forwarder {
@@ -199,7 +199,7 @@ impl Forwarder {
         let fresh = error.is_node_failure()
             && matches!(
                 self.candidate(&command.target, command.slot, command.write, tried),
-                Candidate::Node(next) if !select::was_tried(&next, tried)
+                Candidate::Node(next) if !was_tried(&next, tried)
             );
         if !fresh && !pause_before_retry(self.core.retry_backoff(), attempt, command.deadline).await
         {

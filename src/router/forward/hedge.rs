@@ -9,8 +9,9 @@ use tokio::time::Instant;
 
 use super::command::{Candidate, Command, Outcome};
 use super::redirect::{classify, Verdict};
+use super::was_tried;
 use super::Forwarder;
-use crate::router::{select, RouterConfig};
+use crate::router::RouterConfig;
 use crate::upstream::{Node, Reply};
 
 impl Forwarder {
@@ -42,7 +43,7 @@ impl Forwarder {
         }
         let tried = vec![node.clone()];
         let other = match self.candidate(&command.target, command.slot, false, &tried) {
-            Candidate::Node(other) if !select::was_tried(&other, &tried) => other,
+            Candidate::Node(other) if !was_tried(&other, &tried) => other,
             // Nobody else to ask: keep waiting for the first node.
             _ => {
                 return match tokio::time::timeout_at(command.deadline, first).await {

@@ -28,6 +28,7 @@ pub(in crate::router) use command::{Command, Outcome, Target};
 pub(crate) use direct::FirstHop;
 pub(crate) use fault::validate as validate_faults;
 pub(crate) use redirect::{classify, Verdict};
+pub(in crate::router) use resolve::{pick, policy_for, was_tried};
 pub(in crate::router) use retry::{lost_write, pause_before_retry};
 pub(in crate::router) use retry_budget::RetryBudget;
 pub(in crate::router) use scripts::ScriptCache;

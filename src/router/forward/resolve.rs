@@ -1,6 +1,8 @@
 //! Which node an attempt goes to: the slot's owner in the command's backend, by read policy for
 //! reads, avoiding nodes already tried and never an ejected one; waiting (within the deadline)
-//! for a map that has an owner when there is none.
+//! for a map that has an owner when there is none. Among replicas the less loaded of two picked
+//! at random (power of two choices over outstanding requests × latency EWMA): never LIFO, never
+//! sticky.
 
 use std::sync::Arc;
 
@@ -9,9 +11,9 @@ use tokio::time::Instant;
 
 use super::command::{Candidate, Command, Target};
 use super::Forwarder;
-use crate::cluster::{ClusterState, Shard};
+use crate::cluster::{ClusterState, MigratingSlots, Shard};
 use crate::router::reply::{error_with_prefix, redcar_error};
-use crate::router::{select, ReadPolicy, RouteTarget};
+use crate::router::{ReadPolicy, RouteTarget};
 use crate::upstream::{Lane, Node};
 
 impl Forwarder {
@@ -63,8 +65,8 @@ impl Forwarder {
         let Some(shard) = topology.shard(slot) else {
             return (Candidate::NoOwner, false);
         };
-        let policy = select::policy_for(read_policy, write, slot, cluster.migrating());
-        match select::pick(shard, policy, write, tried) {
+        let policy = policy_for(read_policy, write, slot, cluster.migrating());
+        match pick(shard, policy, write, tried) {
             Some(node) => (
                 Candidate::Node(node.clone()),
                 Arc::ptr_eq(node, &shard.primary),
@@ -182,6 +184,95 @@ impl Forwarder {
     }
 }
 
+/// The policy for one command on `slot`. A read of a slot being migrated goes to the primary (a
+/// replica only while the primary is ejected) whatever the policy: a key already moved is not
+/// on the source's replica, which answers nil where its primary answers `-ASK`. The default
+/// policy pays nothing; the others one bit test.
+#[inline]
+pub(in crate::router) fn policy_for(
+    policy: ReadPolicy,
+    write: bool,
+    slot: u16,
+    migrating: &MigratingSlots,
+) -> ReadPolicy {
+    if write || !policy.uses_replicas() || !migrating.contains(slot) {
+        return policy;
+    }
+    ReadPolicy::PreferPrimary
+}
+
+/// The node for the next attempt, or `None` when every candidate is ejected. `tried` holds the
+/// nodes that already failed this command: an untried candidate comes first, so a retry lands
+/// on another replica, then the primary, and only then on a node that failed before.
+pub(in crate::router) fn pick<'s>(
+    shard: &'s Shard,
+    policy: ReadPolicy,
+    write: bool,
+    tried: &[Arc<Node>],
+) -> Option<&'s Arc<Node>> {
+    let primary = (!shard.primary.is_ejected()).then_some(&shard.primary);
+    if write {
+        return primary;
+    }
+    let fresh = |node: &Node| !was_tried(node, tried);
+    let replicas = &shard.replicas;
+    match policy {
+        ReadPolicy::Primary => primary,
+        ReadPolicy::PreferPrimary => primary.or_else(|| least_loaded(replicas, None, |_| true)),
+        ReadPolicy::Replica => {
+            least_loaded(replicas, None, fresh).or_else(|| least_loaded(replicas, None, |_| true))
+        }
+        ReadPolicy::PreferReplica => least_loaded(replicas, None, fresh)
+            .or(primary)
+            .or_else(|| least_loaded(replicas, None, |_| true)),
+        ReadPolicy::Any => least_loaded(replicas, primary, fresh)
+            .or(primary)
+            .or_else(|| least_loaded(replicas, None, |_| true)),
+    }
+}
+
+/// True when `node` is in `tried`.
+pub(in crate::router) fn was_tried(node: &Node, tried: &[Arc<Node>]) -> bool {
+    tried.iter().any(|t| std::ptr::eq(Arc::as_ptr(t), node))
+}
+
+/// Power of two choices among the usable (not ejected, `keep`) nodes of `nodes` plus `extra`:
+/// two distinct candidates at random, the one with the lower load score wins. No allocation.
+fn least_loaded<'s>(
+    nodes: &'s [Arc<Node>],
+    extra: Option<&'s Arc<Node>>,
+    keep: impl Fn(&Node) -> bool,
+) -> Option<&'s Arc<Node>> {
+    let usable = || {
+        nodes
+            .iter()
+            .chain(extra)
+            .filter(|node| !node.is_ejected() && keep(node))
+    };
+    let count = usable().count();
+    if count <= 1 {
+        return usable().next();
+    }
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let a = rng.random_range(0..count);
+    let mut b = rng.random_range(0..count - 1);
+    if b >= a {
+        b += 1;
+    }
+    let first = usable().nth(a)?;
+    let second = usable().nth(b)?;
+    if second.health().load_score() < first.health().load_score() {
+        Some(second)
+    } else {
+        Some(first)
+    }
+}
+
 #[cfg(test)]
 #[path = "resolve_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "select_tests.rs"]
+mod select_tests;

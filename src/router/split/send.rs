@@ -15,8 +15,9 @@ use super::Splitter;
 use super::{part_reply_len, Part, Split};
 use crate::protocol::Request;
 use crate::router::forward::{classify, Call, Command, Outcome, Verdict};
+use crate::router::forward::{pick, policy_for};
 use crate::router::reply::redcar_error;
-use crate::router::{select, Forwarder, ReadPolicy};
+use crate::router::{Forwarder, ReadPolicy};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
@@ -197,8 +198,8 @@ impl<'r> Splitter<'r> {
                 .and_then(|t| t.shard(part.slot))
                 .and_then(|shard| {
                     let migrating = self.fwd.core.cluster.migrating();
-                    let policy = select::policy_for(policy, split.write, part.slot, migrating);
-                    select::pick(shard, policy, split.write, &[])
+                    let policy = policy_for(policy, split.write, part.slot, migrating);
+                    pick(shard, policy, split.write, &[])
                 });
             let Some(node) = node else {
                 batch_of.push(None);
