@@ -1,5 +1,10 @@
 //! Finding the one `redis_proxy` filter to convert, and turning its listener's address (and TLS)
 //! into `listen`, `unix` or `tls.*`.
+//!
+//! A TCP `socket_address` becomes `listen`, or `tls.listen` when the filter chain has a
+//! `DownstreamTlsContext` (files only: `tls.cert`, `tls.key`, and `tls.client_ca` when client
+//! certificates are required). A `pipe` becomes `unix` and `unix_permissions`. A listener with
+//! `bind_to_port: false` (an Istio sidecar's) is given a loopback address, with a note.
 
 use yaml_serde::Value;
 
@@ -9,8 +14,11 @@ use super::ConvertError;
 
 /// A `redis_proxy` filter and the listener (and filter chain) it sits in.
 pub(super) struct Found<'a> {
+    /// The listener's `name`, or `#N` (its index) when it has none: how notes name it.
     listener_name: String,
+    /// The whole listener, for its address and the settings noted as not converted.
     pub(crate) listener: &'a Value,
+    /// The filter chain holding the filter: its `transport_socket` decides TLS.
     pub(crate) chain: &'a Value,
     /// The filter's `RedisProxy` message (unwrapped from `typed_config`).
     pub(crate) proxy: &'a Value,
@@ -34,6 +42,7 @@ pub(super) fn has_redis_proxy(listener: &Value) -> bool {
     chains(listener).any(|chain| filters(chain).any(is_redis_proxy))
 }
 
+/// The listener's filter chains; none if the key is absent.
 fn chains(listener: &Value) -> impl Iterator<Item = &Value> {
     listener["filter_chains"]
         .as_sequence()
@@ -41,6 +50,7 @@ fn chains(listener: &Value) -> impl Iterator<Item = &Value> {
         .flatten()
 }
 
+/// The network filters of one chain, in order; none if the key is absent.
 fn filters(chain: &Value) -> impl Iterator<Item = &Value> {
     chain["filters"].as_sequence().into_iter().flatten()
 }
@@ -210,6 +220,8 @@ pub(super) fn note_unconverted(found: &Found, draft: &mut Draft) {
     }
 }
 
+/// A pipe (Unix socket) listener → `unix` and `unix_permissions`. Abstract sockets (`@name`) are
+/// refused; the mode is read as octal whether YAML gave `0660` or `660`.
 fn convert_pipe(
     pipe: &yaml_serde::Mapping,
     key: &str,
@@ -246,6 +258,9 @@ fn convert_pipe(
 }
 
 /// A `DownstreamTlsContext` whose certificate, key and CA are files → `tls.cert`/`key`/`client_ca`.
+/// Inline certificates are refused (redcar reads PEM files). A trusted CA without
+/// `require_client_certificate` is only noted, since redcar checks client certificates only when it
+/// requires them.
 fn convert_tls(socket: &Value, key: &str, draft: &mut Draft) -> Result<(), ConvertError> {
     let context = typed_config(socket);
     let common = &context["common_tls_context"];

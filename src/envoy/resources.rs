@@ -24,16 +24,24 @@ const BOOTSTRAP_KEYS: &[&str] = &[
 /// The form the file was recognised as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Form {
+    /// A bootstrap (`static_resources`, or bare `listeners`/`clusters`),
+    /// docs/migrating-from-envoy.md.
     Bootstrap,
+    /// One or more Istio `EnvoyFilter` manifests, their `configPatches` applied in order.
     EnvoyFilter,
+    /// Envoy's admin `/config_dump` JSON, whole or per resource.
     ConfigDump,
 }
 
 /// The listeners and clusters of the file, whatever its form.
 #[derive(Debug)]
 pub(super) struct Resources {
+    /// What was recognised: it labels the output's header and the "no listener" error.
     pub(crate) form: Form,
+    /// A YAML sequence of Envoy `Listener`s, proto field names; empty or null if none was found.
     pub(crate) listeners: Value,
+    /// A YAML sequence of Envoy `Cluster`s, proto field names; the routes' clusters are looked up
+    /// here.
     pub(crate) clusters: Value,
     /// The file configures Envoy's admin interface.
     pub(crate) admin: bool,
@@ -105,12 +113,15 @@ pub(super) fn proto_names(value: &mut Value) {
     }
 }
 
+/// ASCII letters and digits only, starting lower case and holding an upper-case letter: snake case
+/// names and extension names (dots) never match.
 fn is_lower_camel(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_alphanumeric())
         && name.chars().any(|c| c.is_ascii_uppercase())
 }
 
+/// `portValue` → `port_value`; only called on names [`is_lower_camel`] accepted.
 fn snake_case(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 4);
     for c in name.chars() {

@@ -7,7 +7,9 @@ use yaml_serde::Value;
 pub(super) struct Route<'a> {
     /// `None` for the catch-all route.
     pub(crate) prefix: Option<&'a str>,
+    /// The Envoy cluster the route sends to; a key into [`Targets`].
     pub(crate) cluster: &'a str,
+    /// The route's own YAML, for the settings read from it (mirror policies, `key_formatter`).
     pub(crate) value: &'a Value,
 }
 
@@ -15,7 +17,10 @@ pub(super) struct Route<'a> {
 /// `default` backend), each of `others` a `backends.<name>` entry.
 #[derive(Debug, Default)]
 pub(super) struct Targets {
+    /// The catch-all's cluster or, filtered by `--cluster`, the one chosen; never empty after a
+    /// successful `routes::convert`.
     pub(crate) main: String,
+    /// Every other cluster a route sends to, each once, in the order first met.
     pub(crate) others: Vec<String>,
 }
 

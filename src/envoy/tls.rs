@@ -2,6 +2,15 @@
 //! or the v2 `tls_context`) → `upstream.tls.*`. redcar reads certificates and keys from files
 //! only: inline or SDS-provided ones are named in a comment (never their content), with the key
 //! to set once they are written to a file.
+//!
+//! | Envoy `UpstreamTlsContext` | `upstream.tls` key |
+//! | --- | --- |
+//! | `common_tls_context.validation_context.trusted_ca.filename` | `ca_file` (required) |
+//! | `sni`, or one exact subject alt name matcher | `server_name` |
+//! | `tls_certificates[0]` chain and key filenames | `cert_file`, `key_file` (both or neither) |
+//!
+//! Without a CA file nothing is written: redcar would refuse the other keys with TLS off, and TLS
+//! without verification is not offered.
 
 use yaml_serde::Value;
 
@@ -40,13 +49,20 @@ enum Pem {
 /// What the cluster's TLS settings give `upstream.tls`.
 #[derive(Default)]
 struct Found {
+    /// `trusted_ca` as a file: without it nothing else is written, since redcar cannot verify the
+    /// nodes and refuses TLS keys while TLS is off.
     ca_file: Option<String>,
+    /// `sni`, or the one exact subject alt name matcher when there is no `sni`.
     server_name: Option<String>,
+    /// The client certificate chain's file; used only together with `key_file`.
     cert_file: Option<String>,
+    /// The client private key's file; used only together with `cert_file`.
     key_file: Option<String>,
 }
 
 /// Converts the cluster's upstream TLS, if any. `name` is the Envoy cluster, for the notes.
+/// A `raw_buffer` socket means plain TCP and writes nothing; an unknown transport socket is noted.
+/// Fails only when a TLS socket carries no readable context.
 pub(super) fn convert(cluster: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertError> {
     let (context, at) = if !cluster["transport_socket"].is_null() {
         let socket = &cluster["transport_socket"];
@@ -84,6 +100,7 @@ pub(super) fn convert(cluster: &Value, name: &str, draft: &mut Draft) -> Result<
 }
 
 /// Reads the context, noting every field that cannot be carried over.
+/// Never fails: what cannot be carried over ends up in notes, and [`apply`] decides what to write.
 fn read(context: &Value, label: &str, draft: &mut Draft) -> Found {
     let mut found = Found {
         server_name: context["sni"]
