@@ -25,6 +25,7 @@ use super::source::{duration_text, number, require_number, socket_address};
 use super::ConvertError;
 
 /// redcar's defaults that the refresh and ejection settings must stay consistent with.
+/// `cluster.refresh_interval`'s default: the cap on `refresh_min_gap` when the file sets no rate.
 const REDCAR_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
 /// `upstream.outlier.base_ejection_time`'s default: a `max_ejection_time` below it is raised.
 const REDCAR_BASE_EJECTION: Duration = Duration::from_secs(1);
@@ -35,6 +36,7 @@ const REDCAR_MAX_EJECTION: Duration = Duration::from_secs(30);
 /// Cluster keys read here or in auth.rs and keepalive.rs; the others get a note. `lb_policy`
 /// (Envoy requires `CLUSTER_PROVIDED` for this cluster type) and `type` (superseded by
 /// `cluster_type`) change nothing.
+/// `hosts` and `tls_context` are the v2 spellings, still found in older bootstraps.
 const CLUSTER_KEYS: &[&str] = &[
     "name",
     "@type",
@@ -154,6 +156,7 @@ fn seeds(cluster: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertEr
 
 /// Localities, priorities, weights and health flags of the endpoints: Envoy's redis cluster
 /// uses the endpoints only to discover the nodes too, so these are noted, not converted.
+/// One note lists them all, sorted, so the output does not depend on endpoint order.
 fn seed_extras(cluster: &Value, name: &str, draft: &mut Draft) {
     let assignment = &cluster["load_assignment"];
     let mut extras = unknown(assignment, &["cluster_name", "endpoints"]);

@@ -16,6 +16,8 @@
 use yaml_serde::{Mapping, Value};
 
 /// Top-level keys in the order a person would read them; anything else follows.
+/// Where clients connect first, then where commands go (`cluster`, `upstream`, `router`), then
+/// auth and the routing table, which names backends defined above it.
 const ORDER: &[&str] = &[
     "listen",
     "unix",
@@ -45,6 +47,8 @@ pub(super) struct Draft {
 }
 
 /// Something the reader must know about one converted (or dropped) Envoy setting.
+/// Notes are kept in the order recorded and never deduplicated within one draft; `backends.rs`
+/// skips notes of an extra cluster that the main conversion already made.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Note {
     /// The top-level redcar key the note is printed above; empty: the file header.
@@ -100,6 +104,10 @@ impl Draft {
 
     /// Notes each key of `parent` (a mapping) missing from `known` as not converted, naming it
     /// as `{prefix}{key}`: nothing in the Envoy file is dropped without a word.
+    /// For example, with `prefix` `"listener main "`, an unknown
+    /// `per_connection_buffer_limit_bytes` becomes the note `listener main
+    /// per_connection_buffer_limit_bytes: not converted (no redcar equivalent)`. A `parent` that is
+    /// not a mapping has no keys and adds nothing.
     pub(crate) fn note_unknown(
         &mut self,
         section: &'static str,

@@ -71,6 +71,7 @@ pub(super) fn gather(doc: &Value, draft: &mut Draft) -> Result<Resources, Conver
 
 /// An entry's `@type` without the URL and package:
 /// `type.googleapis.com/envoy.admin.v3.ListenersConfigDump` → `ListenersConfigDump`.
+/// Unknown or missing types come back as text too, so they can be listed in the note.
 fn message(entry: &Value) -> &str {
     let Some(full) = entry["@type"].as_str() else {
         return "(entry without @type)";
@@ -115,6 +116,8 @@ fn dynamic_listener(item: &Value, draft: &mut Draft) -> Option<Value> {
 
 /// Clusters in the order a cluster is most likely to be the one Envoy uses: static, active,
 /// then warming ones not already seen.
+/// Warming clusters go last because Envoy is not yet using them; one with the same name as a found
+/// cluster is a newer version of it, which the converter leaves to the next dump.
 #[derive(Default)]
 struct Clusters {
     /// Static and active clusters in dump order.
@@ -137,6 +140,7 @@ impl Clusters {
         }
     }
 
+    /// A cluster found in a per-resource entry; a null one (absent in the dump) is skipped.
     fn add(&mut self, cluster: &Value) {
         self.found.extend(present(cluster));
     }

@@ -17,6 +17,7 @@ use super::source::{duration_text, require_number};
 use super::ConvertError;
 
 /// The error Envoy answers an `ERROR` fault with; redcar sends it as `-Fault Injected: Error`.
+/// Kept word for word so clients (and their error handling) see no difference after the move.
 const ENVOY_FAULT_ERROR: &str = "Fault Injected: Error";
 
 /// Each `faults[]` entry becomes a `router.faults` rule, in order; `router.faults` is written only

@@ -48,6 +48,7 @@ pub(super) fn read(text: &str, source: &str, draft: &mut Draft) -> Result<Resour
 
 /// Every non-empty document, anchors' `<<:` merge keys applied. JSON (a config_dump) is read
 /// as JSON: YAML parsers trip over some of what JSON allows.
+/// Fails on invalid YAML or a bad merge key; empty documents (`---` alone) are dropped.
 fn documents(text: &str, source: &str) -> Result<Vec<Value>, ConvertError> {
     if text.trim_start().starts_with('{') {
         if let Ok(json) = serde_json::from_str::<serde_json::Value>(text) {
@@ -71,6 +72,7 @@ fn documents(text: &str, source: &str) -> Result<Vec<Value>, ConvertError> {
 }
 
 /// A Kubernetes object (`kind` and `apiVersion`), or a `kind: List` of them.
+/// A `kind: List` counts too, since `kubectl get -o yaml` prints one.
 fn is_manifest(doc: &Value) -> bool {
     doc["kind"].is_string() && doc["apiVersion"].is_string()
 }

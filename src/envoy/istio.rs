@@ -22,6 +22,8 @@ use super::source::number;
 use super::ConvertError;
 
 /// One `configPatches[]` entry, and how to name it in notes and errors.
+/// Built per entry by `envoy_filter`; the value is owned because it is rewritten (proto names,
+/// wrapping into a listener) before it joins `Resources`.
 struct Patch<'a> {
     /// `EnvoyFilter NAME configPatches[i]`: how notes and errors name the patch.
     label: String,
@@ -77,6 +79,7 @@ pub(super) fn gather(docs: &[Value], draft: &mut Draft) -> Result<Resources, Con
 }
 
 /// The documents, with the items of a `kind: List` (as `kubectl get -o yaml` prints) in place.
+/// Nested lists are not unfolded: `kubectl` never prints one.
 fn flatten(docs: &[Value]) -> Vec<&Value> {
     docs.iter()
         .flat_map(|doc| match doc["items"].as_sequence() {
@@ -89,6 +92,7 @@ fn flatten(docs: &[Value]) -> Vec<&Value> {
 }
 
 /// `kind: NAME` of a manifest, for notes.
+/// Never holds a value from the object's spec, only its kind and name.
 fn describe(object: &Value) -> String {
     let kind = object["kind"].as_str().unwrap_or("no kind");
     match object["metadata"]["name"].as_str() {

@@ -22,6 +22,7 @@ use crate::upstream::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
 const PREFIX: &str = "upstream_connection_options.tcp_keepalive.";
 
 /// `tcp_keepalive` fields and the redcar key each becomes.
+/// Envoy gives the two times as whole seconds (`uint32`), redcar takes durations, hence `{n}s`.
 const FIELDS: &[(&str, &str)] = &[
     ("keepalive_time", "tcp_keepalive"),
     ("keepalive_interval", "tcp_keepalive_interval"),
@@ -32,6 +33,7 @@ const FIELDS: &[(&str, &str)] = &[
 /// `MAX_KEEPALIVE_SECONDS` or `MAX_KEEPALIVE_PROBES`) is noted and left at redcar's default rather
 /// than refused, since Envoy would have failed the same connects. Fails only on a value that is not
 /// a number.
+/// Unknown `upstream_connection_options` and `tcp_keepalive` keys are noted first.
 pub(super) fn convert(options: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     draft.note_unknown(
         "upstream",

@@ -13,6 +13,7 @@ use super::source::{flag, number, socket_address};
 use super::ConvertError;
 
 /// A `redis_proxy` filter and the listener (and filter chain) it sits in.
+/// Exactly one is converted per run; `find` fails rather than guess between several.
 pub(super) struct Found<'a> {
     /// The listener's `name`, or `#N` (its index) when it has none: how notes name it.
     listener_name: String,
@@ -38,6 +39,7 @@ const LISTENER_KEYS: &[&str] = &[
 const CHAIN_KEYS: &[&str] = &["name", "filters", "transport_socket"];
 
 /// Whether any filter chain of `listener` holds a `redis_proxy` filter.
+/// Used on the listeners Istio patches build, to drop patches that concern other filters.
 pub(super) fn has_redis_proxy(listener: &Value) -> bool {
     chains(listener).any(|chain| filters(chain).any(is_redis_proxy))
 }
@@ -68,6 +70,8 @@ fn is_redis_proxy(filter: &Value) -> bool {
 
 /// The message inside a filter or extension: `typed_config` (or its `value` when it is a
 /// `google.protobuf.Struct`), or the v2 `config`.
+/// Never fails: a holder with none of the three gives YAML null, which every reader treats as "not
+/// set".
 pub(super) fn typed_config(holder: &Value) -> &Value {
     let typed = &holder["typed_config"];
     if typed["value"].is_mapping() {
@@ -82,6 +86,8 @@ pub(super) fn typed_config(holder: &Value) -> &Value {
 /// The one filter to convert. Several (in one or more listeners) need `--listener NAME`, and
 /// that listener must hold exactly one. `place` says where the listeners came from, for the
 /// error when none has the filter.
+/// Listeners without a `name` are named `#N` by position, so the error still tells them apart. The
+/// returned `Found` borrows from `listeners`, which outlives the whole conversion.
 pub(super) fn find<'a>(
     listeners: &'a Value,
     wanted: Option<&str>,
@@ -138,6 +144,8 @@ pub(super) fn find<'a>(
 }
 
 /// `address` → `listen` (TCP) or `unix` (+ `unix_permissions`); a TLS filter chain → `tls.*`.
+/// Fails on a missing or malformed address, TLS on a pipe, an abstract socket, bad pipe mode bits,
+/// or listener TLS whose certificate or key is not a file.
 pub(super) fn convert_address(found: &Found, draft: &mut Draft) -> Result<(), ConvertError> {
     let address = &found.listener["address"];
     let key = format!("listener {}.address", found.listener_name);
@@ -187,6 +195,8 @@ fn on_loopback(listen: &str, found: &Found, draft: &mut Draft) -> String {
 }
 
 /// Listener and filter chain settings around the filter that are not converted.
+/// Only notes: other network filters in the chain (e.g. a `tcp_proxy` next to `redis_proxy`), other
+/// filter chains and unknown listener keys. Never fails.
 pub(super) fn note_unconverted(found: &Found, draft: &mut Draft) {
     let name = &found.listener_name;
     draft.note_unknown(

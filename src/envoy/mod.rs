@@ -8,7 +8,7 @@
 //! would make the result accept clients Envoy refused, or read and write other keys, stops the
 //! conversion instead.
 //!
-//! The steps of [`convert`], in order, each writing into one `Draft`:
+//! The steps of `convert`, in order, each writing into one `Draft`:
 //!
 //! 1. `input::read` tells the form apart (bootstrap, EnvoyFilter manifests, config_dump) and
 //!    gathers every listener and cluster, field names in their proto spelling (`resources.rs`).
@@ -59,6 +59,8 @@ pub(crate) use error::ConvertError;
 
 /// What to convert, from the command line.
 #[derive(Debug, Clone, Default)]
+/// Built by `main.rs` from `ConvertEnvoyArgs`; the tests build it directly, with `convert`
+/// given the text so no file is needed.
 pub struct Options {
     /// The Envoy YAML file; `-` reads stdin.
     pub file: PathBuf,
@@ -82,6 +84,8 @@ pub(crate) struct Conversion {
 const EXIT_FAILED: u8 = 1;
 
 /// Runs the subcommand: the config on stdout, warnings and errors on stderr.
+/// Exit status 0 when converted (warnings or not), `EXIT_FAILED` when nothing was printed on
+/// stdout; `main.rs` passes it to the process exit status, as docs/migrating-from-envoy.md says.
 pub fn run(options: &Options) -> u8 {
     let result = read_input(options).and_then(|(text, source)| convert(&text, &source, options));
     match result {
@@ -120,6 +124,9 @@ fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
 
 /// Converts an Envoy file's text (a bootstrap, EnvoyFilter manifests or a config_dump, told
 /// apart by their content); `source` names it in the output's header.
+/// Pure apart from reading user-name files or variables a `DataSource` names: the tests call it
+/// with inline text. Fails with the first [`ConvertError`] of any step; nothing partial is
+/// returned.
 pub(crate) fn convert(
     text: &str,
     source: &str,
@@ -153,6 +160,8 @@ pub(crate) fn convert(
 }
 
 /// Things worth saying about the result as a whole.
+/// A listener reachable from other hosts without client auth is pointed out (Envoy's was too, but a
+/// new proxy is a good time to notice); Envoy's admin interface becomes a hint to set `admin`.
 fn safety_notes(envoy_admin: bool, draft: &mut Draft) {
     let exposed = draft
         .get(&["listen"])

@@ -90,6 +90,8 @@ pub(super) fn convert(
 
 /// The catch-all cluster: the catch_all_route's, else an empty prefix's, else the first
 /// route's (with a note: Envoy fails keys no prefix matches).
+/// An empty prefix next to a catch-all route is dropped with a note: redcar refuses it, and the
+/// catch-all already serves those keys.
 fn main_cluster<'a>(routes: &[Route<'a>], draft: &mut Draft) -> Result<&'a str, ConvertError> {
     let catch_all = routes.iter().find(|r| r.prefix.is_none());
     let empty = routes.iter().find(|r| r.prefix == Some(""));
@@ -126,6 +128,8 @@ fn main_cluster<'a>(routes: &[Route<'a>], draft: &mut Draft) -> Result<&'a str, 
 
 /// Writes the converted routes, unless they only send keys where catch_all sends them anyway:
 /// a single-cluster filter then converts to a config without routes.
+/// Otherwise `routes` and `routes_ignore_case` stay unset: every key already goes to the
+/// `default` backend, as every route did in Envoy.
 fn write_routes(converted: Vec<Mapping>, targets: &Targets, ignore_case: bool, draft: &mut Draft) {
     let needed = converted.iter().any(|r| {
         r["backend"].as_str() != Some(DEFAULT_BACKEND)
@@ -299,6 +303,8 @@ fn mirror(
 /// command; one without `default_value`: none (Envoy's defaults).
 /// A fraction that is not a whole percent is rounded to the nearest, with a note; the result is
 /// always within 0..=100.
+/// For example `{numerator: 5, denominator: TEN_THOUSAND}` is 0.05 %, rounded to 0 with a note;
+/// `{numerator: 50}` (HUNDRED by default) is 50.
 fn percent(fraction: &Value, key: &str, draft: &mut Draft) -> Result<u32, ConvertError> {
     if fraction.is_null() {
         return Ok(100);

@@ -21,12 +21,15 @@ use super::source::{duration_text, flag, require_number};
 use super::ConvertError;
 
 /// Longest `upstream.flush_interval` redcar accepts (config/validate.rs).
+/// A longer window would add its whole length to every command's latency; the config refuses it.
 const MAX_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Envoy's flush window when `max_buffer_size_before_flush` is set without a timeout.
+/// Envoy's documented default for `buffer_flush_timeout`.
 const ENVOY_DEFAULT_FLUSH_TIMEOUT: &str = "3ms";
 
 /// Filter keys handled elsewhere (routes, auth, faults) or with no effect on redcar.
+/// `stat_prefix` changes only Envoy's metric names; redcar's are fixed (docs/observability.md).
 const FILTER_KEYS: &[&str] = &[
     "stat_prefix",
     "settings",

@@ -1,5 +1,8 @@
 //! What the converter takes from an Envoy file, whatever its form: the listeners and clusters
 //! ([`Resources`]), the [`Form`] it was recognised as, and its field names in their proto
+//!
+//! Every form ends up as the same `Resources`, so the steps after `input::read` never ask which
+//! form they are reading: only the header line and the "no listener" error differ.
 //! spelling.
 
 use yaml_serde::Value;
@@ -7,12 +10,14 @@ use yaml_serde::Value;
 use super::draft::Draft;
 
 /// What the error for an unrecognised file lists.
+/// Kept in one place so every "not a form I read" error lists the same three.
 pub(super) const FORMS: &str =
     "an Envoy bootstrap (static_resources with listeners and clusters), Istio \
      EnvoyFilter manifests (kind: EnvoyFilter with spec.configPatches, one or more YAML \
      documents), or an Envoy admin config_dump (JSON with configs[])";
 
 /// Bootstrap keys read here; the others are Envoy process settings redcar has no use for.
+/// `admin` and `dynamic_resources` are read only to be noted.
 const BOOTSTRAP_KEYS: &[&str] = &[
     "static_resources",
     "admin",
@@ -22,6 +27,7 @@ const BOOTSTRAP_KEYS: &[&str] = &[
 ];
 
 /// The form the file was recognised as.
+/// Decided once by `input::read` from the content, never from the file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Form {
     /// A bootstrap (`static_resources`, or bare `listeners`/`clusters`),
@@ -72,6 +78,7 @@ impl Form {
 }
 
 /// The bootstrap's own settings (outside `static_resources`) that redcar does not take.
+/// One note names them all (e.g. `node, stats_sinks, layered_runtime`), in file order.
 pub(super) fn bootstrap_notes(doc: &Value, draft: &mut Draft) {
     let others: Vec<&str> = doc
         .as_mapping()
@@ -95,6 +102,8 @@ pub(super) fn bootstrap_notes(doc: &Value, draft: &mut Draft) {
 /// Protobuf's JSON mapping lets an Envoy file spell fields in lowerCamelCase (`portValue`);
 /// the converter reads the proto names (`port_value`). Keys with dots or `@` (extension names,
 /// `@type`) are left alone.
+/// Applied to the bootstrap as a whole and to each Istio patch value before anything reads them; a
+/// config_dump already uses proto names.
 pub(super) fn proto_names(value: &mut Value) {
     match value {
         Value::Mapping(map) => {

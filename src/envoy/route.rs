@@ -1,9 +1,13 @@
 //! One Envoy prefix route as read from the filter ([`Route`]), how notes name it, and the
+//!
+//! Routes borrow from the parsed input (`'a`), so the whole conversion works on the one document
+//! tree read at the start; nothing is copied until it is written into the draft.
 //! clusters a conversion targets ([`Targets`]).
 
 use yaml_serde::Value;
 
 /// One route (`routes[]` or `catch_all_route`).
+/// Borrows from the input document, which outlives the conversion.
 pub(super) struct Route<'a> {
     /// `None` for the catch-all route.
     pub(crate) prefix: Option<&'a str>,
@@ -15,6 +19,7 @@ pub(super) struct Route<'a> {
 
 /// The Envoy clusters to convert: `main` becomes `cluster.seeds` and `upstream.*` (redcar's
 /// `default` backend), each of `others` a `backends.<name>` entry.
+/// Filled by `routes::convert`; `cluster::convert` takes `main`, `backends::convert` `others`.
 #[derive(Debug, Default)]
 pub(super) struct Targets {
     /// The catch-all's cluster or, filtered by `--cluster`, the one chosen; never empty after a
@@ -25,6 +30,7 @@ pub(super) struct Targets {
 }
 
 /// How notes and errors name `route`.
+/// The same words are used in errors and notes, so a user can search for them in either.
 pub(super) fn label(route: &Route) -> String {
     match route.prefix {
         Some(prefix) => format!("route for prefix `{prefix}`"),

@@ -40,6 +40,7 @@ pub(super) fn duration(value: &Value, key: &str) -> Result<Duration, ConvertErro
 }
 
 /// The same duration written the way redcar's config reads it (`500ms`, `5s`).
+/// Fails as [`duration`] does; the text is what the converted config carries.
 pub(super) fn duration_text(value: &Value, key: &str) -> Result<(Duration, String), ConvertError> {
     let d = duration(value, key)?;
     Ok((d, format_duration(d)))
@@ -57,6 +58,7 @@ pub(super) fn number(value: &Value) -> Option<u64> {
 }
 
 /// [`number`] naming the key on failure.
+/// For settings whose absence was already checked, where a non-number is the user's error.
 pub(super) fn require_number(value: &Value, key: &str) -> Result<u64, ConvertError> {
     number(value).ok_or_else(|| ConvertError(format!("`{key}` is not a non-negative integer")))
 }
@@ -90,6 +92,8 @@ pub(super) fn socket_address(value: &Value, key: &str) -> Result<String, Convert
 }
 
 /// Where an Envoy `DataSource` keeps its value.
+/// The value is kept as found: a file or variable is not read (except for user names), so the
+/// converted config reads it where Envoy did.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum DataSource {
     /// The value itself, written in the Envoy file (`inline_string`).
@@ -127,6 +131,8 @@ pub(super) fn data_source(value: &Value, key: &str) -> Result<DataSource, Conver
 /// A password in redcar's `Secret` shapes. `digest_inline`: a password clients present, which
 /// redcar can keep as its SHA-256 so the output does not repeat it; a password redcar sends to
 /// the nodes must stay in clear.
+/// For example an inline `s3cret` is `{sha256: <hex>}` for `auth.requirepass` and `s3cret` for
+/// `upstream.password`; a file is `{file: PATH}` either way, read by redcar at start.
 pub(super) fn secret(source: &DataSource, digest_inline: bool) -> Value {
     let one = |key: &str, v: &str| {
         let mut map = Mapping::new();

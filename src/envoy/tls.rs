@@ -39,6 +39,7 @@ const VALIDATION_KEYS: &[&str] = &[
 ];
 
 /// Where a certificate, key or CA of the Envoy file is.
+/// Decided per field by [`pem`]; a file path is taken as is, never opened.
 enum Pem {
     /// A file redcar can read too.
     File(String),
@@ -47,6 +48,7 @@ enum Pem {
 }
 
 /// What the cluster's TLS settings give `upstream.tls`.
+/// Filled by [`read`]; [`apply`] writes it only when `ca_file` is set.
 #[derive(Default)]
 struct Found {
     /// `trusted_ca` as a file: without it nothing else is written, since redcar cannot verify the
@@ -129,6 +131,7 @@ fn read(context: &Value, label: &str, draft: &mut Draft) -> Found {
 
 /// The CA (`validation_context`, or the default one of `combined_validation_context`) and the
 /// name checks.
+/// SDS-provided CAs are named in a note with the key to set; unknown validation keys too.
 fn validation(common: &Value, at: &str, found: &mut Found, draft: &mut Draft) {
     let combined = &common["combined_validation_context"];
     let (context, key) = if common["validation_context"].is_null() {
@@ -233,6 +236,8 @@ fn names(context: &Value, field: &str, found: &mut Found, draft: &mut Draft) {
 }
 
 /// The client certificate and key (the first of `tls_certificates`).
+/// Only a chain and a key that are both files are kept; otherwise one note names where each part is
+/// (never its content).
 fn client_certificate(common: &Value, at: &str, found: &mut Found, draft: &mut Draft) {
     if let Some(sds) = common["tls_certificate_sds_secret_configs"].as_sequence() {
         let names: Vec<&str> = sds.iter().filter_map(|s| s["name"].as_str()).collect();
@@ -309,6 +314,8 @@ fn pem(value: &Value, field: &str) -> Pem {
 
 /// Sets `upstream.tls.*`. Without a CA file redcar cannot verify the nodes, and it refuses
 /// every other TLS key while TLS is off, so then everything found goes into one note.
+/// The closing note reminds that the nodes must announce their TLS ports (`tls-cluster yes`), since
+/// redcar connects to what `CLUSTER SLOTS` reports.
 fn apply(found: Found, label: &str, draft: &mut Draft) {
     let Some(ca_file) = found.ca_file else {
         let mut rest = Vec::new();

@@ -43,6 +43,8 @@ pub(crate) fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'stati
 }
 
 /// A PEM error in words: the parser's own text shows the offending lines as byte arrays.
+/// Only the two errors a cut or hand-edited file produces are reworded; the rest keep the parser's
+/// text.
 fn describe(error: pem::Error) -> String {
     match error {
         pem::Error::MissingSectionEnd { end_marker } => format!(

@@ -60,6 +60,8 @@ struct SecretVisitor;
 impl<'de> Visitor<'de> for SecretVisitor {
     type Value = Secret;
 
+    /// Ends serde's "invalid type" message, e.g. for `password: 1234`, which YAML reads as a
+    /// number.
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -67,6 +69,8 @@ impl<'de> Visitor<'de> for SecretVisitor {
         )
     }
 
+    /// Any string is a plain password, even one that looks like a path or a digest: only the
+    /// mapping forms read files or variables.
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Secret, E> {
         Ok(Secret::Plain(text.to_string()))
     }
@@ -75,6 +79,8 @@ impl<'de> Visitor<'de> for SecretVisitor {
         Ok(Secret::Plain(text))
     }
 
+    /// Every value must be a string; the error names the first offending key, whether unknown or a
+    /// second form.
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Secret, A::Error> {
         let mut found: Option<(String, Secret)> = None;
         while let Some(key) = map.next_key::<String>()? {
