@@ -1,12 +1,12 @@
 //! Where each listener's accept loop runs: on the shared runtime, or (`threading: per-core`) on
 //! every worker, each accepting on the same socket so the kernel hands each client to one. A TLS
+//! listener is built on each worker too, so its handshakes and sessions run there.
 //!
 //! Per core, the socket is detached from the main runtime and a duplicate of it is registered on
 //! each worker's runtime: several accept loops on one socket, and whichever worker's loop wakes
 //! first takes the client, gated by how busy each worker is (`Gated`, docs/decisions/0006). With
 //! `event_loop` the loops accept instead (`loops.rs`); this module is then not used for the plain
 //! TCP and Unix listeners.
-//! listener is built on each worker too, so its handshakes and sessions run there.
 
 use std::io;
 use std::sync::Arc;

@@ -1,9 +1,9 @@
 //! Where the listening sockets come from: bound here, or passed by the process an upgrade in
+//! place replaces (`upgrade::inherit`); and the descriptors this process would pass on in turn.
 //!
 //! Sockets are matched by kind and address (a path for Unix), so an upgrade that keeps an address
 //! keeps the very socket: no connection attempt is refused during the switch. A configured port 0
 //! matches whatever port the old process had been given. See docs/operations.md, "Upgrading".
-//! place replaces (`upgrade::inherit`); and the descriptors this process would pass on in turn.
 
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;

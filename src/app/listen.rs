@@ -1,10 +1,10 @@
 //! The client listeners (TCP, TLS, Unix socket): each gets its accept loops, per worker or
+//! shared, and its cluster facade when one is configured.
 //!
 //! Which path a socket takes: with per-core event loops (`event_loop`), TCP and Unix clients are
 //! accepted by the loops themselves and TLS by accept tasks on the workers; per core without loops,
 //! every listener gets one accept task per worker; shared, one task on the main runtime. Each path
-//! logs `listening (...)` once per socket, which the tests and the demo wait for.
-//! shared, and its cluster facade when one is configured.
+//! logs `listening (...)` once per socket, with its address.
 
 use std::sync::Arc;
 

@@ -1,10 +1,10 @@
 //! The series about the process itself, produced by `app`: uptime and config reloads; and
+//! every group, added to the hub at start-up.
 //!
 //! Series names here are given without the `redcar_` prefix the registry adds; the full names and
 //! their meaning are in docs/observability.md, and tests/surface/ holds the committed list that a
 //! change must update on purpose. The group order in `add_groups` is the order of the exposition,
 //! which those committed copies also pin.
-//! every group, added to the hub at start-up.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

@@ -1,4 +1,5 @@
 //! The proxy's parts built from the config, in dependency order: metrics, node connections and
+//! worker threads, the slot maps (default and named backends), the router, the sessions' home.
 //!
 //! The order inside [`Parts::build`] is forced by who needs whom: the worker threads and event
 //! loops must exist before any node, so each node deals its connections out to them; the backends'
@@ -6,7 +7,6 @@
 //! `AUTH` against them. Nothing here opens a socket to a client; the node connections open lazily
 //! once a map names the nodes. Docs: docs/architecture.md (the module table), decisions 0001 (one
 //! loop per worker) and 0006 (threads and placement).
-//! worker threads, the slot maps (default and named backends), the router, the sessions' home.
 
 use std::sync::Arc;
 

@@ -3,13 +3,13 @@
 //!
 //! Each running part holds its reloadable settings behind an `ArcSwap` (or atomics) and offers a
 //! `reconfigure`; this module only decides what goes where. The running config is owned by the
+//! one reload task, so two SIGHUPs never apply concurrently.
 //!
 //! The order inside `Reloadable::apply` holds two guarantees: nothing is changed unless the whole
 //! file loads, validates and its users resolve (every fallible step comes first), and the route
 //! table is replaced only after the backends it names have started, so no command is routed to a
 //! backend that does not exist yet. The outcome is counted in `redcar_config_reloads_total{result}`
 //! and logged; docs/configuration.md lists, per key, whether a reload applies it.
-//! one reload task, so two SIGHUPs never apply concurrently.
 
 use std::sync::Arc;
 

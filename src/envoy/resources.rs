@@ -1,9 +1,9 @@
 //! What the converter takes from an Envoy file, whatever its form: the listeners and clusters
 //! ([`Resources`]), the [`Form`] it was recognised as, and its field names in their proto
+//! spelling.
 //!
 //! Every form ends up as the same `Resources`, so the steps after `input::read` never ask which
 //! form they are reading: only the header line and the "no listener" error differ.
-//! spelling.
 
 use yaml_serde::Value;
 

@@ -1,8 +1,8 @@
 //! One Envoy prefix route as read from the filter ([`Route`]), how notes name it, and the
+//! clusters a conversion targets ([`Targets`]).
 //!
 //! Routes borrow from the parsed input (`'a`), so the whole conversion works on the one document
 //! tree read at the start; nothing is copied until it is written into the draft.
-//! clusters a conversion targets ([`Targets`]).
 
 use yaml_serde::Value;
 

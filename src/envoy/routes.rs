@@ -2,12 +2,12 @@
 //! route is converted into redcar's own prefix routes (prefix.rs) and each cluster into a
 //! backend (backends.rs); `--cluster NAME` converts that one cluster only, for one redcar per
 //! cluster. Keys rewritten by `key_formatter` stop the conversion, because redcar would read
+//! and write other keys.
 //!
 //! With `--cluster users` and routes `user:` → `users`, `sess:` → `sessions` and a catch-all
 //! `main`, the result is a redcar for `users` alone: its seeds and settings, no `routes`, and notes
 //! saying that it serves only `user:` keys and that `sess:` and the catch-all need a redcar of
 //! their own. A route that strips its prefix cannot be served that way and stops the conversion.
-//! and write other keys.
 
 use yaml_serde::Value;
 

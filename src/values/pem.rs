@@ -1,9 +1,9 @@
 //! PEM files read at start-up — certificate chains, CA bundles and private keys — shared by the
+//! TLS listener (`tls.*`) and TLS towards the nodes (`upstream.tls.*`); errors name the key.
 //!
 //! Each function reads its file whole, once, when the listener or the upstream TLS config is built
 //! (start-up and reload); nothing here is on the command path. Errors are plain strings that start
 //! with the config key, so the config error a user sees says which setting to fix.
-//! TLS listener (`tls.*`) and TLS towards the nodes (`upstream.tls.*`); errors name the key.
 
 use std::path::Path;
 
