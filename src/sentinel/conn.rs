@@ -10,6 +10,7 @@ use tokio::net::TcpStream;
 use crate::protocol::{encode_command, Frame, Limits};
 
 /// `AUTH [username] password` for the sentinels (never the data nodes' credentials).
+/// Cloned into the follower and the watcher; it never reaches a log.
 #[derive(Clone)]
 pub(crate) struct SentinelAuth {
     /// `None` sends the one-argument `AUTH password` (the sentinel's `requirepass`).
@@ -19,6 +20,7 @@ pub(crate) struct SentinelAuth {
 }
 
 /// A connected (and authenticated) sentinel.
+/// One per query or subscription, dropped (closed) when it is done.
 pub(crate) struct SentinelConn {
     /// Plain TCP: redcar does not speak TLS to sentinels.
     stream: TcpStream,
