@@ -361,6 +361,7 @@ impl Config {
 }
 
 /// Every refusal goes through here, so all are `ConfigError`s with a message only.
+/// Shared with `validate_routes.rs`, which words its messages the same way.
 pub(super) fn fail<T>(message: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(message.into()))
 }
@@ -406,6 +407,7 @@ pub(super) fn positive(key: &str, value: Duration) -> Result<(), ConfigError> {
 }
 
 /// Both ends inclusive.
+/// Shared with the route checks (`mirror.max_in_flight`).
 pub(super) fn within(key: &str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
     if value < min || value > max {
         return fail(format!(
