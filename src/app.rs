@@ -1,5 +1,21 @@
 //! Wiring: builds every part from the config, runs the listeners, reloads on SIGHUP, and drains
 //! on shutdown.
+//!
+//! `main.rs` calls [`Listeners::bind`] then [`run`]; tests do the same with port 0. The order in
+//! `run` matters and is what a newcomer should keep:
+//!
+//! 1. raise the descriptor limit, build every part (`Parts::build`) and start its background tasks;
+//!    the per-core event loops start before any listener, since they drive the node connections
+//!    that read the first slot map;
+//! 2. when started by an upgrade, wait until every backend has a complete slot map, then adopt the
+//!    clients the old process hands over (docs/operations.md, "Upgrading");
+//! 3. start the client listeners and the admin API, then announce readiness (pid file, systemd
+//!    `READY=1`);
+//! 4. wait for the shutdown future or an upgrade's commit; stop accepting first, then hand the
+//!    clients over or drain them within `drain_timeout`, and only then stop the workers.
+//!
+//! Reloads (SIGHUP) run beside all this and swap parts in place (`reload.rs`); what a reload may
+//! change is listed in docs/configuration.md.
 #![warn(unreachable_pub, missing_docs)]
 
 mod accept;
@@ -39,17 +55,25 @@ use parts::Parts;
 #[derive(Default)]
 pub struct Listeners {
     /// The TCP socket for `listen` (its local address is where clients connect).
+    /// Public so tests can bind `127.0.0.1:0` and read the port; the other fields stay
+    /// crate-private.
     pub tcp: Option<TcpListener>,
     /// The TCP socket for `tls.listen` (TLS starts once the proxy runs).
     pub(crate) tls: Option<TcpListener>,
+    /// The Unix socket for `unix`, with `unix_permissions` already applied.
     pub(crate) unix: Option<UnixListener>,
+    /// The admin API's socket (`admin.listen`); never handed to the workers.
     pub(crate) admin: Option<TcpListener>,
     /// Started by an upgrade in place: the connection to the process this one replaces.
+    /// Set only by `inherit_or_bind`; [`Listeners::bind`] leaves it empty.
     takeover: Option<upgrade::Takeover>,
 }
 
 impl Listeners {
     /// Binds everything the config asks for.
+    /// Fails if any address is taken or malformed, a `unix` path exists and is not a socket, or the
+    /// permissions cannot be set; nothing is left half-bound that the caller must clean up (the
+    /// sockets drop with the error). Tests read the bound addresses back from the fields.
     pub async fn bind(config: &Config) -> anyhow::Result<Listeners> {
         let mut listeners = Listeners::default();
         // Every client listener gets the same listen queue (`client.accept_backlog`).
@@ -71,6 +95,7 @@ impl Listeners {
 }
 
 /// The admin listener at `addr`.
+/// A plain bind with the OS's default backlog: the admin API takes few connections.
 async fn bind_admin(addr: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
@@ -78,6 +103,7 @@ async fn bind_admin(addr: &str) -> anyhow::Result<TcpListener> {
 }
 
 /// Replaces a stale socket file from an earlier run, then applies `permissions` (octal).
+/// Refuses to delete anything that is not a socket, so a wrong `unix` path cannot remove a file.
 fn bind_unix(path: &Path, permissions: &str, backlog: u32) -> anyhow::Result<UnixListener> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
@@ -101,6 +127,10 @@ fn bind_unix(path: &Path, permissions: &str, backlog: u32) -> anyhow::Result<Uni
 /// `source` and applied (see `reload`). On SIGUSR2 a new process is started to take over
 /// (`upgrade`); once it has, this one hands its clients over and returns. Started by such an
 /// upgrade (`listeners` came from the old process), it first gets ready, then takes over.
+///
+/// Fails only while starting (a part that cannot be built, event loops that do not start, an
+/// upgrade that does not get ready in `upgrade_timeout`); once serving, errors are logged and the
+/// proxy keeps running.
 pub async fn run(
     config: Config,
     listeners: Listeners,
@@ -183,6 +213,7 @@ pub async fn run(
 }
 
 /// Per core with `event_loop`: starts the workers' event loops (they get the listeners later).
+/// Fails if a loop thread cannot be started; without `event_loop` there is nothing to start.
 fn start_loops(parts: &mut Parts, done: &mpsc::Sender<()>) -> anyhow::Result<()> {
     if let Some((loops, workers)) = parts.loops.as_mut().zip(parts.workers.as_ref()) {
         loops
@@ -193,6 +224,7 @@ fn start_loops(parts: &mut Parts, done: &mpsc::Sender<()>) -> anyhow::Result<()>
 }
 
 /// SIGHUP loads the config again from `source` and applies what it may (see `reload`).
+/// Without a SIGHUP handler (it could not be installed) reloads are off and nothing is spawned.
 fn watch_reloads(
     reloadable: reload::Reloadable,
     hangup: Option<tokio::signal::unix::Signal>,
@@ -206,8 +238,12 @@ fn watch_reloads(
 
 /// What the end of `run` needs.
 struct Ending {
+    /// The sessions to drain or hand over.
     downstream: Arc<Downstream>,
+    /// The socket file to remove after a drain; left alone after a hand-over (the new process owns
+    /// it).
     unix: Option<std::path::PathBuf>,
+    /// Removed after a drain only if it still holds this process's pid.
     pid_file: Option<upgrade::PidFile>,
 }
 
@@ -272,6 +308,8 @@ async fn take_over(
 }
 
 /// Tells the world this process serves: the restart generation, the pid file, systemd.
+/// A pid file that cannot be written is logged, not fatal: the proxy serves either way. After an
+/// upgrade, `MAINPID` tells systemd which process it now supervises.
 fn announce(config: &Config, parts: &Parts, generation: u64) -> Option<upgrade::PidFile> {
     parts
         .metrics
@@ -291,6 +329,8 @@ fn announce(config: &Config, parts: &Parts, generation: u64) -> Option<upgrade::
 }
 
 /// Serves the admin API on `admin` until `stop`, behind `admin.token` when one is set.
+/// Fails only if `admin.token` cannot be resolved (file or variable missing); the admin API sees
+/// the config through `shown`, the redacted copy a reload replaces.
 fn spawn_admin(
     admin: TcpListener,
     config: &Config,
@@ -315,6 +355,8 @@ fn spawn_admin(
 
 /// Tells the sessions to finish (the listeners were stopped), then waits until every session
 /// and accept loop has dropped its `done` sender, at most `timeout`.
+/// Sessions still open after `timeout` are not waited for: `run` returns and they close with the
+/// runtime.
 async fn drain(downstream: &Downstream, done: &mut mpsc::Receiver<()>, timeout: Duration) {
     tracing::info!(
         clients = downstream.connected_clients(),

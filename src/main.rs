@@ -1,5 +1,15 @@
 //! The `redcar` binary: parse flags, load and validate the config, start the runtime, run
 //! (or run the `doctor`, `top` or `config convert-envoy` tool instead).
+//!
+//! Exit statuses: 0 after a clean shutdown (SIGTERM or SIGINT, clients drained) or a successful
+//! tool run; 64 (`EX_USAGE`) for a config that does not load or validate, and for bad `doctor`
+//! arguments; clap's own status for other bad flags; 1 when the proxy fails while starting or
+//! running. The tools choose their own statuses (docs/doctor.md, docs/top.md,
+//! docs/migrating-from-envoy.md, docs/operations.md for `upgrade`).
+//!
+//! The allocator (mimalloc, tuned to give memory back) is set in `allocator.rs`, the only module
+//! of the binary; everything else lives in the library crate, so tests/ drive the same `app::run`
+//! this file calls.
 
 use std::process::ExitCode;
 
@@ -12,8 +22,14 @@ use redcar::workers::Model;
 mod allocator;
 
 /// Exit status for a configuration error (EX_USAGE), distinct from a runtime failure.
+/// Service managers and scripts can tell "fix the config" from "it crashed" by this status alone;
+/// systemd's `RestartPreventExitStatus=64` keeps a bad config from restart loops.
 const EXIT_BAD_CONFIG: u8 = 64;
 
+/// The order is deliberate: tools run before any config is loaded (they need none), logging starts
+/// only after the config is valid (its level and format come from it), and the runtime is built
+/// last, shaped by the threading model. `--check-config` prints the effective config, secrets
+/// redacted, and exits without binding anything.
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -82,6 +98,7 @@ fn main() -> ExitCode {
 }
 
 /// Prints a flag error (or `--help`/`--version`) and picks the exit status.
+/// `--help` and `--version` go to stdout with status 0.
 fn usage_error(error: &clap::Error) -> ExitCode {
     let _ = error.print();
     if !error.use_stderr() {
@@ -96,6 +113,7 @@ fn usage_error(error: &clap::Error) -> ExitCode {
 }
 
 /// `redcar doctor`: a short-lived client, so one thread is plenty.
+/// Doctor's statuses (0 to 3) say how bad its findings are, so they pass through unchanged.
 fn run_doctor(options: &doctor::Options) -> ExitCode {
     run_tool("doctor", async {
         ExitCode::from(doctor::run(options).await)
@@ -103,6 +121,7 @@ fn run_doctor(options: &doctor::Options) -> ExitCode {
 }
 
 /// Runs a tool subcommand on a single-threaded runtime.
+/// Status 1 if the runtime cannot be built; otherwise the tool's own.
 fn run_tool(name: &str, tool: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -116,6 +135,7 @@ fn run_tool(name: &str, tool: impl std::future::Future<Output = ExitCode>) -> Ex
     }
 }
 
+/// Runs on the main runtime; returns when `app::run` does, i.e. after the drain or hand-over.
 async fn start(config: Config, source: app::ConfigSource) -> anyhow::Result<()> {
     // Started by an upgrade in place, the old process passes its listeners.
     let listeners = Listeners::inherit_or_bind(&config).await?;
@@ -123,6 +143,8 @@ async fn start(config: Config, source: app::ConfigSource) -> anyhow::Result<()> 
 }
 
 /// Resolves on SIGTERM or SIGINT.
+/// Without a SIGTERM handler only Ctrl-C stops the proxy; the error is logged so that an operator
+/// whose `kill` does nothing knows why.
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
@@ -139,6 +161,8 @@ async fn shutdown_signal() {
     }
 }
 
+/// Fails on a `log_level` filter that `EnvFilter` cannot parse; `log_format: json` writes one JSON
+/// object per line (docs/observability.md). Called once: a reload keeps the subscriber.
 fn init_logging(config: &Config) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log_level)?;
     // Colours only on a terminal: a log file or journald gets plain `key=value` text that

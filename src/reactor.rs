@@ -3,6 +3,11 @@
 //! for futures the loop polls. A wake from the loop's own thread is a push onto a thread-local
 //! list, with no lock and no system call; from any other thread it takes the remote's lock and,
 //! when the loop may be asleep, writes its eventfd once.
+//!
+//! Ordering: `asleep` is set with `SeqCst` before the loop looks at the inbound lists under the
+//! lock, and a remote wake pushes under the same lock before it swaps `asleep` back; either the
+//! loop sees the pushed token, or the waker sees `asleep` and writes the eventfd. Docs:
+//! docs/decisions/0001-one-loop-per-worker.md.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -36,16 +41,22 @@ pub(crate) fn take_woken_here(into: &mut Vec<u64>) {
 
 /// One loop's door for other threads.
 pub(crate) struct Remote {
+    /// The loop's worker index; compared with the thread-local `LOOP` to tell a local wake.
     index: usize,
+    /// The eventfd registered under [`WAKER_TOKEN`]; written only when the loop may be asleep.
     waker: mio::Waker,
+    /// What other threads have sent since the loop last looked.
     inner: Mutex<Inbound>,
     /// The loop is (about to be) asleep in `epoll_wait`: a wake must write the eventfd.
     asleep: AtomicBool,
 }
 
+/// Filled by other threads, emptied by the loop in [`Remote::awake`].
 #[derive(Default)]
 struct Inbound {
+    /// Tokens to wake, in arrival order; a token may appear twice.
     woken: Vec<u64>,
+    /// Messages in the order posted.
     mail: Vec<Mail>,
 }
 
@@ -91,6 +102,8 @@ impl Remote {
         }
     }
 
+    /// Writes the eventfd at most once per sleep: the swap clears `asleep`, so racing wakers skip
+    /// it. A failed write is logged; the loop then sleeps until its next event or timeout.
     fn rouse(&self) {
         if self.asleep.swap(false, Ordering::AcqRel) {
             if let Err(error) = self.waker.wake() {
@@ -123,11 +136,13 @@ impl Remote {
 /// A waker for what the loop polls on behalf of `token` (a client's futures, a connection's
 /// queue), made once and kept: waking it again before the loop looked costs one atomic swap.
 pub(crate) struct LoopWaker {
+    /// The state every clone of `waker` shares, kept to rearm it.
     shared: Arc<TokenWaker>,
     waker: Waker,
 }
 
 impl LoopWaker {
+    /// Made once per token and kept, so polling never allocates a waker.
     pub(crate) fn new(remote: &Arc<Remote>, token: u64) -> LoopWaker {
         let shared = Arc::new(TokenWaker {
             remote: remote.clone(),
@@ -152,6 +167,7 @@ impl LoopWaker {
     }
 }
 
+/// The `Wake` behind a `LoopWaker`: wakes `token` through `remote`, once until rearmed.
 struct TokenWaker {
     remote: Arc<Remote>,
     token: u64,

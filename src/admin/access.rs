@@ -13,6 +13,8 @@ use crate::values::secret::PasswordDigest;
 const REFUSED: &str = "redcar: the admin API needs `Authorization: Bearer <admin.token>`\n";
 
 /// Middleware for the protected routes: runs the handler only for the right token.
+/// A wrong token is answered with `error="invalid_token"` in the challenge, a missing one without,
+/// as RFC 6750 asks; the body never echoes what was sent.
 pub(crate) async fn require(
     State(token): State<PasswordDigest>,
     request: Request,
@@ -36,6 +38,8 @@ pub(crate) async fn require(
 
 /// True when `headers` carry `Authorization: Bearer <token>` (scheme in any case) with the
 /// token whose digest is `token`.
+/// Extra spaces around the token are ignored; anything but the `Bearer` scheme is refused, so a
+/// browser's Basic credentials never pass.
 fn authorized(headers: &HeaderMap, token: &PasswordDigest) -> bool {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return false;

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::values::secret::{PasswordDigest, Secret};
 
 /// `admin:` in the config file. `Default`: no admin listener.
+/// Public because it is the type of a `Config` field; serialised as a mapping with the token
+/// redacted, so `/config` shows whether a token is set but never which.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct AdminConfig {
     /// `IP:PORT` of the HTTP admin listener; off when absent.
@@ -24,7 +26,9 @@ pub struct AdminConfig {
 #[derive(Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct Mapping {
+    /// As `AdminConfig::listen`.
     listen: Option<String>,
+    /// As `AdminConfig::token`.
     token: Option<Secret>,
 }
 
@@ -54,21 +58,26 @@ impl AdminConfig {
     }
 }
 
+/// Accepts the bare address, the mapping, or `null`/nothing (no admin listener), so the short form
+/// `--admin` documents stays valid in a file.
 impl<'de> Deserialize<'de> for AdminConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(AdminVisitor)
     }
 }
 
+/// Dispatches on the YAML shape: string, mapping, or null.
 struct AdminVisitor;
 
 impl<'de> Visitor<'de> for AdminVisitor {
     type Value = AdminConfig;
 
+    /// Ends serde's "invalid type" error, e.g. for `admin: 9190` (a number).
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an address (IP:PORT) or a mapping with `listen` and `token`")
     }
 
+    /// The short form: the address only, no token.
     fn visit_str<E: de::Error>(self, addr: &str) -> Result<AdminConfig, E> {
         Ok(AdminConfig {
             listen: Some(addr.to_string()),
@@ -76,14 +85,17 @@ impl<'de> Visitor<'de> for AdminVisitor {
         })
     }
 
+    /// `admin:` with nothing after it: off.
     fn visit_unit<E: de::Error>(self) -> Result<AdminConfig, E> {
         Ok(AdminConfig::default())
     }
 
+    /// An explicit null: off.
     fn visit_none<E: de::Error>(self) -> Result<AdminConfig, E> {
         Ok(AdminConfig::default())
     }
 
+    /// Unknown keys fail through `Mapping`'s `deny_unknown_fields`.
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AdminConfig, A::Error> {
         let Mapping { listen, token } = Mapping::deserialize(MapAccessDeserializer::new(map))?;
         Ok(AdminConfig { listen, token })

@@ -19,6 +19,7 @@ const SHOWN_FOR: Duration = Duration::from_secs(600);
 /// Where a node was in the last map that had it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Place {
+    /// `primary` or `replica`.
     pub(crate) role: &'static str,
     /// The first slot of its shard, to find the shard that owns those slots now.
     pub(crate) slot: u16,
@@ -27,23 +28,33 @@ pub(crate) struct Place {
 /// A node no longer in the map.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Gone {
+    /// `HOST:PORT` as the map named it.
     pub(crate) addr: String,
+    /// Its role in the last map that had it.
     pub(crate) role: &'static str,
+    /// Its shard's first slot then: the page shows the row under whichever shard owns it now.
     pub(crate) slot: u16,
     /// Unix time (ms) the map without it was first seen.
     since_ms: u64,
+    /// When it was first missed, on the monotonic clock: what `SHOWN_FOR` counts from.
     #[serde(skip)]
     at: Instant,
 }
 
+/// Owned by the sampler; the lock is held for one comparison per second and one read per status
+/// request.
 #[derive(Default)]
 pub(crate) struct Departed {
+    /// The last map's nodes and the departed ones; a poisoned lock is taken over.
     state: Mutex<State>,
 }
 
+/// What `observe` compares and keeps between calls.
 #[derive(Default)]
 struct State {
+    /// Every node of the previous map, by address.
     last: HashMap<String, Place>,
+    /// Nodes missed since, dropped after `SHOWN_FOR` or when they come back.
     gone: HashMap<String, Gone>,
 }
 
@@ -51,6 +62,8 @@ struct State {
 
 impl Departed {
     /// Compares the current map's nodes with the previous call's.
+    /// A node that comes back leaves the list at once; one that leaves again starts a new
+    /// `SHOWN_FOR`.
     pub(crate) fn observe(&self, now: HashMap<String, Place>) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let at = Instant::now();
@@ -86,6 +99,7 @@ impl Departed {
 }
 
 /// Every node of `topology` with its role and its shard's first slot.
+/// A shard that owns no slot (being emptied) gets slot 0.
 pub(crate) fn places(topology: &Topology) -> HashMap<String, Place> {
     let mut first_slot = vec![None; topology.shards().len()];
     for (start, _, shard) in topology.ranges() {

@@ -17,6 +17,11 @@
 //!
 //! With `admin.token` set, every endpoint except `/healthz` and `/readyz` needs
 //! `Authorization: Bearer <token>` (`access`).
+//!
+//! The admin server runs on the main runtime, never on the workers, so a slow scrape cannot hold up
+//! a client; each handler reads shared state (atomics, `ArcSwap` snapshots, short locks) and
+//! allocates its answer. What each endpoint returns, `/readyz`'s rule included, is in
+//! docs/observability.md.
 #![warn(unreachable_pub, missing_docs)]
 
 mod access;
@@ -45,6 +50,10 @@ use tokio::sync::watch;
 use crate::auth::TenantMetrics;
 
 /// Serves the admin API on `listener` until `shutdown` fires.
+///
+/// Started by `app::run` when `admin.listen` is set; the bound socket comes from `Listeners`, so an
+/// upgrade in place passes it on. The per-second sampler behind the rates is started here and ends
+/// with the server. Errors serving are logged; they never stop the proxy.
 pub(crate) async fn serve(
     listener: TcpListener,
     state: AdminState,
@@ -116,6 +125,8 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> (StatusCode, String) {
     )
 }
 
+/// Sets the gauges read from state first, then encodes every group; the version in the content type
+/// is the Prometheus text format 0.0.4 that scrapers expect.
 async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
     let content_type = "text/plain; version=0.0.4; charset=utf-8";
     set_readiness_gauges(&state);
@@ -180,6 +191,7 @@ async fn clients(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value
     }))
 }
 
+/// The slow log's entries, newest first, as `metrics.slowlog` keeps them (bounded by its config).
 async fn slowlog(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "entries": state.metrics.slowlog.entries() }))
 }
@@ -189,6 +201,7 @@ async fn hotkeys(State(state): State<Arc<AdminState>>) -> Json<crate::hotkeys::R
     Json(state.downstream.hotkeys.report(tokio::time::Instant::now()))
 }
 
+/// The redacted copy of the config in effect; a reload replaces it, so this shows what runs.
 async fn config(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
     Json(serde_json::Value::clone(&state.config.load()))
 }

@@ -5,25 +5,33 @@
 use axum::http::header;
 use axum::response::IntoResponse;
 
+/// The page itself; it links `status.css` and `status.js` relatively (a test checks it).
 const HTML: &str = include_str!("page/index.html");
+/// The stylesheet, served at `/status.css`.
 const CSS: &str = include_str!("page/status.css");
+/// The script, served at `/status.js`: it polls `status.json` once a second and draws it.
 const JS: &str = include_str!("page/status.js");
 
 /// Everything the page loads comes from redcar itself; the CSP makes the browser enforce it.
 const CSP: &str = "default-src 'self'; img-src 'self' data:";
 
+/// The page, behind the token like every endpoint but the probes.
 pub(super) async fn index() -> impl IntoResponse {
     asset("text/html; charset=utf-8", HTML)
 }
 
+/// The page's stylesheet.
 pub(super) async fn css() -> impl IntoResponse {
     asset("text/css; charset=utf-8", CSS)
 }
 
+/// The page's script.
 pub(super) async fn js() -> impl IntoResponse {
     asset("text/javascript; charset=utf-8", JS)
 }
 
+/// `no-cache` makes the browser revalidate, so an upgraded redcar's page is never mixed with an
+/// older script from its cache.
 fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
     (
         [

@@ -11,8 +11,10 @@ use prometheus_client::registry::Registry;
 
 use crate::metrics::MetricGroup;
 
+/// The `backend` label: `default` or a `backends:` name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendLabel {
+    /// Owned, since backend names come from the config and change with reloads.
     backend: String,
 }
 
@@ -20,14 +22,19 @@ struct BackendLabel {
 /// limit near" had to hard-code the default limit (examples/prometheus/redcar.rules.yml).
 #[derive(Default)]
 pub(crate) struct ReadinessGauges {
+    /// `redcar_cluster_slots_owned`: 16384 on a healthy backend.
     slots_owned: Family<BackendLabel, Gauge>,
+    /// `redcar_cluster_ready`: what `/readyz` judges, per backend.
     ready: Family<BackendLabel, Gauge>,
+    /// `redcar_client_max_connections`, from the redacted config in effect (a reload may change
+    /// it).
     client_max_connections: Gauge,
     /// The backends with series, so a reload's removed backend loses its own.
     backends: Mutex<Vec<String>>,
 }
 
 impl MetricGroup for ReadinessGauges {
+    /// The per-backend series appear at the first scrape, when `set_backends` first runs.
     fn register(&self, registry: &mut Registry) {
         registry.register(
             "cluster_slots_owned",
@@ -73,6 +80,7 @@ impl ReadinessGauges {
         *known = seen;
     }
 
+    /// Saturates rather than wrapping for a limit beyond `i64::MAX`.
     pub(crate) fn set_client_max_connections(&self, limit: u64) {
         self.client_max_connections
             .set(i64::try_from(limit).unwrap_or(i64::MAX));

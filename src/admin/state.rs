@@ -17,7 +17,9 @@ pub(crate) struct AdminState {
     pub(crate) cluster: Arc<ClusterState>,
     /// Every backend by name (`default` is the `cluster.seeds` cluster); a reload replaces it.
     pub(crate) backends: Arc<BackendStates>,
+    /// The sessions: `/clients`, `/hotkeys` and the client figures of the status page.
     pub(crate) downstream: Arc<Downstream>,
+    /// The registry `/metrics` encodes, plus the slow log and event log the JSON endpoints show.
     pub(crate) metrics: Arc<Metrics>,
     /// The configuration in effect, already redacted; a reload (SIGHUP) replaces it.
     pub(crate) config: Arc<arc_swap::ArcSwap<serde_json::Value>>,

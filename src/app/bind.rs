@@ -17,6 +17,8 @@ const SOMAXCONN: &str = "/proc/sys/net/core/somaxconn";
 
 /// The listen queue the kernel will give for `configured`: at most `net.core.somaxconn` (the
 /// kernel caps it silently; this says so in the log, once, at start-up).
+/// Called when binding at start-up, and by a process started by an upgrade for the sockets it
+/// binds anew; the same value for every client listener.
 pub(super) fn effective_backlog(configured: u32) -> u32 {
     let Some(max) = somaxconn() else {
         return configured;
@@ -33,6 +35,8 @@ pub(super) fn effective_backlog(configured: u32) -> u32 {
 }
 
 /// `net.core.somaxconn`, when it can be read.
+/// `None` off Linux or without `/proc`; the configured value is then used as is. A negative value
+/// (which the kernel reads as 0) gives 0.
 fn somaxconn() -> Option<u32> {
     let text = std::fs::read_to_string(SOMAXCONN).ok()?;
     let value: i64 = text.trim().parse().ok()?;
@@ -40,6 +44,8 @@ fn somaxconn() -> Option<u32> {
 }
 
 /// A TCP listener on `addr` with a listen queue of `backlog`; `key` names the setting in errors.
+/// Only numeric `IP:PORT` is accepted, so no DNS lookup happens at start-up; port 0 picks a free
+/// port (the tests read it back).
 pub(super) fn tcp(addr: &str, backlog: u32, key: &str) -> anyhow::Result<TcpListener> {
     let parsed: SocketAddr = addr
         .parse()
@@ -57,6 +63,7 @@ pub(super) fn tcp(addr: &str, backlog: u32, key: &str) -> anyhow::Result<TcpList
 }
 
 /// A Unix-socket listener at `path` (already free) with a listen queue of `backlog`.
+/// The caller (`bind_unix`) has removed a stale socket and applies `unix_permissions` afterwards.
 pub(super) fn unix(path: &Path, backlog: u32) -> anyhow::Result<UnixListener> {
     let listen = || -> std::io::Result<UnixListener> {
         let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;

@@ -10,12 +10,16 @@ const HEADROOM: u64 = 256;
 pub(super) struct FdLimit {
     /// The soft limit before and after raising it, and the hard limit.
     pub(crate) was: u64,
+    /// The soft limit after raising: equal to `hard` unless the OS refused.
     pub(crate) now: u64,
+    /// The ceiling only root (or systemd's `LimitNOFILE=`) can raise.
     pub(crate) hard: u64,
 }
 
 /// Raises the soft limit to the hard limit and logs the result; warns when
 /// `client.max_connections` cannot fit in what is left.
+/// `None` when the limit cannot be read or raised (logged): the proxy starts anyway, with whatever
+/// limit it was given. Called once, first thing in `run`.
 pub(super) fn raise(max_connections: usize) -> Option<FdLimit> {
     let limit = match read_and_raise() {
         Ok(limit) => limit,
@@ -43,6 +47,7 @@ pub(super) fn raise(max_connections: usize) -> Option<FdLimit> {
     Some(limit)
 }
 
+/// Fails if `getrlimit` or `setrlimit` fails.
 fn read_and_raise() -> std::io::Result<FdLimit> {
     let (was, hard) = rlimit::Resource::NOFILE.get()?;
     let now = rlimit::increase_nofile_limit(hard)?;
@@ -50,6 +55,7 @@ fn read_and_raise() -> std::io::Result<FdLimit> {
 }
 
 /// How many clients fit when fewer than `max_connections` do.
+/// `HEADROOM` descriptors are kept back for non-client use; `None` means all fit.
 fn clients_that_fit(limit: u64, max_connections: usize) -> Option<u64> {
     let fits = limit.saturating_sub(HEADROOM);
     (u64::try_from(max_connections).unwrap_or(u64::MAX) > fits).then_some(fits)

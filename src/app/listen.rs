@@ -1,5 +1,10 @@
 //! The client listeners (TCP, TLS, Unix socket): each gets its accept loops, per worker or
 //! shared, and its cluster facade when one is configured.
+//!
+//! Which path a socket takes: with per-core event loops (`event_loop`), TCP and Unix clients are
+//! accepted by the loops themselves and TLS by accept tasks on the workers; per core without loops,
+//! every listener gets one accept task per worker; shared, one task on the main runtime. Each path
+//! logs `listening (...)` once per socket, with its address.
 
 use std::sync::Arc;
 
@@ -13,13 +18,19 @@ use crate::downstream::TlsListener;
 
 /// The sockets clients connect to, bound before the proxy starts.
 pub(super) struct ClientSockets {
+    /// Plain TCP clients (`listen`); may carry the cluster facade (`cluster_facade`).
     pub(crate) tcp: Option<TcpListener>,
+    /// TLS clients (`tls.listen`); the handshake runs on the worker that accepted.
     pub(crate) tls: Option<TcpListener>,
+    /// Unix-socket clients (`unix`); never a facade.
     pub(crate) unix: Option<UnixListener>,
 }
 
 /// Starts accepting on every bound client socket. Each accept loop and session holds a clone
 /// of `done`, so the drain knows when all are gone.
+///
+/// Fails if the TLS server config cannot be built (certificates unreadable since validation), a
+/// socket cannot be moved to the workers, or the loops cannot be given theirs.
 pub(super) fn spawn_client_listeners(
     config: &Config,
     sockets: ClientSockets,
@@ -65,6 +76,7 @@ pub(super) fn spawn_client_listeners(
 }
 
 /// A listener's cluster facade, logged when it is on.
+/// `None` when the facade is off for this listener (`Facade::new` decides).
 fn facade(
     config: &crate::downstream::FacadeConfig,
     tls: bool,
@@ -81,6 +93,8 @@ fn facade(
 
 /// Per core with event loops: the TCP and Unix listeners are served by the loops (each loop
 /// accepts on its own copy of each socket); what is left (TLS) gets accept loops as usual.
+/// Returns the sockets still to serve (TLS only). Every loop gets its own `try_clone` of each
+/// socket, registered on that loop's epoll, and its own listener gauges.
 fn listen_on_loops(
     config: &Config,
     sockets: ClientSockets,

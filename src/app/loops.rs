@@ -13,12 +13,16 @@ use crate::reactor::Remote;
 pub(crate) struct Loops {
     /// Made, not started yet.
     setups: Vec<LoopSetup>,
+    /// How to post work to each loop, in worker order; handed to the node pools and to every loop
+    /// (each reaches its peers through it).
     remotes: Arc<[Arc<Remote>]>,
+    /// One thread per started loop, joined on drop.
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Loops {
     /// One loop per worker, not started.
+    /// Fails if the OS refuses an epoll instance or an eventfd for one of them.
     pub(super) fn new(workers: usize) -> std::io::Result<Loops> {
         let setups = (0..workers)
             .map(LoopSetup::new)
@@ -39,6 +43,8 @@ impl Loops {
     /// Starts every loop (before anything needs the node connections they drive: a process
     /// started by an upgrade reads its slot map before it listens); `runtimes[i]` runs what
     /// loop `i`'s calls spawn.
+    /// Runs once; a second call finds no setups left and starts nothing. Fails if a thread cannot
+    /// be spawned (the loops started so far keep running and stop on drop).
     pub(super) fn start(
         &mut self,
         downstream: &Arc<Downstream>,
@@ -55,6 +61,8 @@ impl Loops {
     }
 
     /// Gives every loop its copies of the listeners: `listeners(i)` makes loop `i`'s.
+    /// Each loop gets its own duplicate of every listening socket (made by `listeners`), so the
+    /// kernel spreads new connections across loops. Fails if one cannot be duplicated.
     pub(super) fn listen(
         &self,
         mut listeners: impl FnMut(usize) -> std::io::Result<Vec<LoopListener>>,
@@ -66,6 +74,8 @@ impl Loops {
     }
 }
 
+/// Stops every loop and waits for its thread: called at the end of `run`, after the drain, so no
+/// session is cut short by it.
 impl Drop for Loops {
     fn drop(&mut self) {
         for remote in self.remotes.iter() {

@@ -1,5 +1,10 @@
 //! The series about the process itself, produced by `app`: uptime and config reloads; and
 //! every group, added to the hub at start-up.
+//!
+//! Series names here are given without the `redcar_` prefix the registry adds; the full names and
+//! their meaning are in docs/observability.md, and tests/surface/ holds the committed list that a
+//! change must update on purpose. The group order in `add_groups` is the order of the exposition,
+//! which those committed copies also pin.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -20,14 +25,18 @@ use crate::near_cache::NearCacheMetrics;
 use crate::router::{MirrorMetrics, RouterMetrics};
 use crate::upstream::UpstreamMetrics;
 
+/// The `result` label of `redcar_config_reloads_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
+    /// `ok` or `error`; both are created at registration so each starts at 0.
     result: &'static str,
 }
 
 /// Uptime (set when scraped) and the config in effect.
 pub(crate) struct ProcessMetrics {
+    /// When the group was made, i.e. at start-up: the zero of the uptime gauge.
     started: Instant,
+    /// Seconds since start, refreshed in `before_encode` so it costs nothing between scrapes.
     uptime: Gauge<f64, AtomicU64>,
     /// Config reloads (SIGHUP), by result (`ok`, `error`).
     config_reloads: Family<ResultLabel, Counter>,
@@ -37,6 +46,7 @@ pub(crate) struct ProcessMetrics {
     generation: Gauge,
     /// This process's pid, and the old one's while it hands its clients over (else 0).
     pid: Gauge,
+    /// The old process's pid while it hands clients over to this one; 0 otherwise.
     old_pid: Gauge,
 }
 
@@ -86,6 +96,7 @@ impl MetricGroup for ProcessMetrics {
         self.uptime.set(self.started.elapsed().as_secs_f64());
     }
 
+    /// Feeds the admin status page and `redcar top`, which read totals rather than the series.
     fn add_totals(&self, totals: &mut Totals) {
         totals.uptime = self.started.elapsed();
         totals.pid = std::process::id();
@@ -141,6 +152,7 @@ fn unix_now() -> f64 {
 }
 
 /// The process's hub, with every producer's group added.
+/// Built first in `Parts::build`, so every part can register into it.
 pub(super) fn hub(config: &MetricsConfig) -> Arc<Metrics> {
     let metrics = Arc::new(Metrics::new(config));
     add_groups(&metrics);

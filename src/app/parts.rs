@@ -1,5 +1,12 @@
 //! The proxy's parts built from the config, in dependency order: metrics, node connections and
 //! worker threads, the slot maps (default and named backends), the router, the sessions' home.
+//!
+//! The order inside [`Parts::build`] is forced by who needs whom: the worker threads and event
+//! loops must exist before any node, so each node deals its connections out to them; the backends'
+//! maps before the router, which routes by them; the users before the sessions' home, which checks
+//! `AUTH` against them. Nothing here opens a socket to a client; the node connections open lazily
+//! once a map names the nodes. Docs: docs/architecture.md (the module table), decisions 0001 (one
+//! loop per worker) and 0006 (threads and placement).
 
 use std::sync::Arc;
 
@@ -22,7 +29,9 @@ use crate::workers::{Model, Placement, Workers};
 
 /// Everything `run` wires together, built once at start-up.
 pub(super) struct Parts {
+    /// The one metrics registry every part registers its group in; `/metrics` renders it.
     pub(crate) metrics: Arc<Metrics>,
+    /// Every node connection pool, shared by all backends (a node is one pool whatever names it).
     pub(crate) upstreams: Arc<Upstreams>,
     /// Per core: the worker threads (kept alive for the proxy's life); shared: none.
     pub(crate) workers: Option<Workers>,
@@ -32,20 +41,30 @@ pub(super) struct Parts {
     pub(crate) cluster: Arc<ClusterState>,
     /// Whether there is a default backend to refresh at all.
     has_default: bool,
+    /// The named backends (`backends:`), each with its own map and refresher, started here.
     pub(crate) backends: Backends,
+    /// Each backend's map by name, swapped whole when a reload changes the backends; read by the
+    /// admin API and by an upgrade's readiness check.
     pub(crate) backend_states: Arc<crate::admin::BackendStates>,
     /// The backend `catch_all` names (what keys without a route use).
     pub(crate) catch_all: Arc<ClusterState>,
+    /// What a backend started later (by a reload) needs: the same pools, metrics and limits.
     pub(crate) context: backends::Context,
     /// Reply size limits for the refresher's own queries.
     pub(crate) limits: Limits,
+    /// Plans and forwards every command; its route table is set here and replaced by reloads.
     pub(crate) router: Arc<Router>,
+    /// The sessions' home: client sessions, placement over workers, hot keys and the near cache.
     pub(crate) downstream: Arc<Downstream>,
     /// The users in effect (their running state is kept across reloads).
     pub(crate) users: Arc<Users>,
 }
 
 impl Parts {
+    ///
+    /// Fails on settings only the parts themselves can judge (an invalid upstream or auth config
+    /// despite validation, worker threads or event loops that cannot start); nothing is spawned
+    /// before it returns, so a failure leaves no task behind.
     pub(crate) fn build(config: &Config) -> anyhow::Result<Parts> {
         let reply_limits = Limits::default();
         let metrics = super::metrics::hub(&config.metrics);
@@ -118,6 +137,9 @@ impl Parts {
 
     /// The background tasks: the default backend's map (refresher or Sentinel), latency watch,
     /// node health checks, refreshes while a primary is ejected, learning the cluster's commands.
+    /// Called once, right after `build`, on the main runtime; every task ends when `stop` turns
+    /// true. Custom commands are declared before learning starts, so a declared command is never
+    /// replaced by what the cluster reports.
     pub(crate) fn spawn_background(&self, config: &Config, stop: &watch::Receiver<bool>) {
         match &config.sentinel {
             Some(sentinel) => {
@@ -203,6 +225,9 @@ fn start_workers(
 }
 
 /// Once the cluster answers, learns the commands it has that the built-in table lacks.
+/// Waits for the first map rather than a fixed delay, so a slow cluster only delays learning. A
+/// failure is logged and the built-in table stays in use: commands it lacks are refused, not
+/// misrouted.
 async fn learn_commands(router: Arc<Router>) {
     let cluster = router.cluster().clone();
     let mut seen = 0;
@@ -226,6 +251,7 @@ async fn learn_commands(router: Arc<Router>) {
 /// promotes a replica), then every `upstream.outlier.health_check_interval` while any primary of
 /// the map is ejected, so the promoted replica is found within one interval of the promotion
 /// rather than at the next periodic refresh.
+/// Ends when the ejection channel closes (the pools are gone) or at shutdown.
 async fn refresh_while_ejected(
     cluster: Arc<ClusterState>,
     upstreams: Arc<Upstreams>,
@@ -251,6 +277,7 @@ async fn refresh_while_ejected(
 }
 
 /// The users, with the running state every later reload's users take over.
+/// Fails on an auth config the user store refuses (e.g. a secret that cannot be read).
 fn users(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc<Users>> {
     let tenants = Tenants::new(metrics.group::<TenantMetrics>());
     let users = Users::from_config_in(&config.auth, &tenants)
@@ -276,6 +303,7 @@ fn make_loops(
 }
 
 /// Where clients are served from: the placement over the workers, the hot keys, the near cache.
+/// Hot keys and the near cache are always built; each is inert when its config is off.
 fn make_downstream(
     config: &Config,
     workers: Option<&Workers>,

@@ -4,6 +4,12 @@
 //! Each running part holds its reloadable settings behind an `ArcSwap` (or atomics) and offers a
 //! `reconfigure`; this module only decides what goes where. The running config is owned by the
 //! one reload task, so two SIGHUPs never apply concurrently.
+//!
+//! The order inside `Reloadable::apply` holds two guarantees: nothing is changed unless the whole
+//! file loads, validates and its users resolve (every fallible step comes first), and the route
+//! table is replaced only after the backends it names have started, so no command is routed to a
+//! backend that does not exist yet. The outcome is counted in `redcar_config_reloads_total{result}`
+//! and logged; docs/configuration.md lists, per key, whether a reload applies it.
 
 use std::sync::Arc;
 
@@ -27,13 +33,19 @@ use crate::upstream::Upstreams;
 mod secrets;
 
 /// Loads the config the way start-up did (file, then the same flags, then validation).
+/// Built by `main.rs` from the command line it was started with, so a reload reads the same file
+/// and applies the same flag overrides. Called on a blocking thread: it reads files.
 pub type ConfigSource = Arc<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
 
 /// The running parts a reload reconfigures.
 pub(super) struct Reloadable {
+    /// Takes the new `router.*` settings and route table.
     pub(crate) router: Arc<Router>,
+    /// Takes the new `client.*` settings and users; open sessions see them from their next command.
     pub(crate) downstream: Arc<Downstream>,
+    /// Only outlier detection changes here; the rest of `upstream.*` needs a restart.
     pub(crate) upstreams: Arc<Upstreams>,
+    /// The default backend's map; its refresh timings (`cluster.*`) change in place.
     pub(crate) cluster: Arc<ClusterState>,
     /// The named backends: a reload starts new ones and stops removed ones.
     pub(crate) backends: Backends,
@@ -41,6 +53,7 @@ pub(super) struct Reloadable {
     pub(crate) backend_states: Arc<crate::admin::BackendStates>,
     /// What starting a backend needs.
     pub(crate) context: Context,
+    /// For the route table's metrics and the reload counter.
     pub(crate) metrics: Arc<Metrics>,
     /// What `/config` shows (redacted); also read at shutdown for `drain_timeout`.
     pub(crate) shown: Arc<ArcSwap<Value>>,
@@ -52,6 +65,7 @@ pub(super) struct Reloadable {
     /// The users in effect (retired when a reload replaces them: subscribers then look at
     /// their rights again), and their running state, which the next users take over.
     pub(crate) users: Arc<Users>,
+    /// Shared by every generation of users, so per-tenant limits and counters survive a reload.
     pub(crate) tenants: Arc<Tenants>,
 }
 
@@ -68,6 +82,8 @@ pub(super) fn watch_sighup() -> Option<Signal> {
 }
 
 /// Reloads on each SIGHUP, until `shutdown`.
+/// Signals that arrive while one reload runs are coalesced by the signal stream into one more
+/// reload, never two at once. A refused reload leaves every part as it was.
 pub(super) async fn on_sighup(
     mut hangup: Signal,
     mut parts: Reloadable,
@@ -99,6 +115,7 @@ pub(super) async fn on_sighup(
 
 impl Reloadable {
     /// Applies a loaded, validated config; logs what changed and what needs a restart.
+    /// Fails (changing nothing) when the new users cannot be built or a secret cannot be read.
     fn apply(&mut self, loaded: Config) -> Result<(), ConfigError> {
         let running = self.current.load_full();
         // What the file's secrets read now, before restart-only ones get their running values.
@@ -144,6 +161,8 @@ impl Reloadable {
 
 /// The config to run with after a reload: `loaded`, except that settings needing a restart keep
 /// their running values. Also returns those settings' keys where the file changed them.
+/// Pure, so the tests check every key's fate without a running proxy. The restart list names the
+/// leaf keys that changed, so the warning says exactly which setting was not applied.
 fn effective(running: &Config, loaded: Config) -> (Config, Vec<String>) {
     let mut config = loaded;
     let mut restart = Vec::new();
@@ -234,6 +253,7 @@ fn changed_paths<T: serde::Serialize + PartialEq>(old: &T, new: &T, prefix: &str
     paths
 }
 
+/// Keys of `a` first, then those only in `b`; a key missing on one side compares as null.
 fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {

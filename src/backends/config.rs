@@ -76,10 +76,12 @@ pub(crate) struct MirrorConfig {
     pub(crate) max_in_flight: usize,
 }
 
+/// `routes[].mirror.percent`'s default: every command of the route is copied.
 fn hundred() -> u32 {
     100
 }
 
+/// `routes[].mirror.max_in_flight`'s default, documented in docs/configuration.md.
 fn default_mirror_in_flight() -> usize {
     1000
 }

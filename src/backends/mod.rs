@@ -21,7 +21,9 @@ use crate::upstream::Upstreams;
 
 /// One running backend.
 struct Backend {
+    /// What it was started with: a reload restarts it only when this differs from the new entry.
     pub(crate) config: BackendConfig,
+    /// Its slot map, shared with the router's route table and the admin pages.
     pub(crate) state: Arc<ClusterState>,
     /// Held only to be dropped: the topology source waits on the receiver and stops when the
     /// backend is dropped (a reload removed or changed it).
@@ -31,8 +33,11 @@ struct Backend {
 /// What starting a backend needs from the rest of the proxy.
 #[derive(Clone)]
 pub(crate) struct Context {
+    /// The node pools every backend shares: a node named by two backends is one pool.
     pub(crate) upstreams: Arc<Upstreams>,
+    /// Where refreshers, Sentinel followers and mirrors count.
     pub(crate) metrics: Arc<Metrics>,
+    /// Reply size limits for the refreshers' own queries.
     pub(crate) limits: Limits,
     /// `cluster:` timings, shared by every `kind: cluster` backend.
     pub(crate) cluster: ClusterConfig,
@@ -152,6 +157,11 @@ impl Backends {
 }
 
 /// Starts one backend's topology source.
+///
+/// A cluster gets a refresher, a Sentinel backend a follower, both stopped through the backend's
+/// `_stop`; a standalone backend's map is built here once and never changes. Never fails: a backend
+/// whose nodes do not answer simply has no map yet, and its commands wait up to `op_timeout`
+/// (docs/configuration.md, `backends`).
 fn start(config: &BackendConfig, context: &Context) -> Backend {
     let (stop, stopped) = watch::channel(false);
     let state = match config {

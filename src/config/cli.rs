@@ -229,6 +229,8 @@ pub struct DoctorArgs {
 
 impl Cli {
     /// The `doctor` subcommand's options, when it was given (the proxy's flags are ignored then).
+    /// Seeds are trimmed, so `--cluster "a:1, b:2"` works; a password without `--user` is the
+    /// one-argument `AUTH`. Called by `main.rs` before any config is loaded: doctor needs none.
     pub fn doctor_options(&self) -> Option<crate::doctor::Options> {
         let Some(Command::Doctor(args)) = &self.command else {
             return None;
@@ -255,6 +257,10 @@ impl Cli {
     }
 
     /// Overrides `config` with every flag that was given.
+    /// Flags win over the file, key by key; an absent flag leaves the file's value (or the
+    /// default). The same `Cli` is applied again at every reload, so a flag keeps overriding a
+    /// reloaded file. `--admin-token` and `--requirepass` become plain secrets, as if written in
+    /// clear in the file.
     pub(crate) fn apply(&self, config: &mut Config) -> Result<(), ConfigError> {
         set(&mut config.listen, self.listen.clone().map(Some));
         if self.cluster_facade {
@@ -299,6 +305,8 @@ impl Cli {
     }
 
     /// `--sentinel` and `--sentinel-master` create or override the `sentinel:` section.
+    /// Either flag alone creates the section (from its defaults), so validation can name what is
+    /// missing; `--sentinel` replaces the file's list, it does not add to it.
     fn apply_sentinel(&self, config: &mut Config) {
         if self.sentinel.is_empty() && self.sentinel_master.is_none() {
             return;
@@ -316,6 +324,7 @@ impl Cli {
     }
 }
 
+/// The one way a flag overrides: only when it was given.
 fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(value) = value {
         *slot = value;

@@ -3,12 +3,23 @@
 //! Each subsystem owns its leaf type (`cluster::ClusterConfig`, `upstream::UpstreamConfig`, ...)
 //! so no module imports `config`; this module only composes them and checks they fit together.
 //! Every key is documented in docs/configuration.md, and a test keeps the two in sync.
+//!
+//! The life of a config: `Config::load` reads the file (or starts from `Default`), applies the
+//! flags and `REDCAR_*` variables (`cli.rs`), and validates (`validate.rs`, `validate_routes.rs`);
+//! `app::run` builds the parts from the result. A SIGHUP runs the same `load` again with the same
+//! command line; `app/reload.rs` decides which keys apply live. `Serialize` is what `/config` and
+//! `--check-config` print, with every secret redacted (`values::secret`).
+//!
+//! Adding a key: put it in the owning subsystem's config type with its default, check it in
+//! `validate` if it can be wrong, document it in docs/configuration.md, and update
+//! tests/surface/config.yaml, the committed copy of every key and default a test compares with.
 #![warn(unreachable_pub, missing_docs)]
 
 mod cli;
 mod validate;
 mod validate_routes;
 
+/// Every secret-typed key by name, and the digests a reload compares.
 pub(crate) mod secrets;
 
 pub use cli::{Cli, Command, ConfigCommand, UpgradeArgs};
@@ -110,6 +121,8 @@ pub struct Config {
     pub routes_ignore_case: bool,
 }
 
+/// The defaults docs/configuration.md lists. No listener is set, so the default alone does not
+/// validate.
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -147,12 +160,16 @@ impl Default for Config {
 }
 
 /// A setting that stops start-up; the message names the key.
+/// Shown as `redcar: invalid configuration: ...`; at start-up the process exits with status 64, at
+/// a reload the running config stays and the error is logged. Made only by loading and validating,
+/// with a message that names the key and what it accepts.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid configuration: {0}")]
 pub struct ConfigError(pub(crate) String);
 
 impl Config {
     /// Reads a YAML file; unknown keys are errors, missing keys take their defaults.
+    /// Fails if the file cannot be read or parsed; the message starts with the file's path.
     fn from_yaml_file(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
@@ -161,6 +178,9 @@ impl Config {
     }
 
     /// Parses YAML text (an empty document gives the defaults).
+    /// Not validated: callers that need a runnable config call `validate` (as `load` does); the
+    /// Envoy converter and tests parse without it. Unknown keys fail, with the key's path in the
+    /// message.
     pub(crate) fn from_yaml(text: &str) -> Result<Config, ConfigError> {
         if text.trim().is_empty() {
             return Ok(Config::default());
@@ -170,6 +190,8 @@ impl Config {
 
     /// Builds the effective config: the file named by `--config` (if any), then CLI overrides,
     /// then validation.
+    /// Also what every reload calls (the `ConfigSource` `main.rs` builds); it reads secret files
+    /// and certificates, so it blocks and runs off the runtime during a reload.
     pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
         let mut config = match &cli.config {
             Some(path) => Config::from_yaml_file(path)?,
@@ -181,6 +203,7 @@ impl Config {
     }
 
     /// Worker threads to start: `workers`, or the number of available cores.
+    /// 1 when the number of cores cannot be read.
     pub fn worker_threads(&self) -> usize {
         if self.workers > 0 {
             return self.workers;
@@ -190,6 +213,8 @@ impl Config {
 
     /// Whether each per-core worker runs an event loop (see `event_loop`): per core, and
     /// neither upstream TLS nor the near cache (whose connections stay tasks) in use.
+    /// Read once at start-up: `event_loop`, `threading`, `upstream.tls` and `near_cache` all need a
+    /// restart to change, so this cannot flip under a running proxy.
     pub(crate) fn event_loops(&self) -> bool {
         self.event_loop
             && self.threading_model() == crate::workers::Model::PerCore
@@ -198,6 +223,8 @@ impl Config {
     }
 
     /// The threading model that runs (`threading`, with `auto` settled).
+    /// `auto` looks at the worker count and `upstream.connections_per_node`
+    /// (`workers::Threading::resolve`, docs/decisions/0006-threads-and-placement.md).
     pub fn threading_model(&self) -> crate::workers::Model {
         self.threading
             .resolve(self.worker_threads(), self.upstream.connections_per_node)

@@ -8,10 +8,13 @@ use crate::backends::BackendConfig;
 use crate::values::secret::{PasswordDigest, Secret};
 
 /// Secret key (`auth.requirepass`, `auth.users[0].password`, ...) → digest of its value.
+/// Ordered by key so the reload log lists changed secrets in a stable order.
 pub(crate) type SecretDigests = BTreeMap<String, PasswordDigest>;
 
 impl Config {
     /// Each secret that is set, with the key that names it in messages.
+    /// Only secrets that are set. The names are the keys of [`SecretDigests`] and what the reload
+    /// log prints, so they follow the config's own spelling.
     pub(crate) fn secrets(&self) -> Vec<(String, &Secret)> {
         let sentinel = self.sentinel.as_ref();
         let mut keys: Vec<(String, Option<&Secret>)> = vec![
@@ -41,6 +44,8 @@ impl Config {
 
     /// Reads every secret now (files, variables) and keeps only its digest; the passwords and
     /// hashes written in an `acl` string count as one secret, `auth.users[N].acl`.
+    /// Fails when a secret cannot be read (missing file or variable, empty value, malformed
+    /// digest): at start-up and at a reload alike, before anything changes.
     pub(crate) fn secret_digests(&self) -> Result<SecretDigests, ConfigError> {
         let mut digests = self
             .secrets()

@@ -1,4 +1,11 @@
 //! Start-up checks: every rejected value names its key and says what would be accepted.
+//!
+//! What holds after [`Config::validate`] returns `Ok`: every address parses, every secret and
+//! certificate file was read once, and every combination the proxy cannot run (no listener, no
+//! backend for a route, hedging without replicas, `pack` without per-core workers, ...) has been
+//! refused with a message naming the key and what it accepts. The parts built from the config trust
+//! it and do not check again. Run at start-up (`Config::load`) and by every reload, which refuses
+//! an invalid file and keeps running with the old config.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -7,10 +14,15 @@ use super::{Config, ConfigError};
 use crate::upstream::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
 
 /// Longest write-coalescing window accepted (`upstream.flush_interval`).
+/// Every command may wait up to this long for its write to be coalesced with others, so the
+/// window is paid in latency; bench/README.md ("Write-coalescing window") has what it buys.
 const MAX_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 
 impl Config {
     /// Rejects missing, malformed or contradictory settings before anything starts.
+    ///
+    /// It stops at the first problem, so a user fixes one message at a time; the checks that
+    /// need other parts' rules (users, faults, near cache, hot keys, custom commands) run last.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.validate_listeners()?;
         self.validate_cluster()?;
@@ -33,6 +45,10 @@ impl Config {
         crate::commands::custom::validate(&self.custom_commands).map_err(ConfigError)
     }
 
+    /// At least one client listener; `listen`, `tls.listen` and `admin` parse as `IP:PORT` and do
+    /// not ask for the same fixed port (port 0 may repeat); TLS files are set only with
+    /// `tls.listen` and readable; the admin token and cluster facades are sane; `unix_permissions`
+    /// is octal bits.
     fn validate_listeners(&self) -> Result<(), ConfigError> {
         if self.listen.is_none() && self.unix.is_none() && self.tls.listen.is_none() {
             return fail(
@@ -94,6 +110,8 @@ impl Config {
         }
     }
 
+    /// The default backend follows either Sentinel or `cluster.seeds`, never both, and must have
+    /// one of them when something routes to it; seeds are checked for shape only, not resolved.
     fn validate_cluster(&self) -> Result<(), ConfigError> {
         let cluster = &self.cluster;
         if let Some(sentinel) = &self.sentinel {
@@ -136,6 +154,8 @@ impl Config {
         Ok(())
     }
 
+    /// Bounds on counts, sizes and timeouts, each with the range in the message; the ranges are the
+    /// ones docs/configuration.md gives.
     fn validate_limits(&self) -> Result<(), ConfigError> {
         let up = &self.upstream;
         within(
@@ -216,6 +236,8 @@ impl Config {
     }
 
     /// Read policy, hedging, retry budget and outlier detection.
+    /// Outlier settings are checked only when ejection is on (`consecutive_failures > 0`); with it
+    /// off they are ignored, so a user can turn ejection off without touching the rest.
     fn validate_resilience(&self) -> Result<(), ConfigError> {
         let router = &self.router;
         if !router.hedge_after.is_zero() && !router.read_policy.uses_replicas() {
@@ -263,6 +285,7 @@ impl Config {
 
     /// Values Linux takes for TCP keepalive: whole seconds from 1 to 32767 and 1 to 127 probes.
     /// Anything else makes the socket option, and with it every node connect, fail.
+    /// `upstream.tcp_keepalive: 0s` turns keepalive off and skips the other checks.
     fn validate_keepalive(&self) -> Result<(), ConfigError> {
         let up = &self.upstream;
         if up.tcp_keepalive.is_zero() {
@@ -291,6 +314,7 @@ impl Config {
     }
 
     /// `placement: pack` chooses between per-core workers; the shared runtime has none to choose.
+    /// With `threading: auto` the message says why auto settled on shared, so the fix is clear.
     fn validate_placement(&self) -> Result<(), ConfigError> {
         if self.placement != crate::workers::Placement::Pack
             || self.threading_model() == crate::workers::Model::PerCore
@@ -314,6 +338,8 @@ impl Config {
         ))
     }
 
+    /// `log_level` accepts a plain level or any `EnvFilter` directive (containing `=`); the
+    /// directive itself is parsed later, when logging starts, and a bad one stops start-up there.
     fn validate_logging(&self) -> Result<(), ConfigError> {
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return fail(format!(
@@ -334,10 +360,14 @@ impl Config {
     }
 }
 
+/// Every refusal goes through here, so all are `ConfigError`s with a message only.
+/// Shared with `validate_routes.rs`, which words its messages the same way.
 pub(super) fn fail<T>(message: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(message.into()))
 }
 
+/// Listeners must be numeric: no DNS lookup at start-up, and no doubt which interface is bound.
+/// Fails with the key, the value and an example of what parses.
 fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
     value.parse().map_err(|_| {
         ConfigError(format!(
@@ -348,11 +378,14 @@ fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
 
 /// Whether two listeners ask for one port: the same address with a fixed port. Port 0 asks the
 /// system to pick a free port, so two port-0 listeners on one IP get two different ones.
+/// Used for `listen` against `tls.listen` and `admin`; the bind itself still fails if another
+/// process holds the port.
 fn same_fixed_port(a: SocketAddr, b: SocketAddr) -> bool {
     a == b && a.port() != 0
 }
 
 /// Seeds may be host names, so only the shape HOST:PORT is checked here.
+/// The port must be 1 to 65535; IPv6 hosts go in brackets (`[::1]:7000`), split at the last `:`.
 pub(super) fn host_port(key: &str, value: &str) -> Result<(), ConfigError> {
     let port = value
         .rsplit_once(':')
@@ -365,6 +398,7 @@ pub(super) fn host_port(key: &str, value: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// For durations where zero would mean "never" or "at once" and neither makes sense.
 pub(super) fn positive(key: &str, value: Duration) -> Result<(), ConfigError> {
     if value.is_zero() {
         return fail(format!("`{key}` must be greater than zero"));
@@ -372,6 +406,8 @@ pub(super) fn positive(key: &str, value: Duration) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Both ends inclusive.
+/// Shared with the route checks (`mirror.max_in_flight`).
 pub(super) fn within(key: &str, value: usize, min: usize, max: usize) -> Result<(), ConfigError> {
     if value < min || value > max {
         return fail(format!(

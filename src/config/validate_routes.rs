@@ -9,6 +9,7 @@ use crate::backends::{BackendConfig, MirrorConfig, RouteConfig, DEFAULT_BACKEND}
 
 impl Config {
     /// True when something sends commands to the `cluster.seeds` cluster.
+    /// Mirrors count: a mirror to `default` needs `cluster.seeds` as much as a route does.
     pub(super) fn uses_default_backend(&self) -> bool {
         self.catch_all == DEFAULT_BACKEND
             || self.routes.iter().any(|r| {
@@ -19,6 +20,7 @@ impl Config {
             })
     }
 
+    /// Every backend's own settings first, then `catch_all`, then each route and its mirror.
     pub(super) fn validate_routes(&self) -> Result<(), ConfigError> {
         for (name, backend) in &self.backends {
             validate_backend(name, backend)?;
@@ -43,12 +45,14 @@ impl Config {
 
     /// True when routes may name `name`: a configured backend, or `default` when
     /// `cluster.seeds` is set.
+    /// `default` counts only when `cluster.seeds` is set, not for a top-level `sentinel:`.
     fn knows_backend(&self, name: &str) -> bool {
         self.backends.contains_key(name)
             || (name == DEFAULT_BACKEND && !self.cluster.seeds.is_empty())
     }
 
     /// The backends routes may name, for error messages.
+    /// Sorted by name, `default` first when `cluster.seeds` is set.
     fn backend_names(&self) -> String {
         let mut all: Vec<&str> = self.backends.keys().map(String::as_str).collect();
         if !self.cluster.seeds.is_empty() {
@@ -59,6 +63,9 @@ impl Config {
 
     /// One route (`key` is `routes[i]`): a non-empty prefix not in `seen` (folded when
     /// `routes_ignore_case`), and a known backend.
+    ///
+    /// Fails on an empty or duplicate prefix or an unknown backend; `strip_prefix` and read
+    /// policies need no check beyond their types.
     fn validate_route(
         &self,
         key: &str,
@@ -102,6 +109,8 @@ impl Config {
     }
 
     /// A route's mirror: a known backend other than the route's own, a percentage, a bound.
+    /// A mirror to the route's own backend is refused because every mirrored command would run
+    /// twice there; `max_in_flight` is 1 to 1,048,576.
     fn validate_mirror(
         &self,
         key: &str,
@@ -137,6 +146,8 @@ impl Config {
     }
 }
 
+/// `default` is reserved, and each kind checks its own settings (seeds' shape, a standalone node's
+/// address, a Sentinel's settings).
 fn validate_backend(name: &str, backend: &BackendConfig) -> Result<(), ConfigError> {
     if name == DEFAULT_BACKEND {
         return fail(

@@ -2,6 +2,16 @@
 //! → `upstream.username`/`password`. Client auth that cannot be carried over stops the
 //! conversion: the result would accept clients Envoy refused. Warnings name where a secret is,
 //! never its value.
+//!
+//! | Envoy | redcar key |
+//! | --- | --- |
+//! | `downstream_auth_password`, or the first of `downstream_auth_passwords` | `auth.requirepass` |
+//! | the same with `downstream_auth_username` | `auth.users[0]` (`name`, `password`) |
+//! | cluster `RedisProtocolOptions.auth_password` | `upstream.password` (clear if inline) |
+//! | cluster `RedisProtocolOptions.auth_username` | `upstream.username` (read now if not inline) |
+//!
+//! A password from a file or a variable keeps that shape (`{file: PATH}`, `{env: NAME}`), so redcar
+//! reads it at start as Envoy did; see docs/security.md for how redcar checks it.
 
 use yaml_serde::{Mapping, Value};
 
@@ -11,6 +21,10 @@ use super::ConvertError;
 
 /// `downstream_auth_password(s)` and `downstream_auth_username` → `auth.requirepass` or
 /// `auth.users[0]`.
+/// Only the first of several passwords is kept (a redcar user has one), with a note. A username
+/// read from a file or variable is read now, since redcar takes names in clear. Fails on
+/// `external_auth_provider` and on a username without a password: either way the result would let
+/// in clients Envoy refused.
 pub(super) fn downstream(proxy: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     if !proxy["external_auth_provider"].is_null() {
         return Err(ConvertError(
@@ -84,6 +98,8 @@ pub(super) fn downstream(proxy: &Value, draft: &mut Draft) -> Result<(), Convert
 }
 
 /// The cluster's `typed_extension_protocol_options` for the redis_proxy filter.
+/// An inline node password is written in clear (redcar must send it), with a note; per-node
+/// `credentials` and `aws_iam` are only noted. Fails only on a malformed `DataSource`.
 pub(super) fn upstream(cluster: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     for field in [
         "typed_extension_protocol_options",

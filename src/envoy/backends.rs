@@ -3,6 +3,10 @@
 //! of its own: `cluster.*` timings, `upstream.*` timeouts, outlier detection, passwords and TLS
 //! apply to every backend, so each such setting that differs from the catch-all cluster's
 //! gets a note naming it.
+//!
+//! For example, a route to cluster `users` next to the catch-all `main` gives `backends.users:
+//! {kind: cluster, seeds: [...]}`; if `users` has another `connect_timeout` than `main`, a note
+//! names `upstream.connect_timeout` as not converted for it, without the values.
 
 use yaml_serde::{Mapping, Value};
 
@@ -12,6 +16,9 @@ use super::route::Targets;
 use super::ConvertError;
 
 /// Converts `targets.others`; the main cluster is already in `draft`.
+/// Each cluster is converted with `cluster::convert` into its own draft; only its seeds are kept,
+/// the rest is compared with the main cluster's and named in a note where it differs. Notes the
+/// main conversion already made are not repeated.
 pub(super) fn convert(
     clusters: &Value,
     targets: &Targets,
@@ -71,6 +78,7 @@ pub(super) fn convert(
 
 /// The dotted keys under `at` whose values differ between `own` and `main` (either side
 /// missing counts). Values are not shown: some are passwords.
+/// Recurses through mappings; a leaf is reported once, by its full dotted path.
 fn differences(at: &str, own: Option<&Value>, main: Option<&Value>, out: &mut Vec<String>) {
     match (own, main) {
         (Some(Value::Mapping(a)), Some(Value::Mapping(b))) => {

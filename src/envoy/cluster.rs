@@ -1,5 +1,18 @@
 //! An `envoy.clusters.redis` cluster → `cluster.*` (seeds, refresh) and `upstream.*`
 //! (connect timeout, keepalive, outlier detection, TLS in tls.rs).
+//!
+//! | Envoy cluster | redcar key |
+//! | --- | --- |
+//! | `load_assignment` endpoints, v2 `hosts` | `cluster.seeds` |
+//! | `connect_timeout` | `upstream.connect_timeout` |
+//! | `cluster_refresh_rate` / `cluster_refresh_timeout` | `cluster.refresh_interval` / `refresh_timeout` |
+//! | `redirect_refresh_interval` | `cluster.refresh_min_gap` (at most the refresh interval) |
+//! | `redirect_refresh_threshold`, `failure_refresh_threshold` | the `cluster.*` keys of the same name |
+//! | `outlier_detection.consecutive_5xx` | `upstream.outlier.consecutive_failures` |
+//! | `outlier_detection.{base,max}_ejection_time` | `upstream.outlier.*` of the same name |
+//!
+//! The endpoints are seeds only: redcar learns the nodes and their roles from `CLUSTER SLOTS`, so
+//! weights, localities and health flags are noted, not converted.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,13 +25,18 @@ use super::source::{duration_text, number, require_number, socket_address};
 use super::ConvertError;
 
 /// redcar's defaults that the refresh and ejection settings must stay consistent with.
+/// `cluster.refresh_interval`'s default: the cap on `refresh_min_gap` when the file sets no rate.
 const REDCAR_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
+/// `upstream.outlier.base_ejection_time`'s default: a `max_ejection_time` below it is raised.
 const REDCAR_BASE_EJECTION: Duration = Duration::from_secs(1);
+/// `upstream.outlier.max_ejection_time`'s default, compared with an Envoy `base_ejection_time` when
+/// the file sets no maximum.
 const REDCAR_MAX_EJECTION: Duration = Duration::from_secs(30);
 
 /// Cluster keys read here or in auth.rs and keepalive.rs; the others get a note. `lb_policy`
 /// (Envoy requires `CLUSTER_PROVIDED` for this cluster type) and `type` (superseded by
 /// `cluster_type`) change nothing.
+/// `hosts` and `tls_context` are the v2 spellings, still found in older bootstraps.
 const CLUSTER_KEYS: &[&str] = &[
     "name",
     "@type",
@@ -59,6 +77,10 @@ const OUTLIER_KEYS: &[&str] = &[
 ];
 
 /// Finds the cluster named by the filter's route and converts it.
+/// Only `envoy.clusters.redis` is accepted: other cluster types mean Envoy shards keys over
+/// standalone servers itself, which a redcar fronting one Redis Cluster cannot reproduce. Also used
+/// by `backends::convert` on a draft of its own, so every step must write only under `cluster` and
+/// `upstream` (and notes).
 pub(super) fn convert(clusters: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertError> {
     let cluster = clusters
         .as_sequence()
@@ -99,6 +121,7 @@ pub(super) fn convert(clusters: &Value, name: &str, draft: &mut Draft) -> Result
 }
 
 /// Every endpoint (`load_assignment`, or the v2 `hosts`) becomes a seed.
+/// Fails when there is none or an address is unusable; duplicates next to each other are dropped.
 fn seeds(cluster: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertError> {
     let mut seeds = Vec::new();
     for locality in cluster["load_assignment"]["endpoints"]
@@ -133,6 +156,7 @@ fn seeds(cluster: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertEr
 
 /// Localities, priorities, weights and health flags of the endpoints: Envoy's redis cluster
 /// uses the endpoints only to discover the nodes too, so these are noted, not converted.
+/// One note lists them all, sorted, so the output does not depend on endpoint order.
 fn seed_extras(cluster: &Value, name: &str, draft: &mut Draft) {
     let assignment = &cluster["load_assignment"];
     let mut extras = unknown(assignment, &["cluster_name", "endpoints"]);
@@ -157,6 +181,7 @@ fn seed_extras(cluster: &Value, name: &str, draft: &mut Draft) {
 }
 
 /// Keys of `value` not in `known`, sorted and once each.
+/// Used for the endpoint extras, where one note lists them all rather than one note per key.
 fn unknown<'a>(value: &'a Value, known: &[&str]) -> BTreeSet<&'a str> {
     value
         .as_mapping()
@@ -168,6 +193,9 @@ fn unknown<'a>(value: &'a Value, known: &[&str]) -> BTreeSet<&'a str> {
 }
 
 /// `RedisClusterConfig` → `cluster.*`.
+/// A zero duration keeps redcar's default (Envoy takes 0 as "unset" in places, redcar refuses it);
+/// `redirect_refresh_interval` becomes `refresh_min_gap`, capped at the refresh interval since
+/// redcar refuses a larger minimum gap.
 fn refresh(config: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     let mut interval = REDCAR_REFRESH_INTERVAL;
     for (envoy, redcar) in [
@@ -219,6 +247,9 @@ fn refresh(config: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
 }
 
 /// `outlier_detection` → `upstream.outlier.*`.
+/// `enforcing_consecutive_5xx: 0` means Envoy only counts, so ejection is turned off
+/// (`consecutive_failures: 0`); a `max_ejection_time` below the base is raised to it, the nearest
+/// setting redcar accepts.
 fn outlier(od: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     if od.is_null() {
         return Ok(());
@@ -288,6 +319,7 @@ fn outlier(od: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
 }
 
 /// Cluster settings with no counterpart that change behaviour enough to mention.
+/// Each becomes a note, never an error: a proxy without them still works.
 fn notes(cluster: &Value, draft: &mut Draft) {
     if !cluster["health_checks"].is_null() {
         draft.note(

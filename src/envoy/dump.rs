@@ -1,6 +1,16 @@
 //! Envoy's admin `/config_dump` (JSON): the listeners of its `ListenersConfigDump` (static, and
 //! the active state of dynamic ones) and the clusters of its `ClustersConfigDump`, whole dumps
 //! or the per-resource entries `?resource=` prints.
+//!
+//! | `@type` (after the package) | read |
+//! | --- | --- |
+//! | `ListenersConfigDump` | static listeners; dynamic ones' active (or warming) state |
+//! | `ClustersConfigDump` | static, active, then warming clusters not already seen |
+//! | `BootstrapConfigDump` | whether Envoy's admin is on; other bootstrap keys noted |
+//! | the per-resource forms of the above (`?resource=`) | the same, one entry each |
+//! | anything else (secrets, routes, ...) | named once in a note |
+//!
+//! Listeners Envoy is draining or failed to load are not read: they do not serve clients.
 
 use yaml_serde::Value;
 
@@ -9,6 +19,8 @@ use super::resources::{bootstrap_notes, Form, Resources};
 use super::ConvertError;
 
 /// Gathers listeners and clusters from every `configs[]` entry that holds some.
+/// Entries of a kind the converter does not read (secrets, routes, ...) are named once in a
+/// header note; an Envoy admin interface in the bootstrap entry is reported as `admin`.
 pub(super) fn gather(doc: &Value, draft: &mut Draft) -> Result<Resources, ConvertError> {
     let mut admin = false;
     let mut listeners = Vec::new();
@@ -59,6 +71,7 @@ pub(super) fn gather(doc: &Value, draft: &mut Draft) -> Result<Resources, Conver
 
 /// An entry's `@type` without the URL and package:
 /// `type.googleapis.com/envoy.admin.v3.ListenersConfigDump` → `ListenersConfigDump`.
+/// Unknown or missing types come back as text too, so they can be listed in the note.
 fn message(entry: &Value) -> &str {
     let Some(full) = entry["@type"].as_str() else {
         return "(entry without @type)";
@@ -68,10 +81,13 @@ fn message(entry: &Value) -> &str {
         .map_or(full, |start| &full[start..])
 }
 
+/// The items of a sequence; anything else (absent, a mapping) yields none instead of an error,
+/// since dumps leave empty lists out.
 fn entries(list: &Value) -> impl Iterator<Item = &Value> {
     list.as_sequence().into_iter().flatten()
 }
 
+/// A clone of `value` if it is a mapping: a missing or null resource is skipped, not an error.
 fn present(value: &Value) -> Option<Value> {
     value.as_mapping().map(|_| value.clone())
 }
@@ -100,13 +116,19 @@ fn dynamic_listener(item: &Value, draft: &mut Draft) -> Option<Value> {
 
 /// Clusters in the order a cluster is most likely to be the one Envoy uses: static, active,
 /// then warming ones not already seen.
+/// Warming clusters go last because Envoy is not yet using them; one with the same name as a found
+/// cluster is a newer version of it, which the converter leaves to the next dump.
 #[derive(Default)]
 struct Clusters {
+    /// Static and active clusters in dump order.
     found: Vec<Value>,
+    /// Clusters still warming; they count only under a name no found cluster has.
     warming: Vec<Value>,
 }
 
 impl Clusters {
+    /// Takes a whole `ClustersConfigDump`: static and active clusters are found, warming ones kept
+    /// aside until [`Clusters::all`].
     fn add_dump(&mut self, dump: &Value) {
         for key in ["static_clusters", "dynamic_active_clusters"] {
             for item in entries(&dump[key]) {
@@ -118,10 +140,12 @@ impl Clusters {
         }
     }
 
+    /// A cluster found in a per-resource entry; a null one (absent in the dump) is skipped.
     fn add(&mut self, cluster: &Value) {
         self.found.extend(present(cluster));
     }
 
+    /// The found clusters, then each warming cluster whose name is not among them.
     fn all(mut self) -> Vec<Value> {
         for cluster in self.warming {
             let seen = self.found.iter().any(|c| c["name"] == cluster["name"]);

@@ -1,5 +1,14 @@
 //! Envoy's `faults` (`RedisFault`) → `router.faults`: same shape (share, commands, delay,
 //! error); the error text is Envoy's own, so clients see the same reply.
+//!
+//! | `RedisFault` | `router.faults[]` |
+//! | --- | --- |
+//! | `fault_type: ERROR` (or 1) | `error: "Fault Injected: Error"` |
+//! | `delay` (`0s` dropped) | `delay` |
+//! | `fault_enabled.default_value` | `percentage` (0 to 100, a float when not whole) |
+//! | `commands` | `commands` |
+//!
+//! A `runtime_key` is ignored with a note (redcar has no runtime layer); the default value counts.
 
 use yaml_serde::{Mapping, Value};
 
@@ -8,8 +17,11 @@ use super::source::{duration_text, require_number};
 use super::ConvertError;
 
 /// The error Envoy answers an `ERROR` fault with; redcar sends it as `-Fault Injected: Error`.
+/// Kept word for word so clients (and their error handling) see no difference after the move.
 const ENVOY_FAULT_ERROR: &str = "Fault Injected: Error";
 
+/// Each `faults[]` entry becomes a `router.faults` rule, in order; `router.faults` is written only
+/// if at least one rule remains. Fails on an unknown fault type or a malformed fraction.
 pub(super) fn convert(proxy: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     let mut rules = Vec::new();
     for (i, fault) in proxy["faults"]
@@ -28,6 +40,8 @@ pub(super) fn convert(proxy: &Value, draft: &mut Draft) -> Result<(), ConvertErr
     Ok(())
 }
 
+/// The type may be a name or the enum number (1 is `ERROR`, anything else `DELAY`). A `DELAY` rule
+/// without a delay changes nothing, so it is dropped (`Ok(None)`) with a note.
 fn convert_one(
     fault: &Value,
     key: &str,
@@ -95,6 +109,8 @@ fn convert_one(
 }
 
 /// `fault_enabled.default_value` {numerator, denominator} as a percentage (0–100).
+/// A whole number when exact, else a float. A missing `default_value` is an error: Envoy
+/// requires it too, and without it the rule's share would be a guess.
 fn percentage(enabled: &Value, key: &str) -> Result<Value, ConvertError> {
     let fraction = &enabled["default_value"];
     if fraction.is_null() {

@@ -1,6 +1,17 @@
 //! Istio `EnvoyFilter` manifests: the listeners (`applyTo: LISTENER`, `FILTER_CHAIN`,
 //! `NETWORK_FILTER`) and clusters (`applyTo: CLUSTER`) their `spec.configPatches` add to the
 //! sidecar, rebuilt as the bootstrap entries the rest of the converter reads.
+//!
+//! | `applyTo` | read as |
+//! | --- | --- |
+//! | `LISTENER` | the listener as given |
+//! | `FILTER_CHAIN` | a listener holding that one chain |
+//! | `NETWORK_FILTER` | a listener holding one chain with that one filter |
+//! | `CLUSTER` | a cluster, named by `match.cluster.name` when the value has no name |
+//! | anything else, or a `REMOVE` | noted and ignored |
+//!
+//! A listener patched into Istio's own has no address in the file: it gets `127.0.0.1` and the port
+//! of the patch's match, with a note telling where to point the application.
 
 use yaml_serde::{Mapping, Value};
 
@@ -11,16 +22,26 @@ use super::source::number;
 use super::ConvertError;
 
 /// One `configPatches[]` entry, and how to name it in notes and errors.
+/// Built per entry by `envoy_filter`; the value is owned because it is rewritten (proto names,
+/// wrapping into a listener) before it joins `Resources`.
 struct Patch<'a> {
+    /// `EnvoyFilter NAME configPatches[i]`: how notes and errors name the patch.
     label: String,
+    /// `applyTo`: only `LISTENER`, `FILTER_CHAIN`, `NETWORK_FILTER` and `CLUSTER` carry anything.
     apply_to: &'a str,
+    /// `patch.operation`; empty if absent. `REMOVE` patches are ignored, `MERGE` on a cluster
+    /// noted.
     operation: &'a str,
+    /// The patch's `match`: names the listener (and its port) or cluster a partial patch goes into.
     matching: &'a Value,
     /// `patch.value` with its fields under their proto names.
     value: Value,
 }
 
 /// Gathers every EnvoyFilter's patches; other documents are noted and ignored.
+/// Fails when no manifest is an EnvoyFilter, so a wrong file is not "converted" to an empty config.
+/// Patches are applied in file order; a `workloadSelector` is repeated in a note, since redcar must
+/// run beside the same workloads.
 pub(super) fn gather(docs: &[Value], draft: &mut Draft) -> Result<Resources, ConvertError> {
     let mut resources = Resources {
         form: Form::EnvoyFilter,
@@ -58,6 +79,7 @@ pub(super) fn gather(docs: &[Value], draft: &mut Draft) -> Result<Resources, Con
 }
 
 /// The documents, with the items of a `kind: List` (as `kubectl get -o yaml` prints) in place.
+/// Nested lists are not unfolded: `kubectl` never prints one.
 fn flatten(docs: &[Value]) -> Vec<&Value> {
     docs.iter()
         .flat_map(|doc| match doc["items"].as_sequence() {
@@ -70,6 +92,7 @@ fn flatten(docs: &[Value]) -> Vec<&Value> {
 }
 
 /// `kind: NAME` of a manifest, for notes.
+/// Never holds a value from the object's spec, only its kind and name.
 fn describe(object: &Value) -> String {
     let kind = object["kind"].as_str().unwrap_or("no kind");
     match object["metadata"]["name"].as_str() {
@@ -78,6 +101,8 @@ fn describe(object: &Value) -> String {
     }
 }
 
+/// One EnvoyFilter: each of its `configPatches`, field names brought to their proto spelling first,
+/// is handed to [`apply`] in order.
 fn envoy_filter(
     object: &Value,
     resources: &mut Resources,
@@ -117,6 +142,8 @@ fn envoy_filter(
 }
 
 /// Adds what one patch carries to the listeners or clusters, or says why it is ignored.
+/// A filter or chain patch is wrapped into a listener of its own, so [`super::listener::find`]
+/// reads every form the same way. Fails only when such a listener has no port to take.
 fn apply(patch: Patch, resources: &mut Resources, draft: &mut Draft) -> Result<(), ConvertError> {
     let ignored = |why: &str| {
         format!(
@@ -155,6 +182,8 @@ fn apply(patch: Patch, resources: &mut Resources, draft: &mut Draft) -> Result<(
 }
 
 /// A CLUSTER patch's value is the cluster, named by the patch's match when merged into one.
+/// Never fails; a `MERGE` patch is converted as far as it goes and noted, since the endpoints Istio
+/// generates for the cluster are not in the file.
 fn cluster(patch: Patch, resources: &mut Resources, draft: &mut Draft) -> Result<(), ConvertError> {
     let mut cluster = patch.value;
     if cluster["name"].is_null() {
@@ -179,6 +208,8 @@ fn cluster(patch: Patch, resources: &mut Resources, draft: &mut Draft) -> Result
 
 /// Gives a listener that has no address of its own (a filter or chain patched into an
 /// Istio-generated listener) `127.0.0.1:PORT`, the port taken from the patch's match.
+/// The port is `match.listener.portNumber` or the suffix of an Istio listener name
+/// (`0.0.0.0_6379`); fails when neither gives one in 1..=65535.
 fn placed(mut listener: Value, patch: &Patch, draft: &mut Draft) -> Result<Value, ConvertError> {
     let matched = &patch.matching["listener"];
     if listener["name"].is_null() {
@@ -219,26 +250,31 @@ fn placed(mut listener: Value, patch: &Patch, draft: &mut Draft) -> Result<Value
     Ok(listener)
 }
 
+/// A listener holding only `filter_chains`, for a `FILTER_CHAIN` or `NETWORK_FILTER` patch.
 fn with_chains(chains: Vec<Value>) -> Value {
     one("filter_chains", Value::Sequence(chains))
 }
 
+/// A filter chain holding one filter, for a `NETWORK_FILTER` patch.
 fn with_filters(filter: Value) -> Value {
     one("filters", Value::Sequence(vec![filter]))
 }
 
+/// A mapping with the single entry `key: value`.
 fn one(key: &str, value: Value) -> Value {
     let mut map = Mapping::new();
     map.insert(key.into(), value);
     Value::Mapping(map)
 }
 
+/// Appends to a YAML sequence; `Resources` always starts with sequences, so nothing is lost.
 fn push(list: &mut Value, item: Value) {
     if let Value::Sequence(items) = list {
         items.push(item);
     }
 }
 
+/// A label key or value as text for a note; a non-string is shown as YAML.
 fn text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),

@@ -1,6 +1,15 @@
 //! The cluster's `upstream_connection_options.tcp_keepalive` (whole seconds and a probe count)
 //! → `upstream.tcp_keepalive`, `upstream.tcp_keepalive_interval` and
 //! `upstream.tcp_keepalive_probes`.
+//!
+//! | `tcp_keepalive` field | `upstream` key |
+//! | --- | --- |
+//! | `keepalive_time` (whole seconds) | `tcp_keepalive` |
+//! | `keepalive_interval` (whole seconds) | `tcp_keepalive_interval` |
+//! | `keepalive_probes` (a count) | `tcp_keepalive_probes` |
+//!
+//! The bounds are the ones Linux accepts for `TCP_KEEPIDLE`, `TCP_KEEPINTVL` and `TCP_KEEPCNT`,
+//! shared with the config's own check (`crate::upstream`).
 
 use yaml_serde::Value;
 
@@ -9,15 +18,22 @@ use super::source::require_number;
 use super::ConvertError;
 use crate::upstream::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
 
+/// How notes and errors name the fields, from the cluster down.
 const PREFIX: &str = "upstream_connection_options.tcp_keepalive.";
 
 /// `tcp_keepalive` fields and the redcar key each becomes.
+/// Envoy gives the two times as whole seconds (`uint32`), redcar takes durations, hence `{n}s`.
 const FIELDS: &[(&str, &str)] = &[
     ("keepalive_time", "tcp_keepalive"),
     ("keepalive_interval", "tcp_keepalive_interval"),
     ("keepalive_probes", "tcp_keepalive_probes"),
 ];
 
+/// Converts each field present. A value outside what Linux accepts for the socket option (1 up to
+/// `MAX_KEEPALIVE_SECONDS` or `MAX_KEEPALIVE_PROBES`) is noted and left at redcar's default rather
+/// than refused, since Envoy would have failed the same connects. Fails only on a value that is not
+/// a number.
+/// Unknown `upstream_connection_options` and `tcp_keepalive` keys are noted first.
 pub(super) fn convert(options: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     draft.note_unknown(
         "upstream",

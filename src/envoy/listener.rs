@@ -1,5 +1,10 @@
 //! Finding the one `redis_proxy` filter to convert, and turning its listener's address (and TLS)
 //! into `listen`, `unix` or `tls.*`.
+//!
+//! A TCP `socket_address` becomes `listen`, or `tls.listen` when the filter chain has a
+//! `DownstreamTlsContext` (files only: `tls.cert`, `tls.key`, and `tls.client_ca` when client
+//! certificates are required). A `pipe` becomes `unix` and `unix_permissions`. A listener with
+//! `bind_to_port: false` (an Istio sidecar's) is given a loopback address, with a note.
 
 use yaml_serde::Value;
 
@@ -8,9 +13,13 @@ use super::source::{flag, number, socket_address};
 use super::ConvertError;
 
 /// A `redis_proxy` filter and the listener (and filter chain) it sits in.
+/// Exactly one is converted per run; `find` fails rather than guess between several.
 pub(super) struct Found<'a> {
+    /// The listener's `name`, or `#N` (its index) when it has none: how notes name it.
     listener_name: String,
+    /// The whole listener, for its address and the settings noted as not converted.
     pub(crate) listener: &'a Value,
+    /// The filter chain holding the filter: its `transport_socket` decides TLS.
     pub(crate) chain: &'a Value,
     /// The filter's `RedisProxy` message (unwrapped from `typed_config`).
     pub(crate) proxy: &'a Value,
@@ -30,10 +39,12 @@ const LISTENER_KEYS: &[&str] = &[
 const CHAIN_KEYS: &[&str] = &["name", "filters", "transport_socket"];
 
 /// Whether any filter chain of `listener` holds a `redis_proxy` filter.
+/// Used on the listeners Istio patches build, to drop patches that concern other filters.
 pub(super) fn has_redis_proxy(listener: &Value) -> bool {
     chains(listener).any(|chain| filters(chain).any(is_redis_proxy))
 }
 
+/// The listener's filter chains; none if the key is absent.
 fn chains(listener: &Value) -> impl Iterator<Item = &Value> {
     listener["filter_chains"]
         .as_sequence()
@@ -41,6 +52,7 @@ fn chains(listener: &Value) -> impl Iterator<Item = &Value> {
         .flatten()
 }
 
+/// The network filters of one chain, in order; none if the key is absent.
 fn filters(chain: &Value) -> impl Iterator<Item = &Value> {
     chain["filters"].as_sequence().into_iter().flatten()
 }
@@ -58,6 +70,8 @@ fn is_redis_proxy(filter: &Value) -> bool {
 
 /// The message inside a filter or extension: `typed_config` (or its `value` when it is a
 /// `google.protobuf.Struct`), or the v2 `config`.
+/// Never fails: a holder with none of the three gives YAML null, which every reader treats as "not
+/// set".
 pub(super) fn typed_config(holder: &Value) -> &Value {
     let typed = &holder["typed_config"];
     if typed["value"].is_mapping() {
@@ -72,6 +86,8 @@ pub(super) fn typed_config(holder: &Value) -> &Value {
 /// The one filter to convert. Several (in one or more listeners) need `--listener NAME`, and
 /// that listener must hold exactly one. `place` says where the listeners came from, for the
 /// error when none has the filter.
+/// Listeners without a `name` are named `#N` by position, so the error still tells them apart. The
+/// returned `Found` borrows from `listeners`, which outlives the whole conversion.
 pub(super) fn find<'a>(
     listeners: &'a Value,
     wanted: Option<&str>,
@@ -128,6 +144,8 @@ pub(super) fn find<'a>(
 }
 
 /// `address` → `listen` (TCP) or `unix` (+ `unix_permissions`); a TLS filter chain → `tls.*`.
+/// Fails on a missing or malformed address, TLS on a pipe, an abstract socket, bad pipe mode bits,
+/// or listener TLS whose certificate or key is not a file.
 pub(super) fn convert_address(found: &Found, draft: &mut Draft) -> Result<(), ConvertError> {
     let address = &found.listener["address"];
     let key = format!("listener {}.address", found.listener_name);
@@ -177,6 +195,8 @@ fn on_loopback(listen: &str, found: &Found, draft: &mut Draft) -> String {
 }
 
 /// Listener and filter chain settings around the filter that are not converted.
+/// Only notes: other network filters in the chain (e.g. a `tcp_proxy` next to `redis_proxy`), other
+/// filter chains and unknown listener keys. Never fails.
 pub(super) fn note_unconverted(found: &Found, draft: &mut Draft) {
     let name = &found.listener_name;
     draft.note_unknown(
@@ -210,6 +230,8 @@ pub(super) fn note_unconverted(found: &Found, draft: &mut Draft) {
     }
 }
 
+/// A pipe (Unix socket) listener → `unix` and `unix_permissions`. Abstract sockets (`@name`) are
+/// refused; the mode is read as octal whether YAML gave `0660` or `660`.
 fn convert_pipe(
     pipe: &yaml_serde::Mapping,
     key: &str,
@@ -246,6 +268,9 @@ fn convert_pipe(
 }
 
 /// A `DownstreamTlsContext` whose certificate, key and CA are files → `tls.cert`/`key`/`client_ca`.
+/// Inline certificates are refused (redcar reads PEM files). A trusted CA without
+/// `require_client_certificate` is only noted, since redcar checks client certificates only when it
+/// requires them.
 fn convert_tls(socket: &Value, key: &str, draft: &mut Draft) -> Result<(), ConvertError> {
     let context = typed_config(socket);
     let common = &context["common_tls_context"];

@@ -7,6 +7,27 @@
 //! section they concern and warnings on stderr: none is dropped without a word. Anything that
 //! would make the result accept clients Envoy refused, or read and write other keys, stops the
 //! conversion instead.
+//!
+//! The steps of `convert`, in order, each writing into one `Draft`:
+//!
+//! 1. `input::read` tells the form apart (bootstrap, EnvoyFilter manifests, config_dump) and
+//!    gathers every listener and cluster, field names in their proto spelling (`resources.rs`).
+//! 2. `listener::find` picks the one `redis_proxy` filter (`--listener` when there are several) and
+//!    converts its address and listener TLS.
+//! 3. `routes::convert` reads `prefix_routes`: either every route and cluster (`prefix.rs`,
+//!    `backends.rs`) or, with `--cluster`, that one cluster.
+//! 4. `cluster::convert` turns the catch-all cluster into `cluster.*` and `upstream.*` (keepalive,
+//!    outlier detection, node auth, upstream TLS).
+//! 5. `proxy`, `auth` and `faults` convert the filter's own settings; `safety_notes` adds what
+//!    concerns the whole result.
+//! 6. The rendered YAML is parsed back with `Config::from_yaml`: a key redcar does not know is a
+//!    converter bug, reported as such instead of printed.
+//!
+//! What holds throughout: a note is one line and never holds a secret's value (only where it is); a
+//! secret clients present is written as its SHA-256 when it was inline; the converter reads only
+//! the input file (and, for user names, the file or variable a `DataSource` names). The tests sit
+//! next to this file (`tests.rs`, `forms_tests.rs`, `routes_tests.rs`, `dropped_tests.rs`,
+//! `tls_tests.rs`).
 #![warn(unreachable_pub, missing_docs)]
 
 mod auth;
@@ -38,6 +59,8 @@ pub(crate) use error::ConvertError;
 
 /// What to convert, from the command line.
 #[derive(Debug, Clone, Default)]
+/// Built by `main.rs` from `ConvertEnvoyArgs`; the tests build it directly, with `convert`
+/// given the text so no file is needed.
 pub struct Options {
     /// The Envoy YAML file; `-` reads stdin.
     pub file: PathBuf,
@@ -51,7 +74,9 @@ pub struct Options {
 /// A finished conversion: the YAML to print, and the notes it carries as comments.
 #[derive(Debug)]
 pub(crate) struct Conversion {
+    /// The whole config file: a header comment, then each top-level key with its notes above it.
     pub(crate) yaml: String,
+    /// Every note's text, in the order recorded; `run` prints each on stderr after `warning: `.
     pub(crate) warnings: Vec<String>,
 }
 
@@ -59,6 +84,8 @@ pub(crate) struct Conversion {
 const EXIT_FAILED: u8 = 1;
 
 /// Runs the subcommand: the config on stdout, warnings and errors on stderr.
+/// Exit status 0 when converted (warnings or not), `EXIT_FAILED` when nothing was printed on
+/// stdout; `main.rs` passes it to the process exit status, as docs/migrating-from-envoy.md says.
 pub fn run(options: &Options) -> u8 {
     let result = read_input(options).and_then(|(text, source)| convert(&text, &source, options));
     match result {
@@ -76,6 +103,8 @@ pub fn run(options: &Options) -> u8 {
     }
 }
 
+/// The file's text and the name the output's header gives it (`stdin`, or the file name without its
+/// directory, so the output does not depend on where it was run).
 fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
     if options.file.as_os_str() == "-" {
         let mut text = String::new();
@@ -95,6 +124,9 @@ fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
 
 /// Converts an Envoy file's text (a bootstrap, EnvoyFilter manifests or a config_dump, told
 /// apart by their content); `source` names it in the output's header.
+/// Pure apart from reading user-name files or variables a `DataSource` names: the tests call it
+/// with inline text. Fails with the first [`ConvertError`] of any step; nothing partial is
+/// returned.
 pub(crate) fn convert(
     text: &str,
     source: &str,
@@ -128,6 +160,8 @@ pub(crate) fn convert(
 }
 
 /// Things worth saying about the result as a whole.
+/// A listener reachable from other hosts without client auth is pointed out (Envoy's was too, but a
+/// new proxy is a good time to notice); Envoy's admin interface becomes a hint to set `admin`.
 fn safety_notes(envoy_admin: bool, draft: &mut Draft) {
     let exposed = draft
         .get(&["listen"])

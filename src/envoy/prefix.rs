@@ -2,6 +2,15 @@
 //! `routes_ignore_case`. The catch-all cluster becomes the `default` backend (`cluster.seeds`,
 //! `upstream.*`); every other cluster a route or a mirror names becomes `backends.<name>`
 //! (backends.rs). Both match the longest prefix, as Envoy does.
+//!
+//! For example (Envoy, then redcar):
+//!
+//! ```yaml prefix_routes: routes: [{prefix: "user:", cluster: users, remove_prefix: true}]
+//! catch_all_route: {cluster: main} --- routes: [{prefix: "user:", backend: users, strip_prefix:
+//! true}] backends: {users: {kind: cluster, seeds: [...]}} ```
+//!
+//! `main` supplies `cluster.seeds` and `upstream.*`. Routes that only send keys where the catch-all
+//! sends them anyway are not written at all.
 
 use yaml_serde::{Mapping, Value};
 
@@ -22,6 +31,9 @@ const ROUTE_KEYS: &[&str] = &[
 ];
 
 /// The redcar backend name of an Envoy cluster: `default` for the catch-all one.
+/// An Envoy cluster that happens to be called `default` (and is not the catch-all one) becomes
+/// `envoy-default`, since redcar reserves `default` for `cluster.seeds`. Pure: the same cluster
+/// always gets the same name, so routes, mirrors and `backends.<name>` agree.
 pub(super) fn backend_name(cluster: &str, main: &str) -> String {
     if cluster == main {
         DEFAULT_BACKEND.to_owned()
@@ -34,6 +46,8 @@ pub(super) fn backend_name(cluster: &str, main: &str) -> String {
 }
 
 /// Converts every route; returns the clusters to turn into backends.
+/// Fails on a prefix listed twice (compared case-folded when `case_insensitive` is set) and on an
+/// empty route list; `routes` holds the catch-all route too, with `prefix: None`.
 pub(super) fn convert(
     prefix_routes: &Value,
     routes: &[Route],
@@ -76,6 +90,8 @@ pub(super) fn convert(
 
 /// The catch-all cluster: the catch_all_route's, else an empty prefix's, else the first
 /// route's (with a note: Envoy fails keys no prefix matches).
+/// An empty prefix next to a catch-all route is dropped with a note: redcar refuses it, and the
+/// catch-all already serves those keys.
 fn main_cluster<'a>(routes: &[Route<'a>], draft: &mut Draft) -> Result<&'a str, ConvertError> {
     let catch_all = routes.iter().find(|r| r.prefix.is_none());
     let empty = routes.iter().find(|r| r.prefix == Some(""));
@@ -112,6 +128,8 @@ fn main_cluster<'a>(routes: &[Route<'a>], draft: &mut Draft) -> Result<&'a str, 
 
 /// Writes the converted routes, unless they only send keys where catch_all sends them anyway:
 /// a single-cluster filter then converts to a config without routes.
+/// Otherwise `routes` and `routes_ignore_case` stay unset: every key already goes to the
+/// `default` backend, as every route did in Envoy.
 fn write_routes(converted: Vec<Mapping>, targets: &Targets, ignore_case: bool, draft: &mut Draft) {
     let needed = converted.iter().any(|r| {
         r["backend"].as_str() != Some(DEFAULT_BACKEND)
@@ -135,6 +153,8 @@ fn write_routes(converted: Vec<Mapping>, targets: &Targets, ignore_case: bool, d
 }
 
 /// One prefix route as a `routes:` entry.
+/// `remove_prefix` becomes `strip_prefix`; the route's cluster and its mirror's are recorded in
+/// `targets` on the way.
 fn convert_one(
     route: &Route,
     prefix: &str,
@@ -160,6 +180,7 @@ fn convert_one(
 }
 
 /// The backend name of `cluster`, recording it as one to convert.
+/// The main cluster is never added to `others`, and no cluster twice.
 fn need(cluster: &str, targets: &mut Targets) -> String {
     if cluster != targets.main && !targets.others.iter().any(|c| c == cluster) {
         targets.others.push(cluster.to_owned());
@@ -208,6 +229,9 @@ fn read_command_policy(route: &Route, draft: &mut Draft) {
 }
 
 /// The first `request_mirror_policy` → `mirror: {backend, percent, reads}`.
+/// Only the first policy is converted (a redcar route has one mirror); one naming the route's own
+/// cluster is dropped with a note. `reads` follows `exclude_read_commands`, since Envoy mirrors
+/// reads unless told not to and redcar only writes unless told to.
 fn mirror(
     route: &Route,
     targets: &mut Targets,
@@ -277,6 +301,10 @@ fn mirror(
 
 /// `runtime_fraction.default_value` as a whole percentage. No `runtime_fraction`: every
 /// command; one without `default_value`: none (Envoy's defaults).
+/// A fraction that is not a whole percent is rounded to the nearest, with a note; the result is
+/// always within 0..=100.
+/// For example `{numerator: 5, denominator: TEN_THOUSAND}` is 0.05 %, rounded to 0 with a note;
+/// `{numerator: 50}` (HUNDRED by default) is 50.
 fn percent(fraction: &Value, key: &str, draft: &mut Draft) -> Result<u32, ConvertError> {
     if fraction.is_null() {
         return Ok(100);

@@ -1,5 +1,16 @@
 //! The `redis_proxy` filter's connection-pool `settings` (and its other top-level keys) mapped
 //! to `router.*`, `upstream.*` and `metrics.*`, following docs/migrating-from-envoy.md.
+//!
+//! | Envoy `settings` key | redcar key |
+//! | --- | --- |
+//! | `op_timeout` | `router.op_timeout` (`0s`, Envoy's "none", keeps the default) |
+//! | `read_policy` | `router.read_policy` (AZ affinity approximated by `prefer-replica`) |
+//! | `enable_command_stats` | `metrics.command_stats` |
+//! | `max_buffer_size_before_flush`, `buffer_flush_timeout` | `upstream.flush_interval` (approximated) |
+//! | `connection_rate_limit` | `upstream.max_connects_per_second` (per node, approximated) |
+//!
+//! `enable_redirection`, `enable_hashtagging`, `max_upstream_unknown_connections` and
+//! `dns_cache_config` have no switch in redcar and are only noted.
 
 use std::time::Duration;
 
@@ -10,12 +21,15 @@ use super::source::{duration_text, flag, require_number};
 use super::ConvertError;
 
 /// Longest `upstream.flush_interval` redcar accepts (config/validate.rs).
+/// A longer window would add its whole length to every command's latency; the config refuses it.
 const MAX_FLUSH_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Envoy's flush window when `max_buffer_size_before_flush` is set without a timeout.
+/// Envoy's documented default for `buffer_flush_timeout`.
 const ENVOY_DEFAULT_FLUSH_TIMEOUT: &str = "3ms";
 
 /// Filter keys handled elsewhere (routes, auth, faults) or with no effect on redcar.
+/// `stat_prefix` changes only Envoy's metric names; redcar's are fixed (docs/observability.md).
 const FILTER_KEYS: &[&str] = &[
     "stat_prefix",
     "settings",
@@ -44,6 +58,8 @@ const SETTINGS_KEYS: &[&str] = &[
 ];
 
 /// Converts `settings` and notes every other filter key it does not know.
+/// `op_timeout: 0s` (Envoy's "no timeout") keeps redcar's default, since redcar refuses an
+/// unbounded command timeout. Fails on a malformed duration, number or read policy.
 pub(super) fn convert(proxy: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     let settings = &proxy["settings"];
     if let Some((op, text)) = present(settings, "op_timeout", "settings.op_timeout")? {
@@ -83,6 +99,7 @@ pub(super) fn convert(proxy: &Value, draft: &mut Draft) -> Result<(), ConvertErr
 }
 
 /// A duration setting, if present.
+/// `key` names the setting in the error.
 fn present(
     parent: &Value,
     field: &str,
@@ -133,6 +150,8 @@ fn read_policy(value: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     Ok(())
 }
 
+/// Envoy can turn both off; redcar cannot, so each is only noted. Redirection off is Envoy's
+/// default, hence the note whenever the key is not `true`.
 fn redirection_and_tags(settings: &Value, draft: &mut Draft) {
     if !flag(&settings["enable_redirection"]) {
         draft.note(
@@ -150,6 +169,8 @@ fn redirection_and_tags(settings: &Value, draft: &mut Draft) {
 }
 
 /// `max_buffer_size_before_flush` + `buffer_flush_timeout` → `upstream.flush_interval`.
+/// Only a size threshold makes Envoy buffer, so a timeout without it changes nothing. The window is
+/// capped at 10ms, the most `upstream.flush_interval` accepts.
 fn flush(settings: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     let size_value = &settings["max_buffer_size_before_flush"];
     let size = if size_value.is_null() {
@@ -200,6 +221,7 @@ fn flush(settings: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
 }
 
 /// Envoy's reconnect rate limit → `upstream.max_connects_per_second`.
+/// Fails when the per-second count is missing or not a number.
 fn rate_limit(value: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
     if value.is_null() {
         return Ok(());

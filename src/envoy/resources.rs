@@ -1,18 +1,23 @@
 //! What the converter takes from an Envoy file, whatever its form: the listeners and clusters
 //! ([`Resources`]), the [`Form`] it was recognised as, and its field names in their proto
 //! spelling.
+//!
+//! Every form ends up as the same `Resources`, so the steps after `input::read` never ask which
+//! form they are reading: only the header line and the "no listener" error differ.
 
 use yaml_serde::Value;
 
 use super::draft::Draft;
 
 /// What the error for an unrecognised file lists.
+/// Kept in one place so every "not a form I read" error lists the same three.
 pub(super) const FORMS: &str =
     "an Envoy bootstrap (static_resources with listeners and clusters), Istio \
      EnvoyFilter manifests (kind: EnvoyFilter with spec.configPatches, one or more YAML \
      documents), or an Envoy admin config_dump (JSON with configs[])";
 
 /// Bootstrap keys read here; the others are Envoy process settings redcar has no use for.
+/// `admin` and `dynamic_resources` are read only to be noted.
 const BOOTSTRAP_KEYS: &[&str] = &[
     "static_resources",
     "admin",
@@ -22,18 +27,27 @@ const BOOTSTRAP_KEYS: &[&str] = &[
 ];
 
 /// The form the file was recognised as.
+/// Decided once by `input::read` from the content, never from the file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Form {
+    /// A bootstrap (`static_resources`, or bare `listeners`/`clusters`),
+    /// docs/migrating-from-envoy.md.
     Bootstrap,
+    /// One or more Istio `EnvoyFilter` manifests, their `configPatches` applied in order.
     EnvoyFilter,
+    /// Envoy's admin `/config_dump` JSON, whole or per resource.
     ConfigDump,
 }
 
 /// The listeners and clusters of the file, whatever its form.
 #[derive(Debug)]
 pub(super) struct Resources {
+    /// What was recognised: it labels the output's header and the "no listener" error.
     pub(crate) form: Form,
+    /// A YAML sequence of Envoy `Listener`s, proto field names; empty or null if none was found.
     pub(crate) listeners: Value,
+    /// A YAML sequence of Envoy `Cluster`s, proto field names; the routes' clusters are looked up
+    /// here.
     pub(crate) clusters: Value,
     /// The file configures Envoy's admin interface.
     pub(crate) admin: bool,
@@ -64,6 +78,7 @@ impl Form {
 }
 
 /// The bootstrap's own settings (outside `static_resources`) that redcar does not take.
+/// One note names them all (e.g. `node, stats_sinks, layered_runtime`), in file order.
 pub(super) fn bootstrap_notes(doc: &Value, draft: &mut Draft) {
     let others: Vec<&str> = doc
         .as_mapping()
@@ -87,6 +102,8 @@ pub(super) fn bootstrap_notes(doc: &Value, draft: &mut Draft) {
 /// Protobuf's JSON mapping lets an Envoy file spell fields in lowerCamelCase (`portValue`);
 /// the converter reads the proto names (`port_value`). Keys with dots or `@` (extension names,
 /// `@type`) are left alone.
+/// Applied to the bootstrap as a whole and to each Istio patch value before anything reads them; a
+/// config_dump already uses proto names.
 pub(super) fn proto_names(value: &mut Value) {
     match value {
         Value::Mapping(map) => {
@@ -105,12 +122,15 @@ pub(super) fn proto_names(value: &mut Value) {
     }
 }
 
+/// ASCII letters and digits only, starting lower case and holding an upper-case letter: snake case
+/// names and extension names (dots) never match.
 fn is_lower_camel(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_alphanumeric())
         && name.chars().any(|c| c.is_ascii_uppercase())
 }
 
+/// `portValue` → `port_value`; only called on names [`is_lower_camel`] accepted.
 fn snake_case(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 4);
     for c in name.chars() {

@@ -3,6 +3,11 @@
 //! backend (backends.rs); `--cluster NAME` converts that one cluster only, for one redcar per
 //! cluster. Keys rewritten by `key_formatter` stop the conversion, because redcar would read
 //! and write other keys.
+//!
+//! With `--cluster users` and routes `user:` → `users`, `sess:` → `sessions` and a catch-all
+//! `main`, the result is a redcar for `users` alone: its seeds and settings, no `routes`, and notes
+//! saying that it serves only `user:` keys and that `sess:` and the catch-all need a redcar of
+//! their own. A route that strips its prefix cannot be served that way and stops the conversion.
 
 use yaml_serde::Value;
 
@@ -12,6 +17,8 @@ use super::source::flag;
 use super::ConvertError;
 
 /// Converts the routes and names the clusters they need.
+/// A v2 filter without `prefix_routes` names its one cluster directly. Fails on a `key_formatter`
+/// anywhere before converting anything, and on a route without a cluster.
 pub(super) fn convert(
     proxy: &Value,
     wanted: Option<&str>,
@@ -49,6 +56,8 @@ pub(super) fn convert(
 }
 
 /// `--cluster NAME`: that cluster only, its routes' prefixes noted.
+/// Fails when no route goes to `name` or one of its routes strips its prefix; the prefixes this
+/// redcar serves, and those another must, are noted so the application can be split.
 fn pick_cluster(
     proxy: &Value,
     routes: &[Route],
@@ -87,6 +96,9 @@ fn pick_cluster(
     Ok(name.to_owned())
 }
 
+/// Every route in file order, then the catch-all one (`prefix: None`). A route without `prefix` is
+/// read as the empty prefix. Fails on a route without a cluster and on the v2 `catch_all_cluster`,
+/// which v3 Envoy refuses too.
 pub(super) fn collect(prefix_routes: &Value) -> Result<Vec<Route<'_>>, ConvertError> {
     let mut routes = Vec::new();
     for (i, route) in prefix_routes["routes"]
@@ -118,6 +130,7 @@ pub(super) fn collect(prefix_routes: &Value) -> Result<Vec<Route<'_>>, ConvertEr
     Ok(routes)
 }
 
+/// The route's cluster; fails when missing or empty, naming the route by `key`.
 fn cluster_of<'a>(route: &'a Value, key: &str) -> Result<&'a str, ConvertError> {
     route["cluster"]
         .as_str()
@@ -126,6 +139,7 @@ fn cluster_of<'a>(route: &'a Value, key: &str) -> Result<&'a str, ConvertError> 
 }
 
 /// `key_formatter` rewrites each key with a template; redcar has nothing like it.
+/// `%KEY%` alone leaves keys as they are and is accepted.
 fn check_key_formatter(route: &Route) -> Result<(), ConvertError> {
     if route.value["key_formatter"]
         .as_str()
@@ -152,6 +166,7 @@ fn check_keys_unchanged(route: &Route) -> Result<(), ConvertError> {
     Ok(())
 }
 
+/// What `--cluster` drops from one of its routes: unknown keys, the mirror and a read policy.
 fn note_extras(route: &Route, draft: &mut Draft) {
     draft.note_unknown(
         "",

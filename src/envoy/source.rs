@@ -1,5 +1,14 @@
 //! Reading Envoy's value shapes: protobuf durations, wrapped numbers, socket addresses and
 //! `DataSource`s (secrets), turned into what redcar's config takes.
+//!
+//! | Envoy shape | read as |
+//! | --- | --- |
+//! | `"0.5s"`, `{seconds: 1, nanos: 500000000}` | a `Duration`, written back as `500ms`, `1500ms` |
+//! | `5`, `"5"` (protobuf JSON writes 64-bit numbers as strings) | `u64` |
+//! | `{address, port_value}` | `HOST:PORT`, IPv6 in brackets |
+//! | `{inline_string}`, `{filename}`, `{environment_variable}` | a [`DataSource`] |
+//!
+//! Secrets go through [`secret`] and [`describe`] only, so no path from here prints a value.
 
 use std::time::Duration;
 
@@ -10,6 +19,8 @@ use super::ConvertError;
 use crate::values::units::{format_duration, parse_duration};
 
 /// An Envoy `google.protobuf.Duration`: `"0.5s"`, `"5s"`, or `{seconds: 5, nanos: 0}`.
+/// A string goes through redcar's own duration parser, so it accepts the same units as the
+/// config; `nanos` must fit a `u32`. `key` names the setting in the error.
 pub(super) fn duration(value: &Value, key: &str) -> Result<Duration, ConvertError> {
     let bad = || {
         ConvertError(format!(
@@ -29,12 +40,15 @@ pub(super) fn duration(value: &Value, key: &str) -> Result<Duration, ConvertErro
 }
 
 /// The same duration written the way redcar's config reads it (`500ms`, `5s`).
+/// Fails as [`duration`] does; the text is what the converted config carries.
 pub(super) fn duration_text(value: &Value, key: &str) -> Result<(Duration, String), ConvertError> {
     let d = duration(value, key)?;
     Ok((d, format_duration(d)))
 }
 
 /// A non-negative integer, plain or as a protobuf JSON string (`"5"`).
+/// Negative, fractional or non-numeric values give `None`: callers decide whether that is an
+/// error ([`require_number`]) or means "not set".
 pub(super) fn number(value: &Value) -> Option<u64> {
     match value {
         Value::Number(n) => n.as_u64(),
@@ -44,16 +58,21 @@ pub(super) fn number(value: &Value) -> Option<u64> {
 }
 
 /// [`number`] naming the key on failure.
+/// For settings whose absence was already checked, where a non-number is the user's error.
 pub(super) fn require_number(value: &Value, key: &str) -> Result<u64, ConvertError> {
     number(value).ok_or_else(|| ConvertError(format!("`{key}` is not a non-negative integer")))
 }
 
 /// A protobuf bool (absent: false).
+/// Protobuf JSON may spell it as the string `"true"`; every other value, including a malformed
+/// one, reads as false.
 pub(super) fn flag(value: &Value) -> bool {
     matches!(value, Value::Bool(true)) || value.as_str() == Some("true")
 }
 
 /// `socket_address: {address, port_value}` as `HOST:PORT` (IPv6 in brackets).
+/// Fails on a missing host or a port outside 1..=65535; Envoy's named ports cannot be resolved
+/// without the process, so they are refused too.
 pub(super) fn socket_address(value: &Value, key: &str) -> Result<String, ConvertError> {
     let host = value["address"]
         .as_str()
@@ -73,10 +92,15 @@ pub(super) fn socket_address(value: &Value, key: &str) -> Result<String, Convert
 }
 
 /// Where an Envoy `DataSource` keeps its value.
+/// The value is kept as found: a file or variable is not read (except for user names), so the
+/// converted config reads it where Envoy did.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum DataSource {
+    /// The value itself, written in the Envoy file (`inline_string`).
     Inline(String),
+    /// A path the value is read from (`filename`); redcar reads the same file at start.
     File(String),
+    /// An environment variable's name (`environment_variable`); redcar reads the same variable.
     Env(String),
 }
 
@@ -107,6 +131,8 @@ pub(super) fn data_source(value: &Value, key: &str) -> Result<DataSource, Conver
 /// A password in redcar's `Secret` shapes. `digest_inline`: a password clients present, which
 /// redcar can keep as its SHA-256 so the output does not repeat it; a password redcar sends to
 /// the nodes must stay in clear.
+/// For example an inline `s3cret` is `{sha256: <hex>}` for `auth.requirepass` and `s3cret` for
+/// `upstream.password`; a file is `{file: PATH}` either way, read by redcar at start.
 pub(super) fn secret(source: &DataSource, digest_inline: bool) -> Value {
     let one = |key: &str, v: &str| {
         let mut map = Mapping::new();
@@ -122,6 +148,7 @@ pub(super) fn secret(source: &DataSource, digest_inline: bool) -> Value {
 }
 
 /// A user name: redcar takes names in clear, so a file or variable is read now.
+/// Fails if the file or variable cannot be read, or the name is empty or holds whitespace.
 pub(super) fn plain_name(source: &DataSource, key: &str) -> Result<String, ConvertError> {
     let name = match source {
         DataSource::Inline(name) => name.clone(),
@@ -145,6 +172,7 @@ pub(super) fn plain_name(source: &DataSource, key: &str) -> Result<String, Conve
 }
 
 /// Says where a secret came from, without its value.
+/// Used in notes, which are printed on stderr and in the output: a value must never reach them.
 pub(super) fn describe(source: &DataSource) -> String {
     match source {
         DataSource::Inline(_) => "inline_string".to_owned(),
@@ -153,6 +181,7 @@ pub(super) fn describe(source: &DataSource) -> String {
     }
 }
 
+/// Lower-case hex, as redcar's `sha256:` secret shape expects it.
 fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()

@@ -2,6 +2,15 @@
 //! or the v2 `tls_context`) → `upstream.tls.*`. redcar reads certificates and keys from files
 //! only: inline or SDS-provided ones are named in a comment (never their content), with the key
 //! to set once they are written to a file.
+//!
+//! | Envoy `UpstreamTlsContext` | `upstream.tls` key |
+//! | --- | --- |
+//! | `common_tls_context.validation_context.trusted_ca.filename` | `ca_file` (required) |
+//! | `sni`, or one exact subject alt name matcher | `server_name` |
+//! | `tls_certificates[0]` chain and key filenames | `cert_file`, `key_file` (both or neither) |
+//!
+//! Without a CA file nothing is written: redcar would refuse the other keys with TLS off, and TLS
+//! without verification is not offered.
 
 use yaml_serde::Value;
 
@@ -30,6 +39,7 @@ const VALIDATION_KEYS: &[&str] = &[
 ];
 
 /// Where a certificate, key or CA of the Envoy file is.
+/// Decided per field by [`pem`]; a file path is taken as is, never opened.
 enum Pem {
     /// A file redcar can read too.
     File(String),
@@ -38,15 +48,23 @@ enum Pem {
 }
 
 /// What the cluster's TLS settings give `upstream.tls`.
+/// Filled by [`read`]; [`apply`] writes it only when `ca_file` is set.
 #[derive(Default)]
 struct Found {
+    /// `trusted_ca` as a file: without it nothing else is written, since redcar cannot verify the
+    /// nodes and refuses TLS keys while TLS is off.
     ca_file: Option<String>,
+    /// `sni`, or the one exact subject alt name matcher when there is no `sni`.
     server_name: Option<String>,
+    /// The client certificate chain's file; used only together with `key_file`.
     cert_file: Option<String>,
+    /// The client private key's file; used only together with `cert_file`.
     key_file: Option<String>,
 }
 
 /// Converts the cluster's upstream TLS, if any. `name` is the Envoy cluster, for the notes.
+/// A `raw_buffer` socket means plain TCP and writes nothing; an unknown transport socket is noted.
+/// Fails only when a TLS socket carries no readable context.
 pub(super) fn convert(cluster: &Value, name: &str, draft: &mut Draft) -> Result<(), ConvertError> {
     let (context, at) = if !cluster["transport_socket"].is_null() {
         let socket = &cluster["transport_socket"];
@@ -84,6 +102,7 @@ pub(super) fn convert(cluster: &Value, name: &str, draft: &mut Draft) -> Result<
 }
 
 /// Reads the context, noting every field that cannot be carried over.
+/// Never fails: what cannot be carried over ends up in notes, and [`apply`] decides what to write.
 fn read(context: &Value, label: &str, draft: &mut Draft) -> Found {
     let mut found = Found {
         server_name: context["sni"]
@@ -112,6 +131,7 @@ fn read(context: &Value, label: &str, draft: &mut Draft) -> Found {
 
 /// The CA (`validation_context`, or the default one of `combined_validation_context`) and the
 /// name checks.
+/// SDS-provided CAs are named in a note with the key to set; unknown validation keys too.
 fn validation(common: &Value, at: &str, found: &mut Found, draft: &mut Draft) {
     let combined = &common["combined_validation_context"];
     let (context, key) = if common["validation_context"].is_null() {
@@ -216,6 +236,8 @@ fn names(context: &Value, field: &str, found: &mut Found, draft: &mut Draft) {
 }
 
 /// The client certificate and key (the first of `tls_certificates`).
+/// Only a chain and a key that are both files are kept; otherwise one note names where each part is
+/// (never its content).
 fn client_certificate(common: &Value, at: &str, found: &mut Found, draft: &mut Draft) {
     if let Some(sds) = common["tls_certificate_sds_secret_configs"].as_sequence() {
         let names: Vec<&str> = sds.iter().filter_map(|s| s["name"].as_str()).collect();
@@ -292,6 +314,8 @@ fn pem(value: &Value, field: &str) -> Pem {
 
 /// Sets `upstream.tls.*`. Without a CA file redcar cannot verify the nodes, and it refuses
 /// every other TLS key while TLS is off, so then everything found goes into one note.
+/// The closing note reminds that the nodes must announce their TLS ports (`tls-cluster yes`), since
+/// redcar connects to what `CLUSTER SLOTS` reports.
 fn apply(found: Found, label: &str, draft: &mut Draft) {
     let Some(ca_file) = found.ca_file else {
         let mut rest = Vec::new();

@@ -20,6 +20,8 @@ pub(crate) fn nth_arg(raw: &[u8], n: usize) -> Option<&[u8]> {
 }
 
 /// Reads `<kind><digits>\r\n` at `at`: the number and where the next byte is.
+/// `None` when the byte at `at` is not `kind`, a non-digit comes before `\r`, the number
+/// overflows, or the line is cut short: a request cut short gives no key rather than a wrong one.
 fn header(raw: &[u8], at: usize, kind: u8) -> Option<(usize, usize)> {
     if *raw.get(at)? != kind {
         return None;

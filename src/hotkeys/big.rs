@@ -20,9 +20,13 @@ pub(crate) enum Direction {
 /// One big request or reply, by command and key.
 #[derive(Clone, Debug)]
 pub(super) struct Big {
+    /// The hash of command, key and node: two entries with the same hash and direction are one.
     pub(super) hash: u64,
+    /// A big request and a big reply of the same key are kept apart.
     pub(super) direction: Direction,
+    /// The command's name; rewritten together with `text` whenever a bigger size comes in.
     pub(super) command: &'static str,
+    /// Key and node of the biggest occurrence.
     pub(super) text: Text,
     /// The biggest size seen for it, in bytes as sent on the wire.
     pub(super) size: u64,
@@ -34,13 +38,16 @@ pub(super) struct Big {
 
 /// The biggest `capacity` entries, one per command, key and direction.
 pub(super) struct BigList {
+    /// Unordered: `offer` scans it, a cost paid only by values past the threshold.
     entries: Vec<Big>,
+    /// `big_top_n`, at least 1.
     capacity: usize,
 }
 
 // === impl BigList ===
 
 impl BigList {
+    /// Allocates all `capacity` entries now, so `offer` never allocates.
     pub(super) fn new(capacity: usize) -> BigList {
         BigList {
             entries: Vec::with_capacity(capacity),
@@ -93,6 +100,7 @@ impl BigList {
         }
     }
 
+    /// In no particular order; the report sorts the merged lists.
     pub(super) fn entries(&self) -> &[Big] {
         &self.entries
     }

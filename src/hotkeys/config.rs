@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::values::units;
 
 /// Most counters one sketch may hold (`hotkeys.top_k` × [`COUNTERS_PER_SHOWN`]).
+/// So `top_k` is at most 256, which bounds each sketch's memory however the config is set.
 const MAX_TOP_K: usize = 1024;
 
 /// Each sketch keeps this many counters per key shown: Space-Saving's error bound falls with the
@@ -39,6 +40,7 @@ pub struct HotKeysConfig {
 }
 
 impl Default for HotKeysConfig {
+    /// The defaults docs/configuration.md lists for `hotkeys.*`; tests/surface/ pins them.
     fn default() -> Self {
         HotKeysConfig {
             enabled: true,
@@ -55,6 +57,8 @@ impl Default for HotKeysConfig {
 
 impl HotKeysConfig {
     /// Start-up checks; the message names the key.
+    /// Run by config validation before anything is sized from these values, so `HotKeys::new` can
+    /// trust them (no zero-sized window, no empty lists).
     pub(crate) fn check(&self) -> Result<(), String> {
         if !(1..=65_536).contains(&self.sample_rate) {
             return Err(format!(
@@ -88,11 +92,13 @@ impl HotKeysConfig {
     }
 
     /// Counters per sketch.
+    /// Each sketch, in each of `BUCKETS` sub-windows of every shard, holds this many.
     pub(super) fn counters(&self) -> usize {
         self.top_k * COUNTERS_PER_SHOWN
     }
 
     /// One sub-window.
+    /// `window` is 1 s to 1 h, so a sub-window is 200 ms to 12 min.
     pub(super) fn bucket(&self) -> Duration {
         self.window / BUCKETS
     }

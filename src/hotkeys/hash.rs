@@ -27,6 +27,7 @@ pub(super) fn hash(seed: u64, parts: [&[u8]; 3]) -> u64 {
     h ^ (h >> 29)
 }
 
+/// FxHash's step: rotate, xor in the next word, multiply.
 fn mix(h: u64, word: u64) -> u64 {
     (h.rotate_left(5) ^ word).wrapping_mul(K)
 }

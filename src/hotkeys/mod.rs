@@ -35,13 +35,17 @@ use big::BigList;
 use window::Window;
 
 /// Most shards: enough that sessions on different cores seldom share one.
+/// Shards are a power of two (for the mask in `shard`), one per worker up to this many.
 const MAX_SHARDS: usize = 16;
 
 /// Busy spells begun, mixed into each sampler's seed.
+/// A process-wide counter rather than a random call: one relaxed add per busy spell.
 static SPELLS: AtomicU64 = AtomicU64::new(0);
 
 /// The hot-key sketches and the big-key lists of every shard.
 pub(crate) struct HotKeys {
+    /// As given at start-up: `hotkeys` needs a restart to change, since every structure is sized
+    /// from it.
     config: HotKeysConfig,
     /// `config.sample_rate`, or 0 when off (no command is sampled).
     rate: u32,
@@ -55,15 +59,20 @@ pub(crate) struct HotKeys {
 
 /// What one shard counts.
 struct Shard {
+    /// The sliding window of Space-Saving sketches behind the hot keys.
     window: Window,
+    /// The biggest requests and replies seen past the threshold, at most `big_top_n`.
     big: BigList,
 }
 
 /// Decides which of one client's commands are sampled: a countdown over random gaps of mean
 /// `sample_rate`. One per busy session (no shared state, no atomics).
 pub(crate) struct Sampler {
+    /// Commands until the next one sampled; `u32::MAX` when sampling is off.
     left: u32,
+    /// The mean gap, `hotkeys.sample_rate`; 0 when off.
     rate: u32,
+    /// A xorshift state seeded per spell, never 0, for the next gap.
     random: u32,
 }
 
@@ -71,23 +80,29 @@ pub(crate) struct Sampler {
 pub(crate) struct Observed<'a> {
     /// The client's id (picks the shard).
     pub(crate) client: u64,
+    /// The command's name from the command table, counted per name (GET and SET apart).
     pub(crate) command: &'static str,
     /// The request as the client sent it (RESP multibulk) and where its key is (0: no single
     /// key; only big values are then recorded).
     pub(crate) raw: &'a [u8],
+    /// Argument index of the key (1 for most commands).
     pub(crate) key_arg: usize,
     /// The node that answered ("" when none did).
     pub(crate) node: &'a str,
     /// The sample's weight ([`Sampler::sample`]; 0 when not sampled).
     pub(crate) weight: u32,
+    /// The reply's size in bytes as sent to the client, for the big-value list.
     pub(crate) reply_len: usize,
+    /// When the command finished: the time the window buckets it by.
     pub(crate) now: Instant,
 }
 
 /// What `/hotkeys` serves.
 #[derive(Debug, Serialize)]
 pub(crate) struct Report {
+    /// `hotkeys.enabled`; when false every list is empty.
     pub(crate) enabled: bool,
+    /// One command in this many is counted, with this weight, so counts estimate every command.
     pub(crate) sample_rate: u32,
     /// Seconds the rates are measured over (the window, less right after start-up).
     pub(crate) window_seconds: f64,
@@ -95,14 +110,18 @@ pub(crate) struct Report {
     pub(crate) hot: Vec<HotKey>,
     /// Biggest first: at most `hotkeys.big_top_n`.
     pub(crate) big: Vec<BigKey>,
+    /// Requests or replies at least this many bytes are recorded in `big`.
     pub(crate) big_value_threshold: usize,
 }
 
 /// One hot key with the command and node it was counted for.
 #[derive(Debug, Serialize)]
 pub(crate) struct HotKey {
+    /// The key as text; bytes that are not printable are escaped and long keys cut (`Text`).
     pub(crate) key: String,
+    /// The command it was counted for: the same key under GET and under SET is two entries.
     pub(crate) command: &'static str,
+    /// The node that answered, `HOST:PORT`; empty when none did.
     pub(crate) node: String,
     /// Estimated commands per second over the window.
     pub(crate) rate: f64,
@@ -129,6 +148,7 @@ pub(crate) struct BigKey {
 
 impl HotKeys {
     /// Sized for `config` with about one shard per worker thread.
+    /// Called once at start-up by `make_downstream`; everything counting needs is allocated here.
     pub(crate) fn new(config: &HotKeysConfig, workers: usize) -> HotKeys {
         let on = config.enabled;
         let count = if on {
@@ -164,6 +184,7 @@ impl HotKeys {
     }
 
     /// Watches nothing (sessions built without `hotkeys:`, tests).
+    /// Allocates nothing: no shards are made when off.
     pub(crate) fn off() -> HotKeys {
         let config = HotKeysConfig {
             enabled: false,
@@ -172,6 +193,7 @@ impl HotKeys {
         HotKeys::new(&config, 1)
     }
 
+    /// Off means no shard exists, so `observe` returns at once and `report` is empty.
     pub(crate) fn is_enabled(&self) -> bool {
         !self.shards.is_empty()
     }
@@ -237,6 +259,8 @@ impl HotKeys {
         }
     }
 
+    /// A client always lands in the same shard, so its own commands never contend with each other;
+    /// `None` when off.
     fn shard(&self, client: u64) -> Option<&Mutex<Shard>> {
         if self.shards.is_empty() {
             return None;
@@ -245,6 +269,8 @@ impl HotKeys {
     }
 
     /// The hottest and biggest keys over every shard, at `now`.
+    /// Merges the shards: the same key counted in two shards (two clients) is summed, so a key is
+    /// ranked by its traffic from all clients; each shard's lock is held only while it is read.
     pub(crate) fn report(&self, now: Instant) -> Report {
         let mut hot: HashMap<u64, HotKey> = HashMap::new();
         let mut big: HashMap<(u64, Direction), BigKey> = HashMap::new();
@@ -309,6 +335,7 @@ impl HotKeys {
 }
 
 /// Nothing panics while a shard is locked, so a poisoned lock still holds consistent counts.
+/// Used by `observe` and `report` alike; a poisoned lock is taken over rather than failing.
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     shard.lock().unwrap_or_else(|e| e.into_inner())
 }

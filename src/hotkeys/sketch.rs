@@ -4,6 +4,11 @@
 //! Everything is allocated when the sketch is made: counting never allocates. A min-heap finds
 //! the counter to take over in O(log k), and an open-addressing index (linear probing, twice as
 //! many slots as counters, backward-shift deletion) finds a key's counter in O(1).
+//!
+//! Invariants a change must keep: every counter is in the heap exactly once (`place` and `heap` are
+//! inverse permutations), every counter's hash is in the index exactly once, and the index is at
+//! most half full (so `find` always meets an `EMPTY` slot and ends). `sketch_tests.rs` checks the
+//! counts against exact ones, and that every counter is found again after many takeovers.
 
 use super::text::Text;
 
@@ -19,12 +24,15 @@ pub(super) struct Counter {
     pub(super) count: u64,
     /// What the key may have been credited with before it was seen (the count it took over).
     pub(super) error: u64,
+    /// The command counted; rewritten with `text` when the counter is taken over by another key.
     pub(super) command: &'static str,
+    /// The key and node, kept for the report; the hash alone decides identity.
     pub(super) text: Text,
 }
 
 /// The heaviest `capacity` keys, approximately.
 pub(super) struct SpaceSaving {
+    /// At most `capacity`, allocated up front; a counter's index never changes once it exists.
     counters: Vec<Counter>,
     /// Counter indices ordered as a min-heap by count.
     heap: Vec<u32>,
@@ -32,12 +40,14 @@ pub(super) struct SpaceSaving {
     place: Vec<u32>,
     /// Hash → counter index (EMPTY when free); a power of two long.
     index: Box<[u32]>,
+    /// Counters kept: `top_k` × `COUNTERS_PER_SHOWN`, at least 1.
     capacity: usize,
 }
 
 // === impl SpaceSaving ===
 
 impl SpaceSaving {
+    /// The index gets at least twice as many slots as counters, rounded up to a power of two.
     pub(super) fn new(capacity: usize) -> SpaceSaving {
         let capacity = capacity.max(1);
         SpaceSaving {
@@ -103,6 +113,7 @@ impl SpaceSaving {
         self.index.fill(EMPTY);
     }
 
+    /// Index slots are a power of two, so a hash's home slot is its low bits.
     fn mask(&self) -> usize {
         self.index.len() - 1
     }
@@ -123,6 +134,8 @@ impl SpaceSaving {
         }
     }
 
+    /// The first free slot of the probe run from the home slot; never full, since the index has
+    /// twice the slots of the counters.
     fn insert(&mut self, hash: u64, counter: usize) {
         let mask = self.mask();
         let mut at = hash as usize & mask;
@@ -151,16 +164,19 @@ impl SpaceSaving {
         }
     }
 
+    /// The count of the counter at heap position `place`.
     fn count_at(&self, place: usize) -> u64 {
         self.counters[self.heap[place] as usize].count
     }
 
+    /// Swaps two heap positions and keeps `place` pointing at them.
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
         self.place[self.heap[a] as usize] = a as u32;
         self.place[self.heap[b] as usize] = b as u32;
     }
 
+    /// Restores the heap after a new counter is pushed at the end.
     fn sift_up(&mut self, mut at: usize) {
         while at > 0 {
             let parent = (at - 1) / 2;
@@ -172,6 +188,8 @@ impl SpaceSaving {
         }
     }
 
+    /// Restores the heap after a counter grew: only downward moves are needed, since counts only
+    /// rise (a taken-over counter is at the root and grows too).
     fn sift_down(&mut self, mut at: usize) {
         let len = self.heap.len();
         loop {

@@ -10,19 +10,23 @@ use super::sketch::{Counter, SpaceSaving};
 
 /// The last `buckets.len()` sub-windows of one shard, the current one last begun at `end - span`.
 pub(super) struct Window {
+    /// One sketch per sub-window (`config::BUCKETS` of them), used as a ring.
     buckets: Vec<SpaceSaving>,
+    /// One sub-window's length (`HotKeysConfig::bucket`).
     span: Duration,
     /// Which sketch counts now.
     current: usize,
     /// When the current sub-window ends (sub-windows of every shard begin at the same instants,
     /// counted from `epoch`).
     end: Instant,
+    /// Start-up: `covered` never claims more time than has passed since.
     epoch: Instant,
 }
 
 // === impl Window ===
 
 impl Window {
+    /// All sketches are allocated here, so counting never allocates. At least one bucket.
     pub(super) fn new(buckets: usize, span: Duration, counters: usize, epoch: Instant) -> Window {
         Window {
             buckets: (0..buckets.max(1))
@@ -48,6 +52,8 @@ impl Window {
     }
 
     /// Moves to the sub-window `now` falls in, clearing those that fell out of the window.
+    /// After an idle spell longer than the whole window every sketch is cleared, once each, and
+    /// `end` jumps ahead in whole spans, so sub-window boundaries stay aligned to `epoch`.
     pub(super) fn advance(&mut self, now: Instant) {
         if now < self.end {
             return;
@@ -65,6 +71,7 @@ impl Window {
 
     /// How much time the counters cover at `now`: the full sub-windows kept and the current
     /// one so far (less right after start-up).
+    /// Used to turn counts into rates, so a key is not under-rated right after start-up.
     pub(super) fn covered(&self, now: Instant) -> Duration {
         let kept = self.span * (self.buckets.len() as u32 - 1);
         let begun = self.end.checked_sub(self.span).unwrap_or(self.end);

@@ -1,5 +1,11 @@
 //! Admission of hot keys (`near_cache.hot_keys`): an estimate of each key's read rate in a
 //! fixed-size count-min sketch, halved every second, so memory never grows with the keys.
+//!
+//! The counters are relaxed atomics: readers on every worker count without a lock, and a lost
+//! increment or a halving that races with one only nudges an estimate. A count-min estimate never
+//! under-counts, so a key read often enough is always admitted; a cold key may be admitted early
+//! when it shares every row's counter with hot ones, which costs cache room, not correctness
+//! (docs/near-cache.md, "What is cached").
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -7,11 +13,14 @@ use twox_hash::XxHash3_64;
 
 /// Rows and counters per row: about 64 KiB, over-estimates rare at ten thousand hot keys.
 const ROWS: usize = 4;
+/// Counters per row, a power of two so the column is the hash's low bits.
 const WIDTH: usize = 4096;
 /// How often the counters are halved.
 const DECAY_MS: u64 = 1000;
 
+/// Made once when `near_cache.hot_keys` is set, shared by every session of the process.
 pub(super) struct Admission {
+    /// `ROWS` rows of `WIDTH` counters, row after row.
     counters: Box<[AtomicU32]>,
     /// A key is admitted when its count reaches this: after halving every second, a steady
     /// rate of `r` reads per second holds a count near `2r`.
@@ -23,6 +32,7 @@ pub(super) struct Admission {
 }
 
 impl Admission {
+    /// A rate of 0 gives a threshold of 1: every read admits.
     pub(crate) fn new(min_reads_per_second: u32) -> Admission {
         Admission {
             counters: (0..ROWS * WIDTH).map(|_| AtomicU32::new(0)).collect(),
@@ -33,6 +43,8 @@ impl Admission {
     }
 
     /// Counts one read of `key`; whether its rate reaches the threshold.
+    /// `now` is in milliseconds on the crate's coarse clock. Every call counts, admitted or not, so
+    /// a key's estimate keeps rising while it is read.
     pub(crate) fn read(&self, key: &[u8], now: u64) -> bool {
         self.decay(now);
         let hash = XxHash3_64::oneshot_with_seed(self.seed, key);
@@ -48,6 +60,8 @@ impl Admission {
     }
 
     /// Halves every counter once per [`DECAY_MS`] (whoever sees the time pass first does it).
+    /// The compare-exchange picks one caller per period; the others go on counting while it halves.
+    /// A clock that jumps ahead by several periods halves once, not once per period missed.
     fn decay(&self, now: u64) {
         let last = self.halved_at.load(Ordering::Relaxed);
         if now < last + DECAY_MS {

@@ -5,6 +5,11 @@ use crate::protocol::Args;
 
 /// Whether `command` with `args` (the command name first) is a read the cache may answer: a
 /// command whose key is the first argument, with any arguments after it.
+///
+/// Commands with options that change the reply (`ZRANGE ... WITHSCORES`, `LPOS ... RANK`) are fine:
+/// the cache stores replies by the whole argument list, not by key alone. Kept in sync with the
+/// command list in docs/near-cache.md; a command is added only when its reply is a pure function of
+/// the key's value and its arguments.
 pub(crate) fn cacheable(command: &str, args: Args<'_>) -> bool {
     if args.len() < 2 {
         return false;

@@ -40,6 +40,7 @@ pub struct NearCacheConfig {
     pub(crate) write_through: bool,
 }
 
+/// Off, with the bounds docs/configuration.md lists: the cache exists only when asked for.
 impl Default for NearCacheConfig {
     fn default() -> Self {
         NearCacheConfig {

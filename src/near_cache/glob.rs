@@ -1,4 +1,9 @@
 //! Redis-style glob matching of keys (`*`, `?`, `[...]`, `\` escapes) for `near_cache.keys`.
+//!
+//! Patterns are checked once when the config is validated; matching then runs for every read
+//! the near cache considers, without allocating, so it is written as a loop with one backtrack
+//! point instead of recursion. The test `globs_match_as_redis_keys_does` lists the cases checked
+//! against what `KEYS` matches.
 
 /// Whether `pattern` is well formed: every `[` closed, no trailing `\`.
 pub(crate) fn check(pattern: &[u8]) -> Result<(), &'static str> {
@@ -76,6 +81,8 @@ pub(crate) fn matches(pattern: &[u8], key: &[u8]) -> bool {
 }
 
 /// The index of the `]` closing a class that starts at `from` (after its `[`).
+/// A `]` right after the `[` is taken as part of the class, not its end; escaped bytes are
+/// skipped. `None` when the class is never closed.
 fn class_end(pattern: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     while i < pattern.len() {

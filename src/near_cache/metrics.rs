@@ -9,8 +9,10 @@ use prometheus_client::registry::Registry;
 
 use crate::metrics::{FlushCause, MetricGroup};
 
+/// The `cause` label of `redcar_near_cache_flushes_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
+    /// `topology`, `connection_lost` or `node_flush` (`FlushCause::label`).
     cause: &'static str,
 }
 
@@ -29,6 +31,7 @@ pub(crate) struct NearCacheMetrics {
     pub(crate) invalidations: Counter,
     /// Entries dropped to stay within `near_cache.max_bytes`.
     pub(crate) evictions: Counter,
+    /// Whole-cache drops by cause; every cause is created at registration, so each starts at 0.
     flushes: Family<CauseLabel, Counter>,
     /// Bytes held (replies, keys, bookkeeping), sampled every second.
     pub(crate) bytes: Gauge,
@@ -37,6 +40,7 @@ pub(crate) struct NearCacheMetrics {
 }
 
 impl MetricGroup for NearCacheMetrics {
+    /// Registered whether or not the near cache is on, so dashboards see zeros rather than gaps.
     fn register(&self, r: &mut Registry) {
         r.register(
             "near_cache_hits",
@@ -94,6 +98,7 @@ impl MetricGroup for NearCacheMetrics {
 
 impl NearCacheMetrics {
     /// The whole cache was dropped because of `cause`.
+    /// Counts one flush; the entries dropped are not counted as invalidations or evictions.
     pub(crate) fn flushed(&self, cause: FlushCause) {
         self.flushes
             .get_or_create(&CauseLabel {

@@ -235,6 +235,7 @@ impl NearCache {
         self.metrics.flushed(cause);
     }
 
+    /// Called every second by the watch task; the gauges are never updated on the read path.
     fn sample(&self) {
         let (bytes, entries) = self.store.usage();
         self.metrics
@@ -247,6 +248,8 @@ impl NearCache {
 }
 
 impl InvalidationSink for NearCache {
+    /// `None` is a node's flush (`FLUSHALL`, `FLUSHDB`): the whole cache goes, since the keys are
+    /// not named. Each named key is dropped, counted only if it was held.
     fn invalidated(&self, _addr: &str, keys: Option<Vec<Bytes>>) {
         match keys {
             Some(keys) => {
@@ -261,6 +264,7 @@ impl InvalidationSink for NearCache {
         }
     }
 
+    /// A lost tracking connection may have missed invalidations, so nothing cached can be trusted.
     fn lost(&self, addr: &str) {
         tracing::info!(node = %addr, "near cache flushed: a tracking connection was lost");
         self.flush(FlushCause::ConnectionLost);
@@ -279,12 +283,16 @@ impl watch::Watched for NearCache {
 
 /// Writes in flight through redcar (see [`NearCache::begin_write`]); dropping it ends them.
 pub(crate) struct Writing {
+    /// The cache whose store holds the writes open.
     cache: Arc<NearCache>,
+    /// Every key the command writes; most write one or two.
     keys: SmallVec<[Bytes; 2]>,
     /// The write-through token of the first key.
     through: Option<u64>,
 }
 
+/// Ends each key's write (`store.end_write`): what was cached is dropped unless the first key's
+/// write-through stored it, and the key may be filled again. Each drop counts as an invalidation.
 impl Drop for Writing {
     fn drop(&mut self) {
         let now = clock_ms();
@@ -362,6 +370,7 @@ impl Fill {
     }
 }
 
+/// An unfinished fill ends with nothing stored, releasing the key for the next reader.
 impl Drop for Fill {
     fn drop(&mut self) {
         if !self.done {
@@ -384,10 +393,12 @@ fn ttl_ms(pttl: &[u8], max_ms: u64) -> Option<u64> {
 }
 
 /// A reply worth keeping: not an error or a push, within the entry limit.
+/// Nils pass: an absent key is read as often as a present one, and its nil is cached too.
 fn storable(reply: &[u8], max: usize) -> bool {
     !reply.is_empty() && reply.len() <= max && !matches!(reply[0], b'-' | b'!' | b'>')
 }
 
+/// Config durations as the store's millisecond clock counts them, saturating.
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -25,12 +25,18 @@ use crate::upstream::{clock_ms, Node};
 /// [`send`](Self::send) (it goes the usual way, or nowhere), it counts as an unordered write;
 /// dropped sent but unanswered (its client left), as one answered out of order.
 pub(crate) struct Through {
+    /// Keeps the cache alive while the write is on its way, so `Drop` can always report.
     cache: Arc<NearCache>,
+    /// Unique per write-through (a process-wide counter): tells this write from overlapping ones of
+    /// the same key in `store::writes`.
     token: u64,
+    /// The key written, as the client sent it.
     key: Bytes,
     /// The value as a `GET` reply.
     reply: Bytes,
+    /// The writing client's protocol: the entry stored answers `GET`s of that protocol only.
     protocol: Protocol,
+    /// The entry's lifetime: the `SET`'s own `EX`/`PX`, capped by `near_cache.max_ttl`.
     ttl_ms: u64,
     /// Queued by [`send`](Self::send).
     sent: bool,
@@ -74,6 +80,7 @@ impl NearCache {
 }
 
 impl Through {
+    /// The key's send lock and the lane record this write under it.
     pub(super) fn token(&self) -> u64 {
         self.token
     }
@@ -136,6 +143,8 @@ impl Through {
     }
 }
 
+/// Every write-through ends in exactly one of `finish`, an unsent drop or an unanswered drop, so
+/// the store's record of overlapping writes of the key is always closed.
 impl Drop for Through {
     fn drop(&mut self) {
         if !self.sent {

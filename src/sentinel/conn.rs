@@ -10,16 +10,23 @@ use tokio::net::TcpStream;
 use crate::protocol::{encode_command, Frame, Limits};
 
 /// `AUTH [username] password` for the sentinels (never the data nodes' credentials).
+/// Cloned into the follower and the watcher; it never reaches a log.
 #[derive(Clone)]
 pub(crate) struct SentinelAuth {
+    /// `None` sends the one-argument `AUTH password` (the sentinel's `requirepass`).
     pub(crate) username: Option<String>,
+    /// Read from its `Secret` when the follower starts; held in clear because it is sent.
     pub(crate) password: String,
 }
 
 /// A connected (and authenticated) sentinel.
+/// One per query or subscription, dropped (closed) when it is done.
 pub(crate) struct SentinelConn {
+    /// Plain TCP: redcar does not speak TLS to sentinels.
     stream: TcpStream,
+    /// Bytes read but not yet parsed into a frame.
     input: BytesMut,
+    /// The default reply limits, so a misbehaving peer cannot make redcar buffer without bound.
     limits: Limits,
 }
 
@@ -27,6 +34,7 @@ pub(crate) struct SentinelConn {
 
 impl SentinelConn {
     /// Connects to `addr` and authenticates; `timeout` bounds the connect and the AUTH reply.
+    /// Fails on connect errors, the timeout, or an `AUTH` error reply; the message says which.
     pub(crate) async fn open(
         addr: &str,
         auth: Option<&SentinelAuth>,
@@ -62,6 +70,8 @@ impl SentinelConn {
     }
 
     /// Sends `commands` in one write and reads one reply per command, all within `timeout`.
+    /// Fails on a write or read error, a malformed reply, or the timeout; an error reply from the
+    /// sentinel is returned as a frame, for the caller to judge.
     pub(crate) async fn request(
         &mut self,
         commands: &[Vec<&[u8]>],
@@ -89,6 +99,8 @@ impl SentinelConn {
     }
 
     /// The next whole frame the sentinel sends (a reply, or a pub/sub message); no timeout.
+    /// Used directly by the `+switch-master` subscription, which waits for as long as the
+    /// connection lasts.
     pub(crate) async fn next_frame(&mut self) -> Result<Frame, String> {
         loop {
             if let Some(frame) =

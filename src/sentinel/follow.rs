@@ -17,18 +17,26 @@ use crate::upstream::Upstreams;
 
 /// Shortest pause between two queries: a burst of `-READONLY` replies asks for many refreshes,
 /// and one query a little later answers them all.
+/// Every round lasts at least this long, so a `query_interval` below it acts as `MIN_GAP`.
 const MIN_GAP: Duration = Duration::from_millis(100);
 
 /// Follows one monitored primary.
 pub(super) struct Follower {
+    /// In config order; a sentinel that just reported a switch is asked before them.
     pub(crate) sentinels: Vec<String>,
+    /// The name the sentinels monitor the primary under.
     pub(crate) master: String,
+    /// Sent as `AUTH` on each new sentinel connection.
     pub(crate) auth: Option<SentinelAuth>,
+    /// The longest pause between two queries when nothing asks for one sooner.
     pub(crate) query_interval: Duration,
     /// Bounds each connect and each reply (`upstream.connect_timeout`).
     pub(crate) timeout: Duration,
+    /// The backend's map, replaced by a one-shard topology at each change.
     pub(crate) state: Arc<ClusterState>,
+    /// The node pools: a node that left the view is dropped from them once the new map is adopted.
     pub(crate) upstreams: Arc<Upstreams>,
+    /// Refresh results, rejected views and the events shown on the admin page.
     pub(crate) metrics: Arc<Metrics>,
     /// The view adopted last; `None` until the first.
     pub(crate) current: Option<View>,
@@ -39,6 +47,7 @@ pub(super) struct Follower {
 impl Follower {
     /// Queries now, then on every trigger, until `shutdown`. `switches` names the sentinel that
     /// reported a `+switch-master` for this primary: it is asked first, because it knows.
+    /// Never returns before `shutdown`: failures are logged and retried at the next trigger.
     pub(crate) async fn run(
         mut self,
         mut switches: mpsc::Receiver<String>,
@@ -60,6 +69,8 @@ impl Follower {
 
     /// Asks the sentinels in order (`first` before the others) until one gives a view that is
     /// not older than the current one; keeps the current primary when none does.
+    /// A stale view counts as a failure for that sentinel, so the next one is asked in the same
+    /// round; only when all fail is the refresh counted as an error.
     async fn query(&mut self, first: Option<String>) {
         let mut order: Vec<String> = first.into_iter().collect();
         for addr in &self.sentinels {
@@ -92,6 +103,9 @@ impl Follower {
     }
 
     /// One sentinel's view, read with three pipelined commands (one consistent moment).
+    /// A new connection per query: sentinels are few and queried at most every `MIN_GAP`, and a
+    /// fresh connection never carries the state of a sentinel that restarted. Fails on connect,
+    /// auth, timeout or a reply `view` cannot read.
     async fn fetch(&self, addr: &str) -> Result<View, String> {
         let mut conn = SentinelConn::open(addr, self.auth.as_ref(), self.timeout).await?;
         let master = self.master.as_bytes();
@@ -113,6 +127,8 @@ impl Follower {
         behind(self.current.as_ref(), view)
     }
 
+    /// Counted as `rejected{reason="stale"}` and kept in the event log, since a lagging sentinel is
+    /// worth an operator's look even though nothing changed.
     fn reject_stale(&self, addr: &str, view: &View) {
         let current = self.current.as_ref().map_or(0, |c| c.epoch);
         tracing::warn!(sentinel = %addr, primary = %view.primary, epoch = view.epoch, current_epoch = current, "ignored a sentinel that is behind: its config epoch is older than the current one");
@@ -127,6 +143,8 @@ impl Follower {
     }
 
     /// Adopts `view` when its primary or replicas differ from the current ones.
+    /// The epoch alone changing adopts nothing (the nodes are the same), but is remembered, so a
+    /// later view is compared with the newest epoch seen.
     fn publish(&mut self, addr: &str, view: View) {
         let changed = self
             .current
@@ -157,6 +175,7 @@ impl Follower {
 
 /// True when `view` comes from a sentinel that has not seen the failover `current` came from.
 /// An equal epoch is not behind: replicas change without a failover.
+/// The first view is never behind: with no current view there is nothing to compare it with.
 fn behind(current: Option<&View>, view: &View) -> bool {
     current.is_some_and(|c| view.epoch < c.epoch)
 }

@@ -4,6 +4,13 @@
 //! names, so pipelining, read policies, retries, health and metrics work unchanged. `follow`
 //! re-queries the sentinels every `query_interval`, at once on `+switch-master` (`watch`), and
 //! when the router asks for a refresh (e.g. after `-READONLY` from a demoted primary).
+//!
+//! What holds: the map only ever moves forward in Sentinel's config epoch (a sentinel that missed a
+//! failover is ignored, `follow.rs`); when no sentinel answers, the last known primary is kept, the
+//! failure is counted in `redcar_topology_refreshes_total` and kept on the map's state, where the
+//! error a client gets while there is no map quotes it; redcar never promotes anything itself. User
+//! docs: docs/sentinel.md; the top-level `sentinel:` key and `backends.NAME` with `kind: sentinel`
+//! both use [`SentinelConfig`].
 #![warn(unreachable_pub, missing_docs)]
 
 mod conn;
@@ -26,6 +33,8 @@ use crate::values::units;
 use conn::SentinelAuth;
 
 /// A `sentinel` backend in the config file.
+/// Public because it is the type of a `Config` field (tests build a `Config`); its fields stay
+/// crate-private.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SentinelConfig {
@@ -45,6 +54,7 @@ pub struct SentinelConfig {
     pub(crate) query_interval: Duration,
 }
 
+/// One second: a missed `+switch-master` costs at most that much extra time on the old primary.
 fn default_query_interval() -> Duration {
     Duration::from_secs(1)
 }
@@ -67,6 +77,8 @@ impl Default for SentinelConfig {
 impl SentinelConfig {
     /// Start-up checks; `prefix` is where this config sits (`sentinel`, `backends.NAME`), so
     /// each message names the full key.
+    /// Run by config validation, which is when the password file or variable is first read; a
+    /// sentinel address must be `HOST:PORT` with a non-zero port, but is not resolved here.
     pub(crate) fn validate(&self, prefix: &str) -> Result<(), String> {
         if self.sentinels.is_empty() {
             return Err(format!(
@@ -97,6 +109,7 @@ impl SentinelConfig {
     }
 
     /// The sentinel credentials (the password read now), if any.
+    /// Fails when a username comes without a password, or the password cannot be read.
     fn auth(&self, prefix: &str) -> Result<Option<SentinelAuth>, String> {
         let Some(secret) = &self.sentinel_password else {
             if self.sentinel_username.is_some() {
@@ -116,6 +129,12 @@ impl SentinelConfig {
 
 /// Keeps `state` pointing at the current primary (and its replicas) named by the sentinels until
 /// `shutdown` fires.
+///
+/// Spawns the `+switch-master` watcher beside the query loop; both end at `shutdown`. If the
+/// password can no longer be read, the failure is recorded on `state` (the error clients get while
+/// there is no map quotes it) and nothing is followed until shutdown. Called by
+/// `Parts::spawn_background` for the top-level `sentinel` and by the backends for each `kind:
+/// sentinel` entry.
 pub(crate) async fn follow(
     config: SentinelConfig,
     state: Arc<ClusterState>,

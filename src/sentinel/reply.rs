@@ -16,10 +16,13 @@ pub(crate) struct View {
 }
 
 /// Replica flags that mean "do not send reads here".
+/// A replica with any of them is left out of the view, so no read is sent to it.
 const UNUSABLE_FLAGS: [&str; 3] = ["s_down", "o_down", "disconnected"];
 
 /// Builds a [`View`] from the replies to `SENTINEL GET-MASTER-ADDR-BY-NAME`, `SENTINEL MASTER`
 /// and `SENTINEL REPLICAS` (in that order).
+/// Fails on an error reply (e.g. `NOAUTH`), an unmonitored `master`, or a reply that does not have
+/// the expected shape; the follower then asks the next sentinel.
 pub(crate) fn view(
     master: &str,
     addr: &Frame,
@@ -119,6 +122,8 @@ fn field(fields: &[Frame], name: &str) -> Result<Option<String>, String> {
     Ok(None)
 }
 
+/// Sentinel replies with bulk strings for addresses, numbers and flags; anything else, or bytes
+/// that are not UTF-8, fails the whole view rather than guessing.
 fn text(frame: &Frame) -> Result<String, String> {
     let bytes = frame.as_bytes().ok_or("expected a string in the reply")?;
     std::str::from_utf8(bytes)
@@ -127,6 +132,7 @@ fn text(frame: &Frame) -> Result<String, String> {
 }
 
 /// An error reply becomes the error (e.g. `NOAUTH Authentication required.`).
+/// Checked first on every reply, so an auth or ACL problem is reported as such.
 fn error_text(reply: &Frame) -> Result<(), String> {
     match reply {
         Frame::Error(e) => Err(String::from_utf8_lossy(e).into_owned()),

@@ -10,9 +10,13 @@ use super::conn::{SentinelAuth, SentinelConn};
 use super::reply::switched;
 
 /// What the subscription needs to know.
+/// Built by `follow` and run as its own task; it only ever sends notices, never touches the map.
 pub(super) struct Switches {
+    /// Tried in turn, round and round, one subscription at a time.
     pub(crate) sentinels: Vec<String>,
+    /// Only switches of this primary are reported; the channel carries every master's.
     pub(crate) master: String,
+    /// The same sentinel credentials as the queries use.
     pub(crate) auth: Option<SentinelAuth>,
     /// Bounds the connect, AUTH and the SUBSCRIBE confirmation.
     pub(crate) timeout: Duration,
@@ -27,6 +31,8 @@ pub(super) struct Switches {
 
 impl Switches {
     /// Subscribes to each sentinel in turn until `shutdown`.
+    /// Never ends on its own while sentinels are configured: a lost subscription waits `retry` and
+    /// moves to the next sentinel.
     pub(crate) async fn run(self, mut shutdown: watch::Receiver<bool>) {
         for addr in self.sentinels.iter().cycle() {
             tokio::select! {
@@ -43,6 +49,9 @@ impl Switches {
     }
 
     /// Subscribes on `addr` and reports events for this primary; returns why it stopped.
+    /// A notice is sent at once after subscribing, because a switch may have happened while no
+    /// subscription was up; later ones only for this primary's switches. A full channel drops the
+    /// notice, which is fine: the query already due sees the switch.
     async fn listen(&self, addr: &str) -> String {
         let mut conn = match SentinelConn::open(addr, self.auth.as_ref(), self.timeout).await {
             Ok(conn) => conn,

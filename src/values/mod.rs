@@ -2,6 +2,15 @@
 //! when printed, digested for comparison), PEM loading and SHA-1 names. A leaf: it imports nothing
 //! from the rest of the crate, so `config` can stay at the edge (only `app` and `main` import it)
 //! while each module parses its own settings with these.
+//!
+//! | Module | Holds |
+//! | --- | --- |
+//! | `units` | duration and size parsing, formatting and serde adapters |
+//! | `secret` | `Secret` (the four ways to give a password) and `PasswordDigest` |
+//! | `pem` | certificate, key and CA loading for both TLS sides |
+//!
+//! Errors here are plain strings naming the config key; the caller wraps them into its own error
+//! type (`ConfigError`, a reload failure), so these stay free of any layer's types.
 #![warn(unreachable_pub, missing_docs)]
 
 pub(crate) mod pem;
@@ -10,6 +19,8 @@ pub(crate) mod units;
 
 /// Lowercase hex of the SHA-1 of `data`: how Redis names a script (`EVALSHA`), and the form of a
 /// cluster node id.
+/// Called when the router remembers a script body (`EVAL`, `SCRIPT LOAD`) and for the node ids the
+/// cluster facade shows; allocates the 40-character string each time.
 pub(crate) fn sha1_hex(data: impl AsRef<[u8]>) -> String {
     use sha1::Digest;
     format!("{:x}", sha1::Sha1::digest(data.as_ref()))

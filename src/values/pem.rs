@@ -1,5 +1,9 @@
 //! PEM files read at start-up — certificate chains, CA bundles and private keys — shared by the
 //! TLS listener (`tls.*`) and TLS towards the nodes (`upstream.tls.*`); errors name the key.
+//!
+//! Each function reads its file whole, once, when the listener or the upstream TLS config is built
+//! (start-up and reload); nothing here is on the command path. Errors are plain strings that start
+//! with the config key, so the config error a user sees says which setting to fix.
 
 use std::path::Path;
 
@@ -8,6 +12,9 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::RootCertStore;
 
 /// Every certificate in the PEM file at `path`; at least one, or an error naming `key`.
+/// Other PEM sections in the file (a private key in a combined file) are skipped; the order of the
+/// file is kept, so the leaf certificate must come first as TLS sends it. Used for `tls.cert` and
+/// `upstream.tls.cert_file`, and by [`roots`].
 pub(crate) fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
@@ -24,6 +31,8 @@ pub(crate) fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<
 }
 
 /// The first private key (PKCS#8, PKCS#1 or SEC1) in the PEM file at `path`.
+/// Certificates before the key are skipped, so a combined cert-and-key file works for both keys.
+/// Fails when the file cannot be read, holds no key, or a section is malformed.
 pub(crate) fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
@@ -34,6 +43,8 @@ pub(crate) fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'stati
 }
 
 /// A PEM error in words: the parser's own text shows the offending lines as byte arrays.
+/// Only the two errors a cut or hand-edited file produces are reworded; the rest keep the parser's
+/// text.
 fn describe(error: pem::Error) -> String {
     match error {
         pem::Error::MissingSectionEnd { end_marker } => format!(
@@ -49,6 +60,8 @@ fn describe(error: pem::Error) -> String {
 }
 
 /// A trust store holding every CA certificate of the PEM file at `path`.
+/// Fails on the first certificate rustls will not take as a trust anchor, rather than silently
+/// trusting fewer CAs than the file lists. Used for `tls.client_ca` and `upstream.tls.ca_file`.
 pub(crate) fn roots(key: &str, path: &Path) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     for ca in certificates(key, path)? {

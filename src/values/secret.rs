@@ -13,9 +13,14 @@ use sha2::{Digest, Sha256};
 /// A mapping has exactly one of those keys; anything else is refused (see [`Deserialize`]).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Secret {
+    /// The password in clear in the config file.
     Plain(String),
+    /// The password's SHA-256 as 64 hex digits: enough to check what clients present, never enough
+    /// to send (see [`Secret::reveal`]).
     Sha256 { sha256: String },
+    /// A file holding the password; one trailing newline (and a `\r` before it) is not part of it.
     File { file: String },
+    /// An environment variable holding the password; unset is an error, not an empty password.
     Env { env: String },
 }
 
@@ -26,12 +31,15 @@ impl Serialize for Secret {
     }
 }
 
+/// Redacted for the same reason as `Serialize`: a `{:?}` of a config in a log or panic must not
+/// carry a password.
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(REDACTED)
     }
 }
 
+/// What a secret or digest prints as, in `Debug` and in serialised configs.
 const REDACTED: &str = "(redacted)";
 
 /// The accepted forms, quoted in every parse error (yaml_serde prefixes the key's path).
@@ -45,11 +53,15 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
+/// Accepts a string (a plain password) or a one-key mapping; a YAML number or bool is refused, with
+/// a hint to quote it, so `password: 1234` cannot turn into something else silently.
 struct SecretVisitor;
 
 impl<'de> Visitor<'de> for SecretVisitor {
     type Value = Secret;
 
+    /// Ends serde's "invalid type" message, e.g. for `password: 1234`, which YAML reads as a
+    /// number.
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -57,6 +69,8 @@ impl<'de> Visitor<'de> for SecretVisitor {
         )
     }
 
+    /// Any string is a plain password, even one that looks like a path or a digest: only the
+    /// mapping forms read files or variables.
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Secret, E> {
         Ok(Secret::Plain(text.to_string()))
     }
@@ -65,6 +79,8 @@ impl<'de> Visitor<'de> for SecretVisitor {
         Ok(Secret::Plain(text))
     }
 
+    /// Every value must be a string; the error names the first offending key, whether unknown or a
+    /// second form.
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Secret, A::Error> {
         let mut found: Option<(String, Secret)> = None;
         while let Some(key) = map.next_key::<String>()? {
@@ -95,9 +111,13 @@ impl<'de> Visitor<'de> for SecretVisitor {
 }
 
 /// The SHA-256 of a password.
+/// Kept instead of the password for everything clients present (`auth.requirepass`, users), so the
+/// process holds no clear password it does not need to send; comparing digests also makes the
+/// comparison length-independent.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PasswordDigest([u8; 32]);
 
+/// Redacted: a digest of a weak password is as good as the password to an attacker.
 impl fmt::Debug for PasswordDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(REDACTED)
@@ -110,6 +130,7 @@ impl PasswordDigest {
         PasswordDigest(bytes)
     }
 
+    /// The digest of `password` exactly as given (no trimming): what `AUTH` is checked against.
     pub(crate) fn of(password: &[u8]) -> PasswordDigest {
         PasswordDigest(Sha256::digest(password).into())
     }
@@ -120,6 +141,8 @@ impl PasswordDigest {
     }
 
     /// Compares in time independent of where the digests differ.
+    /// Both sides are digests of equal length, so the time depends on neither the password's length
+    /// nor on how much of it is right.
     pub(crate) fn matches(&self, password: &[u8]) -> bool {
         let candidate = PasswordDigest::of(password);
         self.0
@@ -132,6 +155,9 @@ impl PasswordDigest {
 
 impl Secret {
     /// Reads the secret now (start-up), naming `key` in any error.
+    /// Called for the secrets clients present. A file is read as bytes (a password need not be
+    /// UTF-8); an empty password, an unreadable file, an unset variable or a malformed digest is an
+    /// error, so a typo cannot open the proxy to everyone.
     pub(crate) fn resolve(&self, key: &str) -> Result<PasswordDigest, String> {
         match self {
             Secret::Plain(password) => non_empty(key, password.as_bytes()),
@@ -156,6 +182,8 @@ impl Secret {
 
 impl Secret {
     /// The password itself, for redcar to send (`AUTH` to the nodes). A digest cannot be sent.
+    /// Called for `upstream.password` at start-up and reload. A file loses all trailing `\n`/`\r`;
+    /// the value must be UTF-8 because it goes into a RESP command. Empty is an error.
     pub(crate) fn reveal(&self, key: &str) -> Result<String, String> {
         let text = match self {
             Secret::Plain(password) => password.clone(),
@@ -181,6 +209,8 @@ impl Secret {
     }
 }
 
+/// An empty password is refused for every form: it is nearly always an empty file or variable by
+/// mistake, and would let in any client that sends an empty one.
 fn non_empty(key: &str, password: &[u8]) -> Result<PasswordDigest, String> {
     if password.is_empty() {
         return Err(format!("`{key}` is an empty password"));
@@ -188,6 +218,7 @@ fn non_empty(key: &str, password: &[u8]) -> Result<PasswordDigest, String> {
     Ok(PasswordDigest::of(password))
 }
 
+/// Exactly 64 hex digits, either case; anything else is `None`.
 fn parse_hex(hex: &str) -> Option<[u8; 32]> {
     let hex = hex.as_bytes();
     if hex.len() != 64 {

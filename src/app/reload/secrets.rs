@@ -19,6 +19,8 @@ pub(super) struct SecretChanges {
 /// Compares `before` (what runs) with `read` (the file's secrets, read for this reload).
 /// `running` and `config` are the configs before and after the reload, which tell whether a
 /// backend restarts with its new settings.
+/// A restart-only key that changed keeps its old digest in `running`, so the warning repeats at
+/// every reload until the process restarts, and stops once the file is put back.
 pub(super) fn compare(
     before: &SecretDigests,
     read: SecretDigests,
@@ -55,6 +57,8 @@ pub(super) fn compare(
 
 /// `auth.*` is resolved again on every reload; a backend's password is read when the backend
 /// starts, which a reload does when that backend's settings changed.
+/// Keys look like `auth.requirepass`, `auth.users[0].password` or `backends.NAME.password`; a
+/// backend whose settings are unchanged keeps its connections, and with them the old password.
 fn applies_live(key: &str, running: &Config, config: &Config) -> bool {
     if key.starts_with("auth.") {
         return true;
@@ -68,6 +72,7 @@ fn applies_live(key: &str, running: &Config, config: &Config) -> bool {
 
 /// Adds the secret keys to a list of changed keys: drops what only said "something in this
 /// section" (`upstream`, `admin`: a secret serializes alike) and repeats no key.
+/// For example `["admin"]` merged with `["admin.token"]` gives `["admin.token"]`.
 pub(super) fn merge(keys: &mut Vec<String>, secrets: &[String]) {
     keys.retain(|key| {
         !secrets.iter().any(|s| {

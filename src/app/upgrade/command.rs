@@ -10,6 +10,8 @@ use rustix::process::{kill_process, test_kill_process, Pid, Signal};
 use super::pid_file::{read_pid, status_path};
 
 /// Runs `redcar upgrade`; returns the exit status.
+///
+/// Called by `main.rs` for the `upgrade` subcommand; blocking (no runtime needed).
 pub fn run(pid_file: &Path, timeout: Duration) -> u8 {
     match upgrade(pid_file, timeout) {
         Ok(message) => {
@@ -23,6 +25,10 @@ pub fn run(pid_file: &Path, timeout: Duration) -> u8 {
     }
 }
 
+/// Polls the status file every 50 ms until it changes, the process exits, or `timeout`. Exit codes:
+/// 64 when there is nothing to signal, 1 when the upgrade failed or said nothing in time.
+/// The status file is compared with what it held before the signal, so an outcome left from an
+/// earlier upgrade is never taken for this one's.
 fn upgrade(pid_file: &Path, timeout: Duration) -> Result<String, (u8, String)> {
     let old =
         read_pid(pid_file).ok_or_else(|| (64, format!("{} holds no pid", pid_file.display())))?;
@@ -68,6 +74,7 @@ fn upgrade(pid_file: &Path, timeout: Duration) -> Result<String, (u8, String)> {
 }
 
 /// The new process rewrites the pid file right after it is told to go.
+/// Gives up quietly at `deadline`: the upgrade itself has already succeeded.
 fn wait_for_pid_file(pid_file: &Path, new: u32, deadline: Instant) {
     while Instant::now() < deadline && read_pid(pid_file) != Some(new) {
         std::thread::sleep(Duration::from_millis(20));

@@ -16,9 +16,14 @@ use crate::downstream::{Downstream, Outgoing};
 /// An upgrade the new process has taken over: it serves new clients, and this process hands
 /// its own over as they reach their safe points.
 pub(crate) struct Committed {
+    /// The upgrade connection: client records and sockets go out on it, `Subscribed` comes back.
     pub(super) conn: Conn,
+    /// The client record version both processes read; 0: clients are closed at their safe points,
+    /// not moved.
     pub(super) version: u16,
+    /// The process that took over, for the log.
     pub(super) new_pid: u32,
+    /// When `Go` was sent: the hand-over's duration is measured from here.
     pub(super) started: Instant,
 }
 
@@ -82,6 +87,10 @@ impl Committed {
 
 /// Sends each client's record and socket as sessions give them (and each subscribed client's
 /// release), then `Done`.
+/// Runs on its own thread because sending blocks on the socket and must not stall the runtime
+/// that serves the clients still here. Ends once every sender of `records` is gone (no session
+/// has a client left to give). A client whose send fails is lost to both processes (its socket
+/// closes here); the error is logged.
 fn write_clients(
     conn: &Conn,
     records: &std::sync::mpsc::Receiver<Outgoing>,

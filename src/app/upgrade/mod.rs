@@ -44,8 +44,11 @@ const VERSIONS_ENV: &str = "REDCAR_UPGRADE_TEST_VERSIONS";
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct Hello {
+    /// The new process's pid, which the old one compares with the child it started.
     pid: u32,
+    /// The oldest client record version the new process reads.
     oldest: u16,
+    /// The newest client record version the new process reads.
     newest: u16,
     /// The release, for the log.
     release: String,
@@ -56,9 +59,14 @@ struct Hello {
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct Handing {
+    /// Agreed by [`agree`]; 0 means the old process closes its clients at their safe points
+    /// instead of moving them (only the listeners move).
     version: u16,
+    /// The old process's restart generation plus one: the new process's own.
     generation: u64,
+    /// Shown by the new process as `redcar_upgrade_old_pid` while clients move.
     old_pid: u32,
+    /// In the order the descriptors travel in the same frame.
     listeners: Vec<Entry>,
 }
 
@@ -66,7 +74,9 @@ struct Handing {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default)]
 struct Entry {
+    /// `tcp`, `tls`, `unix` or `admin`: which configured listener may claim the socket.
     kind: String,
+    /// `IP:PORT` as bound (the real port when the config said 0), or the Unix socket's path.
     addr: String,
 }
 
@@ -74,6 +84,7 @@ struct Entry {
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct Failed {
+    /// One line for the log and the status file (`failed <reason>`).
     reason: String,
 }
 
@@ -81,6 +92,8 @@ struct Failed {
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct Go {
+    /// Moved clients keep their ids, all below it; the new process numbers its own clients from
+    /// here, so ids stay unique across both.
     next_id: u64,
 }
 
@@ -88,8 +101,11 @@ struct Go {
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 struct Done {
+    /// Clients whose connection and state went to the new process.
     moved: u64,
+    /// Clients that could not be moved and were closed instead.
     closed: u64,
+    /// How long the hand-over took, for the log.
     millis: u64,
 }
 
@@ -131,10 +147,14 @@ fn agree(ours: (u16, u16), theirs: (u16, u16)) -> u16 {
     }
 }
 
+/// Control messages are small structs of numbers and strings, so encoding cannot fail in practice;
+/// an empty body would decode as the default.
 fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
+/// Lenient on purpose: unknown fields are ignored and garbage gives the default, so two releases
+/// with different fields still talk, and a zero value reads as "nothing agreed".
 fn from_json<T: for<'de> Deserialize<'de> + Default>(bytes: &[u8]) -> T {
     serde_json::from_slice(bytes).unwrap_or_default()
 }

@@ -23,19 +23,30 @@ const ANSWER: Duration = Duration::from_secs(10);
 pub(crate) struct Inherited {
     /// `(kind, address or path, socket)`.
     pub(crate) sockets: Vec<(String, String, OwnedFd)>,
+    /// Kept until the proxy is built and its slot maps are read; then `Takeover::ready`.
     pub(crate) takeover: Takeover,
 }
 
 /// The connection to the old process, until this one takes over.
+/// Held by `Listeners` between `inherit` and `run`'s take-over step.
 pub(crate) struct Takeover {
+    /// The upgrade connection; read with a timeout of `ANSWER` while the old process answers.
     conn: Conn,
+    /// The client record version agreed; 0 means no clients will come, only `Done`.
     version: u16,
+    /// This process's restart generation, as the old process computed it.
     pub(crate) generation: u64,
+    /// The process being replaced, for the log and `redcar_upgrade_old_pid`.
     pub(crate) old_pid: u32,
 }
 
 /// Started by an upgrade (`REDCAR_UPGRADE_FROM` set): connects to the old process, says which
 /// record versions this build reads, and receives the listeners. `None` when started by hand.
+///
+/// Fails, and the process exits before binding anything, when the old process cannot be reached
+/// (only the child it started may connect), does not answer within `ANSWER`, or names a different
+/// number of listeners than it passes; the old process then reports the upgrade as failed and goes
+/// on serving.
 pub(crate) fn inherit() -> anyhow::Result<Option<Inherited>> {
     let Ok(name) = std::env::var(FROM_ENV) else {
         return Ok(None);
@@ -85,6 +96,8 @@ pub(crate) fn inherit() -> anyhow::Result<Option<Inherited>> {
 }
 
 /// The next frame, which must be of `kind`.
+/// Fails on a closed connection, a read timeout or a frame of another kind: the handshake has a
+/// fixed order, so anything else means the two processes disagree.
 fn next(conn: &mut Conn, kind: Kind) -> anyhow::Result<Frame> {
     let frame = conn
         .recv()?
@@ -142,6 +155,7 @@ impl Takeover {
 
 /// Taken over: this process serves; the old one hands its clients over.
 pub(crate) struct Taken {
+    /// Moves to the adopting thread in `adopt_clients`.
     conn: Conn,
     version: u16,
     /// Client ids from here on are this process's.
@@ -181,6 +195,9 @@ impl Taken {
 }
 
 /// Adopts clients until `Done` or the end of the connection.
+/// A record that cannot be decoded, or that comes without its socket, costs that client its
+/// connection (it reconnects) and nothing else; the loop goes on with the next frame. Unknown frame
+/// kinds are logged and skipped.
 fn receive(
     conn: &mut Conn,
     version: u16,

@@ -7,6 +7,8 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 
 /// Sends `state` (lines such as `READY=1`) to systemd, when redcar runs under it.
+/// A failure is logged and otherwise ignored: systemd then times the unit out, which is the right
+/// signal for an operator. `@name` addresses an abstract socket.
 pub(crate) fn notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return;

@@ -26,9 +26,12 @@ const ID_MARGIN: u64 = 1 << 20;
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// The listening sockets, as descriptors to pass (duplicates of those the accept loops use).
+/// Built once at start-up (`Listeners::to_pass`), before any upgrade can be asked for.
 #[derive(Default)]
 pub(crate) struct Sockets {
+    /// What each descriptor is, in the same order as `fds`.
     entries: Vec<Entry>,
+    /// Duplicates owned here, so the accept loops closing theirs does not close these.
     fds: Vec<OwnedFd>,
 }
 
@@ -51,16 +54,20 @@ impl Sockets {
 
 /// What an upgrade needs from the running process.
 pub(crate) struct Old {
+    /// Passed again at every attempt, so a failed upgrade can be retried with the same sockets.
     pub(crate) sockets: Sockets,
     /// This process's restart generation (0 for one started by hand).
     pub(crate) generation: u64,
     /// The config in effect (`upgrade_timeout` is read from it at each upgrade).
     pub(crate) current: Arc<arc_swap::ArcSwap<crate::config::Config>>,
+    /// Where the status of each attempt is written for `redcar upgrade`, when `--pid-file` is set.
     pub(crate) pid_file: Option<PidFile>,
+    /// For the next client id to hand the new process, and later the clients themselves.
     pub(crate) downstream: Arc<Downstream>,
 }
 
 impl Old {
+    /// Made once in `run`; the upgrade task owns it from then on.
     pub(crate) fn new(
         sockets: Sockets,
         generation: u64,
@@ -79,9 +86,12 @@ impl Old {
 }
 
 /// An attempt before `Go`: the new process and the connection to it.
+/// Dropping it without `go` would leave the child running: every failure path calls `stop_child`
+/// first.
 struct Pending {
     conn: Conn,
     child: Child,
+    /// The client record version agreed in the handshake.
     version: u16,
 }
 
@@ -98,6 +108,8 @@ pub(crate) fn watch_sigusr2() -> Option<Signal> {
 }
 
 /// Serves until `shutdown` (`None`) or until an upgrade commits (returned).
+/// Without an upgrade task (SIGUSR2 could not be watched) only `shutdown` ends it. A task that
+/// panicked counts as no upgrade, so the process keeps serving until shutdown.
 pub(crate) async fn until_taken_over(
     shutdown: impl std::future::Future<Output = ()>,
     upgrades: Option<tokio::task::JoinHandle<Option<Committed>>>,
@@ -160,6 +172,8 @@ pub(crate) async fn watch(
 }
 
 /// Starts the new process and waits until it is ready (or fails, or `upgrade_timeout` passes).
+/// The upgrade socket has a fresh abstract name per attempt (pid, generation and a random part), so
+/// a stale or parallel attempt cannot be joined by mistake. Runs on a blocking thread.
 fn prepare(old: &Old, cancel: &AtomicBool) -> Result<Pending, String> {
     let started = Instant::now();
     let deadline = started + old.current.load().upgrade_timeout;
@@ -190,6 +204,8 @@ fn prepare(old: &Old, cancel: &AtomicBool) -> Result<Pending, String> {
 
 /// The binary at this process's path (read from disk again), with the same arguments and
 /// environment, told where to find this process.
+/// Its stdout and stderr are this process's, so both logs land in the same place (journal or
+/// terminal). Fails if the binary is gone or cannot be executed.
 fn spawn(name: &str) -> Result<Child, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find this process's binary: {e}"))?;
@@ -208,6 +224,8 @@ fn spawn(name: &str) -> Result<Child, String> {
 
 /// Accepts the new process's connection (its pid checked), exchanges Hello and the
 /// listeners, and waits for Ready.
+/// The new process's `Failed` reason becomes this attempt's error, so `redcar upgrade` and the log
+/// show why the new process refused.
 fn handshake(
     old: &Old,
     listener: &UnixListener,
@@ -247,6 +265,9 @@ fn handshake(
 }
 
 /// Sends `Go`: from now on the new process serves. Then this one stops accepting.
+///
+/// From here on there is no going back: a `Go` that cannot be sent stops the child and fails, but
+/// once it is sent, this process only hands over and exits.
 fn go(old: &Old, mut pending: Pending) -> Result<Committed, String> {
     let next_id = old.downstream.next_id().saturating_add(ID_MARGIN);
     if let Err(e) = pending.conn.send(Kind::Go, &to_json(&Go { next_id }), &[]) {
@@ -267,6 +288,9 @@ fn go(old: &Old, mut pending: Pending) -> Result<Committed, String> {
     })
 }
 
+/// Only the child this process started may connect: the peer's pid (`SO_PEERCRED`) must be the
+/// child's, so no other local process can take the sockets. Polls every 10 ms, checking the child,
+/// the deadline and shutdown between tries.
 fn accept_child(
     listener: &UnixListener,
     child: &mut Child,

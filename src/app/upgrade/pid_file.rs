@@ -8,10 +8,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// The pid file and its upgrade status file.
 #[derive(Clone, Debug)]
 pub(crate) struct PidFile {
+    /// The pid file itself; the status file is derived from it (`status_path`).
     path: PathBuf,
 }
 
 impl PidFile {
+    /// Touches nothing on disk until a write.
     pub(crate) fn new(path: &Path) -> PidFile {
         PidFile {
             path: path.to_path_buf(),
@@ -31,6 +33,9 @@ impl PidFile {
     }
 
     /// Records how the current upgrade goes (see the module docs).
+    /// Each line starts with the time in milliseconds and this pid, so every write differs from the
+    /// last even when the outcome is the same; `redcar upgrade` relies on that to see a new
+    /// outcome.
     pub(crate) fn status(&self, line: &str) {
         let millis = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -43,6 +48,7 @@ impl PidFile {
 }
 
 /// `FILE.upgrade`.
+/// The suffix is appended to the whole name (`redcar.pid.upgrade`), never replacing an extension.
 pub(super) fn status_path(pid_file: &Path) -> PathBuf {
     let mut name = pid_file.as_os_str().to_os_string();
     name.push(".upgrade");
@@ -50,10 +56,13 @@ pub(super) fn status_path(pid_file: &Path) -> PathBuf {
 }
 
 /// The pid in `path`, if it holds one.
+/// Used by `redcar upgrade` to find the process, and here so a process never removes another's pid
+/// file.
 pub(super) fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// The temporary name carries the pid, so two processes writing at once never share one.
 fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     let mut temp = path.as_os_str().to_os_string();
     temp.push(format!(".{}.tmp", std::process::id()));

@@ -29,6 +29,7 @@ const MAX_FDS: usize = 8;
 /// The largest frame accepted: a record carries at most a partial request.
 const MAX_FRAME: usize = 1 << 30;
 
+/// Bytes before the payload: kind (1), descriptor count (1), payload length (4, big-endian).
 const HEADER: usize = 6;
 
 /// What a frame is.
@@ -73,19 +74,26 @@ impl Kind {
 
 /// One received frame.
 pub(super) struct Frame {
+    /// Decoded from the first header byte; an unknown byte is an error, not a skipped frame.
     pub(super) kind: Kind,
+    /// JSON for control frames, the client record for `Client`.
     pub(super) payload: Vec<u8>,
+    /// As many as the header named, owned by the receiver from now on.
     pub(super) fds: Vec<OwnedFd>,
 }
 
 /// One end of the upgrade connection (blocking; run on threads of its own).
 pub(super) struct Conn {
+    /// Blocking; the handshake sets read timeouts on it, the hand-over clears them.
     stream: UnixStream,
+    /// Bytes received but not yet returned as a frame (a frame may span several reads).
     buf: Vec<u8>,
+    /// Descriptors received but not yet given to a frame, in arrival order.
     fds: VecDeque<OwnedFd>,
 }
 
 impl Conn {
+    /// Both sides wrap their end the same way; the buffers start empty.
     pub(super) fn new(stream: UnixStream) -> Conn {
         Conn {
             stream,
@@ -140,6 +148,8 @@ impl Conn {
     }
 
     /// The next frame; `None` when the peer closed the connection between frames.
+    /// A frame cut short by the end of the stream is an error; descriptors that arrive ahead of
+    /// their frame wait in `fds`.
     pub(super) fn recv(&mut self) -> io::Result<Option<Frame>> {
         loop {
             if let Some(frame) = self.take_frame()? {
