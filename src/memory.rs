@@ -68,6 +68,14 @@ pub(crate) fn give_back(moved_large: bool) {
     }
 }
 
+/// Collects this thread's heap now, after it freed many small blocks at once (a slot map's
+/// replies and their parse), which no large buffer reports. Also tells the other threads to
+/// collect at their next quiet moment: the replies were read into their buffers.
+pub(crate) fn collect_now() {
+    large_freed();
+    give_back(true);
+}
+
 /// Whether `freed` moved since `seen`, which then catches up.
 fn due(freed: &AtomicU64, seen: &Cell<u64>) -> bool {
     let now = freed.load(Ordering::Relaxed);

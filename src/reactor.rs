@@ -114,6 +114,11 @@ impl Remote {
 
     /// Called by the loop before it sleeps: whether anything arrived (then it must not sleep).
     pub(crate) fn going_to_sleep(&self) -> bool {
+        // A quiet moment to give back what another thread freed in this loop's pages since it
+        // last looked (a slot map's reply, read here and parsed and dropped by the refresher):
+        // an idle loop allocates nothing, so without this those pages stay resident. One atomic
+        // load when nothing large was freed.
+        crate::memory::give_back(false);
         self.asleep.store(true, Ordering::SeqCst);
         let inbound = self.lock();
         let any = !inbound.woken.is_empty() || !inbound.mail.is_empty();

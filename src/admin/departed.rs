@@ -5,7 +5,7 @@
 //! Fed by the sampler once a second (a walk over the map's nodes), never by the data path.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -52,19 +52,46 @@ pub(crate) struct Departed {
 /// What `observe` compares and keeps between calls.
 #[derive(Default)]
 struct State {
-    /// Every node of the previous map, by address.
-    last: HashMap<String, Place>,
+    /// The map `last` was read from: a map seen before is not walked again.
+    map: Weak<Topology>,
+    /// Every node of the previous map, keyed by the nodes' own address handles (no copy per
+    /// node of a big map).
+    last: HashMap<Arc<str>, Place>,
     /// Nodes missed since, dropped after `SHOWN_FOR` or when they come back.
-    gone: HashMap<String, Gone>,
+    gone: HashMap<Arc<str>, Gone>,
 }
 
 // === impl Departed ===
 
 impl Departed {
+    /// Compares `map`'s nodes with those of the map of the previous call, if it is another.
+    pub(crate) fn observe_map(&self, map: &Arc<Topology>) {
+        let seen = {
+            let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            std::ptr::eq(state.map.as_ptr(), Arc::as_ptr(map))
+        };
+        if seen {
+            self.expire();
+        } else {
+            self.observe(places(map));
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.map = Arc::downgrade(map);
+        }
+    }
+
+    /// Forgets departed nodes shown for long enough.
+    fn expire(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let at = Instant::now();
+        state
+            .gone
+            .retain(|_, g| at.duration_since(g.at) < SHOWN_FOR);
+    }
+
     /// Compares the current map's nodes with the previous call's.
     /// A node that comes back leaves the list at once; one that leaves again starts a new
     /// `SHOWN_FOR`.
-    pub(crate) fn observe(&self, now: HashMap<String, Place>) {
+    pub(crate) fn observe(&self, now: HashMap<Arc<str>, Place>) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let at = Instant::now();
         let since_ms = SystemTime::now()
@@ -74,7 +101,7 @@ impl Departed {
         for (addr, place) in last {
             if !now.contains_key(&addr) {
                 let gone = Gone {
-                    addr: addr.clone(),
+                    addr: addr.to_string(),
                     role: place.role,
                     slot: place.slot,
                     since_ms,
@@ -100,7 +127,7 @@ impl Departed {
 
 /// Every node of `topology` with its role and its shard's first slot.
 /// A shard that owns no slot (being emptied) gets slot 0.
-pub(crate) fn places(topology: &Topology) -> HashMap<String, Place> {
+pub(crate) fn places(topology: &Topology) -> HashMap<Arc<str>, Place> {
     let mut first_slot = vec![None; topology.shards().len()];
     for (start, _, shard) in topology.ranges() {
         let Some(shard) = shard else { continue };
@@ -116,10 +143,10 @@ pub(crate) fn places(topology: &Topology) -> HashMap<String, Place> {
     for (shard, slot) in topology.shards().iter().zip(first_slot) {
         let slot = slot.unwrap_or(0);
         let role = "primary";
-        places.insert(shard.primary.addr().to_string(), Place { role, slot });
+        places.insert(shard.primary.addr().clone(), Place { role, slot });
         for replica in &shard.replicas {
             let role = "replica";
-            places.insert(replica.addr().to_string(), Place { role, slot });
+            places.insert(replica.addr().clone(), Place { role, slot });
         }
     }
     places
@@ -129,10 +156,10 @@ pub(crate) fn places(topology: &Topology) -> HashMap<String, Place> {
 mod tests {
     use super::*;
 
-    fn map(nodes: &[(&str, &'static str)]) -> HashMap<String, Place> {
+    fn map(nodes: &[(&str, &'static str)]) -> HashMap<Arc<str>, Place> {
         nodes
             .iter()
-            .map(|&(addr, role)| (addr.to_string(), Place { role, slot: 7 }))
+            .map(|&(addr, role)| (Arc::from(addr), Place { role, slot: 7 }))
             .collect()
     }
 
@@ -153,6 +180,33 @@ mod tests {
         departed.observe(map(&[("a:1", "primary")]));
         tokio::time::advance(SHOWN_FOR + Duration::from_secs(1)).await;
         departed.observe(map(&[("a:1", "primary")]));
+        assert!(departed.list().is_empty(), "forgotten after SHOWN_FOR");
+    }
+
+    /// The sampler's way: the map itself, walked only when it is another one; a map seen
+    /// before still lets departed nodes expire.
+    #[tokio::test(start_paused = true)]
+    async fn a_map_seen_before_is_not_walked_again_but_departures_still_expire() {
+        let (upstreams, _metrics) = crate::upstream::Upstreams::for_tests(false);
+        let shard = |replicas: &[String]| {
+            Arc::new(Topology::single_shard(
+                "a:1",
+                replicas,
+                &upstreams,
+                Arc::from("a:1"),
+            ))
+        };
+        let departed = Departed::default();
+        departed.observe_map(&shard(&["b:1".to_string()]));
+        let without = shard(&[]);
+        departed.observe_map(&without);
+        let list = departed.list();
+        assert_eq!(list.len(), 1);
+        assert_eq!((list[0].addr.as_str(), list[0].role), ("b:1", "replica"));
+        departed.observe_map(&without);
+        assert_eq!(departed.list().len(), 1, "still shown");
+        tokio::time::advance(SHOWN_FOR + Duration::from_secs(1)).await;
+        departed.observe_map(&without);
         assert!(departed.list().is_empty(), "forgotten after SHOWN_FOR");
     }
 }

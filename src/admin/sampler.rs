@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::departed::{places, Departed};
+use super::departed::Departed;
 use crate::cluster::ClusterState;
 use crate::metrics::{quantile_us, BucketCounts, Metrics};
 use crate::upstream::UpstreamMetrics;
@@ -94,7 +94,7 @@ impl Sampler {
     pub(crate) fn sample(&self, cluster: &ClusterState, metrics: &Metrics) {
         let mut nodes = HashMap::new();
         if let Some(topology) = cluster.topology() {
-            self.departed.observe(places(&topology));
+            self.departed.observe_map(&topology);
             let upstream = metrics.group::<UpstreamMetrics>();
             // Nodes never used have no series and no sample (their rates are unknown, as
             // before their first sample): a 1,000-node map's idle nodes cost nothing here.

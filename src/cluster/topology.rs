@@ -52,6 +52,12 @@ impl Topology {
         upstreams: &Upstreams,
         source: Arc<str>,
     ) -> Topology {
+        // The nodes [`shard`] takes, made at once.
+        upstreams.make_nodes(ranges.iter().flat_map(|r| {
+            let usable = |n: &&SlotNode| usable(n, states);
+            let replicas = r.replicas.iter().filter(usable);
+            r.primary.iter().chain(replicas).map(|n| n.addr.as_str())
+        }));
         let mut slots = vec![UNOWNED; SLOT_COUNT].into_boxed_slice();
         let mut shards: Vec<Shard> = Vec::new();
         let mut owned = 0;
@@ -248,11 +254,17 @@ fn shard(
         primary: upstreams.node(&primary.addr),
         replicas: replicas
             .iter()
-            .filter(|r| state(r).is_none_or(|s| !s.unusable))
+            .filter(|r| usable(r, states))
             .map(|r| upstreams.node(&r.addr))
             .collect(),
         epoch: state(primary).map_or(0, |s| s.config_epoch),
     }
+}
+
+/// Whether `states` does not flag `node` as failed (`fail`, `handshake`, `noaddr`).
+fn usable(node: &SlotNode, states: Option<&NodeStates>) -> bool {
+    let state = node.id.as_ref().and_then(|id| states?.get(id));
+    state.is_none_or(|s| !s.unusable)
 }
 
 /// Ids of the nodes in `states` that no range of the map serves reads from: replicas absent

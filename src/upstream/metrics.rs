@@ -78,7 +78,9 @@ pub(crate) struct NodeSeries {
     addr: Arc<str>,
     group: Arc<UpstreamMetrics>,
     events: Arc<EventLog>,
-    made: OnceLock<NodeMetrics>,
+    /// Boxed: a node never used holds only the pointer's room (the series' handles are ~100
+    /// bytes).
+    made: OnceLock<Box<NodeMetrics>>,
 }
 
 impl NodeSeries {
@@ -95,13 +97,13 @@ impl NodeSeries {
     /// The series, made now if they were not.
     pub(crate) fn get(&self) -> &NodeMetrics {
         self.made
-            .get_or_init(|| self.group.node(&self.addr, &self.events))
+            .get_or_init(|| Box::new(self.group.node(&self.addr, &self.events)))
     }
 
     /// The series if the node was used (nothing counted otherwise).
     #[inline]
     pub(crate) fn made(&self) -> Option<&NodeMetrics> {
-        self.made.get()
+        self.made.get().map(|made| &**made)
     }
 }
 

@@ -11,6 +11,10 @@ use super::{ConnectLimit, DedicatedPool, Node, OutlierConfig, UpstreamConfig, Up
 use crate::metrics::Metrics;
 use crate::protocol::{Limits, Protocol};
 
+/// New nodes from this many on are made apart ([`Upstreams::make_nodes`]): a small map's few
+/// are not worth a thread.
+const MAKE_APART: usize = 64;
+
 /// Address → node. Looked up on topology refresh and on redirects, not per command (the slot map
 /// snapshot holds `Arc<Node>` directly).
 pub(crate) struct Upstreams {
@@ -166,6 +170,35 @@ impl Upstreams {
         let node = Arc::new(Node::new(addr, shared));
         nodes.insert(node.addr().clone(), node.clone());
         node
+    }
+
+    /// Registers the nodes at `addrs` that are not yet, as [`node`](Self::node) would. Many new
+    /// nodes at once (a big map's first adoption) are made on a thread of their own, which ends
+    /// right after: the allocator then packs their handles into pages of their own, instead of
+    /// scattering them into the holes that parsing the map left in this thread's pages, where
+    /// each would keep a page of freed parse scratch resident (about doubling what a known node
+    /// costs in RSS).
+    pub(crate) fn make_nodes<'a>(&self, addrs: impl IntoIterator<Item = &'a str>) {
+        let new: Vec<&str> = {
+            let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+            addrs.into_iter().filter(|a| !nodes.contains_key(*a)).collect()
+        };
+        if new.len() < MAKE_APART {
+            return;
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let made = std::thread::scope(|scope| {
+            let make = scope.spawn(|| {
+                let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
+                for addr in new {
+                    self.node(addr);
+                }
+            });
+            make.join()
+        });
+        if let Err(panic) = made {
+            std::panic::resume_unwind(panic);
+        }
     }
 
     /// Where the nodes' invalidations for tracking clients go (`CLIENT TRACKING`).

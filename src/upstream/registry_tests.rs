@@ -50,3 +50,38 @@ async fn known_nodes_get_connections_and_series_only_at_their_first_command() {
     );
     assert!(known.iter().all(|n| n.metrics().is_none() && !n.started()));
 }
+
+/// A big map's new nodes are made at once on a thread of their own: they are registered like
+/// those [`Upstreams::node`] makes (the same handle afterwards), and, with the shared runtime,
+/// their connections still start as tasks on the runtime of the caller.
+#[tokio::test]
+async fn nodes_made_at_once_are_the_registrys_and_start_on_the_callers_runtime() {
+    let (upstreams, _metrics) = Upstreams::for_tests(false);
+    let runtime = tokio::runtime::Handle::current().metrics();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a port");
+    let used = listener.local_addr().expect("its address").to_string();
+    let mut addrs: Vec<String> = (0..200)
+        .map(|i| format!("127.0.0.1:{}", 30_000 + i))
+        .collect();
+    addrs.push(used.clone());
+    let before = upstreams.node("127.0.0.1:30000");
+    upstreams.make_nodes(addrs.iter().map(String::as_str));
+    assert_eq!(upstreams.all().len(), addrs.len());
+    assert!(
+        std::sync::Arc::ptr_eq(&before, &upstreams.node("127.0.0.1:30000")),
+        "a node registered before is kept"
+    );
+    let node = upstreams.node(&used);
+    assert!(!node.started());
+    let tasks = runtime.num_alive_tasks();
+    drop(node.send(
+        Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+        false,
+        Lane::default(),
+    ));
+    assert!(node.started());
+    assert!(
+        runtime.num_alive_tasks() > tasks,
+        "its connection tasks run on this runtime"
+    );
+}

@@ -9,6 +9,7 @@ mod admin_auth;
 mod auth;
 mod backlog;
 mod bigmap;
+mod bigmap_memory;
 mod blocking;
 mod chaos_migration;
 mod chaos_new_replica;

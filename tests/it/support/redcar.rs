@@ -32,6 +32,8 @@ pub struct Redcar {
     /// Extra environment variables for the child (after the `REDCAR_*` ones are cleared).
     env: Vec<(String, String)>,
     dir: tempfile::TempDir,
+    /// The binary run: [`redcar_bin`] unless a test measures another build.
+    bin: PathBuf,
 }
 
 impl Redcar {
@@ -75,6 +77,7 @@ impl Redcar {
             args,
             env: Vec::new(),
             dir,
+            bin: redcar_bin(),
         };
         r.spawn_child();
         r
@@ -93,6 +96,15 @@ impl Redcar {
         r
     }
 
+    /// Like [`spawn`](Self::spawn), running the binary at `bin` (to compare builds).
+    pub fn spawn_bin(bin: &std::path::Path, seeds: &str, extra_args: &[&str]) -> Redcar {
+        let mut r = Redcar::spawn(seeds, extra_args);
+        r.kill();
+        r.bin = bin.to_path_buf();
+        r.spawn_child();
+        r
+    }
+
     fn spawn_child(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -100,7 +112,7 @@ impl Redcar {
             .open(self.log_path())
             .expect("open redcar log");
         let log2 = log.try_clone().expect("clone log fd");
-        let mut cmd = Command::new(redcar_bin());
+        let mut cmd = Command::new(&self.bin);
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("REDCAR_") {
                 cmd.env_remove(k);
@@ -116,7 +128,7 @@ impl Redcar {
             .stdout(log)
             .stderr(log2)
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", redcar_bin().display()));
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.bin.display()));
         self.child = Some(child);
     }
 
