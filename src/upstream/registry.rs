@@ -181,7 +181,10 @@ impl Upstreams {
     pub(crate) fn make_nodes<'a>(&self, addrs: impl IntoIterator<Item = &'a str>) {
         let new: Vec<&str> = {
             let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-            addrs.into_iter().filter(|a| !nodes.contains_key(*a)).collect()
+            addrs
+                .into_iter()
+                .filter(|a| !nodes.contains_key(*a))
+                .collect()
         };
         if new.len() < MAKE_APART {
             return;

@@ -32,7 +32,11 @@ fn traffic(redcar: &Redcar, keys: &[String]) {
             == Some(Value::simple("OK"))
     };
     while !answered() {
-        assert!(Instant::now() < deadline, "redcar never served:\n{}", redcar.log());
+        assert!(
+            Instant::now() < deadline,
+            "redcar never served:\n{}",
+            redcar.log()
+        );
         thread::sleep(Duration::from_millis(50));
     }
     let mut client = redcar.client();

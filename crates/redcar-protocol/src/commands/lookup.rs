@@ -43,7 +43,7 @@ impl CommandTable {
     /// Spec for a command line: `args[0]` is the name in any case; when the command is a
     /// container and `args[1]` names one of its subcommands, the subcommand's spec
     /// (`CLIENT SETNAME` → `client|setname`), otherwise the container's.
-#[inline]
+    #[inline]
     pub fn lookup(&self, args: Args<'_>) -> Option<&'static CommandSpec> {
         let mut buf = [0u8; MAX_NAME_LEN];
         let name = lowercase(args.first()?, &mut buf)?;
@@ -120,7 +120,7 @@ struct BuiltinIndex {
 }
 
 impl BuiltinIndex {
-#[inline]
+    #[inline]
     fn get() -> &'static BuiltinIndex {
         static INDEX: OnceLock<BuiltinIndex> = OnceLock::new();
         INDEX.get_or_init(|| BuiltinIndex::build(COMMANDS))

@@ -69,19 +69,19 @@ pub(crate) enum FindKeys {
 
 impl CommandSpec {
     /// True when every bit of `flag` (a [`flags`] constant) is set.
-#[inline]
+    #[inline]
     pub fn has_flag(&self, flag: u32) -> bool {
         self.flags & flag == flag
     }
 
     /// True when the command may take keys: any key spec or the movable-keys flag.
-#[inline]
+    #[inline]
     pub fn has_keys(&self) -> bool {
         !self.key_specs.is_empty() || self.has_flag(flags::MOVABLE_KEYS)
     }
 
     /// The container part of the name (`"client"` for `"client|setname"`).
-#[inline]
+    #[inline]
     pub fn container(&self) -> &'static str {
         match self.name.split_once('|') {
             Some((container, _)) => container,

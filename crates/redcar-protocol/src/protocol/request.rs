@@ -32,7 +32,7 @@ type Spans = SmallVec<[Span; INLINE_ARGS]>;
 
 impl Request {
     /// The RESP multibulk encoding of the whole command.
-#[inline]
+    #[inline]
     pub fn raw(&self) -> &Bytes {
         &self.raw
     }
