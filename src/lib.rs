@@ -39,7 +39,7 @@
 //! 1. `downstream/event_loop/mod.rs`: `poll` says the client's socket is readable.
 //! 2. `downstream/event_loop/commands.rs`, `downstream/session/buffers.rs`,
 //!    `protocol/parse.rs`: read into the client's buffer, the request parsed in place.
-//! 3. `downstream/session/stamp.rs`: what the request is, decided once (`decide`):
+//! 3. `downstream/session/record.rs`: what the request is, decided once (`decide`):
 //!    `router/plan/mod.rs`, `commands/lookup.rs`, `commands/keys.rs`, `cluster/slot.rs` give the
 //!    command, its key and the key's slot; `downstream/local.rs` the auth gate and the user's
 //!    rate.
@@ -50,7 +50,7 @@
 //!    write per connection.
 //! 7. `upstream/wire.rs`, `protocol/scan.rs`: the node's reply read and framed;
 //!    `downstream/event_loop/arrivals.rs`: handed to its client in place.
-//! 8. `downstream/session/stamp.rs`, `metrics/tally.rs`: recorded; appended to the client's
+//! 8. `downstream/session/record.rs`, `metrics/tally.rs`: recorded; appended to the client's
 //!    output, which `downstream/event_loop/arrivals.rs` writes at the end of the turn.
 //!
 //! `bench/path_files.py` lists the files from a callgrind dump of the path: the functions called

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use twox_hash::XxHash3_64;
 
 use crate::protocol::Protocol;
-use crate::upstream::Heard;
+use crate::upstream::ProvenAt;
 
 /// Shards: enough that the workers rarely meet on a lock.
 const SHARDS: usize = 16;
@@ -31,7 +31,7 @@ pub(super) struct Variant {
     /// [`clock_ms`](crate::upstream::clock_ms) after which it is not served.
     pub(crate) expires: u64,
     /// Its node's invalidation connection: served only while that proves it missed nothing.
-    pub(crate) heard: Arc<Heard>,
+    pub(crate) heard: Arc<ProvenAt>,
 }
 
 impl Variant {

@@ -7,13 +7,13 @@ pub(super) fn key(k: &str) -> Bytes {
 }
 
 /// A node whose invalidation connection answered a heartbeat sent at `at`.
-pub(super) fn heard(at: u64) -> Arc<Heard> {
-    let heard = Arc::new(Heard::default());
+pub(super) fn heard(at: u64) -> Arc<ProvenAt> {
+    let heard = Arc::new(ProvenAt::default());
     heard.answered_for_tests(at);
     heard
 }
 
-pub(super) fn get_variant(reply: &str, expires: u64, heard: &Arc<Heard>) -> Variant {
+pub(super) fn get_variant(reply: &str, expires: u64, heard: &Arc<ProvenAt>) -> Variant {
     Variant {
         command: "get",
         protocol: Protocol::Resp2,
@@ -50,7 +50,7 @@ pub(super) fn read(store: &Store, k: &str, now: u64, idle: bool) -> Option<Bytes
     }
 }
 
-fn fill(store: &Store, k: &str, token: u64, reply: &str, node: &Arc<Heard>) -> bool {
+fn fill(store: &Store, k: &str, token: u64, reply: &str, node: &Arc<ProvenAt>) -> bool {
     let k = key(k);
     assert_eq!(begin(store, &k, token, 10), Some(token));
     store

@@ -254,8 +254,8 @@ impl Node {
     }
 
     /// How recently the node's invalidation connection proved it missed nothing (`None` before
-    /// `start_tracking`; see [`Heard`](super::Heard)).
-    pub(crate) fn heard(&self) -> Option<Arc<super::Heard>> {
+    /// `start_tracking`; see [`ProvenAt`](super::ProvenAt)).
+    pub(crate) fn heard(&self) -> Option<Arc<super::ProvenAt>> {
         self.tracking.get().map(|t| t.heard().clone())
     }
 

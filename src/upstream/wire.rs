@@ -16,7 +16,7 @@ use super::inbox::{Delivered, Shared};
 use super::pending::{frames_len, LoopWaiter, Pending, ReplyTo, ASKING};
 use super::NodeMetrics;
 use super::UpstreamError;
-use crate::metrics::clock::Since;
+use crate::metrics::clock::ElapsedClock;
 use crate::metrics::LocalLatency;
 use crate::protocol::Limits;
 
@@ -271,7 +271,7 @@ impl Wire {
         sink: &mut impl LoopSink,
     ) -> Result<(), String> {
         let mut batch = ReplyBatch::default();
-        let result = self.deliver_frames(input, Since::new(now), &mut batch, sink);
+        let result = self.deliver_frames(input, ElapsedClock::new(now), &mut batch, sink);
         hand_over(&mut self.for_inboxes);
         let latency = Duration::from_nanos(batch.latency_ns);
         self.metrics.record_replies(batch.count, latency);
@@ -289,7 +289,7 @@ impl Wire {
     fn deliver_frames(
         &mut self,
         input: &mut BytesMut,
-        mut now: Since,
+        mut now: ElapsedClock,
         batch: &mut ReplyBatch,
         sink: &mut impl LoopSink,
     ) -> Result<(), String> {
@@ -326,7 +326,7 @@ impl Wire {
             let Some(done) = self.in_flight.pop_front() else {
                 return Ok(());
             };
-            // The commands of one batch share `queued_at`: measured once (see `Since`).
+            // The commands of one batch share `queued_at`: measured once (see `ElapsedClock`).
             let elapsed = now.nanos(done.queued_at);
             self.duration.observe_ns(elapsed);
             batch.count += u64::from(done.frames);

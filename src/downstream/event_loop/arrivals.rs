@@ -84,7 +84,7 @@ impl<'d> Client<'d> {
             Wait::Node { hop, .. } => Some(hop.node.addr().clone()),
             _ => None,
         };
-        self.write_reply(owed.stamp, frame.bytes(), node.as_deref(), work);
+        self.write_reply(owed.record, frame.bytes(), node.as_deref(), work);
         drop(frame);
         if !self.take_done(work) {
             // This reply alone arrived: the turn it may start is still the client's.
@@ -142,7 +142,7 @@ impl<'d> Client<'d> {
         while let Some(owed) = self.replies.pop_done() {
             taken = true;
             if let Wait::Done { reply, node } = owed.wait {
-                self.write_reply(owed.stamp, &reply, node.as_deref(), work);
+                self.write_reply(owed.record, &reply, node.as_deref(), work);
             }
         }
         if taken {
@@ -188,7 +188,7 @@ impl<'d> Client<'d> {
             return Ok(());
         }
         // Whoever reads these replies finds their commands counted.
-        work.record.tally.flush();
+        work.recorder.tally.flush();
         while !self.link.out.is_empty() {
             match self.link.socket.write(&self.link.out[..]) {
                 Ok(0) => return Err(()),

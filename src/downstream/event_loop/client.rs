@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::super::budget::Share;
+use super::super::budget::BudgetShare;
 use super::super::clients::Connected;
 use super::super::facade::Endpoint;
 use super::super::local::ClientState;
@@ -56,7 +56,7 @@ pub(super) struct Link {
 pub(super) struct Books<'d> {
     /// Its registration; dropped with the client.
     pub(super) connected: Connected,
-    pub(super) share: Share<'d>,
+    pub(super) share: BudgetShare<'d>,
     /// Counted as a pipelining client of this worker (`placement: auto`, see `moves.rs`).
     pub(super) pipelining: Option<Pipelining>,
 }

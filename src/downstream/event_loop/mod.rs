@@ -22,7 +22,7 @@
 //! 7. `poll` returns: the node's socket is readable. The connection reads and scans each reply
 //!    frame (`wire.rs`, `protocol/scan.rs`) and hands it to the client in place
 //!    (`arrivals.rs`).
-//! 8. The reply is the oldest owed: it is recorded (`session/stamp.rs`, `metrics/tally.rs`)
+//! 8. The reply is the oldest owed: it is recorded (`session/record.rs`, `metrics/tally.rs`)
 //!    and appended to the client's output buffer, after it the replies that were waiting
 //!    behind it.
 //! 9. At the end of the turn the client's output is written (`client.rs`).

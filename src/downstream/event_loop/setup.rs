@@ -13,7 +13,7 @@ use super::super::clients::Downstream;
 use super::conns::Conns;
 use super::timers::Timers;
 use super::tokens::{self, Kind};
-use super::work::{Lists, Record, Work, CHORES};
+use super::work::{Lists, LoopRecorder, Work, CHORES};
 use super::Loop;
 use crate::metrics::CommandTally;
 use crate::reactor::{LoopWaker, Remote};
@@ -107,7 +107,7 @@ impl<'d> Loop<'d> {
                 router: &d.router,
                 index,
                 conns: Conns::default(),
-                record: Record {
+                recorder: LoopRecorder {
                     tally: CommandTally::new(metrics),
                     sampler: d.hotkeys.sampler(index as u64),
                     keep_raw: metrics.slowlog.is_enabled() || d.hotkeys.is_enabled(),

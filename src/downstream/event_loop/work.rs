@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::clients::Downstream;
-use super::super::session::stamp::Hot;
+use super::super::session::record::HotKeySink;
 use super::super::slow::LatencyWatch;
 use super::conns::Conns;
 use super::timers::Timers;
@@ -32,7 +32,7 @@ pub(super) struct Work<'d> {
     pub(super) router: &'d Router,
     pub(super) index: usize,
     pub(super) conns: Conns,
-    pub(super) record: Record<'d>,
+    pub(super) recorder: LoopRecorder<'d>,
     /// Key positions, reused by every command's plan.
     pub(super) scratch: Vec<usize>,
     /// The clock read once per loop turn.
@@ -42,7 +42,7 @@ pub(super) struct Work<'d> {
 }
 
 /// How the loop's commands are recorded: counted, sampled for the hot keys, timed.
-pub(super) struct Record<'d> {
+pub(super) struct LoopRecorder<'d> {
     pub(super) tally: CommandTally<'d>,
     pub(super) sampler: Sampler,
     /// The request is kept (a reference count) for the slow log and the hot keys.
@@ -63,8 +63,8 @@ pub(super) struct Lists {
 
 impl<'d> Work<'d> {
     /// Where finished commands are recorded for `/hotkeys`.
-    pub(super) fn hot(&self, client: u64) -> Hot<'d> {
-        Hot {
+    pub(super) fn hot(&self, client: u64) -> HotKeySink<'d> {
+        HotKeySink {
             keys: &self.d.hotkeys,
             client,
         }

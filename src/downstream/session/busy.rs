@@ -22,8 +22,8 @@ use super::super::pubsub;
 use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
 use super::super::ClientRules;
-use super::owed::Owed;
-use super::stamp::{Hot, Stamp};
+use super::owed::OwedReplies;
+use super::record::{CommandRecord, HotKeySink};
 use super::timer::{LazyTimer, OpTimer};
 use super::{Busy, Client};
 use crate::hotkeys::Sampler;
@@ -68,7 +68,7 @@ where
             // Subscribe mode takes the connection over until the client leaves it (and writes
             // the replies before it). Awaited here, not in a method of `Spell`: the request is
             // then held once in this future's state, not twice (the busy box's size, mod.rs).
-            spell.record.tally.flush();
+            spell.recorder.tally.flush();
             let max_reply_bytes = spell.settings.config.caps.reply_bytes;
             let c = &mut *spell.c;
             let left = (c.subscribe_mode(request, &spell.settings.limits, max_reply_bytes)).await;
@@ -128,7 +128,7 @@ pub(super) struct Turn<'d> {
 pub(super) struct Spell<'c, 'd, S> {
     pub(super) c: &'c mut Client<'d, S>,
     pub(super) router: &'d Router,
-    pub(super) record: Record<'d>,
+    pub(super) recorder: SpellRecorder<'d>,
     pub(super) replies: SpellReplies<'d>,
     /// A command that must run alone (see `Transaction::is_exclusive`), waiting for the
     /// commands before it to finish.
@@ -142,10 +142,10 @@ pub(super) struct Spell<'c, 'd, S> {
 }
 
 /// How the spell's commands are recorded: counted, sampled for the hot keys, logged.
-pub(super) struct Record<'d> {
+pub(super) struct SpellRecorder<'d> {
     /// The request is kept (a reference count) for the slow log and the hot keys.
     pub(super) keep_raw: bool,
-    pub(super) hot: Hot<'d>,
+    pub(super) hot: HotKeySink<'d>,
     pub(super) sampler: Sampler,
     /// Per-command series, added to the shared ones before each write to the client.
     pub(super) tally: CommandTally<'d>,
@@ -155,7 +155,7 @@ pub(super) struct Record<'d> {
 #[derive(Default)]
 pub(super) struct SpellReplies<'d> {
     /// Oldest first, with what the metrics need to know about them.
-    pub(super) calls: VecDeque<(Call<'d>, Stamp)>,
+    pub(super) calls: VecDeque<(Call<'d>, CommandRecord)>,
     /// How many of `calls` must run alone.
     pub(super) exclusive: usize,
     /// Which replies may be written now: those to one read go out together (see reply_batch).
@@ -226,9 +226,9 @@ where
         timer.reset(Instant::now() + IDLE_TICK);
         Spell {
             router: &downstream.router,
-            record: Record {
+            recorder: SpellRecorder {
                 keep_raw: metrics.slowlog.is_enabled() || downstream.hotkeys.is_enabled(),
-                hot: Hot {
+                hot: HotKeySink {
                     keys: &downstream.hotkeys,
                     client: c.state.id,
                 },
@@ -260,18 +260,18 @@ where
     }
 
     /// The owed replies and where finished ones go.
-    pub(super) fn owed(&mut self) -> Owed<'_, 'd> {
-        Owed {
+    pub(super) fn owed(&mut self) -> OwedReplies<'_, 'd> {
+        OwedReplies {
             calls: &mut self.replies.calls,
             batches: &mut self.replies.batches,
             out: &mut self.c.out,
-            tally: &mut self.record.tally,
-            hot: self.record.hot,
+            tally: &mut self.recorder.tally,
+            hot: self.recorder.hot,
             peer: self.c.peer,
         }
     }
 
-    /// Moves finished replies to `out` in order (see [`Owed::take_replies`]).
+    /// Moves finished replies to `out` in order (see [`OwedReplies::take_replies`]).
     pub(super) fn take_replies(
         &mut self,
         first: Option<Bytes>,
@@ -280,12 +280,12 @@ where
         next: impl FnMut(&mut Call<'d>, Option<&mut Inbox>) -> Option<Bytes>,
     ) {
         let c = &mut *self.c;
-        let mut owed = Owed {
+        let mut owed = OwedReplies {
             calls: &mut self.replies.calls,
             batches: &mut self.replies.batches,
             out: &mut c.out,
-            tally: &mut self.record.tally,
-            hot: self.record.hot,
+            tally: &mut self.recorder.tally,
+            hot: self.recorder.hot,
             peer: c.peer,
         };
         self.replies.exclusive -=
@@ -325,7 +325,7 @@ where
             );
         if may_write {
             // Whoever reads these replies finds their commands counted.
-            self.record.tally.flush();
+            self.recorder.tally.flush();
         }
         c.arm_timers();
         // Nothing held while there is nothing to hold: a waiting client keeps no buffer.
@@ -352,7 +352,7 @@ where
         {
             return Ok(());
         }
-        self.record.tally.flush();
+        self.recorder.tally.flush();
         match self.c.write_now() {
             Ok(true) => self.replies.batches.wrote(0, self.c.out.len()),
             Ok(false) => {}

@@ -5,7 +5,7 @@ use bytes::BytesMut;
 use tokio::time::Instant;
 
 use super::super::local::ClientState;
-use super::near::Near;
+use super::near::NearCacheRequest;
 use crate::commands::Local;
 use crate::protocol::Request;
 use crate::router::Step;
@@ -25,7 +25,7 @@ pub(in crate::downstream) fn dispatch<'r>(
     request: &Request,
     max_tx_bytes: usize,
     now: Instant,
-    near: Option<Near<'_>>,
+    near: Option<NearCacheRequest<'_>>,
 ) -> Call<'r> {
     if let Some(mut near) = near {
         if !state.tx.is_open() {

@@ -12,7 +12,7 @@ use super::super::facade::Endpoint;
 use super::super::movable::{Detached, Movable};
 use super::busy;
 use super::leaving::AtUpgrade;
-use super::moving::{Lasting, Moving};
+use super::moving::{MovedClient, Moving};
 use super::{Busy, Client, Wake};
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
@@ -55,13 +55,13 @@ pub(super) async fn resume<'d, S>(
     stream: S,
     downstream: &'d Downstream,
     peer: &'d Arc<str>,
-    mut lasting: Lasting,
+    mut moved: MovedClient,
 ) -> Option<Moving>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
-    let rejoin = lasting.rejoin.take();
-    let (mut client, pipelining) = Client::resume(stream, downstream, peer, lasting);
+    let rejoin = moved.rejoin.take();
+    let (mut client, pipelining) = Client::resume(stream, downstream, peer, moved);
     // A subscribed client from the previous process starts in subscribe mode (boxed: rare,
     // and this future lasts as long as the moved session).
     let subscribed = match rejoin {
@@ -197,15 +197,11 @@ pub(crate) fn hand_over(moving: Moving, mut client: Connected, peer: Arc<str>) {
 }
 
 /// Serves, on this thread's runtime, a client a worker's event loop hands over (subscribe mode,
-/// client tracking); `lasting` holds what it sent that the loop did not run, the command that
+/// client tracking); `moved` holds what it sent that the loop did not run, the command that
 /// made it leave first.
-pub(crate) fn adopt(stream: Detached, lasting: Lasting, client: Connected, peer: Arc<str>) {
+pub(crate) fn adopt(stream: Detached, moved: MovedClient, client: Connected, peer: Arc<str>) {
     let to = crate::workers::current().unwrap_or(0);
-    let moving = Moving {
-        to,
-        stream,
-        lasting,
-    };
+    let moving = Moving { to, stream, moved };
     tokio::spawn(resumed(moving, client, peer));
 }
 
@@ -218,12 +214,10 @@ pub(super) fn resumed(
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let downstream = &*client.downstream;
-        let Moving {
-            stream, lasting, ..
-        } = moving;
+        let Moving { stream, moved, .. } = moving;
         let next = match attach(stream) {
-            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, lasting).await,
-            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, lasting).await,
+            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, moved).await,
+            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, moved).await,
             Err(error) => {
                 tracing::warn!(%error, client = client.id, "could not register a moved client's socket; closing it");
                 None

@@ -15,7 +15,7 @@ use crate::protocol::{encode_command, write_array_len, Args, Protocol, Request};
 use crate::router::{Call, Plan, Router};
 
 /// What a session passes for one command when the near cache is on.
-pub(in crate::downstream) struct Near<'a> {
+pub(in crate::downstream) struct NearCacheRequest<'a> {
     pub(super) cache: &'a Arc<NearCache>,
     /// The command's table name.
     pub(super) command: &'static str,
@@ -27,14 +27,14 @@ pub(in crate::downstream) struct Near<'a> {
     through: Option<Through>,
 }
 
-impl<'a> Near<'a> {
+impl<'a> NearCacheRequest<'a> {
     pub(super) fn new(
         cache: &'a Arc<NearCache>,
         command: &'static str,
         keys: &'a [usize],
         idle: bool,
-    ) -> Near<'a> {
-        Near {
+    ) -> NearCacheRequest<'a> {
+        NearCacheRequest {
             cache,
             command,
             keys,

@@ -238,7 +238,8 @@ where
         let call = Call::ready(crate::router::redcar_error(format_args!(
             "request not completed within {timeout:?} (client.request_timeout); closing"
         )));
-        self.owed().push(call, super::stamp::Stamp::none(now), now);
+        self.owed()
+            .push(call, super::record::CommandRecord::none(now), now);
     }
 
     /// Invalidations go between replies, after those of the commands sent before.
@@ -246,8 +247,11 @@ where
         let now = Instant::now();
         let pushes = tracking::take_frames(&self.c.state);
         if !pushes.is_empty() {
-            self.owed()
-                .push(Call::ready(pushes), super::stamp::Stamp::push(now), now);
+            self.owed().push(
+                Call::ready(pushes),
+                super::record::CommandRecord::push(now),
+                now,
+            );
         }
     }
 }
