@@ -41,7 +41,7 @@
 //!    `protocol/parse.rs`: read into the client's buffer, the request parsed in place.
 //! 3. `downstream/session/record.rs`: what the request is, decided once (`decide`):
 //!    `router/plan/mod.rs`, `commands/lookup.rs`, `commands/keys.rs`, `cluster/slot.rs` give the
-//!    command, its key and the key's slot; `downstream/local.rs` the auth gate and the user's
+//!    command, its key and the key's slot; `downstream/client_state.rs` the auth gate and the user's
 //!    rate.
 //! 4. `router/forward/resolve.rs`: the slot's node from the map, by read policy.
 //! 5. `upstream/loop_conn.rs`, `upstream/wire.rs`, `downstream/event_loop/replies.rs`: the

@@ -5,7 +5,7 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::super::local::ClientState;
+use super::super::client_state::ClientState;
 use super::client::{Books, Client, Link, Settings, Times};
 use super::listener::LoopListener;
 use super::socket::ClientSocket;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::super::budget::BudgetShare;
+use super::super::client_state::ClientState;
 use super::super::clients::Connected;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use super::super::moves::Pipelining;
 use super::super::session::buffers::Buffer;
 use super::super::ClientRules;

@@ -410,7 +410,7 @@ impl<'d> Client<'d> {
 
 /// Commands after which a client is served by a session of the general kind: subscribe mode,
 /// and client-side caching (its invalidations are pushed between replies).
-fn leaves_the_loop(plan: &Plan, state: &super::super::local::ClientState) -> bool {
+fn leaves_the_loop(plan: &Plan, state: &super::super::client_state::ClientState) -> bool {
     if state.tx.is_open() {
         return false;
     }

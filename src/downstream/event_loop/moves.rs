@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::super::client_state::ClientState;
 use super::super::clients::Connected;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use super::super::movable::Detached;
 use super::super::moves::{Moves, Pipelining, PIPELINE_DEPTH, PIPELINE_READS};
 use super::client::{Books, Client, Link, Settings, Times};

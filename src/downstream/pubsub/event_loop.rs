@@ -9,8 +9,8 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use super::super::client_state::ClientState;
 use super::super::drain::DrainSignal;
-use super::super::local::ClientState;
 use super::super::Downstream;
 use super::conn::{Pushed, PUSH_QUEUE};
 use super::handover::{Leave, Phase, Rejoin};

@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::local::ClientState;
+use super::client_state::ClientState;
 use crate::auth::{User, Users};
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
@@ -211,8 +211,8 @@ impl<'r> Mode<'r> {
                     .forward(None, raw, None, true, lane, now)
                     .await
             }
-            Plan::Multi(multi) => {
-                let call = self.router.fanout().start(multi, request, lane);
+            Plan::Compound(compound) => {
+                let call = self.router.fanout().start(compound, request, lane);
                 match self.user.as_ref().filter(|u| u.filter_keys) {
                     Some(user) => {
                         let call =

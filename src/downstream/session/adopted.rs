@@ -8,9 +8,9 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::super::client_state::ClientState;
 use super::super::clients::Connected;
 use super::super::handover::HandedOver;
-use super::super::local::ClientState;
 use super::super::movable::Detached;
 use super::super::pubsub::Rejoin;
 use super::super::ClientRules;

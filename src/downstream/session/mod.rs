@@ -20,10 +20,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
 use super::budget::BudgetShare;
+use super::client_state::ClientState;
 use super::clients::Downstream;
 use super::drain::DrainSignal;
 use super::facade::Endpoint;
-use super::local::ClientState;
 use super::slow::{LatencyWatch, SlowChanges};
 use super::ClientRules;
 use crate::upstream::Inbox;

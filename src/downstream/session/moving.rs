@@ -14,9 +14,9 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use super::super::client_state::ClientState;
 use super::super::clients::Downstream;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use super::super::movable::{Detached, Movable};
 use super::super::moves::Pipelining;
 use super::super::pubsub::Rejoin;

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 use tokio::time::Instant;
 
-use super::super::local::ClientState;
+use super::super::client_state::ClientState;
 use crate::commands::spec::flags;
 use crate::near_cache::{cacheable, Admitted, Filling, NearCache, Through, Writing};
 use crate::protocol::{encode_command, write_array_len, Args, Protocol, Request};
@@ -56,7 +56,7 @@ impl<'a> NearCacheRequest<'a> {
         let write = match plan {
             Plan::Slot { write, .. } | Plan::Blocking { write, .. } => *write,
             // Splits, scripts and routed commands: whatever is not read-only may write.
-            Plan::Multi(_) => router
+            Plan::Compound(_) => router
                 .planner()
                 .lookup(request.args())
                 .is_some_and(|spec| !spec.has_flag(flags::READONLY)),

@@ -12,8 +12,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
+use super::super::client_state::ClientState;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use crate::auth::Admit;
 use crate::hotkeys::{HotKeys, Observed};
 use crate::metrics::clock::ElapsedClock;

@@ -14,8 +14,8 @@ use super::Tracking;
 use crate::commands::policy::Tx;
 use crate::commands::spec::flags;
 use crate::commands::{key_indices, CommandSpec, Local};
+use crate::downstream::client_state::ClientState;
 use crate::downstream::clients::Downstream;
-use crate::downstream::local::ClientState;
 use crate::protocol::{write_integer, Args, Request};
 use crate::router::{Call, Plan, Router};
 

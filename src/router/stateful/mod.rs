@@ -10,7 +10,7 @@ mod transaction;
 mod wait;
 
 pub(crate) use dedicated::Watch;
-pub(crate) use queue::{Step, Transaction};
+pub(crate) use queue::{Transaction, TxStep};
 pub(crate) use wait::{Written, MOVED_FROM_WORKERS};
 
 use crate::router::Forwarder;

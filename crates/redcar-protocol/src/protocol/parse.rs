@@ -4,7 +4,7 @@
 use bytes::BytesMut;
 
 use super::inline::parse_inline;
-use super::request::{parse_multibulk, Request, Step};
+use super::request::{parse_multibulk, ParseStep, Request};
 use super::{Limits, ProtocolError};
 
 /// Parse one request from the front of `buf`, removing its bytes.
@@ -40,9 +40,9 @@ pub fn parse_request_into(
             Some(_) => parse_inline(buf, limits, out)?,
         };
         match step {
-            Step::Incomplete => return Ok(false),
-            Step::Skipped => continue,
-            Step::Parsed => return Ok(true),
+            ParseStep::Incomplete => return Ok(false),
+            ParseStep::Skipped => continue,
+            ParseStep::Parsed => return Ok(true),
         }
     }
 }
