@@ -53,10 +53,10 @@
 //! 8. `downstream/session/record.rs`, `metrics/tally.rs`: recorded; appended to the client's
 //!    output, which `downstream/event_loop/arrivals.rs` writes at the end of the turn.
 //!
-//! `bench/path_files.py` lists the files from a callgrind dump of the path: the functions called
-//! once per GET (not inlined) sit in 16 files, all named above (the compiler's inlining moves
-//! the count by a few between builds); counting also inlined helpers, sampled work (hot keys)
-//! and per-turn chores, about 56 files run code.
+//! `bench/path_files.py` lists the files a GET's code runs in, from a callgrind dump of the
+//! path: the functions called once per GET (not inlined) sit in the files named above; the
+//! counts, and those that include inlined helpers, sampled work (hot keys) and per-turn chores,
+//! are in docs/decisions/0001-one-loop-per-worker.md and bench/RESULTS.md.
 
 pub mod admin;
 pub mod app;

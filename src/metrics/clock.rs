@@ -1,7 +1,6 @@
 //! Durations from a run of clock readings to one later reading, in nanoseconds, with the last
-//! one remembered: `Instant::saturating_duration_since` costs about 80 instructions (a
-//! `Timespec` subtraction, its checks, a `Duration` built from it; callgrind, 2026-11-27), and
-//! the commands of one pipelined read share their start (one clock read per read), as the
+//! one remembered: `Instant::saturating_duration_since` is not free (a `Timespec` subtraction,
+//! its checks, a `Duration` built from it), and the commands of one pipelined read share their start (one clock read per read), as the
 //! commands of one node batch share their queueing time. Finishing a run of them pays for the
 //! first and compares an `Instant` for the rest.
 

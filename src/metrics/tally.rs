@@ -57,8 +57,8 @@ pub struct CommandTally<'m> {
     /// Records of one command that took the same time, not yet in the thread's counts: the
     /// commands of one pipelined read are the same command (a `GET` workload) started and
     /// finished on the same clock readings, so a run of 16 costs one lookup of the thread's
-    /// entry and one bucket search instead of 16 (each about 110 instructions; callgrind,
-    /// 2026-11-27).
+    /// entry and one bucket search instead of 16, each of which costs about as much as the rest
+    /// of recording the command.
     run: Run,
     /// The user the session runs as, when its figures are kept.
     user: Option<Arc<UserSeries>>,

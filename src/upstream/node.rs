@@ -59,7 +59,8 @@ pub(super) struct NodeShared {
 /// loops, with their buffers), their shared context and its metric series are made by the first
 /// command sent to it. A big map's nodes that redcar never sends to (replicas under
 /// `read_policy: primary`, shards no client's keys hash to) hold only this struct, their health
-/// and standby flags (issue 49: 18 KB per known node before, on a 1,000-node map).
+/// and standby flags, so a map of a thousand nodes costs little more than the ones in use
+/// (docs/scale.md).
 pub(crate) struct Node {
     addr: Arc<str>,
     /// One queue per connection task; each task owns its socket. Unbounded because each client

@@ -340,8 +340,8 @@ where
     }
 
     /// Every owed reply is in `out` (one command at a time, `-P 1`): written now, not in a turn
-    /// of its own, as the event wait would write first anyway. One turn less per command, about
-    /// 260 instructions (callgrind, 2026-11-26). A full socket leaves the write to the event
+    /// of its own, as the event wait would write first anyway: one turn of the session's loop
+    /// less per command. A full socket leaves the write to the event
     /// wait, which waits for room.
     fn write_all_owed(&mut self) -> Result<(), End> {
         let max_held = HOLD_MAX.min(self.settings.config.caps.reply_bytes);
