@@ -45,8 +45,8 @@ pub(super) fn read(store: &Store, k: &str, now: u64, idle: bool) -> Option<Bytes
         MAX_SILENCE,
         idle,
     ) {
-        Found::Hit(reply) => Some(reply),
-        Found::Miss => None,
+        CacheLookup::Hit(reply) => Some(reply),
+        CacheLookup::Miss => None,
     }
 }
 
@@ -67,9 +67,9 @@ fn a_fill_is_served_until_its_key_is_invalidated() {
     assert_eq!(get(&store, "k", 20).as_deref(), Some(&b"$1\r\nv\r\n"[..]));
     // Another command, or the other protocol, is another read.
     let hget = store.get(b"k", ("hget", Protocol::Resp2, &[]), 20, MAX_SILENCE, true);
-    assert!(matches!(hget, Found::Miss));
+    assert!(matches!(hget, CacheLookup::Miss));
     let resp3 = store.get(b"k", ("get", Protocol::Resp3, &[]), 20, MAX_SILENCE, true);
-    assert!(matches!(resp3, Found::Miss));
+    assert!(matches!(resp3, CacheLookup::Miss));
     assert!(store.forget(b"k", 20));
     assert!(get(&store, "k", 20).is_none());
     assert!(!store.forget(b"k", 20), "nothing left to drop");
@@ -278,7 +278,7 @@ fn a_stored_write_through_is_dropped_by_a_later_write_and_replaces_other_reads()
         true,
     );
     assert!(
-        matches!(strlen, Found::Miss),
+        matches!(strlen, CacheLookup::Miss),
         "the old STRLEN went with the write"
     );
     assert!(get(&store, "k", 10).is_some());

@@ -93,4 +93,4 @@ pub(crate) use stream::NodeStream;
 pub(crate) use tls::{UpstreamTls, UpstreamTlsConfig};
 pub(crate) use tracking::BcastRegistered;
 pub(crate) use tracking_feed::{clock_ms, InvalidationSink, ProvenAt, TrackingFeed};
-pub(crate) use wire::{Frame, LoopSink};
+pub(crate) use wire::{LoopSink, ReplyFrame};

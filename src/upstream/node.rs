@@ -71,7 +71,7 @@ pub(crate) struct Node {
     /// such command, so a deployment without RESP3 clients never opens them.
     conns3: OnceLock<Box<[queue::Sender<Pending>]>>,
     /// What starting the connections needs.
-    start: Box<Start>,
+    start: Box<NodeStart>,
     /// Worker runtimes the connections are spread over: 1 with the shared runtime; per core,
     /// connection `i` lives on worker `i % workers` (see `lanes::connection_for`).
     workers: usize,
@@ -106,7 +106,7 @@ impl Node {
             addr,
             conns: OnceLock::new(),
             conns3: OnceLock::new(),
-            start: Box::new(Start {
+            start: Box::new(NodeStart {
                 shared: shared.clone(),
                 series,
                 runtime,
@@ -344,7 +344,7 @@ impl std::fmt::Debug for Node {
 }
 
 /// What a node needs to start its connections and its tracked lanes, on first use.
-pub(super) struct Start {
+pub(super) struct NodeStart {
     shared: Arc<NodeShared>,
     series: Arc<NodeSeries>,
     /// The shared runtime (neither workers nor loops): where the connection tasks run.
@@ -353,7 +353,7 @@ pub(super) struct Start {
     contexts: OnceLock<[Arc<NodeContext>; 2]>,
 }
 
-impl Start {
+impl NodeStart {
     /// The RESP2 and RESP3 contexts (the node's series are made with them).
     pub(super) fn contexts(&self, node: &Node) -> &[Arc<NodeContext>; 2] {
         self.contexts.get_or_init(|| {

@@ -23,7 +23,7 @@ use crate::protocol::Limits;
 /// Where the replies to an event loop's own commands go (see [`LoopWaiter`]).
 pub(crate) trait LoopSink {
     /// The reply to `to`'s command is the frame at the front of `frame`.
-    fn reply(&mut self, to: LoopWaiter, frame: Frame<'_>);
+    fn reply(&mut self, to: LoopWaiter, frame: ReplyFrame<'_>);
     /// `to`'s command got no reply: the connection failed (`error` says whether it was sent).
     fn failed(&mut self, to: LoopWaiter, error: UpstreamError);
 }
@@ -32,7 +32,7 @@ pub(crate) trait LoopSink {
 pub(super) struct NoLoop;
 
 impl LoopSink for NoLoop {
-    fn reply(&mut self, _to: LoopWaiter, _frame: Frame<'_>) {
+    fn reply(&mut self, _to: LoopWaiter, _frame: ReplyFrame<'_>) {
         debug_assert!(false, "a loop command on a task-driven connection");
     }
     fn failed(&mut self, _to: LoopWaiter, _error: UpstreamError) {
@@ -45,12 +45,12 @@ impl LoopSink for NoLoop {
 ///
 /// [`bytes`]: Frame::bytes
 /// [`keep`]: Frame::keep
-pub(crate) struct Frame<'a> {
+pub(crate) struct ReplyFrame<'a> {
     input: &'a mut BytesMut,
     len: usize,
 }
 
-impl Frame<'_> {
+impl ReplyFrame<'_> {
     /// The frame's bytes.
     #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
@@ -64,7 +64,7 @@ impl Frame<'_> {
     }
 }
 
-impl Drop for Frame<'_> {
+impl Drop for ReplyFrame<'_> {
     fn drop(&mut self) {
         self.input.advance(self.len);
     }
@@ -335,7 +335,7 @@ impl Wire {
             batch.answered |= answered;
             // The waiter may have given up (deadline); its reply is dropped.
             match done.reply {
-                ReplyTo::Loop(to) => sink.reply(to, Frame { input, len }),
+                ReplyTo::Loop(to) => sink.reply(to, ReplyFrame { input, len }),
                 ReplyTo::Slot(slot) => slot.send(Ok(input.split_to(len).freeze())),
                 ReplyTo::Inbox(delivery) => {
                     let frame = input.split_to(len).freeze();

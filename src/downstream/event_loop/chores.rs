@@ -3,7 +3,7 @@
 
 use tokio::time::Instant;
 
-use super::client::Client;
+use super::client::LoopClient;
 use super::timers::Which;
 use super::tokens;
 use super::work::{Work, CHORES, DEADLINE_SWEEP};
@@ -118,7 +118,7 @@ impl<'d> Loop<'d> {
     }
 }
 
-impl<'d> Client<'d> {
+impl<'d> LoopClient<'d> {
     /// Arms `client.idle_timeout` and `client.max_age` for a new client.
     pub(super) fn arm_timers(&self, work: &mut Work<'d>) {
         let config = &self.settings.config;

@@ -13,7 +13,7 @@ use super::super::session::dispatch::{dispatch, protocol_error};
 use super::super::session::failed_login::failed_login;
 use super::super::session::record::CommandRecord;
 use super::super::session::record::{decide, Decided, Decision};
-use super::client::{Client, Fate};
+use super::client::{Fate, LoopClient};
 use super::replies::Wait;
 use super::timers::Which;
 use super::work::Work;
@@ -26,7 +26,7 @@ use crate::upstream::LoopWaiter;
 const BUDGET_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What starting one request did.
-enum Started {
+enum LoopStarted {
     /// Started (or answered): on with the next.
     Next,
     /// It must run alone and waits for the commands before it.
@@ -37,7 +37,7 @@ enum Started {
     Throttled(Instant),
 }
 
-impl<'d> Client<'d> {
+impl<'d> LoopClient<'d> {
     /// The client's turn: reads while it may and starts what it read.
     pub(super) fn run(&mut self, work: &mut Work<'d>) -> Fate {
         self.reload_if_changed(work);
@@ -118,17 +118,17 @@ impl<'d> Client<'d> {
             }
             started += 1;
             match self.start(&request, work) {
-                Started::Next => {}
-                Started::Parked => {
+                LoopStarted::Next => {}
+                LoopStarted::Parked => {
                     self.parked = Some(std::mem::take(&mut request));
                     break;
                 }
-                Started::Throttled(until) => {
+                LoopStarted::Throttled(until) => {
                     self.parked = Some(std::mem::take(&mut request));
                     work.timers.arm(until, self.token, Which::Throttle);
                     break;
                 }
-                Started::HandOff => {
+                LoopStarted::HandOff => {
                     self.parked = Some(std::mem::take(&mut request));
                     self.replies.batches.end_of_read();
                     return Fate::HandOff;
@@ -199,7 +199,7 @@ impl<'d> Client<'d> {
     }
 
     /// Decides what one request is, once, and starts it.
-    fn start(&mut self, request: &Request, work: &mut Work<'d>) -> Started {
+    fn start(&mut self, request: &Request, work: &mut Work<'d>) -> LoopStarted {
         let router = work.router;
         let now = work.now;
         let facade = self.settings.facade.as_deref();
@@ -220,14 +220,14 @@ impl<'d> Client<'d> {
             alone,
         } = match decided {
             Decided::Go(decision) => decision,
-            Decided::Parked => return Started::Parked,
-            Decided::Throttled(until) => return Started::Throttled(until),
+            Decided::Parked => return LoopStarted::Parked,
+            Decided::Throttled(until) => return LoopStarted::Throttled(until),
         };
         if leaves_the_loop(&plan, &self.state) {
             // Replies already in the output buffer go out first: the session starts empty.
             return match self.replies.is_empty() && self.link.out.is_empty() {
-                true => Started::HandOff,
-                false => Started::Parked,
+                true => LoopStarted::HandOff,
+                false => LoopStarted::Parked,
             };
         }
         let weight = if key_arg == 0 {
@@ -275,7 +275,7 @@ impl<'d> Client<'d> {
             }
         }
         self.after_start(request, work);
-        Started::Next
+        LoopStarted::Next
     }
 
     /// QUIT, and failed logins (`auth.max_failures`).

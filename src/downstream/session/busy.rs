@@ -4,7 +4,7 @@
 //!
 //! The busy spell is a small state machine ([`Spell`]): each turn starts the commands already
 //! buffered ([`Spell::start_commands`]), writes or decides to hold the replies
-//! ([`Spell::end_turn`]), then waits for one [`Event`] (spell_events.rs) and handles it.
+//! ([`Spell::end_turn`]), then waits for one [`SpellEvent`] (spell_events.rs) and handles it.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -26,7 +26,7 @@ use super::owed::OwedReplies;
 use super::record::{CommandRecord, HotKeySink};
 use super::timer::{LazyTimer, OpTimer};
 use super::{Busy, Client};
-use crate::hotkeys::Sampler;
+use crate::hotkeys::HotKeySampler;
 use crate::metrics::CommandTally;
 use crate::protocol::{Limits, Request};
 use crate::router::{Call, Router};
@@ -138,7 +138,7 @@ pub(super) struct Spell<'c, 'd, S> {
     pub(super) timers: SpellTimers,
     pub(super) reading: Reading,
     pub(super) settings: SpellSettings,
-    pub(super) placement: Placement<'d>,
+    pub(super) placement: AutoPlacement<'d>,
 }
 
 /// How the spell's commands are recorded: counted, sampled for the hot keys, logged.
@@ -146,7 +146,7 @@ pub(super) struct SpellRecorder<'d> {
     /// The request is kept (a reference count) for the slow log and the hot keys.
     pub(super) keep_raw: bool,
     pub(super) hot: HotKeySink<'d>,
-    pub(super) sampler: Sampler,
+    pub(super) sampler: HotKeySampler,
     /// Per-command series, added to the shared ones before each write to the client.
     pub(super) tally: CommandTally<'d>,
 }
@@ -203,7 +203,7 @@ pub(super) struct SpellSettings {
 
 /// `placement: auto` on a per-core worker.
 #[derive(Default)]
-pub(super) struct Placement<'d> {
+pub(super) struct AutoPlacement<'d> {
     /// Where sessions may move, and this worker.
     pub(super) moves: Option<(&'d Arc<Moves>, usize)>,
     /// Reads in a row that started [`PIPELINE_DEPTH`](super::super::moves::PIPELINE_DEPTH)
@@ -254,7 +254,7 @@ where
                 limits: config.codec.clone(),
                 config,
             },
-            placement: Placement::default(),
+            placement: AutoPlacement::default(),
             c,
         }
     }

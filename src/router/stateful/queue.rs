@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use super::transaction::transaction_payload;
-use super::Watch;
+use super::WatchedConn;
 use crate::commands::policy::Tx;
 use crate::commands::Local;
 use crate::router::{error_with_prefix, redcar_error, Plan, RouteTarget};
@@ -21,16 +21,16 @@ const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous 
 pub(crate) struct Transaction {
     /// Set between MULTI and EXEC / DISCARD.
     /// Boxed: most clients never open one, and this is part of every session's lasting state.
-    open: Option<Box<Queued>>,
+    open: Option<Box<QueuedTx>>,
     /// The client's WATCH, if any (a dedicated connection held by the router); made the first
     /// time a command needs it, so a client that never watches holds none.
-    watch: Option<Watch>,
+    watch: Option<WatchedConn>,
 }
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot (redcar: all keys of a transaction must be in one slot; use a {hash tag})\r\n";
 
 #[derive(Default)]
-struct Queued {
+struct QueuedTx {
     commands: BytesMut,
     count: u32,
     /// The slot every queued keyed command must share.
@@ -72,7 +72,7 @@ pub(crate) enum TxStep {
     Unwatch { reply: &'static [u8] },
 }
 
-impl Queued {
+impl QueuedTx {
     /// Takes `slot` as the transaction's slot; the refusal if it already has another.
     fn claim(&mut self, slot: u16) -> Option<Bytes> {
         self.claim_on(None, slot)
@@ -176,12 +176,12 @@ impl Transaction {
 
     /// The slot a WATCH holds a connection to, if any.
     pub(crate) fn watched_slot(&self) -> Option<u16> {
-        self.watch.as_ref().and_then(Watch::slot)
+        self.watch.as_ref().and_then(WatchedConn::slot)
     }
 
     /// The client's WATCH handle for the router (shared with the session's copy).
-    pub(crate) fn watch_handle(&mut self) -> Watch {
-        self.watch.get_or_insert_with(Watch::default).clone()
+    pub(crate) fn watch_handle(&mut self) -> WatchedConn {
+        self.watch.get_or_insert_with(WatchedConn::default).clone()
     }
 
     /// True when `plan` must run with nothing else in flight for this client: it uses (or

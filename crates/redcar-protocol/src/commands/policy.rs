@@ -112,15 +112,13 @@ pub enum FanOut {
     ScriptLoad,
     /// SCRIPT EXISTS: per sha1, 1 only if every primary has it.
     ScriptExists,
-    /// SCRIPT FLUSH, FUNCTION LOAD/DELETE/FLUSH: every primary must give the same reply;
-    /// otherwise the first error, naming its node.
+    /// SCRIPT FLUSH, FUNCTION LOAD/DELETE/FLUSH: one reply from every primary, or the first error.
     Broadcast,
     /// SLOWLOG GET / LEN / RESET: every primary's slow log merged with redcar's own.
     Slowlog,
     /// INFO: redcar's own section, counters summed over primaries, per-node sections from one.
     Info,
-    /// PUBSUB CHANNELS / NUMSUB / NUMPAT / SHARDCHANNELS / SHARDNUMSUB: every primary's
-    /// subscriptions merged (names deduplicated, counts summed).
+    /// PUBSUB CHANNELS / NUMSUB / NUMPAT / SHARDCHANNELS / SHARDNUMSUB: merged (sums, sets).
     PubSub,
 }
 
@@ -317,9 +315,8 @@ const BLOCK_OPTION: &[&str] = &["xread", "xreadgroup"];
 
 const CLUSTER_CONN: &[&str] = &["asking", "readonly", "readwrite"];
 
-/// How `spec` is served. The router asks for every command, and deciding walks several name
-/// lists (a noticeable share of a GET's forwarding), so the
-/// answers for the builtin table's top-level commands are decided once and looked up by the
+/// How `spec` is served. Deciding walks several name lists and the router asks for every
+/// command, so the builtin table's top-level commands are decided once and looked up by the
 /// spec's position in it; subcommands and learned or custom commands are decided each time.
 #[inline]
 pub fn serve(spec: &CommandSpec) -> Serve {
