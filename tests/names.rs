@@ -89,7 +89,11 @@ fn comment_of(line: &str) -> Option<&str> {
     }
     let at = line.find(" //")?;
     let before = &line[..at];
-    (before.matches('"').count() % 2 == 0).then(|| &line[at + 1..])
+    before
+        .matches('"')
+        .count()
+        .is_multiple_of(2)
+        .then(|| &line[at + 1..])
 }
 
 /// Whether `text` names a work item: `issue` (any case) followed by a number, with or without a
