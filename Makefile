@@ -109,7 +109,7 @@ deny:
 # `make test` and `make chaos` both draw a new seed each run (printed, and named again on a
 # failure) to keep finding new cases; CHAOS_SEED=N replays one. The second soak of `make test`
 # has the near cache on for every key (docs/resilience.md, "The chaos soak").
-# The chaos soak (issue 30; docs/resilience.md "The chaos soak"): CHAOS_SECONDS of load (default
+# The chaos soak (docs/resilience.md, "The chaos soak"): CHAOS_SECONDS of load (default
 # 60) with a seeded schedule of faults (CHAOS_SEED, default random; the seed is always printed).
 # Standard library only (its own RESP client: no client-side retries); any python3 >= 3.8.
 CHAOS_PY = $(if $(wildcard target/pyenv/bin/python),target/pyenv/bin/python,python3)

@@ -4,7 +4,7 @@
 //! purges only when the thread that freed them allocates again; and it never purges the arena it
 //! committed eagerly at start-up. A redcar worker whose clients went idle after moving a large
 //! value allocates nothing more, so those pages stayed resident: 200 clients that each SET 1 MB
-//! and went idle kept 451 KB of RSS per client (bench/crowd.sh, item 4). Purging at once and
+//! and went idle kept 451 KB of RSS per client (bench/crowd.sh, the big-value run). Purging at once and
 //! committing arena memory on demand costs nothing measurable on the hot path, where pages are
 //! reused long before they empty: two `madvise` calls in 500,000 `-P 16` commands and the same
 //! CPU per command (bench/README.md, "Memory given back").
@@ -18,8 +18,8 @@
 use std::ffi::{c_char, c_int, CStr};
 
 /// mimalloc instead of glibc's malloc: every client connection and batch allocates buffers, and
-/// glibc spent several times as many instructions per short-lived connection in
-/// `malloc`/`free`/consolidation (callgrind; the figures are in bench/README.md).
+/// glibc spent several times as much work per short-lived connection in `malloc`/`free` and
+/// consolidation (the measurements are in bench/README.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

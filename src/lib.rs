@@ -32,6 +32,29 @@
 //! - [`app`]: wiring and graceful shutdown.
 //! - [`doctor`]: `redcar doctor`, a cluster configuration and latency diagnosis (a tool, not on the proxy's path).
 //!
+//! # Glossary
+//! The few words of redcar's own that code names use:
+//! - **slot map**: which shard owns each of the 16384 slots; an immutable snapshot
+//!   ([`cluster`]'s `Topology`) the refresher swaps whole.
+//! - **lane**: which of a node's connections carry one client's commands (`upstream::Lane`): the
+//!   same ones every time, so the client's commands to a node keep their order.
+//! - **owed reply**: a reply a client is owed, written in the order its commands came
+//!   (`OwedReply` in `downstream/event_loop/replies.rs`, `OwedReplies` in `session/owed.rs`).
+//! - **busy spell**: a session task's state while it has work, from a readable socket until
+//!   nothing is owed or buffered (`Spell`, `downstream/session/busy.rs`); boxed, so idle is small.
+//! - **safe point**: the end of a turn with nothing owed or buffered and no transaction, WATCH or
+//!   tracking; where a client may move, age out or leave in an upgrade (`session/moving.rs`).
+//! - **tally**: a thread's per-command counts and latencies, added to the shared series in
+//!   batches (`metrics::CommandTally`, `metrics/tally.rs`).
+//! - **room**: one of the router's parts, a small type for one concern over the shared core
+//!   (`Forwarder`, `Planner`, `Fanout`, `Stateful`, ...; `router/mod.rs`).
+//! - **near cache**: chosen reads answered from memory, kept correct by the nodes'
+//!   invalidations ([`near_cache`]; `NearCacheRequest` on a session's path).
+//! - **cluster facade**: a listener on which redcar calls itself a one-node cluster owning every
+//!   slot, for clients that insist on cluster mode (`downstream/facade.rs`).
+//! - **dedicated connection**: a node connection lent to one client for a blocking command or a
+//!   WATCH (to its EXEC), shared with no one meanwhile (`router/stateful/dedicated.rs`).
+//!
 //! # A GET, from socket to socket
 //! Per core, one worker thread's event loop serves it from start to end (docs/architecture.md,
 //! docs/decisions/0001-one-loop-per-worker.md), in these files, in order (`protocol/` and
@@ -39,9 +62,9 @@
 //! 1. `downstream/event_loop/mod.rs`: `poll` says the client's socket is readable.
 //! 2. `downstream/event_loop/commands.rs`, `downstream/session/buffers.rs`,
 //!    `protocol/parse.rs`: read into the client's buffer, the request parsed in place.
-//! 3. `downstream/session/stamp.rs`: what the request is, decided once (`decide`):
+//! 3. `downstream/session/record.rs`: what the request is, decided once (`decide`):
 //!    `router/plan/mod.rs`, `commands/lookup.rs`, `commands/keys.rs`, `cluster/slot.rs` give the
-//!    command, its key and the key's slot; `downstream/local.rs` the auth gate and the user's
+//!    command, its key and the key's slot; `downstream/client_state.rs` the auth gate and the user's
 //!    rate.
 //! 4. `router/forward/resolve.rs`: the slot's node from the map, by read policy.
 //! 5. `upstream/loop_conn.rs`, `upstream/wire.rs`, `downstream/event_loop/replies.rs`: the
@@ -50,13 +73,13 @@
 //!    write per connection.
 //! 7. `upstream/wire.rs`, `protocol/scan.rs`: the node's reply read and framed;
 //!    `downstream/event_loop/arrivals.rs`: handed to its client in place.
-//! 8. `downstream/session/stamp.rs`, `metrics/tally.rs`: recorded; appended to the client's
+//! 8. `downstream/session/record.rs`, `metrics/tally.rs`: recorded; appended to the client's
 //!    output, which `downstream/event_loop/arrivals.rs` writes at the end of the turn.
 //!
-//! `bench/path_files.py` lists the files from a callgrind dump of the path: the functions called
-//! once per GET (not inlined) sit in 16 files, all named above (the compiler's inlining moves
-//! the count by a few between builds); counting also inlined helpers, sampled work (hot keys)
-//! and per-turn chores, about 56 files run code.
+//! `bench/path_files.py` lists the files a GET's code runs in, from a callgrind dump of the
+//! path: the functions called once per GET (not inlined) sit in the files named above; the
+//! counts, and those that include inlined helpers, sampled work (hot keys) and per-turn chores,
+//! are in docs/decisions/0001-one-loop-per-worker.md and bench/RESULTS.md.
 
 pub mod admin;
 pub mod app;

@@ -39,7 +39,7 @@ fn main() -> ExitCode {
         return run_doctor(&options);
     }
     if let Some(Command::Config(ConfigCommand::ConvertEnvoy(args))) = &cli.command {
-        let options = redcar::envoy::Options {
+        let options = redcar::envoy::ConvertOptions {
             file: args.file.clone(),
             listener: args.listener.clone(),
             cluster: args.cluster.clone(),
@@ -114,7 +114,7 @@ fn usage_error(error: &clap::Error) -> ExitCode {
 
 /// `redcar doctor`: a short-lived client, so one thread is plenty.
 /// Doctor's statuses (0 to 3) say how bad its findings are, so they pass through unchanged.
-fn run_doctor(options: &doctor::Options) -> ExitCode {
+fn run_doctor(options: &doctor::DoctorOptions) -> ExitCode {
     run_tool("doctor", async {
         ExitCode::from(doctor::run(options).await)
     })

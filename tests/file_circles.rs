@@ -1,7 +1,7 @@
 //! Files import each other one way, like the modules do (tests/layering.rs): no file of `src/`,
 //! nor of a workspace crate's `crates/*/src/` (each crate scanned on its own), reaches itself
-//! through the paths it names (issue 29; docs/architecture.md, under the module
-//! table). Test code is left out (`#[cfg(test)]` modules and the files they declare).
+//! through the paths it names (a file's imports can then be read top to bottom;
+//! docs/architecture.md, under the module table). Test code is left out (`#[cfg(test)]` modules and the files they declare).
 //!
 //! The rule, as this scan applies it:
 //!

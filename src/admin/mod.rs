@@ -197,7 +197,7 @@ async fn slowlog(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value
 }
 
 /// The hottest keys over the window and the biggest values seen (docs/observability.md).
-async fn hotkeys(State(state): State<Arc<AdminState>>) -> Json<crate::hotkeys::Report> {
+async fn hotkeys(State(state): State<Arc<AdminState>>) -> Json<crate::hotkeys::HotKeysReport> {
     Json(state.downstream.hotkeys.report(tokio::time::Instant::now()))
 }
 

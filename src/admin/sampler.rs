@@ -30,14 +30,14 @@ const RATE_HISTORY: usize = 120;
 /// The recent samples.
 #[derive(Default)]
 pub(crate) struct Sampler {
-    history: Mutex<VecDeque<Sample>>,
+    history: Mutex<VecDeque<CounterSample>>,
     /// Client commands per second, one entry per sample, oldest first.
     rate_history: Mutex<VecDeque<f64>>,
     /// Nodes that left the map recently.
     pub(crate) departed: Departed,
 }
 
-struct Sample {
+struct CounterSample {
     at: Instant,
     nodes: HashMap<String, NodeSample>,
     commands: HashMap<&'static str, u64>,
@@ -111,14 +111,14 @@ impl Sampler {
             }
         }
         let commands = metrics.command_calls().into_iter().collect();
-        self.push(Sample {
+        self.push(CounterSample {
             at: Instant::now(),
             nodes,
             commands,
         });
     }
 
-    fn push(&self, sample: Sample) {
+    fn push(&self, sample: CounterSample) {
         let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(previous) = history.back() {
             let rate = command_rates(previous, &sample, &mut Vec::new());
@@ -173,7 +173,7 @@ impl Sampler {
 }
 
 /// Seconds from `a` to `b`, if positive.
-fn secs(a: &Sample, b: &Sample) -> Option<f64> {
+fn secs(a: &CounterSample, b: &CounterSample) -> Option<f64> {
     let s = b.at.duration_since(a.at).as_secs_f64();
     (s > 0.0).then_some(s)
 }
@@ -191,8 +191,8 @@ fn delta(now: &BucketCounts, before: Option<&BucketCounts>) -> BucketCounts {
 
 /// Fills `out` with the busiest commands' rates; returns the total rate.
 fn command_rates(
-    previous: &Sample,
-    newest: &Sample,
+    previous: &CounterSample,
+    newest: &CounterSample,
     out: &mut Vec<(&'static str, f64)>,
 ) -> Option<f64> {
     let s = secs(previous, newest)?;
@@ -220,7 +220,7 @@ mod tests {
         LATENCY_BUCKETS.partition_point(|&bound| bound < seconds)
     }
 
-    fn sample(at: Instant, requests: u64, fast: u64, slow: u64, gets: u64) -> Sample {
+    fn sample(at: Instant, requests: u64, fast: u64, slow: u64, gets: u64) -> CounterSample {
         let mut buckets: BucketCounts = [0; LATENCY_BUCKETS.len() + 1];
         buckets[bucket_of(0.0001)] = fast; // about 100µs
         buckets[bucket_of(0.005)] = slow; // about 5ms
@@ -229,7 +229,7 @@ mod tests {
             errors: 0,
             buckets,
         };
-        Sample {
+        CounterSample {
             at,
             nodes: HashMap::from([("n:1".to_string(), node)]),
             commands: HashMap::from([("get", gets)]),

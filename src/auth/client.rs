@@ -20,10 +20,10 @@ pub(crate) struct Tenancy {
     /// Counted against its address until it logs in.
     waiting: Option<Waiting>,
     /// The user it is logged in as, when that is a configured one.
-    login: Option<Login>,
+    login: Option<LoggedIn>,
 }
 
-struct Login {
+struct LoggedIn {
     user: Arc<User>,
     seat: Seat,
     rates: ClientRates,
@@ -61,7 +61,7 @@ impl Tenancy {
                         user.name, user.limits.max_connections
                     )));
                 };
-                self.login = Some(Login {
+                self.login = Some(LoggedIn {
                     user: user.clone(),
                     seat,
                     rates: ClientRates::default(),

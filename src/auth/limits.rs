@@ -174,12 +174,12 @@ impl SharedBuckets {
 #[derive(Debug, Default)]
 pub(crate) struct ClientRates {
     own: Option<Buckets>,
-    waiting: Option<Waiting>,
+    waiting: Option<HeldBack>,
 }
 
 /// A command held back (`when_over: slow`): when it may start, and the tokens it took.
 #[derive(Clone, Copy, Debug)]
-struct Waiting {
+struct HeldBack {
     until: Instant,
     /// Its token of the user's bucket is taken too (otherwise only the client's own).
     user_paid: bool,
@@ -251,7 +251,7 @@ impl ClientRates {
     /// tokens.
     fn hold(&mut self, now: Instant, wait: Duration, user_paid: bool) -> Admit {
         let wait = wait.max(Duration::from_millis(1));
-        self.waiting = Some(Waiting {
+        self.waiting = Some(HeldBack {
             until: now + wait,
             user_paid,
         });

@@ -43,14 +43,14 @@ pub(crate) struct User {
 
 /// How a user logs in.
 #[derive(Debug, Default)]
-pub(super) struct Credentials {
+pub(super) struct UserCredentials {
     pub(super) enabled: bool,
     pub(super) nopass: bool,
     pub(super) passwords: Vec<PasswordDigest>,
 }
 
 impl User {
-    pub(super) fn new(name: &str, credentials: Credentials, rules: Rules) -> User {
+    pub(super) fn new(name: &str, credentials: UserCredentials, rules: Rules) -> User {
         let unrestricted = match &rules {
             Rules::Lists(lists) => lists.is_unrestricted(),
             Rules::Acl(acl) => acl.is_unrestricted(),

@@ -13,7 +13,7 @@ use super::legacy::Lists;
 use super::limits::{Limits, Rate};
 use super::metrics::TenantMetrics;
 use super::tenant::{Tenants, Waiting};
-use super::user::{Credentials, Rules, User};
+use super::user::{Rules, User, UserCredentials};
 use super::WRONGPASS;
 
 /// Every configured identity.
@@ -51,7 +51,7 @@ impl Users {
 
     fn open_in(tenants: Arc<Tenants>) -> Users {
         let rules = Rules::Lists(Lists::default());
-        let anyone = Credentials {
+        let anyone = UserCredentials {
             enabled: true,
             nopass: true,
             passwords: Vec::new(),
@@ -92,7 +92,7 @@ impl Users {
             retired: watch::Sender::new(false),
         };
         if let Some(secret) = &config.requirepass {
-            let credentials = Credentials {
+            let credentials = UserCredentials {
                 enabled: true,
                 nopass: false,
                 passwords: vec![secret.resolve("auth.requirepass")?],
@@ -246,7 +246,7 @@ fn resolve_user(key: &str, config: &UserConfig) -> Result<User, String> {
                     name.unwrap_or_default()
                 ));
             }
-            let credentials = Credentials {
+            let credentials = UserCredentials {
                 enabled: acl.enabled,
                 nopass: acl.nopass,
                 passwords: acl.passwords.clone(),
@@ -255,9 +255,9 @@ fn resolve_user(key: &str, config: &UserConfig) -> Result<User, String> {
         }
         None => {
             let lists = Lists::new(key, config.read_only, &config.allow, &config.deny)?;
-            let credentials = Credentials {
+            let credentials = UserCredentials {
                 enabled: true,
-                ..Credentials::default()
+                ..UserCredentials::default()
             };
             (credentials, Rules::Lists(lists))
         }

@@ -231,11 +231,11 @@ impl Cli {
     /// The `doctor` subcommand's options, when it was given (the proxy's flags are ignored then).
     /// Seeds are trimmed, so `--cluster "a:1, b:2"` works; a password without `--user` is the
     /// one-argument `AUTH`. Called by `main.rs` before any config is loaded: doctor needs none.
-    pub fn doctor_options(&self) -> Option<crate::doctor::Options> {
+    pub fn doctor_options(&self) -> Option<crate::doctor::DoctorOptions> {
         let Some(Command::Doctor(args)) = &self.command else {
             return None;
         };
-        Some(crate::doctor::Options {
+        Some(crate::doctor::DoctorOptions {
             seeds: args.cluster.iter().map(|s| s.trim().to_string()).collect(),
             json: args.json,
             timeout: args.timeout,

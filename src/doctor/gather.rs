@@ -4,7 +4,7 @@
 use tokio::task::JoinSet;
 
 use super::client::{ClientError, ConnectOptions, NodeClient};
-use super::model::{ClusterNode, NodeData, Snapshot};
+use super::model::{ClusterNode, ClusterSnapshot, NodeData};
 use super::parse;
 
 /// The configuration parameters the checks read, fetched one `CONFIG GET` each: Redis < 7
@@ -61,7 +61,7 @@ pub(crate) async fn gather(
     seed: String,
     topology: Vec<ClusterNode>,
     options: &ConnectOptions,
-) -> Snapshot {
+) -> ClusterSnapshot {
     let mut tasks = JoinSet::new();
     for (index, node) in topology.iter().enumerate() {
         let (addr, options) = (node.addr.clone(), options.clone());
@@ -76,9 +76,9 @@ pub(crate) async fn gather(
     }
     // Report nodes in the order CLUSTER NODES listed them, not in completion order.
     results.sort_by_key(|(index, _)| *index);
-    let mut snapshot = Snapshot {
+    let mut snapshot = ClusterSnapshot {
         seed,
-        ..Snapshot::default()
+        ..ClusterSnapshot::default()
     };
     for (index, result) in results {
         match result {

@@ -29,7 +29,7 @@ pub const EXIT_USAGE: u8 = 64;
 
 /// What to diagnose and how to print it.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct DoctorOptions {
     /// Seeds `host:port`; the first that answers `CLUSTER NODES` describes the cluster.
     pub(crate) seeds: Vec<String>,
     /// JSON on stdout instead of the table.
@@ -44,7 +44,7 @@ pub struct Options {
 
 // === impl Options ===
 
-impl Options {
+impl DoctorOptions {
     /// Rejects what cannot work before connecting anywhere; the message names the argument.
     pub(crate) fn validate(&self) -> Result<(), String> {
         if self.seeds.is_empty() {
@@ -77,7 +77,7 @@ fn flag_names(message: &str) -> String {
 
 /// Runs the diagnosis, prints the report on stdout (errors on stderr) and returns the exit
 /// status: 0 ok/info, 1 warn, 2 critical, 3 no seed reachable, 64 bad arguments.
-pub async fn run(options: &Options) -> u8 {
+pub async fn run(options: &DoctorOptions) -> u8 {
     if let Err(message) = options.validate() {
         eprintln!("redcar doctor: {message}");
         return EXIT_USAGE;

@@ -65,7 +65,7 @@ pub(crate) struct SlotOwner {
 
 /// One `SLOWLOG GET` entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct SlowEntry {
+pub(crate) struct NodeSlowEntry {
     /// Upper-case command name (arguments are left out: they may hold user data).
     pub(crate) command: String,
     pub(crate) micros: u64,
@@ -92,7 +92,7 @@ pub(crate) struct NodeData {
     pub(crate) cluster_info: HashMap<String, String>,
     /// `CLUSTER SLOTS`, sorted; `None` when the command failed.
     pub(crate) slots: Option<Vec<SlotOwner>>,
-    pub(crate) slowlog: Vec<SlowEntry>,
+    pub(crate) slowlog: Vec<NodeSlowEntry>,
     pub(crate) latency: Vec<LatencyEvent>,
     /// Commands that failed on this node (e.g. `CONFIG` renamed away), one line each.
     pub(crate) errors: Vec<String>,
@@ -100,7 +100,7 @@ pub(crate) struct NodeData {
 
 /// Everything gathered from one cluster: the input of every check.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Snapshot {
+pub(crate) struct ClusterSnapshot {
     /// The seed whose `CLUSTER NODES` described the cluster.
     pub(crate) seed: String,
     pub(crate) topology: Vec<ClusterNode>,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::protocol::Frame;
 
-use super::model::{ClusterNode, LatencyEvent, Role, SlotOwner, SlowEntry};
+use super::model::{ClusterNode, LatencyEvent, NodeSlowEntry, Role, SlotOwner};
 
 /// `INFO` / `CLUSTER INFO` text → `field → value`. Section headers and blank lines are skipped.
 pub(crate) fn parse_info(text: &str) -> HashMap<String, String> {
@@ -108,7 +108,7 @@ pub(crate) fn parse_cluster_slots(reply: &Frame, answered_by: &str) -> Option<Ve
 }
 
 /// `SLOWLOG GET` → entries: `[id, unix time, micros, [args...], client addr, client name]`.
-pub(crate) fn parse_slowlog(reply: &Frame) -> Vec<SlowEntry> {
+pub(crate) fn parse_slowlog(reply: &Frame) -> Vec<NodeSlowEntry> {
     let Some(entries) = reply.as_array() else {
         return Vec::new();
     };
@@ -118,7 +118,7 @@ pub(crate) fn parse_slowlog(reply: &Frame) -> Vec<SlowEntry> {
             let fields = entry.as_array()?;
             let micros = u64::try_from(fields.get(2)?.as_integer()?).ok()?;
             let command = text(fields.get(3)?.as_array()?.first()?).to_ascii_uppercase();
-            Some(SlowEntry { command, micros })
+            Some(NodeSlowEntry { command, micros })
         })
         .collect()
 }

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::model::{Finding, Role, Severity, Snapshot};
+use super::model::{ClusterSnapshot, Finding, Role, Severity};
 
 /// Version of the JSON layout below; bumped when a field changes meaning or goes away.
 const JSON_VERSION: u32 = 1;
@@ -46,7 +46,7 @@ pub(crate) struct Counts {
 // === impl Report ===
 
 impl<'a> Report<'a> {
-    pub(crate) fn new(snapshot: &'a Snapshot, findings: &'a [Finding]) -> Report<'a> {
+    pub(crate) fn new(snapshot: &'a ClusterSnapshot, findings: &'a [Finding]) -> Report<'a> {
         let worst = findings
             .iter()
             .map(|f| f.severity)
@@ -154,7 +154,7 @@ impl<'a> Report<'a> {
     }
 }
 
-fn node_summaries(snapshot: &Snapshot) -> Vec<NodeSummary> {
+fn node_summaries(snapshot: &ClusterSnapshot) -> Vec<NodeSummary> {
     let addr_of = |id: &str| {
         snapshot
             .topology

@@ -44,7 +44,7 @@ pub(crate) struct Budget {
 }
 
 /// One session's share of the budget; dropping it gives the bytes (and any pause or permit) back.
-pub(crate) struct Share<'b> {
+pub(crate) struct BudgetShare<'b> {
     budget: &'b Budget,
     id: u64,
     held: usize,
@@ -66,8 +66,8 @@ impl Budget {
     }
 
     /// A new session's share (session ids start at 1, so 0 can mean "no permit holder").
-    pub(crate) fn share(&self, id: u64) -> Share<'_> {
-        Share {
+    pub(crate) fn share(&self, id: u64) -> BudgetShare<'_> {
+        BudgetShare {
             budget: self,
             id,
             held: 0,
@@ -80,9 +80,9 @@ impl Budget {
     }
 }
 
-// === impl Share ===
+// === impl BudgetShare ===
 
-impl Share<'_> {
+impl BudgetShare<'_> {
     /// Reports that the session now holds `bytes`; cheap when nothing changed.
     #[inline]
     pub(crate) fn set(&mut self, bytes: usize) {
@@ -147,7 +147,7 @@ impl Share<'_> {
     }
 }
 
-impl Drop for Share<'_> {
+impl Drop for BudgetShare<'_> {
     fn drop(&mut self) {
         self.set(0);
         self.release_permit();

@@ -91,10 +91,10 @@ async fn random_key(
             _ => return reply, // readable, nil (RESP2 or RESP3), or an error
         }
         let (plan, _) = router.planner().plan(request, &mut Vec::new());
-        let Plan::Multi(multi) = plan else {
+        let Plan::Compound(compound) = plan else {
             return reply;
         };
-        reply = router.fanout().start(multi, request, lane).await;
+        reply = router.fanout().start(compound, request, lane).await;
     }
     match Frame::from_bytes(reply.clone(), &Limits::default()) {
         Ok(Frame::Bulk(key)) if !user.may_read(&key) => {

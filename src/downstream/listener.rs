@@ -34,7 +34,7 @@ pub(crate) async fn serve<L: Accept>(
                 let endpoint = facade
                     .as_ref()
                     .and_then(|f| announced::<L>(f, &stream, &peer));
-                let session = Session {
+                let session = NewSession {
                     peer,
                     listener: L::LABEL,
                     facade: endpoint,
@@ -47,7 +47,7 @@ pub(crate) async fn serve<L: Accept>(
 }
 
 /// What a new session is told about its client.
-struct Session {
+struct NewSession {
     peer: Arc<str>,
     listener: &'static str,
     /// Set on a cluster-facade listener: the node the client is told it talks to.
@@ -67,7 +67,7 @@ fn announced<L: Accept>(facade: &Facade, stream: &L::Stream, peer: &str) -> Opti
 
 fn spawn_session<S>(
     stream: S,
-    session: Session,
+    session: NewSession,
     gauges: &ListenerMetrics,
     downstream: &Arc<Downstream>,
     done: &mpsc::Sender<()>,
@@ -89,7 +89,7 @@ fn spawn_session<S>(
         tokio::spawn(refuse(stream));
         return;
     }
-    let Session {
+    let NewSession {
         peer,
         listener,
         facade,

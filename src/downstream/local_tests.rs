@@ -1,6 +1,9 @@
 //! Unit tests of the locally answered commands (HELLO, CLIENT, SELECT, AUTH).
 
+use std::sync::Arc;
+
 use super::*;
+use crate::auth::Users;
 use crate::protocol::Request;
 
 fn args(parts: &[&str]) -> Request {

@@ -5,6 +5,7 @@
 
 mod accept;
 mod budget;
+mod client_state;
 mod clients;
 mod config;
 mod drain;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::tests::{base, cluster, config, error, has_warning, listener, run, yaml};
-use super::Options;
+use super::ConvertOptions;
 
 #[test]
 fn keepalive_interval_and_probes_become_config_keys() {
@@ -37,7 +37,7 @@ fn keepalive_values_linux_refuses_are_noted_not_written() {
     config.validate().expect("still valid");
     cluster(&mut doc)["upstream_connection_options"] =
         yaml("{tcp_keepalive: {keepalive_probes: many}}");
-    assert!(error(&doc, &Options::default()).contains("keepalive_probes"));
+    assert!(error(&doc, &ConvertOptions::default()).contains("keepalive_probes"));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! config_dump, and the errors for a file in none of them.
 
 use super::tests::config;
-use super::{convert, Conversion, Options};
+use super::{convert, Conversion, ConvertOptions};
 use crate::router::ReadPolicy;
 
 /// The redis_proxy filter the EnvoyFilter tests patch in (indented for a patch's `value`).
@@ -54,11 +54,11 @@ fn network_filter_patch() -> String {
 }
 
 fn convert_ok(text: &str) -> Conversion {
-    convert(text, "envoy.yaml", &Options::default()).unwrap_or_else(|e| panic!("{e}"))
+    convert(text, "envoy.yaml", &ConvertOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn convert_err(text: &str) -> String {
-    match convert(text, "envoy.yaml", &Options::default()) {
+    match convert(text, "envoy.yaml", &ConvertOptions::default()) {
         Ok(c) => panic!("expected an error, got:\n{}", c.yaml),
         Err(e) => e.0,
     }

@@ -61,7 +61,7 @@ pub(crate) use error::ConvertError;
 #[derive(Debug, Clone, Default)]
 /// Built by `main.rs` from `ConvertEnvoyArgs`; the tests build it directly, with `convert`
 /// given the text so no file is needed.
-pub struct Options {
+pub struct ConvertOptions {
     /// The Envoy YAML file; `-` reads stdin.
     pub file: PathBuf,
     /// The listener to convert when several carry a `redis_proxy` filter.
@@ -86,7 +86,7 @@ const EXIT_FAILED: u8 = 1;
 /// Runs the subcommand: the config on stdout, warnings and errors on stderr.
 /// Exit status 0 when converted (warnings or not), `EXIT_FAILED` when nothing was printed on
 /// stdout; `main.rs` passes it to the process exit status, as docs/migrating-from-envoy.md says.
-pub fn run(options: &Options) -> u8 {
+pub fn run(options: &ConvertOptions) -> u8 {
     let result = read_input(options).and_then(|(text, source)| convert(&text, &source, options));
     match result {
         Ok(conversion) => {
@@ -105,7 +105,7 @@ pub fn run(options: &Options) -> u8 {
 
 /// The file's text and the name the output's header gives it (`stdin`, or the file name without its
 /// directory, so the output does not depend on where it was run).
-fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
+fn read_input(options: &ConvertOptions) -> Result<(String, String), ConvertError> {
     if options.file.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -130,7 +130,7 @@ fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
 pub(crate) fn convert(
     text: &str,
     source: &str,
-    options: &Options,
+    options: &ConvertOptions,
 ) -> Result<Conversion, ConvertError> {
     let mut draft = Draft::default();
     let resources = input::read(text, source, &mut draft)?;

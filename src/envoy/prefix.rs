@@ -15,7 +15,7 @@
 use yaml_serde::{Mapping, Value};
 
 use super::draft::Draft;
-use super::route::{label, Route, Targets};
+use super::route::{label, EnvoyRoute, Targets};
 use super::source::{flag, require_number};
 use super::ConvertError;
 use crate::backends::DEFAULT_BACKEND;
@@ -50,7 +50,7 @@ pub(super) fn backend_name(cluster: &str, main: &str) -> String {
 /// empty route list; `routes` holds the catch-all route too, with `prefix: None`.
 pub(super) fn convert(
     prefix_routes: &Value,
-    routes: &[Route],
+    routes: &[EnvoyRoute],
     draft: &mut Draft,
 ) -> Result<Targets, ConvertError> {
     draft.note_unknown(
@@ -92,7 +92,7 @@ pub(super) fn convert(
 /// route's (with a note: Envoy fails keys no prefix matches).
 /// An empty prefix next to a catch-all route is dropped with a note: redcar refuses it, and the
 /// catch-all already serves those keys.
-fn main_cluster<'a>(routes: &[Route<'a>], draft: &mut Draft) -> Result<&'a str, ConvertError> {
+fn main_cluster<'a>(routes: &[EnvoyRoute<'a>], draft: &mut Draft) -> Result<&'a str, ConvertError> {
     let catch_all = routes.iter().find(|r| r.prefix.is_none());
     let empty = routes.iter().find(|r| r.prefix == Some(""));
     let main = match (catch_all, empty, routes.first()) {
@@ -156,7 +156,7 @@ fn write_routes(converted: Vec<Mapping>, targets: &Targets, ignore_case: bool, d
 /// `remove_prefix` becomes `strip_prefix`; the route's cluster and its mirror's are recorded in
 /// `targets` on the way.
 fn convert_one(
-    route: &Route,
+    route: &EnvoyRoute,
     prefix: &str,
     targets: &mut Targets,
     draft: &mut Draft,
@@ -189,7 +189,7 @@ fn need(cluster: &str, targets: &mut Targets) -> String {
 }
 
 /// redcar's catch-all is a backend name only: what the catch_all_route adds is noted.
-fn catch_all_extras(route: &Route, draft: &mut Draft) {
+fn catch_all_extras(route: &EnvoyRoute, draft: &mut Draft) {
     let what = label(route);
     draft.note_unknown("", route.value, ROUTE_KEYS, &format!("{what} "));
     if !route.value["request_mirror_policy"].is_null() {
@@ -208,7 +208,7 @@ fn catch_all_extras(route: &Route, draft: &mut Draft) {
 }
 
 /// Envoy can send a route's reads to another cluster; redcar reads from the route's backend.
-fn read_command_policy(route: &Route, draft: &mut Draft) {
+fn read_command_policy(route: &EnvoyRoute, draft: &mut Draft) {
     let policy = &route.value["read_command_policy"];
     if policy.is_null() {
         return;
@@ -233,7 +233,7 @@ fn read_command_policy(route: &Route, draft: &mut Draft) {
 /// cluster is dropped with a note. `reads` follows `exclude_read_commands`, since Envoy mirrors
 /// reads unless told not to and redcar only writes unless told to.
 fn mirror(
-    route: &Route,
+    route: &EnvoyRoute,
     targets: &mut Targets,
     draft: &mut Draft,
 ) -> Result<Option<Mapping>, ConvertError> {

@@ -1,4 +1,4 @@
-//! One Envoy prefix route as read from the filter ([`Route`]), how notes name it, and the
+//! One Envoy prefix route as read from the filter ([`EnvoyRoute`]), how notes name it, and the
 //! clusters a conversion targets ([`Targets`]).
 //!
 //! Routes borrow from the parsed input (`'a`), so the whole conversion works on the one document
@@ -8,7 +8,7 @@ use yaml_serde::Value;
 
 /// One route (`routes[]` or `catch_all_route`).
 /// Borrows from the input document, which outlives the conversion.
-pub(super) struct Route<'a> {
+pub(super) struct EnvoyRoute<'a> {
     /// `None` for the catch-all route.
     pub(crate) prefix: Option<&'a str>,
     /// The Envoy cluster the route sends to; a key into [`Targets`].
@@ -31,7 +31,7 @@ pub(super) struct Targets {
 
 /// How notes and errors name `route`.
 /// The same words are used in errors and notes, so a user can search for them in either.
-pub(super) fn label(route: &Route) -> String {
+pub(super) fn label(route: &EnvoyRoute) -> String {
     match route.prefix {
         Some(prefix) => format!("route for prefix `{prefix}`"),
         None => "catch_all_route".to_owned(),

@@ -12,7 +12,7 @@
 use yaml_serde::Value;
 
 use super::draft::Draft;
-use super::route::{label, Route, Targets};
+use super::route::{label, EnvoyRoute, Targets};
 use super::source::flag;
 use super::ConvertError;
 
@@ -60,7 +60,7 @@ pub(super) fn convert(
 /// redcar serves, and those another must, are noted so the application can be split.
 fn pick_cluster(
     proxy: &Value,
-    routes: &[Route],
+    routes: &[EnvoyRoute],
     name: &str,
     draft: &mut Draft,
 ) -> Result<String, ConvertError> {
@@ -99,7 +99,7 @@ fn pick_cluster(
 /// Every route in file order, then the catch-all one (`prefix: None`). A route without `prefix` is
 /// read as the empty prefix. Fails on a route without a cluster and on the v2 `catch_all_cluster`,
 /// which v3 Envoy refuses too.
-pub(super) fn collect(prefix_routes: &Value) -> Result<Vec<Route<'_>>, ConvertError> {
+pub(super) fn collect(prefix_routes: &Value) -> Result<Vec<EnvoyRoute<'_>>, ConvertError> {
     let mut routes = Vec::new();
     for (i, route) in prefix_routes["routes"]
         .as_sequence()
@@ -107,7 +107,7 @@ pub(super) fn collect(prefix_routes: &Value) -> Result<Vec<Route<'_>>, ConvertEr
         .flatten()
         .enumerate()
     {
-        routes.push(Route {
+        routes.push(EnvoyRoute {
             prefix: Some(route["prefix"].as_str().unwrap_or_default()),
             cluster: cluster_of(route, &format!("prefix_routes.routes[{i}]"))?,
             value: route,
@@ -115,7 +115,7 @@ pub(super) fn collect(prefix_routes: &Value) -> Result<Vec<Route<'_>>, ConvertEr
     }
     let catch_all = &prefix_routes["catch_all_route"];
     if !catch_all.is_null() {
-        routes.push(Route {
+        routes.push(EnvoyRoute {
             prefix: None,
             cluster: cluster_of(catch_all, "prefix_routes.catch_all_route")?,
             value: catch_all,
@@ -140,7 +140,7 @@ fn cluster_of<'a>(route: &'a Value, key: &str) -> Result<&'a str, ConvertError> 
 
 /// `key_formatter` rewrites each key with a template; redcar has nothing like it.
 /// `%KEY%` alone leaves keys as they are and is accepted.
-fn check_key_formatter(route: &Route) -> Result<(), ConvertError> {
+fn check_key_formatter(route: &EnvoyRoute) -> Result<(), ConvertError> {
     if route.value["key_formatter"]
         .as_str()
         .is_some_and(|f| !f.is_empty() && f != "%KEY%")
@@ -155,7 +155,7 @@ fn check_key_formatter(route: &Route) -> Result<(), ConvertError> {
 }
 
 /// With `--cluster` no route is written, so a route that strips its prefix cannot be kept.
-fn check_keys_unchanged(route: &Route) -> Result<(), ConvertError> {
+fn check_keys_unchanged(route: &EnvoyRoute) -> Result<(), ConvertError> {
     if flag(&route.value["remove_prefix"]) && route.prefix.is_some() {
         return Err(ConvertError(format!(
             "the {} rewrites keys (remove_prefix), which --cluster cannot keep: convert \
@@ -167,7 +167,7 @@ fn check_keys_unchanged(route: &Route) -> Result<(), ConvertError> {
 }
 
 /// What `--cluster` drops from one of its routes: unknown keys, the mirror and a read policy.
-fn note_extras(route: &Route, draft: &mut Draft) {
+fn note_extras(route: &EnvoyRoute, draft: &mut Draft) {
     draft.note_unknown(
         "",
         route.value,
@@ -203,7 +203,7 @@ fn note_extras(route: &Route, draft: &mut Draft) {
 }
 
 /// Says which prefixes this instance serves and which need another one.
-fn note_prefixes(routes: &[Route], chosen: &str, draft: &mut Draft) {
+fn note_prefixes(routes: &[EnvoyRoute], chosen: &str, draft: &mut Draft) {
     let mut mine = Vec::new();
     let mut others = Vec::new();
     for route in routes {

@@ -4,7 +4,7 @@
 use yaml_serde::Value;
 
 use super::tests::{base, config, error, has_warning, proxy, run, yaml};
-use super::Options;
+use super::ConvertOptions;
 use crate::backends::BackendConfig;
 
 /// `base()` with a second redis cluster named `name` (seed 127.0.0.1:`port`) appended.
@@ -166,11 +166,11 @@ fn duplicate_prefixes_and_missing_clusters_are_refused() {
     proxy(&mut doc)["prefix_routes"] = yaml(
         "{case_insensitive: true, routes: [{prefix: 'A:', cluster: rc}, {prefix: 'a:', cluster: sessions}]}",
     );
-    assert!(error(&doc, &Options::default()).contains("prefix `a:` twice"));
+    assert!(error(&doc, &ConvertOptions::default()).contains("prefix `a:` twice"));
     proxy(&mut doc)["prefix_routes"] = yaml(
         "{routes: [{prefix: 'a:', cluster: sessions, request_mirror_policy: [{cluster: gone}]}]}",
     );
-    assert!(error(&doc, &Options::default()).contains("`gone`, which is not defined"));
+    assert!(error(&doc, &ConvertOptions::default()).contains("`gone`, which is not defined"));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use yaml_serde::Value;
 
-use super::{convert, Conversion, ConvertError, Options};
+use super::{convert, Conversion, ConvertError, ConvertOptions};
 use crate::config::Config;
 
 pub(super) const BASE: &str = r#"
@@ -47,16 +47,16 @@ pub(super) fn yaml(text: &str) -> Value {
     yaml_serde::from_str(text).expect("test yaml parses")
 }
 
-fn run_with(doc: &Value, options: &Options) -> Result<Conversion, ConvertError> {
+fn run_with(doc: &Value, options: &ConvertOptions) -> Result<Conversion, ConvertError> {
     let text = yaml_serde::to_string(doc).expect("serialize");
     convert(&text, "test.yaml", options)
 }
 
 pub(super) fn run(doc: &Value) -> Conversion {
-    run_with(doc, &Options::default()).unwrap_or_else(|e| panic!("conversion failed: {e}"))
+    run_with(doc, &ConvertOptions::default()).unwrap_or_else(|e| panic!("conversion failed: {e}"))
 }
 
-pub(super) fn error(doc: &Value, options: &Options) -> String {
+pub(super) fn error(doc: &Value, options: &ConvertOptions) -> String {
     match run_with(doc, options) {
         Ok(c) => panic!("expected an error, got:\n{}", c.yaml),
         Err(e) => e.0,
@@ -98,7 +98,7 @@ fn durations_accept_strings_and_protobuf_objects() {
     assert_eq!(config.router.op_timeout.as_millis(), 250);
     assert_eq!(config.upstream.connect_timeout.as_millis(), 1500);
     proxy(&mut doc)["settings"]["op_timeout"] = "soon".into();
-    assert!(error(&doc, &Options::default()).contains("settings.op_timeout"));
+    assert!(error(&doc, &ConvertOptions::default()).contains("settings.op_timeout"));
 }
 
 #[test]
@@ -123,7 +123,7 @@ fn read_policies_map_by_name_and_number() {
     assert_eq!(config(&out).router.read_policy, ReadPolicy::PreferReplica);
     assert!(has_warning(&out, "settings.read_policy AZ_AFFINITY"));
     proxy(&mut doc)["settings"]["read_policy"] = "NEAREST".into();
-    assert!(error(&doc, &Options::default()).contains("read_policy"));
+    assert!(error(&doc, &ConvertOptions::default()).contains("read_policy"));
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn client_auth_that_cannot_be_carried_over_stops_the_conversion() {
     for (key, value, expected) in cases {
         let mut doc = base();
         proxy(&mut doc)[key] = yaml(value);
-        let message = error(&doc, &Options::default());
+        let message = error(&doc, &ConvertOptions::default());
         assert!(message.contains(expected), "{key}: {message}");
         assert!(!message.contains("czNjcmV0"), "{message}");
     }
@@ -289,9 +289,9 @@ fn cluster_flag_converts_one_cluster_of_several() {
     let mut doc = base();
     proxy(&mut doc)["prefix_routes"] =
         yaml("{routes: [{prefix: 'a:', cluster: other}], catch_all_route: {cluster: rc}}");
-    let pick = |name: &str| Options {
+    let pick = |name: &str| ConvertOptions {
         cluster: Some(name.to_owned()),
-        ..Options::default()
+        ..ConvertOptions::default()
     };
     let out = run_with(&doc, &pick("rc")).expect("rc chosen");
     assert_eq!(config(&out).cluster.seeds, ["127.0.0.1:7000"]);
@@ -301,7 +301,7 @@ fn cluster_flag_converts_one_cluster_of_several() {
     assert!(error(&doc, &pick("other")).contains("not defined"));
     assert!(error(&doc, &pick("nope")).contains("no route"));
     // Without --cluster the routes are converted, and `other` must exist.
-    assert!(error(&doc, &Options::default()).contains("`other`, which is not defined"));
+    assert!(error(&doc, &ConvertOptions::default()).contains("`other`, which is not defined"));
 }
 
 #[test]
@@ -309,13 +309,13 @@ fn routes_that_rewrite_keys_by_template_are_refused() {
     let mut doc = base();
     proxy(&mut doc)["prefix_routes"] =
         yaml("{catch_all_route: {cluster: rc, key_formatter: 'x-%KEY%'}}");
-    assert!(error(&doc, &Options::default()).contains("key_formatter"));
+    assert!(error(&doc, &ConvertOptions::default()).contains("key_formatter"));
     // remove_prefix becomes strip_prefix, which --cluster cannot write.
     proxy(&mut doc)["prefix_routes"] =
         yaml("{routes: [{prefix: 'a:', cluster: rc, remove_prefix: true}]}");
-    let only = Options {
+    let only = ConvertOptions {
         cluster: Some("rc".to_owned()),
-        ..Options::default()
+        ..ConvertOptions::default()
     };
     assert!(error(&doc, &only).contains("remove_prefix"));
     let out = run(&doc);
@@ -332,20 +332,20 @@ fn several_redis_listeners_need_listener_name() {
         .as_sequence_mut()
         .expect("listeners")
         .push(second);
-    let message = error(&doc, &Options::default());
+    let message = error(&doc, &ConvertOptions::default());
     assert!(
         message.contains("--listener NAME") && message.contains("other"),
         "{message}"
     );
-    let options = Options {
+    let options = ConvertOptions {
         listener: Some("other".into()),
-        ..Options::default()
+        ..ConvertOptions::default()
     };
     let out = run_with(&doc, &options).expect("picked");
     assert_eq!(config(&out).listen.as_deref(), Some("127.0.0.1:6381"));
-    let options = Options {
+    let options = ConvertOptions {
         listener: Some("missing".into()),
-        ..Options::default()
+        ..ConvertOptions::default()
     };
     assert!(error(&doc, &options).contains("no listener named `missing`"));
 }
@@ -353,15 +353,15 @@ fn several_redis_listeners_need_listener_name() {
 #[test]
 fn unusable_input_is_refused_with_a_reason() {
     let none = yaml("static_resources: {listeners: [], clusters: []}");
-    assert!(error(&none, &Options::default()).contains("no listener with"));
+    assert!(error(&none, &ConvertOptions::default()).contains("no listener with"));
     let mut doc = base();
     cluster(&mut doc)["cluster_type"] = Value::Null;
     cluster(&mut doc)["type"] = "STRICT_DNS".into();
-    assert!(error(&doc, &Options::default()).contains("STRICT_DNS"));
+    assert!(error(&doc, &ConvertOptions::default()).contains("STRICT_DNS"));
     let mut doc = base();
     cluster(&mut doc)["load_assignment"] = Value::Null;
-    assert!(error(&doc, &Options::default()).contains("no endpoints"));
-    let broken = convert("listeners: [", "x.yaml", &Options::default());
+    assert!(error(&doc, &ConvertOptions::default()).contains("no endpoints"));
+    let broken = convert("listeners: [", "x.yaml", &ConvertOptions::default());
     assert!(broken.expect_err("bad yaml").0.contains("not valid YAML"));
 }
 
@@ -372,7 +372,7 @@ fn yaml_merge_keys_are_applied() {
         "settings: { <<: *pool, op_timeout: 2s }",
     );
     let text = format!("pool: &pool {{ enable_redirection: true, read_policy: ANY }}\n{text}");
-    let out = convert(&text, "merge.yaml", &Options::default()).expect("converts");
+    let out = convert(&text, "merge.yaml", &ConvertOptions::default()).expect("converts");
     let config = config(&out);
     assert_eq!(config.router.read_policy, crate::router::ReadPolicy::Any);
     assert_eq!(config.router.op_timeout.as_secs(), 2);

@@ -50,7 +50,7 @@ enum Pem {
 /// What the cluster's TLS settings give `upstream.tls`.
 /// Filled by [`read`]; [`apply`] writes it only when `ca_file` is set.
 #[derive(Default)]
-struct Found {
+struct TlsFound {
     /// `trusted_ca` as a file: without it nothing else is written, since redcar cannot verify the
     /// nodes and refuses TLS keys while TLS is off.
     ca_file: Option<String>,
@@ -103,13 +103,13 @@ pub(super) fn convert(cluster: &Value, name: &str, draft: &mut Draft) -> Result<
 
 /// Reads the context, noting every field that cannot be carried over.
 /// Never fails: what cannot be carried over ends up in notes, and [`apply`] decides what to write.
-fn read(context: &Value, label: &str, draft: &mut Draft) -> Found {
-    let mut found = Found {
+fn read(context: &Value, label: &str, draft: &mut Draft) -> TlsFound {
+    let mut found = TlsFound {
         server_name: context["sni"]
             .as_str()
             .filter(|s| !s.is_empty())
             .map(str::to_owned),
-        ..Found::default()
+        ..TlsFound::default()
     };
     draft.note_unknown("upstream", context, CONTEXT_KEYS, &format!("{label} "));
     let common = &context["common_tls_context"];
@@ -132,7 +132,7 @@ fn read(context: &Value, label: &str, draft: &mut Draft) -> Found {
 /// The CA (`validation_context`, or the default one of `combined_validation_context`) and the
 /// name checks.
 /// SDS-provided CAs are named in a note with the key to set; unknown validation keys too.
-fn validation(common: &Value, at: &str, found: &mut Found, draft: &mut Draft) {
+fn validation(common: &Value, at: &str, found: &mut TlsFound, draft: &mut Draft) {
     let combined = &common["combined_validation_context"];
     let (context, key) = if common["validation_context"].is_null() {
         (
@@ -188,7 +188,7 @@ fn validation(common: &Value, at: &str, found: &mut Found, draft: &mut Draft) {
 
 /// Subject-alternative-name matchers: redcar checks one name, `server_name` (by default each
 /// node's host). One exact name with no `sni` becomes `server_name`; anything else is noted.
-fn names(context: &Value, field: &str, found: &mut Found, draft: &mut Draft) {
+fn names(context: &Value, field: &str, found: &mut TlsFound, draft: &mut Draft) {
     let mut matchers: Vec<&Value> = context["match_subject_alt_names"]
         .as_sequence()
         .into_iter()
@@ -238,7 +238,7 @@ fn names(context: &Value, field: &str, found: &mut Found, draft: &mut Draft) {
 /// The client certificate and key (the first of `tls_certificates`).
 /// Only a chain and a key that are both files are kept; otherwise one note names where each part is
 /// (never its content).
-fn client_certificate(common: &Value, at: &str, found: &mut Found, draft: &mut Draft) {
+fn client_certificate(common: &Value, at: &str, found: &mut TlsFound, draft: &mut Draft) {
     if let Some(sds) = common["tls_certificate_sds_secret_configs"].as_sequence() {
         let names: Vec<&str> = sds.iter().filter_map(|s| s["name"].as_str()).collect();
         draft.note(
@@ -316,7 +316,7 @@ fn pem(value: &Value, field: &str) -> Pem {
 /// every other TLS key while TLS is off, so then everything found goes into one note.
 /// The closing note reminds that the nodes must announce their TLS ports (`tls-cluster yes`), since
 /// redcar connects to what `CLUSTER SLOTS` reports.
-fn apply(found: Found, label: &str, draft: &mut Draft) {
+fn apply(found: TlsFound, label: &str, draft: &mut Draft) {
     let Some(ca_file) = found.ca_file else {
         let mut rest = Vec::new();
         if let Some(name) = &found.server_name {

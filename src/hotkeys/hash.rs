@@ -1,6 +1,6 @@
 //! A fast seeded hash of a command, key and node, eight bytes at a time: only sampled commands
-//! hash, but SipHash (std's) cost about 600 instructions for a short key and its node, half of
-//! what a sample cost. Collisions merge two keys' counts in the report, nothing worse; the seed
+//! hash, but SipHash (std's) was about half of what a sample cost for a short key and its
+//! node. Collisions merge two keys' counts in the report, nothing worse; the seed
 //! is random per process.
 
 /// The multiplier of FxHash (the golden ratio in 64 bits).

@@ -32,7 +32,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use big::BigList;
-use window::Window;
+use window::RateWindow;
 
 /// Most shards: enough that sessions on different cores seldom share one.
 /// Shards are a power of two (for the mask in `shard`), one per worker up to this many.
@@ -52,22 +52,22 @@ pub(crate) struct HotKeys {
     /// `config.big_value_threshold`, or `usize::MAX` when off.
     big_threshold: usize,
     /// A power of two long (empty when off); a client's shard is its id modulo the length.
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Mutex<SketchShard>]>,
     /// Random per process: which keys share a hash cannot be chosen from outside.
     seed: u64,
 }
 
 /// What one shard counts.
-struct Shard {
+struct SketchShard {
     /// The sliding window of Space-Saving sketches behind the hot keys.
-    window: Window,
+    window: RateWindow,
     /// The biggest requests and replies seen past the threshold, at most `big_top_n`.
     big: BigList,
 }
 
 /// Decides which of one client's commands are sampled: a countdown over random gaps of mean
 /// `sample_rate`. One per busy session (no shared state, no atomics).
-pub(crate) struct Sampler {
+pub(crate) struct HotKeySampler {
     /// Commands until the next one sampled; `u32::MAX` when sampling is off.
     left: u32,
     /// The mean gap, `hotkeys.sample_rate`; 0 when off.
@@ -89,7 +89,7 @@ pub(crate) struct Observed<'a> {
     pub(crate) key_arg: usize,
     /// The node that answered ("" when none did).
     pub(crate) node: &'a str,
-    /// The sample's weight ([`Sampler::sample`]; 0 when not sampled).
+    /// The sample's weight ([`HotKeySampler::sample`]; 0 when not sampled).
     pub(crate) weight: u32,
     /// The reply's size in bytes as sent to the client, for the big-value list.
     pub(crate) reply_len: usize,
@@ -99,7 +99,7 @@ pub(crate) struct Observed<'a> {
 
 /// What `/hotkeys` serves.
 #[derive(Debug, Serialize)]
-pub(crate) struct Report {
+pub(crate) struct HotKeysReport {
     /// `hotkeys.enabled`; when false every list is empty.
     pub(crate) enabled: bool,
     /// One command in this many is counted, with this weight, so counts estimate every command.
@@ -159,8 +159,8 @@ impl HotKeys {
         let epoch = Instant::now();
         let shards = (0..count)
             .map(|_| {
-                Mutex::new(Shard {
-                    window: Window::new(
+                Mutex::new(SketchShard {
+                    window: RateWindow::new(
                         config::BUCKETS as usize,
                         config.bucket(),
                         config.counters(),
@@ -201,10 +201,10 @@ impl HotKeys {
     /// A sampler for one busy spell of client `client`. Its first gap differs from spell to
     /// spell (one relaxed atomic add per spell, not per command): a client sending one command
     /// per spell is then sampled one time in `sample_rate`, not always or never.
-    pub(crate) fn sampler(&self, client: u64) -> Sampler {
+    pub(crate) fn sampler(&self, client: u64) -> HotKeySampler {
         let spell = SPELLS.fetch_add(1, Ordering::Relaxed);
         let seed = (client ^ spell.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut sampler = Sampler {
+        let mut sampler = HotKeySampler {
             left: 0,
             rate: self.rate,
             random: (seed >> 32) as u32 | 1,
@@ -261,7 +261,7 @@ impl HotKeys {
 
     /// A client always lands in the same shard, so its own commands never contend with each other;
     /// `None` when off.
-    fn shard(&self, client: u64) -> Option<&Mutex<Shard>> {
+    fn shard(&self, client: u64) -> Option<&Mutex<SketchShard>> {
         if self.shards.is_empty() {
             return None;
         }
@@ -271,7 +271,7 @@ impl HotKeys {
     /// The hottest and biggest keys over every shard, at `now`.
     /// Merges the shards: the same key counted in two shards (two clients) is summed, so a key is
     /// ranked by its traffic from all clients; each shard's lock is held only while it is read.
-    pub(crate) fn report(&self, now: Instant) -> Report {
+    pub(crate) fn report(&self, now: Instant) -> HotKeysReport {
         let mut hot: HashMap<u64, HotKey> = HashMap::new();
         let mut big: HashMap<(u64, Direction), BigKey> = HashMap::new();
         let mut covered = Duration::ZERO;
@@ -323,7 +323,7 @@ impl HotKeys {
         let mut big: Vec<BigKey> = big.into_values().collect();
         big.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.key.cmp(&b.key)));
         big.truncate(self.config.big_top_n);
-        Report {
+        HotKeysReport {
             enabled: self.is_enabled(),
             sample_rate: self.config.sample_rate,
             window_seconds: seconds,
@@ -336,13 +336,13 @@ impl HotKeys {
 
 /// Nothing panics while a shard is locked, so a poisoned lock still holds consistent counts.
 /// Used by `observe` and `report` alike; a poisoned lock is taken over rather than failing.
-fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+fn lock(shard: &Mutex<SketchShard>) -> MutexGuard<'_, SketchShard> {
     shard.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 // === impl Sampler ===
 
-impl Sampler {
+impl HotKeySampler {
     /// The weight to count this command with: `sample_rate` for a sampled one, else 0.
     #[inline]
     pub(crate) fn sample(&mut self) -> u32 {

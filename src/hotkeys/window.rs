@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::sketch::{Counter, SpaceSaving};
 
 /// The last `buckets.len()` sub-windows of one shard, the current one last begun at `end - span`.
-pub(super) struct Window {
+pub(super) struct RateWindow {
     /// One sketch per sub-window (`config::BUCKETS` of them), used as a ring.
     buckets: Vec<SpaceSaving>,
     /// One sub-window's length (`HotKeysConfig::bucket`).
@@ -25,10 +25,15 @@ pub(super) struct Window {
 
 // === impl Window ===
 
-impl Window {
+impl RateWindow {
     /// All sketches are allocated here, so counting never allocates. At least one bucket.
-    pub(super) fn new(buckets: usize, span: Duration, counters: usize, epoch: Instant) -> Window {
-        Window {
+    pub(super) fn new(
+        buckets: usize,
+        span: Duration,
+        counters: usize,
+        epoch: Instant,
+    ) -> RateWindow {
+        RateWindow {
             buckets: (0..buckets.max(1))
                 .map(|_| SpaceSaving::new(counters))
                 .collect(),
@@ -89,11 +94,11 @@ impl Window {
 mod tests {
     use super::*;
 
-    fn window(epoch: Instant) -> Window {
-        Window::new(5, Duration::from_secs(2), 8, epoch)
+    fn window(epoch: Instant) -> RateWindow {
+        RateWindow::new(5, Duration::from_secs(2), 8, epoch)
     }
 
-    fn total(window: &Window, hash: u64) -> u64 {
+    fn total(window: &RateWindow, hash: u64) -> u64 {
         window
             .counters()
             .filter(|c| c.hash == hash)

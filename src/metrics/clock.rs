@@ -1,24 +1,23 @@
 //! Durations from a run of clock readings to one later reading, in nanoseconds, with the last
-//! one remembered: `Instant::saturating_duration_since` costs about 80 instructions (a
-//! `Timespec` subtraction, its checks, a `Duration` built from it; callgrind, 2026-11-27), and
-//! the commands of one pipelined read share their start (one clock read per read), as the
+//! one remembered: `Instant::saturating_duration_since` is not free (a `Timespec` subtraction,
+//! its checks, a `Duration` built from it), and the commands of one pipelined read share their start (one clock read per read), as the
 //! commands of one node batch share their queueing time. Finishing a run of them pays for the
 //! first and compares an `Instant` for the rest.
 
 use tokio::time::Instant;
 
 /// Nanoseconds from earlier readings to `now`, remembering the last earlier one.
-pub(crate) struct Since {
+pub(crate) struct ElapsedClock {
     now: Instant,
     /// The last earlier reading asked about, and its answer.
     last: Option<(Instant, u64)>,
 }
 
-impl Since {
+impl ElapsedClock {
     /// Durations up to `now`.
     #[inline]
-    pub(crate) fn new(now: Instant) -> Since {
-        Since { now, last: None }
+    pub(crate) fn new(now: Instant) -> ElapsedClock {
+        ElapsedClock { now, last: None }
     }
 
     /// The reading durations end at.
@@ -53,7 +52,7 @@ mod tests {
     fn runs_of_readings_and_changes_between_them() {
         let start = Instant::now();
         let now = start + Duration::from_micros(1234);
-        let mut since = Since::new(now);
+        let mut since = ElapsedClock::new(now);
         assert_eq!(since.now(), now);
         assert_eq!(since.nanos(start), 1_234_000);
         assert_eq!(since.nanos(start), 1_234_000, "remembered");
@@ -71,6 +70,6 @@ mod tests {
     async fn paused_time_is_measured_as_it_advances() {
         let start = Instant::now();
         tokio::time::advance(Duration::from_millis(7)).await;
-        assert_eq!(Since::new(Instant::now()).nanos(start), 7_000_000);
+        assert_eq!(ElapsedClock::new(Instant::now()).nanos(start), 7_000_000);
     }
 }

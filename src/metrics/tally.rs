@@ -27,7 +27,7 @@ const MAX_COMMANDS: usize = 32;
 thread_local! {
     /// Every session on this thread counts here: an idle client holds no tally of its own, and
     /// sessions on one worker (usually running the same few commands) share the entries.
-    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+    static PENDING: RefCell<Vec<UnflushedCommand>> = const { RefCell::new(Vec::new()) };
     /// The same for the users the sessions on this thread run as (see [`UserSeries`]).
     static USERS: RefCell<Vec<PendingUser>> = const { RefCell::new(Vec::new()) };
 }
@@ -46,7 +46,7 @@ pub(crate) struct UserSeries {
 /// One user's counts on this thread since the last flush.
 struct PendingUser {
     series: Arc<UserSeries>,
-    counts: Counts,
+    counts: Unflushed,
 }
 
 /// A session's way into its thread's per-command counts. Flushed explicitly before a session
@@ -57,15 +57,15 @@ pub struct CommandTally<'m> {
     /// Records of one command that took the same time, not yet in the thread's counts: the
     /// commands of one pipelined read are the same command (a `GET` workload) started and
     /// finished on the same clock readings, so a run of 16 costs one lookup of the thread's
-    /// entry and one bucket search instead of 16 (each about 110 instructions; callgrind,
-    /// 2026-11-27).
-    run: Run,
+    /// entry and one bucket search instead of 16, each of which costs about as much as the rest
+    /// of recording the command.
+    run: IdenticalRun,
     /// The user the session runs as, when its figures are kept.
     user: Option<Arc<UserSeries>>,
 }
 
 /// A run of identical records; `calls == 0`: none.
-struct Run {
+struct IdenticalRun {
     command: &'static str,
     elapsed_ns: u64,
     calls: u64,
@@ -73,25 +73,25 @@ struct Run {
 }
 
 /// One command's counts since the last flush.
-struct Pending {
+struct UnflushedCommand {
     /// Which [`Metrics`] the series belong to (several may live in one process: tests).
     registry: u64,
     command: &'static str,
     series: CommandSeries,
-    counts: Counts,
+    counts: Unflushed,
 }
 
 /// Calls, error replies and latency not yet in their shared series (a command's or a user's);
 /// the calls are the duration observations.
 #[derive(Default)]
-struct Counts {
+struct Unflushed {
     errors: u64,
     duration: LocalLatency,
 }
 
-impl Counts {
+impl Unflushed {
     #[inline]
-    fn add(&mut self, run: &Run) {
+    fn add(&mut self, run: &IdenticalRun) {
         self.errors += run.errors;
         self.duration.observe_ns_times(run.elapsed_ns, run.calls);
     }
@@ -116,7 +116,7 @@ impl<'m> CommandTally<'m> {
     pub fn new(metrics: &'m Metrics) -> CommandTally<'m> {
         CommandTally {
             metrics,
-            run: Run {
+            run: IdenticalRun {
                 command: "",
                 elapsed_ns: 0,
                 calls: 0,
@@ -158,7 +158,7 @@ impl<'m> CommandTally<'m> {
                 run.errors += u64::from(error);
             } else {
                 self.end_run();
-                self.run = Run {
+                self.run = IdenticalRun {
                     command,
                     elapsed_ns,
                     calls: 1,
@@ -211,7 +211,7 @@ fn user_entry<'p>(users: &'p mut Vec<PendingUser>, user: &Arc<UserSeries>) -> &'
             }
             users.push(PendingUser {
                 series: user.clone(),
-                counts: Counts::default(),
+                counts: Unflushed::default(),
             });
             users.len() - 1
         }
@@ -229,10 +229,10 @@ fn flush_users(users: &mut [PendingUser]) {
 
 /// The entry of `command` in `metrics`, made on first use.
 fn entry<'p>(
-    pending: &'p mut Vec<Pending>,
+    pending: &'p mut Vec<UnflushedCommand>,
     metrics: &Metrics,
     command: &'static str,
-) -> &'p mut Pending {
+) -> &'p mut UnflushedCommand {
     let registry = metrics.id;
     // Command names are the table's `&'static str`s, so the same name is nearly always the same
     // pointer: look for that first, and compare the text only when it is not found.
@@ -251,11 +251,11 @@ fn entry<'p>(
                 flush(pending);
                 pending.clear();
             }
-            pending.push(Pending {
+            pending.push(UnflushedCommand {
                 registry,
                 command,
                 series: metrics.commands.series_of(command),
-                counts: Counts::default(),
+                counts: Unflushed::default(),
             });
             pending.len() - 1
         }
@@ -263,7 +263,7 @@ fn entry<'p>(
     &mut pending[at]
 }
 
-fn flush(pending: &mut [Pending]) {
+fn flush(pending: &mut [UnflushedCommand]) {
     for pending in pending {
         let series = &pending.series;
         pending

@@ -39,7 +39,7 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use self::admit::Admission;
-use self::store::{Begin, Found, Store, Variant};
+use self::store::{Begin, CacheLookup, Store, Variant};
 use crate::cluster::ClusterState;
 use crate::metrics::FlushCause;
 use crate::protocol::{header_value, Protocol};
@@ -156,8 +156,8 @@ impl NearCache {
             .store
             .get(key, read, clock_ms(), self.max_silence_ms, idle)
         {
-            Found::Hit(reply) => Some(reply),
-            Found::Miss => None,
+            CacheLookup::Hit(reply) => Some(reply),
+            CacheLookup::Miss => None,
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use twox_hash::XxHash3_64;
 
 use crate::protocol::Protocol;
-use crate::upstream::Heard;
+use crate::upstream::ProvenAt;
 
 /// Shards: enough that the workers rarely meet on a lock.
 const SHARDS: usize = 16;
@@ -31,7 +31,7 @@ pub(super) struct Variant {
     /// [`clock_ms`](crate::upstream::clock_ms) after which it is not served.
     pub(crate) expires: u64,
     /// Its node's invalidation connection: served only while that proves it missed nothing.
-    pub(crate) heard: Arc<Heard>,
+    pub(crate) heard: Arc<ProvenAt>,
 }
 
 impl Variant {
@@ -83,7 +83,7 @@ pub(crate) struct LaneId {
 }
 
 #[derive(Default)]
-struct Entry {
+struct CachedEntry {
     variants: SmallVec<[Variant; 1]>,
     /// The fill in flight: only its end may add a variant, and only if no invalidation or
     /// write came in between (they drop the entry or clear this).
@@ -109,7 +109,7 @@ struct Entry {
     dirty_until: u64,
 }
 
-impl Entry {
+impl CachedEntry {
     fn size(&self, key: &Bytes) -> usize {
         ENTRY_OVERHEAD + key.len() + self.variants_size()
     }
@@ -145,12 +145,12 @@ impl Entry {
 }
 
 #[derive(Default)]
-struct Shard {
-    map: LinkedHashMap<Bytes, Entry>,
+struct StoreShard {
+    map: LinkedHashMap<Bytes, CachedEntry>,
     bytes: usize,
 }
 
-impl Shard {
+impl StoreShard {
     /// Evicts least recently used entries until the shard fits `limit`; how many went. An
     /// entry with a write in flight stays (its write must find it), moved to the back.
     fn fit(&mut self, limit: usize) -> usize {
@@ -174,13 +174,13 @@ impl Shard {
     /// Makes sure `key` has an entry (an empty one counts its key and overhead).
     fn ensure(&mut self, key: &Bytes) {
         if !self.map.contains_key(key) {
-            let entry = Entry::default();
+            let entry = CachedEntry::default();
             self.bytes += entry.size(key);
             self.map.insert(key.clone(), entry);
         }
     }
 
-    fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+    fn remove(&mut self, key: &[u8]) -> Option<CachedEntry> {
         let (key, entry) = self.map.remove_entry(key)?;
         self.bytes = self.bytes.saturating_sub(entry.size(&key));
         Some(entry)
@@ -188,7 +188,7 @@ impl Shard {
 }
 
 /// What a lookup found.
-pub(super) enum Found {
+pub(super) enum CacheLookup {
     Hit(Bytes),
     /// Not cached, expired, or its node has been silent too long.
     Miss,
@@ -202,7 +202,7 @@ pub(super) struct Filled {
 
 /// The entries, sharded by key.
 pub(super) struct Store {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Mutex<StoreShard>]>,
     /// Held by a write-through while it is queued on its node, so the write-throughs of one
     /// key are registered here in the order they reach their lane (`store::writes`).
     order: Box<[Mutex<()>]>,
@@ -221,7 +221,7 @@ impl Store {
         }
     }
 
-    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, StoreShard> {
         let index = (XxHash3_64::oneshot_with_seed(self.seed, key) as usize) % SHARDS;
         self.shards[index]
             .lock()
@@ -238,14 +238,14 @@ impl Store {
         now: u64,
         max_silence: u64,
         idle: bool,
-    ) -> Found {
+    ) -> CacheLookup {
         let (command, protocol, args) = read;
         let mut shard = self.shard(key);
         let Some(entry) = shard.map.to_back(key) else {
-            return Found::Miss;
+            return CacheLookup::Miss;
         };
         if entry.hidden(now, idle) {
-            return Found::Miss;
+            return CacheLookup::Miss;
         }
         let variant = entry
             .variants
@@ -253,9 +253,9 @@ impl Store {
             .find(|v| v.same_read(command, protocol, args));
         match variant {
             Some(v) if v.expires > now && v.heard.at() + max_silence >= now => {
-                Found::Hit(v.reply.clone())
+                CacheLookup::Hit(v.reply.clone())
             }
-            _ => Found::Miss,
+            _ => CacheLookup::Miss,
         }
     }
 

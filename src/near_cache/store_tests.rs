@@ -7,13 +7,13 @@ pub(super) fn key(k: &str) -> Bytes {
 }
 
 /// A node whose invalidation connection answered a heartbeat sent at `at`.
-pub(super) fn heard(at: u64) -> Arc<Heard> {
-    let heard = Arc::new(Heard::default());
+pub(super) fn heard(at: u64) -> Arc<ProvenAt> {
+    let heard = Arc::new(ProvenAt::default());
     heard.answered_for_tests(at);
     heard
 }
 
-pub(super) fn get_variant(reply: &str, expires: u64, heard: &Arc<Heard>) -> Variant {
+pub(super) fn get_variant(reply: &str, expires: u64, heard: &Arc<ProvenAt>) -> Variant {
     Variant {
         command: "get",
         protocol: Protocol::Resp2,
@@ -45,12 +45,12 @@ pub(super) fn read(store: &Store, k: &str, now: u64, idle: bool) -> Option<Bytes
         MAX_SILENCE,
         idle,
     ) {
-        Found::Hit(reply) => Some(reply),
-        Found::Miss => None,
+        CacheLookup::Hit(reply) => Some(reply),
+        CacheLookup::Miss => None,
     }
 }
 
-fn fill(store: &Store, k: &str, token: u64, reply: &str, node: &Arc<Heard>) -> bool {
+fn fill(store: &Store, k: &str, token: u64, reply: &str, node: &Arc<ProvenAt>) -> bool {
     let k = key(k);
     assert_eq!(begin(store, &k, token, 10), Some(token));
     store
@@ -67,9 +67,9 @@ fn a_fill_is_served_until_its_key_is_invalidated() {
     assert_eq!(get(&store, "k", 20).as_deref(), Some(&b"$1\r\nv\r\n"[..]));
     // Another command, or the other protocol, is another read.
     let hget = store.get(b"k", ("hget", Protocol::Resp2, &[]), 20, MAX_SILENCE, true);
-    assert!(matches!(hget, Found::Miss));
+    assert!(matches!(hget, CacheLookup::Miss));
     let resp3 = store.get(b"k", ("get", Protocol::Resp3, &[]), 20, MAX_SILENCE, true);
-    assert!(matches!(resp3, Found::Miss));
+    assert!(matches!(resp3, CacheLookup::Miss));
     assert!(store.forget(b"k", 20));
     assert!(get(&store, "k", 20).is_none());
     assert!(!store.forget(b"k", 20), "nothing left to drop");
@@ -278,7 +278,7 @@ fn a_stored_write_through_is_dropped_by_a_later_write_and_replaces_other_reads()
         true,
     );
     assert!(
-        matches!(strlen, Found::Miss),
+        matches!(strlen, CacheLookup::Miss),
         "the old STRLEN went with the write"
     );
     assert!(get(&store, "k", 10).is_some());

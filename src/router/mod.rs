@@ -10,7 +10,7 @@
 //! - [`Planner`] (`plan/`): decides, before any I/O, what to do with one command; knows the
 //!   commands (built in, declared, learned from the cluster) and plans against the route table
 //!   (`routes/`: the table, prefix matching, mirroring);
-//! - [`Fanout`] (`fanout/`): starts the plans that take more than one request (`multi`) and
+//! - [`Fanout`] (`fanout/`): starts the plans that take more than one request (`Plan::Compound`) and
 //!   serves keyless commands sent to every primary (or node), merging their replies;
 //! - `Splitter` (`split/`): a multi-key command whose keys span slots, split per slot and merged
 //!   back;
@@ -22,13 +22,13 @@
 //! entry.
 #![warn(unreachable_pub, missing_docs)]
 
+mod compound;
 mod config;
 mod core;
 mod fanout;
 mod forward;
 mod fuzz;
 mod metrics;
-mod multi;
 mod plan;
 mod replies;
 mod reply;
@@ -44,7 +44,7 @@ pub(crate) use metrics::RouterMetrics;
 pub(crate) use plan::{Plan, Planner};
 pub(crate) use reply::{error_with_prefix, redcar_error};
 pub(crate) use routes::{Mirror, MirrorMetrics, Route, RouteTable, RouteTarget};
-pub(crate) use stateful::{Stateful, Step, Transaction, Written, MOVED_FROM_WORKERS};
+pub(crate) use stateful::{Stateful, Transaction, TxStep, Written, MOVED_FROM_WORKERS};
 
 use std::sync::Arc;
 

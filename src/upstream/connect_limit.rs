@@ -12,10 +12,10 @@ use tokio::time::Instant;
 pub(crate) struct ConnectLimit {
     /// 0: unlimited.
     rate: u32,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    buckets: Mutex<HashMap<String, ConnectBucket>>,
 }
 
-struct Bucket {
+struct ConnectBucket {
     /// May go negative: connects already promised to callers that are waiting.
     tokens: f64,
     at: Instant,
@@ -46,7 +46,7 @@ impl ConnectLimit {
         }
         let rate = f64::from(self.rate);
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        let bucket = buckets.entry(addr.to_string()).or_insert(Bucket {
+        let bucket = buckets.entry(addr.to_string()).or_insert(ConnectBucket {
             tokens: rate,
             at: now,
         });

@@ -75,7 +75,7 @@ pub(crate) struct Dedicated {
     protocol: Protocol,
     permit: OwnedSemaphorePermit,
     shared: Arc<Shared>,
-    _busy: Busy,
+    _busy: LentGauge,
 }
 
 /// The first `len` bytes of `input`: a reply. After a large one (`grown`), the input starts again
@@ -92,9 +92,9 @@ fn take_reply(input: &mut BytesMut, grown: &mut bool, len: usize) -> Bytes {
 }
 
 /// Counts a lent connection in the busy gauge for as long as it is lent.
-struct Busy(Arc<UpstreamMetrics>);
+struct LentGauge(Arc<UpstreamMetrics>);
 
-impl Drop for Busy {
+impl Drop for LentGauge {
     fn drop(&mut self) {
         self.0.dedicated_busy.dec();
     }
@@ -216,7 +216,7 @@ impl Shared {
             protocol,
             permit,
             shared: self.clone(),
-            _busy: Busy(self.metrics.clone()),
+            _busy: LentGauge(self.metrics.clone()),
         }
     }
 

@@ -72,8 +72,8 @@ pub(crate) struct EjectionSeries {
 }
 
 /// A node's series, made on first use: a node of a big map that redcar never sends to (a
-/// replica no read policy reads, a shard no client's keys hash to) has none (issue 49: ten
-/// series and a 656-byte histogram per node were 1.7 KB per known node).
+/// replica no read policy reads, a shard no client's keys hash to) has none: ten series and a
+/// histogram per node would be most of what a known node costs (docs/scale.md).
 pub(crate) struct NodeSeries {
     addr: Arc<str>,
     group: Arc<UpstreamMetrics>,

@@ -92,5 +92,5 @@ pub(crate) use registry::Upstreams;
 pub(crate) use stream::NodeStream;
 pub(crate) use tls::{UpstreamTls, UpstreamTlsConfig};
 pub(crate) use tracking::BcastRegistered;
-pub(crate) use tracking_feed::{clock_ms, Heard, InvalidationSink, TrackingFeed};
-pub(crate) use wire::{Frame, LoopSink};
+pub(crate) use tracking_feed::{clock_ms, InvalidationSink, ProvenAt, TrackingFeed};
+pub(crate) use wire::{LoopSink, ReplyFrame};

@@ -59,7 +59,8 @@ pub(super) struct NodeShared {
 /// loops, with their buffers), their shared context and its metric series are made by the first
 /// command sent to it. A big map's nodes that redcar never sends to (replicas under
 /// `read_policy: primary`, shards no client's keys hash to) hold only this struct, their health
-/// and standby flags (issue 49: 18 KB per known node before, on a 1,000-node map).
+/// and standby flags, so a map of a thousand nodes costs little more than the ones in use
+/// (docs/scale.md).
 pub(crate) struct Node {
     addr: Arc<str>,
     /// One queue per connection task; each task owns its socket. Unbounded because each client
@@ -70,7 +71,7 @@ pub(crate) struct Node {
     /// such command, so a deployment without RESP3 clients never opens them.
     conns3: OnceLock<Box<[queue::Sender<Pending>]>>,
     /// What starting the connections needs.
-    start: Box<Start>,
+    start: Box<NodeStart>,
     /// Worker runtimes the connections are spread over: 1 with the shared runtime; per core,
     /// connection `i` lives on worker `i % workers` (see `lanes::connection_for`).
     workers: usize,
@@ -105,7 +106,7 @@ impl Node {
             addr,
             conns: OnceLock::new(),
             conns3: OnceLock::new(),
-            start: Box::new(Start {
+            start: Box::new(NodeStart {
                 shared: shared.clone(),
                 series,
                 runtime,
@@ -254,8 +255,8 @@ impl Node {
     }
 
     /// How recently the node's invalidation connection proved it missed nothing (`None` before
-    /// `start_tracking`; see [`Heard`](super::Heard)).
-    pub(crate) fn heard(&self) -> Option<Arc<super::Heard>> {
+    /// `start_tracking`; see [`ProvenAt`](super::ProvenAt)).
+    pub(crate) fn heard(&self) -> Option<Arc<super::ProvenAt>> {
         self.tracking.get().map(|t| t.heard().clone())
     }
 
@@ -343,7 +344,7 @@ impl std::fmt::Debug for Node {
 }
 
 /// What a node needs to start its connections and its tracked lanes, on first use.
-pub(super) struct Start {
+pub(super) struct NodeStart {
     shared: Arc<NodeShared>,
     series: Arc<NodeSeries>,
     /// The shared runtime (neither workers nor loops): where the connection tasks run.
@@ -352,7 +353,7 @@ pub(super) struct Start {
     contexts: OnceLock<[Arc<NodeContext>; 2]>,
 }
 
-impl Start {
+impl NodeStart {
     /// The RESP2 and RESP3 contexts (the node's series are made with them).
     pub(super) fn contexts(&self, node: &Node) -> &[Arc<NodeContext>; 2] {
         self.contexts.get_or_init(|| {

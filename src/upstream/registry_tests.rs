@@ -1,4 +1,5 @@
-//! Unit tests of `registry.rs`: what a known node costs before it is used (issue 49).
+//! Unit tests of `registry.rs`: what a known node costs before it is used
+//! (a big map's nodes that redcar never sends to must stay cheap; docs/scale.md).
 
 use std::net::TcpListener;
 

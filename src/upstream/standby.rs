@@ -79,9 +79,8 @@ impl Standby {
 ///
 /// A connection waits on it each time it has nothing in flight: at `-P 1`, after nearly every
 /// read. So a wait registers the task's waker with the standby flag (one atomic operation) and
-/// polls the `Sleep` only when it was re-armed or has fired; waiting on a `Notify` and polling
-/// the `Sleep` every time cost about 190 instructions per `-P 1` command (callgrind,
-/// 2026-11-26).
+/// polls the `Sleep` only when it was re-armed or has fired: waiting on a `Notify` and polling
+/// the `Sleep` every time was a visible share of a one-at-a-time command's cost (bench/README.md).
 pub(super) struct IdleTimer {
     sleep: Pin<Box<Sleep>>,
     deadline: Instant,

@@ -25,7 +25,7 @@ use super::conn;
 use super::node_context::NodeContext;
 use super::pending::Pending;
 use super::queue;
-use super::tracking_feed::{Heard, TrackingFeed};
+use super::tracking_feed::{ProvenAt, TrackingFeed};
 use crate::protocol::Protocol;
 
 mod invalidation;
@@ -39,7 +39,7 @@ pub(super) struct NodeTracking {
     /// The BCAST prefixes the invalidation connection has confirmed.
     registered: watch::Receiver<Vec<Bytes>>,
     /// How recently the invalidation connection proved it missed nothing (heartbeat on).
-    heard: Arc<Heard>,
+    heard: Arc<ProvenAt>,
 }
 
 /// The BCAST prefixes one node confirmed on its invalidation connection.
@@ -101,7 +101,7 @@ impl NodeTracking {
             lane(resp2, Mode::Near),
             lane(resp3, Mode::Near),
         ]);
-        let heard = Arc::new(Heard::default());
+        let heard = Arc::new(ProvenAt::default());
         runtime.spawn(invalidation::run(
             resp3.clone(),
             invalidation::Published {
@@ -124,7 +124,7 @@ impl NodeTracking {
         BcastRegistered(self.registered.clone())
     }
 
-    pub(super) fn heard(&self) -> &Arc<Heard> {
+    pub(super) fn heard(&self) -> &Arc<ProvenAt> {
         &self.heard
     }
 

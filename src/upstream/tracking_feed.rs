@@ -1,6 +1,6 @@
 //! Where every node's invalidations go ([`TrackingFeed`], to the [`InvalidationSink`]s), the
 //! BCAST prefixes every node registers, and how recently a node proved it missed nothing
-//! ([`Heard`]).
+//! ([`ProvenAt`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
@@ -28,7 +28,7 @@ pub(crate) struct TrackingFeed {
     /// key). It only grows: redcar filters per client, so a wider registration is only traffic.
     bcast: watch::Sender<Vec<Bytes>>,
     /// How often each invalidation connection sends `PING` (milliseconds; 0: never), so the
-    /// near cache knows how recently it heard everything a node had to say (see [`Heard`]).
+    /// near cache knows how recently it heard everything a node had to say (see [`ProvenAt`]).
     heartbeat_ms: AtomicU64,
     /// The near cache's prefix rules (their minimal cover), registered in BCAST mode with
     /// NOLOOP on every node's near lanes (set once at start-up, when the near cache has them).
@@ -46,7 +46,7 @@ impl Default for TrackingFeed {
     }
 }
 
-/// Milliseconds on redcar's monotonic clock (since the first call), the unit of [`Heard`].
+/// Milliseconds on redcar's monotonic clock (since the first call), the unit of [`ProvenAt`].
 pub(crate) fn clock_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     let start = *START.get_or_init(Instant::now);
@@ -58,9 +58,9 @@ pub(crate) fn clock_ms() -> u64 {
 /// answering was read before that `PONG` (one connection, in order), so a write acknowledged
 /// before that time has had its invalidation delivered. 0: nothing proven yet.
 #[derive(Debug, Default)]
-pub(crate) struct Heard(AtomicU64);
+pub(crate) struct ProvenAt(AtomicU64);
 
-impl Heard {
+impl ProvenAt {
     /// The send time of the latest answered `PING`.
     pub(crate) fn at(&self) -> u64 {
         self.0.load(Ordering::Acquire)

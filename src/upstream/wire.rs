@@ -16,14 +16,14 @@ use super::inbox::{Delivered, Shared};
 use super::pending::{frames_len, LoopWaiter, Pending, ReplyTo, ASKING};
 use super::NodeMetrics;
 use super::UpstreamError;
-use crate::metrics::clock::Since;
+use crate::metrics::clock::ElapsedClock;
 use crate::metrics::LocalLatency;
 use crate::protocol::Limits;
 
 /// Where the replies to an event loop's own commands go (see [`LoopWaiter`]).
 pub(crate) trait LoopSink {
     /// The reply to `to`'s command is the frame at the front of `frame`.
-    fn reply(&mut self, to: LoopWaiter, frame: Frame<'_>);
+    fn reply(&mut self, to: LoopWaiter, frame: ReplyFrame<'_>);
     /// `to`'s command got no reply: the connection failed (`error` says whether it was sent).
     fn failed(&mut self, to: LoopWaiter, error: UpstreamError);
 }
@@ -32,7 +32,7 @@ pub(crate) trait LoopSink {
 pub(super) struct NoLoop;
 
 impl LoopSink for NoLoop {
-    fn reply(&mut self, _to: LoopWaiter, _frame: Frame<'_>) {
+    fn reply(&mut self, _to: LoopWaiter, _frame: ReplyFrame<'_>) {
         debug_assert!(false, "a loop command on a task-driven connection");
     }
     fn failed(&mut self, _to: LoopWaiter, _error: UpstreamError) {
@@ -45,12 +45,12 @@ impl LoopSink for NoLoop {
 ///
 /// [`bytes`]: Frame::bytes
 /// [`keep`]: Frame::keep
-pub(crate) struct Frame<'a> {
+pub(crate) struct ReplyFrame<'a> {
     input: &'a mut BytesMut,
     len: usize,
 }
 
-impl Frame<'_> {
+impl ReplyFrame<'_> {
     /// The frame's bytes.
     #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
@@ -64,7 +64,7 @@ impl Frame<'_> {
     }
 }
 
-impl Drop for Frame<'_> {
+impl Drop for ReplyFrame<'_> {
     fn drop(&mut self) {
         self.input.advance(self.len);
     }
@@ -271,7 +271,7 @@ impl Wire {
         sink: &mut impl LoopSink,
     ) -> Result<(), String> {
         let mut batch = ReplyBatch::default();
-        let result = self.deliver_frames(input, Since::new(now), &mut batch, sink);
+        let result = self.deliver_frames(input, ElapsedClock::new(now), &mut batch, sink);
         hand_over(&mut self.for_inboxes);
         let latency = Duration::from_nanos(batch.latency_ns);
         self.metrics.record_replies(batch.count, latency);
@@ -289,7 +289,7 @@ impl Wire {
     fn deliver_frames(
         &mut self,
         input: &mut BytesMut,
-        mut now: Since,
+        mut now: ElapsedClock,
         batch: &mut ReplyBatch,
         sink: &mut impl LoopSink,
     ) -> Result<(), String> {
@@ -326,7 +326,7 @@ impl Wire {
             let Some(done) = self.in_flight.pop_front() else {
                 return Ok(());
             };
-            // The commands of one batch share `queued_at`: measured once (see `Since`).
+            // The commands of one batch share `queued_at`: measured once (see `ElapsedClock`).
             let elapsed = now.nanos(done.queued_at);
             self.duration.observe_ns(elapsed);
             batch.count += u64::from(done.frames);
@@ -335,7 +335,7 @@ impl Wire {
             batch.answered |= answered;
             // The waiter may have given up (deadline); its reply is dropped.
             match done.reply {
-                ReplyTo::Loop(to) => sink.reply(to, Frame { input, len }),
+                ReplyTo::Loop(to) => sink.reply(to, ReplyFrame { input, len }),
                 ReplyTo::Slot(slot) => slot.send(Ok(input.split_to(len).freeze())),
                 ReplyTo::Inbox(delivery) => {
                     let frame = input.split_to(len).freeze();

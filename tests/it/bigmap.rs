@@ -1,4 +1,4 @@
-//! Issue 49, big maps: a 1,000-node, 500-shard cluster with a fragmented slot map, served by
+//! Big maps: a 1,000-node, 500-shard cluster with a fragmented slot map, served by
 //! the test responder (`support/responder`: 996 nodes answering the topology commands as a
 //! redis-server 7.0 node would) together with real redis-server nodes owning the slots where
 //! data moves. First the responder itself is checked against a real 3+3 cluster's replies.
@@ -426,8 +426,8 @@ fn a_thousand_node_map_is_served_checked_cheaply_and_its_idle_nodes_are_never_co
 
     // Memory per known node: this redcar's RSS next to one that knows only the six real nodes
     // (a partial map: they own a few slots), both started the same way and idle. Printed for
-    // docs/scale.md (issue 49's bound: 2 KB; the release build's figures, several rounds, come
-    // from `bigmap_memory`). Asserted on the anonymous part of the resident set (the heap and
+    // docs/scale.md (its bound: 2 KB; the release build's figures, several rounds, come from
+    // `bigmap_memory`). Asserted on the anonymous part of the resident set (the heap and
     // stacks: the binary's own pages move by hundreds of KiB between two runs), with room for a
     // loaded CI host: this debug build measured 1.3–2.2 KB per known node, and 18 KB before
     // nodes were made lazily. The exact property (no connection, task or series for an unused
@@ -562,7 +562,7 @@ fn after(log: &[(Instant, bool)], since: Instant) -> (Option<Instant>, Vec<Insta
 #[test]
 fn a_failover_in_the_thousand_node_map_is_followed_within_a_second() {
     let mut big = BigMap::start();
-    // The fleet's default jitter (1 s), as the issue's bound is stated for it.
+    // The fleet's default jitter (1 s), as the bound in docs/scale.md is stated for it.
     let redcar = big.redcar("1s");
     let keys = keys_in(&A_SLOTS, 20);
     let slot = redcar::cluster::key_slot(keys[0].as_bytes());

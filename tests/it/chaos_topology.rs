@@ -78,7 +78,7 @@ fn refresh_times(log: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Issue 30 item 4. Three manual failovers of one shard, back and forth, while a client
+/// Three manual failovers of one shard, back and forth, while a client
 /// increments a counter through redcar, which refreshes every 100 ms from any node (prefer-replica
 /// asks replicas too, the demoted primary among them). Each failover must move the range once:
 /// a node that has not heard of it yet (or the demoted primary, just before it hears) answers with
@@ -209,7 +209,7 @@ fn failovers_under_writes_never_hand_a_range_back_to_the_demoted_primary() {
     );
 }
 
-/// Issue 30 item 5. A replica is killed (the cluster flags it failed and redcar's map leaves it
+/// A replica is killed (the cluster flags it failed and redcar's map leaves it
 /// out), restarted, and 1.3 s after every node lists it again its primary is frozen. With
 /// `prefer-replica` its shard's reads must be served by the replica throughout the freeze — the
 /// refresher watches a map that leaves out a known replica every 500 ms instead of waiting for

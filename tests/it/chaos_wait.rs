@@ -24,7 +24,7 @@ fn key_inside(map: &[SlotRange], prefix: &str, primary: u16) -> String {
         .unwrap_or_else(|| panic!("no key with prefix {prefix} inside node {primary}'s slots"))
 }
 
-/// Item 1: clients write and WAIT in a loop while `CLUSTER FAILOVER` moves their shard to its
+/// Clients write and WAIT in a loop while `CLUSTER FAILOVER` moves their shard to its
 /// replica. Every WAIT answers a count (the old primary's `-ERR WAIT cannot be used with
 /// replica instances`, `-UNBLOCKED …` and closed connections are followed to the new primary),
 /// and once the old primary has synced as the new one's replica WAIT answers 1 again.
@@ -127,7 +127,7 @@ fn wait_follows_a_manual_failover_without_errors() {
     );
 }
 
-/// Item 6: a client wrote to shards A and B and WAITed; since then it wrote to B only. With
+/// A client wrote to shards A and B and WAITed; since then it wrote to B only. With
 /// A's primary frozen (SIGSTOP), its next WAIT asks B alone and answers at once, instead of
 /// waiting on A for its whole timeout (or failing).
 #[test]

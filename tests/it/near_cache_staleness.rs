@@ -23,7 +23,7 @@ use crate::support::{Redcar, RedisCluster, Value};
 const DURATION: Duration = Duration::from_secs(30);
 /// `near_cache.max_silence`: the bound, but for [`MARGIN`].
 const MAX_SILENCE: Duration = Duration::from_millis(200);
-/// Scheduling slack on a loaded 2-core test machine (the bound is max_silence + 5 ms on
+/// Scheduling slack on a loaded 2-core test machine (the promised bound is max_silence + 5 ms on
 /// an idle one; bench/nearcache.sh measures that).
 const MARGIN: Duration = Duration::from_millis(50);
 const KEYS: usize = 20;

@@ -106,7 +106,7 @@ fn a_tls_client_is_closed_once_with_nothing_owed_and_served_again_after_reconnec
     );
 }
 
-/// Item 5 of the upgrade issue: a renewed certificate and key, put at the configured paths, take
+/// A renewed certificate and key, put at the configured paths, take
 /// effect through an upgrade with the same binary (docs/operations.md, "Rotating certificates").
 #[test]
 fn a_renewed_certificate_is_served_after_an_upgrade_with_the_same_binary() {

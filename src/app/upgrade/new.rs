@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
-use super::wire::{Conn, Frame, Kind};
+use super::wire::{Conn, Kind, UpgradeFrame};
 use super::FROM_ENV;
 use super::{claimed_versions, from_json, to_json, ClientId, Done, Failed, Go, Handing, Hello};
 use crate::downstream::{adopt, Downstream, HandedOver};
@@ -98,7 +98,7 @@ pub(crate) fn inherit() -> anyhow::Result<Option<Inherited>> {
 /// The next frame, which must be of `kind`.
 /// Fails on a closed connection, a read timeout or a frame of another kind: the handshake has a
 /// fixed order, so anything else means the two processes disagree.
-fn next(conn: &mut Conn, kind: Kind) -> anyhow::Result<Frame> {
+fn next(conn: &mut Conn, kind: Kind) -> anyhow::Result<UpgradeFrame> {
     let frame = conn
         .recv()?
         .ok_or_else(|| anyhow::anyhow!("upgrade: the old process closed the connection"))?;

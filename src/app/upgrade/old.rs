@@ -13,7 +13,7 @@ use tokio::signal::unix::Signal;
 use tokio::sync::watch;
 
 use super::handing::Committed;
-use super::wire::{borrowed, Conn, Frame, Kind};
+use super::wire::{borrowed, Conn, Kind, UpgradeFrame};
 use super::{agree, from_json, to_json, versions, Entry, Failed, Go, Handing, Hello};
 use super::{PidFile, FROM_ENV};
 use crate::downstream::Downstream;
@@ -88,7 +88,7 @@ impl Old {
 /// An attempt before `Go`: the new process and the connection to it.
 /// Dropping it without `go` would leave the child running: every failure path calls `stop_child`
 /// first.
-struct Pending {
+struct Attempt {
     conn: Conn,
     child: Child,
     /// The client record version agreed in the handshake.
@@ -174,7 +174,7 @@ pub(crate) async fn watch(
 /// Starts the new process and waits until it is ready (or fails, or `upgrade_timeout` passes).
 /// The upgrade socket has a fresh abstract name per attempt (pid, generation and a random part), so
 /// a stale or parallel attempt cannot be joined by mistake. Runs on a blocking thread.
-fn prepare(old: &Old, cancel: &AtomicBool) -> Result<Pending, String> {
+fn prepare(old: &Old, cancel: &AtomicBool) -> Result<Attempt, String> {
     let started = Instant::now();
     let deadline = started + old.current.load().upgrade_timeout;
     let name = format!(
@@ -190,7 +190,7 @@ fn prepare(old: &Old, cancel: &AtomicBool) -> Result<Pending, String> {
     let mut child = spawn(&name)?;
     let result = handshake(old, &listener, &mut child, deadline, cancel);
     match result {
-        Ok((conn, version)) => Ok(Pending {
+        Ok((conn, version)) => Ok(Attempt {
             conn,
             child,
             version,
@@ -268,7 +268,7 @@ fn handshake(
 ///
 /// From here on there is no going back: a `Go` that cannot be sent stops the child and fails, but
 /// once it is sent, this process only hands over and exits.
-fn go(old: &Old, mut pending: Pending) -> Result<Committed, String> {
+fn go(old: &Old, mut pending: Attempt) -> Result<Committed, String> {
     let next_id = old.downstream.next_id().saturating_add(ID_MARGIN);
     if let Err(e) = pending.conn.send(Kind::Go, &to_json(&Go { next_id }), &[]) {
         stop_child(&mut pending.child);
@@ -329,7 +329,7 @@ fn expect(
     child: &mut Child,
     deadline: Instant,
     cancel: &AtomicBool,
-) -> Result<Frame, String> {
+) -> Result<UpgradeFrame, String> {
     let frame = recv_until(conn, child, deadline, cancel)?;
     if frame.kind != kind {
         return Err(format!(
@@ -346,7 +346,7 @@ fn recv_until(
     child: &mut Child,
     deadline: Instant,
     cancel: &AtomicBool,
-) -> Result<Frame, String> {
+) -> Result<UpgradeFrame, String> {
     let _ = conn
         .socket()
         .set_read_timeout(Some(Duration::from_millis(100)));

@@ -73,7 +73,7 @@ impl Kind {
 }
 
 /// One received frame.
-pub(super) struct Frame {
+pub(super) struct UpgradeFrame {
     /// Decoded from the first header byte; an unknown byte is an error, not a skipped frame.
     pub(super) kind: Kind,
     /// JSON for control frames, the client record for `Client`.
@@ -150,7 +150,7 @@ impl Conn {
     /// The next frame; `None` when the peer closed the connection between frames.
     /// A frame cut short by the end of the stream is an error; descriptors that arrive ahead of
     /// their frame wait in `fds`.
-    pub(super) fn recv(&mut self) -> io::Result<Option<Frame>> {
+    pub(super) fn recv(&mut self) -> io::Result<Option<UpgradeFrame>> {
         loop {
             if let Some(frame) = self.take_frame()? {
                 return Ok(Some(frame));
@@ -168,7 +168,7 @@ impl Conn {
     }
 
     /// A whole frame from the buffer, if there is one.
-    fn take_frame(&mut self) -> io::Result<Option<Frame>> {
+    fn take_frame(&mut self) -> io::Result<Option<UpgradeFrame>> {
         if self.buf.len() < HEADER {
             return Ok(None);
         }
@@ -189,7 +189,7 @@ impl Conn {
         let payload = self.buf[HEADER..HEADER + len].to_vec();
         self.buf.drain(..HEADER + len);
         let fds = self.fds.drain(..count).collect();
-        Ok(Some(Frame { kind, payload, fds }))
+        Ok(Some(UpgradeFrame { kind, payload, fds }))
     }
 
     /// Reads more bytes (and descriptors); false at the end of the stream.

@@ -1,4 +1,4 @@
-//! The checks: one table of small pure functions over a [`Snapshot`], run in order, and how
+//! The checks: one table of small pure functions over a [`ClusterSnapshot`], run in order, and how
 //! their findings are combined into the report.
 
 mod clients;
@@ -13,7 +13,7 @@ mod fixtures;
 #[cfg(test)]
 mod tests;
 
-use super::model::{Finding, NodeData, Severity, Snapshot};
+use super::model::{ClusterSnapshot, Finding, NodeData, Severity};
 
 /// One check: its stable id (used in JSON and docs/doctor.md), what "nothing found" means, and
 /// the function that looks.
@@ -25,7 +25,7 @@ pub(crate) struct Check {
 
 /// The shape of a check function: most look at one node at a time.
 pub(crate) enum Run {
-    Cluster(fn(&Snapshot) -> Vec<Finding>),
+    Cluster(fn(&ClusterSnapshot) -> Vec<Finding>),
     Node(fn(&NodeData) -> Option<Finding>),
     NodeMany(fn(&NodeData) -> Vec<Finding>),
 }
@@ -59,7 +59,7 @@ pub(crate) const CHECKS: &[Check] = &[
 
 /// Runs every check. A check that finds nothing contributes one `ok` finding, so the report
 /// shows what was verified. Worst findings come first; ties keep the table's order.
-pub(crate) fn run_all(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn run_all(snapshot: &ClusterSnapshot) -> Vec<Finding> {
     let mut report = Vec::new();
     for check in CHECKS {
         let mut findings = run_one(&check.run, snapshot);
@@ -76,7 +76,7 @@ pub(crate) fn run_all(snapshot: &Snapshot) -> Vec<Finding> {
     report
 }
 
-fn run_one(run: &Run, snapshot: &Snapshot) -> Vec<Finding> {
+fn run_one(run: &Run, snapshot: &ClusterSnapshot) -> Vec<Finding> {
     match run {
         Run::Cluster(check) => check(snapshot),
         Run::Node(check) => snapshot.nodes.iter().filter_map(check).collect(),

@@ -2,7 +2,7 @@
 
 use super::fixtures::node;
 use super::*;
-use crate::doctor::model::{ClusterNode, LatencyEvent, Role, SlotOwner, SlowEntry};
+use crate::doctor::model::{ClusterNode, LatencyEvent, NodeSlowEntry, Role, SlotOwner};
 
 fn severity(finding: Option<Finding>) -> Option<Severity> {
     finding.map(|f| f.severity)
@@ -233,7 +233,7 @@ fn nodes_disagreeing_on_the_slot_map_are_named() {
             primary: primary.into(),
         }]
     };
-    let mut snapshot = Snapshot::default();
+    let mut snapshot = ClusterSnapshot::default();
     for (addr, primary) in [("a:1", "a:1"), ("b:2", "a:1"), ("c:3", "b:2")] {
         let mut n = node(addr, "", &[]);
         n.slots = Some(owner(primary));
@@ -248,7 +248,7 @@ fn nodes_disagreeing_on_the_slot_map_are_named() {
 
 #[test]
 fn shards_without_a_healthy_replica_warn() {
-    let snapshot = Snapshot {
+    let snapshot = ClusterSnapshot {
         topology: vec![
             topo("1", Role::Primary, None, 8192, false),
             topo("2", Role::Replica, Some("1"), 0, false),
@@ -256,7 +256,7 @@ fn shards_without_a_healthy_replica_warn() {
             topo("4", Role::Replica, Some("3"), 0, true),
             topo("5", Role::Primary, None, 0, false),
         ],
-        ..Snapshot::default()
+        ..ClusterSnapshot::default()
     };
     let findings = topology::replicas(&snapshot);
     let nodes: Vec<_> = findings.iter().map(|f| f.nodes[0].as_str()).collect();
@@ -269,15 +269,15 @@ fn shards_without_a_healthy_replica_warn() {
 
 #[test]
 fn unreachable_and_failed_nodes_are_critical() {
-    let snapshot = Snapshot {
+    let snapshot = ClusterSnapshot {
         topology: vec![topo("1", Role::Primary, None, 16384, true)],
         unreachable: vec![("127.0.0.1:9".into(), "connection refused".into())],
-        ..Snapshot::default()
+        ..ClusterSnapshot::default()
     };
     let findings = topology::reachability(&snapshot);
     assert_eq!(findings.len(), 2);
     assert!(findings.iter().all(|f| f.severity == Severity::Critical));
-    let gone = Snapshot {
+    let gone = ClusterSnapshot {
         unreachable: vec![("127.0.0.1:1".into(), "connection refused".into())],
         ..snapshot
     };
@@ -291,7 +291,7 @@ fn unreachable_and_failed_nodes_are_critical() {
 #[test]
 fn slowlog_lists_the_most_frequent_commands() {
     let mut n = cfg(&[]);
-    let entry = |command: &str, micros| SlowEntry {
+    let entry = |command: &str, micros| NodeSlowEntry {
         command: command.into(),
         micros,
     };
@@ -348,9 +348,9 @@ fn command_mix_counts_only_data_commands_and_the_write_share() {
         "role:slave\r\ncmdstat_set:calls=30\r\ncmdstat_get:calls=0\r\n",
         &[],
     );
-    let snapshot = Snapshot {
+    let snapshot = ClusterSnapshot {
         nodes: vec![node("a:1", info, &[]), replica],
-        ..Snapshot::default()
+        ..ClusterSnapshot::default()
     };
     let findings = workload::command_mix(&snapshot);
     assert_eq!(findings.len(), 1);
@@ -358,7 +358,7 @@ fn command_mix_counts_only_data_commands_and_the_write_share() {
         findings[0].summary,
         "100 data commands since start: get 60%, set 30%, del 10%; writes are 40%"
     );
-    assert!(workload::command_mix(&Snapshot::default()).is_empty());
+    assert!(workload::command_mix(&ClusterSnapshot::default()).is_empty());
 }
 
 #[test]
@@ -368,9 +368,9 @@ fn run_all_merges_identical_findings_and_reports_passed_checks() {
         ("appendfsync", "always"),
         ("maxmemory", "0"),
     ];
-    let snapshot = Snapshot {
+    let snapshot = ClusterSnapshot {
         nodes: vec![node("a:1", "", &config), node("b:2", "", &config)],
-        ..Snapshot::default()
+        ..ClusterSnapshot::default()
     };
     let report = run_all(&snapshot);
     assert_eq!(report.len(), CHECKS.len(), "one line per check here");

@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 
 use crate::cluster::SLOT_COUNT;
-use crate::doctor::model::{Finding, NodeData, Role, Severity, Snapshot};
+use crate::doctor::model::{ClusterSnapshot, Finding, NodeData, Role, Severity};
 
 /// Nodes that did not answer, and nodes the cluster flags `fail`/`fail?`.
-pub(crate) fn reachability(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn reachability(snapshot: &ClusterSnapshot) -> Vec<Finding> {
     let mut findings: Vec<Finding> = snapshot
         .unreachable
         .iter()
@@ -73,7 +73,7 @@ pub(crate) fn slot_coverage(node: &NodeData) -> Option<Finding> {
 }
 
 /// Nodes whose slot map differs from the majority's: clients get MOVED until gossip converges.
-pub(crate) fn slot_map_agreement(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn slot_map_agreement(snapshot: &ClusterSnapshot) -> Vec<Finding> {
     let mut groups: HashMap<_, Vec<String>> = HashMap::new();
     for node in &snapshot.nodes {
         if let Some(slots) = &node.slots {
@@ -103,7 +103,7 @@ pub(crate) fn slot_map_agreement(snapshot: &Snapshot) -> Vec<Finding> {
 }
 
 /// Primaries that own slots but have no healthy replica: losing one loses its slots.
-pub(crate) fn replicas(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn replicas(snapshot: &ClusterSnapshot) -> Vec<Finding> {
     let nodes = &snapshot.topology;
     nodes
         .iter()

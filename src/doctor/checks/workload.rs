@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::commands::spec::flags;
 use crate::commands::CommandTable;
-use crate::doctor::model::{Finding, NodeData, Severity, Snapshot};
+use crate::doctor::model::{ClusterSnapshot, Finding, NodeData, Severity};
 use crate::doctor::parse::parse_fields;
 
 /// A latency event this long (all-time max) is felt by users, not just by graphs.
@@ -84,7 +84,7 @@ pub(crate) fn keys_command(node: &NodeData) -> Option<Finding> {
 /// The cluster-wide mix of data commands (those with keys, so admin traffic such as INFO and
 /// doctor's own calls is left out): top commands by calls and the share of writes. A replica's
 /// writes are its primary's, replayed, so only its reads count.
-pub(crate) fn command_mix(snapshot: &Snapshot) -> Vec<Finding> {
+pub(crate) fn command_mix(snapshot: &ClusterSnapshot) -> Vec<Finding> {
     let table = CommandTable::builtin();
     let mut calls: HashMap<&str, u64> = HashMap::new();
     let (mut total, mut writes) = (0u64, 0u64);

@@ -81,7 +81,7 @@ fn slowlog_and_latency_entries_are_read() {
     ])]);
     assert_eq!(
         parse_slowlog(&slow),
-        vec![SlowEntry {
+        vec![NodeSlowEntry {
             command: "KEYS".into(),
             micros: 25000
         }]

@@ -5,11 +5,11 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::super::local::ClientState;
-use super::client::{Books, Client, Link, Settings, Times};
+use super::super::client_state::ClientState;
+use super::client::{Books, Link, LoopClient, Settings, Times};
 use super::listener::LoopListener;
 use super::socket::ClientSocket;
-use super::tokens::{self, Kind};
+use super::tokens::{self, TokenKind};
 use super::Loop;
 
 impl<'d> Loop<'d> {
@@ -42,7 +42,7 @@ impl<'d> Loop<'d> {
             return;
         }
         for mut listener in listeners {
-            let token = tokens::token(Kind::Listener, 0, self.listeners.len());
+            let token = tokens::token(TokenKind::Listener, 0, self.listeners.len());
             if let Err(error) = listener.register(self.poll.registry(), token) {
                 tracing::error!(%error, worker = self.work.index, "event loop cannot accept on a listener");
                 continue;
@@ -104,7 +104,7 @@ impl<'d> Loop<'d> {
         });
         self.admitted = self.admitted.wrapping_add(1);
         let entry = self.clients.vacant_entry();
-        let token = tokens::token(Kind::Client, self.admitted, entry.key());
+        let token = tokens::token(TokenKind::LoopClient, self.admitted, entry.key());
         if let Err(error) = socket.register(self.poll.registry(), token) {
             tracing::warn!(%error, %peer, "cannot register a client with the event loop; closing it");
             return;
@@ -130,7 +130,7 @@ impl<'d> Loop<'d> {
             partial_since: None,
         };
         let link = Link::new(socket, peer);
-        let client = Client::new(token, link, books, settings, state, times);
+        let client = LoopClient::new(token, link, books, settings, state, times);
         client.arm_timers(&mut self.work);
         entry.insert(client);
     }

@@ -9,22 +9,22 @@ use std::sync::Arc;
 use bytes::Buf;
 use slab::Slab;
 
-use super::client::Client;
+use super::client::LoopClient;
 use super::replies::Wait;
 use super::tokens;
 use super::work::Work;
-use crate::upstream::{Frame, LoopSink, LoopWaiter, UpstreamError};
+use crate::upstream::{LoopSink, LoopWaiter, ReplyFrame, UpstreamError};
 
 /// The loop's clients, as the sink of its node connections' replies.
 pub(super) struct ToClients<'a, 'd> {
-    pub(super) clients: &'a mut Slab<Client<'d>>,
+    pub(super) clients: &'a mut Slab<LoopClient<'d>>,
     pub(super) work: &'a mut Work<'d>,
 }
 
 impl<'d> ToClients<'_, 'd> {
     /// The client `token` names, if it is still there (a client gone leaves late replies).
     #[inline]
-    fn split(&mut self, token: u64) -> Option<(&mut Client<'d>, &mut Work<'d>)> {
+    fn split(&mut self, token: u64) -> Option<(&mut LoopClient<'d>, &mut Work<'d>)> {
         let client = self.clients.get_mut(tokens::key(token))?;
         (client.token == token).then_some((client, &mut *self.work))
     }
@@ -32,7 +32,7 @@ impl<'d> ToClients<'_, 'd> {
 
 impl LoopSink for ToClients<'_, '_> {
     #[inline]
-    fn reply(&mut self, to: LoopWaiter, frame: Frame<'_>) {
+    fn reply(&mut self, to: LoopWaiter, frame: ReplyFrame<'_>) {
         if let Some((client, work)) = self.split(to.client) {
             client.on_node_reply(to.seq, frame, work);
         }
@@ -45,13 +45,13 @@ impl LoopSink for ToClients<'_, '_> {
     }
 }
 
-impl<'d> Client<'d> {
+impl<'d> LoopClient<'d> {
     /// The reply to command `seq`, sent in place: to the output at once when it is the oldest
     /// owed and final; kept when replies before it are still owed; handed to the general path
     /// when it asks for more (MOVED, ASK, a retry, a replica's nil to confirm). A reply for a
     /// command that gave up (or a client gone) is dropped.
     #[inline]
-    pub(super) fn on_node_reply(&mut self, seq: u32, frame: Frame<'_>, work: &mut Work<'d>) {
+    pub(super) fn on_node_reply(&mut self, seq: u32, frame: ReplyFrame<'_>, work: &mut Work<'d>) {
         let router = work.router.forwarder();
         let Some((index, owed)) = self.replies.get_mut(seq) else {
             return;
@@ -84,7 +84,7 @@ impl<'d> Client<'d> {
             Wait::Node { hop, .. } => Some(hop.node.addr().clone()),
             _ => None,
         };
-        self.write_reply(owed.stamp, frame.bytes(), node.as_deref(), work);
+        self.write_reply(owed.record, frame.bytes(), node.as_deref(), work);
         drop(frame);
         if !self.take_done(work) {
             // This reply alone arrived: the turn it may start is still the client's.
@@ -142,7 +142,7 @@ impl<'d> Client<'d> {
         while let Some(owed) = self.replies.pop_done() {
             taken = true;
             if let Wait::Done { reply, node } = owed.wait {
-                self.write_reply(owed.stamp, &reply, node.as_deref(), work);
+                self.write_reply(owed.record, &reply, node.as_deref(), work);
             }
         }
         if taken {
@@ -188,7 +188,7 @@ impl<'d> Client<'d> {
             return Ok(());
         }
         // Whoever reads these replies finds their commands counted.
-        work.record.tally.flush();
+        work.recorder.tally.flush();
         while !self.link.out.is_empty() {
             match self.link.socket.write(&self.link.out[..]) {
                 Ok(0) => return Err(()),

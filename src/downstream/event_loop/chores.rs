@@ -3,7 +3,7 @@
 
 use tokio::time::Instant;
 
-use super::client::Client;
+use super::client::LoopClient;
 use super::timers::Which;
 use super::tokens;
 use super::work::{Work, CHORES, DEADLINE_SWEEP};
@@ -37,8 +37,8 @@ impl<'d> Loop<'d> {
 
     /// The time spent serving goes to the placement's busy share (`placement: pack`, `auto`):
     /// the loop thread's CPU time since the last report. Read here, every `CHORES`, rather than
-    /// timed around each turn (two clock readings and a subtraction per turn, about 180
-    /// instructions per one-at-a-time command); time the thread waits in `poll` is not CPU
+    /// timed around each turn (two clock readings and a subtraction per turn, a visible share of
+    /// a one-at-a-time command); time the thread waits in `poll` is not CPU
     /// time, and time it was runnable but not running is not counted as serving.
     fn report_busy(&mut self) {
         let Some(cpu) = self.cpu.used() else {
@@ -118,7 +118,7 @@ impl<'d> Loop<'d> {
     }
 }
 
-impl<'d> Client<'d> {
+impl<'d> LoopClient<'d> {
     /// Arms `client.idle_timeout` and `client.max_age` for a new client.
     pub(super) fn arm_timers(&self, work: &mut Work<'d>) {
         let config = &self.settings.config;

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::super::budget::Share;
+use super::super::budget::BudgetShare;
+use super::super::client_state::ClientState;
 use super::super::clients::Connected;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use super::super::moves::Pipelining;
 use super::super::session::buffers::Buffer;
 use super::super::ClientRules;
@@ -20,14 +20,14 @@ use crate::protocol::{Limits, Request};
 /// What happened to a client in a turn, for the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Fate {
-    /// It goes on (or closes once what it is owed is written: see [`Client::closed`]).
+    /// It goes on (or closes once what it is owed is written: see [`LoopClient::closed`]).
     Stays,
     /// It leaves the loop for a session of the general kind (subscribe mode, client tracking).
     HandOff,
 }
 
 /// One client on the loop.
-pub(super) struct Client<'d> {
+pub(super) struct LoopClient<'d> {
     /// The loop's name for it (slab key and generation).
     pub(super) token: u64,
     pub(super) link: Link,
@@ -56,7 +56,7 @@ pub(super) struct Link {
 pub(super) struct Books<'d> {
     /// Its registration; dropped with the client.
     pub(super) connected: Connected,
-    pub(super) share: Share<'d>,
+    pub(super) share: BudgetShare<'d>,
     /// Counted as a pipelining client of this worker (`placement: auto`, see `moves.rs`).
     pub(super) pipelining: Option<Pipelining>,
 }
@@ -88,7 +88,7 @@ pub(super) struct Flags {
     /// Reads in a row that started several commands (pipelining, for `placement: auto`).
     pub(super) deep_reads: u8,
     pub(super) listed: Listed,
-    pub(super) due: Due,
+    pub(super) due: AtSafePoint,
 }
 
 /// The loop's lists the client is on for this turn (each at most once).
@@ -103,7 +103,7 @@ pub(super) struct Listed {
 
 /// What happens to the client at its next safe point.
 #[derive(Default)]
-pub(super) struct Due {
+pub(super) struct AtSafePoint {
     /// `client.max_age` passed: it is closed.
     pub(super) aged: bool,
     /// The latency watch wants idle clients closed: it is closed.
@@ -120,7 +120,7 @@ pub(super) struct Times {
     pub(super) partial_since: Option<Instant>,
 }
 
-impl<'d> Client<'d> {
+impl<'d> LoopClient<'d> {
     /// Nothing owed or buffered, no transaction or WATCH open: closing now loses nothing.
     pub(super) fn may_close_now(&self) -> bool {
         self.link.input.is_empty()
@@ -226,7 +226,7 @@ impl<'d> Client<'d> {
         state: ClientState,
         times: Times,
     ) -> Self {
-        Client {
+        LoopClient {
             token,
             link,
             books,

@@ -11,9 +11,9 @@ use bytes::Bytes;
 use super::super::keyspace;
 use super::super::session::dispatch::{dispatch, protocol_error};
 use super::super::session::failed_login::failed_login;
-use super::super::session::stamp::Stamp;
-use super::super::session::stamp::{decide, Decided, Decision};
-use super::client::{Client, Fate};
+use super::super::session::record::CommandRecord;
+use super::super::session::record::{decide, Decided, Decision};
+use super::client::{Fate, LoopClient};
 use super::replies::Wait;
 use super::timers::Which;
 use super::work::Work;
@@ -26,7 +26,7 @@ use crate::upstream::LoopWaiter;
 const BUDGET_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What starting one request did.
-enum Started {
+enum LoopStarted {
     /// Started (or answered): on with the next.
     Next,
     /// It must run alone and waits for the commands before it.
@@ -37,7 +37,7 @@ enum Started {
     Throttled(Instant),
 }
 
-impl<'d> Client<'d> {
+impl<'d> LoopClient<'d> {
     /// The client's turn: reads while it may and starts what it read.
     pub(super) fn run(&mut self, work: &mut Work<'d>) -> Fate {
         self.reload_if_changed(work);
@@ -118,17 +118,17 @@ impl<'d> Client<'d> {
             }
             started += 1;
             match self.start(&request, work) {
-                Started::Next => {}
-                Started::Parked => {
+                LoopStarted::Next => {}
+                LoopStarted::Parked => {
                     self.parked = Some(std::mem::take(&mut request));
                     break;
                 }
-                Started::Throttled(until) => {
+                LoopStarted::Throttled(until) => {
                     self.parked = Some(std::mem::take(&mut request));
                     work.timers.arm(until, self.token, Which::Throttle);
                     break;
                 }
-                Started::HandOff => {
+                LoopStarted::HandOff => {
                     self.parked = Some(std::mem::take(&mut request));
                     self.replies.batches.end_of_read();
                     return Fate::HandOff;
@@ -194,12 +194,12 @@ impl<'d> Client<'d> {
         };
         self.flags.closing = true;
         let reply = protocol_error(&broken).try_now(None).unwrap_or_default();
-        self.owe_ready(reply, Stamp::none(work.now), work);
+        self.owe_ready(reply, CommandRecord::none(work.now), work);
         false
     }
 
     /// Decides what one request is, once, and starts it.
-    fn start(&mut self, request: &Request, work: &mut Work<'d>) -> Started {
+    fn start(&mut self, request: &Request, work: &mut Work<'d>) -> LoopStarted {
         let router = work.router;
         let now = work.now;
         let facade = self.settings.facade.as_deref();
@@ -220,26 +220,26 @@ impl<'d> Client<'d> {
             alone,
         } = match decided {
             Decided::Go(decision) => decision,
-            Decided::Parked => return Started::Parked,
-            Decided::Throttled(until) => return Started::Throttled(until),
+            Decided::Parked => return LoopStarted::Parked,
+            Decided::Throttled(until) => return LoopStarted::Throttled(until),
         };
         if leaves_the_loop(&plan, &self.state) {
             // Replies already in the output buffer go out first: the session starts empty.
             return match self.replies.is_empty() && self.link.out.is_empty() {
-                true => Started::HandOff,
-                false => Started::Parked,
+                true => LoopStarted::HandOff,
+                false => LoopStarted::Parked,
             };
         }
         let weight = if key_arg == 0 {
             0
         } else {
-            work.record.sampler.sample()
+            work.recorder.sampler.sample()
         };
-        let stamp = Stamp::new(
+        let record = CommandRecord::new(
             command,
             request,
             now,
-            work.record.keep_raw,
+            work.recorder.keep_raw,
             alone,
             self.state.protocol,
         )
@@ -249,7 +249,7 @@ impl<'d> Client<'d> {
                 if write {
                     self.state.written.note(slot);
                 }
-                self.forward(request, slot, write, stamp, work);
+                self.forward(request, slot, write, record, work);
             }
             plan => {
                 let max_tx = self.settings.config.caps.request_bytes;
@@ -271,11 +271,11 @@ impl<'d> Client<'d> {
                     }
                     None => call,
                 };
-                self.owe_call(call, stamp, work);
+                self.owe_call(call, record, work);
             }
         }
         self.after_start(request, work);
-        Started::Next
+        LoopStarted::Next
     }
 
     /// QUIT, and failed logins (`auth.max_failures`).
@@ -296,7 +296,7 @@ impl<'d> Client<'d> {
         request: &Request,
         slot: u16,
         write: bool,
-        stamp: Stamp,
+        record: CommandRecord,
         work: &mut Work<'d>,
     ) {
         let router = work.router.forwarder();
@@ -317,7 +317,7 @@ impl<'d> Client<'d> {
                                 write,
                                 raw: raw.clone(),
                             };
-                            self.replies.push(stamp, wait);
+                            self.replies.push(record, wait);
                             self.watch_deadlines(work);
                             return;
                         }
@@ -331,7 +331,7 @@ impl<'d> Client<'d> {
                                 lane,
                                 Err(never_sent),
                             );
-                            return self.owe_call(call, stamp, work);
+                            return self.owe_call(call, record, work);
                         }
                     }
                 }
@@ -339,18 +339,18 @@ impl<'d> Client<'d> {
         }
         let inbox = Some(&mut **self.replies.inbox.get_or_insert_with(Box::default));
         let call = router.forward(inbox, raw.clone(), Some(slot), write, lane, work.now);
-        self.owe_call(call, stamp, work);
+        self.owe_call(call, record, work);
     }
 
     /// Owes `call`'s reply: at once when it is ready and nothing is ahead of it.
-    fn owe_call(&mut self, call: Call<'d>, stamp: Stamp, work: &mut Work<'d>) {
+    fn owe_call(&mut self, call: Call<'d>, record: CommandRecord, work: &mut Work<'d>) {
         if call.is_ready() {
             let mut call = call;
             let reply = call.try_now(None).unwrap_or_default();
-            return self.owe_ready(reply, stamp, work);
+            return self.owe_ready(reply, record, work);
         }
         let timed = call.deadline().is_some();
-        self.replies.push(stamp, Wait::Call(call));
+        self.replies.push(record, Wait::Call(call));
         if timed {
             self.watch_deadlines(work);
         }
@@ -360,38 +360,38 @@ impl<'d> Client<'d> {
 
     /// Owes an error redcar made (after the replies owed before it), then the client closes.
     pub(super) fn owe_error(&mut self, reply: Bytes, work: &mut Work<'d>) {
-        self.owe_ready(reply, Stamp::none(work.now), work);
+        self.owe_ready(reply, CommandRecord::none(work.now), work);
     }
 
     /// Owes a reply that is already here.
-    fn owe_ready(&mut self, reply: Bytes, stamp: Stamp, work: &mut Work<'d>) {
+    fn owe_ready(&mut self, reply: Bytes, record: CommandRecord, work: &mut Work<'d>) {
         if self.replies.is_empty() {
-            return self.write_reply(stamp, &reply, None, work);
+            return self.write_reply(record, &reply, None, work);
         }
-        self.replies.push(stamp, Wait::Done { reply, node: None });
+        self.replies.push(record, Wait::Done { reply, node: None });
     }
 
-    /// The reply of the command `stamp` describes goes to the output buffer, recorded.
+    /// The reply of the command `record` describes goes to the output buffer, recorded.
     pub(super) fn write_reply(
         &mut self,
-        stamp: Stamp,
+        record: CommandRecord,
         reply: &[u8],
         node: Option<&str>,
         work: &mut Work<'d>,
     ) {
-        let mut since = crate::metrics::clock::Since::new(work.now);
+        let mut since = crate::metrics::clock::ElapsedClock::new(work.now);
         if self.settings.config.close_idle_when_slow {
             // Feeds `client.close_idle_when_slow` (one atomic add) when it is on.
-            let elapsed = since.nanos(stamp.started);
-            work.record
+            let elapsed = since.nanos(record.started);
+            work.recorder
                 .latency
                 .record(std::time::Duration::from_nanos(elapsed));
         }
         let hot = work.hot(self.state.id);
         // The tally is the loop's: it counts for this client's user from here.
-        work.record.tally.follow(self.state.user_series());
-        let sent = stamp.finish(
-            &mut work.record.tally,
+        work.recorder.tally.follow(self.state.user_series());
+        let sent = record.finish(
+            &mut work.recorder.tally,
             hot,
             reply,
             &mut since,
@@ -410,7 +410,7 @@ impl<'d> Client<'d> {
 
 /// Commands after which a client is served by a session of the general kind: subscribe mode,
 /// and client-side caching (its invalidations are pushed between replies).
-fn leaves_the_loop(plan: &Plan, state: &super::super::local::ClientState) -> bool {
+fn leaves_the_loop(plan: &Plan, state: &super::super::client_state::ClientState) -> bool {
     if state.tx.is_open() {
         return false;
     }

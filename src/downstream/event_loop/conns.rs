@@ -6,7 +6,7 @@ use std::sync::Arc;
 use slab::Slab;
 use tokio::time::Instant;
 
-use super::tokens::{self, Kind};
+use super::tokens::{self, TokenKind};
 use crate::reactor::Remote;
 use crate::upstream::{ConnAttach, ConnEvent, LoopConn, LoopSink, LoopWaiter, UpstreamError};
 
@@ -32,7 +32,7 @@ impl Conns {
         self.attached = self.attached.wrapping_add(1);
         let entry = self.slab.vacant_entry();
         let key = entry.key();
-        let token = tokens::token(Kind::Conn, self.attached, key);
+        let token = tokens::token(TokenKind::Conn, self.attached, key);
         let mut conn = LoopConn::new(attach, remote, token, key);
         // Commands may have been queued before the loop took the connection over.
         conn.pull(Instant::now());

@@ -45,7 +45,7 @@ impl<'d> Loop<'d> {
             client = client.state.id,
             "client handed to a session task (subscribe mode or client tracking)"
         );
-        let lasting = session::Lasting::from_loop(
+        let moved = session::MovedClient::from_loop(
             client.settings.facade,
             client.state,
             client.settings.generation,
@@ -56,6 +56,6 @@ impl<'d> Loop<'d> {
             input.freeze(),
         );
         let socket = client.link.socket.detach();
-        session::adopt(socket, lasting, client.books.connected, client.link.peer);
+        session::adopt(socket, moved, client.books.connected, client.link.peer);
     }
 }

@@ -13,12 +13,12 @@ pub(crate) struct LoopListen(pub(crate) Vec<LoopListener>);
 
 /// A listening socket on a loop.
 pub(crate) struct LoopListener {
-    socket: Socket,
+    socket: ListenSocket,
     pub(super) facade: Option<Arc<Facade>>,
     pub(super) gauges: ListenerMetrics,
 }
 
-enum Socket {
+enum ListenSocket {
     Tcp(mio::net::TcpListener),
     Unix(mio::net::UnixListener),
 }
@@ -32,7 +32,7 @@ impl LoopListener {
     ) -> io::Result<LoopListener> {
         socket.set_nonblocking(true)?;
         Ok(LoopListener {
-            socket: Socket::Tcp(mio::net::TcpListener::from_std(socket)),
+            socket: ListenSocket::Tcp(mio::net::TcpListener::from_std(socket)),
             facade,
             gauges,
         })
@@ -45,7 +45,7 @@ impl LoopListener {
     ) -> io::Result<LoopListener> {
         socket.set_nonblocking(true)?;
         Ok(LoopListener {
-            socket: Socket::Unix(mio::net::UnixListener::from_std(socket)),
+            socket: ListenSocket::Unix(mio::net::UnixListener::from_std(socket)),
             facade: None,
             gauges,
         })
@@ -54,34 +54,34 @@ impl LoopListener {
     pub(super) fn register(&mut self, registry: &mio::Registry, token: u64) -> io::Result<()> {
         let token = mio::Token(token as usize);
         match &mut self.socket {
-            Socket::Tcp(s) => registry.register(s, token, mio::Interest::READABLE),
-            Socket::Unix(s) => registry.register(s, token, mio::Interest::READABLE),
+            ListenSocket::Tcp(s) => registry.register(s, token, mio::Interest::READABLE),
+            ListenSocket::Unix(s) => registry.register(s, token, mio::Interest::READABLE),
         }
     }
 
     pub(super) fn deregister(&mut self, registry: &mio::Registry) {
         let _ = match &mut self.socket {
-            Socket::Tcp(s) => registry.deregister(s),
-            Socket::Unix(s) => registry.deregister(s),
+            ListenSocket::Tcp(s) => registry.deregister(s),
+            ListenSocket::Unix(s) => registry.deregister(s),
         };
     }
 
     pub(super) fn label(&self) -> &'static str {
         match self.socket {
-            Socket::Tcp(_) => "tcp",
-            Socket::Unix(_) => "unix",
+            ListenSocket::Tcp(_) => "tcp",
+            ListenSocket::Unix(_) => "unix",
         }
     }
 
     pub(super) fn accept(&self) -> io::Result<(ClientSocket, Arc<str>)> {
         match &self.socket {
-            Socket::Tcp(listener) => {
+            ListenSocket::Tcp(listener) => {
                 let (stream, peer) = listener.accept()?;
                 // Small replies must not wait for Nagle; the loop batches its own writes.
                 let _ = stream.set_nodelay(true);
                 Ok((ClientSocket::Tcp(stream), peer.to_string().into()))
             }
-            Socket::Unix(listener) => {
+            ListenSocket::Unix(listener) => {
                 let (stream, _) = listener.accept()?;
                 Ok((ClientSocket::Unix(stream), Arc::from("unix")))
             }

@@ -7,7 +7,7 @@
 //! # A GET, from socket to socket
 //!
 //! 1. `poll` returns: the client's socket is readable ([`Loop::run`], this file).
-//! 2. [`Client::run`](client::Client) reads it into the client's input buffer and parses each
+//! 2. [`LoopClient::run`](client::LoopClient) reads it into the client's input buffer and parses each
 //!    complete request in place (`commands.rs`; `protocol/request.rs`).
 //! 3. The command is decided once: the router's plan (`router/plan/mod.rs`: the command table,
 //!    its key, the key's slot), then the cluster facade and the auth gate, which may answer it
@@ -22,7 +22,7 @@
 //! 7. `poll` returns: the node's socket is readable. The connection reads and scans each reply
 //!    frame (`wire.rs`, `protocol/scan.rs`) and hands it to the client in place
 //!    (`arrivals.rs`).
-//! 8. The reply is the oldest owed: it is recorded (`session/stamp.rs`, `metrics/tally.rs`)
+//! 8. The reply is the oldest owed: it is recorded (`session/record.rs`, `metrics/tally.rs`)
 //!    and appended to the client's output buffer, after it the replies that were waiting
 //!    behind it.
 //! 9. At the end of the turn the client's output is written (`client.rs`).
@@ -64,14 +64,17 @@ use tokio::time::Instant;
 use super::clients::Downstream;
 use crate::reactor::{Mail, Remote};
 use arrivals::ToClients;
-use client::{Client, Fate};
-use tokens::Kind;
+use client::{Fate, LoopClient};
+use tokens::TokenKind;
 use work::Work;
 
 /// The client `token` names in `clients`, if it is still there (a late event or wake for a
 /// client gone finds another generation, or nothing).
 #[inline]
-fn client_in<'a, 'd>(clients: &'a mut Slab<Client<'d>>, token: u64) -> Option<&'a mut Client<'d>> {
+fn client_in<'a, 'd>(
+    clients: &'a mut Slab<LoopClient<'d>>,
+    token: u64,
+) -> Option<&'a mut LoopClient<'d>> {
     let client = clients.get_mut(tokens::key(token))?;
     (client.token == token).then_some(client)
 }
@@ -80,7 +83,7 @@ fn client_in<'a, 'd>(clients: &'a mut Slab<Client<'d>>, token: u64) -> Option<&'
 pub(super) struct Loop<'d> {
     poll: mio::Poll,
     remote: Arc<Remote>,
-    clients: Slab<Client<'d>>,
+    clients: Slab<LoopClient<'d>>,
     /// Bumped for each client (tokens' generations).
     admitted: u32,
     listeners: Vec<LoopListener>,
@@ -156,7 +159,7 @@ impl<'d> Loop<'d> {
     fn on_event(&mut self, event: &mio::event::Event) {
         let token = event.token().0 as u64;
         match tokens::kind(token) {
-            Kind::Client => {
+            TokenKind::LoopClient => {
                 let Some(client) = client_in(&mut self.clients, token) else {
                     return;
                 };
@@ -173,7 +176,7 @@ impl<'d> Loop<'d> {
                     self.run_client(token);
                 }
             }
-            Kind::Conn => {
+            TokenKind::Conn => {
                 let mut sink = ToClients {
                     clients: &mut self.clients,
                     work: &mut self.work,
@@ -185,8 +188,8 @@ impl<'d> Loop<'d> {
                 conns.on_event(token, event, now, registry, &mut sink);
                 sink.work.conns = conns;
             }
-            Kind::Listener => self.accept(tokens::key(token)),
-            Kind::Loop => {}
+            TokenKind::Listener => self.accept(tokens::key(token)),
+            TokenKind::Loop => {}
         }
     }
 
@@ -214,16 +217,16 @@ impl<'d> Loop<'d> {
         let woken = std::mem::take(&mut self.woken);
         for &token in &woken {
             match tokens::kind(token) {
-                Kind::Client => self.run_client(token),
-                Kind::Conn => self.work.conns.on_woken(token, self.work.now),
-                Kind::Loop => {
+                TokenKind::LoopClient => self.run_client(token),
+                TokenKind::Conn => self.work.conns.on_woken(token, self.work.now),
+                TokenKind::Loop => {
                     self.drain_waker.rearm();
                     let mut cx = std::task::Context::from_waker(self.drain_waker.waker());
                     if self.drain.poll_started(&mut cx).is_ready() {
                         self.on_drain();
                     }
                 }
-                Kind::Listener => {}
+                TokenKind::Listener => {}
             }
         }
         self.woken = woken;

@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::super::client_state::ClientState;
 use super::super::clients::Connected;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use super::super::movable::Detached;
 use super::super::moves::{Moves, Pipelining, PIPELINE_DEPTH, PIPELINE_READS};
-use super::client::{Books, Client, Link, Settings, Times};
+use super::client::{Books, Link, LoopClient, Settings, Times};
 use super::socket::ClientSocket;
-use super::tokens::{self, Kind};
+use super::tokens::{self, TokenKind};
 use super::work::Work;
 use super::Loop;
 use crate::reactor::Mail;
@@ -31,7 +31,7 @@ pub(super) struct Moved {
     deep_reads: u8,
 }
 
-impl<'d> Client<'d> {
+impl<'d> LoopClient<'d> {
     /// Counts a turn that started `started` commands from one read: a run of
     /// [`PIPELINE_READS`] reads of [`PIPELINE_DEPTH`] commands or more makes the client a
     /// pipelining one (counted per worker); a read of fewer ends that.
@@ -152,7 +152,7 @@ impl<'d> Loop<'d> {
         let mut socket = ClientSocket::attach(socket);
         self.admitted = self.admitted.wrapping_add(1);
         let entry = self.clients.vacant_entry();
-        let token = tokens::token(Kind::Client, self.admitted, entry.key());
+        let token = tokens::token(TokenKind::LoopClient, self.admitted, entry.key());
         if let Err(error) = socket.register(self.poll.registry(), token) {
             tracing::warn!(%error, %peer, "cannot register a moved client with the event loop; closing it");
             return;
@@ -170,7 +170,7 @@ impl<'d> Loop<'d> {
             partial_since: None,
         };
         let link = Link::new(socket, peer);
-        let mut client = Client::new(token, link, books, settings, state, times);
+        let mut client = LoopClient::new(token, link, books, settings, state, times);
         client.flags.deep_reads = deep_reads;
         // Its socket may hold what it sent since it left the other loop.
         client.flags.readable = true;

@@ -11,14 +11,14 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::super::reply_batch::ReplyBatches;
-use super::super::session::stamp::Stamp;
+use super::super::session::record::CommandRecord;
 use crate::reactor::{LoopWaker, Remote};
 use crate::router::{Call, FirstHop, Forwarder};
 use crate::upstream::Inbox;
 
 /// One owed reply: what the metrics need to know about its command, and where the reply is.
-pub(super) struct Owed<'d> {
-    pub(super) stamp: Stamp,
+pub(super) struct OwedReply<'d> {
+    pub(super) record: CommandRecord,
     pub(super) wait: Wait<'d>,
 }
 
@@ -44,7 +44,7 @@ pub(super) enum Wait<'d> {
 /// A loop client's owed replies.
 #[derive(Default)]
 pub(super) struct Replies<'d> {
-    owed: VecDeque<Owed<'d>>,
+    owed: VecDeque<OwedReply<'d>>,
     /// The number of `owed[0]`. Numbers only grow (wrapping), so a reply that comes after its
     /// command gave up finds no entry.
     first: u32,
@@ -77,33 +77,33 @@ impl<'d> Replies<'d> {
 
     /// Owes one more reply, after the others.
     #[inline]
-    pub(super) fn push(&mut self, stamp: Stamp, wait: Wait<'d>) {
-        self.alone += usize::from(stamp.alone);
-        self.owed.push_back(Owed { stamp, wait });
+    pub(super) fn push(&mut self, record: CommandRecord, wait: Wait<'d>) {
+        self.alone += usize::from(record.alone);
+        self.owed.push_back(OwedReply { record, wait });
         self.batches.queued();
     }
 
     /// The entry numbered `seq` and its place in the queue, while it is owed.
     #[inline]
-    pub(super) fn get_mut(&mut self, seq: u32) -> Option<(usize, &mut Owed<'d>)> {
+    pub(super) fn get_mut(&mut self, seq: u32) -> Option<(usize, &mut OwedReply<'d>)> {
         let index = seq.wrapping_sub(self.first) as usize;
         self.owed.get_mut(index).map(|owed| (index, owed))
     }
 
     /// Takes the front entry (its reply is being written).
     #[inline]
-    pub(super) fn pop_front(&mut self) -> Option<Owed<'d>> {
+    pub(super) fn pop_front(&mut self) -> Option<OwedReply<'d>> {
         let owed = self.owed.pop_front()?;
         self.first = self.first.wrapping_add(1);
-        self.alone -= usize::from(owed.stamp.alone);
+        self.alone -= usize::from(owed.record.alone);
         Some(owed)
     }
 
     /// Takes the front entry if its reply is here.
     #[inline]
-    pub(super) fn pop_done(&mut self) -> Option<Owed<'d>> {
+    pub(super) fn pop_done(&mut self) -> Option<OwedReply<'d>> {
         match self.owed.front() {
-            Some(Owed {
+            Some(OwedReply {
                 wait: Wait::Done { .. },
                 ..
             }) => self.pop_front(),

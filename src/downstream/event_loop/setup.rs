@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use super::super::clients::Downstream;
 use super::conns::Conns;
 use super::timers::Timers;
-use super::tokens::{self, Kind};
-use super::work::{Lists, Record, Work, CHORES};
+use super::tokens::{self, TokenKind};
+use super::work::{LoopRecorder, TurnLists, Work, CHORES};
 use super::Loop;
 use crate::metrics::CommandTally;
 use crate::reactor::{LoopWaker, Remote};
@@ -90,7 +90,7 @@ impl<'d> Loop<'d> {
         let now = Instant::now();
         let cpu = super::thread_cpu::ThreadCpu::of_this_thread();
         let metrics = &*d.metrics;
-        let drain_waker = LoopWaker::new(&remote, tokens::token(Kind::Loop, 0, 0));
+        let drain_waker = LoopWaker::new(&remote, tokens::token(TokenKind::Loop, 0, 0));
         let mut drain = d.exits.drain.signal(u64::MAX - index as u64);
         // Registers the loop with the drain (or finds it started already).
         let draining = drain
@@ -107,7 +107,7 @@ impl<'d> Loop<'d> {
                 router: &d.router,
                 index,
                 conns: Conns::default(),
-                record: Record {
+                recorder: LoopRecorder {
                     tally: CommandTally::new(metrics),
                     sampler: d.hotkeys.sampler(index as u64),
                     keep_raw: metrics.slowlog.is_enabled() || d.hotkeys.is_enabled(),
@@ -116,7 +116,7 @@ impl<'d> Loop<'d> {
                 scratch: Vec::new(),
                 now,
                 timers: Timers::default(),
-                lists: Lists::default(),
+                lists: TurnLists::default(),
             },
             woken: Vec::new(),
             mail: Vec::new(),

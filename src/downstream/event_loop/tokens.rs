@@ -4,9 +4,9 @@
 
 /// What a token names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(super) enum TokenKind {
     Listener,
-    Client,
+    LoopClient,
     Conn,
     /// The loop itself (the drain's wake-up).
     Loop,
@@ -18,24 +18,24 @@ const GEN_BITS: u32 = 30;
 const GEN_MASK: u64 = (1 << (GEN_BITS - 1)) - 1;
 
 /// The token of slab entry `key` of `kind`, in its `generation`.
-pub(super) fn token(kind: Kind, generation: u32, key: usize) -> u64 {
+pub(super) fn token(kind: TokenKind, generation: u32, key: usize) -> u64 {
     let kind = match kind {
-        Kind::Listener => 0u64,
-        Kind::Client => 1,
-        Kind::Conn => 2,
-        Kind::Loop => 3,
+        TokenKind::Listener => 0u64,
+        TokenKind::LoopClient => 1,
+        TokenKind::Conn => 2,
+        TokenKind::Loop => 3,
     };
     kind << (KEY_BITS + GEN_BITS) | (u64::from(generation) & GEN_MASK) << KEY_BITS | key as u64
 }
 
 /// The kind a token names.
 #[inline]
-pub(super) fn kind(token: u64) -> Kind {
+pub(super) fn kind(token: u64) -> TokenKind {
     match token >> (KEY_BITS + GEN_BITS) {
-        0 => Kind::Listener,
-        1 => Kind::Client,
-        2 => Kind::Conn,
-        _ => Kind::Loop,
+        0 => TokenKind::Listener,
+        1 => TokenKind::LoopClient,
+        2 => TokenKind::Conn,
+        _ => TokenKind::Loop,
     }
 }
 
@@ -51,7 +51,12 @@ mod tests {
 
     #[test]
     fn a_token_gives_back_its_kind_and_key() {
-        for kind in [Kind::Listener, Kind::Client, Kind::Conn, Kind::Loop] {
+        for kind in [
+            TokenKind::Listener,
+            TokenKind::LoopClient,
+            TokenKind::Conn,
+            TokenKind::Loop,
+        ] {
             for (generation, key) in [(0, 0), (7, 12), (u32::MAX, u32::MAX as usize)] {
                 let t = token(kind, generation, key);
                 assert_eq!(super::kind(t), kind);
@@ -59,6 +64,9 @@ mod tests {
                 assert_ne!(t, u64::MAX, "never the waker's token");
             }
         }
-        assert_ne!(token(Kind::Client, 1, 5), token(Kind::Client, 2, 5));
+        assert_ne!(
+            token(TokenKind::LoopClient, 1, 5),
+            token(TokenKind::LoopClient, 2, 5)
+        );
     }
 }

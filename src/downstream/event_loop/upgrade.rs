@@ -8,11 +8,11 @@ use std::os::fd::OwnedFd;
 
 use super::super::handover::{HandedOver, Leaving};
 use super::super::movable::Detached;
-use super::client::Client;
+use super::client::LoopClient;
 use super::tokens;
 use super::Loop;
 
-impl Client<'_> {
+impl LoopClient<'_> {
     /// While handing over, no more requests are read once no transaction or WATCH needs the
     /// client's next commands: what it sends waits in the socket for the new process.
     #[inline]

@@ -6,11 +6,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::clients::Downstream;
-use super::super::session::stamp::Hot;
+use super::super::session::record::HotKeySink;
 use super::super::slow::LatencyWatch;
 use super::conns::Conns;
 use super::timers::Timers;
-use crate::hotkeys::Sampler;
+use crate::hotkeys::HotKeySampler;
 use crate::metrics::CommandTally;
 use crate::router::Router;
 
@@ -32,28 +32,28 @@ pub(super) struct Work<'d> {
     pub(super) router: &'d Router,
     pub(super) index: usize,
     pub(super) conns: Conns,
-    pub(super) record: Record<'d>,
+    pub(super) recorder: LoopRecorder<'d>,
     /// Key positions, reused by every command's plan.
     pub(super) scratch: Vec<usize>,
     /// The clock read once per loop turn.
     pub(super) now: Instant,
     pub(super) timers: Timers,
-    pub(super) lists: Lists,
+    pub(super) lists: TurnLists,
 }
 
 /// How the loop's commands are recorded: counted, sampled for the hot keys, timed.
-pub(super) struct Record<'d> {
+pub(super) struct LoopRecorder<'d> {
     pub(super) tally: CommandTally<'d>,
-    pub(super) sampler: Sampler,
+    pub(super) sampler: HotKeySampler,
     /// The request is kept (a reference count) for the slow log and the hot keys.
     pub(super) keep_raw: bool,
     /// `client.close_idle_when_slow`'s latency watch (fed by clients that have it on).
     pub(super) latency: &'d LatencyWatch,
 }
 
-/// Clients listed for the rest of this loop turn (each at most once: see `Client::listed`).
+/// Clients listed for the rest of this loop turn (each at most once: see `LoopClient::listed`).
 #[derive(Default)]
-pub(super) struct Lists {
+pub(super) struct TurnLists {
     /// To write to, and to give another turn, before the turn ends.
     pub(super) write: Vec<u64>,
     pub(super) run: Vec<u64>,
@@ -63,8 +63,8 @@ pub(super) struct Lists {
 
 impl<'d> Work<'d> {
     /// Where finished commands are recorded for `/hotkeys`.
-    pub(super) fn hot(&self, client: u64) -> Hot<'d> {
-        Hot {
+    pub(super) fn hot(&self, client: u64) -> HotKeySink<'d> {
+        HotKeySink {
             keys: &self.d.hotkeys,
             client,
         }

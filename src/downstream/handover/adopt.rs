@@ -9,8 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
+use super::super::client_state::ClientState;
 use super::super::clients::Downstream;
-use super::super::local::ClientState;
 use super::super::session::adopt_session;
 use super::super::tracking::ClientTracking;
 use super::HandedOver;

@@ -87,7 +87,7 @@ const NOLOOP: u8 = 8;
 impl HandedOver {
     /// The record in wire form, as `version` (one both processes read) lays it out.
     pub(crate) fn encode(&self, version: u16) -> Vec<u8> {
-        let mut w = Writer(BytesMut::with_capacity(128 + self.input.len()));
+        let mut w = RecordWriter(BytesMut::with_capacity(128 + self.input.len()));
         w.0.put_slice(MAGIC);
         w.0.put_u16(version);
         w.field(tag::ID, &self.id.to_be_bytes());
@@ -265,9 +265,9 @@ impl Seen {
     }
 }
 
-struct Writer(BytesMut);
+struct RecordWriter(BytesMut);
 
-impl Writer {
+impl RecordWriter {
     fn field(&mut self, tag: u8, value: &[u8]) {
         self.0.put_u8(tag);
         // A client's unparsed input is bounded by `client.max_request_bytes`, far below 4 GiB.

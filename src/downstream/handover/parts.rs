@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::super::client_state::ClientState;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use super::{FacadeRecord, HandedOver, Login, Subscriptions};
 
 // === impl HandedOver ===

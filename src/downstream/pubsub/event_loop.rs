@@ -9,12 +9,12 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use super::super::client_state::ClientState;
 use super::super::drain::DrainSignal;
-use super::super::local::ClientState;
 use super::super::Downstream;
 use super::conn::{Pushed, PUSH_QUEUE};
 use super::handover::{Leave, Phase, Rejoin};
-use super::{Control, Left, Mode, PubsubMetrics};
+use super::{Control, Left, PubsubMetrics, SubscribeMode};
 use crate::protocol::{parse_request, Limits, Request};
 
 /// Keep reading the client only this far ahead while a command's confirmations are owed.
@@ -52,7 +52,7 @@ where
 {
     let (pushed, from_nodes) = mpsc::channel(PUSH_QUEUE);
     let metrics = downstream.metrics.group::<PubsubMetrics>();
-    let mut mode = Mode::new(&downstream.router, pick, pushed, state, metrics);
+    let mut mode = SubscribeMode::new(&downstream.router, pick, pushed, state, metrics);
     let (control, phase) = match start {
         Start::Command(first) => (
             mode.command(first, out, &downstream.metrics).await,
@@ -92,13 +92,13 @@ where
 /// connections push, and the session's connection and buffers. One method per thing that can
 /// happen next, so the loop itself reads as the order in which they are looked at.
 struct Subscribed<'a, 'd, R, W> {
-    mode: Mode<'a>,
+    mode: SubscribeMode<'a>,
     /// Where an upgrade in place stands (handover.rs).
     phase: Phase,
     leave: Leave<'a>,
     from_nodes: mpsc::Receiver<Pushed>,
     /// Paces retrying shard channels whose slot moved or whose connection was lost
-    /// (`Mode::orphans`), and channels and patterns whose connection was lost.
+    /// (`SubscribeMode::orphans`), and channels and patterns whose connection was lost.
     tick: tokio::time::Interval,
     reader: &'a mut R,
     writer: &'a mut W,

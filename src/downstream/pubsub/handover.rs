@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::super::handover::Subscriptions;
 use super::waiting::{Lost, Orphan};
-use super::Mode;
+use super::SubscribeMode;
 
 /// How long the old process goes on forwarding after the new one is subscribed: longer than a
 /// message takes from the node it was published on to the node the old process listens on.
@@ -123,7 +123,7 @@ impl Phase {
 
 // === impl Mode ===
 
-impl Mode<'_> {
+impl SubscribeMode<'_> {
     /// A client handed over with `subscriptions`: every one waits to be subscribed again, as
     /// after a lost node connection (channels and patterns at once, shard channels at their
     /// slot's primary on the next tick).

@@ -17,14 +17,14 @@ use tokio::time::Instant;
 use super::conn::SubConn;
 use super::frames::{unsubscribe_word, unsubscribed};
 use super::waiting::{Lost, Orphan};
-use super::{Control, Mode};
+use super::{Control, SubscribeMode};
 use crate::commands::policy::SubKind;
 use crate::protocol::{encode_command, write_array_len, write_bulk};
 
 /// How soon a failed attempt to subscribe again is retried.
 const RETRY: Duration = Duration::from_millis(100);
 
-impl Mode<'_> {
+impl SubscribeMode<'_> {
     /// The connection to `addr` ended (`why`): the client keeps its subscriptions, which are
     /// made again elsewhere (see the module's doc).
     pub(super) fn lost(&mut self, addr: &Arc<str>, why: &str, out: &mut BytesMut) -> Control {

@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::local::ClientState;
+use super::client_state::ClientState;
 use crate::auth::{User, Users};
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
@@ -64,12 +64,12 @@ enum Control {
 }
 
 /// The client's subscriptions and the node connections holding them.
-struct Mode<'r> {
+struct SubscribeMode<'r> {
     router: &'r Router,
     /// Who the client is: every command here is checked against the user's rules, as outside.
     state: &'r ClientState,
     /// The user those rules are now: the client's, or what a reload renewed it to (see
-    /// [`Mode::reloaded`]); and the users it comes from.
+    /// [`SubscribeMode::reloaded`]); and the users it comes from.
     user: Option<Arc<User>>,
     users: Arc<Users>,
     pick: usize,
@@ -113,15 +113,15 @@ struct Current {
     names: Vec<Bytes>,
 }
 
-impl<'r> Mode<'r> {
+impl<'r> SubscribeMode<'r> {
     fn new(
         router: &'r Router,
         pick: usize,
         pushed: mpsc::Sender<Pushed>,
         state: &'r ClientState,
         metrics: Arc<PubsubMetrics>,
-    ) -> Mode<'r> {
-        Mode {
+    ) -> SubscribeMode<'r> {
+        SubscribeMode {
             router,
             user: state.user().cloned(),
             users: state.users().clone(),
@@ -211,8 +211,8 @@ impl<'r> Mode<'r> {
                     .forward(None, raw, None, true, lane, now)
                     .await
             }
-            Plan::Multi(multi) => {
-                let call = self.router.fanout().start(multi, request, lane);
+            Plan::Compound(compound) => {
+                let call = self.router.fanout().start(compound, request, lane);
                 match self.user.as_ref().filter(|u| u.filter_keys) {
                     Some(user) => {
                         let call =

@@ -10,13 +10,13 @@ use bytes::{Bytes, BytesMut};
 use super::conn::SubConn;
 use super::frames::unsubscribed;
 use super::waiting::Orphan;
-use super::{Control, Mode};
+use super::{Control, SubscribeMode};
 use crate::cluster::key_slot;
 use crate::commands::policy::SubKind;
 use crate::protocol::encode_command;
 use crate::router::{classify, redcar_error, Verdict};
 
-impl Mode<'_> {
+impl SubscribeMode<'_> {
     /// SSUBSCRIBE: every channel must hash to one slot, as in Redis Cluster.
     pub(super) async fn shard_subscribe(
         &mut self,

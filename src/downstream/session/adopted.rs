@@ -8,13 +8,13 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::super::client_state::ClientState;
 use super::super::clients::Connected;
 use super::super::handover::HandedOver;
-use super::super::local::ClientState;
 use super::super::movable::Detached;
 use super::super::pubsub::Rejoin;
 use super::super::ClientRules;
-use super::moving::{Lasting, Moving};
+use super::moving::{MovedClient, Moving};
 
 /// Starts a session for a client handed over by the previous process: `record` read from the
 /// upgrade connection, `socket` its client's connection. Runs on `handle` (a per-core worker,
@@ -34,7 +34,7 @@ pub(crate) fn adopt_session(
         _ => Detached::Tcp(std::net::TcpStream::from(socket)),
     };
     let now = Instant::now();
-    let lasting = Lasting {
+    let moved = MovedClient {
         facade: record.facade.clone().map(|f| Box::new(f.into())),
         state,
         generation,
@@ -53,11 +53,7 @@ pub(crate) fn adopt_session(
     };
     let peer: Arc<str> = Arc::from(record.peer.as_str());
     let to = place.map_or(0, |(worker, _)| worker);
-    let moving = Moving {
-        to,
-        stream,
-        lasting,
-    };
+    let moving = Moving { to, stream, moved };
     let task = super::life::resumed(moving, connected, peer);
     match place {
         Some((_, handle)) => drop(handle.spawn(task)),

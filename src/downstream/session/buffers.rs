@@ -43,7 +43,7 @@ pub(in crate::downstream) struct Buffer {
     /// It may hold an allocation: it was lent, or written through `DerefMut`, since it was last
     /// given back. A session gives its buffers back up to six times per command at `-P 1`
     /// (both buffers, every turn of its loop), most of them already given back: this makes
-    /// that a test of one flag (callgrind, 2026-11-26).
+    /// that a test of one flag.
     lent: bool,
     /// It gave a grown allocation back since [`take_large`](Self::take_large) was last asked.
     gave_large: bool,

@@ -4,7 +4,7 @@
 //!
 //! The busy spell is a small state machine ([`Spell`]): each turn starts the commands already
 //! buffered ([`Spell::start_commands`]), writes or decides to hold the replies
-//! ([`Spell::end_turn`]), then waits for one [`Event`] (spell_events.rs) and handles it.
+//! ([`Spell::end_turn`]), then waits for one [`SpellEvent`] (spell_events.rs) and handles it.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -22,11 +22,11 @@ use super::super::pubsub;
 use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
 use super::super::ClientRules;
-use super::owed::Owed;
-use super::stamp::{Hot, Stamp};
+use super::owed::OwedReplies;
+use super::record::{CommandRecord, HotKeySink};
 use super::timer::{LazyTimer, OpTimer};
 use super::{Busy, Client};
-use crate::hotkeys::Sampler;
+use crate::hotkeys::HotKeySampler;
 use crate::metrics::CommandTally;
 use crate::protocol::{Limits, Request};
 use crate::router::{Call, Router};
@@ -68,7 +68,7 @@ where
             // Subscribe mode takes the connection over until the client leaves it (and writes
             // the replies before it). Awaited here, not in a method of `Spell`: the request is
             // then held once in this future's state, not twice (the busy box's size, mod.rs).
-            spell.record.tally.flush();
+            spell.recorder.tally.flush();
             let max_reply_bytes = spell.settings.config.caps.reply_bytes;
             let c = &mut *spell.c;
             let left = (c.subscribe_mode(request, &spell.settings.limits, max_reply_bytes)).await;
@@ -128,7 +128,7 @@ pub(super) struct Turn<'d> {
 pub(super) struct Spell<'c, 'd, S> {
     pub(super) c: &'c mut Client<'d, S>,
     pub(super) router: &'d Router,
-    pub(super) record: Record<'d>,
+    pub(super) recorder: SpellRecorder<'d>,
     pub(super) replies: SpellReplies<'d>,
     /// A command that must run alone (see `Transaction::is_exclusive`), waiting for the
     /// commands before it to finish.
@@ -138,15 +138,15 @@ pub(super) struct Spell<'c, 'd, S> {
     pub(super) timers: SpellTimers,
     pub(super) reading: Reading,
     pub(super) settings: SpellSettings,
-    pub(super) placement: Placement<'d>,
+    pub(super) placement: AutoPlacement<'d>,
 }
 
 /// How the spell's commands are recorded: counted, sampled for the hot keys, logged.
-pub(super) struct Record<'d> {
+pub(super) struct SpellRecorder<'d> {
     /// The request is kept (a reference count) for the slow log and the hot keys.
     pub(super) keep_raw: bool,
-    pub(super) hot: Hot<'d>,
-    pub(super) sampler: Sampler,
+    pub(super) hot: HotKeySink<'d>,
+    pub(super) sampler: HotKeySampler,
     /// Per-command series, added to the shared ones before each write to the client.
     pub(super) tally: CommandTally<'d>,
 }
@@ -155,7 +155,7 @@ pub(super) struct Record<'d> {
 #[derive(Default)]
 pub(super) struct SpellReplies<'d> {
     /// Oldest first, with what the metrics need to know about them.
-    pub(super) calls: VecDeque<(Call<'d>, Stamp)>,
+    pub(super) calls: VecDeque<(Call<'d>, CommandRecord)>,
     /// How many of `calls` must run alone.
     pub(super) exclusive: usize,
     /// Which replies may be written now: those to one read go out together (see reply_batch).
@@ -203,7 +203,7 @@ pub(super) struct SpellSettings {
 
 /// `placement: auto` on a per-core worker.
 #[derive(Default)]
-pub(super) struct Placement<'d> {
+pub(super) struct AutoPlacement<'d> {
     /// Where sessions may move, and this worker.
     pub(super) moves: Option<(&'d Arc<Moves>, usize)>,
     /// Reads in a row that started [`PIPELINE_DEPTH`](super::super::moves::PIPELINE_DEPTH)
@@ -226,9 +226,9 @@ where
         timer.reset(Instant::now() + IDLE_TICK);
         Spell {
             router: &downstream.router,
-            record: Record {
+            recorder: SpellRecorder {
                 keep_raw: metrics.slowlog.is_enabled() || downstream.hotkeys.is_enabled(),
-                hot: Hot {
+                hot: HotKeySink {
                     keys: &downstream.hotkeys,
                     client: c.state.id,
                 },
@@ -254,24 +254,24 @@ where
                 limits: config.codec.clone(),
                 config,
             },
-            placement: Placement::default(),
+            placement: AutoPlacement::default(),
             c,
         }
     }
 
     /// The owed replies and where finished ones go.
-    pub(super) fn owed(&mut self) -> Owed<'_, 'd> {
-        Owed {
+    pub(super) fn owed(&mut self) -> OwedReplies<'_, 'd> {
+        OwedReplies {
             calls: &mut self.replies.calls,
             batches: &mut self.replies.batches,
             out: &mut self.c.out,
-            tally: &mut self.record.tally,
-            hot: self.record.hot,
+            tally: &mut self.recorder.tally,
+            hot: self.recorder.hot,
             peer: self.c.peer,
         }
     }
 
-    /// Moves finished replies to `out` in order (see [`Owed::take_replies`]).
+    /// Moves finished replies to `out` in order (see [`OwedReplies::take_replies`]).
     pub(super) fn take_replies(
         &mut self,
         first: Option<Bytes>,
@@ -280,12 +280,12 @@ where
         next: impl FnMut(&mut Call<'d>, Option<&mut Inbox>) -> Option<Bytes>,
     ) {
         let c = &mut *self.c;
-        let mut owed = Owed {
+        let mut owed = OwedReplies {
             calls: &mut self.replies.calls,
             batches: &mut self.replies.batches,
             out: &mut c.out,
-            tally: &mut self.record.tally,
-            hot: self.record.hot,
+            tally: &mut self.recorder.tally,
+            hot: self.recorder.hot,
             peer: c.peer,
         };
         self.replies.exclusive -=
@@ -325,7 +325,7 @@ where
             );
         if may_write {
             // Whoever reads these replies finds their commands counted.
-            self.record.tally.flush();
+            self.recorder.tally.flush();
         }
         c.arm_timers();
         // Nothing held while there is nothing to hold: a waiting client keeps no buffer.
@@ -340,8 +340,8 @@ where
     }
 
     /// Every owed reply is in `out` (one command at a time, `-P 1`): written now, not in a turn
-    /// of its own, as the event wait would write first anyway. One turn less per command, about
-    /// 260 instructions (callgrind, 2026-11-26). A full socket leaves the write to the event
+    /// of its own, as the event wait would write first anyway: one turn of the session's loop
+    /// less per command. A full socket leaves the write to the event
     /// wait, which waits for room.
     fn write_all_owed(&mut self) -> Result<(), End> {
         let max_held = HOLD_MAX.min(self.settings.config.caps.reply_bytes);
@@ -352,7 +352,7 @@ where
         {
             return Ok(());
         }
-        self.record.tally.flush();
+        self.recorder.tally.flush();
         match self.c.write_now() {
             Ok(true) => self.replies.batches.wrote(0, self.c.out.len()),
             Ok(false) => {}

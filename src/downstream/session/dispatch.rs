@@ -4,11 +4,11 @@
 use bytes::BytesMut;
 use tokio::time::Instant;
 
-use super::super::local::ClientState;
-use super::near::Near;
+use super::super::client_state::ClientState;
+use super::near::NearCacheRequest;
 use crate::commands::Local;
 use crate::protocol::Request;
-use crate::router::Step;
+use crate::router::TxStep;
 use crate::router::{Call, Plan, Router};
 use crate::upstream::Inbox;
 use crate::upstream::Lane;
@@ -25,7 +25,7 @@ pub(in crate::downstream) fn dispatch<'r>(
     request: &Request,
     max_tx_bytes: usize,
     now: Instant,
-    near: Option<Near<'_>>,
+    near: Option<NearCacheRequest<'_>>,
 ) -> Call<'r> {
     if let Some(mut near) = near {
         if !state.tx.is_open() {
@@ -36,14 +36,14 @@ pub(in crate::downstream) fn dispatch<'r>(
     }
     let lane = state.lane();
     // Most commands: one slot, no transaction open. The transaction rules would pass the plan
-    // through unchanged (`Step::Serve`); going straight to the node skips their moves of it.
+    // through unchanged (`TxStep::Serve`); going straight to the node skips their moves of it.
     if let Plan::Slot { slot, write } = plan {
         if !state.tx.is_open() {
             return forward_slot(router, inbox, state, request, slot, write, lane, now);
         }
     }
     let rewritten = match &plan {
-        Plan::Multi(multi) if state.tx.is_open() && multi.script_slot().is_some() => {
+        Plan::Compound(compound) if state.tx.is_open() && compound.script_slot().is_some() => {
             router.forwarder().evalsha_as_eval(request)
         }
         _ => None,
@@ -58,15 +58,15 @@ fn run_step<'r>(
     router: &'r Router,
     inbox: &mut Option<Box<Inbox>>,
     state: &mut ClientState,
-    step: Step,
+    step: TxStep,
     request: &Request,
     lane: Lane,
     now: Instant,
 ) -> Call<'r> {
     match step {
-        Step::Serve(plan) => serve_plan(router, inbox, state, plan, request, lane, now),
-        Step::Reply(reply) => Call::ready(reply),
-        Step::Exec {
+        TxStep::Serve(plan) => serve_plan(router, inbox, state, plan, request, lane, now),
+        TxStep::Reply(reply) => Call::ready(reply),
+        TxStep::Exec {
             payload,
             frames,
             slot,
@@ -79,7 +79,7 @@ fn run_step<'r>(
             router.stateful().exec(payload, frames, slot, lane)
         }
         // A prefix route's backend: WAIT does not follow it (as for other routed writes).
-        Step::Exec {
+        TxStep::Exec {
             payload,
             frames,
             slot,
@@ -87,7 +87,7 @@ fn run_step<'r>(
         } => router
             .stateful()
             .exec_on(backend, payload, frames, slot, lane),
-        Step::ExecWatched {
+        TxStep::ExecWatched {
             payload,
             frames,
             slot,
@@ -97,7 +97,7 @@ fn run_step<'r>(
                 .stateful()
                 .exec_watched(state.tx.watch_handle(), payload, frames, slot, backend)
         }
-        Step::Watch {
+        TxStep::Watch {
             slot,
             backend,
             payload,
@@ -111,7 +111,7 @@ fn run_step<'r>(
                 lane.protocol(),
             )
         }
-        Step::Unwatch { reply } => {
+        TxStep::Unwatch { reply } => {
             if reply.starts_with(b"+RESET") {
                 state.reset();
             }
@@ -142,10 +142,10 @@ fn serve_plan<'r>(
             lane,
             now,
         ),
-        Plan::Multi(multi) => {
+        Plan::Compound(compound) => {
             // Splits, fan-outs and scripts: where they wrote is not tracked; WAIT asks everyone.
             state.written.note_everywhere();
-            router.fanout().start(multi, request, lane)
+            router.fanout().start(compound, request, lane)
         }
         Plan::Wait { replicas, timeout } => {
             router

@@ -12,7 +12,7 @@ use super::super::facade::Endpoint;
 use super::super::movable::{Detached, Movable};
 use super::busy;
 use super::leaving::AtUpgrade;
-use super::moving::{Lasting, Moving};
+use super::moving::{MovedClient, Moving};
 use super::{Busy, Client, Wake};
 
 /// Serves one client until it disconnects, sends QUIT, breaks the protocol, idles out, or the
@@ -55,13 +55,13 @@ pub(super) async fn resume<'d, S>(
     stream: S,
     downstream: &'d Downstream,
     peer: &'d Arc<str>,
-    mut lasting: Lasting,
+    mut moved: MovedClient,
 ) -> Option<Moving>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
-    let rejoin = lasting.rejoin.take();
-    let (mut client, pipelining) = Client::resume(stream, downstream, peer, lasting);
+    let rejoin = moved.rejoin.take();
+    let (mut client, pipelining) = Client::resume(stream, downstream, peer, moved);
     // A subscribed client from the previous process starts in subscribe mode (boxed: rare,
     // and this future lasts as long as the moved session).
     let subscribed = match rejoin {
@@ -83,7 +83,7 @@ where
 /// Idle waits and busy spells in turn until the session ends. The client is borrowed, not
 /// moved in: an `async fn` keeps a moved-in argument twice, and this future is part of every
 /// idle client's memory (568 bytes borrowed against 904 moved in, measured).
-async fn run<S>(client: &mut Client<'_, S>) -> Ending
+async fn run<S>(client: &mut Client<'_, S>) -> SessionEnding
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
 {
@@ -94,11 +94,11 @@ where
                 // An upgrade handing clients over (leaving.rs) may take this one instead.
                 match client.at_upgrade() {
                     AtUpgrade::No => {}
-                    AtUpgrade::Leave => return Ending::HandOver,
+                    AtUpgrade::Leave => return SessionEnding::HandOver,
                     AtUpgrade::NotYet => continue,
                 }
                 client.close().await;
-                return Ending::Closed;
+                return SessionEnding::Closed;
             }
         }
         // Boxed: its state exists only while the client is busy.
@@ -110,7 +110,7 @@ where
 }
 
 /// How a session ends after a busy spell, and whether a large value went through it.
-enum Ending {
+enum SessionEnding {
     /// The connection is closed (nothing was owed).
     Closed,
     /// The client is done.
@@ -126,7 +126,7 @@ enum Ending {
     },
 }
 
-impl Ending {
+impl SessionEnding {
     /// Ends the session: nothing more for a client that is done, the move for one that moves;
     /// then memory a large value used goes back to the system.
     fn finish<S>(self, client: Client<'_, S>) -> Option<Moving>
@@ -134,16 +134,16 @@ impl Ending {
         S: AsyncRead + AsyncWrite + Send + Unpin + Movable,
     {
         let (moving, large) = match self {
-            Ending::Closed => (None, false),
-            Ending::Done(large) => {
+            SessionEnding::Closed => (None, false),
+            SessionEnding::Done(large) => {
                 drop(client);
                 (None, large)
             }
-            Ending::HandOver => {
+            SessionEnding::HandOver => {
                 client.leave_for_upgrade();
                 (None, false)
             }
-            Ending::Move {
+            SessionEnding::Move {
                 from,
                 to,
                 pipelining,
@@ -158,20 +158,20 @@ impl Ending {
 /// A quiet moment after a busy spell (its state is freed). Whether the session ends here; if
 /// it goes on and a large value went through, its memory goes back to the system (otherwise
 /// this costs a load and a compare).
-fn after_spell<S>(client: &mut Client<'_, S>, busy: Busy) -> Option<Ending> {
+fn after_spell<S>(client: &mut Client<'_, S>, busy: Busy) -> Option<SessionEnding> {
     let large = client.input.take_large() | client.out.take_large();
     match busy {
         Busy::Idle => {
             crate::memory::give_back(large);
             None
         }
-        Busy::Done => Some(Ending::Done(large)),
-        Busy::HandOver => Some(Ending::HandOver),
+        Busy::Done => Some(SessionEnding::Done(large)),
+        Busy::HandOver => Some(SessionEnding::HandOver),
         Busy::Move {
             from,
             to,
             pipelining,
-        } => Some(Ending::Move {
+        } => Some(SessionEnding::Move {
             from,
             to,
             pipelining,
@@ -197,15 +197,11 @@ pub(crate) fn hand_over(moving: Moving, mut client: Connected, peer: Arc<str>) {
 }
 
 /// Serves, on this thread's runtime, a client a worker's event loop hands over (subscribe mode,
-/// client tracking); `lasting` holds what it sent that the loop did not run, the command that
+/// client tracking); `moved` holds what it sent that the loop did not run, the command that
 /// made it leave first.
-pub(crate) fn adopt(stream: Detached, lasting: Lasting, client: Connected, peer: Arc<str>) {
+pub(crate) fn adopt(stream: Detached, moved: MovedClient, client: Connected, peer: Arc<str>) {
     let to = crate::workers::current().unwrap_or(0);
-    let moving = Moving {
-        to,
-        stream,
-        lasting,
-    };
+    let moving = Moving { to, stream, moved };
     tokio::spawn(resumed(moving, client, peer));
 }
 
@@ -218,12 +214,10 @@ pub(super) fn resumed(
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let downstream = &*client.downstream;
-        let Moving {
-            stream, lasting, ..
-        } = moving;
+        let Moving { stream, moved, .. } = moving;
         let next = match attach(stream) {
-            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, lasting).await,
-            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, lasting).await,
+            Ok(Attached::Tcp(stream)) => resume(stream, downstream, &peer, moved).await,
+            Ok(Attached::Unix(stream)) => resume(stream, downstream, &peer, moved).await,
             Err(error) => {
                 tracing::warn!(%error, client = client.id, "could not register a moved client's socket; closing it");
                 None

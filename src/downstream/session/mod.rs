@@ -19,11 +19,11 @@ use bytes::Buf;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
-use super::budget::Share;
+use super::budget::BudgetShare;
+use super::client_state::ClientState;
 use super::clients::Downstream;
 use super::drain::DrainSignal;
 use super::facade::Endpoint;
-use super::local::ClientState;
 use super::slow::{LatencyWatch, SlowChanges};
 use super::ClientRules;
 use crate::upstream::Inbox;
@@ -38,17 +38,17 @@ mod life;
 mod moving;
 mod near;
 mod owed;
+pub(super) mod record;
 mod spell_events;
 mod spell_moves;
 mod spell_start;
-pub(super) mod stamp;
 mod stream;
 mod subscribe;
 mod timer;
 
 pub(crate) use adopted::adopt_session;
 pub(crate) use life::{adopt, hand_over, serve};
-pub(crate) use moving::Lasting;
+pub(crate) use moving::MovedClient;
 
 use buffers::Buffer;
 use stream::ClientStream;
@@ -123,7 +123,7 @@ struct Client<'d, S> {
     /// drain no longer closes it, and it stops reading once no transaction is open.
     handing_over: bool,
     /// This session's part of `client.max_buffered_bytes_total`.
-    share: Share<'d>,
+    share: BudgetShare<'d>,
     /// Shutdown: close once nothing is owed (a flag read per turn, see drain.rs).
     drain: DrainSignal<'d>,
 }

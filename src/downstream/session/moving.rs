@@ -14,9 +14,9 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use super::super::client_state::ClientState;
 use super::super::clients::Downstream;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use super::super::movable::{Detached, Movable};
 use super::super::moves::Pipelining;
 use super::super::pubsub::Rejoin;
@@ -29,12 +29,12 @@ pub(crate) struct Moving {
     /// The worker it goes to.
     pub(super) to: usize,
     pub(super) stream: Detached,
-    pub(super) lasting: Lasting,
+    pub(super) moved: MovedClient,
 }
 
 /// What the next worker (or, after an upgrade, the next process: leaving.rs) builds a moved
 /// client from.
-pub(crate) struct Lasting {
+pub(crate) struct MovedClient {
     pub(super) facade: Option<Box<Endpoint>>,
     pub(super) state: ClientState,
     pub(super) generation: u64,
@@ -52,7 +52,7 @@ pub(crate) struct Lasting {
     pub(super) rejoin: Option<Box<Rejoin>>,
 }
 
-impl Lasting {
+impl MovedClient {
     /// A client handed over by a worker's event loop (`downstream::event_loop`), which kept
     /// these for it; its settings are taken anew by the session.
     #[allow(clippy::too_many_arguments)]
@@ -65,8 +65,8 @@ impl Lasting {
         connected_at: Instant,
         aged: bool,
         input: bytes::Bytes,
-    ) -> Lasting {
-        Lasting {
+    ) -> MovedClient {
+        MovedClient {
             facade,
             state,
             generation,
@@ -142,7 +142,7 @@ where
         Some(Moving {
             to,
             stream,
-            lasting: Lasting {
+            moved: MovedClient {
                 facade,
                 state,
                 generation,
@@ -163,34 +163,34 @@ where
         stream: S,
         downstream: &'d Downstream,
         peer: &'d Arc<str>,
-        lasting: Lasting,
+        moved: MovedClient,
     ) -> (Self, Option<Pipelining>) {
-        let id = lasting.state.id;
+        let id = moved.state.id;
         let mut client = Client {
             downstream,
             peer,
-            facade: lasting.facade,
-            generation: lasting.generation,
+            facade: moved.facade,
+            generation: moved.generation,
             stream: super::ClientStream::new(stream),
-            state: lasting.state,
+            state: moved.state,
             input: super::Buffer::default(),
             out: super::Buffer::default(),
             inbox: None,
-            last_activity: lasting.last_activity,
-            connected_at: lasting.connected_at,
+            last_activity: moved.last_activity,
+            connected_at: moved.connected_at,
             idle_timer: super::LazyTimer::default(),
             age_timer: super::LazyTimer::default(),
-            aged: lasting.aged,
-            slow: SlowChanges::new(latency_watch(downstream, &lasting.config)),
+            aged: moved.aged,
+            slow: SlowChanges::new(latency_watch(downstream, &moved.config)),
             close_when_safe: false,
             handing_over: false,
             share: downstream.crowd.budget.share(id),
             drain: downstream.exits.drain.signal(id),
-            config: lasting.config,
+            config: moved.config,
         };
-        if !lasting.input.is_empty() {
-            client.input.append(&lasting.input);
+        if !moved.input.is_empty() {
+            client.input.append(&moved.input);
         }
-        (client, lasting.pipelining)
+        (client, moved.pipelining)
     }
 }

@@ -8,14 +8,14 @@ use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 use tokio::time::Instant;
 
-use super::super::local::ClientState;
+use super::super::client_state::ClientState;
 use crate::commands::spec::flags;
 use crate::near_cache::{cacheable, Admitted, Filling, NearCache, Through, Writing};
 use crate::protocol::{encode_command, write_array_len, Args, Protocol, Request};
 use crate::router::{Call, Plan, Router};
 
 /// What a session passes for one command when the near cache is on.
-pub(in crate::downstream) struct Near<'a> {
+pub(in crate::downstream) struct NearCacheRequest<'a> {
     pub(super) cache: &'a Arc<NearCache>,
     /// The command's table name.
     pub(super) command: &'static str,
@@ -27,14 +27,14 @@ pub(in crate::downstream) struct Near<'a> {
     through: Option<Through>,
 }
 
-impl<'a> Near<'a> {
+impl<'a> NearCacheRequest<'a> {
     pub(super) fn new(
         cache: &'a Arc<NearCache>,
         command: &'static str,
         keys: &'a [usize],
         idle: bool,
-    ) -> Near<'a> {
-        Near {
+    ) -> NearCacheRequest<'a> {
+        NearCacheRequest {
             cache,
             command,
             keys,
@@ -56,7 +56,7 @@ impl<'a> Near<'a> {
         let write = match plan {
             Plan::Slot { write, .. } | Plan::Blocking { write, .. } => *write,
             // Splits, scripts and routed commands: whatever is not read-only may write.
-            Plan::Multi(_) => router
+            Plan::Compound(_) => router
                 .planner()
                 .lookup(request.args())
                 .is_some_and(|spec| !spec.has_flag(flags::READONLY)),

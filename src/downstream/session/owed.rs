@@ -9,9 +9,9 @@ use tokio::time::Instant;
 use super::super::reply_batch::ReplyBatches;
 use super::super::slow::LatencyWatch;
 use super::buffers::Buffer;
-use super::stamp::{Hot, Stamp};
+use super::record::{CommandRecord, HotKeySink};
 use super::Client;
-use crate::metrics::clock::Since;
+use crate::metrics::clock::ElapsedClock;
 use crate::metrics::CommandTally;
 use crate::protocol::Request;
 use crate::router::Call;
@@ -40,26 +40,26 @@ pub(super) fn goes_idle<S>(
 }
 
 /// The replies owed to the client, and where finished ones go.
-pub(super) struct Owed<'a, 'r> {
-    pub(super) calls: &'a mut VecDeque<(Call<'r>, Stamp)>,
+pub(super) struct OwedReplies<'a, 'r> {
+    pub(super) calls: &'a mut VecDeque<(Call<'r>, CommandRecord)>,
     pub(super) batches: &'a mut ReplyBatches,
     pub(super) out: &'a mut Buffer,
     pub(super) tally: &'a mut CommandTally<'r>,
-    pub(super) hot: Hot<'r>,
+    pub(super) hot: HotKeySink<'r>,
     pub(super) peer: &'a str,
 }
 
-impl<'r> Owed<'_, 'r> {
+impl<'r> OwedReplies<'_, 'r> {
     /// Queues a reply that is not to a command (protocol errors) behind the owed ones.
     #[inline]
-    pub(super) fn push(&mut self, call: Call<'r>, stamp: Stamp, now: Instant) {
+    pub(super) fn push(&mut self, call: Call<'r>, record: CommandRecord, now: Instant) {
         if self.calls.is_empty() {
             let reply = call.now_or_never().unwrap_or_default();
-            let now = &mut Since::new(now);
+            let now = &mut ElapsedClock::new(now);
             self.out
-                .append(stamp.finish(self.tally, self.hot, &reply, now, None, self.peer));
+                .append(record.finish(self.tally, self.hot, &reply, now, None, self.peer));
         } else {
-            self.calls.push_back((call, stamp));
+            self.calls.push_back((call, record));
             self.batches.queued();
         }
     }
@@ -77,21 +77,21 @@ impl<'r> Owed<'_, 'r> {
     ) -> usize {
         let mut alone = 0;
         // The commands of one read started at the same clock reading: their time is measured
-        // once (see `Since`).
-        let mut since = Since::new(now);
+        // once (see `ElapsedClock`).
+        let mut since = ElapsedClock::new(now);
         while let Some(bytes) = first.take().or_else(|| {
             let (call, _) = self.calls.front_mut()?;
             next(call, inbox.as_deref_mut())
         }) {
             let sent = match self.calls.pop_front() {
-                Some((call, stamp)) => {
-                    alone += usize::from(stamp.alone);
+                Some((call, record)) => {
+                    alone += usize::from(record.alone);
                     if let Some(watch) = latency {
                         // Feeds `client.close_idle_when_slow` (one atomic add) when it is on.
-                        watch.record(Duration::from_nanos(since.nanos(stamp.started)));
+                        watch.record(Duration::from_nanos(since.nanos(record.started)));
                     }
                     let node = call.node();
-                    stamp.finish(self.tally, self.hot, &bytes, &mut since, node, self.peer)
+                    record.finish(self.tally, self.hot, &bytes, &mut since, node, self.peer)
                 }
                 None => &bytes[..],
             };

@@ -19,7 +19,7 @@ use super::Busy;
 use crate::router::Call;
 
 /// What ended a busy spell's wait.
-pub(super) enum Event {
+pub(super) enum SpellEvent {
     /// The oldest owed call's reply is here.
     Reply(Bytes),
     /// Part of `out` was written (or the write failed).
@@ -51,86 +51,86 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin,
 {
     /// The first event ready, in priority order; each looked at only when the turn allows it.
-    pub(super) fn poll_event(&mut self, turn: &Turn<'d>, cx: &mut Context<'_>) -> Poll<Event> {
+    pub(super) fn poll_event(&mut self, turn: &Turn<'d>, cx: &mut Context<'_>) -> Poll<SpellEvent> {
         let max_reply_bytes = self.settings.config.caps.reply_bytes;
         let c = &mut *self.c;
         if c.out.len() < max_reply_bytes {
             if let Some((call, _)) = self.replies.calls.front_mut() {
                 if let Poll::Ready(reply) = call.poll_in(cx, c.inbox.as_deref_mut()) {
-                    return Poll::Ready(Event::Reply(reply));
+                    return Poll::Ready(SpellEvent::Reply(reply));
                 }
             }
         }
         if turn.may_write {
             let mut writer = c.stream.writer();
             if let Poll::Ready(wrote) = Pin::new(&mut writer).poll_write(cx, &c.out[..]) {
-                return Poll::Ready(Event::Wrote(wrote));
+                return Poll::Ready(SpellEvent::Wrote(wrote));
             }
         }
         if turn.can_read {
             if let Poll::Ready(read) = c.input.poll_read_from(&mut c.stream.reader(), cx) {
-                return Poll::Ready(Event::Read(read));
+                return Poll::Ready(SpellEvent::Read(read));
             }
         }
         if self.timers.op.poll_fired(cx).is_ready() {
-            return Poll::Ready(Event::OpTimer);
+            return Poll::Ready(SpellEvent::OpTimer);
         }
         self.poll_rare(cx)
     }
 
     /// The events that come seldom: the optional timers, pushes, drain and the latency watch.
-    fn poll_rare(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
+    fn poll_rare(&mut self, cx: &mut Context<'_>) -> Poll<SpellEvent> {
         let config = &*self.settings.config;
         let c = &mut *self.c;
         let closing = self.reading.closing;
         let idle_timeout =
             !config.clocks.idle.is_zero() && self.replies.calls.is_empty() && !closing;
         if idle_timeout && c.idle_timer.poll_fired(cx).is_ready() {
-            return Poll::Ready(Event::IdleTimeout);
+            return Poll::Ready(SpellEvent::IdleTimeout);
         }
         let partial = !config.clocks.request.is_zero() && self.reading.partial_since.is_some();
         if partial && !closing && self.timers.request.poll_fired(cx).is_ready() {
-            return Poll::Ready(Event::RequestTimeout);
+            return Poll::Ready(SpellEvent::RequestTimeout);
         }
         if self.reading.budget_paused && self.timers.budget.poll_fired(cx).is_ready() {
-            return Poll::Ready(Event::BudgetRecheck);
+            return Poll::Ready(SpellEvent::BudgetRecheck);
         }
         let ages = !config.clocks.max_age.is_zero() && !c.aged;
         if ages && c.age_timer.poll_fired(cx).is_ready() {
-            return Poll::Ready(Event::Aged);
+            return Poll::Ready(SpellEvent::Aged);
         }
         let room = c.out.len() < config.caps.reply_bytes;
         if c.state.tracking.is_some() && room && tracking::poll_ready(&c.state, cx).is_ready() {
-            return Poll::Ready(Event::Pushes);
+            return Poll::Ready(SpellEvent::Pushes);
         }
         if !closing && !c.handing_over && c.drain.poll_started(cx).is_ready() {
-            return Poll::Ready(Event::Drain);
+            return Poll::Ready(SpellEvent::Drain);
         }
         if c.slow.is_on() && !closing {
             if let Poll::Ready(slow) = c.slow.poll_changed(cx) {
-                return Poll::Ready(Event::Slow(slow));
+                return Poll::Ready(SpellEvent::Slow(slow));
             }
         }
         Poll::Pending
     }
 
     /// Handles one event; returns how the spell ends, if it does.
-    pub(super) fn on_event(&mut self, event: Event, turn: &Turn<'d>) -> Option<Busy> {
+    pub(super) fn on_event(&mut self, event: SpellEvent, turn: &Turn<'d>) -> Option<Busy> {
         match event {
-            Event::Reply(reply) => self.on_reply(reply, turn),
-            Event::Wrote(wrote) => return self.on_wrote(wrote),
-            Event::Read(read) => return self.on_read(read, turn),
-            Event::OpTimer => return self.on_op_timer(turn),
-            Event::IdleTimeout => self.on_idle_timeout(),
-            Event::RequestTimeout => self.on_request_timeout(),
-            Event::BudgetRecheck => {
+            SpellEvent::Reply(reply) => self.on_reply(reply, turn),
+            SpellEvent::Wrote(wrote) => return self.on_wrote(wrote),
+            SpellEvent::Read(read) => return self.on_read(read, turn),
+            SpellEvent::OpTimer => return self.on_op_timer(turn),
+            SpellEvent::IdleTimeout => self.on_idle_timeout(),
+            SpellEvent::RequestTimeout => self.on_request_timeout(),
+            SpellEvent::BudgetRecheck => {
                 // Other sessions release bytes without telling anyone: look again now and then.
                 self.timers.budget.reset(Instant::now() + BUDGET_RECHECK);
             }
-            Event::Aged => self.c.aged = true,
-            Event::Pushes => self.on_pushes(),
-            Event::Drain => self.on_drain(), // closes, or waits for an upgrade's safe point
-            Event::Slow(slow) => self.c.close_when_safe = slow,
+            SpellEvent::Aged => self.c.aged = true,
+            SpellEvent::Pushes => self.on_pushes(),
+            SpellEvent::Drain => self.on_drain(), // closes, or waits for an upgrade's safe point
+            SpellEvent::Slow(slow) => self.c.close_when_safe = slow,
         }
         None
     }
@@ -238,7 +238,8 @@ where
         let call = Call::ready(crate::router::redcar_error(format_args!(
             "request not completed within {timeout:?} (client.request_timeout); closing"
         )));
-        self.owed().push(call, super::stamp::Stamp::none(now), now);
+        self.owed()
+            .push(call, super::record::CommandRecord::none(now), now);
     }
 
     /// Invalidations go between replies, after those of the commands sent before.
@@ -246,8 +247,11 @@ where
         let now = Instant::now();
         let pushes = tracking::take_frames(&self.c.state);
         if !pushes.is_empty() {
-            self.owed()
-                .push(Call::ready(pushes), super::stamp::Stamp::push(now), now);
+            self.owed().push(
+                Call::ready(pushes),
+                super::record::CommandRecord::push(now),
+                now,
+            );
         }
     }
 }

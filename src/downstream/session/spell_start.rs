@@ -11,11 +11,11 @@ use super::super::tracking;
 use super::busy::{Spell, BUDGET_RECHECK};
 use super::dispatch::{dispatch, protocol_error};
 use super::failed_login::failed_login;
-use super::near::Near;
-use super::stamp::Stamp;
-use super::stamp::{decide, Decided, Decision};
+use super::near::NearCacheRequest;
+use super::record::CommandRecord;
+use super::record::{decide, Decided, Decision};
 use super::Busy;
-use crate::metrics::clock::Since;
+use crate::metrics::clock::ElapsedClock;
 use crate::protocol::{parse_request_into, Request};
 use crate::router::{Call, Plan};
 
@@ -35,7 +35,7 @@ where
         // One clock read serves the whole batch.
         let now = self.reading.clock.take().unwrap_or_else(Instant::now);
         let starved = self.check_budget() || self.throttled(now);
-        self.record.tally.follow(self.c.state.user_series());
+        self.recorder.tally.follow(self.c.state.user_series());
         // Every command of the turn is parsed into this one slot and started by reference
         // (`parse_request_into`); only a parked or subscribing one is moved out of it.
         let mut request = Request::default();
@@ -137,7 +137,7 @@ where
         // A protocol error, or a request too big to ever complete: say so, close.
         self.reading.closing = true;
         self.owed()
-            .push(protocol_error(&broken), Stamp::none(now), now);
+            .push(protocol_error(&broken), CommandRecord::none(now), now);
         false
     }
 
@@ -184,8 +184,9 @@ where
         }
         let downstream = c.downstream;
         let plan = tracking::intercept(downstream, &mut c.state, plan, request);
-        let mut near = (downstream.near_cache.as_ref())
-            .map(|cache| Near::new(cache, command, &self.scratch, self.replies.calls.is_empty()));
+        let mut near = (downstream.near_cache.as_ref()).map(|cache| {
+            NearCacheRequest::new(cache, command, &self.scratch, self.replies.calls.is_empty())
+        });
         let writing = near
             .as_mut()
             .and_then(|n| n.note_writes(&plan, request, router, &c.state));
@@ -211,20 +212,20 @@ where
         let weight = if key_arg == 0 {
             0
         } else {
-            self.record.sampler.sample()
+            self.recorder.sampler.sample()
         };
-        let stamp = Stamp::new(
+        let record = CommandRecord::new(
             command,
             request,
             now,
-            self.record.keep_raw,
+            self.recorder.keep_raw,
             alone,
             c.state.protocol,
         )
         .with_hot(key_arg, weight)
         .with_writing(writing);
         self.after_start(request);
-        self.queue(call, stamp, alone, now);
+        self.queue(call, record, alone, now);
         Started::Next
     }
 
@@ -240,13 +241,13 @@ where
 
     /// Owes the client `call`'s reply: straight to `out` when it is ready and nothing is ahead
     /// of it, else behind the owed ones (the op timer armed for its deadline).
-    fn queue(&mut self, call: Call<'d>, stamp: Stamp, alone: bool, now: Instant) {
+    fn queue(&mut self, call: Call<'d>, record: CommandRecord, alone: bool, now: Instant) {
         if call.is_ready() && self.replies.calls.is_empty() {
             let reply = call.now_or_never().unwrap_or_default();
-            let now = &mut Since::new(now);
-            let finished = stamp.finish(
-                &mut self.record.tally,
-                self.record.hot,
+            let now = &mut ElapsedClock::new(now);
+            let finished = record.finish(
+                &mut self.recorder.tally,
+                self.recorder.hot,
                 &reply,
                 now,
                 None,
@@ -268,7 +269,7 @@ where
             }
         }
         self.replies.exclusive += usize::from(alone);
-        self.replies.calls.push_back((call, stamp));
+        self.replies.calls.push_back((call, record));
         self.replies.batches.queued();
     }
 

@@ -54,9 +54,8 @@ impl LazyTimer {
 
 /// The busy spell's op timer: a [`LazyTimer`] whose `Sleep` is polled only when it may have
 /// fired. A `Sleep` that returned `Pending` keeps the task's waker until it fires (or is reset),
-/// so polling it again in every turn of the session's loop only re-registered the same waker:
-/// 2.5 polls and about 300 instructions per `-P 1` command (callgrind, 2026-11-26). Here a
-/// turn looks at one flag and the entry's state instead.
+/// so polling it again in every turn of the session's loop only re-registered the same waker,
+/// two or three times per one-at-a-time command. Here a turn looks at one flag and the entry's state instead.
 #[derive(Default)]
 pub(super) struct OpTimer {
     timer: LazyTimer,

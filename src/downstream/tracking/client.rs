@@ -9,8 +9,8 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 
-use super::command::{Mode, Switch};
-use super::{Event, Mailbox, Tracking, Tracks};
+use super::command::{Switch, TrackingMode};
+use super::{Mailbox, Tracking, TrackingEvent, Tracks};
 use crate::downstream::handover::TrackingRecord;
 use crate::protocol::Protocol;
 use crate::router::redcar_error;
@@ -23,7 +23,7 @@ pub(crate) struct ClientTracking {
     pub(super) hub: Arc<Tracking>,
     pub(super) id: u64,
     mailbox: Arc<Mailbox>,
-    pub(super) mode: Option<Mode>,
+    pub(super) mode: Option<TrackingMode>,
     /// `CLIENT TRACKING on BCAST`'s reply, once every primary confirmed the prefixes (the
     /// session runs it as its next call, see [`take_wait`]). In a mutex only to be `Sync`, as
     /// the session's state must be (never locked but to be taken out).
@@ -132,7 +132,7 @@ impl ClientTracking {
 
     /// The waiting invalidations, as `client` gets them (see `frames`).
     pub(crate) fn take_frames(&self, protocol: Protocol, subscribed: bool) -> Bytes {
-        let events: Vec<Event> = self.mailbox.take();
+        let events: Vec<TrackingEvent> = self.mailbox.take();
         let mut out = BytesMut::new();
         super::write_events(&mut out, &events, protocol, subscribed);
         out.freeze()
@@ -151,7 +151,7 @@ impl ClientTracking {
             prefixes.extend(switch.prefixes);
             prefixes.sort();
         }
-        let mode = Mode {
+        let mode = TrackingMode {
             redirect: switch.redirect,
             bcast: switch.bcast,
             optin: switch.optin,

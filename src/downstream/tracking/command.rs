@@ -11,7 +11,7 @@ const SYNTAX: &[u8] = b"ERR syntax error";
 
 /// A session's tracking mode while it is on (as `CLIENT TRACKINGINFO` shows it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(in crate::downstream) struct Mode {
+pub(in crate::downstream) struct TrackingMode {
     pub(crate) redirect: u64,
     pub(crate) bcast: bool,
     pub(crate) optin: bool,
@@ -40,7 +40,7 @@ pub(super) struct Switch {
 /// says whether a client id is connected. The error line (without `-`) when refused.
 pub(super) fn parse(
     args: Args<'_>,
-    mode: Option<&Mode>,
+    mode: Option<&TrackingMode>,
     exists: impl Fn(u64) -> bool,
 ) -> Result<Switch, Vec<u8>> {
     let mut switch = Switch::default();
@@ -94,7 +94,7 @@ pub(super) fn parse(
 }
 
 /// Redis's checks for `on`, in its order.
-fn check_on(switch: &Switch, mode: Option<&Mode>) -> Result<(), Vec<u8>> {
+fn check_on(switch: &Switch, mode: Option<&TrackingMode>) -> Result<(), Vec<u8>> {
     if !switch.bcast && !switch.prefixes.is_empty() {
         return Err(b"ERR PREFIX option requires BCAST mode to be enabled".to_vec());
     }
@@ -144,7 +144,7 @@ fn overlap_error(prefix: &[u8], other: &[u8], which: &str) -> Vec<u8> {
 }
 
 /// `CLIENT CACHING yes|no` against the current mode: the error line when refused.
-pub(super) fn caching(arg: &[u8], mode: Option<&mut Mode>) -> Result<(), &'static [u8]> {
+pub(super) fn caching(arg: &[u8], mode: Option<&mut TrackingMode>) -> Result<(), &'static [u8]> {
     let Some(mode) = mode else {
         return Err(b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
     };
@@ -168,7 +168,7 @@ pub(super) fn caching(arg: &[u8], mode: Option<&mut Mode>) -> Result<(), &'stati
 }
 
 /// `CLIENT TRACKINGINFO`: flags, redirect and prefixes, a map in RESP3 (flags a set).
-pub(super) fn info(mode: Option<&Mode>, broken: bool, protocol: Protocol) -> Bytes {
+pub(super) fn info(mode: Option<&TrackingMode>, broken: bool, protocol: Protocol) -> Bytes {
     let mut flags: Vec<&[u8]> = Vec::new();
     match mode {
         None => flags.push(b"off"),
@@ -211,7 +211,7 @@ pub(super) fn info(mode: Option<&Mode>, broken: bool, protocol: Protocol) -> Byt
 }
 
 /// `CLIENT GETREDIR`: -1 with tracking off, 0 without REDIRECT, else the client redirected to.
-pub(super) fn redirect(mode: Option<&Mode>) -> i64 {
+pub(super) fn redirect(mode: Option<&TrackingMode>) -> i64 {
     mode.map_or(-1, |m| m.redirect as i64)
 }
 

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::super::command::Mode;
+use super::super::command::TrackingMode;
 use super::*;
 use crate::protocol::Request;
 
@@ -14,7 +14,7 @@ fn args(line: &str) -> Request {
     })
 }
 
-fn refused(line: &str, mode: Option<&Mode>) -> String {
+fn refused(line: &str, mode: Option<&TrackingMode>) -> String {
     let err = parse(args(line).args(), mode, |id| id == 7).expect_err(line);
     String::from_utf8(err).unwrap_or_default()
 }
@@ -67,9 +67,9 @@ fn options_are_checked_as_redis_does() {
 
 #[test]
 fn a_mode_in_force_limits_what_may_change() {
-    let optin = Mode {
+    let optin = TrackingMode {
         optin: true,
-        ..Mode::default()
+        ..TrackingMode::default()
     };
     assert_eq!(
         refused("CLIENT TRACKING on optout", Some(&optin)),
@@ -79,10 +79,10 @@ fn a_mode_in_force_limits_what_may_change() {
         refused("CLIENT TRACKING on bcast", Some(&optin)),
         "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."
     );
-    let bcast = Mode {
+    let bcast = TrackingMode {
         bcast: true,
         prefixes: vec![Bytes::from_static(b"a")],
-        ..Mode::default()
+        ..TrackingMode::default()
     };
     assert_eq!(
         refused("CLIENT TRACKING on bcast prefix ab", Some(&bcast)),
@@ -109,9 +109,9 @@ fn caching_needs_the_matching_mode() {
         caching(b"yes", None),
         Err(&b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"[..])
     );
-    let mut optin = Mode {
+    let mut optin = TrackingMode {
         optin: true,
-        ..Mode::default()
+        ..TrackingMode::default()
     };
     assert_eq!(
         caching(b"no", Some(&mut optin)),
@@ -120,9 +120,9 @@ fn caching_needs_the_matching_mode() {
     assert_eq!(caching(b"maybe", Some(&mut optin)), Err(SYNTAX));
     assert_eq!(caching(b"YES", Some(&mut optin)), Ok(()));
     assert!(optin.caching);
-    let mut optout = Mode {
+    let mut optout = TrackingMode {
         optout: true,
-        ..Mode::default()
+        ..TrackingMode::default()
     };
     assert_eq!(
         caching(b"yes", Some(&mut optout)),
@@ -136,22 +136,22 @@ fn trackinginfo_matches_redis_in_both_protocols() {
         &info(None, false, Protocol::Resp2)[..],
         b"*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n"
     );
-    let optin = Mode {
+    let optin = TrackingMode {
         optin: true,
         caching: true,
         noloop: true,
-        ..Mode::default()
+        ..TrackingMode::default()
     };
     assert_eq!(
         &info(Some(&optin), false, Protocol::Resp3)[..],
         &b"%3\r\n$5\r\nflags\r\n~4\r\n$2\r\non\r\n$5\r\noptin\r\n$11\r\ncaching-yes\r\n$6\r\nnoloop\r\n\
            $8\r\nredirect\r\n:0\r\n$8\r\nprefixes\r\n*0\r\n"[..]
     );
-    let bcast = Mode {
+    let bcast = TrackingMode {
         bcast: true,
         redirect: 9,
         prefixes: vec![Bytes::new(), Bytes::from_static(b"a")],
-        ..Mode::default()
+        ..TrackingMode::default()
     };
     assert_eq!(
         &info(Some(&bcast), false, Protocol::Resp2)[..],

@@ -8,7 +8,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::Event;
+use super::TrackingEvent;
 use crate::protocol::{write_array_len, write_bulk, write_integer, Protocol};
 
 /// Writes `events` for a client speaking `protocol`; `subscribed`: a RESP2 client in subscribe
@@ -16,7 +16,7 @@ use crate::protocol::{write_array_len, write_bulk, write_integer, Protocol};
 /// Redis).
 pub(in crate::downstream) fn write_events(
     out: &mut BytesMut,
-    events: &[Event],
+    events: &[TrackingEvent],
     protocol: Protocol,
     subscribed: bool,
 ) {
@@ -24,7 +24,7 @@ pub(in crate::downstream) fn write_events(
         return;
     }
     for event in events {
-        if let Event::RedirectBroken(id) = event {
+        if let TrackingEvent::RedirectBroken(id) = event {
             // RESP3 only, as from Redis.
             if protocol.is_resp3() {
                 out.extend_from_slice(b">2\r\n$21\r\ntracking-redir-broken\r\n");
@@ -38,10 +38,10 @@ pub(in crate::downstream) fn write_events(
             out.extend_from_slice(b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n");
         }
         match event {
-            Event::Keys(keys) => write_keys(out, keys),
-            Event::Flush if protocol.is_resp3() => out.extend_from_slice(b"_\r\n"),
-            Event::Flush => out.extend_from_slice(b"$-1\r\n"),
-            Event::RedirectBroken(_) => {}
+            TrackingEvent::Keys(keys) => write_keys(out, keys),
+            TrackingEvent::Flush if protocol.is_resp3() => out.extend_from_slice(b"_\r\n"),
+            TrackingEvent::Flush => out.extend_from_slice(b"$-1\r\n"),
+            TrackingEvent::RedirectBroken(_) => {}
         }
     }
 }
@@ -57,7 +57,7 @@ fn write_keys(out: &mut BytesMut, keys: &[Bytes]) {
 mod tests {
     use super::*;
 
-    fn written(events: &[Event], protocol: Protocol, subscribed: bool) -> Vec<u8> {
+    fn written(events: &[TrackingEvent], protocol: Protocol, subscribed: bool) -> Vec<u8> {
         let mut out = BytesMut::new();
         write_events(&mut out, events, protocol, subscribed);
         out.to_vec()
@@ -65,7 +65,10 @@ mod tests {
 
     #[test]
     fn resp3_gets_push_frames() {
-        let events = [Event::Keys(vec!["k3".into(), "x".into()]), Event::Flush];
+        let events = [
+            TrackingEvent::Keys(vec!["k3".into(), "x".into()]),
+            TrackingEvent::Flush,
+        ];
         assert_eq!(
             written(&events, Protocol::Resp3, false),
             b">2\r\n$10\r\ninvalidate\r\n*2\r\n$2\r\nk3\r\n$1\r\nx\r\n>2\r\n$10\r\ninvalidate\r\n_\r\n"
@@ -74,7 +77,7 @@ mod tests {
 
     #[test]
     fn a_broken_redirect_is_pushed_in_resp3_only() {
-        let events = [Event::RedirectBroken(12)];
+        let events = [TrackingEvent::RedirectBroken(12)];
         assert_eq!(
             written(&events, Protocol::Resp3, false),
             b">2\r\n$21\r\ntracking-redir-broken\r\n:12\r\n"
@@ -84,7 +87,7 @@ mod tests {
 
     #[test]
     fn resp2_gets_messages_only_while_subscribed() {
-        let events = [Event::Keys(vec!["k".into()]), Event::Flush];
+        let events = [TrackingEvent::Keys(vec!["k".into()]), TrackingEvent::Flush];
         assert_eq!(
             written(&events, Protocol::Resp2, true),
             &b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$1\r\nk\r\n\

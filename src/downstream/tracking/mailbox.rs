@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use futures_util::task::AtomicWaker;
 
-use super::{lock, Event};
+use super::{lock, TrackingEvent};
 
 /// Invalidations waiting for one session beyond which they are replaced by one flush.
 pub(super) const MAILBOX_MAX: usize = 1024;
@@ -15,7 +15,7 @@ pub(super) const MAILBOX_MAX: usize = 1024;
 #[derive(Default)]
 pub(in crate::downstream) struct Mailbox {
     ready: AtomicBool,
-    events: Mutex<Vec<Event>>,
+    events: Mutex<Vec<TrackingEvent>>,
     waker: AtomicWaker,
 }
 
@@ -23,14 +23,14 @@ pub(in crate::downstream) struct Mailbox {
 
 impl Mailbox {
     /// Queues `event`; false when the mailbox overflowed and was replaced by one flush.
-    pub(super) fn post(&self, event: Event) -> bool {
+    pub(super) fn post(&self, event: TrackingEvent) -> bool {
         let mut events = lock(&self.events);
         let overflow = events.len() >= MAILBOX_MAX;
         if overflow {
             // A client that does not keep up is told to flush everything instead: one event
             // that says as much as all of them, and the mailbox stays small.
             events.clear();
-            events.push(Event::Flush);
+            events.push(TrackingEvent::Flush);
         }
         events.push(event);
         drop(events);
@@ -52,7 +52,7 @@ impl Mailbox {
         }
     }
 
-    pub(super) fn take(&self) -> Vec<Event> {
+    pub(super) fn take(&self) -> Vec<TrackingEvent> {
         self.ready.store(false, Ordering::Release);
         std::mem::take(&mut *lock(&self.events))
     }

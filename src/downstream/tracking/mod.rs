@@ -70,10 +70,10 @@ struct Hub {
     /// Keys BCAST NOLOOP sessions just wrote (see `noloop`).
     own: OwnWrites,
     /// Sessions that track, or that may receive invalidations (subscribe mode), by client id.
-    members: HashMap<u64, Member>,
+    members: HashMap<u64, TrackingMember>,
 }
 
-struct Member {
+struct TrackingMember {
     mailbox: Arc<Mailbox>,
     /// Set while the session has tracking on.
     tracks: Option<Tracks>,
@@ -92,7 +92,7 @@ pub(super) struct Tracks {
 
 /// One invalidation for a session to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Event {
+pub(super) enum TrackingEvent {
     Keys(Vec<Bytes>),
     /// Forget everything (the null invalidation).
     Flush,
@@ -183,7 +183,7 @@ impl Tracking {
     /// The mailbox of client `id`, made on first use.
     pub(super) fn join(&self, id: u64) -> Arc<Mailbox> {
         let mut hub = self.hub();
-        let member = hub.members.entry(id).or_insert_with(|| Member {
+        let member = hub.members.entry(id).or_insert_with(|| TrackingMember {
             mailbox: Arc::default(),
             tracks: None,
         });
@@ -260,7 +260,7 @@ impl Tracking {
             .iter()
             .filter_map(|(&id, m)| m.tracks.as_ref().map(|t| target(id, t)))
             .collect();
-        hub.post_once(targets, &Event::Flush);
+        hub.post_once(targets, &TrackingEvent::Flush);
     }
 
     /// Client `id` (tracking) flushes its cache: one null invalidation to it, or to the client
@@ -273,7 +273,7 @@ impl Tracking {
             .and_then(|m| m.tracks.as_ref())
             .map(|t| target(id, t));
         if let Some(to) = to {
-            hub.post_once(vec![to], &Event::Flush);
+            hub.post_once(vec![to], &TrackingEvent::Flush);
         }
     }
 
@@ -367,7 +367,7 @@ impl Hub {
         for (to, keys) in by_target {
             if let Some(member) = self.members.get(&to) {
                 self.metrics.keys_delivered(keys.len());
-                if !member.mailbox.post(Event::Keys(keys)) {
+                if !member.mailbox.post(TrackingEvent::Keys(keys)) {
                     self.metrics.slow_client();
                 }
             }
@@ -386,19 +386,22 @@ impl Hub {
         if let Some(tracks) = member.tracks.as_mut().filter(|t| !t.broken) {
             tracks.broken = true;
             self.metrics.redirects_broken.inc();
-            if !member.mailbox.post(Event::RedirectBroken(tracks.redirect)) {
+            if !member
+                .mailbox
+                .post(TrackingEvent::RedirectBroken(tracks.redirect))
+            {
                 self.metrics.slow_client();
             }
         }
     }
 
     /// Posts `event` once to each of `targets` that has a mailbox.
-    fn post_once(&self, mut targets: Vec<u64>, event: &Event) {
+    fn post_once(&self, mut targets: Vec<u64>, event: &TrackingEvent) {
         targets.sort_unstable();
         targets.dedup();
         for to in targets {
             if let Some(member) = self.members.get(&to) {
-                if *event == Event::Flush {
+                if *event == TrackingEvent::Flush {
                     self.metrics.flushes_delivered(1);
                 }
                 if !member.mailbox.post(event.clone()) {

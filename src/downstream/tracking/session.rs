@@ -9,13 +9,13 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 
 use super::client::ClientTracking;
-use super::command::{self, Mode};
+use super::command::{self, TrackingMode};
 use super::Tracking;
 use crate::commands::policy::Tx;
 use crate::commands::spec::flags;
 use crate::commands::{key_indices, CommandSpec, Local};
+use crate::downstream::client_state::ClientState;
 use crate::downstream::clients::Downstream;
-use crate::downstream::local::ClientState;
 use crate::protocol::{write_integer, Args, Request};
 use crate::router::{Call, Plan, Router};
 
@@ -148,7 +148,7 @@ pub(in crate::downstream) fn note_subscribed(
 fn note_keys(
     hub: &Tracking,
     id: u64,
-    mode: &Mode,
+    mode: &TrackingMode,
     spec: &CommandSpec,
     request: &Request,
     dedicated: bool,

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 /// Key → the sessions that read it since its last invalidation.
 pub(super) struct Table {
-    entries: HashMap<Bytes, Entry>,
+    entries: HashMap<Bytes, TrackedKey>,
     /// Keys in the order they entered; a key whose entry was removed (or made again since)
     /// stays here with its old number until it reaches the front, or a compaction.
     order: VecDeque<(Bytes, u64)>,
@@ -16,7 +16,7 @@ pub(super) struct Table {
     max_keys: usize,
 }
 
-struct Entry {
+struct TrackedKey {
     sessions: Vec<u64>,
     /// Its place in `order`.
     seq: u64,
@@ -54,7 +54,7 @@ impl Table {
         self.next += 1;
         self.entries.insert(
             key.clone(),
-            Entry {
+            TrackedKey {
                 sessions: vec![session],
                 seq,
             },

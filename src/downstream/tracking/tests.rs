@@ -24,8 +24,11 @@ fn an_invalidation_reaches_each_reader_once_then_the_key_is_forgotten() {
     hub.read(1, [key("a"), key("b")].into_iter());
     hub.read(2, [key("a")].into_iter());
     hub.invalidated("n:1", Some(vec![key("a"), key("b"), key("zz")]));
-    assert_eq!(one.take(), vec![Event::Keys(vec![key("a"), key("b")])]);
-    assert_eq!(two.take(), vec![Event::Keys(vec![key("a")])]);
+    assert_eq!(
+        one.take(),
+        vec![TrackingEvent::Keys(vec![key("a"), key("b")])]
+    );
+    assert_eq!(two.take(), vec![TrackingEvent::Keys(vec![key("a")])]);
     hub.invalidated("n:1", Some(vec![key("a")]));
     assert!(one.take().is_empty(), "not tracked until read again");
     assert_eq!(hub.tracked_keys(), 0);
@@ -47,7 +50,7 @@ fn redirected_invalidations_go_to_the_target() {
     hub.read(1, [key("k")].into_iter());
     hub.invalidated("n:1", Some(vec![key("k")]));
     assert!(tracker.take().is_empty());
-    assert_eq!(target.take(), vec![Event::Keys(vec![key("k")])]);
+    assert_eq!(target.take(), vec![TrackingEvent::Keys(vec![key("k")])]);
 }
 
 #[test]
@@ -86,10 +89,10 @@ fn bcast_sessions_get_the_keys_under_their_prefixes() {
         },
     );
     hub.invalidated("n:1", Some(vec![key("user:1"), key("post:1")]));
-    assert_eq!(user.take(), vec![Event::Keys(vec![key("user:1")])]);
+    assert_eq!(user.take(), vec![TrackingEvent::Keys(vec![key("user:1")])]);
     assert_eq!(
         all.take(),
-        vec![Event::Keys(vec![key("user:1"), key("post:1")])]
+        vec![TrackingEvent::Keys(vec![key("user:1"), key("post:1")])]
     );
 }
 
@@ -119,8 +122,8 @@ fn a_flush_tells_every_tracking_session_once() {
     let idle = hub.join(4); // subscribed, nobody redirects to it
     hub.read(1, [key("k")].into_iter());
     hub.invalidated("n:1", None);
-    assert_eq!(one.take(), vec![Event::Flush]);
-    assert_eq!(target.take(), vec![Event::Flush]);
+    assert_eq!(one.take(), vec![TrackingEvent::Flush]);
+    assert_eq!(target.take(), vec![TrackingEvent::Flush]);
     assert!(idle.take().is_empty());
     assert_eq!(hub.tracked_keys(), 0);
 }
@@ -130,7 +133,7 @@ fn the_bound_evicts_the_oldest_key_with_an_invalidation() {
     let hub = Tracking::new(2);
     let one = tracking(&hub, 1, Tracks::default());
     hub.read(1, [key("a"), key("b"), key("c")].into_iter());
-    assert_eq!(one.take(), vec![Event::Keys(vec![key("a")])]);
+    assert_eq!(one.take(), vec![TrackingEvent::Keys(vec![key("a")])]);
     assert_eq!(hub.tracked_keys(), 2);
 }
 
@@ -151,7 +154,7 @@ fn a_session_whose_target_left_is_told_once() {
     hub.read(1, [key("a"), key("b")].into_iter());
     hub.invalidated("n:1", Some(vec![key("a")]));
     hub.invalidated("n:1", Some(vec![key("b")]));
-    assert_eq!(tracker.take(), vec![Event::RedirectBroken(9)]);
+    assert_eq!(tracker.take(), vec![TrackingEvent::RedirectBroken(9)]);
     assert!(hub.is_broken(1));
 }
 
@@ -166,7 +169,7 @@ fn a_mailbox_that_is_not_read_collapses_into_a_flush() {
     }
     let events = one.take();
     assert_eq!(events.len(), 6, "one flush and what came after it");
-    assert_eq!(events[0], Event::Flush);
+    assert_eq!(events[0], TrackingEvent::Flush);
 }
 
 #[test]
@@ -225,11 +228,11 @@ fn bcast_noloop_sessions_are_not_told_of_their_own_writes() {
     hub.wrote(1, [key("u:1"), key("x:1")].into_iter());
     hub.invalidated("n:1", Some(vec![key("u:1")]));
     assert!(me.take().is_empty(), "its own write");
-    assert_eq!(other.take(), vec![Event::Keys(vec![key("u:1")])]);
+    assert_eq!(other.take(), vec![TrackingEvent::Keys(vec![key("u:1")])]);
     hub.invalidated("n:1", Some(vec![key("u:1")]));
     assert_eq!(
         me.take(),
-        vec![Event::Keys(vec![key("u:1")])],
+        vec![TrackingEvent::Keys(vec![key("u:1")])],
         "the next write is someone else's"
     );
 }

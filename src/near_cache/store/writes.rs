@@ -20,7 +20,7 @@ use std::sync::MutexGuard;
 use bytes::Bytes;
 use twox_hash::XxHash3_64;
 
-use super::{Entry, Filled, LaneId, Sent, Store, Variant};
+use super::{CachedEntry, Filled, LaneId, Sent, Store, Variant};
 
 impl Store {
     /// A write of `key` through redcar is being sent: cancel any fill, and fill nothing until
@@ -197,11 +197,11 @@ impl Store {
         })
     }
 
-    fn block(&self, key: &Bytes, mark: impl FnOnce(&mut Entry)) -> bool {
+    fn block(&self, key: &Bytes, mark: impl FnOnce(&mut CachedEntry)) -> bool {
         let mut shard = self.shard(key);
         let before = shard.map.get(key).map_or(0, |e| e.size(key));
         if before == 0 {
-            shard.map.insert(key.clone(), Entry::default());
+            shard.map.insert(key.clone(), CachedEntry::default());
         }
         let Some(entry) = shard.map.to_back(key) else {
             return false;

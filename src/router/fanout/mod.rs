@@ -36,7 +36,7 @@ use crate::router::{Call, Forwarder};
 use crate::upstream::Lane;
 use crate::upstream::Node;
 
-/// The multi-request room: starts the plans that take more than one request (`Plan::Multi`)
+/// The multi-request room: starts the plans that take more than one request (`Plan::Compound`)
 /// and serves the fan-outs itself. Borrows the forwarder it sends through.
 #[derive(Clone, Copy)]
 pub(crate) struct Fanout<'r> {

@@ -1,18 +1,18 @@
 //! Starting a plan of more than one request: each kind goes to the room that serves it.
 
 use crate::protocol::Request;
-use crate::router::multi::Routed;
-use crate::router::multi::{Job, Multi};
+use crate::router::compound::Routed;
+use crate::router::compound::{Compound, Job};
 use crate::router::split::Splitter;
 use crate::router::{Call, Fanout, Stateful};
 use crate::upstream::Lane;
 
 impl<'r> Fanout<'r> {
-    /// Starts a [`Multi`] plan: like [`Forwarder::forward`](crate::router::Forwarder::forward),
+    /// Starts a [`Compound`] plan: like [`Forwarder::forward`](crate::router::Forwarder::forward),
     /// every first request is queued on its node before this returns, so the client's order is
     /// kept.
-    pub(crate) fn start(self, multi: Multi, request: &Request, lane: Lane) -> Call<'r> {
-        match multi.0 {
+    pub(crate) fn start(self, compound: Compound, request: &Request, lane: Lane) -> Call<'r> {
+        match compound.0 {
             Job::Split(split) => Splitter::new(self.fwd).start(split, request, lane),
             Job::FanOut(kind) => self.start_fan_out(kind, request, lane),
             Job::NodeAdmin => self.start_node_admin(request, lane),

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::command::{Command, Outcome};
+use super::command::{ForwardedCommand, Outcome};
 use super::redirect::{classify, Verdict};
 use super::Forwarder;
 use crate::router::reply::redcar_error;
@@ -18,10 +18,10 @@ use crate::upstream::{Inbox, Node, Queued};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
 pub(crate) struct Call<'r> {
-    state: State<'r>,
+    state: CallState<'r>,
 }
 
-enum State<'r> {
+enum CallState<'r> {
     /// Known already (local answers, refusals); `None` once taken.
     Ready(Option<Bytes>),
     /// Queued on `node`; most commands finish here with no allocation beyond the reply channel.
@@ -31,7 +31,7 @@ enum State<'r> {
         node: Arc<Node>,
         primary: bool,
         reply: Queued,
-        command: Command,
+        command: ForwardedCommand,
     },
     /// Queued on `node`, its reply going to the session's [`Inbox`] as number `seq`: the
     /// session's own commands, polled with that inbox ([`Call::poll_in`]).
@@ -40,7 +40,7 @@ enum State<'r> {
         node: Arc<Node>,
         primary: bool,
         seq: u64,
-        command: Command,
+        command: ForwardedCommand,
     },
     /// Redirects, retries, waiting for a slot owner.
     Slow(Pin<Box<dyn Future<Output = Bytes> + Send + 'r>>),
@@ -50,7 +50,7 @@ impl<'r> Call<'r> {
     /// A call whose reply is already known.
     pub(crate) fn ready(reply: Bytes) -> Call<'r> {
         Call {
-            state: State::Ready(Some(reply)),
+            state: CallState::Ready(Some(reply)),
         }
     }
 
@@ -61,10 +61,10 @@ impl<'r> Call<'r> {
         node: Arc<Node>,
         primary: bool,
         reply: Queued,
-        command: Command,
+        command: ForwardedCommand,
     ) -> Call<'r> {
         Call {
-            state: State::Sent {
+            state: CallState::Sent {
                 forwarder,
                 node,
                 primary,
@@ -79,10 +79,10 @@ impl<'r> Call<'r> {
         node: Arc<Node>,
         primary: bool,
         seq: u64,
-        command: Command,
+        command: ForwardedCommand,
     ) -> Call<'r> {
         Call {
-            state: State::Inboxed {
+            state: CallState::Inboxed {
                 forwarder,
                 node,
                 primary,
@@ -94,20 +94,22 @@ impl<'r> Call<'r> {
 
     pub(crate) fn slow(future: impl Future<Output = Bytes> + Send + 'r) -> Call<'r> {
         Call {
-            state: State::Slow(Box::pin(future)),
+            state: CallState::Slow(Box::pin(future)),
         }
     }
 
     /// True when the reply is already known (no node involved).
     pub(crate) fn is_ready(&self) -> bool {
-        matches!(self.state, State::Ready(_))
+        matches!(self.state, CallState::Ready(_))
     }
 
     /// When a call still waiting on its first node must give up. The session keeps one timer for
     /// its oldest call instead of one per command; slow calls keep their own deadlines.
     pub(crate) fn deadline(&self) -> Option<Instant> {
         match &self.state {
-            State::Sent { command, .. } | State::Inboxed { command, .. } => Some(command.deadline),
+            CallState::Sent { command, .. } | CallState::Inboxed { command, .. } => {
+                Some(command.deadline)
+            }
             _ => None,
         }
     }
@@ -115,7 +117,7 @@ impl<'r> Call<'r> {
     /// The node a call waiting on its first attempt was sent to (for the slow log).
     pub(crate) fn node(&self) -> Option<&str> {
         match &self.state {
-            State::Sent { node, .. } | State::Inboxed { node, .. } => Some(node.addr()),
+            CallState::Sent { node, .. } | CallState::Inboxed { node, .. } => Some(node.addr()),
             _ => None,
         }
     }
@@ -152,7 +154,7 @@ impl<'r> Call<'r> {
             }
         };
         match self.state {
-            State::Sent { node, .. } => (reply, Some(node)),
+            CallState::Sent { node, .. } => (reply, Some(node)),
             _ => (reply, None),
         }
     }
@@ -161,13 +163,13 @@ impl<'r> Call<'r> {
     /// `inbox`: the session's, for calls queued into it.
     pub(crate) fn expire(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
         match &self.state {
-            State::Sent {
+            CallState::Sent {
                 forwarder,
                 node,
                 command,
                 ..
             } if command.deadline <= Instant::now() => Some(forwarder.node_timed_out(node)),
-            State::Inboxed {
+            CallState::Inboxed {
                 forwarder,
                 node,
                 seq,
@@ -210,13 +212,13 @@ impl<'r> Call<'r> {
     ) -> Poll<Bytes> {
         loop {
             let outcome = match &mut self.state {
-                State::Ready(reply) => return Poll::Ready(reply.take().unwrap_or_default()),
-                State::Slow(future) => return future.as_mut().poll(cx),
-                State::Sent { reply, node, .. } => match reply.poll_from(cx, node) {
+                CallState::Ready(reply) => return Poll::Ready(reply.take().unwrap_or_default()),
+                CallState::Slow(future) => return future.as_mut().poll(cx),
+                CallState::Sent { reply, node, .. } => match reply.poll_from(cx, node) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(outcome) => outcome,
                 },
-                State::Inboxed { node, seq, .. } => {
+                CallState::Inboxed { node, seq, .. } => {
                     let Some(inbox) = inbox.as_deref_mut() else {
                         // Only a session creates these, and it always passes its inbox.
                         debug_assert!(false, "an inboxed call polled without its inbox");
@@ -255,14 +257,14 @@ impl<'r> Call<'r> {
     /// turn that primary's answer into a replica's.
     fn replica_miss(&self, reply: &[u8]) -> bool {
         match &self.state {
-            State::Sent {
+            CallState::Sent {
                 forwarder,
                 node,
                 primary: false,
                 command,
                 ..
             }
-            | State::Inboxed {
+            | CallState::Inboxed {
                 forwarder,
                 node,
                 primary: false,
@@ -276,21 +278,22 @@ impl<'r> Call<'r> {
     /// The first attempt's reply asks for more (MOVED, ASK, an error worth a retry): the rest
     /// runs as a boxed future.
     fn after_first_attempt(&mut self, outcome: Outcome) {
-        match std::mem::replace(&mut self.state, State::Ready(None)) {
-            State::Sent {
+        match std::mem::replace(&mut self.state, CallState::Ready(None)) {
+            CallState::Sent {
                 forwarder,
                 command,
                 node,
                 ..
             }
-            | State::Inboxed {
+            | CallState::Inboxed {
                 forwarder,
                 command,
                 node,
                 ..
             } => {
                 let first = Some((node, outcome));
-                self.state = State::Slow(Box::pin(forwarder.finish(command, first, Vec::new())));
+                self.state =
+                    CallState::Slow(Box::pin(forwarder.finish(command, first, Vec::new())));
             }
             other => self.state = other,
         }

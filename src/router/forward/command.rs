@@ -13,7 +13,7 @@ use crate::upstream::{Lane, Node, UpstreamError};
 pub(in crate::router) type Outcome = Result<Bytes, UpstreamError>;
 
 /// Where the next attempt goes.
-pub(in crate::router) enum Target {
+pub(in crate::router) enum AttemptTarget {
     /// The slot's owner in the current map (`None`: any primary), by read policy for reads.
     Owner(Option<u16>),
     /// A node named by a redirect; `asking` for ASK.
@@ -21,7 +21,7 @@ pub(in crate::router) enum Target {
 }
 
 /// One command on its way: what to send, where, and by when.
-pub(in crate::router) struct Command {
+pub(in crate::router) struct ForwardedCommand {
     pub(crate) payload: Bytes,
     pub(crate) slot: Option<u16>,
     pub(crate) write: bool,

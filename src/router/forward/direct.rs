@@ -9,7 +9,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::call::Call;
-use super::command::{Candidate, Command};
+use super::command::{Candidate, ForwardedCommand};
 use super::redirect::{classify, Verdict};
 use super::Forwarder;
 use crate::upstream::{Lane, Node, UpstreamError};
@@ -98,8 +98,8 @@ impl Forwarder {
         write: bool,
         lane: Lane,
         deadline: Instant,
-    ) -> Command {
-        Command {
+    ) -> ForwardedCommand {
+        ForwardedCommand {
             payload,
             slot: Some(slot),
             write,

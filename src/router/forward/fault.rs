@@ -42,7 +42,7 @@ pub(crate) struct FaultRule {
 
 /// The rules, prepared once at start-up.
 pub(in crate::router) struct Faults {
-    rules: Box<[Rule]>,
+    rules: Box<[PreparedRule]>,
     delays: Counter,
     errors: Counter,
 }
@@ -55,7 +55,7 @@ pub(in crate::router) struct Picked {
 }
 
 /// A prepared rule: upper-case names, the error already encoded.
-struct Rule {
+struct PreparedRule {
     node: Option<Box<str>>,
     commands: Box<[Box<[u8]>]>,
     /// `percentage / 100`.
@@ -70,7 +70,7 @@ impl Faults {
         if rules.is_empty() {
             return None;
         }
-        let rules = rules.iter().map(Rule::new).collect();
+        let rules = rules.iter().map(PreparedRule::new).collect();
         let counts = metrics.group::<RouterMetrics>();
         Some(Faults {
             rules,
@@ -100,9 +100,9 @@ impl Faults {
     }
 }
 
-impl Rule {
-    fn new(rule: &FaultRule) -> Rule {
-        Rule {
+impl PreparedRule {
+    fn new(rule: &FaultRule) -> PreparedRule {
+        PreparedRule {
             node: rule.node.as_deref().map(Box::from),
             commands: rule
                 .commands

@@ -10,7 +10,8 @@ use super::command::Candidate;
 use super::retry::{node_unavailable, RetryCause};
 use super::was_tried;
 use super::{
-    classify, lost_write, pause_before_retry, Command, Forwarder, Outcome, Target, Verdict,
+    classify, lost_write, pause_before_retry, AttemptTarget, ForwardedCommand, Forwarder, Outcome,
+    Verdict,
 };
 use crate::router::reply::redcar_error;
 use crate::upstream::Node;
@@ -22,11 +23,11 @@ impl Forwarder {
     /// primary; a node is tried again only after a back-off pause.
     pub(in crate::router) async fn finish(
         &self,
-        command: Command,
+        command: ForwardedCommand,
         mut first: Option<(Arc<Node>, Outcome)>,
         mut tried: Vec<Arc<Node>>,
     ) -> Bytes {
-        let mut target = Target::Owner(command.slot);
+        let mut target = AttemptTarget::Owner(command.slot);
         let mut hops = Hops::default();
         let mut attempt: u32 = 0;
         loop {
@@ -51,7 +52,7 @@ impl Forwarder {
             }
             // A retry goes back to the slot's current owner, which may have changed; the
             // redirect limit is per attempt (a migration's ASK, then TRYAGAIN, repeats).
-            target = Target::Owner(command.slot);
+            target = AttemptTarget::Owner(command.slot);
             hops.redirects = 0;
         }
     }
@@ -61,8 +62,8 @@ impl Forwarder {
     #[inline]
     async fn attempt(
         &self,
-        target: &Target,
-        command: &Command,
+        target: &AttemptTarget,
+        command: &ForwardedCommand,
         tried: &[Arc<Node>],
     ) -> Result<(Arc<Node>, Outcome), Bytes> {
         let (node, asking) = self.resolve_for(target, command, tried).await?;
@@ -79,7 +80,7 @@ impl Forwarder {
     #[inline]
     fn on_outcome(
         &self,
-        command: &Command,
+        command: &ForwardedCommand,
         node: Arc<Node>,
         outcome: Outcome,
         hops: &mut Hops,
@@ -102,7 +103,7 @@ impl Forwarder {
                     Some(primary) => {
                         hops.miss_checked = true;
                         self.core.counts.replica_miss_check();
-                        Next::Follow(Target::Redirected {
+                        Next::Follow(AttemptTarget::Redirected {
                             node: primary,
                             asking: false,
                         })
@@ -148,14 +149,14 @@ impl Forwarder {
     /// MOVED: the slot has a new owner, which the map will learn at the next refresh; this
     /// command goes there now.
     #[inline]
-    fn follow_moved(&self, command: &Command, addr: &str) -> Target {
+    fn follow_moved(&self, command: &ForwardedCommand, addr: &str) -> AttemptTarget {
         self.core.redirects.redirect("moved", addr);
         let state = self.core.state(&command.target);
         state.note_redirect();
         if let Some(slot) = command.slot {
             state.migrating().note_moved(slot);
         }
-        Target::Redirected {
+        AttemptTarget::Redirected {
             node: self.core.upstreams.node(addr),
             asking: false,
         }
@@ -163,12 +164,12 @@ impl Forwarder {
 
     /// ASK: the slot is migrating and this key is already on the target, asked with ASKING.
     #[inline]
-    fn follow_ask(&self, command: &Command, addr: &str) -> Target {
+    fn follow_ask(&self, command: &ForwardedCommand, addr: &str) -> AttemptTarget {
         self.core.redirects.redirect("ask", addr);
         if let Some(slot) = command.slot {
             self.core.state(&command.target).migrating().note_ask(slot);
         }
-        Target::Redirected {
+        AttemptTarget::Redirected {
             node: self.core.upstreams.node(addr),
             asking: true,
         }
@@ -180,7 +181,7 @@ impl Forwarder {
     #[inline]
     async fn before_retry(
         &self,
-        command: &Command,
+        command: &ForwardedCommand,
         error: &RetryCause,
         attempt: u32,
         tried: &[Arc<Node>],
@@ -215,7 +216,7 @@ enum Next {
     Reply(Bytes),
     /// Send at once to this node (a redirect, or a primary confirming a replica's miss): not a
     /// retry, so no budget and no pause.
-    Follow(Target),
+    Follow(AttemptTarget),
     /// The command did not run (or may be read elsewhere): retry within the budget.
     Retry(RetryCause),
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::command::{Candidate, Command, Outcome};
+use super::command::{Candidate, ForwardedCommand, Outcome};
 use super::redirect::{classify, Verdict};
 use super::was_tried;
 use super::Forwarder;
@@ -17,7 +17,7 @@ use crate::upstream::{Node, Reply};
 impl Forwarder {
     /// True when `command` is a read that may be hedged (opt-in: `hedge_after` > 0 and a read
     /// policy that uses replicas). Hedged reads cost a boxed future each; the others, nothing.
-    pub(super) fn hedges(config: &RouterConfig, command: &Command) -> bool {
+    pub(super) fn hedges(config: &RouterConfig, command: &ForwardedCommand) -> bool {
         !command.write && Forwarder::hedges_reads(config)
     }
 
@@ -32,7 +32,7 @@ impl Forwarder {
     /// through [`Forwarder::finish`], with the nodes that failed marked as tried.
     pub(super) async fn hedged(
         &self,
-        command: Command,
+        command: ForwardedCommand,
         node: Arc<Node>,
         mut first: Reply,
     ) -> Bytes {

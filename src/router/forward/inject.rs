@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::time::{sleep_until, Instant};
 
 use super::call::Call;
-use super::command::Command;
+use super::command::ForwardedCommand;
 use super::fault::Picked;
 use super::Forwarder;
 use crate::upstream::Node;
@@ -15,7 +15,12 @@ impl Forwarder {
     /// Serves a command a fault rule picked: an error is final (the command never reaches a
     /// node, so it is not retried); a delay holds the reply, not the send, so the command keeps
     /// its place in the client's order on the node — like a slow node, not a reordering.
-    pub(super) fn inject(&self, picked: Picked, command: Command, node: Arc<Node>) -> Call<'_> {
+    pub(super) fn inject(
+        &self,
+        picked: Picked,
+        command: ForwardedCommand,
+        node: Arc<Node>,
+    ) -> Call<'_> {
         let Picked { delay, error } = picked;
         let until = Instant::now() + delay;
         if let Some(error) = error {

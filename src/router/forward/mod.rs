@@ -24,7 +24,7 @@ mod routed;
 mod scripts;
 
 pub(crate) use call::Call;
-pub(in crate::router) use command::{Command, Outcome, Target};
+pub(in crate::router) use command::{AttemptTarget, ForwardedCommand, Outcome};
 pub(crate) use direct::FirstHop;
 pub(crate) use fault::validate as validate_faults;
 pub(crate) use redirect::{classify, Verdict};
@@ -160,7 +160,7 @@ impl Forwarder {
         };
         let (candidate, primary) =
             self.candidate_by(read_policy, self.core.state(&target), slot, write, &[]);
-        let command = Command {
+        let command = ForwardedCommand {
             payload,
             slot,
             write,
@@ -202,11 +202,11 @@ impl Forwarder {
     /// primary should confirm (`router.replica_miss_check`), unless that primary is ejected.
     pub(in crate::router) fn replica_miss(
         &self,
-        command: &Command,
+        command: &ForwardedCommand,
         node: &Arc<Node>,
         reply: &[u8],
     ) -> Option<Arc<Node>> {
-        let Command {
+        let ForwardedCommand {
             target,
             slot,
             write,

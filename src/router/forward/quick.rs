@@ -1,7 +1,6 @@
 //! The `router:` settings every forwarded command reads (`op_timeout`, `read_policy`), packed
 //! into one atomic word beside the [`Live`] snapshot, so the usual command costs one load
-//! instead of an `ArcSwap` load (about 55 instructions and SeqCst atomics in arc-swap's debt
-//! list, callgrind 2026-11-27).
+//! instead of an `ArcSwap` load (SeqCst atomics and a walk of arc-swap's debt list).
 //!
 //! The word is whole per reload: a command sees one reload's settings, never half of two. It
 //! says "plain" only when nothing else of `live` can matter to forwarding (no fault injection,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::command::{Candidate, Command, Target};
+use super::command::{AttemptTarget, Candidate, ForwardedCommand};
 use super::Forwarder;
 use crate::cluster::{ClusterState, MigratingSlots, Shard};
 use crate::router::reply::{error_with_prefix, redcar_error};
@@ -118,10 +118,10 @@ impl Forwarder {
     pub(in crate::router) async fn resolve_on(
         &self,
         backend: Option<Arc<RouteTarget>>,
-        target: &Target,
+        target: &AttemptTarget,
         deadline: Instant,
     ) -> Result<(Arc<Node>, bool), Bytes> {
-        let command = Command {
+        let command = ForwardedCommand {
             payload: Bytes::new(),
             slot: None,
             write: true,
@@ -135,13 +135,13 @@ impl Forwarder {
     /// [`resolve`](Self::resolve) for one command: by read policy for reads, avoiding `tried`.
     pub(super) async fn resolve_for(
         &self,
-        target: &Target,
-        command: &Command,
+        target: &AttemptTarget,
+        command: &ForwardedCommand,
         tried: &[Arc<Node>],
     ) -> Result<(Arc<Node>, bool), Bytes> {
         let slot = match target {
-            Target::Redirected { node, asking } => return Ok((node.clone(), *asking)),
-            Target::Owner(slot) => *slot,
+            AttemptTarget::Redirected { node, asking } => return Ok((node.clone(), *asking)),
+            AttemptTarget::Owner(slot) => *slot,
         };
         let cluster = self.core.state(&command.target);
         loop {

@@ -34,10 +34,10 @@ impl Default for RetryBudgetConfig {
 }
 
 pub(in crate::router) struct RetryBudget {
-    window: Mutex<Window>,
+    window: Mutex<BudgetWindow>,
 }
 
-struct Window {
+struct BudgetWindow {
     /// Under the same mutex as the counts, so a reload can change it (`set_config`).
     config: RetryBudgetConfig,
     started: Instant,
@@ -51,7 +51,7 @@ struct Window {
 impl RetryBudget {
     pub(crate) fn new(config: RetryBudgetConfig) -> RetryBudget {
         RetryBudget {
-            window: Mutex::new(Window {
+            window: Mutex::new(BudgetWindow {
                 config,
                 started: Instant::now(),
                 requests_at_start: 0,

@@ -17,9 +17,9 @@ use crate::commands::policy::{self, FanOut, Sub, Tx};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, CommandTable, Local, Serve};
 use crate::protocol::{Args, Request};
+use crate::router::compound::{Compound, Job};
 use crate::router::core::Core;
 use crate::router::fanout::node_admin;
-use crate::router::multi::{Job, Multi};
 use crate::router::reply::{error_with_prefix, redcar_error};
 use crate::router::{split, RouteTable};
 
@@ -53,7 +53,7 @@ pub(crate) enum Plan {
     Sub(Sub),
     /// Several node requests or a follow-up step (keys in several slots, fan-out to every
     /// primary, scripts): start it with [`Fanout::start`](crate::router::Fanout::start).
-    Multi(Multi),
+    Compound(Compound),
 }
 
 /// The planner's own state, which the [`Router`](crate::router::Router) keeps.
@@ -155,7 +155,7 @@ pub(super) fn plan_command(
                     display_name(spec)
                 )))
             }
-            Serve::FanOut(kind) => Plan::Multi(Multi(Job::FanOut(kind))),
+            Serve::FanOut(kind) => Plan::Compound(Compound(Job::FanOut(kind))),
             Serve::Local(Local::Command | Local::CommandCount | Local::CommandInfo)
             | Serve::Local(Local::CommandDocs | Local::CommandList) => Plan::AnyNode,
             Serve::Local(local) => Plan::Local(local),
@@ -198,7 +198,7 @@ pub(super) fn plan_command(
 /// refusal that says which setting would allow it (when one could).
 pub(super) fn plan_node_admin(spec: &CommandSpec, allowed: &[String]) -> Plan {
     if allowed.iter().any(|a| a.eq_ignore_ascii_case(spec.name)) {
-        return Plan::Multi(Multi(Job::NodeAdmin));
+        return Plan::Compound(Compound(Job::NodeAdmin));
     }
     let shown = spec.name.replace('|', " ").to_ascii_uppercase();
     Plan::Reply(match node_admin::never(spec) {
@@ -245,7 +245,7 @@ fn plan_keyed(spec: &CommandSpec, args: Args<'_>, keys: &mut Vec<usize>) -> Plan
 fn cross_slot(spec: &CommandSpec, args: Args<'_>, keys: &[usize], hashed: split::Hashed) -> Plan {
     if let Some(merge) = policy::split_merge(spec) {
         return match split::plan(spec, merge, args, keys, Some(hashed)) {
-            Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
+            Ok(split) => Plan::Compound(Compound(Job::Split(Box::new(split)))),
             Err(reply) => Plan::Reply(reply),
         };
     }
@@ -275,8 +275,8 @@ fn keyed_special(spec: &CommandSpec, args: Args<'_>, plan: Plan) -> Plan {
         other => return other,
     };
     match spec.name {
-        "eval" | "eval_ro" => Plan::Multi(Multi(Job::Eval { slot, write })),
-        "evalsha" | "evalsha_ro" => Plan::Multi(Multi(Job::EvalSha { slot, write })),
+        "eval" | "eval_ro" => Plan::Compound(Compound(Job::Eval { slot, write })),
+        "evalsha" | "evalsha_ro" => Plan::Compound(Compound(Job::EvalSha { slot, write })),
         "fcall" | "fcall_ro" => match slot {
             Some(slot) => Plan::Slot { slot, write },
             None => Plan::AnyNode,

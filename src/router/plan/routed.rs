@@ -11,7 +11,7 @@ use crate::commands::policy::{self, Tx};
 use crate::commands::spec::flags;
 use crate::commands::{self, CommandSpec, Serve};
 use crate::protocol::{Args, Request};
-use crate::router::multi::{Job, Multi, Routed};
+use crate::router::compound::{Compound, Job, Routed};
 use crate::router::reply::{error_with_prefix, redcar_error};
 use crate::router::routes::forwarded_key_bytes;
 use crate::router::{split, Plan, Planner, Route};
@@ -37,7 +37,7 @@ fn has_keys(spec: &CommandSpec, plan: &Plan) -> bool {
             | Plan::AnyNode
             | Plan::Blocking { .. }
             | Plan::Reply(_)
-            | Plan::Multi(_)
+            | Plan::Compound(_)
             | Plan::Tx(Tx::Watch, _)
     )
 }
@@ -105,7 +105,7 @@ impl Planner<'_> {
     ) -> Plan {
         if let Some(merge) = policy::split_merge(spec) {
             return match split::plan_routed(spec, merge, args, keys, route_of) {
-                Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
+                Ok(split) => Plan::Compound(Compound(Job::Split(Box::new(split)))),
                 Err(reply) => Plan::Reply(reply),
             };
         }
@@ -137,7 +137,7 @@ impl Planner<'_> {
 fn one_node(spec: &CommandSpec, route: &Route, plan: Plan, first_key: &[u8]) -> Plan {
     let cross_slot = match &plan {
         Plan::Reply(reply) => reply.starts_with(b"-CROSSSLOT"),
-        Plan::Multi(multi) => multi.is_split(),
+        Plan::Compound(compound) => compound.is_split(),
         _ => false,
     };
     let plain = spec.flags & flags::BLOCKING == 0 && matches!(commands::serve(spec), Serve::Keyed);
@@ -154,7 +154,7 @@ fn one_node(spec: &CommandSpec, route: &Route, plan: Plan, first_key: &[u8]) -> 
 /// Ties a plan made for the forwarded keys to the route's backend.
 fn wrap(spec: &CommandSpec, route: Arc<Route>, plan: Plan, payload: Option<Bytes>) -> Plan {
     let routed = |slot, write, blocking, watch| {
-        Plan::Multi(Multi(Job::Routed(Box::new(Routed {
+        Plan::Compound(Compound(Job::Routed(Box::new(Routed {
             route: route.clone(),
             payload: payload.clone(),
             slot,
@@ -172,12 +172,12 @@ fn wrap(spec: &CommandSpec, route: Arc<Route>, plan: Plan, payload: Option<Bytes
             timeout,
         } => routed(Some(slot), write, Some(timeout), false),
         Plan::Tx(Tx::Watch, Some(slot)) => routed(Some(slot), false, None, true),
-        Plan::Multi(Multi(Job::Split(mut split))) => {
+        Plan::Compound(Compound(Job::Split(mut split))) => {
             split.route_all(&route);
-            Plan::Multi(Multi(Job::Split(split)))
+            Plan::Compound(Compound(Job::Split(split)))
         }
         // Scripts go like any command of their keys' slot (NOSCRIPT is not healed here).
-        Plan::Multi(Multi(Job::Eval { slot, write } | Job::EvalSha { slot, write })) => {
+        Plan::Compound(Compound(Job::Eval { slot, write } | Job::EvalSha { slot, write })) => {
             routed(slot, write, None, false)
         }
         Plan::Reply(reply) => Plan::Reply(reply),

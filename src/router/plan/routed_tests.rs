@@ -62,7 +62,7 @@ fn plan(router: &Router, line: &str) -> Plan {
 
 fn routed(plan: Plan) -> Routed {
     match plan {
-        Plan::Multi(Multi(Job::Routed(routed))) => *routed,
+        Plan::Compound(Compound(Job::Routed(routed))) => *routed,
         other => panic!("not routed: {other:?}"),
     }
 }
@@ -100,7 +100,7 @@ fn unmatched_and_keyless_commands_keep_the_catch_all_plan() {
         }
     );
     assert!(matches!(plan(&router, "PING"), Plan::Local(_)));
-    assert!(matches!(plan(&router, "DBSIZE"), Plan::Multi(m) if !m.is_routed()));
+    assert!(matches!(plan(&router, "DBSIZE"), Plan::Compound(m) if !m.is_routed()));
     // Shard channels stay where the subscriptions are.
     assert!(matches!(
         plan(&router, "SPUBLISH sess:c m"),
@@ -111,10 +111,10 @@ fn unmatched_and_keyless_commands_keep_the_catch_all_plan() {
 #[test]
 fn keys_of_several_routes_split_by_route_and_slot_or_are_refused() {
     let router = router();
-    let Plan::Multi(multi) = plan(&router, "MGET sess:a plain raw:b sess:a") else {
+    let Plan::Compound(compound) = plan(&router, "MGET sess:a plain raw:b sess:a") else {
         panic!("not a split");
     };
-    let Multi(Job::Split(split)) = multi else {
+    let Compound(Job::Split(split)) = compound else {
         panic!("not a split");
     };
     let parts = split.parts_summary();
@@ -143,10 +143,10 @@ fn watch_on_a_route_keeps_the_route_and_the_forwarded_key() {
     let r = routed(plan(&router, "WATCH sess:k"));
     assert!(r.watch && r.blocking.is_none());
     assert_eq!(r.slot, Some(key_slot(b"k")));
-    let Plan::Multi(multi) = plan(&router, "WATCH raw:k") else {
+    let Plan::Compound(compound) = plan(&router, "WATCH raw:k") else {
         panic!("not routed");
     };
-    let (backend, slot, payload) = multi.routed_watch().expect("a routed WATCH");
+    let (backend, slot, payload) = compound.routed_watch().expect("a routed WATCH");
     assert_eq!(
         (&*backend.backend, slot, payload),
         ("raw", key_slot(b"raw:k"), None)

@@ -100,7 +100,7 @@ fn a_split_planned_with_the_slots_hashed_so_far_equals_one_hashed_afresh() {
         let planned = plan_keyed(spec, args.args(), &mut keys);
         let merge = policy::split_merge(spec).expect("splits");
         let afresh = match split::plan(spec, merge, args.args(), &keys, None) {
-            Ok(split) => Plan::Multi(Multi(Job::Split(Box::new(split)))),
+            Ok(split) => Plan::Compound(Compound(Job::Split(Box::new(split)))),
             Err(reply) => Plan::Reply(reply),
         };
         assert_eq!(planned, afresh, "{line}");
@@ -132,14 +132,14 @@ fn scripts_are_writes_unless_read_only() {
     let slot = key_slot(b"k");
     assert_eq!(
         plan("EVAL s 1 k"),
-        Plan::Multi(Multi(Job::Eval {
+        Plan::Compound(Compound(Job::Eval {
             slot: Some(slot),
             write: true
         }))
     );
     assert_eq!(
         plan("EVALSHA_RO s 0"),
-        Plan::Multi(Multi(Job::EvalSha {
+        Plan::Compound(Compound(Job::EvalSha {
             slot: None,
             write: false
         }))
@@ -173,6 +173,6 @@ fn the_default_refusal_names_the_setting_unless_it_could_never_be_allowed() {
     let allowed = vec!["config|set".to_string()];
     assert_eq!(
         text("config|set", &allowed),
-        format!("{:?}", Plan::Multi(Multi(Job::NodeAdmin)))
+        format!("{:?}", Plan::Compound(Compound(Job::NodeAdmin)))
     );
 }

@@ -14,7 +14,7 @@ use super::gather::{gather, Batch};
 use super::Splitter;
 use super::{part_reply_len, Part, Split};
 use crate::protocol::Request;
-use crate::router::forward::{classify, Call, Command, Outcome, Verdict};
+use crate::router::forward::{classify, Call, ForwardedCommand, Outcome, Verdict};
 use crate::router::forward::{pick, policy_for};
 use crate::router::reply::redcar_error;
 use crate::router::{Forwarder, ReadPolicy};
@@ -230,7 +230,7 @@ impl<'r> Splitter<'r> {
         replies: &mut PartReplies,
     ) {
         let retried = retries.into_iter().map(|(part, node, outcome)| {
-            let command = Command {
+            let command = ForwardedCommand {
                 payload: split.part_payload(part),
                 slot: Some(split.parts[part].slot),
                 write: split.write,

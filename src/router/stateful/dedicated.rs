@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::transaction::{tx_verdict, TxVerdict};
 use crate::protocol::{reply_frame_len, Limits, Protocol};
 use crate::router::forward::{
-    classify, lost_write, pause_before_retry, Call, Outcome, Target, Verdict,
+    classify, lost_write, pause_before_retry, AttemptTarget, Call, Outcome, Verdict,
 };
 use crate::router::reply::{error_with_prefix, redcar_error};
 use crate::router::{RouteTarget, Stateful};
@@ -25,7 +25,7 @@ const NIL_ARRAY: &[u8] = b"*-1\r\n";
 /// runs commands that use it one at a time, so the lock is never contended; it only lets the
 /// command's future own the connection while it runs.
 #[derive(Clone, Default)]
-pub(crate) struct Watch(Arc<Mutex<Option<Pinned>>>);
+pub(crate) struct WatchedConn(Arc<Mutex<Option<Pinned>>>);
 
 struct Pinned {
     slot: u16,
@@ -42,7 +42,7 @@ fn same_backend(a: &Option<Arc<RouteTarget>>, b: &Option<Arc<RouteTarget>>) -> b
     }
 }
 
-impl Watch {
+impl WatchedConn {
     /// The watched slot; `None` when nothing is watched. Asked between commands only.
     pub(crate) fn slot(&self) -> Option<u16> {
         self.0.try_lock().ok()?.as_ref().map(|p| p.slot)
@@ -94,7 +94,7 @@ impl<'r> Stateful<'r> {
     /// DISCARD or UNWATCH.
     pub(crate) fn watch_on(
         self,
-        watch: Watch,
+        watch: WatchedConn,
         backend: Option<Arc<RouteTarget>>,
         payload: Bytes,
         slot: u16,
@@ -158,7 +158,7 @@ impl<'r> Stateful<'r> {
 
     /// UNWATCH (and DISCARD, which also ends a watch): the connection is given back clean.
     /// Answers `reply` (the client's command's own success reply).
-    pub(crate) fn unwatch(self, watch: Watch, reply: &'static [u8]) -> Call<'r> {
+    pub(crate) fn unwatch(self, watch: WatchedConn, reply: &'static [u8]) -> Call<'r> {
         Call::slow(async move {
             let Some(mut pinned) = watch.0.lock().await.take() else {
                 return Bytes::from_static(reply);
@@ -179,7 +179,7 @@ impl<'r> Stateful<'r> {
     /// reaching the new owner.
     pub(crate) fn exec_watched(
         self,
-        watch: Watch,
+        watch: WatchedConn,
         payload: Bytes,
         frames: u32,
         slot: Option<u16>,
@@ -282,7 +282,7 @@ impl<'r> Stateful<'r> {
     ) -> Result<(Dedicated, Bytes), Bytes> {
         let core = &self.fwd.core;
         let retry_deadline = Instant::now() + core.op_timeout();
-        let mut target = Target::Owner(Some(slot));
+        let mut target = AttemptTarget::Owner(Some(slot));
         let (mut redirects, mut attempt) = (0, 0);
         loop {
             let (node, asking) = self
@@ -299,7 +299,7 @@ impl<'r> Stateful<'r> {
                     if !pause_before_retry(core.retry_backoff(), attempt, retry_deadline).await {
                         return Err(redcar_error(e));
                     }
-                    target = Target::Owner(Some(slot));
+                    target = AttemptTarget::Owner(Some(slot));
                     continue;
                 }
                 Err(e) => return Err(lost_write(&e)),
@@ -326,7 +326,7 @@ impl<'r> Stateful<'r> {
                     redirects += 1;
                     // As on the shared connections: ASK marks the slot migrating.
                     self.note_redirect(&backend, Some(slot), &addr, asking);
-                    target = Target::Redirected {
+                    target = AttemptTarget::Redirected {
                         node: core.upstreams.node(&addr),
                         asking,
                     };
@@ -337,7 +337,7 @@ impl<'r> Stateful<'r> {
                     if !pause_before_retry(core.retry_backoff(), attempt, retry_deadline).await {
                         return Err(reply);
                     }
-                    target = Target::Owner(Some(slot));
+                    target = AttemptTarget::Owner(Some(slot));
                 }
             }
         }

@@ -9,15 +9,15 @@ mod queue;
 mod transaction;
 mod wait;
 
-pub(crate) use dedicated::Watch;
-pub(crate) use queue::{Step, Transaction};
+pub(crate) use dedicated::WatchedConn;
+pub(crate) use queue::{Transaction, TxStep};
 pub(crate) use wait::{Written, MOVED_FROM_WORKERS};
 
 use crate::router::Forwarder;
 
 /// The connection-bound room: transactions (`transaction`), WATCH, blocking commands and
 /// lending a dedicated connection (`dedicated`), WAIT (`wait`). The state it serves lives with
-/// the session ([`Watch`], [`Written`]); it borrows the forwarder it resolves nodes through.
+/// the session ([`WatchedConn`], [`Written`]); it borrows the forwarder it resolves nodes through.
 #[derive(Clone, Copy)]
 pub(crate) struct Stateful<'r> {
     fwd: &'r Forwarder,

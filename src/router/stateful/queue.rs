@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use super::transaction::transaction_payload;
-use super::Watch;
+use super::WatchedConn;
 use crate::commands::policy::Tx;
 use crate::commands::Local;
 use crate::router::{error_with_prefix, redcar_error, Plan, RouteTarget};
@@ -21,16 +21,16 @@ const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous 
 pub(crate) struct Transaction {
     /// Set between MULTI and EXEC / DISCARD.
     /// Boxed: most clients never open one, and this is part of every session's lasting state.
-    open: Option<Box<Queued>>,
+    open: Option<Box<QueuedTx>>,
     /// The client's WATCH, if any (a dedicated connection held by the router); made the first
     /// time a command needs it, so a client that never watches holds none.
-    watch: Option<Watch>,
+    watch: Option<WatchedConn>,
 }
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot (redcar: all keys of a transaction must be in one slot; use a {hash tag})\r\n";
 
 #[derive(Default)]
-struct Queued {
+struct QueuedTx {
     commands: BytesMut,
     count: u32,
     /// The slot every queued keyed command must share.
@@ -42,7 +42,7 @@ struct Queued {
 }
 
 /// What the session does with a command, given the transaction state.
-pub(crate) enum Step {
+pub(crate) enum TxStep {
     /// Serve it as usual.
     Serve(Plan),
     /// Answer now.
@@ -72,7 +72,7 @@ pub(crate) enum Step {
     Unwatch { reply: &'static [u8] },
 }
 
-impl Queued {
+impl QueuedTx {
     /// Takes `slot` as the transaction's slot; the refusal if it already has another.
     fn claim(&mut self, slot: u16) -> Option<Bytes> {
         self.claim_on(None, slot)
@@ -106,27 +106,27 @@ impl Queued {
 
     /// Inside MULTI, a command that does not act on the transaction itself: queued (answered
     /// `+QUEUED`), or refused, which makes EXEC abort as in Redis.
-    fn queue(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> Step {
+    fn queue(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> TxStep {
         // A command on a route's keys queues its forwarded form (prefix removed) and claims its
         // backend; not under WATCH, whose connection is the catch-all backend's.
         let routed = match &plan {
-            Plan::Multi(multi) => multi.routed_for_tx(),
+            Plan::Compound(compound) => compound.routed_for_tx(),
             _ => None,
         };
         if let Some(reply) = self.refusal(plan, routed.as_ref()) {
             self.dirty = true;
-            return Step::Reply(reply);
+            return TxStep::Reply(reply);
         }
         if self.commands.len() + raw.len() > max_bytes {
             self.dirty = true;
-            return Step::Reply(redcar_error(
+            return TxStep::Reply(redcar_error(
                 "transaction too large (client.max_request_bytes); it will be discarded",
             ));
         }
         let raw = routed.as_ref().and_then(|r| r.2.as_ref()).unwrap_or(raw);
         self.commands.extend_from_slice(raw);
         self.count += 1;
-        Step::Reply(Bytes::from_static(QUEUED))
+        TxStep::Reply(Bytes::from_static(QUEUED))
     }
 
     /// Why `plan` cannot be queued, if it cannot; else it has claimed its slot (and backend).
@@ -140,15 +140,15 @@ impl Queued {
             Plan::Slot { slot, .. } | Plan::Blocking { slot, .. } => self.claim(slot),
             // Scripts: queued like any command of their keys' slot (a NOSCRIPT inside EXEC is
             // the node's answer; it cannot be healed there).
-            Plan::Multi(multi) if multi.script_slot().is_some() => {
-                match multi.script_slot().flatten() {
+            Plan::Compound(compound) if compound.script_slot().is_some() => {
+                match compound.script_slot().flatten() {
                     Some(slot) => self.claim(slot),
                     None => None,
                 }
             }
-            Plan::Multi(multi) if multi.is_split() => Some(Bytes::from_static(CROSSSLOT)),
+            Plan::Compound(compound) if compound.is_split() => Some(Bytes::from_static(CROSSSLOT)),
             // After WATCH, EXEC checks the watched backend and slot.
-            Plan::Multi(multi) if multi.is_routed() => match routed {
+            Plan::Compound(compound) if compound.is_routed() => match routed {
                 Some((backend, Some(slot), _)) => self.claim_on(Some(backend.clone()), *slot),
                 _ => Some(redcar_error(
                     "this command on keys of a prefix route (routes:) cannot be queued in a \
@@ -176,12 +176,12 @@ impl Transaction {
 
     /// The slot a WATCH holds a connection to, if any.
     pub(crate) fn watched_slot(&self) -> Option<u16> {
-        self.watch.as_ref().and_then(Watch::slot)
+        self.watch.as_ref().and_then(WatchedConn::slot)
     }
 
     /// The client's WATCH handle for the router (shared with the session's copy).
-    pub(crate) fn watch_handle(&mut self) -> Watch {
-        self.watch.get_or_insert_with(Watch::default).clone()
+    pub(crate) fn watch_handle(&mut self) -> WatchedConn {
+        self.watch.get_or_insert_with(WatchedConn::default).clone()
     }
 
     /// True when `plan` must run with nothing else in flight for this client: it uses (or
@@ -209,7 +209,7 @@ impl Transaction {
             // Turning tracking on or off moves the client to other node connections: what it
             // sent before must have run first.
             Plan::Local(Local::ClientTracking) => true,
-            Plan::Multi(multi) => multi.is_blocking() || multi.routed_watch().is_some(),
+            Plan::Compound(compound) => compound.is_blocking() || compound.routed_watch().is_some(),
             Plan::Tx(Tx::Unwatch, _) => self.watching(),
             _ => false,
         }
@@ -221,7 +221,7 @@ impl Transaction {
 
     /// Applies the transaction rules to one planned command. `raw` is its encoding, queued as
     /// is; `max_bytes` bounds what one transaction may queue.
-    pub(crate) fn step(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> Step {
+    pub(crate) fn step(&mut self, plan: Plan, raw: &Bytes, max_bytes: usize) -> TxStep {
         let watching = match plan {
             Plan::Tx(..) | Plan::Local(Local::Reset) => self.watching(),
             _ => false,
@@ -231,12 +231,12 @@ impl Transaction {
         };
         match plan {
             Plan::Tx(Tx::Multi, _) => {
-                Step::Reply(error_with_prefix("ERR ", "MULTI calls can not be nested"))
+                TxStep::Reply(error_with_prefix("ERR ", "MULTI calls can not be nested"))
             }
-            Plan::Multi(ref multi) if multi.routed_watch().is_some() => Step::Reply(
+            Plan::Compound(ref compound) if compound.routed_watch().is_some() => TxStep::Reply(
                 error_with_prefix("ERR ", "WATCH inside MULTI is not allowed"),
             ),
-            Plan::Tx(Tx::Watch, _) => Step::Reply(error_with_prefix(
+            Plan::Tx(Tx::Watch, _) => TxStep::Reply(error_with_prefix(
                 "ERR ",
                 "WATCH inside MULTI is not allowed",
             )),
@@ -244,55 +244,57 @@ impl Transaction {
             Plan::Tx(Tx::Discard, _) => {
                 self.open = None;
                 match watching {
-                    true => Step::Unwatch { reply: OK },
-                    false => Step::Reply(Bytes::from_static(OK)),
+                    true => TxStep::Unwatch { reply: OK },
+                    false => TxStep::Reply(Bytes::from_static(OK)),
                 }
             }
             Plan::Local(Local::Reset) => {
                 self.open = None;
                 match watching {
-                    true => Step::Unwatch {
+                    true => TxStep::Unwatch {
                         reply: b"+RESET\r\n",
                     },
-                    false => Step::Serve(Plan::Local(Local::Reset)),
+                    false => TxStep::Serve(Plan::Local(Local::Reset)),
                 }
             }
-            Plan::Local(Local::Quit) => Step::Serve(plan),
+            Plan::Local(Local::Quit) => TxStep::Serve(plan),
             plan => queued.queue(plan, raw, max_bytes),
         }
     }
 
     /// [`step`](Self::step) with no MULTI open: MULTI opens one, WATCH and UNWATCH act on the
     /// watch, a stray EXEC or DISCARD is an error, and everything else is served as usual.
-    fn outside_multi(&mut self, plan: Plan, watching: bool) -> Step {
+    fn outside_multi(&mut self, plan: Plan, watching: bool) -> TxStep {
         match plan {
             Plan::Tx(Tx::Multi, _) => {
                 self.open = Some(Box::default());
-                Step::Reply(Bytes::from_static(OK))
+                TxStep::Reply(Bytes::from_static(OK))
             }
-            Plan::Tx(Tx::Exec, _) => Step::Reply(error_with_prefix("ERR ", "EXEC without MULTI")),
+            Plan::Tx(Tx::Exec, _) => TxStep::Reply(error_with_prefix("ERR ", "EXEC without MULTI")),
             Plan::Tx(Tx::Discard, _) => {
-                Step::Reply(error_with_prefix("ERR ", "DISCARD without MULTI"))
+                TxStep::Reply(error_with_prefix("ERR ", "DISCARD without MULTI"))
             }
-            Plan::Tx(Tx::Watch, Some(slot)) => Step::Watch {
+            Plan::Tx(Tx::Watch, Some(slot)) => TxStep::Watch {
                 slot,
                 backend: None,
                 payload: None,
             },
-            Plan::Multi(multi) if multi.routed_watch().is_some() => match multi.routed_watch() {
-                Some((backend, slot, payload)) => Step::Watch {
-                    slot,
-                    backend: Some(backend),
-                    payload,
-                },
-                None => Step::Serve(Plan::Multi(multi)),
-            },
-            Plan::Tx(Tx::Unwatch, _) if watching => Step::Unwatch { reply: OK },
-            Plan::Tx(Tx::Unwatch, _) => Step::Reply(Bytes::from_static(OK)),
-            Plan::Local(Local::Reset) if watching => Step::Unwatch {
+            Plan::Compound(compound) if compound.routed_watch().is_some() => {
+                match compound.routed_watch() {
+                    Some((backend, slot, payload)) => TxStep::Watch {
+                        slot,
+                        backend: Some(backend),
+                        payload,
+                    },
+                    None => TxStep::Serve(Plan::Compound(compound)),
+                }
+            }
+            Plan::Tx(Tx::Unwatch, _) if watching => TxStep::Unwatch { reply: OK },
+            Plan::Tx(Tx::Unwatch, _) => TxStep::Reply(Bytes::from_static(OK)),
+            Plan::Local(Local::Reset) if watching => TxStep::Unwatch {
                 reply: b"+RESET\r\n",
             },
-            other => Step::Serve(other),
+            other => TxStep::Serve(other),
         }
     }
 
@@ -301,26 +303,26 @@ impl Transaction {
         self.open = None;
     }
 
-    fn exec(&mut self, watching: bool) -> Step {
+    fn exec(&mut self, watching: bool) -> TxStep {
         let Some(queued) = self.open.take() else {
-            return Step::Reply(error_with_prefix("ERR ", "EXEC without MULTI"));
+            return TxStep::Reply(error_with_prefix("ERR ", "EXEC without MULTI"));
         };
         if queued.dirty {
             // EXEC ends the watch even when it aborts.
             return match watching {
-                true => Step::Unwatch { reply: EXECABORT },
-                false => Step::Reply(Bytes::from_static(EXECABORT)),
+                true => TxStep::Unwatch { reply: EXECABORT },
+                false => TxStep::Reply(Bytes::from_static(EXECABORT)),
             };
         }
         let (payload, frames) = transaction_payload(&queued.commands, queued.count);
         match watching {
-            true => Step::ExecWatched {
+            true => TxStep::ExecWatched {
                 payload,
                 frames,
                 slot: queued.slot,
                 backend: queued.backend,
             },
-            false => Step::Exec {
+            false => TxStep::Exec {
                 payload,
                 frames,
                 slot: queued.slot,

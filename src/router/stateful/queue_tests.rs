@@ -8,9 +8,9 @@ fn raw(text: &str) -> Bytes {
     Bytes::copy_from_slice(text.as_bytes())
 }
 
-fn reply_of(step: Step) -> Bytes {
+fn reply_of(step: TxStep) -> Bytes {
     match step {
-        Step::Reply(reply) => reply,
+        TxStep::Reply(reply) => reply,
         _ => panic!("expected a reply"),
     }
 }
@@ -33,7 +33,7 @@ fn queues_commands_of_one_slot_and_execs_them_as_one_unit() {
         QUEUED
     );
     match tx.step(Plan::Tx(Tx::Exec, None), &raw("e"), 1 << 20) {
-        Step::Exec {
+        TxStep::Exec {
             payload,
             frames,
             slot,
@@ -84,7 +84,7 @@ fn nesting_and_watch_inside_multi_are_errors_that_do_not_abort() {
     assert_eq!(&watch[..], b"-ERR WATCH inside MULTI is not allowed\r\n");
     assert!(matches!(
         tx.step(Plan::Tx(Tx::Exec, None), &raw("e"), 1 << 20),
-        Step::Exec { frames: 2, .. }
+        TxStep::Exec { frames: 2, .. }
     ));
 }
 
@@ -127,7 +127,7 @@ fn watch_and_blocking_commands_run_alone_outside_multi_only() {
     );
     assert!(matches!(
         tx.step(Plan::Tx(Tx::Watch, Some(1)), &raw("w"), 10),
-        Step::Watch { slot: 1, .. }
+        TxStep::Watch { slot: 1, .. }
     ));
     tx.step(Plan::Tx(Tx::Multi, None), &raw("m"), 10);
     assert!(!tx.is_exclusive(&blocking), "queued, not run, inside MULTI");

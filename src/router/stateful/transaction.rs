@@ -9,7 +9,9 @@ use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
 use crate::protocol::{reply_frame_len, Limits};
-use crate::router::forward::{classify, lost_write, pause_before_retry, Call, Target, Verdict};
+use crate::router::forward::{
+    classify, lost_write, pause_before_retry, AttemptTarget, Call, Verdict,
+};
 use crate::router::reply::redcar_error;
 use crate::router::{RouteTarget, Stateful};
 use crate::upstream::{Lane, Node, Reply};
@@ -133,7 +135,7 @@ impl<'r> Stateful<'r> {
         Call::slow(async move {
             let deadline = Instant::now() + self.fwd.core.op_timeout();
             let mut first = first;
-            let mut target = Target::Owner(slot);
+            let mut target = AttemptTarget::Owner(slot);
             let (mut redirects, mut attempt) = (0, 0);
             loop {
                 let (node, reply) = match first.take() {
@@ -190,7 +192,7 @@ impl<'r> Stateful<'r> {
                 }
                 // Back to the owner; redirects are counted per attempt, since a migration
                 // answers ASK (source), then TRYAGAIN (target) until the keys are together.
-                target = Target::Owner(slot);
+                target = AttemptTarget::Owner(slot);
                 redirects = 0;
             }
         })
@@ -225,9 +227,9 @@ impl<'r> Stateful<'r> {
         slot: Option<u16>,
         addr: &str,
         asking: bool,
-    ) -> Target {
+    ) -> AttemptTarget {
         self.note_redirect(backend, slot, addr, asking);
-        Target::Redirected {
+        AttemptTarget::Redirected {
             node: self.fwd.core.upstreams.node(addr),
             asking,
         }

@@ -15,7 +15,7 @@ use super::super::node_context::NodeContext;
 use super::super::pending::{frames_len, Pending, ReplyTo};
 use super::super::reply_slot;
 use super::super::tracked_lane::TrackedLane;
-use super::super::tracking_feed::{clock_ms, minimal_cover, Heard, TrackingFeed};
+use super::super::tracking_feed::{clock_ms, minimal_cover, ProvenAt, TrackingFeed};
 use crate::protocol::{encode_command, header_value, Limits};
 
 /// The longest back-off is `reconnect_backoff` times this, as for the data connections
@@ -29,7 +29,7 @@ pub(super) struct Published {
     /// The BCAST prefixes the node confirmed on it (empty while down).
     pub(crate) registered: watch::Sender<Vec<Bytes>>,
     /// The send time of the latest `PING` the node answered (heartbeat on).
-    pub(crate) heard: Arc<Heard>,
+    pub(crate) heard: Arc<ProvenAt>,
     /// Notified by a tracked lane that connected while this connection is down: retry now.
     pub(crate) wake: Arc<Notify>,
 }
@@ -150,7 +150,7 @@ struct Listening<'a> {
     /// cover in force once they are in, and whether the node refused one.
     acks: VecDeque<(usize, Vec<Bytes>, bool)>,
     /// Told when the node answers a heartbeat `PING`.
-    heard: &'a Heard,
+    heard: &'a ProvenAt,
     /// The send times of the heartbeat `PING`s not answered yet, oldest first.
     pings: VecDeque<u64>,
 }

@@ -196,10 +196,9 @@ const CONNECTION_STATE: &str = "changes server-side state of a connection shared
 const CLUSTER_STATE: &str = "cluster connection state is managed by redcar";
 const KEYLESS: &str = "keyless command with no single target node";
 
-/// How `spec` is served. The router asks for every command, and deciding walks several name
-/// lists (about 270 instructions for a GET under callgrind, 5% of its whole forwarding), so the
-/// answers for the builtin table's top-level commands are decided once and looked up by the
-/// spec's position in it; subcommands and learned or custom commands are decided each time.
+/// How `spec` is served. Deciding walks several name lists and the router asks for every
+/// command, so the answers for the builtin table's top-level commands are decided once and looked
+/// up by the spec's position in it; subcommands and learned or custom commands are decided each time.
 #[inline]
 pub fn serve(spec: &CommandSpec) -> Serve {
     static BUILTIN: OnceLock<Vec<Serve>> = OnceLock::new();

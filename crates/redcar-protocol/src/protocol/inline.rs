@@ -3,7 +3,7 @@
 use bytes::{Buf, BytesMut};
 use memchr::memchr;
 
-use super::request::Step;
+use super::request::ParseStep;
 use super::{Limits, ProtocolError, Request};
 
 /// Parse the inline command line at the front of `buf`.
@@ -14,7 +14,7 @@ pub(crate) fn parse_inline(
     buf: &mut BytesMut,
     limits: &Limits,
     out: &mut Request,
-) -> Result<Step, ProtocolError> {
+) -> Result<ParseStep, ProtocolError> {
     let Some(newline) = memchr(b'\n', buf) else {
         // A trailing `\r` may be the start of the line ending, so don't count it yet; this keeps
         // the outcome independent of how the input was chunked.
@@ -22,7 +22,7 @@ pub(crate) fn parse_inline(
         if pending > limits.max_inline_len {
             return Err(ProtocolError::InlineTooBig);
         }
-        return Ok(Step::Incomplete);
+        return Ok(ParseStep::Incomplete);
     };
     let line_len = match newline.checked_sub(1) {
         Some(cr) if buf[cr] == b'\r' => cr,
@@ -34,10 +34,10 @@ pub(crate) fn parse_inline(
     let args = split_args(&buf[..line_len])?;
     buf.advance(newline + 1);
     if args.is_empty() {
-        Ok(Step::Skipped)
+        Ok(ParseStep::Skipped)
     } else {
         *out = Request::from_args(args);
-        Ok(Step::Parsed)
+        Ok(ParseStep::Parsed)
     }
 }
 

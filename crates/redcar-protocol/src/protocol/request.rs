@@ -131,7 +131,7 @@ impl fmt::Debug for Request {
 }
 
 /// What one parse attempt at the front of the buffer found.
-pub(crate) enum Step {
+pub(crate) enum ParseStep {
     /// Not enough bytes yet; the buffer is untouched.
     Incomplete,
     /// Something Redis ignores (an empty line, `*0`, `*-1`) was removed from the buffer.
@@ -152,7 +152,7 @@ pub(super) fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &Limits,
     out: &mut Request,
-) -> Result<Step, ProtocolError> {
+) -> Result<ParseStep, ProtocolError> {
     use ProtocolError::{InvalidMultibulkLength, MultibulkCountTooBig};
     let header = read_header(
         buf,
@@ -162,12 +162,12 @@ pub(super) fn parse_multibulk(
         InvalidMultibulkLength,
     )?;
     let Some((count, first)) = header else {
-        return Ok(Step::Incomplete);
+        return Ok(ParseStep::Incomplete);
     };
     if count <= 0 {
         // A count of zero or less, which Redis skips.
         buf.advance(first);
-        return Ok(Step::Skipped);
+        return Ok(ParseStep::Skipped);
     }
     let count = usize::try_from(count)
         .ok()
@@ -178,7 +178,7 @@ pub(super) fn parse_multibulk(
         // Measure first; the count is then of arguments already in the buffer, so reserving
         // it is bounded.
         if scan_args(buf, limits, count, first, |_| Ok(()))?.is_none() {
-            return Ok(Step::Incomplete);
+            return Ok(ParseStep::Incomplete);
         }
         out.spans.reserve_exact(count);
     }
@@ -193,7 +193,7 @@ pub(super) fn parse_multibulk(
         Ok(Some(len)) => len,
         Ok(None) => {
             out.spans.clear();
-            return Ok(Step::Incomplete);
+            return Ok(ParseStep::Incomplete);
         }
         Err(e) => {
             out.spans.clear();
@@ -201,7 +201,7 @@ pub(super) fn parse_multibulk(
         }
     };
     out.raw = buf.split_to(len).freeze();
-    Ok(Step::Parsed)
+    Ok(ParseStep::Parsed)
 }
 
 /// Walks the `count` bulk strings from `pos`, calling `on_arg` with each payload's range;

@@ -12,11 +12,11 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant;
 
+use super::super::client_state::ClientState;
 use super::super::facade::Endpoint;
-use super::super::local::ClientState;
 use crate::auth::Admit;
 use crate::hotkeys::{HotKeys, Observed};
-use crate::metrics::clock::Since;
+use crate::metrics::clock::ElapsedClock;
 use crate::metrics::CommandTally;
 use crate::near_cache::Writing;
 use crate::protocol::{parse_request, resp3_null, Limits, Protocol, Request};
@@ -105,7 +105,7 @@ fn facade_plan(
 }
 
 /// What the metrics and the slow log need to know about one command.
-pub(in crate::downstream) struct Stamp {
+pub(in crate::downstream) struct CommandRecord {
     command: &'static str,
     pub(in crate::downstream) started: Instant,
     /// The request, kept (a reference count, not a copy) so a slow command's key can be logged.
@@ -115,7 +115,7 @@ pub(in crate::downstream) struct Stamp {
     /// The client spoke RESP3 when it sent the command.
     resp3: bool,
     /// Where its key is in the request (0: no single key), and its weight when sampled for the
-    /// hot keys (0: not sampled); see [`Stamp::with_hot`].
+    /// hot keys (0: not sampled); see [`CommandRecord::with_hot`].
     key_arg: u8,
     weight: u32,
     /// The near cache's hold on the keys it writes, released with the reply (see
@@ -125,12 +125,12 @@ pub(in crate::downstream) struct Stamp {
 
 /// Where a session's finished commands are recorded for `/hotkeys`.
 #[derive(Clone, Copy)]
-pub(in crate::downstream) struct Hot<'d> {
+pub(in crate::downstream) struct HotKeySink<'d> {
     pub(in crate::downstream) keys: &'d HotKeys,
     pub(in crate::downstream) client: u64,
 }
 
-impl Stamp {
+impl CommandRecord {
     /// `keep_raw` only when the slow log is on: otherwise the request is not needed afterwards.
     pub(in crate::downstream) fn new(
         command: &'static str,
@@ -139,8 +139,8 @@ impl Stamp {
         keep_raw: bool,
         alone: bool,
         protocol: Protocol,
-    ) -> Stamp {
-        Stamp {
+    ) -> CommandRecord {
+        CommandRecord {
             command,
             started: now,
             raw: keep_raw.then(|| request.raw().clone()),
@@ -155,7 +155,7 @@ impl Stamp {
     /// The key's position (0: none, or past 255) and the hot-key sample weight (0: not
     /// sampled). The key itself is found again in `raw` only if the command is recorded.
     #[inline]
-    pub(in crate::downstream) fn with_hot(mut self, key_arg: usize, weight: u32) -> Stamp {
+    pub(in crate::downstream) fn with_hot(mut self, key_arg: usize, weight: u32) -> CommandRecord {
         self.key_arg = u8::try_from(key_arg).unwrap_or(0);
         self.weight = weight;
         self
@@ -163,14 +163,17 @@ impl Stamp {
 
     /// Keeps the near cache's hold on the command's keys until its reply is written.
     #[inline]
-    pub(in crate::downstream) fn with_writing(mut self, writing: Option<Box<Writing>>) -> Stamp {
+    pub(in crate::downstream) fn with_writing(
+        mut self,
+        writing: Option<Box<Writing>>,
+    ) -> CommandRecord {
         self.writing = writing;
         self
     }
 
     /// For replies that are not to a command (protocol errors).
-    pub(in crate::downstream) fn none(now: Instant) -> Stamp {
-        Stamp {
+    pub(in crate::downstream) fn none(now: Instant) -> CommandRecord {
+        CommandRecord {
             command: "protocol_error",
             started: now,
             raw: None,
@@ -183,10 +186,10 @@ impl Stamp {
     }
 
     /// For invalidation pushes placed between replies (client-side caching): counted nowhere.
-    pub(in crate::downstream) fn push(now: Instant) -> Stamp {
-        Stamp {
+    pub(in crate::downstream) fn push(now: Instant) -> CommandRecord {
+        CommandRecord {
             command: "",
-            ..Stamp::none(now)
+            ..CommandRecord::none(now)
         }
     }
 
@@ -198,9 +201,9 @@ impl Stamp {
     pub(in crate::downstream) fn finish<'a>(
         self,
         tally: &mut CommandTally,
-        hot: Hot<'_>,
+        hot: HotKeySink<'_>,
         reply: &'a [u8],
-        now: &mut Since,
+        now: &mut ElapsedClock,
         node: Option<&str>,
         peer: &str,
     ) -> &'a [u8] {

@@ -30,7 +30,7 @@ pub(crate) struct Routed {
 /// A command that needs more than one node request or a follow-up step; start it with
 /// [`Fanout::start`](crate::router::Fanout::start).
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Multi(pub(super) Job);
+pub(crate) struct Compound(pub(super) Job);
 
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Job {
@@ -48,7 +48,7 @@ pub(super) enum Job {
     Routed(Box<Routed>),
 }
 
-impl Multi {
+impl Compound {
     /// For a script (EVAL, EVALSHA and their `_RO` forms): the slot of its keys (`None`: no
     /// keys), so a transaction can queue it like any single-slot command.
     pub(crate) fn script_slot(&self) -> Option<Option<u16>> {
