@@ -28,7 +28,6 @@
 //! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up; it only
 //!   assembles the modules' own `*Config` types (only [`app`], [`envoy`] and `main` import it).
 //! - [`envoy`]: `redcar config convert-envoy`, Envoy redis_proxy configs to redcar's.
-//! - [`top`]: `redcar top`, live rates from a running redcar's admin API.
 //! - [`app`]: wiring and graceful shutdown.
 //! - [`doctor`]: `redcar doctor`, a cluster configuration and latency diagnosis (a tool, not on the proxy's path).
 //!
@@ -74,7 +73,6 @@ pub mod near_cache;
 pub mod reactor;
 pub mod router;
 pub mod sentinel;
-pub mod top;
 pub mod upstream;
 pub mod values;
 pub mod workers;

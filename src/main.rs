@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         return ExitCode::from(app::upgrade_command(&args.pid_file, args.timeout));
     }
     if let Some(Command::Top(args)) = cli.command {
-        return run_tool("top", redcar::top::run(args));
+        return run_tool("top", redcar_top::run(args));
     }
     let config = match Config::load(&cli) {
         Ok(config) => config,

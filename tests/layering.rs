@@ -8,7 +8,10 @@
 //! The modules that live in a workspace crate of their own (`protocol` and `commands`, in
 //! crates/redcar-protocol, re-exported by `src/lib.rs`) have no layer here: Cargo already keeps
 //! them below every module of this crate (a crate cannot use the crate that depends on it), so
-//! any module may use them, and the order inside that crate is its own.
+//! any module may use them, and the order inside that crate is its own. The same holds for the
+//! other workspace crates (crates/*: the tools `redcar-top`, the shared `redcar-units`, the
+//! channels of `redcar-sync`): nothing here checks them, and the picture draws each as one box,
+//! with arrows from the modules that name it and to the workspace crates it depends on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,12 +19,11 @@ use std::path::{Path, PathBuf};
 /// Every module of `src/lib.rs` and its layer: a module may use modules of lower layers only.
 const LAYERS: &[(&str, u8)] = &[
     ("values", 0),
-    ("reactor", 0),
     ("workers", 0),
     ("memory", 0),
+    ("reactor", 1),
     ("metrics", 1),
     ("auth", 2),
-    ("top", 1),
     ("hotkeys", 1),
     ("upstream", 2),
     ("cluster", 3),
@@ -43,6 +45,49 @@ const FROM_CRATES: &[(&str, &str)] = &[
     ("protocol", "redcar-protocol"),
     ("commands", "redcar-protocol"),
 ];
+
+/// A workspace crate of crates/* not re-exported as modules: its package name and the workspace
+/// crates its `[dependencies]` name (read from its Cargo.toml; only the picture uses them).
+struct Crate {
+    name: String,
+    uses: BTreeSet<String>,
+}
+
+/// Every crate under crates/ but those of [`FROM_CRATES`], sorted by name.
+fn workspace_crates(root: &Path) -> Vec<Crate> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).expect("read crates/") {
+        let manifest = entry.expect("dir entry").path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let mut name = None;
+        let mut uses = BTreeSet::new();
+        let mut section = "";
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line;
+            } else if section == "[package]" && line.starts_with("name = ") {
+                name = Some(line["name = ".len()..].trim_matches('"').to_string());
+            } else if section == "[dependencies]" && line.starts_with("redcar-") {
+                let dep = line.split([' ', '=']).next().unwrap_or_default();
+                uses.insert(dep.to_string());
+            }
+        }
+        let name = name.expect("a [package] name in each crates/*/Cargo.toml");
+        if !FROM_CRATES.iter().any(|&(_, c)| c == name) {
+            out.push(Crate { name, uses });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Whether `code` names the crate `krate` (`redcar_top::run`, `use redcar_units as units`).
+fn names_crate(code: &str, krate: &str) -> bool {
+    let ident = krate.replace('-', "_");
+    code.contains(&format!("{ident}::")) || code.contains(&format!("use {ident}"))
+}
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src/") {
@@ -184,11 +229,15 @@ fn the_scan_reads_crate_paths() {
         ["values", "metrics"]
     );
     assert!(uses("use super::x; use std::io;").is_empty());
+    assert!(names_crate("pub(crate) use redcar_units as units;", "redcar-units"));
+    assert!(names_crate("Top(redcar_top::TopArgs),", "redcar-top"));
+    assert!(!names_crate("/// the crate `redcar_units`", "redcar-units"));
 }
 
 /// The picture of the layers in docs/layers.mmd (docs/architecture.md links to it), as
-/// this scan sees the code: one box per layer, one arrow per module that uses another.
-fn layer_picture(edges: &BTreeSet<(String, String)>) -> String {
+/// this scan sees the code: one box per layer and per workspace crate, one arrow per module (or
+/// crate) that uses another.
+fn layer_picture(edges: &BTreeSet<(String, String)>, others: &[Crate]) -> String {
     let mut out = String::from(
         "%% What uses what in src/, made by tests/layering.rs from the code: do not edit by hand\n\
          %% (REDCAR_WRITE_LAYERS=1 cargo test --test layering rewrites it).\n\
@@ -213,6 +262,10 @@ fn layer_picture(edges: &BTreeSet<(String, String)>) -> String {
         }
         out.push_str("  end\n");
     }
+    for krate in others {
+        let name = &krate.name;
+        out.push_str(&format!("  {}[\"crate {name}\"]\n", name.replace('-', "_")));
+    }
     for (from, to) in edges {
         out.push_str(&format!("  {from} --> {to}\n"));
     }
@@ -226,7 +279,13 @@ fn the_layer_picture_matches_the_code() {
     let layers: BTreeMap<&str, u8> = LAYERS.iter().copied().collect();
     let mut files = Vec::new();
     rust_files(&src, &mut files);
+    let others = workspace_crates(root);
     let mut edges = BTreeSet::new();
+    for krate in &others {
+        for used in &krate.uses {
+            edges.insert((krate.name.replace('-', "_"), used.replace('-', "_")));
+        }
+    }
     for file in files {
         let module = module_of(&src, &file);
         if !layers.contains_key(module.as_str()) {
@@ -242,8 +301,11 @@ fn the_layer_picture_matches_the_code() {
                 edges.insert((module.clone(), used));
             }
         }
+        for krate in others.iter().filter(|k| names_crate(&code, &k.name)) {
+            edges.insert((module.clone(), krate.name.replace('-', "_")));
+        }
     }
-    let picture = layer_picture(&edges);
+    let picture = layer_picture(&edges, &others);
     let mmd = root.join("docs/layers.mmd");
     if std::env::var_os("REDCAR_WRITE_LAYERS").is_some() {
         std::fs::write(&mmd, &picture).expect("write docs/layers.mmd");

@@ -126,7 +126,7 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// A live terminal view of a running redcar (commands/s, latency per command and node,
     /// errors, connections), read from its admin `/metrics`.
-    Top(crate::top::TopArgs),
+    Top(redcar_top::TopArgs),
     /// Config file tools: convert another proxy's configuration into redcar's.
     #[command(subcommand)]
     Config(ConfigCommand),

@@ -5,7 +5,7 @@
 //!
 //! | Module | Holds |
 //! | --- | --- |
-//! | `units` | duration and size parsing, formatting and serde adapters |
+//! | `units` | duration and size parsing, formatting and serde adapters (the crate `redcar_units`, crates/redcar-units, shared with the tools) |
 //! | `secret` | `Secret` (the four ways to give a password) and `PasswordDigest` |
 //! | `pem` | certificate, key and CA loading for both TLS sides |
 //!
@@ -15,7 +15,9 @@
 
 pub(crate) mod pem;
 pub(crate) mod secret;
-pub(crate) mod units;
+// Durations and sizes live in their own crate, shared with the tools (`redcar top`, the Envoy
+// converter) that take the same spellings; named `values::units` here like the modules beside it.
+pub(crate) use redcar_units as units;
 
 /// Lowercase hex of the SHA-1 of `data`: how Redis names a script (`EVALSHA`), and the form of a
 /// cluster node id.

@@ -1,7 +1,7 @@
 //! Tests for percentiles, deltas, rates and frame building.
 
 use super::*;
-use crate::top::scrape::parse_exposition;
+use crate::scrape::parse_exposition;
 
 fn snap(text: &str) -> Snapshot {
     Snapshot::new(parse_exposition(text))

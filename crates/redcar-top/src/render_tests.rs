@@ -1,7 +1,7 @@
 //! Tests for the text layout.
 
 use super::*;
-use crate::top::stats::Latency;
+use crate::stats::Latency;
 
 fn command(name: &str, calls: f64, p50: f64, p99: f64) -> CommandRow {
     CommandRow {
@@ -162,7 +162,7 @@ fn notice_and_units() {
 
 #[test]
 fn the_hot_key_panel_fits_the_width() {
-    use crate::top::hotkeys::{BigRow, HotPanel, HotRow};
+    use crate::hotkeys::{BigRow, HotPanel, HotRow};
     let mut frame = sample_frame();
     frame.hotkeys = Some(HotPanel {
         enabled: true,
@@ -195,7 +195,7 @@ fn the_hot_key_panel_fits_the_width() {
 #[test]
 fn the_near_cache_line_shows_hits_ratio_and_size() {
     let frame = Frame {
-        near_cache: Some(crate::top::stats::NearCacheLine {
+        near_cache: Some(crate::stats::NearCacheLine {
             hits_per_sec: Some(9000.0),
             hit_ratio: Some(0.815),
             bytes: Some(3.0 * 1024.0 * 1024.0),
@@ -212,7 +212,7 @@ fn the_near_cache_line_shows_hits_ratio_and_size() {
 #[test]
 fn the_workers_line_shows_each_workers_clients_and_busy_share_and_the_placement() {
     let frame = Frame {
-        workers: Some(crate::top::stats::WorkersLine {
+        workers: Some(crate::stats::WorkersLine {
             workers: vec![(Some(48.0), Some(0.643)), (Some(2.0), None)],
             packing: Some(true),
         }),
@@ -233,7 +233,7 @@ fn configured_users_get_a_table_of_their_own() {
         !render(&frame, 100).contains("USER"),
         "no table without users"
     );
-    frame.users = vec![crate::top::users::UserRow {
+    frame.users = vec![crate::users::UserRow {
         user: "batch".to_string(),
         connections: Some(3.0),
         commands_per_sec: Some(1000.0),

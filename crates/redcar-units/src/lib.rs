@@ -1,11 +1,17 @@
-//! Human-friendly durations ("250ms", "5s") and byte sizes ("64kb", "512mb") for config values.
+//! Human-friendly durations ("250ms", "5s") and byte sizes ("64kb", "512mb") for config values
+//! and command-line flags.
 //!
-//! Every duration and size key in docs/configuration.md goes through this module, so they all take
+//! Every duration and size key in docs/configuration.md goes through this crate, so they all take
 //! the same spellings: durations `us`/`µs`, `ms`, `s` (or none), `m`, `h`, fractions allowed
 //! (`1.5s`); sizes `b`, `k`/`kb`, `m`/`mb`, `g`/`gb` (powers of 1024, case-insensitive), whole
 //! numbers only. A bare YAML number is seconds or bytes. Written back ([`format_duration`], the
 //! serialisers), a value reads back as the same value, which the Envoy converter relies on (it
-//! parses its own output back).
+//! writes durations that the proxy's config reads back).
+//!
+//! A crate of its own so that the proxy (`redcar`, as `values::units`) and the tools that share
+//! its spellings (`redcar-top`'s `--interval`, `redcar-envoy`'s output) take them from one place
+//! without depending on the proxy.
+#![warn(unreachable_pub, missing_docs)]
 
 use std::time::Duration;
 
@@ -17,7 +23,7 @@ use serde::{de, Deserialize, Deserializer, Serializer};
 /// number, an unknown unit, or more than 10^9 seconds (about 31 years, far beyond any timeout and
 /// well inside what `Duration::from_secs_f64` takes without panicking). A sign is not part of the
 /// number, so `-5s` fails as not a duration.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -75,7 +81,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
 /// Formats a duration the way the parser reads it back.
 /// The largest unit that is exact is chosen (`5s`, `1500ms`, `250us`); below a microsecond the
 /// value is truncated, which no config key can express anyway.
-pub(crate) fn format_duration(d: Duration) -> String {
+pub fn format_duration(d: Duration) -> String {
     let micros = d.as_micros();
     if micros.is_multiple_of(1_000_000) {
         format!("{}s", micros / 1_000_000)
@@ -88,11 +94,11 @@ pub(crate) fn format_duration(d: Duration) -> String {
 
 /// serde adapter: `#[serde(with = "units::duration")]`.
 /// A YAML number is whole seconds; text goes through [`parse_duration`](super::parse_duration).
-pub(crate) mod duration {
+pub mod duration {
     use super::*;
 
     /// Fails with the parser's message, which serde places at the key in the config error.
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let raw = NumberOrText::deserialize(d)?;
         match raw {
             NumberOrText::Number(n) => Ok(Duration::from_secs(n)),
@@ -101,7 +107,7 @@ pub(crate) mod duration {
     }
 
     /// Writes the text form, never a number, so the unit is always visible in dumped configs.
-    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format_duration(*d))
     }
 }
@@ -109,11 +115,11 @@ pub(crate) mod duration {
 /// serde adapter for a duration that may be unset: `#[serde(with = "units::optional_duration")]`.
 /// A missing or `null` key is `None` (the feature's "unset", e.g. the OS default for TCP
 /// keepalive); otherwise as [`duration`](super::duration).
-pub(crate) mod optional_duration {
+pub mod optional_duration {
     use super::*;
 
     /// `null` gives `None`; text goes through the duration parser.
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+    pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Option<Duration>, D::Error> {
         match Option::<NumberOrText>::deserialize(d)? {
@@ -124,7 +130,7 @@ pub(crate) mod optional_duration {
     }
 
     /// `None` is written as YAML `null`.
-    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match d {
             Some(d) => s.serialize_str(&format_duration(*d)),
             None => s.serialize_none(),
@@ -134,11 +140,11 @@ pub(crate) mod optional_duration {
 
 /// serde adapter: `#[serde(with = "units::size")]`.
 /// A YAML number is bytes; text goes through [`parse_size`](super::parse_size).
-pub(crate) mod size {
+pub mod size {
     use super::*;
 
     /// Fails on a number too large for `usize` on this platform, or on the size parser's errors.
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
         match NumberOrText::deserialize(d)? {
             NumberOrText::Number(n) => usize::try_from(n).map_err(de::Error::custom),
             NumberOrText::Text(t) => parse_size(&t).map_err(de::Error::custom),
@@ -146,7 +152,7 @@ pub(crate) mod size {
     }
 
     /// Written as a plain byte count, which [`deserialize`] reads back unchanged.
-    pub(crate) fn serialize<S: Serializer>(v: &usize, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(v: &usize, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(*v as u64)
     }
 }

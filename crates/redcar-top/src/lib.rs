@@ -9,6 +9,9 @@
 //! The first frame is shown at once, with rates averaged since start; later frames cover the last
 //! interval. `--once` takes two scrapes `interval` apart and prints one frame. A failed scrape
 //! after the first keeps the last frame on screen with a notice, so the view survives a restart.
+//!
+//! A crate of its own, called by the `redcar` binary (`redcar top`): it reads the proxy only over
+//! HTTP, so it needs none of the proxy's code, only the spellings of durations (`redcar-units`).
 #![warn(unreachable_pub, missing_docs)]
 
 mod cells;
@@ -26,7 +29,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::values::units::parse_duration;
+use redcar_units::parse_duration;
 pub(crate) use render::render;
 use scrape::{fetch_metrics, host_port, parse_exposition, ScrapeError};
 pub(crate) use stats::{Frame, Snapshot};
