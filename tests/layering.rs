@@ -229,7 +229,10 @@ fn the_scan_reads_crate_paths() {
         ["values", "metrics"]
     );
     assert!(uses("use super::x; use std::io;").is_empty());
-    assert!(names_crate("pub(crate) use redcar_units as units;", "redcar-units"));
+    assert!(names_crate(
+        "pub(crate) use redcar_units as units;",
+        "redcar-units"
+    ));
     assert!(names_crate("Top(redcar_top::TopArgs),", "redcar-top"));
     assert!(!names_crate("/// the crate `redcar_units`", "redcar-units"));
 }

@@ -119,9 +119,7 @@ pub mod optional_duration {
     use super::*;
 
     /// `null` gives `None`; text goes through the duration parser.
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Duration>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         match Option::<NumberOrText>::deserialize(d)? {
             None => Ok(None),
             Some(NumberOrText::Number(n)) => Ok(Some(Duration::from_secs(n))),
