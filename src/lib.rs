@@ -29,7 +29,6 @@
 //!   assembles the modules' own `*Config` types (only [`app`], [`envoy`] and `main` import it).
 //! - [`envoy`]: `redcar config convert-envoy`, Envoy redis_proxy configs to redcar's.
 //! - [`app`]: wiring and graceful shutdown.
-//! - [`doctor`]: `redcar doctor`, a cluster configuration and latency diagnosis (a tool, not on the proxy's path).
 //!
 //! # A GET, from socket to socket
 //! Per core, one worker thread's event loop serves it from start to end (docs/architecture.md,
@@ -63,7 +62,6 @@ pub mod auth;
 pub mod backends;
 pub mod cluster;
 pub mod config;
-pub mod doctor;
 pub mod downstream;
 pub mod envoy;
 pub mod hotkeys;

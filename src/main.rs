@@ -16,8 +16,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use redcar::app::{self, Listeners};
 use redcar::config::{Cli, Command, Config, ConfigCommand};
-use redcar::doctor;
 use redcar::workers::Model;
+use redcar_doctor as doctor;
 
 mod allocator;
 

@@ -30,7 +30,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("router", 4),
     ("near_cache", 4),
     ("sentinel", 4),
-    ("doctor", 4),
     ("backends", 5),
     ("downstream", 5),
     ("admin", 6),
@@ -111,16 +110,30 @@ fn module_of(src: &Path, file: &Path) -> String {
         .to_string()
 }
 
-/// The non-test part of a file: test modules sit at the end, after `#[cfg(test)]`; files that
-/// are test modules themselves are skipped by name.
+/// The non-test part of a file: a test module written inline sits at the end, after its
+/// `#[cfg(test)]`; a `#[cfg(test)] mod name;` declaration (a test file of its own) may come
+/// anywhere and is only skipped; files that are test modules themselves are skipped by name.
 fn code_of(file: &Path) -> Option<String> {
     let name = file.file_name()?.to_string_lossy().to_string();
     if name == "tests.rs" || name.ends_with("_tests.rs") || name == "test_server.rs" {
         return None;
     }
     let text = std::fs::read_to_string(file).ok()?;
-    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
-    Some(text[..end].to_string())
+    let mut code = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == "#[cfg(test)]" {
+            match lines.next() {
+                Some(next) if next.trim_start().starts_with("mod ") && next.ends_with(';') => {
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        code.push_str(line);
+        code.push('\n');
+    }
+    Some(code)
 }
 
 /// The modules `code` names as `crate::<module>`.

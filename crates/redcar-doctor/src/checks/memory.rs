@@ -1,6 +1,6 @@
 //! Checks of memory settings: no limit, a limit that refuses writes, and fragmentation/swap.
 
-use crate::doctor::model::{Finding, NodeData, Severity};
+use crate::model::{Finding, NodeData, Severity};
 
 /// Fragmentation only matters once there is enough data for the wasted RSS to hurt.
 const FRAGMENTATION_MIN_USED: u64 = 100 * 1024 * 1024;

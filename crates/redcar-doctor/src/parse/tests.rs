@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::protocol::Frame;
+use redcar_protocol::protocol::Frame;
 
 fn bulk(s: &str) -> Frame {
     Frame::Bulk(Bytes::copy_from_slice(s.as_bytes()))

@@ -1,7 +1,7 @@
 //! Canned nodes for the checks' unit tests: INFO text and CONFIG values as Redis prints them.
 
-use crate::doctor::model::NodeData;
-use crate::doctor::parse::parse_info;
+use crate::model::NodeData;
+use crate::parse::parse_info;
 
 /// A node at `addr` whose `INFO all` printed `info` and whose `CONFIG GET` gave `config`.
 pub(crate) fn node(addr: &str, info: &str, config: &[(&str, &str)]) -> NodeData {

@@ -7,6 +7,10 @@
 //! - `parse`: Redis replies → plain data; `model`: that data and the findings.
 //! - `checks`: one small pure function per check, unit-tested on canned INFO/CONFIG text.
 //! - `report`: the human table, the JSON document and the exit status.
+//!
+//! A crate of its own, called by the `redcar` binary (`redcar doctor`): it talks to the nodes
+//! with its own small client, so it needs none of the proxy's code, only the RESP codec and
+//! command table (`redcar-protocol`) and TLS towards the nodes (`redcar-tls`).
 #![warn(unreachable_pub, missing_docs)]
 
 mod checks;
@@ -20,6 +24,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use client::ConnectOptions;
+pub use client::Credentials;
 use report::Report;
 
 /// Exit status when no seed could be read (distinct from 0/1/2, which grade the cluster).
@@ -31,15 +36,15 @@ pub const EXIT_USAGE: u8 = 64;
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Seeds `host:port`; the first that answers `CLUSTER NODES` describes the cluster.
-    pub(crate) seeds: Vec<String>,
+    pub seeds: Vec<String>,
     /// JSON on stdout instead of the table.
-    pub(crate) json: bool,
+    pub json: bool,
     /// Bound on each connect and each command.
-    pub(crate) timeout: Duration,
+    pub timeout: Duration,
     /// `AUTH` on every node connection, when the cluster requires it.
-    pub(crate) credentials: Option<crate::upstream::Credentials>,
+    pub credentials: Option<Credentials>,
     /// TLS towards the nodes (`--tls`, `--cacert`, `--cert`, `--key`, `--sni`).
-    pub(crate) tls: crate::upstream::UpstreamTlsConfig,
+    pub tls: redcar_tls::UpstreamTlsConfig,
 }
 
 // === impl Options ===
@@ -65,8 +70,8 @@ impl Options {
     }
 }
 
-/// TLS settings are checked, and handshake failures explained, by the proxy's code, whose
-/// messages name config keys; the doctor's user typed flags.
+/// TLS settings are checked, and handshake failures explained, by `redcar_tls` (the proxy's own
+/// code), whose messages name config keys; the doctor's user typed flags.
 fn flag_names(message: &str) -> String {
     message
         .replace("`upstream.tls.ca_file`", "--cacert")

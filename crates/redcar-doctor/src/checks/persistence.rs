@@ -1,7 +1,7 @@
 //! Checks of persistence settings that cost latency: AOF fsync on every write, RDB snapshots
 //! (fork + copy-on-write) on busy nodes, and failed background saves.
 
-use crate::doctor::model::{Finding, NodeData, Severity};
+use crate::model::{Finding, NodeData, Severity};
 
 /// Writes per second since the last save above which RDB snapshots fire constantly.
 const BUSY_WRITES_PER_SEC: f64 = 1000.0;

@@ -15,7 +15,7 @@ use tokio_rustls::rustls::RootCertStore;
 /// Other PEM sections in the file (a private key in a combined file) are skipped; the order of the
 /// file is kept, so the leaf certificate must come first as TLS sends it. Used for `tls.cert` and
 /// `upstream.tls.cert_file`, and by [`roots`].
-pub(crate) fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
     let certs = CertificateDer::pem_slice_iter(&pem)
@@ -33,7 +33,7 @@ pub(crate) fn certificates(key: &str, path: &Path) -> Result<Vec<CertificateDer<
 /// The first private key (PKCS#8, PKCS#1 or SEC1) in the PEM file at `path`.
 /// Certificates before the key are skipped, so a combined cert-and-key file works for both keys.
 /// Fails when the file cannot be read, holds no key, or a section is malformed.
-pub(crate) fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+pub fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("`{key}`: cannot read {}: {e}", path.display()))?;
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
@@ -62,7 +62,7 @@ fn describe(error: pem::Error) -> String {
 /// A trust store holding every CA certificate of the PEM file at `path`.
 /// Fails on the first certificate rustls will not take as a trust anchor, rather than silently
 /// trusting fewer CAs than the file lists. Used for `tls.client_ca` and `upstream.tls.ca_file`.
-pub(crate) fn roots(key: &str, path: &Path) -> Result<RootCertStore, String> {
+pub fn roots(key: &str, path: &Path) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     for ca in certificates(key, path)? {
         roots

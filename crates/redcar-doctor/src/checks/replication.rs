@@ -1,7 +1,7 @@
 //! Checks of replication: replicas cut off from their primary, and replicas falling behind.
 
-use crate::doctor::model::{Finding, NodeData, Severity};
-use crate::doctor::parse::parse_fields;
+use crate::model::{Finding, NodeData, Severity};
+use crate::parse::parse_fields;
 
 /// Bytes of replication stream a replica may trail by before it is worth a warning.
 const LAG_BYTES_WARN: u64 = 1024 * 1024;

@@ -2,7 +2,7 @@
 
 use super::fixtures::node;
 use super::*;
-use crate::doctor::model::{ClusterNode, LatencyEvent, Role, SlotOwner, SlowEntry};
+use crate::model::{ClusterNode, LatencyEvent, Role, SlotOwner, SlowEntry};
 
 fn severity(finding: Option<Finding>) -> Option<Severity> {
     finding.map(|f| f.severity)
@@ -200,12 +200,12 @@ master_repl_offset:100000000\r\n";
 #[test]
 fn cluster_state_fail_and_missing_slots_are_critical() {
     let mut n = cfg(&[]);
-    n.cluster_info = crate::doctor::parse::parse_info("cluster_state:fail\r\n");
+    n.cluster_info = crate::parse::parse_info("cluster_state:fail\r\n");
     assert_eq!(
         severity(topology::cluster_state(&n)),
         Some(Severity::Critical)
     );
-    n.cluster_info = crate::doctor::parse::parse_info("cluster_state:ok\r\n");
+    n.cluster_info = crate::parse::parse_info("cluster_state:ok\r\n");
     assert_eq!(topology::cluster_state(&n), None);
 
     let owner = |start, end| SlotOwner {
@@ -391,7 +391,7 @@ fn check_ids_are_unique() {
 
 #[test]
 fn every_check_is_documented_in_docs_doctor_md() {
-    let docs = include_str!("../../../docs/doctor.md");
+    let docs = include_str!("../../../../docs/doctor.md");
     for check in CHECKS {
         let row = format!("| `{}` |", check.id);
         assert!(

@@ -1,7 +1,7 @@
 //! Checks of client-connection settings: idle timeouts that cut pooled connections, TCP
 //! keepalive off, and connections nearing maxclients.
 
-use crate::doctor::model::{Finding, NodeData, Severity};
+use crate::model::{Finding, NodeData, Severity};
 
 /// Idle timeouts shorter than this close a sidecar's pooled connections during quiet periods.
 const IDLE_TIMEOUT_MIN_SECS: u64 = 300;

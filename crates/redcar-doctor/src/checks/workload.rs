@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
-use crate::commands::spec::flags;
-use crate::commands::CommandTable;
-use crate::doctor::model::{Finding, NodeData, Severity, Snapshot};
-use crate::doctor::parse::parse_fields;
+use crate::model::{Finding, NodeData, Severity, Snapshot};
+use crate::parse::parse_fields;
+use redcar_protocol::commands::spec::flags;
+use redcar_protocol::commands::CommandTable;
 
 /// A latency event this long (all-time max) is felt by users, not just by graphs.
 const LATENCY_WARN_MS: u64 = 100;

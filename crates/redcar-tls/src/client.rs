@@ -17,28 +17,28 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::ClientConfig;
 use tokio_rustls::TlsConnector;
 
-use crate::values::pem;
+use crate::pem;
 
 /// `upstream.tls:` in the config file.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
-pub(crate) struct UpstreamTlsConfig {
+pub struct UpstreamTlsConfig {
     /// Every node connection (pipelined, dedicated, topology, health checks) uses TLS.
-    pub(crate) enabled: bool,
+    pub enabled: bool,
     /// PEM file of the CA certificates that signed the nodes' certificates (required).
-    pub(crate) ca_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
     /// Name sent as SNI and verified in the node's certificate; default: the host of the node's
     /// address (an IP address is checked against the certificate's IP SANs).
-    pub(crate) server_name: Option<String>,
+    pub server_name: Option<String>,
     /// PEM client certificate chain, for nodes started with `tls-auth-clients yes`.
-    pub(crate) cert_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
     /// PEM private key of `cert_file`.
-    pub(crate) key_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
 }
 
 /// The TLS side of connecting to a node; cheap to clone (one `Arc` inside).
 #[derive(Clone)]
-pub(crate) struct UpstreamTls {
+pub struct UpstreamTls {
     connector: TlsConnector,
     /// `upstream.tls.server_name`, parsed once; `None` takes each node's own host.
     server_name: Option<ServerName<'static>>,
@@ -57,7 +57,7 @@ impl std::fmt::Debug for UpstreamTls {
 impl UpstreamTlsConfig {
     /// Reads the files and builds the client settings; `None` while TLS is off. Every error
     /// names the key at fault.
-    pub(crate) fn connector(&self) -> Result<Option<UpstreamTls>, String> {
+    pub fn connector(&self) -> Result<Option<UpstreamTls>, String> {
         if !self.enabled {
             if self.ca_file.is_some()
                 || self.server_name.is_some()
@@ -127,7 +127,7 @@ impl UpstreamTlsConfig {
 impl UpstreamTls {
     /// The TLS handshake on a fresh TCP connection to `addr`, bounded by `timeout`. The error
     /// says what to check: a certificate problem is the usual cause, not the network.
-    pub(crate) async fn handshake(
+    pub async fn handshake(
         &self,
         addr: &str,
         tcp: TcpStream,

@@ -1,15 +1,40 @@
 //! A minimal async RESP2 client for diagnosis: one connection, one command at a time, every
-//! step bounded by a timeout. Encoding and decoding reuse [`crate::protocol`].
+//! step bounded by a timeout. Encoding and decoding reuse `redcar_protocol`, TLS reuses
+//! `redcar_tls` (the proxy's own settings and handshake).
 
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use crate::protocol::{Frame, Limits, ProtocolError, Request};
-use crate::upstream::{Credentials, NodeStream, UpstreamTls};
+use redcar_protocol::protocol::{Frame, Limits, ProtocolError, Request};
+use redcar_tls::UpstreamTls;
+
+/// Credentials for `AUTH` on every node (`--user`, `--password`).
+#[derive(Clone)]
+pub struct Credentials {
+    /// Redis 6+ ACL user; `None` authenticates as the `default` user (`requirepass`).
+    pub username: Option<String>,
+    /// Never printed: `Debug` shows it redacted.
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"(redacted)")
+            .finish()
+    }
+}
+
+/// A connected node socket, plain TCP or TLS: the client only reads and writes it, one command
+/// at a time, so the indirection costs nothing that matters.
+trait NodeStream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> NodeStream for T {}
 
 /// How to reach a node.
 #[derive(Clone, Debug)]
@@ -44,7 +69,7 @@ pub(crate) enum ClientError {
 
 /// One connection to one node.
 pub(crate) struct NodeClient {
-    stream: NodeStream,
+    stream: Box<dyn NodeStream>,
     /// Bytes read but not yet parsed into a reply.
     buf: BytesMut,
     timeout: Duration,
@@ -64,13 +89,13 @@ impl NodeClient {
             .map_err(|_| ClientError::Timeout(options.timeout, "connecting"))??;
         // Commands are small and sent one at a time: don't let Nagle hold them back.
         stream.set_nodelay(true)?;
-        let stream = match &options.tls {
-            None => NodeStream::Tcp(stream),
-            Some(tls) => NodeStream::Tls(Box::new(
+        let stream: Box<dyn NodeStream> = match &options.tls {
+            None => Box::new(stream),
+            Some(tls) => Box::new(
                 tls.handshake(addr, stream, options.timeout)
                     .await
                     .map_err(ClientError::Tls)?,
-            )),
+            ),
         };
         let mut client = NodeClient {
             stream,

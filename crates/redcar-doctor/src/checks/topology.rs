@@ -3,8 +3,10 @@
 
 use std::collections::HashMap;
 
-use crate::cluster::SLOT_COUNT;
-use crate::doctor::model::{Finding, NodeData, Role, Severity, Snapshot};
+use crate::model::{Finding, NodeData, Role, Severity, Snapshot};
+
+/// The slots of a Redis Cluster's key space (CRC16 of the key, modulo this).
+const SLOT_COUNT: usize = 16384;
 
 /// Nodes that did not answer, and nodes the cluster flags `fail`/`fail?`.
 pub(crate) fn reachability(snapshot: &Snapshot) -> Vec<Finding> {

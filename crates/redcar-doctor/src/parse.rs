@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::protocol::Frame;
+use redcar_protocol::protocol::Frame;
 
 use super::model::{ClusterNode, LatencyEvent, Role, SlotOwner, SlowEntry};
 
