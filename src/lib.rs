@@ -26,8 +26,7 @@
 //! - [`memory`]: freed memory given back to the system after a large value went through.
 //! - [`sentinel`]: a Sentinel-managed primary published as a one-shard map.
 //! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up; it only
-//!   assembles the modules' own `*Config` types (only [`app`], [`envoy`] and `main` import it).
-//! - [`envoy`]: `redcar config convert-envoy`, Envoy redis_proxy configs to redcar's.
+//!   assembles the modules' own `*Config` types (only [`app`] and `main` import it).
 //! - [`app`]: wiring and graceful shutdown.
 //!
 //! # A GET, from socket to socket
@@ -63,7 +62,6 @@ pub mod backends;
 pub mod cluster;
 pub mod config;
 pub mod downstream;
-pub mod envoy;
 pub mod hotkeys;
 pub mod memory;
 pub mod metrics;

@@ -39,12 +39,7 @@ fn main() -> ExitCode {
         return run_doctor(&options);
     }
     if let Some(Command::Config(ConfigCommand::ConvertEnvoy(args))) = &cli.command {
-        let options = redcar::envoy::Options {
-            file: args.file.clone(),
-            listener: args.listener.clone(),
-            cluster: args.cluster.clone(),
-        };
-        return ExitCode::from(redcar::envoy::run(&options));
+        return ExitCode::from(app::convert_envoy(args));
     }
     if let Some(Command::Upgrade(args)) = &cli.command {
         return ExitCode::from(app::upgrade_command(&args.pid_file, args.timeout));

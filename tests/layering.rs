@@ -1,9 +1,9 @@
 //! The crate's modules depend on each other one way, checked over the `crate::` paths in
 //! `src/` (test code excluded): each module has a layer, and may use only modules of lower
 //! layers. So `values` is a leaf, the data plane builds up from `protocol` to `downstream`, and
-//! `config` sits at the edge, assembling the modules' own `*Config` types: nothing but `app`,
-//! the Envoy converter (which emits a `Config`) and `main` imports it (docs/architecture.md,
-//! "Layers").
+//! `config` sits at the edge, assembling the modules' own `*Config` types: nothing but `app`
+//! (which also checks the Envoy converter's output against it) and `main` imports it
+//! (docs/architecture.md, "Layers").
 //!
 //! The modules that live in a workspace crate of their own (`protocol` and `commands`, in
 //! crates/redcar-protocol, re-exported by `src/lib.rs`) have no layer here: Cargo already keeps
@@ -35,7 +35,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("admin", 6),
     ("config", 7),
     ("app", 8),
-    ("envoy", 8),
 ];
 
 /// The modules `src/lib.rs` re-exports from the workspace's crates, with their crate: below every
@@ -226,11 +225,7 @@ fn config_is_imported_only_at_the_edge_and_values_by_anyone() {
         .filter(|(_, layer)| *layer > config)
         .map(|(name, _)| *name)
         .collect();
-    assert_eq!(
-        above_config,
-        ["app", "envoy"],
-        "only these may import config"
-    );
+    assert_eq!(above_config, ["app"], "only app may import config");
     assert_eq!(layers["values"], 0, "values is a leaf");
 }
 

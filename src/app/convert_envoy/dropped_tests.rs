@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::tests::{base, cluster, config, error, has_warning, listener, run, yaml};
-use super::Options;
+use redcar_envoy::Options;
 
 #[test]
 fn keepalive_interval_and_probes_become_config_keys() {

@@ -1,9 +1,10 @@
-//! Unit tests of the Envoy → redcar mapping, one Envoy setting (or rule) at a time.
+//! Unit tests of the Envoy → redcar mapping, one Envoy setting (or rule) at a time, each output
+//! read back as the proxy reads a config.
 
 use yaml_serde::Value;
 
-use super::{convert, Conversion, ConvertError, Options};
 use crate::config::Config;
+use redcar_envoy::{convert, Conversion, ConvertError, Options};
 
 pub(super) const BASE: &str = r#"
 static_resources:
@@ -47,9 +48,15 @@ pub(super) fn yaml(text: &str) -> Value {
     yaml_serde::from_str(text).expect("test yaml parses")
 }
 
+/// Converts `doc`; a conversion whose output does not load as a config fails the test, as `run`
+/// would refuse to print it.
 fn run_with(doc: &Value, options: &Options) -> Result<Conversion, ConvertError> {
     let text = yaml_serde::to_string(doc).expect("serialize");
-    convert(&text, "test.yaml", options)
+    let conversion = convert(&text, "test.yaml", options)?;
+    if let Err(e) = super::loads(&conversion.yaml) {
+        panic!("the output does not load: {e}\n{}", conversion.yaml);
+    }
+    Ok(conversion)
 }
 
 pub(super) fn run(doc: &Value) -> Conversion {
@@ -74,6 +81,23 @@ pub(super) fn has_warning(conversion: &Conversion, needle: &str) -> bool {
             .yaml
             .lines()
             .any(|l| l.starts_with("# ") && l.contains(needle))
+}
+
+/// The converter keeps its own copies of what it shares with the config by value.
+#[test]
+fn the_values_shared_with_the_config_agree() {
+    assert_eq!(
+        redcar_envoy::DEFAULT_BACKEND,
+        crate::backends::DEFAULT_BACKEND
+    );
+    assert_eq!(
+        redcar_envoy::MAX_KEEPALIVE_PROBES,
+        crate::upstream::MAX_KEEPALIVE_PROBES
+    );
+    assert_eq!(
+        redcar_envoy::MAX_KEEPALIVE_SECONDS,
+        crate::upstream::MAX_KEEPALIVE_SECONDS
+    );
 }
 
 #[test]

@@ -20,14 +20,19 @@
 //!    outlier detection, node auth, upstream TLS).
 //! 5. `proxy`, `auth` and `faults` convert the filter's own settings; `safety_notes` adds what
 //!    concerns the whole result.
-//! 6. The rendered YAML is parsed back with `Config::from_yaml`: a key redcar does not know is a
-//!    converter bug, reported as such instead of printed.
+//! 6. `run` has the rendered YAML loaded as a redcar config by its caller (the `redcar` binary,
+//!    which owns the config's types): a key redcar does not know is a converter bug, reported as
+//!    such instead of printed.
 //!
 //! What holds throughout: a note is one line and never holds a secret's value (only where it is); a
 //! secret clients present is written as its SHA-256 when it was inline; the converter reads only
-//! the input file (and, for user names, the file or variable a `DataSource` names). The tests sit
-//! next to this file (`tests.rs`, `forms_tests.rs`, `routes_tests.rs`, `dropped_tests.rs`,
-//! `tls_tests.rs`).
+//! the input file (and, for user names, the file or variable a `DataSource` names).
+//!
+//! A crate of its own, called by the `redcar` binary (`redcar config convert-envoy`): it writes
+//! YAML and depends on no part of the proxy, only on the spellings of durations (`redcar-units`).
+//! What it shares with the proxy's config by value (the `default` backend's name, the keepalive
+//! bounds) is exported, and the proxy's tests check that both agree. The mapping's unit tests sit
+//! with that caller (src/app/convert_envoy/), since they read the output back as a `Config`.
 #![warn(unreachable_pub, missing_docs)]
 
 mod auth;
@@ -55,12 +60,14 @@ use std::path::PathBuf;
 use yaml_serde::Value;
 
 use draft::Draft;
-pub(crate) use error::ConvertError;
+pub use error::ConvertError;
+pub use keepalive::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
+pub use prefix::DEFAULT_BACKEND;
 
 /// What to convert, from the command line.
 #[derive(Debug, Clone, Default)]
-/// Built by `main.rs` from `ConvertEnvoyArgs`; the tests build it directly, with `convert`
-/// given the text so no file is needed.
+/// Built by the `redcar` binary from its `ConvertEnvoyArgs`; the tests build it directly, with
+/// `convert` given the text so no file is needed.
 pub struct Options {
     /// The Envoy YAML file; `-` reads stdin.
     pub file: PathBuf,
@@ -73,21 +80,31 @@ pub struct Options {
 
 /// A finished conversion: the YAML to print, and the notes it carries as comments.
 #[derive(Debug)]
-pub(crate) struct Conversion {
+pub struct Conversion {
     /// The whole config file: a header comment, then each top-level key with its notes above it.
-    pub(crate) yaml: String,
+    pub yaml: String,
     /// Every note's text, in the order recorded; `run` prints each on stderr after `warning: `.
-    pub(crate) warnings: Vec<String>,
+    pub warnings: Vec<String>,
 }
 
 /// Exit status when the input cannot be read or converted.
 const EXIT_FAILED: u8 = 1;
 
 /// Runs the subcommand: the config on stdout, warnings and errors on stderr.
+/// `loads` is the caller's check that the YAML loads as a redcar config (its error, when it does
+/// not); the result is printed only after it passed.
 /// Exit status 0 when converted (warnings or not), `EXIT_FAILED` when nothing was printed on
 /// stdout; `main.rs` passes it to the process exit status, as docs/migrating-from-envoy.md says.
-pub fn run(options: &Options) -> u8 {
-    let result = read_input(options).and_then(|(text, source)| convert(&text, &source, options));
+pub fn run(options: &Options, loads: impl Fn(&str) -> Result<(), String>) -> u8 {
+    let result = read_input(options)
+        .and_then(|(text, source)| convert(&text, &source, options))
+        .and_then(|conversion| {
+            // Every key written must be one redcar knows: a wrong one here is a converter bug.
+            loads(&conversion.yaml).map_err(|e| {
+                ConvertError(format!("bug: the converted config does not parse: {e}"))
+            })?;
+            Ok(conversion)
+        });
     match result {
         Ok(conversion) => {
             for warning in &conversion.warnings {
@@ -126,12 +143,9 @@ fn read_input(options: &Options) -> Result<(String, String), ConvertError> {
 /// apart by their content); `source` names it in the output's header.
 /// Pure apart from reading user-name files or variables a `DataSource` names: the tests call it
 /// with inline text. Fails with the first [`ConvertError`] of any step; nothing partial is
-/// returned.
-pub(crate) fn convert(
-    text: &str,
-    source: &str,
-    options: &Options,
-) -> Result<Conversion, ConvertError> {
+/// returned. The result is not yet checked against redcar's config: [`run`] has its caller do
+/// that.
+pub fn convert(text: &str, source: &str, options: &Options) -> Result<Conversion, ConvertError> {
     let mut draft = Draft::default();
     let resources = input::read(text, source, &mut draft)?;
     let place = resources.form.listeners_place();
@@ -152,9 +166,6 @@ pub(crate) fn convert(
     let yaml = draft
         .render(&header)
         .map_err(|e| ConvertError(format!("cannot write the redcar config: {e}")))?;
-    // Every key written must be one redcar knows: a wrong one here is a converter bug.
-    crate::config::Config::from_yaml(&yaml)
-        .map_err(|e| ConvertError(format!("bug: the converted config does not parse: {e}")))?;
     let warnings = draft.notes().iter().map(|n| n.text.clone()).collect();
     Ok(Conversion { yaml, warnings })
 }
@@ -183,14 +194,3 @@ fn safety_notes(envoy_admin: bool, draft: &mut Draft) {
         );
     }
 }
-
-#[cfg(test)]
-mod dropped_tests;
-#[cfg(test)]
-mod forms_tests;
-#[cfg(test)]
-mod routes_tests;
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod tls_tests;

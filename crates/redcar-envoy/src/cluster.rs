@@ -221,7 +221,7 @@ fn refresh(config: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
         )?;
         if gap > interval {
             // redcar refuses a minimum gap longer than the periodic interval.
-            text = crate::values::units::format_duration(interval);
+            text = redcar_units::format_duration(interval);
             draft.note(
                 "cluster",
                 "redirect_refresh_interval is longer than the refresh interval: \
@@ -286,7 +286,7 @@ fn outlier(od: &Value, draft: &mut Draft) -> Result<(), ConvertError> {
         d
     };
     if max < base {
-        let text = crate::values::units::format_duration(base);
+        let text = redcar_units::format_duration(base);
         draft.set(&["upstream", "outlier", "max_ejection_time"], text);
         draft.note(
             "upstream",

@@ -5,10 +5,10 @@
 //! redcar cannot check, or a malformed value. The message names the setting by its Envoy path, so
 //! the user can find it in the file.
 
-/// Errors end the conversion with nothing printed on stdout: [`super::run`] prints the message
+/// Errors end the conversion with nothing printed on stdout: [`crate::run`] prints the message
 /// after `redcar config convert-envoy: ` and exits with status 1. Settings that merely have no
 /// redcar equivalent are not errors; they become notes (`Draft::note`).
 /// Why nothing could be converted; the message names the Envoy setting.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct ConvertError(pub(crate) String);
+pub struct ConvertError(pub String);

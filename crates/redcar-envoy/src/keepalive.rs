@@ -9,14 +9,20 @@
 //! | `keepalive_probes` (a count) | `tcp_keepalive_probes` |
 //!
 //! The bounds are the ones Linux accepts for `TCP_KEEPIDLE`, `TCP_KEEPINTVL` and `TCP_KEEPCNT`,
-//! shared with the config's own check (`crate::upstream`).
+//! the same as the config's own check (the proxy's `upstream::MAX_KEEPALIVE_*`; the root
+//! package's tests check that the two agree).
 
 use yaml_serde::Value;
 
 use super::draft::Draft;
 use super::source::require_number;
 use super::ConvertError;
-use crate::upstream::{MAX_KEEPALIVE_PROBES, MAX_KEEPALIVE_SECONDS};
+
+/// The most keepalive probes Linux accepts (`TCP_KEEPCNT`).
+pub const MAX_KEEPALIVE_PROBES: u32 = 127;
+/// The longest keepalive idle time and probe interval Linux accepts (`TCP_KEEPIDLE`,
+/// `TCP_KEEPINTVL`), in seconds.
+pub const MAX_KEEPALIVE_SECONDS: std::time::Duration = std::time::Duration::from_secs(32767);
 
 /// How notes and errors name the fields, from the cluster down.
 const PREFIX: &str = "upstream_connection_options.tcp_keepalive.";

@@ -4,8 +4,8 @@
 use yaml_serde::Value;
 
 use super::tests::{base, config, error, has_warning, proxy, run, yaml};
-use super::Options;
 use crate::backends::BackendConfig;
+use redcar_envoy::Options;
 
 /// `base()` with a second redis cluster named `name` (seed 127.0.0.1:`port`) appended.
 fn with_cluster<'a>(doc: &'a mut Value, name: &str, port: u16) -> &'a mut Value {

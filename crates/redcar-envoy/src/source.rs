@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use yaml_serde::{Mapping, Value};
 
 use super::ConvertError;
-use crate::values::units::{format_duration, parse_duration};
+use redcar_units::{format_duration, parse_duration};
 
 /// An Envoy `google.protobuf.Duration`: `"0.5s"`, `"5s"`, or `{seconds: 5, nanos: 0}`.
 /// A string goes through redcar's own duration parser, so it accepts the same units as the

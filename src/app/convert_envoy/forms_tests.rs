@@ -2,8 +2,8 @@
 //! config_dump, and the errors for a file in none of them.
 
 use super::tests::config;
-use super::{convert, Conversion, Options};
 use crate::router::ReadPolicy;
+use redcar_envoy::{convert, Conversion, Options};
 
 /// The redis_proxy filter the EnvoyFilter tests patch in (indented for a patch's `value`).
 const FILTER: &str = r#"
