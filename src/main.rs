@@ -9,7 +9,8 @@
 //!
 //! The allocator (mimalloc, tuned to give memory back) is set in `allocator.rs`, the only module
 //! of the binary; everything else lives in the library crate, so tests/ drive the same `app::run`
-//! this file calls.
+//! this file calls, or, for the tools, in their own crates (crates/redcar-doctor, redcar-top,
+//! redcar-envoy).
 
 use std::process::ExitCode;
 

@@ -32,7 +32,9 @@
 //! YAML and depends on no part of the proxy, only on the spellings of durations (`redcar-units`).
 //! What it shares with the proxy's config by value (the `default` backend's name, the keepalive
 //! bounds) is exported, and the proxy's tests check that both agree. The mapping's unit tests sit
-//! with that caller (src/app/convert_envoy/), since they read the output back as a `Config`.
+//! with that caller (src/app/convert_envoy/), since they read the output back as a `Config`;
+//! only the refusals are tested here (`tests.rs`), over the documents of `testing`, which the
+//! caller's tests share (feature `testing`).
 #![warn(unreachable_pub, missing_docs)]
 
 mod auth;
@@ -53,6 +55,9 @@ mod route;
 mod routes;
 mod source;
 mod tls;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -194,3 +199,6 @@ fn safety_notes(envoy_admin: bool, draft: &mut Draft) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests;

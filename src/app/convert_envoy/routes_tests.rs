@@ -1,24 +1,8 @@
 //! Unit tests of `prefix_routes` → `routes:`, `backends:`, `catch_all` and
 //! `routes_ignore_case`, and of the per-cluster settings a backend cannot carry.
 
-use yaml_serde::Value;
-
-use super::tests::{base, config, error, has_warning, proxy, run, yaml};
+use super::tests::{base, config, has_warning, proxy, run, with_cluster, yaml};
 use crate::backends::BackendConfig;
-use redcar_envoy::Options;
-
-/// `base()` with a second redis cluster named `name` (seed 127.0.0.1:`port`) appended.
-fn with_cluster<'a>(doc: &'a mut Value, name: &str, port: u16) -> &'a mut Value {
-    let mut extra = doc["static_resources"]["clusters"][0].clone();
-    extra["name"] = name.into();
-    extra["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
-        ["socket_address"]["port_value"] = port.into();
-    let clusters = doc["static_resources"]["clusters"]
-        .as_sequence_mut()
-        .expect("clusters");
-    clusters.push(extra);
-    clusters.last_mut().expect("just pushed")
-}
 
 fn seeds(backend: &BackendConfig) -> Vec<String> {
     match backend {
@@ -157,20 +141,6 @@ fn one_cluster_needs_no_routes_and_default_is_renamed() {
         &out,
         "cluster default is the backend envoy-default"
     ));
-}
-
-#[test]
-fn duplicate_prefixes_and_missing_clusters_are_refused() {
-    let mut doc = base();
-    with_cluster(&mut doc, "sessions", 7100);
-    proxy(&mut doc)["prefix_routes"] = yaml(
-        "{case_insensitive: true, routes: [{prefix: 'A:', cluster: rc}, {prefix: 'a:', cluster: sessions}]}",
-    );
-    assert!(error(&doc, &Options::default()).contains("prefix `a:` twice"));
-    proxy(&mut doc)["prefix_routes"] = yaml(
-        "{routes: [{prefix: 'a:', cluster: sessions, request_mirror_policy: [{cluster: gone}]}]}",
-    );
-    assert!(error(&doc, &Options::default()).contains("`gone`, which is not defined"));
 }
 
 #[test]
