@@ -9,9 +9,11 @@
 //! crates/redcar-protocol, re-exported by `src/lib.rs`) have no layer here: Cargo already keeps
 //! them below every module of this crate (a crate cannot use the crate that depends on it), so
 //! any module may use them, and the order inside that crate is its own. The same holds for the
-//! other workspace crates (crates/*: the tools `redcar-top`, the shared `redcar-units`, the
-//! channels of `redcar-sync`): nothing here checks them, and the picture draws each as one box,
-//! with arrows from the modules that name it and to the workspace crates it depends on.
+//! other workspace crates (crates/*: the tools `redcar-doctor`, `redcar-top` and `redcar-envoy`,
+//! which the binary runs; `redcar-units` and `redcar-tls`, which the proxy shares with them; the
+//! channels of `redcar-sync`): nothing here checks them, since Cargo keeps every one of them from
+//! reaching into the proxy, and the picture draws each as one box, with arrows from the modules
+//! that name it and to the workspace crates it depends on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
