@@ -21,6 +21,7 @@
 mod accept;
 mod bind;
 mod config_view;
+mod convert_envoy;
 mod fd_limit;
 mod inherit;
 mod listen;
@@ -30,6 +31,7 @@ mod parts;
 mod reload;
 mod upgrade;
 
+pub use convert_envoy::run as convert_envoy;
 pub use reload::ConfigSource;
 pub use upgrade::upgrade_command;
 

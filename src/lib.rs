@@ -26,11 +26,8 @@
 //! - [`memory`]: freed memory given back to the system after a large value went through.
 //! - [`sentinel`]: a Sentinel-managed primary published as a one-shard map.
 //! - [`config`]: the typed configuration tree, CLI and YAML, validated at start-up; it only
-//!   assembles the modules' own `*Config` types (only [`app`], [`envoy`] and `main` import it).
-//! - [`envoy`]: `redcar config convert-envoy`, Envoy redis_proxy configs to redcar's.
-//! - [`top`]: `redcar top`, live rates from a running redcar's admin API.
+//!   assembles the modules' own `*Config` types (only [`app`] and `main` import it).
 //! - [`app`]: wiring and graceful shutdown.
-//! - [`doctor`]: `redcar doctor`, a cluster configuration and latency diagnosis (a tool, not on the proxy's path).
 //!
 //! # Glossary
 //! The few words of redcar's own that code names use:
@@ -87,9 +84,7 @@ pub mod auth;
 pub mod backends;
 pub mod cluster;
 pub mod config;
-pub mod doctor;
 pub mod downstream;
-pub mod envoy;
 pub mod hotkeys;
 pub mod memory;
 pub mod metrics;
@@ -97,7 +92,6 @@ pub mod near_cache;
 pub mod reactor;
 pub mod router;
 pub mod sentinel;
-pub mod top;
 pub mod upstream;
 pub mod values;
 pub mod workers;

@@ -9,15 +9,16 @@
 //!
 //! The allocator (mimalloc, tuned to give memory back) is set in `allocator.rs`, the only module
 //! of the binary; everything else lives in the library crate, so tests/ drive the same `app::run`
-//! this file calls.
+//! this file calls, or, for the tools, in their own crates (crates/redcar-doctor, redcar-top,
+//! redcar-envoy).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use redcar::app::{self, Listeners};
 use redcar::config::{Cli, Command, Config, ConfigCommand};
-use redcar::doctor;
 use redcar::workers::Model;
+use redcar_doctor as doctor;
 
 mod allocator;
 
@@ -39,18 +40,13 @@ fn main() -> ExitCode {
         return run_doctor(&options);
     }
     if let Some(Command::Config(ConfigCommand::ConvertEnvoy(args))) = &cli.command {
-        let options = redcar::envoy::ConvertOptions {
-            file: args.file.clone(),
-            listener: args.listener.clone(),
-            cluster: args.cluster.clone(),
-        };
-        return ExitCode::from(redcar::envoy::run(&options));
+        return ExitCode::from(app::convert_envoy(args));
     }
     if let Some(Command::Upgrade(args)) = &cli.command {
         return ExitCode::from(app::upgrade_command(&args.pid_file, args.timeout));
     }
     if let Some(Command::Top(args)) = cli.command {
-        return run_tool("top", redcar::top::run(args));
+        return run_tool("top", redcar_top::run(args));
     }
     let config = match Config::load(&cli) {
         Ok(config) => config,

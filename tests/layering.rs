@@ -1,14 +1,19 @@
 //! The crate's modules depend on each other one way, checked over the `crate::` paths in
 //! `src/` (test code excluded): each module has a layer, and may use only modules of lower
 //! layers. So `values` is a leaf, the data plane builds up from `protocol` to `downstream`, and
-//! `config` sits at the edge, assembling the modules' own `*Config` types: nothing but `app`,
-//! the Envoy converter (which emits a `Config`) and `main` imports it (docs/architecture.md,
-//! "Layers").
+//! `config` sits at the edge, assembling the modules' own `*Config` types: nothing but `app`
+//! (which also checks the Envoy converter's output against it) and `main` imports it
+//! (docs/architecture.md, "Layers").
 //!
 //! The modules that live in a workspace crate of their own (`protocol` and `commands`, in
 //! crates/redcar-protocol, re-exported by `src/lib.rs`) have no layer here: Cargo already keeps
 //! them below every module of this crate (a crate cannot use the crate that depends on it), so
-//! any module may use them, and the order inside that crate is its own.
+//! any module may use them, and the order inside that crate is its own. The same holds for the
+//! other workspace crates (crates/*: the tools `redcar-doctor`, `redcar-top` and `redcar-envoy`,
+//! which the binary runs; `redcar-units` and `redcar-tls`, which the proxy shares with them; the
+//! channels of `redcar-sync`): nothing here checks them, since Cargo keeps every one of them from
+//! reaching into the proxy, and the picture draws each as one box, with arrows from the modules
+//! that name it and to the workspace crates it depends on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -16,25 +21,22 @@ use std::path::{Path, PathBuf};
 /// Every module of `src/lib.rs` and its layer: a module may use modules of lower layers only.
 const LAYERS: &[(&str, u8)] = &[
     ("values", 0),
-    ("reactor", 1),
     ("workers", 0),
     ("memory", 0),
+    ("reactor", 1),
     ("metrics", 1),
     ("auth", 2),
-    ("top", 1),
     ("hotkeys", 1),
     ("upstream", 2),
     ("cluster", 3),
     ("router", 4),
     ("near_cache", 4),
     ("sentinel", 4),
-    ("doctor", 4),
     ("backends", 5),
     ("downstream", 5),
     ("admin", 6),
     ("config", 7),
     ("app", 8),
-    ("envoy", 8),
 ];
 
 /// The modules `src/lib.rs` re-exports from the workspace's crates, with their crate: below every
@@ -43,6 +45,49 @@ const FROM_CRATES: &[(&str, &str)] = &[
     ("protocol", "redcar-protocol"),
     ("commands", "redcar-protocol"),
 ];
+
+/// A workspace crate of crates/* not re-exported as modules: its package name and the workspace
+/// crates its `[dependencies]` name (read from its Cargo.toml; only the picture uses them).
+struct Crate {
+    name: String,
+    uses: BTreeSet<String>,
+}
+
+/// Every crate under crates/ but those of [`FROM_CRATES`], sorted by name.
+fn workspace_crates(root: &Path) -> Vec<Crate> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).expect("read crates/") {
+        let manifest = entry.expect("dir entry").path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let mut name = None;
+        let mut uses = BTreeSet::new();
+        let mut section = "";
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line;
+            } else if section == "[package]" && line.starts_with("name = ") {
+                name = Some(line["name = ".len()..].trim_matches('"').to_string());
+            } else if section == "[dependencies]" && line.starts_with("redcar-") {
+                let dep = line.split([' ', '=']).next().unwrap_or_default();
+                uses.insert(dep.to_string());
+            }
+        }
+        let name = name.expect("a [package] name in each crates/*/Cargo.toml");
+        if !FROM_CRATES.iter().any(|&(_, c)| c == name) {
+            out.push(Crate { name, uses });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Whether `code` names the crate `krate` (`redcar_top::run`, `use redcar_units as units`).
+fn names_crate(code: &str, krate: &str) -> bool {
+    let ident = krate.replace('-', "_");
+    code.contains(&format!("{ident}::")) || code.contains(&format!("use {ident}"))
+}
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src/") {
@@ -66,16 +111,30 @@ fn module_of(src: &Path, file: &Path) -> String {
         .to_string()
 }
 
-/// The non-test part of a file: test modules sit at the end, after `#[cfg(test)]`; files that
-/// are test modules themselves are skipped by name.
+/// The non-test part of a file: a test module written inline sits at the end, after its
+/// `#[cfg(test)]`; a `#[cfg(test)] mod name;` declaration (a test file of its own) may come
+/// anywhere and is only skipped; files that are test modules themselves are skipped by name.
 fn code_of(file: &Path) -> Option<String> {
     let name = file.file_name()?.to_string_lossy().to_string();
     if name == "tests.rs" || name.ends_with("_tests.rs") || name == "test_server.rs" {
         return None;
     }
     let text = std::fs::read_to_string(file).ok()?;
-    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
-    Some(text[..end].to_string())
+    let mut code = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == "#[cfg(test)]" {
+            match lines.next() {
+                Some(next) if next.trim_start().starts_with("mod ") && next.ends_with(';') => {
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        code.push_str(line);
+        code.push('\n');
+    }
+    Some(code)
 }
 
 /// The modules `code` names as `crate::<module>`.
@@ -168,11 +227,7 @@ fn config_is_imported_only_at_the_edge_and_values_by_anyone() {
         .filter(|(_, layer)| *layer > config)
         .map(|(name, _)| *name)
         .collect();
-    assert_eq!(
-        above_config,
-        ["app", "envoy"],
-        "only these may import config"
-    );
+    assert_eq!(above_config, ["app"], "only app may import config");
     assert_eq!(layers["values"], 0, "values is a leaf");
 }
 
@@ -184,11 +239,18 @@ fn the_scan_reads_crate_paths() {
         ["values", "metrics"]
     );
     assert!(uses("use super::x; use std::io;").is_empty());
+    assert!(names_crate(
+        "pub(crate) use redcar_units as units;",
+        "redcar-units"
+    ));
+    assert!(names_crate("Top(redcar_top::TopArgs),", "redcar-top"));
+    assert!(!names_crate("/// the crate `redcar_units`", "redcar-units"));
 }
 
 /// The picture of the layers in docs/layers.mmd (docs/architecture.md links to it), as
-/// this scan sees the code: one box per layer, one arrow per module that uses another.
-fn layer_picture(edges: &BTreeSet<(String, String)>) -> String {
+/// this scan sees the code: one box per layer and per workspace crate, one arrow per module (or
+/// crate) that uses another.
+fn layer_picture(edges: &BTreeSet<(String, String)>, others: &[Crate]) -> String {
     let mut out = String::from(
         "%% What uses what in src/, made by tests/layering.rs from the code: do not edit by hand\n\
          %% (REDCAR_WRITE_LAYERS=1 cargo test --test layering rewrites it).\n\
@@ -213,6 +275,10 @@ fn layer_picture(edges: &BTreeSet<(String, String)>) -> String {
         }
         out.push_str("  end\n");
     }
+    for krate in others {
+        let name = &krate.name;
+        out.push_str(&format!("  {}[\"crate {name}\"]\n", name.replace('-', "_")));
+    }
     for (from, to) in edges {
         out.push_str(&format!("  {from} --> {to}\n"));
     }
@@ -226,7 +292,13 @@ fn the_layer_picture_matches_the_code() {
     let layers: BTreeMap<&str, u8> = LAYERS.iter().copied().collect();
     let mut files = Vec::new();
     rust_files(&src, &mut files);
+    let others = workspace_crates(root);
     let mut edges = BTreeSet::new();
+    for krate in &others {
+        for used in &krate.uses {
+            edges.insert((krate.name.replace('-', "_"), used.replace('-', "_")));
+        }
+    }
     for file in files {
         let module = module_of(&src, &file);
         if !layers.contains_key(module.as_str()) {
@@ -242,8 +314,11 @@ fn the_layer_picture_matches_the_code() {
                 edges.insert((module.clone(), used));
             }
         }
+        for krate in others.iter().filter(|k| names_crate(&code, &k.name)) {
+            edges.insert((module.clone(), krate.name.replace('-', "_")));
+        }
     }
-    let picture = layer_picture(&edges);
+    let picture = layer_picture(&edges, &others);
     let mmd = root.join("docs/layers.mmd");
     if std::env::var_os("REDCAR_WRITE_LAYERS").is_some() {
         std::fs::write(&mmd, &picture).expect("write docs/layers.mmd");

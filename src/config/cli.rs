@@ -126,7 +126,7 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// A live terminal view of a running redcar (commands/s, latency per command and node,
     /// errors, connections), read from its admin `/metrics`.
-    Top(crate::top::TopArgs),
+    Top(redcar_top::TopArgs),
     /// Config file tools: convert another proxy's configuration into redcar's.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -231,22 +231,22 @@ impl Cli {
     /// The `doctor` subcommand's options, when it was given (the proxy's flags are ignored then).
     /// Seeds are trimmed, so `--cluster "a:1, b:2"` works; a password without `--user` is the
     /// one-argument `AUTH`. Called by `main.rs` before any config is loaded: doctor needs none.
-    pub fn doctor_options(&self) -> Option<crate::doctor::DoctorOptions> {
+    pub fn doctor_options(&self) -> Option<redcar_doctor::DoctorOptions> {
         let Some(Command::Doctor(args)) = &self.command else {
             return None;
         };
-        Some(crate::doctor::DoctorOptions {
+        Some(redcar_doctor::DoctorOptions {
             seeds: args.cluster.iter().map(|s| s.trim().to_string()).collect(),
             json: args.json,
             timeout: args.timeout,
             credentials: args
                 .password
                 .clone()
-                .map(|password| crate::upstream::Credentials {
+                .map(|password| redcar_doctor::Credentials {
                     username: args.user.clone(),
                     password,
                 }),
-            tls: crate::upstream::UpstreamTlsConfig {
+            tls: redcar_tls::UpstreamTlsConfig {
                 enabled: args.tls,
                 ca_file: args.cacert.clone(),
                 server_name: args.sni.clone(),

@@ -22,7 +22,7 @@ mod validate_routes;
 /// Every secret-typed key by name, and the digests a reload compares.
 pub(crate) mod secrets;
 
-pub use cli::{Cli, Command, ConfigCommand, UpgradeArgs};
+pub use cli::{Cli, Command, ConfigCommand, ConvertEnvoyArgs, UpgradeArgs};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,8 @@
 //! A [`Node`] owns a few long-lived connections to one address; each connection is a single task
 //! that coalesces queued requests into one write and matches replies in FIFO order. This module
 //! knows addresses, never slots: the router decides where a command goes. Every connection is
-//! plain TCP or, with `upstream.tls`, TLS (`tls`, `stream`).
+//! plain TCP or, with `upstream.tls`, TLS (`stream`; the settings and handshake from the crate
+//! `redcar_tls`).
 #![warn(unreachable_pub, missing_docs)]
 
 mod batch;
@@ -28,7 +29,6 @@ mod replica_sync;
 mod scripted_node;
 mod standby;
 mod stream;
-mod tls;
 mod tracked_lane;
 mod tracking;
 mod tracking_feed;
@@ -89,8 +89,8 @@ pub(crate) use node::{Node, Queued, Reply};
 pub(crate) use pending::LoopWaiter;
 pub(crate) use pending::ASKING;
 pub(crate) use registry::Upstreams;
-pub(crate) use stream::NodeStream;
-pub(crate) use tls::{UpstreamTls, UpstreamTlsConfig};
+// TLS towards the nodes: in its own crate, shared with `redcar doctor`.
+pub(crate) use redcar_tls::{UpstreamTls, UpstreamTlsConfig};
 pub(crate) use tracking::BcastRegistered;
 pub(crate) use tracking_feed::{clock_ms, InvalidationSink, ProvenAt, TrackingFeed};
 pub(crate) use wire::{LoopSink, ReplyFrame};

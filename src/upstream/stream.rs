@@ -1,5 +1,5 @@
 //! A connection to a node, plain TCP or TLS, as one type for the code that is not on the hot path
-//! (handshake, dedicated connections, `redcar doctor`). The pipelined connections split it into
+//! (handshake, dedicated connections). The pipelined connections split it into
 //! halves of the concrete type instead (`conn.rs`), so plain TCP pays for no `match` there.
 
 use std::io;

@@ -5,17 +5,20 @@
 //!
 //! | Module | Holds |
 //! | --- | --- |
-//! | `units` | duration and size parsing, formatting and serde adapters |
+//! | `units` | duration and size parsing, formatting and serde adapters (the crate `redcar_units`, crates/redcar-units, shared with the tools) |
 //! | `secret` | `Secret` (the four ways to give a password) and `PasswordDigest` |
-//! | `pem` | certificate, key and CA loading for both TLS sides |
+//! | `pem` | certificate, key and CA loading for both TLS sides (from the crate `redcar_tls`, crates/redcar-tls) |
 //!
 //! Errors here are plain strings naming the config key; the caller wraps them into its own error
 //! type (`ConfigError`, a reload failure), so these stay free of any layer's types.
 #![warn(unreachable_pub, missing_docs)]
 
-pub(crate) mod pem;
+// PEM loading lives with TLS towards the nodes in its own crate, shared with `redcar doctor`.
+pub(crate) use redcar_tls::pem;
 pub(crate) mod secret;
-pub(crate) mod units;
+// Durations and sizes live in their own crate, shared with the tools (`redcar top`, the Envoy
+// converter) that take the same spellings; named `values::units` here like the modules beside it.
+pub(crate) use redcar_units as units;
 
 /// Lowercase hex of the SHA-1 of `data`: how Redis names a script (`EVALSHA`), and the form of a
 /// cluster node id.

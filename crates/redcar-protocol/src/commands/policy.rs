@@ -2,10 +2,6 @@
 
 use std::sync::OnceLock;
 
-use super::policy_lists::{
-    ADMIN, ANY_NODE, BLOCK_OPTION, CLUSTER_CONN, FAN_OUT_CMDS, FAN_OUT_SERVED, LOCAL, SPLIT,
-    SUBSCRIPTION, TRANSACTION,
-};
 use super::spec::{flags, CommandSpec};
 use super::table::COMMANDS;
 
@@ -116,15 +112,13 @@ pub enum FanOut {
     ScriptLoad,
     /// SCRIPT EXISTS: per sha1, 1 only if every primary has it.
     ScriptExists,
-    /// SCRIPT FLUSH, FUNCTION LOAD/DELETE/FLUSH: every primary must give the same reply;
-    /// otherwise the first error, naming its node.
+    /// SCRIPT FLUSH, FUNCTION LOAD/DELETE/FLUSH: one reply from every primary, or the first error.
     Broadcast,
     /// SLOWLOG GET / LEN / RESET: every primary's slow log merged with redcar's own.
     Slowlog,
     /// INFO: redcar's own section, counters summed over primaries, per-node sections from one.
     Info,
-    /// PUBSUB CHANNELS / NUMSUB / NUMPAT / SHARDCHANNELS / SHARDNUMSUB: every primary's
-    /// subscriptions merged (names deduplicated, counts summed).
+    /// PUBSUB CHANNELS / NUMSUB / NUMPAT / SHARDCHANNELS / SHARDNUMSUB: merged (sums, sets).
     PubSub,
 }
 
@@ -196,9 +190,134 @@ const CONNECTION_STATE: &str = "changes server-side state of a connection shared
 const CLUSTER_STATE: &str = "cluster connection state is managed by redcar";
 const KEYLESS: &str = "keyless command with no single target node";
 
+const LOCAL: &[(&str, Local)] = &[
+    ("auth", Local::Auth),
+    ("client|caching", Local::ClientCaching),
+    ("client|getname", Local::ClientGetName),
+    ("client|getredir", Local::ClientGetRedir),
+    ("client|id", Local::ClientId),
+    ("client|setinfo", Local::ClientSetInfo),
+    ("client|setname", Local::ClientSetName),
+    ("client|tracking", Local::ClientTracking),
+    ("client|trackinginfo", Local::ClientTrackingInfo),
+    ("command", Local::Command),
+    ("command|count", Local::CommandCount),
+    ("command|docs", Local::CommandDocs),
+    ("command|info", Local::CommandInfo),
+    ("command|list", Local::CommandList),
+    ("echo", Local::Echo),
+    ("hello", Local::Hello),
+    ("ping", Local::Ping),
+    ("quit", Local::Quit),
+    ("reset", Local::Reset),
+    ("select", Local::Select),
+];
+
+/// Keyless, read-only and the same answer from any primary.
+/// PUBLISH too: Redis Cluster delivers a message published on any node to every node's subscribers.
+const ANY_NODE: &[&str] = &[
+    "command|getkeys",
+    "command|getkeysandflags",
+    "pubsub|help",
+    "publish",
+    "time",
+];
+
+const TRANSACTION: &[(&str, Tx)] = &[
+    ("discard", Tx::Discard),
+    ("exec", Tx::Exec),
+    ("multi", Tx::Multi),
+    ("unwatch", Tx::Unwatch),
+    ("watch", Tx::Watch),
+];
+
+const SUBSCRIPTION: &[(&str, SubKind, bool)] = &[
+    ("psubscribe", SubKind::Pattern, true),
+    ("punsubscribe", SubKind::Pattern, false),
+    ("ssubscribe", SubKind::Shard, true),
+    ("subscribe", SubKind::Channel, true),
+    ("sunsubscribe", SubKind::Shard, false),
+    ("unsubscribe", SubKind::Channel, false),
+];
+
+/// Matched by container name, so every subcommand is covered too.
+const ADMIN: &[&str] = &[
+    "acl",
+    "bgrewriteaof",
+    "bgsave",
+    "cluster",
+    "config",
+    "debug",
+    "failover",
+    "lastsave",
+    "latency",
+    "memory",
+    "migrate",
+    "module",
+    "monitor",
+    "pfdebug",
+    "pfselftest",
+    "psync",
+    "replconf",
+    "replicaof",
+    "restore-asking",
+    "role",
+    "save",
+    "shutdown",
+    "slaveof",
+    "slowlog",
+    "swapdb",
+    "sync",
+];
+
+/// Served by sending to every primary and merging (matched by full name).
+const FAN_OUT_SERVED: &[(&str, FanOut)] = &[
+    ("dbsize", FanOut::DbSize),
+    ("flushall", FanOut::Flush),
+    ("flushdb", FanOut::Flush),
+    ("function|delete", FanOut::Broadcast),
+    ("function|flush", FanOut::Broadcast),
+    ("function|load", FanOut::Broadcast),
+    ("info", FanOut::Info),
+    ("keys", FanOut::Keys),
+    ("pubsub|channels", FanOut::PubSub),
+    ("pubsub|numpat", FanOut::PubSub),
+    ("pubsub|numsub", FanOut::PubSub),
+    ("pubsub|shardchannels", FanOut::PubSub),
+    ("pubsub|shardnumsub", FanOut::PubSub),
+    ("randomkey", FanOut::RandomKey),
+    ("scan", FanOut::Scan),
+    ("script|exists", FanOut::ScriptExists),
+    ("script|flush", FanOut::Broadcast),
+    ("script|load", FanOut::ScriptLoad),
+    ("slowlog|get", FanOut::Slowlog),
+    ("slowlog|len", FanOut::Slowlog),
+    ("slowlog|reset", FanOut::Slowlog),
+];
+
+/// Matched by container name: their effect or answer spans the whole keyspace and no merge is
+/// implemented (checked after [`FAN_OUT_SERVED`]).
+const FAN_OUT_CMDS: &[&str] = &["function", "script"];
+
+/// Multi-key commands that redcar splits per slot when their keys span several slots.
+const SPLIT: &[(&str, SplitMerge)] = &[
+    ("del", SplitMerge::Sum),
+    ("exists", SplitMerge::Sum),
+    ("mget", SplitMerge::Values),
+    ("mset", SplitMerge::AllOk),
+    ("touch", SplitMerge::Sum),
+    ("unlink", SplitMerge::Sum),
+];
+
+/// Flagged blocking by Redis but only block with their BLOCK option: without it they are plain
+/// keyed reads, with it the router sends them on a dedicated connection.
+const BLOCK_OPTION: &[&str] = &["xread", "xreadgroup"];
+
+const CLUSTER_CONN: &[&str] = &["asking", "readonly", "readwrite"];
+
 /// How `spec` is served. Deciding walks several name lists and the router asks for every
-/// command, so the answers for the builtin table's top-level commands are decided once and looked
-/// up by the spec's position in it; subcommands and learned or custom commands are decided each time.
+/// command, so the builtin table's top-level commands are decided once and looked up by the
+/// spec's position in it; subcommands and learned or custom commands are decided each time.
 #[inline]
 pub fn serve(spec: &CommandSpec) -> Serve {
     static BUILTIN: OnceLock<Vec<Serve>> = OnceLock::new();
