@@ -307,7 +307,7 @@ impl Downstream {
     ///
     /// `addr` is shared with the session (it names the client in the slow log), `gauges` are the
     /// listener's, and `done` is the sender whose clones tell the listener when all its sessions
-    /// have ended. The id is taken here, so it is unique even if the client is refused later.
+    /// have ended.
     pub(super) fn connect(
         self: &Arc<Self>,
         addr: Arc<str>,
