@@ -10,8 +10,7 @@ use prometheus_client::registry::Registry;
 
 use crate::metrics::{MetricGroup, Totals};
 
-/// `redirects{kind, node}`: `kind` is `moved` or `ask`, `node` the redirect's target (always a
-/// primary of the adopted map or a node it named).
+/// `redirects{kind, node}`: `kind` is `moved` or `ask`, `node` the target the redirect named.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RedirectLabel {
     kind: &'static str,
