@@ -219,9 +219,9 @@ impl Users {
 
     /// `AUTH [user] password`: the user, or the reply refusing it.
     ///
-    /// Compares against every password of the user in constant time per digest (see
-    /// `User::accepts`). A disabled user (`off`) refuses every password. The caller counts failures
-    /// against `auth.max_failures`.
+    /// Every digest of the user is compared, whichever matches, so the time taken does not say
+    /// which password was right. A disabled user (`off`) refuses every password. The caller
+    /// counts failures against `auth.max_failures`.
     pub(crate) fn login(&self, user: Option<&[u8]>, password: &[u8]) -> Result<Arc<User>, Bytes> {
         if let Some(anonymous) = &self.anonymous {
             // Nothing configured: like redis-server without requirepass.
