@@ -74,7 +74,7 @@ const LISTENERS: [&str; 2] = ["tcp", "unix"];
 pub(crate) struct ClientMetrics {
     /// `client_connections{listener}`: clients connected now.
     connections: Family<ListenerLabel, Gauge>,
-    /// `client_connections_accepted{listener}`: clients accepted since start.
+    /// `client_connections_accepted{listener}`: clients registered since start.
     accepted: Family<ListenerLabel, Counter>,
     /// `threading: per-core`: connected clients on each worker.
     worker_clients: Family<WorkerLabel, Gauge>,
@@ -92,8 +92,8 @@ pub(crate) struct ClientMetrics {
     workers: Family<ThreadingLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
     pub(crate) bytes_received: Counter,
+    /// `client_bytes_sent`, counted per write.
     pub(crate) bytes_sent: Counter,
-    /// `client_bytes_sent`.
     /// Clients refused because `client.max_connections` were connected.
     pub(crate) refused: Counter,
     /// Clients closed at a safe point because they reached `client.max_age`.
@@ -103,26 +103,26 @@ pub(crate) struct ClientMetrics {
     /// Failed `AUTH` / `HELLO … AUTH` attempts, and connections closed after
     /// `auth.max_failures` of them.
     pub(crate) auth_failures: Counter,
+    /// `auth_closed`: connections closed after too many failed logins.
     pub(crate) auth_closed: Counter,
     /// Bytes held in client buffers over all sessions (`client.max_buffered_bytes_total`).
-    ///
-    /// `auth_closed`: connections closed after too many failed logins.
     pub(crate) buffered: Gauge,
     /// Sessions not reading their client because of that budget, and pauses since start.
     pub(crate) paused: Gauge,
+    /// `client_read_pauses`: times a session stopped reading because of the budget.
     pub(crate) read_pauses: Counter,
 }
-/// `client_read_pauses`: times a session stopped reading because of the budget.
 
 /// One listener's connection series.
 #[derive(Clone, Debug)]
 pub(crate) struct ListenerMetrics {
+    /// Clients of the listener connected now; up at registration, down when the client's guard
+    /// drops.
     pub(crate) connected: Gauge,
+    /// Clients of the listener registered since start (one refused by `client.max_connections` is
+    /// counted in `clients_refused` instead).
     pub(crate) accepted: Counter,
-/// Clients of the listener connected now; up at registration, down when the client's guard drops.
 }
-/// Clients of the listener accepted since start (refused ones included: they were accepted, then
-/// told why).
 
 impl MetricGroup for ClientMetrics {
     fn register(&self, r: &mut Registry) {
