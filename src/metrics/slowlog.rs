@@ -5,7 +5,7 @@
 //! shows both logs merged, so an operator can tell where the time went. What holds: only commands
 //! at or over `metrics.slowlog_threshold` take the lock; the ring holds at most `slowlog_max_len`
 //! entries, the oldest dropped first; a key is cut to 64 bytes so one huge key cannot make the log
-//! large. Ids increase by one per entry, like Redis's, and are never reused, even across `SLOWLOG
+//! large. Ids increase by one per entry, like Redis's, and are not reused, even across `SLOWLOG
 //! RESET`.
 
 use std::collections::VecDeque;
@@ -23,31 +23,28 @@ pub(crate) struct SlowEntry {
     /// Sequence number, from 0, like Redis's slow-log ids.
     pub(crate) id: u64,
     /// Unix time (seconds) when the command finished.
-    ///
-    /// Dispatch to reply, in microseconds.
     pub(crate) time: u64,
-    /// The command's table name (`get`, `config|get`).
+    /// Dispatch to reply, in microseconds.
     pub(crate) duration_us: u64,
+    /// The command's table name (`get`, `config|get`).
     pub(crate) command: String,
     /// The first key, cut to 64 bytes (lossy UTF-8), or empty.
     pub(crate) key: String,
     /// The node it went to, when known.
-    ///
-    /// The client's address, as `/clients` shows it.
     pub(crate) node: String,
+    /// The client's address, as `/clients` shows it.
     pub(crate) client: String,
 }
 
 /// A bounded ring of slow commands; pushes lock briefly, only for commands over the threshold.
-///
-/// `metrics.slowlog_threshold`; zero turns the log off.
 pub(crate) struct SlowLog {
-    /// `metrics.slowlog_max_len`; zero turns the log off.
+    /// `metrics.slowlog_threshold`; zero turns the log off.
     threshold: Duration,
-    /// The newest entries, oldest first; locked only to push, read or reset.
+    /// `metrics.slowlog_max_len`; zero turns the log off.
     max_len: usize,
-    /// The next entry's id.
+    /// The newest entries, oldest first; locked only to push, read or reset.
     entries: Mutex<VecDeque<SlowEntry>>,
+    /// The next entry's id.
     next_id: std::sync::atomic::AtomicU64,
 }
 

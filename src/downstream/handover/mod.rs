@@ -46,12 +46,12 @@ pub(crate) struct HandedOver {
     pub(crate) login: Option<Login>,
     /// 2 or 3.
     pub(crate) protocol: u8,
-    pub(crate) name: Option<Bytes>,
     /// `CLIENT SETNAME`, so `CLIENT GETNAME` and `/clients` show the same name after the upgrade.
+    pub(crate) name: Option<Bytes>,
     /// `CLIENT SETINFO LIB-NAME` / `LIB-VER`, when the session keeps them.
     pub(crate) lib_name: Option<Bytes>,
-    pub(crate) lib_ver: Option<Bytes>,
     /// See `lib_name`.
+    pub(crate) lib_ver: Option<Bytes>,
     /// The selected database (always 0 in a cluster; carried for what is not a cluster).
     pub(crate) db: u32,
     /// Failed logins so far on this connection (`auth.max_failures` goes on counting).
@@ -74,55 +74,55 @@ pub(crate) struct HandedOver {
 /// password), so the next process keeps the login only if that user still has that password.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Login {
-    pub(crate) user: String,
     /// The configured user's name.
+    pub(crate) user: String,
+    /// SHA-256 of the password used; `None` for a `nopass` user.
     pub(crate) credential: Option<[u8; 32]>,
-/// SHA-256 of the password used; `None` for a `nopass` user.
 }
 
 /// The facade endpoint, field for field (see `facade_reply::Endpoint`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FacadeRecord {
-    pub(crate) host: String,
     /// The host announced in `CLUSTER SLOTS` / `SHARDS` replies.
-    pub(crate) ip: String,
+    pub(crate) host: String,
     /// The IP announced.
-    pub(crate) hostname: Option<String>,
+    pub(crate) ip: String,
     /// The host name announced, if the listener has one.
-    pub(crate) port: u16,
+    pub(crate) hostname: Option<String>,
     /// The port announced.
-    pub(crate) tls: bool,
+    pub(crate) port: u16,
     /// Whether the announced port is a TLS one.
+    pub(crate) tls: bool,
+    /// The facade's node id, stable for the client's life.
     pub(crate) id: String,
-/// The facade's node id, stable for the client's life.
 }
 
 /// `CLIENT TRACKING on` with its options.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TrackingRecord {
-    pub(crate) redirect: u64,
     /// The client id invalidations are redirected to; 0 when they go to the client itself.
-    pub(crate) bcast: bool,
+    pub(crate) redirect: u64,
     /// `BCAST`: invalidations by prefix, not by keys read.
-    pub(crate) optin: bool,
+    pub(crate) bcast: bool,
     /// `OPTIN`: only keys read after `CLIENT CACHING yes` are tracked.
-    pub(crate) optout: bool,
+    pub(crate) optin: bool,
     /// `OPTOUT`: keys read after `CLIENT CACHING no` are not tracked.
-    pub(crate) noloop: bool,
+    pub(crate) optout: bool,
     /// `NOLOOP`: no invalidations for the client's own writes.
+    pub(crate) noloop: bool,
+    /// The `BCAST` prefixes; empty means every key.
     pub(crate) prefixes: Vec<Bytes>,
-/// The `BCAST` prefixes; empty means every key.
 }
 
 /// SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Subscriptions {
-    pub(crate) channels: Vec<Bytes>,
     /// SUBSCRIBE channels.
-    pub(crate) patterns: Vec<Bytes>,
+    pub(crate) channels: Vec<Bytes>,
     /// PSUBSCRIBE patterns.
+    pub(crate) patterns: Vec<Bytes>,
+    /// SSUBSCRIBE shard channels.
     pub(crate) shard_channels: Vec<Bytes>,
-/// SSUBSCRIBE shard channels.
 }
 
 impl Subscriptions {

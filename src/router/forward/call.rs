@@ -26,10 +26,11 @@ use crate::upstream::{Inbox, Node, Queued};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
 pub(crate) struct Call<'r> {
-    /// Where the call is in its life; moves forward only (first attempt, then slow, then done).
+    /// Where the call is in its life; it only moves forward (first attempt, then slow, then done).
     state: State<'r>,
 }
 
+/// The stages of a call.
 enum State<'r> {
     /// Known already (local answers, refusals); `None` once taken.
     Ready(Option<Bytes>),
@@ -86,9 +87,9 @@ impl<'r> Call<'r> {
         }
     }
 
+    /// For the session's own commands: the reply comes through its inbox, one lock per read for all
+    /// of the session's replies instead of a channel per command.
     pub(super) fn inboxed(
-        /// For the session's own commands: the reply comes through its inbox, one lock per read for
-        /// all of the session's replies instead of a channel per command.
         forwarder: &'r Forwarder,
         node: Arc<Node>,
         primary: bool,
@@ -106,9 +107,9 @@ impl<'r> Call<'r> {
         }
     }
 
+    /// Any work that needs more than one step (fan-outs, transactions, scripts, a first attempt
+    /// that asked for more). Boxed once; cheap next to what such calls do anyway.
     pub(crate) fn slow(future: impl Future<Output = Bytes> + Send + 'r) -> Call<'r> {
-        /// Any work that needs more than one step (fan-outs, transactions, scripts, a first attempt
-        /// that asked for more). Boxed once; cheap next to what such calls do anyway.
         Call {
             state: State::Slow(Box::pin(future)),
         }
