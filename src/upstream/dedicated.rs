@@ -154,13 +154,14 @@ impl DedicatedPool {
     /// A connection to `addr` speaking `protocol`: an idle one if there is one, else a new one
     /// within the bound. When the pool is exhausted, waits or fails as
     /// `upstream.dedicated.exhausted` says.
+    ///
+    /// The error is `Exhausted` when the pool is full and the policy says fail (or the wait timed
+    /// out), and `NotSent` when connecting or the handshake failed: in both cases nothing reached
+    /// the node, so the caller may tell the client plainly.
     pub(crate) async fn acquire(
         &self,
         addr: &Arc<str>,
         protocol: Protocol,
-    /// The error is `Exhausted` when the pool is full and the policy says fail (or the wait timed
-    /// out), and `NotSent` when connecting or the handshake failed: in both cases nothing reached
-    /// the node, so the caller may tell the client plainly.
     ) -> Result<Dedicated, UpstreamError> {
         let shared = &self.shared;
         let key = (addr.clone(), protocol);

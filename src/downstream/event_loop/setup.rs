@@ -84,13 +84,13 @@ pub(crate) fn start(
                 tracing::error!(worker = index, "a worker's event loop panicked; aborting");
                 std::process::abort();
             }
-        /// Builds the loop's state on its own thread. A drain already started (a shutdown during
-        /// start-up) is noticed here and applied at once, so a late-starting loop does not accept
-        /// clients.
         })
 }
 
 impl<'d> Loop<'d> {
+    /// Builds the loop's state on its own thread. A drain already started (a shutdown during
+    /// start-up) is noticed here and applied at once, so a late-starting loop does not accept
+    /// clients.
     fn new(
         setup: LoopSetup,
         d: &'d Downstream,
