@@ -169,7 +169,8 @@ fn overlap_error(prefix: &[u8], other: &[u8], which: &str) -> Vec<u8> {
 
 /// `CLIENT CACHING yes|no` against the current mode: the error line when refused.
 ///
-/// Marks `caching` on the mode: it applies to the session's next command only, which clears it.
+/// Marks `caching` on the mode: it applies to the session's next command only (the next one that
+/// is not a `CLIENT` command clears it; inside MULTI, the transaction's commands).
 pub(super) fn caching(arg: &[u8], mode: Option<&mut Mode>) -> Result<(), &'static [u8]> {
     let Some(mode) = mode else {
         return Err(b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
