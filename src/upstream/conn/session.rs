@@ -2,14 +2,14 @@
 //! the command waiting at the front of the in-flight queue, and tells what was in flight when the
 //! connection fails.
 //!
-//! The loop favours reading (`biased`): replies free in-flight room and their waiters, and a node
-//! that answers must never wait on redcar's writes. What holds: at most
-//! `upstream.max_in_flight_per_connection` commands are in flight on the connection (more wait in
-//! the queue, where other connections of the node can take them); a batch waits for company at most
+//! The loop favours reading (`biased`): replies free in-flight room and their waiters, and a
+//! node that answers must never wait on redcar's writes. What holds: at most
+//! `upstream.max_in_flight_per_connection` commands are in flight on the connection (more wait
+//! in its queue until replies make room); a batch waits for company at most
 //! `upstream.flush_interval`; the buffers return to their normal size once a large value has
 //! passed, so one 100 MB reply does not pin 100 MB for the connection's life. A session ends `Ok`
-//! only when its queue closed and nothing is owed, or after `upstream.idle_timeout` with nothing in
-//! flight; any other end is an error that fails what was in flight.
+//! only when its queue closed and nothing is owed, or after `upstream.idle_timeout` with nothing
+//! in flight; any other end is an error that fails what was in flight.
 
 use std::sync::Arc;
 use std::time::Duration;
