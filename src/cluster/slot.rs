@@ -1,9 +1,10 @@
 //! Key → hash slot: CRC16/XMODEM of the key (or of its `{hash tag}`) modulo 16384.
 //!
-//! What holds: the slot is exactly the one Redis computes for the same bytes (the tests compare
-//! against redis-server's `CLUSTER KEYSLOT` values), because a slot computed differently sends the
-//! command to a node that answers MOVED every time. The function is total: any byte string, empty
-//! included, has a slot, and nothing here can fail or allocate.
+//! What holds: the slot is exactly the one Redis's `keyHashSlot` computes for the same bytes
+//! (the tests check the fast path against a byte-at-a-time reference written the way Redis reads
+//! it), because a slot computed differently sends the command to a node that answers MOVED every
+//! time. The function is total: any byte string, empty included, has a slot, and nothing here
+//! can fail or allocate.
 
 /// Number of hash slots in a Redis Cluster.
 pub(crate) const SLOT_COUNT: usize = 16384;
