@@ -2,13 +2,13 @@
 //! shards behind their own locks, least recently used out first, bounded in bytes.
 //!
 //! What holds: a cached reply is served only while it is known to be current: its node's
-//! invalidation connection must have proved, recently enough, that it missed nothing (a heartbeat
-//! answered after the entry was filled), the entry must not have expired, and no write of the key
-//! through redcar may be in flight unless the reader has nothing in flight itself. Every race
-//! between a fill, a write and an invalidation is settled under the key's shard lock by tokens:
-//! only the fill or write-through still registered when its reply arrives may store, so a stale
-//! reply can never overwrite a newer one. Memory is bounded by `near_cache.max_bytes` over all
-//! shards, counting each entry's overhead, not only its bytes.
+//! invalidation connection must still vouch that it missed nothing (a variant's `heard`), the
+//! entry must not have expired, and no write of the key through redcar may be in flight unless
+//! the reader has nothing in flight itself. Every race between a fill, a write and an
+//! invalidation is settled under the key's shard lock by tokens: only the fill or write-through
+//! still registered when its reply arrives may store, so a stale reply can never overwrite a
+//! newer one. Memory is bounded by `near_cache.max_bytes` over all shards, counting each entry's
+//! overhead, not only its bytes.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
