@@ -49,8 +49,8 @@ pub(crate) const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// The tracking state every session shares (one per [`super::Downstream`]).
 pub(crate) struct Tracking {
-    /// Who tracks what; one lock, taken per tracked read and per invalidation, never on an
-    /// untracked command.
+    /// Who tracks what; one lock, taken when a tracking session reads or writes and when an
+    /// invalidation arrives.
     hub: Mutex<Hub>,
     /// The nodes' side: BCAST registrations, and the slot map watched for owner changes.
     nodes: Option<Nodes>,
