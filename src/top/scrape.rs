@@ -48,7 +48,8 @@ pub(crate) enum ScrapeError {
     /// Connecting, reading or writing failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    /// Not a usable HTTP answer: a status other than 200 or 401, or an unreadable body.
+    /// Not a usable HTTP answer: the request could not be made, the status was not 200 or
+    /// 401, or the body was too large or not UTF-8.
     #[error("{0}")]
     Http(String),
     /// `401`: the admin API wants `admin.token` (none or a wrong one was sent).
