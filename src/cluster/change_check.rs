@@ -61,7 +61,8 @@ pub(crate) enum Probe {
     /// A Lua script on the node hashes its `CLUSTER NODES`: sees every change of owners, replicas
     /// and addresses.
     Digest,
-    /// `CLUSTER INFO`'s counters: cheaper and needs no scripting, but blind to some changes.
+    /// `CLUSTER INFO`'s counters: needs no scripting, but blind to some changes (a slot moved to
+    /// the newest primary, a replica moved, a changed address).
     Info,
 }
 

@@ -57,8 +57,7 @@ pub(crate) struct EventLog {
 struct Ring {
     /// The newest events, oldest first, at most the ring's capacity.
     events: VecDeque<Event>,
-    /// The next event's id; ids keep increasing, so a reader can ask for what is new since one it
-    /// saw.
+    /// The next event's id; ids keep increasing and are never reused.
     next_id: u64,
 }
 

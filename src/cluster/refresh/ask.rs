@@ -35,7 +35,7 @@ type Query<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 pub(crate) struct Asks<'a> {
     /// Nodes not asked yet, in the order to ask them.
     queue: VecDeque<String>,
-    /// Queries sent and not answered, polled together so the first answer wins.
+    /// Queries sent and not answered, polled together; answers are taken as they arrive.
     in_flight: FuturesUnordered<Query<'a>>,
     /// Starts the query of one node.
     ask: Box<dyn Fn(String) -> Query<'a> + Send + Sync + 'a>,
