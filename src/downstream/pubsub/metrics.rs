@@ -13,7 +13,7 @@ use crate::metrics::{LatencyHistogram, MetricGroup};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
-    /// `global` or `shard`.
+    /// `channel` (channels and patterns) or `shard` (a shard channel).
     kind: &'static str,
 }
 
