@@ -149,7 +149,7 @@ pub(crate) fn current() -> Option<usize> {
 pub(crate) struct Workers {
     /// Each worker's runtime, by worker index: where its sessions and connections run.
     handles: Arc<[Handle]>,
-    /// Tells every worker to finish; dropped with this.
+    /// Set when this is dropped: every worker finishes its tasks and ends.
     stop: watch::Sender<bool>,
     /// The worker threads, joined on drop.
     threads: Vec<std::thread::JoinHandle<()>>,
