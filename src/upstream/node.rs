@@ -28,8 +28,11 @@ mod lanes;
 /// What every node's connections share beyond the node's own address: one per registry, made
 /// with the first node (after the workers and loops are set).
 pub(super) struct NodeShared {
+    /// `upstream:` as at start-up.
     pub(crate) config: UpstreamConfig,
+    /// Parse limits for node replies.
     pub(crate) limits: Limits,
+    /// `upstream.max_connects_per_second`, shared by every node.
     pub(crate) connect_limit: Arc<ConnectLimit>,
     /// Bumped on every ejection of any node (health checker, topology refresher).
     pub(crate) ejections: Arc<tokio::sync::watch::Sender<u64>>,
@@ -59,7 +62,7 @@ pub(super) struct NodeShared {
 /// loops, with their buffers), their shared context and its metric series are made by the first
 /// command sent to it. A big map's nodes that redcar never sends to (replicas under
 /// `read_policy: primary`, shards no client's keys hash to) hold only this struct, their health
-/// and standby flags (issue 49: 18 KB per known node before, on a 1,000-node map).
+/// and standby flags (a node that made everything up front cost 18 KB on a 1,000-node map).
 pub(crate) struct Node {
     addr: Arc<str>,
     /// One queue per connection task; each task owns its socket. Unbounded because each client

@@ -119,9 +119,13 @@ enum Ending {
     HandOver,
     /// It moves from worker `from` to worker `to` (see [`Busy::Move`]).
     Move {
+        /// The worker it leaves.
         from: usize,
+        /// The worker it goes to.
         to: usize,
+        /// Its place in the pipelining count, moved with it.
         pipelining: Option<super::super::moves::Pipelining>,
+        /// The session holds large buffers, which are let go before it moves.
         large: bool,
     },
 }
@@ -237,7 +241,9 @@ pub(super) fn resumed(
 
 /// A moved socket registered with this worker's reactor.
 enum Attached {
+    /// A TCP client.
     Tcp(tokio::net::TcpStream),
+    /// A Unix-socket client.
     Unix(tokio::net::UnixStream),
 }
 
