@@ -125,7 +125,8 @@ enum Ending {
         to: usize,
         /// Its place in the pipelining count, moved with it.
         pipelining: Option<super::super::moves::Pipelining>,
-        /// The session holds large buffers, which are let go before it moves.
+        /// A large value went through the session: once it has moved, the thread gives the
+        /// memory it used back to the system.
         large: bool,
     },
 }
