@@ -33,8 +33,8 @@ pub(super) struct Moved {
     pipelining: Option<Pipelining>,
     /// When it connected and when it was last active, so its clocks keep counting.
     times: (Instant, Instant),
-    /// How many reads in a row came deep (pipelined), carried so the new loop judges it the same
-    /// way.
+    /// Reads in a row that started several commands, carried so the new loop judges its
+    /// pipelining the same way.
     deep_reads: u8,
 }
 
