@@ -78,7 +78,10 @@ fn doc_comments_keep_their_share() {
         code += c;
         doc += d;
     }
-    assert!(code > 10_000, "only {code} lines of code found: is the scan broken?");
+    assert!(
+        code > 10_000,
+        "only {code} lines of code found: is the scan broken?"
+    );
     let share = 100.0 * doc as f64 / code as f64;
     assert!(
         share >= FLOOR_PERCENT,
@@ -90,7 +93,8 @@ fn doc_comments_keep_their_share() {
 
 #[test]
 fn the_count_leaves_out_tests_and_blank_lines() {
-    let text = "//! Head.\n\n/// Doc.\nfn a() {}\n// plain\n\n#[cfg(test)]\nmod tests {\n/// x\n}\n";
+    let text =
+        "//! Head.\n\n/// Doc.\nfn a() {}\n// plain\n\n#[cfg(test)]\nmod tests {\n/// x\n}\n";
     assert_eq!(count(text), (4, 2));
     assert!(is_test_file(Path::new("src/a/tests.rs")));
     assert!(is_test_file(Path::new("src/a/b_tests.rs")));
