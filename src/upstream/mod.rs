@@ -7,7 +7,7 @@
 //!
 //! What holds for every command handed to a node: it is written in the order it was queued on its
 //! connection, its reply is the next frame that connection reads for it, and if no reply comes the
-//! caller learns whether the command may have run ([`UpstreamError`]: never sent, or lost after
+//! caller learns whether the command may have run (`UpstreamError`: never sent, or lost after
 //! it may have reached the node). That distinction is what lets the router retry safely.
 //!
 //! Where to start reading:
