@@ -81,4 +81,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except BrokenPipeError:
+        # `--files | head`: the reader has what it wanted.
+        sys.stderr.close()
