@@ -318,8 +318,8 @@ impl Wire {
         result
     }
 
-    /// The parsing loop of [`Wire::deliver`]; `now` is read at most once for the whole read (see
-    /// `Since`), since the commands of one batch share one queue time.
+    /// The parsing loop of [`Wire::deliver`]; `now` is read at most once for the whole read
+    /// (`metrics::clock`), since the commands of one batch share one queue time.
     fn deliver_frames(
         &mut self,
         input: &mut BytesMut,
