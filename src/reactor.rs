@@ -143,6 +143,7 @@ impl Remote {
 pub(crate) struct LoopWaker {
     /// The state every clone of `waker` shares, kept to rearm it.
     shared: Arc<TokenWaker>,
+    /// The waker handed to futures polled by the loop.
     waker: Waker,
 }
 
@@ -174,7 +175,9 @@ impl LoopWaker {
 
 /// The `Wake` behind a `LoopWaker`: wakes `token` through `remote`, once until rearmed.
 struct TokenWaker {
+    /// The loop's door, where the token is posted.
     remote: Arc<Remote>,
+    /// What the loop is told woke.
     token: u64,
     /// Already woken and not yet looked at: further wakes are free.
     queued: AtomicBool,

@@ -147,8 +147,11 @@ pub(crate) fn current() -> Option<usize> {
 
 /// Running per-core workers; dropping this stops them (after their tasks were told to finish).
 pub(crate) struct Workers {
+    /// Each worker's runtime, by worker index: where its sessions and connections run.
     handles: Arc<[Handle]>,
+    /// Set when this is dropped: every worker finishes its tasks and ends.
     stop: watch::Sender<bool>,
+    /// The worker threads, joined on drop.
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 

@@ -30,6 +30,7 @@ const RATE_HISTORY: usize = 120;
 /// The recent samples.
 #[derive(Default)]
 pub(crate) struct Sampler {
+    /// The samples kept, oldest first: as many as the latency window needs.
     history: Mutex<VecDeque<CounterSample>>,
     /// Client commands per second, one entry per sample, oldest first.
     rate_history: Mutex<VecDeque<f64>>,
@@ -37,25 +38,37 @@ pub(crate) struct Sampler {
     pub(crate) departed: Departed,
 }
 
+/// What one sample read: cumulative counters, whose differences become rates.
 struct CounterSample {
+    /// When it was taken.
     at: Instant,
+    /// Each used node's counters and latency buckets.
     nodes: HashMap<String, NodeSample>,
+    /// Calls so far per command (empty with command stats off).
     commands: HashMap<&'static str, u64>,
 }
 
+/// One node's cumulative figures at a sample.
 #[derive(Clone, Copy)]
 struct NodeSample {
+    /// Commands sent so far.
     requests: u64,
+    /// Failures so far.
     errors: u64,
+    /// Latency histogram counts so far.
     buckets: BucketCounts,
 }
 
 /// One node's recent rates; `None` until two samples exist (or no replies in the window).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct NodeRates {
+    /// Commands sent per second over the window.
     pub(crate) requests_per_s: Option<f64>,
+    /// Failures per second over the window.
     pub(crate) errors_per_s: Option<f64>,
+    /// Median write-to-reply time over the window, microseconds.
     pub(crate) p50_us: Option<u64>,
+    /// 99th percentile over the window, microseconds.
     pub(crate) p99_us: Option<u64>,
 }
 
@@ -64,9 +77,11 @@ pub(crate) struct NodeRates {
 pub(crate) struct Rates {
     /// Seconds the latency percentiles cover.
     pub(crate) latency_window_s: f64,
+    /// By node address.
     pub(crate) nodes: HashMap<String, NodeRates>,
     /// Client commands per second, busiest first (empty when `metrics.command_stats` is off).
     pub(crate) commands: Vec<(&'static str, f64)>,
+    /// All client commands per second over the window; `None` until two samples exist.
     pub(crate) commands_per_s: Option<f64>,
 }
 

@@ -1,6 +1,12 @@
 //! `GET /status.json`: everything the status page draws, in one document — slot ranges by
 //! shard, each node's role, health, latency, load and rates, command rates, the event log and
 //! the newest slow commands, and the hottest and biggest keys.
+//!
+//! The field names of the document are what the status page (and anyone scripting against it)
+//! reads, so they only ever gain fields. Everything here is read from state the proxy keeps anyway
+//! (the adopted map, the sampler's recent rates, the metrics hub, the event log), so serving the
+//! page costs no traffic to the nodes and takes no lock on the command path. Rates are the
+//! sampler's, over its last window; counters are since start.
 
 use std::sync::Arc;
 
@@ -21,46 +27,70 @@ const SLOW_SHOWN: usize = 20;
 /// Hot and big keys included (the full lists are at `/hotkeys`).
 const HOT_SHOWN: usize = 10;
 
+/// A run of slots with one owner, for the slot bar.
 #[derive(Serialize)]
 struct Range {
+    /// First slot of the run.
     start: u16,
+    /// Last slot of the run, inclusive.
     end: u16,
     /// Index into `shards`, or `None` for unowned slots.
     shard: Option<usize>,
 }
 
+/// One shard: its primary first, then its replicas.
 #[derive(Serialize)]
 struct ShardView {
+    /// The shard's index, as ranges refer to it.
     index: usize,
+    /// The primary's config epoch; 0 when the map's epochs are unknown.
     epoch: u64,
+    /// Slots the shard owns.
     slots: usize,
+    /// The primary, then the replicas the map serves reads from.
     nodes: Vec<NodeStatus>,
 }
 
+/// One node as the page draws it.
 #[derive(Serialize)]
 struct NodeStatus {
+    /// The node's `host:port`.
     addr: String,
+    /// `primary` or `replica`.
     role: &'static str,
     /// `healthy`, `failing` (a failure streak below the ejection threshold) or `ejected`.
     health: &'static str,
+    /// Open pipelined connections now.
     connections: i64,
+    /// Commands awaiting the node's reply now.
     in_flight: i64,
+    /// Over the sampler's last window; `None` before it has two samples.
     requests_per_s: Option<f64>,
+    /// As `requests_per_s`, for errors.
     errors_per_s: Option<f64>,
+    /// Median latency over the sampler's window, microseconds.
     p50_us: Option<u64>,
+    /// 99th percentile over the sampler's window, microseconds.
     p99_us: Option<u64>,
+    /// The latency EWMA the replica choice uses, microseconds.
     latency_ewma_us: u64,
+    /// Failures in a row now.
     consecutive_failures: u32,
+    /// Ejections in a row (the doubling's exponent).
     ejections: u32,
+    /// Time left in the current ejection.
     ejected_for_ms: u64,
 }
 
+/// One command's rate over the sampler's window.
 #[derive(Serialize)]
 struct CommandRate {
     command: &'static str,
     per_s: f64,
 }
 
+/// Served on the admin listener only. With no map yet, `ranges` and `shards` are empty and `source`
+/// is null, which the page shows as waiting for the cluster.
 pub(super) async fn status(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
     let rates = state.sampler.rates();
     let topology = state.cluster.topology();
@@ -137,6 +167,8 @@ fn near_cache(state: &AdminState) -> serde_json::Value {
     })
 }
 
+/// Owned runs point at their shard by index, so the page can colour the slot bar without repeating
+/// addresses 16384 times.
 fn ranges(topology: &Topology) -> Vec<Range> {
     let index_of = |primary: &str| {
         topology
@@ -155,6 +187,7 @@ fn ranges(topology: &Topology) -> Vec<Range> {
         .collect()
 }
 
+/// Slot counts come from the runs, not a walk of every slot.
 fn shards(topology: &Topology, rates: &Rates) -> Vec<ShardView> {
     let mut slots = vec![0usize; topology.shards().len()];
     for range in ranges(topology) {

@@ -9,23 +9,35 @@ use serde::Serialize;
 use super::AdminState;
 use crate::upstream::{HealthSnapshot, Node, NodeMetrics};
 
+/// One run of slots with the same owner.
 #[derive(Serialize)]
 struct RangeView {
+    /// First slot of the run.
     start: u16,
+    /// Last slot, inclusive.
     end: u16,
     /// The primary's config epoch (0 when `CLUSTER NODES` could not be read).
     epoch: Option<u64>,
+    /// The owner; `None` for unowned slots.
     primary: Option<NodeView>,
+    /// The owner's replicas that serve reads.
     replicas: Vec<NodeView>,
 }
 
+/// One node with its counters since start and its health now.
 #[derive(Serialize)]
 struct NodeView {
+    /// The node's `host:port`.
     addr: String,
+    /// Open pipelined connections now.
     connections: i64,
+    /// Commands awaiting the node's reply now.
     in_flight: i64,
+    /// Commands sent since start.
     requests: u64,
+    /// Connection failures and lost replies since start.
     errors: u64,
+    /// Mean write-to-reply time since start; `None` before the first reply.
     mean_latency_us: Option<u64>,
     /// Outlier detection's view: ejected or not, failure streak, latency EWMA.
     health: HealthSnapshot,

@@ -24,8 +24,11 @@ pub(crate) struct Tenancy {
 }
 
 struct LoggedIn {
+    /// Who the client is logged in as, with its rules and limits.
     user: Arc<User>,
+    /// The client's place in its user's connection count, given back on logout.
     seat: Seat,
+    /// The client's own rate buckets (`limits.per_client`).
     rates: ClientRates,
 }
 

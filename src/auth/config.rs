@@ -23,6 +23,7 @@ pub struct AuthConfig {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UserConfig {
+    /// The user's name, as clients give it to `AUTH`; unique, no whitespace.
     pub(crate) name: String,
     /// Needed unless `acl` gives a password (`>pw`, `#sha256`) or `nopass`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,8 +81,11 @@ pub(crate) struct RateConfig {
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum WhenOver {
+    /// Hold the command back until the rate allows it (the default: clients slow down, nothing
+    /// fails).
     #[default]
     Slow,
+    /// Answer the command with an error at once.
     Fail,
 }
 

@@ -1,5 +1,10 @@
 //! The rules a user had before `acl` (and still may have instead of it): `read_only`, and
 //! `allow` / `deny` lists of commands and categories. They never restrict keys or channels.
+//!
+//! What holds: `deny` wins over `allow`; an empty `allow` allows everything; `read_only` refuses
+//! every command that may write, including scripts that are not `_RO` (a proxy cannot see what a
+//! script will call). Command names and categories are checked when the config is loaded, so a typo
+//! fails the load instead of silently allowing or refusing nothing.
 
 use crate::commands::spec::{acl, flags};
 use crate::commands::CommandSpec;
@@ -7,12 +12,18 @@ use crate::commands::CommandSpec;
 /// A command or a category in `allow` / `deny`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Rule {
+    /// `@all`: every command.
     All,
+    /// An ACL category (`@read`, `@dangerous`), as its bit in the command table's categories.
     Category(u32),
+    /// A command name, lowercase; a container name (`config`) covers its subcommands, a subcommand
+    /// (`client|kill`) only itself.
     Command(String),
 }
 
 impl Rule {
+    /// Case-insensitive, like Redis's own ACL rules. An unknown category or a name with whitespace
+    /// is refused.
     fn parse(text: &str) -> Result<Rule, String> {
         let lower = text.to_ascii_lowercase();
         if lower == "@all" {
@@ -31,6 +42,7 @@ impl Rule {
         Ok(Rule::Command(lower))
     }
 
+    /// Whether the rule covers `spec` (a command or subcommand of the table).
     fn matches(&self, spec: &CommandSpec) -> bool {
         match self {
             Rule::All => true,
@@ -44,8 +56,11 @@ impl Rule {
 /// `read_only`, `allow` and `deny`.
 #[derive(Debug, Default)]
 pub(super) struct Lists {
+    /// `read_only: true`: refuse anything that may write.
     read_only: bool,
+    /// If not empty, only commands these rules cover may run.
     allow: Vec<Rule>,
+    /// Commands these rules cover never run, whatever `allow` says.
     deny: Vec<Rule>,
 }
 

@@ -31,12 +31,16 @@ pub(crate) enum Admit {
 pub(crate) struct Rate {
     /// Commands per second and the bucket's size (0: no command limit).
     commands: f64,
+    /// The commands bucket's size: `burst`, or a tenth of a second's worth (at least one) when
+    /// unset.
     burst: f64,
     /// Bytes per second (0: no byte limit); the bucket holds a tenth of a second's worth.
     bytes: f64,
 }
 
 impl Rate {
+    /// An unset burst becomes a tenth of a second of the rate, at least one command, so a rate set
+    /// alone still admits a command at a time smoothly.
     pub(crate) fn new(config: &RateConfig) -> Rate {
         let commands = f64::from(config.commands_per_second);
         let burst = match config.burst {
@@ -59,9 +63,13 @@ impl Rate {
 /// The limits of one user, resolved from `auth.users[].limits`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Limits {
+    /// `limits.max_connections`: sessions logged in as the user at once (0: no limit).
     pub(crate) max_connections: u32,
+    /// The rate shared by every client of the user.
     pub(crate) per_user: Rate,
+    /// The rate each client of the user gets on its own.
     pub(crate) per_client: Rate,
+    /// What to do with a command over a rate: hold it back (`slow`) or refuse it (`fail`).
     pub(crate) when_over: WhenOver,
 }
 
@@ -75,11 +83,14 @@ impl Limits {
 /// One bucket: `level` tokens as of `at`.
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
+    /// Tokens now; may be negative (debt from a large read or write).
     level: f64,
+    /// When `level` was last brought up to date.
     at: Instant,
 }
 
 impl Bucket {
+    /// A bucket starts full, so a new client gets its burst at once.
     fn full(size: f64, now: Instant) -> Bucket {
         Bucket {
             level: size,
@@ -95,6 +106,8 @@ impl Bucket {
     }
 
     /// How long until the level reaches `need` at `rate`.
+    ///
+    /// Capped at an hour, so a nonsensical rate (or a huge debt) cannot produce an unbounded sleep.
     fn wait_for(&self, need: f64, rate: f64) -> Duration {
         if self.level >= need {
             return Duration::ZERO;
@@ -106,11 +119,14 @@ impl Bucket {
 /// A commands bucket and a bytes bucket for one [`Rate`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Buckets {
+    /// One token per command.
     commands: Bucket,
+    /// One token per byte read or written.
     bytes: Bucket,
 }
 
 impl Buckets {
+    /// Both buckets start full.
     pub(crate) fn new(rate: &Rate, now: Instant) -> Buckets {
         Buckets {
             commands: Bucket::full(rate.burst, now),

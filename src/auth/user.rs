@@ -24,17 +24,21 @@ pub(super) enum Rules {
 /// An authenticated identity and what it may do.
 #[derive(Debug)]
 pub(crate) struct User {
+    /// The configured name: the label of its series and the name `/clients` shows.
     pub(crate) name: String,
     /// `on` (users without `acl` always are).
     enabled: bool,
     /// Any password logs in (`nopass`).
     nopass: bool,
+    /// SHA-256 digests of the passwords that log it in; never the passwords.
     passwords: Vec<PasswordDigest>,
+    /// What it may run, checked on every command unless `unrestricted`.
     rules: Rules,
     /// No rule can refuse a command: computed once, read on every command.
     unrestricted: bool,
     /// `filter_keys`: KEYS, SCAN and RANDOMKEY show only keys the user may read.
     pub(crate) filter_keys: bool,
+    /// `limits`: connections and rates.
     pub(crate) limits: Limits,
     /// Its running state (connections, shared buckets, figures); `None` for the open default
     /// user of a proxy without authentication.
@@ -44,8 +48,11 @@ pub(crate) struct User {
 /// How a user logs in.
 #[derive(Debug, Default)]
 pub(super) struct UserCredentials {
+    /// `on`: the user may log in at all.
     pub(super) enabled: bool,
+    /// Any password logs in.
     pub(super) nopass: bool,
+    /// The accepted passwords' digests.
     pub(super) passwords: Vec<PasswordDigest>,
 }
 

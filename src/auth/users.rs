@@ -1,5 +1,14 @@
 //! Every configured identity, resolved (secrets read and hashed, rules read) at start-up and at
 //! each reload, and logging in against them.
+//!
+//! A `Users` is immutable once built: a reload builds a new one from the new config and swaps it
+//! in, then retires the old one, and sessions notice through the downstream's generation number
+//! (and subscribers through [`Users::retired`]) and re-check their login against the new set.
+//! Passwords are never held in clear: secrets are read from files or environment variables at
+//! resolve time and kept as SHA-256 digests. What holds for a login: the replies are Redis's own
+//! (`WRONGPASS` for an unknown user and a wrong password alike, so a client cannot probe for
+//! names), and without any configured identity every client is the unrestricted `default` user, as
+//! with a redis-server without `requirepass`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +29,7 @@ use super::WRONGPASS;
 pub(crate) struct Users {
     /// `requirepass`, or a user named `default`.
     default: Option<Arc<User>>,
+    /// Every other configured user, by name (names are case-sensitive, as in Redis).
     named: HashMap<String, Arc<User>>,
     /// What clients are before they authenticate; `None` when authentication is required.
     anonymous: Option<Arc<User>>,
@@ -49,6 +59,7 @@ impl Users {
         Users::open_in(Tenants::new(Arc::default()))
     }
 
+    /// The set with no authentication, sharing `tenants` with the running proxy.
     fn open_in(tenants: Arc<Tenants>) -> Users {
         let rules = Rules::Lists(Lists::default());
         let anyone = UserCredentials {
@@ -75,6 +86,10 @@ impl Users {
     /// Resolves the config (reads files and environment variables) for the running proxy:
     /// `tenants` is the process's, so a user kept by a reload keeps its connections, buckets and
     /// figures. Errors name the key.
+    ///
+    /// Fails on the first problem, naming the key (`auth.users[2].password`): a user defined twice,
+    /// `default` defined both ways, a user with rules given both as `acl` and as lists, an
+    /// unreadable secret, a user that is on but has no password and is not `nopass`.
     pub(crate) fn from_config_in(
         config: &AuthConfig,
         tenants: &Arc<Tenants>,
@@ -122,11 +137,15 @@ impl Users {
     }
 
     /// A reload replaced these users (they are no longer in effect).
+    ///
+    /// Called by the reload once the new set is in place; wakes every [`Users::retired`] future.
     pub(crate) fn retire(&self) {
         self.retired.send_replace(true);
     }
 
     /// Resolves once a reload replaced these users.
+    ///
+    /// `'static`, so a subscribed session can hold it across awaits without borrowing the set.
     pub(crate) fn retired(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut retired = self.retired.subscribe();
         async move {
@@ -199,6 +218,10 @@ impl Users {
     }
 
     /// `AUTH [user] password`: the user, or the reply refusing it.
+    ///
+    /// Every digest of the user is compared, whichever matches, so the time taken does not say
+    /// which password was right. A disabled user (`off`) refuses every password. The caller
+    /// counts failures against `auth.max_failures`.
     pub(crate) fn login(&self, user: Option<&[u8]>, password: &[u8]) -> Result<Arc<User>, Bytes> {
         if let Some(anonymous) = &self.anonymous {
             // Nothing configured: like redis-server without requirepass.
@@ -225,6 +248,9 @@ impl Users {
 
 /// One `auth.users` entry: its rules (`acl`, or the older lists — not both), passwords and
 /// limits.
+///
+/// `key` (`auth.users[N]`) names the entry in errors. `password` is added to whatever passwords the
+/// `acl` rules gave, and turns `nopass` off, as a `>password` rule would.
 fn resolve_user(key: &str, config: &UserConfig) -> Result<User, String> {
     if config.name.is_empty() || config.name.contains(|c: char| c.is_whitespace()) {
         return Err(format!("`{key}.name` `{}` is not a user name", config.name));
@@ -282,6 +308,8 @@ fn resolve_user(key: &str, config: &UserConfig) -> Result<User, String> {
 }
 
 /// `limits`, checked.
+///
+/// A `burst` without a rate is refused: it would be a bucket that never refills.
 fn limits(named: &str, config: &UserConfig) -> Result<Limits, String> {
     let l = &config.limits;
     for (field, rate) in [("per_user", &l.per_user), ("per_client", &l.per_client)] {

@@ -2,6 +2,14 @@
 //! `ClusterState` with its own topology source, started and stopped as a unit, so the router
 //! serves a standalone node or a Sentinel-managed primary exactly like a cluster (a one-shard
 //! map owning every slot).
+//!
+//! What holds across reloads: a backend whose entry did not change keeps running, with its map and
+//! its nodes' connections, so a reload that only edits routes costs no reconnects; a changed or
+//! removed backend is stopped by dropping it (its topology source ends when the stop sender goes)
+//! and a changed one started afresh. Route tables are rebuilt on every reload over whatever
+//! backends are running, and commands already planned keep the table they were planned with. All
+//! backends share one upstream registry, so two backends naming the same node share its
+//! connections.
 #![warn(unreachable_pub, missing_docs)]
 
 mod config;
@@ -46,6 +54,7 @@ pub(crate) struct Context {
 /// The running backends by name; the `cluster.seeds` cluster is added as `default`.
 #[derive(Default)]
 pub(crate) struct Backends {
+    /// The named backends (`backends:`), by name; ordered, so admin pages list them stably.
     running: BTreeMap<String, Arc<Backend>>,
     /// The `default` backend's state (run by the wiring itself), when `cluster.seeds` is set.
     default: Option<Arc<ClusterState>>,

@@ -12,6 +12,9 @@ use super::SLOT_COUNT;
 const LISTED: usize = 4;
 
 /// One line for the first map adopted.
+///
+/// `nodes` is every address in the map, primaries and replicas. Written to the event log and the
+/// `adopted new slot map` log line.
 pub(crate) fn describe_first(next: &impl SlotOwners, nodes: &[&str]) -> String {
     format!(
         "first slot map: {} primaries, {} nodes, {} of {SLOT_COUNT} slots owned",
@@ -22,6 +25,11 @@ pub(crate) fn describe_first(next: &impl SlotOwners, nodes: &[&str]) -> String {
 }
 
 /// One line saying how `next` differs from `previous` (`*_nodes`: every address in each map).
+///
+/// Parts, in order: slot moves between owners (the four biggest by address pair, the rest counted),
+/// a change in how many slots are owned, nodes added, nodes removed. When nothing of that changed
+/// (only replicas or epochs did), the line says `replica roles changed`, so an adoption never logs
+/// an empty change.
 pub(crate) fn describe_change(
     previous: &impl SlotOwners,
     previous_nodes: &[&str],
@@ -67,6 +75,9 @@ pub(crate) fn describe_change(
 }
 
 /// (old owner, new owner) → slots, for slots whose owner changed; "unowned" stands for none.
+///
+/// A `BTreeMap`, so pairs with equal counts are listed in a stable order and the line reads the
+/// same for the same change.
 fn owner_moves(
     previous: &impl SlotOwners,
     next: &impl SlotOwners,

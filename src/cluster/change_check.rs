@@ -49,14 +49,20 @@ const INFO_FIELDS: [&str; 9] = [
 /// node refused the command, or it was not asked).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Print {
+    /// The digest of the node's `CLUSTER NODES` view, from the digest script.
     pub(crate) digest: Option<String>,
+    /// The fingerprint read from `CLUSTER INFO`.
     pub(crate) info: Option<String>,
 }
 
 /// What a check asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Probe {
+    /// A Lua script on the node hashes its `CLUSTER NODES`: sees every change of owners, replicas
+    /// and addresses.
     Digest,
+    /// `CLUSTER INFO`'s counters: needs no scripting, but blind to some changes (a slot moved to
+    /// the newest primary, a replica moved, a changed address).
     Info,
 }
 

@@ -10,23 +10,27 @@ use prometheus_client::registry::Registry;
 
 use crate::metrics::{MetricGroup, Totals};
 
+/// `redirects{kind, node}`: `kind` is `moved` or `ask`, `node` the target the redirect named.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RedirectLabel {
     kind: &'static str,
     node: String,
 }
 
+/// `topology_refreshes{result}`: `ok` or `failed`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
     result: &'static str,
 }
 
+/// `topology_checks{probe, result}`: the cheap probe used (`digest` or `info`) and what it found.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CheckLabel {
     probe: &'static str,
     result: &'static str,
 }
 
+/// `topology_rejected{reason}`: `stale`, `unconfirmed` or `partial`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: &'static str,
@@ -36,18 +40,27 @@ struct ReasonLabel {
 /// alerting rules (`increase(...{result="failed"}[5m])`) then have a series from the first
 /// scrape, and `rate()` sees the first event (a series born at 1 hides it).
 const REFRESH_RESULTS: [&str; 2] = ["ok", "failed"];
+/// The cheap probes that decide whether a full refresh is needed.
 const CHECK_PROBES: [&str; 2] = ["digest", "info"];
+/// What a probe found; `changed` and `failed` are followed by a refresh.
 const CHECK_RESULTS: [&str; 3] = ["unchanged", "changed", "failed"];
+/// Why a map was not adopted (see `refresh::decide`).
 const REJECT_REASONS: [&str; 3] = ["stale", "unconfirmed", "partial"];
+/// The two redirects Redis Cluster sends.
 const REDIRECT_KINDS: [&str; 2] = ["moved", "ask"];
 
 /// Refreshes by result, checks by probe and result, rejected maps by reason, redirects by kind
 /// and node.
 #[derive(Default)]
 pub(crate) struct TopologyMetrics {
+    /// Counted by the router when it follows a redirect; per target node, made at 0 for every
+    /// primary of an adopted map.
     redirects: Family<RedirectLabel, Counter>,
+    /// Counted by the refresher, once per refresh.
     refreshes: Family<ResultLabel, Counter>,
+    /// Counted by the refresher's change checks, per probe.
     checks: Family<CheckLabel, Counter>,
+    /// Counted when a read map is not adopted.
     rejected: Family<ReasonLabel, Counter>,
 }
 
@@ -91,6 +104,7 @@ impl MetricGroup for TopologyMetrics {
         );
     }
 
+    /// Feeds the refresh counts to the status page and `INFO`'s `topology_refreshes_*` fields.
     fn add_totals(&self, totals: &mut Totals) {
         (totals.refreshes_ok, totals.refreshes_failed) = self.refreshes();
     }
@@ -138,6 +152,9 @@ impl TopologyMetrics {
     }
 
     /// A topology refresh that succeeded or failed.
+    ///
+    /// Counted once per refresh attempt, whatever triggered it (the timer, a redirect, a failed
+    /// check).
     pub(crate) fn refresh(&self, ok: bool) {
         let result = if ok { "ok" } else { "failed" };
         self.refreshes.get_or_create(&ResultLabel { result }).inc();

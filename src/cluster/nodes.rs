@@ -14,6 +14,8 @@ use crate::protocol::Frame;
 /// What redcar needs from one `CLUSTER NODES` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct NodeState {
+    /// The node's config epoch: which claim to a slot is the most recent (Redis bumps it on
+    /// failover and on slot moves).
     pub(crate) config_epoch: u64,
     /// Flagged `fail` (the cluster agreed; `fail?` is only one node's suspicion), `handshake` or
     /// `noaddr`: the node cannot serve, so it is not offered as a replica.
@@ -30,6 +32,9 @@ pub(crate) struct NodeState {
 pub(crate) type NodeStates = HashMap<String, NodeState>;
 
 /// Parses the reply (a bulk string with one line per node).
+///
+/// Only a bulk string is accepted (RESP2 and RESP3 both send one); an error reply is reported as
+/// the node's failure.
 pub(crate) fn parse_cluster_nodes_reply(reply: &Frame) -> Result<NodeStates, String> {
     if let Frame::Error(message) = reply {
         return Err(format!(
@@ -128,6 +133,7 @@ fn flag_list(flags: &str) -> Result<impl Iterator<Item = &str>, String> {
     Ok(flags.split(','))
 }
 
+/// A decimal `u64` field; `what` names it in the error.
 fn number(what: &str, value: &str) -> Result<u64, String> {
     value
         .parse()
@@ -151,6 +157,7 @@ fn slot_field(field: &str) -> Result<(), String> {
     }
 }
 
+/// A slot number, refused outside 0..=16383.
 fn slot_number(value: &str) -> Result<u16, String> {
     value
         .parse::<u16>()
@@ -164,7 +171,10 @@ fn slot_number(value: &str) -> Result<u16, String> {
 /// those markers on a node's own line only).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct OwnSlots {
+    /// The slot ranges the node owns, inclusive, as listed on its line.
     pub(crate) owned: Vec<(u16, u16)>,
+    /// Slots it is migrating to or importing from another node (the `[slot->-id]` and `[slot-<-id]`
+    /// markers).
     pub(crate) moving: Vec<u16>,
 }
 

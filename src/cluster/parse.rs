@@ -1,14 +1,27 @@
 //! Reading a `CLUSTER SLOTS` reply into plain slot ranges, refusing malformed entries loudly.
 //! (`CLUSTER SHARDS` is read into the same ranges by `shards`.)
+//!
+//! Why loudly: a reply that is not the shape Redis documents fails the whole parse with the
+//! entry's index and what was wrong, and the refresher then keeps its current map and asks another
+//! node. Quietly skipping a bad entry would leave its slots unowned in a map that looks valid, and
+//! every command for them would fail with CLUSTERDOWN. Slots are checked against 0..16384 and
+//! ranges must not be reversed; coverage is judged later, when the ranges become a topology (a
+//! map that leaves slots unowned is partial), where a later entry for a slot wins over an earlier
+//! one.
 
 use crate::protocol::Frame;
 
 /// One entry of `CLUSTER SLOTS`: a slot range, its primary and replicas.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SlotRange {
+    /// First slot of the range, 0..=16383.
     pub(crate) start: u16,
+    /// Last slot of the range, inclusive; never below `start`.
     pub(crate) end: u16,
+    /// `None` when the reply names the primary with an unknown endpoint (`?`): the range then stays
+    /// unowned rather than routed to a guess.
     pub(crate) primary: Option<SlotNode>,
+    /// The range's replicas in the reply's order; replicas with unknown endpoints are left out.
     pub(crate) replicas: Vec<SlotNode>,
 }
 
@@ -16,6 +29,7 @@ pub(crate) struct SlotRange {
 /// `cluster-preferred-endpoint-type`) and the node id, which joins it with `CLUSTER NODES`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SlotNode {
+    /// `host:port`, with brackets around an IPv6 host, ready to connect to.
     pub(crate) addr: String,
     /// Absent only in replies of servers older than Redis 4.
     pub(crate) id: Option<String>,
@@ -46,6 +60,8 @@ pub(crate) fn parse_cluster_slots(
         .collect()
 }
 
+/// One `[start, end, primary, replica...]` entry; errors name the field that was wrong, and the
+/// caller adds the entry's index.
 fn parse_entry(entry: &Frame, answered_by: &str) -> Result<SlotRange, String> {
     let fields = entry.as_array().ok_or("not an array")?;
     if fields.len() < 3 {
@@ -75,6 +91,7 @@ fn parse_entry(entry: &Frame, answered_by: &str) -> Result<SlotRange, String> {
     })
 }
 
+/// A slot number, refused outside 0..=16383 (a bigger one would index past the slot table).
 fn slot_number(frame: &Frame) -> Result<u16, String> {
     let n = frame.as_integer().ok_or("slot is not an integer")?;
     u16::try_from(n)

@@ -38,9 +38,13 @@ const ASK_NEXT_AFTER: Duration = Duration::from_millis(100);
 
 /// The refresh task.
 pub(crate) struct Refresher {
+    /// The backend's state: where maps are adopted and refresh requests come from.
     state: Arc<ClusterState>,
+    /// Every node by address: the fetches use the nodes' ordinary connections.
     upstreams: Arc<Upstreams>,
+    /// Parse limits for the nodes' topology replies.
     limits: Limits,
+    /// Where refreshes, checks, rejections and events are counted.
     metrics: Arc<Metrics>,
     /// What the cluster's nodes turned out not to answer (`CLUSTER SHARDS`, the digest script).
     dialect: Dialect,

@@ -28,10 +28,15 @@ pub(crate) trait SlotOwners {
 /// epochs are unknown, so its change of owner cannot be checked.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Stale {
+    /// The first such slot, in slot order.
     pub(crate) slot: u16,
+    /// The owner the candidate map gives it.
     pub(crate) owner: String,
+    /// That owner's config epoch in the candidate; `None` when the candidate has no epochs.
     pub(crate) epoch: Option<u64>,
+    /// The owner redcar knows for the slot.
     pub(crate) current_owner: String,
+    /// The known owner's config epoch.
     pub(crate) current_epoch: u64,
 }
 
@@ -46,6 +51,8 @@ const NONE: u16 = u16::MAX;
 pub(crate) struct KnownEpochs {
     /// Slot → index into `owners`; empty until the first map with epochs.
     slots: Vec<u16>,
+    /// Each distinct (owner, epoch) pair once; a slot points here, so the whole table is 32 KiB of
+    /// indices plus a few owners rather than 16384 strings.
     owners: Vec<(String, u64)>,
 }
 
@@ -86,16 +93,19 @@ impl KnownEpochs {
 }
 
 impl SlotOwners for KnownEpochs {
+    /// Reads through the slot's index; a slot never known has none.
     fn owner(&self, slot: u16) -> Option<(&str, u64)> {
         let index = *self.slots.get(usize::from(slot))?;
         let (owner, epoch) = self.owners.get(usize::from(index))?;
         Some((owner.as_str(), *epoch))
     }
 
+    /// Known once a map with epochs was adopted.
     fn has_epochs(&self) -> bool {
         !self.slots.is_empty()
     }
 
+    /// Only owners: the known epochs list no replicas.
     fn contains(&self, addr: &str) -> bool {
         self.owners.iter().any(|(o, _)| o == addr)
     }
@@ -107,6 +117,7 @@ impl SlotOwners for KnownEpochs {
         primaries
     }
 
+    /// Slots with a known owner, from any map with epochs so far.
     fn owned(&self) -> usize {
         self.slots.iter().filter(|&&i| i != NONE).count()
     }
@@ -236,6 +247,7 @@ fn same_assignment(a: &impl SlotOwners, b: &impl SlotOwners) -> bool {
 }
 
 impl SlotOwners for Topology {
+    /// The slot's shard's primary and the shard's config epoch.
     fn owner(&self, slot: u16) -> Option<(&str, u64)> {
         self.shard(slot)
             .map(|s| (s.primary.addr().as_ref(), s.epoch))
@@ -249,6 +261,7 @@ impl SlotOwners for Topology {
         self.addrs().any(|a| a.as_ref() == addr)
     }
 
+    /// In shard order; a primary owning several ranges is one shard, so each appears once.
     fn primaries(&self) -> Vec<&str> {
         self.shards()
             .iter()

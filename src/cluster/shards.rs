@@ -46,6 +46,10 @@ pub(crate) fn parse_cluster_shards(
 }
 
 /// One shard's ranges, each with the shard's primary and online replicas.
+///
+/// Appends one range per `[start, end]` pair of the shard's flat `slots` list. A shard with two
+/// primaries is refused (two owners for the same slots cannot be routed); a shard whose primary has
+/// an unknown endpoint gives ranges with no primary, which stay unowned.
 fn parse_shard(
     shard: &Frame,
     answered_by: &str,
@@ -96,12 +100,19 @@ fn parse_shard(
 
 /// What one node of a shard is to the map: `None` inside is an unknown endpoint (`?`).
 enum ShardNode {
+    /// The shard's primary, whatever its health (Redis routes to it while it is flagged; outlier
+    /// detection decides separately whether redcar does).
     Primary(Option<SlotNode>),
+    /// An `online` replica, offered for reads.
     Replica(Option<SlotNode>),
     /// A replica that failed or has not synced yet.
     Unusable,
 }
 
+/// One node entry. Fields are looked up by name, not position, so new fields from a newer server
+/// are harmless; `id`, `role`, `health`, `endpoint` and a port are required. With `tls`, `tls-port`
+/// is preferred over `port` (and the other way round without), falling back to whichever the node
+/// lists.
 fn parse_node(node: &Frame, answered_by: &str, tls: bool) -> Result<ShardNode, String> {
     let fields = Fields::of(node)?;
     let id = text(fields.get("id")?, "id")?;
@@ -142,6 +153,8 @@ fn parse_node(node: &Frame, answered_by: &str, tls: bool) -> Result<ShardNode, S
 struct Fields<'a>(&'a [Frame]);
 
 impl<'a> Fields<'a> {
+    /// Refuses an odd number of items (a name without its value), which would shift every pair
+    /// after it.
     fn of(frame: &'a Frame) -> Result<Fields<'a>, String> {
         let items = frame.as_array().ok_or("not an array")?;
         if items.len() % 2 != 0 {
@@ -153,6 +166,7 @@ impl<'a> Fields<'a> {
         Ok(Fields(items))
     }
 
+    /// The value of the first pair named `name`, if any (names are compared byte for byte).
     fn find(&self, name: &str) -> Option<&'a Frame> {
         self.0
             .chunks_exact(2)
@@ -164,12 +178,14 @@ impl<'a> Fields<'a> {
             .map(|pair| &pair[1])
     }
 
+    /// As [`Fields::find`], with an error naming the missing field.
     fn get(&self, name: &str) -> Result<&'a Frame, String> {
         self.find(name)
             .ok_or_else(|| format!("`{name}` is missing"))
     }
 }
 
+/// A string field as UTF-8; `what` names it in the error.
 fn text<'a>(frame: &'a Frame, what: &str) -> Result<&'a str, String> {
     let bytes = frame
         .as_bytes()
@@ -177,6 +193,7 @@ fn text<'a>(frame: &'a Frame, what: &str) -> Result<&'a str, String> {
     std::str::from_utf8(bytes).map_err(|_| format!("{what} is not UTF-8"))
 }
 
+/// A slot number, refused outside 0..=16383.
 fn slot_number(frame: &Frame) -> Result<u16, String> {
     let n = frame.as_integer().ok_or("slot is not an integer")?;
     u16::try_from(n)

@@ -1,5 +1,13 @@
 //! What the rest of redcar sees of the cluster: the current slot-map snapshot, readiness, and
 //! the ways to ask the refresher for a fresher map.
+//!
+//! One per backend, shared (in an `Arc`) by the router, the refresher, the admin pages and every
+//! session. What holds: readers never lock: the map is an `ArcSwapOption` loaded once per command,
+//! the counters are atomics, and asking for a refresh is a `Notify` plus an atomic max, so a storm
+//! of MOVED replies costs the command path nothing and wakes the refresher once. Readiness is
+//! latched: once a complete map was seen the backend stays ready, since a later partial map is
+//! refused while a complete one is current. The version only increases, so a waiter that saw
+//! version N and sleeps until it changes cannot miss an adoption.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -12,6 +20,7 @@ use super::{ClusterConfig, MigratingSlots, Topology};
 
 /// The current snapshot and a way to ask for a fresher one.
 pub(crate) struct ClusterState {
+    /// The adopted map; `None` until the first one.
     topology: ArcSwapOption<Topology>,
     /// Wakes the refresher early; repeated requests before it runs coalesce into one refresh.
     refresh_wanted: Notify,
@@ -51,6 +60,8 @@ pub(crate) enum Want {
 
 /// Counts events until `threshold` of them ask for a refresh; 0 means never.
 struct EventCount {
+    /// 247 count: AtomicU32
+    /// Events since the last refresh.
     count: AtomicU32,
     /// Atomic so a reload can change it.
     threshold: AtomicU32,

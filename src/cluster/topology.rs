@@ -1,4 +1,11 @@
 //! An immutable snapshot of the cluster: which shard owns each of the 16384 slots.
+//!
+//! Who reads it: every keyed command looks up its slot's shard here (one array index, then the
+//! shard's node handles), through a lock-free snapshot of the current map, so the command path
+//! never locks or allocates for routing. What holds: a map is never changed after it is built; a
+//! refresh builds a new one and swaps it in whole, so a command routes by one consistent map from
+//! start to end even while a new one is being adopted. The shards hold `Arc<Node>` handles straight
+//! from the upstream registry, so a node that stays across maps keeps its connections.
 
 use std::sync::Arc;
 
@@ -14,6 +21,7 @@ const UNOWNED: u16 = u16::MAX;
 /// A primary and its replicas, as handles to their shared connections.
 #[derive(Debug)]
 pub(crate) struct Shard {
+    /// The slot owner: every write of the shard's slots goes here.
     pub(crate) primary: Arc<Node>,
     /// Replicas the cluster does not consider failed (`fail`, `handshake`, `noaddr`).
     pub(crate) replicas: Vec<Arc<Node>>,
@@ -25,7 +33,9 @@ pub(crate) struct Shard {
 pub(crate) struct Topology {
     /// Slot → index into `shards`, or `UNOWNED`.
     slots: Box<[u16]>,
+    /// One shard per distinct primary, in the order the ranges named them.
     shards: Vec<Shard>,
+    /// How many slots have an owner: 16384 for a complete map.
     owned: usize,
     /// The node whose `CLUSTER SLOTS` reply this map came from.
     source: Arc<str>,
@@ -177,6 +187,7 @@ impl Topology {
         self.owned
     }
 
+    /// Every shard of the map (each primary once).
     pub(crate) fn shards(&self) -> &[Shard] {
         &self.shards
     }
@@ -292,6 +303,7 @@ fn left_out(ranges: &[SlotRange], states: &NodeStates) -> Vec<String> {
 }
 
 impl std::fmt::Debug for Topology {
+    /// Leaves out the 16384-entry slot table, which would drown any debug print.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Topology")
             .field("owned", &self.owned)

@@ -1,5 +1,12 @@
 //! Start-up checks for `backends:`, `routes:` and `catch_all`: every name a route uses exists,
 //! prefixes are unique and non-empty, mirrors are sane.
+//!
+//! Why at start-up and at every reload: a route that names a missing backend, or two routes with
+//! the same prefix, would otherwise show up only when a client's key first hits it, as an error on
+//! live traffic. Every failure names the key that is wrong (`routes[3].backend`) and, where it
+//! helps, what would be valid, and a reload that fails these checks keeps the running
+//! configuration. The name `default` is reserved for the `cluster.seeds` cluster, so no backend
+//! entry may take it.
 
 use std::collections::BTreeSet;
 
@@ -21,6 +28,10 @@ impl Config {
     }
 
     /// Every backend's own settings first, then `catch_all`, then each route and its mirror.
+    ///
+    /// Stops at the first problem: a config error is fixed one message at a time, and later checks
+    /// may assume the earlier ones passed (a route's mirror is checked only once the route's own
+    /// backend is known).
     pub(super) fn validate_routes(&self) -> Result<(), ConfigError> {
         for (name, backend) in &self.backends {
             validate_backend(name, backend)?;

@@ -33,11 +33,14 @@ const LOW_WATER_PERCENT: usize = 75;
 pub(crate) struct Budget {
     /// `client.max_buffered_bytes_total`; 0 turns the budget off.
     limit: usize,
+    /// Reads resume once the total falls below this, a little under `limit`, so sessions do not
+    /// flap between paused and reading.
     low_water: usize,
     /// Bytes held by every session now; also the exported gauge, so reporting costs no more.
     held: Gauge,
     /// Sessions not reading because of the budget now, and pauses since start.
     paused: Gauge,
+    /// See `paused`.
     pauses: Counter,
     /// The id of the session allowed to read to finish its request while over budget; 0: none.
     permit: AtomicU64,

@@ -1,5 +1,12 @@
 //! What every session shares (the router, the client config, the memory budget, the drain), and
 //! the registry of who is connected (for `/clients` and the connection gauges).
+//!
+//! One [`Downstream`] per proxy, made at start-up and shared (in an `Arc`) by every listener,
+//! worker and session; nothing in it is per client except the registry's entries. What holds: a
+//! client is in the registry, the listener's `connected` gauge and the crowd's count exactly while
+//! its [`Connected`] guard lives, so the counts cannot drift whatever way a session ends (closed,
+//! drained, handed over, panicked). Reloadable settings are read through a generation number, so a
+//! session pays one atomic load per batch of commands to notice a reload, never a lock.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -27,7 +34,9 @@ use crate::upstream::InvalidationSink;
 
 /// What every session shares.
 pub(crate) struct Downstream {
+    /// Plans and forwards every command; one for the process.
     pub(crate) router: Arc<Router>,
+    /// The metrics hub: sessions take their groups from it once, not per command.
     pub(crate) metrics: Arc<Metrics>,
     /// The client side's series, taken from `metrics` once: sessions count into it per read and
     /// per write.
@@ -42,6 +51,8 @@ pub(crate) struct Downstream {
     generation: AtomicU64,
     /// What all clients together may use.
     pub(super) crowd: Crowd,
+    /// The id the next client gets; ids are unique for the process's life and above every id a
+    /// previous process handed over, so `CLIENT ID` and `REDIRECT id` never name two clients.
     next_id: AtomicU64,
     /// Connected clients by id; touched on connect and disconnect only. Kept compact: it holds
     /// an entry for every client, idle or not.
@@ -84,8 +95,13 @@ pub(crate) struct Exits {
 /// A connected client in the registry (what [`ClientInfo`] is made from).
 struct Registered {
     /// Shared with the session, which names the client in the slow log.
+    ///
+    /// The listener's name (its label in the metrics).
     addr: Arc<str>,
+    /// When the client connected, Unix seconds.
     listener: &'static str,
+    /// The per-core worker serving the client, if `threading: per-core`; a `u16` to keep the entry
+    /// small.
     connected_at: u64,
     worker: Option<u16>,
 }
@@ -93,8 +109,11 @@ struct Registered {
 /// A connected client, as `/clients` shows it.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct ClientInfo {
+    /// The client id, as `CLIENT ID` returns it.
     pub(crate) id: u64,
+    /// The client's address (`ip:port`, or the socket path for a Unix listener).
     pub(crate) addr: String,
+    /// The listener it came in on.
     pub(crate) listener: &'static str,
     /// Unix time (seconds) of the connect.
     pub(crate) connected_at: u64,
@@ -115,6 +134,10 @@ impl Downstream {
         self
     }
 
+    /// Made once at start-up by `app`. Also registers the client-tracking table as a sink of the
+    /// upstream invalidation connections (by weak reference, so the tracking table is dropped with
+    /// the proxy). `config.max_buffered_bytes_total` and the tracking table's size are fixed here:
+    /// a reload changes the rest of `client:` but not these.
     pub(crate) fn new(
         router: Arc<Router>,
         config: ClientConfig,
@@ -192,6 +215,8 @@ impl Downstream {
     }
 
     /// The next client id this process would give (the new process starts above it).
+    ///
+    /// Read by the old process at an upgrade, so ids stay unique across the hand-over.
     pub(crate) fn next_id(&self) -> u64 {
         self.next_id.load(Ordering::Relaxed)
     }
@@ -202,6 +227,9 @@ impl Downstream {
     }
 
     /// `threading: per-core`: the workers' client counts.
+    ///
+    /// `None` unless `threading: per-core`; the accept gate, the status page and the workers'
+    /// rebalancing (moving clients between workers) read it.
     pub(crate) fn spread(&self) -> Option<&Arc<Spread>> {
         self.spread.as_ref()
     }
@@ -235,6 +263,9 @@ impl Downstream {
     }
 
     /// Whether client `id` is connected (`CLIENT TRACKING ... REDIRECT id`).
+    ///
+    /// Takes the registry's lock: only for commands that name another client, never per ordinary
+    /// command.
     pub(super) fn is_connected(&self, id: u64) -> bool {
         self.clients
             .lock()
@@ -243,11 +274,16 @@ impl Downstream {
     }
 
     /// Clients connected right now.
+    ///
+    /// Takes the registry's lock; read at shutdown and during an upgrade's hand-over (how many
+    /// are left), never per command.
     pub(crate) fn connected_clients(&self) -> usize {
         self.clients.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Every connected client, oldest first.
+    ///
+    /// Takes the registry's lock only while copying; the sort runs after it is released.
     pub(crate) fn clients(&self) -> Vec<ClientInfo> {
         let mut clients: Vec<_> = self
             .clients
@@ -268,6 +304,10 @@ impl Downstream {
 
     /// Registers a new client; dropping the guard unregisters it (and ends its membership of
     /// the worker's count, and its hold on `done`).
+    ///
+    /// `addr` is shared with the session (it names the client in the slow log), `gauges` are the
+    /// listener's, and `done` is the sender whose clones tell the listener when all its sessions
+    /// have ended.
     pub(super) fn connect(
         self: &Arc<Self>,
         addr: Arc<str>,
@@ -301,6 +341,8 @@ impl Downstream {
         self.register(id, addr, listener, done, at)
     }
 
+    /// What [`Downstream::connect`] and [`Downstream::connect_adopted`] share: the registry entry,
+    /// the listener's gauges and, per core, the worker's count.
     fn register(
         self: &Arc<Self>,
         id: u64,
@@ -339,9 +381,13 @@ impl Downstream {
 
 /// A client while its session runs: dropping it takes the client off every count.
 pub(super) struct Connected {
+    /// What the guard takes the client off when dropped.
     pub(super) downstream: Arc<Downstream>,
+    /// The client id, as registered.
     pub(crate) id: u64,
+    /// The listener's gauges, decremented on drop.
     gauges: ListenerMetrics,
+    /// The client's place in its worker's count (`threading: per-core`), given up on drop.
     _member: Option<super::spread::Member>,
     /// Held until the session ends: the caller of `serve` knows all sessions ended when every
     /// clone of its sender is gone.

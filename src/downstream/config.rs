@@ -1,4 +1,11 @@
 //! Per-client limits: how much one client may have in flight or buffered.
+//!
+//! Why the limits are per client as well as global: one client that pipelines without reading its
+//! replies, or sends a 1 GiB argument, must not be able to take the memory every other client
+//! needs. Each cap pauses or closes only the client that exceeds it; the global budget
+//! (`max_buffered_bytes_total`) catches many clients each under their own caps. All byte sizes
+//! accept units (`64mb`), durations accept `30s`, and 0 turns a timeout off. Reloadable except
+//! where a field says restart-only.
 
 use std::time::Duration;
 
@@ -65,6 +72,8 @@ pub struct ClientConfig {
 const DEFAULT_ACCEPT_BACKLOG: u32 = 4096;
 
 impl Default for ClientConfig {
+    /// The defaults are Redis's where Redis has the same limit (512 MiB bulks, 1 GiB query buffer)
+    /// and otherwise generous enough that a well-behaved client never meets them.
     fn default() -> Self {
         ClientConfig {
             max_in_flight: 1024,
@@ -105,20 +114,27 @@ pub(crate) struct ClientRules {
 /// `max_in_flight`, `max_request_bytes`, `max_reply_bytes`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClientCaps {
+    /// `max_in_flight`: commands of one client awaiting replies before its reads pause.
     pub(crate) in_flight: usize,
+    /// `max_request_bytes`: unparsed bytes before the client is closed with a protocol error.
     pub(crate) request_bytes: usize,
+    /// `max_reply_bytes`: unwritten reply bytes before its reads pause.
     pub(crate) reply_bytes: usize,
 }
 
 /// `idle_timeout`, `request_timeout`, `max_age` (0 = never, each).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClientClocks {
+    /// `idle_timeout`; zero is off.
     pub(crate) idle: Duration,
+    /// `request_timeout`; zero is off.
     pub(crate) request: Duration,
+    /// `max_age`; zero is off.
     pub(crate) max_age: Duration,
 }
 
 impl From<&ClientConfig> for ClientRules {
+    /// `Limits` fields with no `client:` key (nesting depth) keep their defaults.
     fn from(config: &ClientConfig) -> Self {
         ClientRules {
             codec: Limits {

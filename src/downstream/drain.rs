@@ -17,6 +17,7 @@ use std::task::{Context, Poll, Waker};
 /// Shared by every session: whether the proxy drains, and who to wake when it starts.
 #[derive(Default)]
 pub(crate) struct Drain {
+    /// Set once, at shutdown or an upgrade; never cleared.
     draining: AtomicBool,
     /// Wakers of the sessions that waited, by client id; touched when a session first waits
     /// (or its waker changes), when it ends, and once when the drain starts.
@@ -54,7 +55,9 @@ impl Drain {
 
 /// One session's view of the drain; dropping it unregisters the session.
 pub(crate) struct DrainSignal<'d> {
+    /// The process's drain.
     drain: &'d Drain,
+    /// The session's registration, to unregister on drop.
     id: u64,
     /// The waker the drain holds for us, kept to notice when the task's waker changes.
     registered: Option<Waker>,

@@ -30,6 +30,8 @@ pub struct FacadeConfig {
 /// A facade listener's settings, checked and parsed once at start-up.
 #[derive(Debug)]
 pub(crate) struct Facade {
+    /// `announce`: the address clients are told to use; `None` announces the address each client
+    /// reached.
     announce: Option<Announce>,
     /// The TLS listener announces its port as `tls-port` in CLUSTER SHARDS.
     tls: bool,
@@ -38,7 +40,9 @@ pub(crate) struct Facade {
 /// An `announce` value split into host and port (IPv6 without its brackets).
 #[derive(Debug, Clone, PartialEq)]
 struct Announce {
+    /// The announced host: an IP, or a name the clients resolve.
     host: String,
+    /// The announced port.
     port: u16,
 }
 

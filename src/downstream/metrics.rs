@@ -1,5 +1,11 @@
 //! The series `downstream` produces: client connections per listener and per worker, the
 //! worker threads, client traffic, refusals and closes, failed logins and the buffer budget.
+//!
+//! Every label value here comes from a fixed list (listener kinds, threading models, worker
+//! numbers, move reasons, upgrade outcomes), never from what a client sends, so the number of
+//! series is bounded by the configuration. Sessions get plain counter and gauge handles once and
+//! count into them per read and per write, not per command; the per-command series live in
+//! `metrics::command`.
 
 use std::sync::atomic::AtomicU64;
 
@@ -11,26 +17,31 @@ use prometheus_client::registry::Registry;
 
 use crate::metrics::{MetricGroup, Totals};
 
+/// `listener`: the listener kind (`tcp`, `unix`, `tls`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListenerLabel {
     listener: &'static str,
 }
 
+/// `threading`: the model that runs (`shared` or `per-core`), after `auto` settled.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ThreadingLabel {
     threading: &'static str,
 }
 
+/// `worker`: the per-core worker's number, 0-based.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WorkerLabel {
     worker: usize,
 }
 
+/// `reason`: why a session moved (`pipelining`, `overflow`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MoveLabel {
     reason: &'static str,
 }
 
+/// `outcome` (`moved`, `closed`, `drained`) and why.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpgradeLabel {
     outcome: &'static str,
@@ -61,7 +72,9 @@ const LISTENERS: [&str; 2] = ["tcp", "unix"];
 /// The client side's figures; the plain counters and gauges are handed to sessions as they are.
 #[derive(Default)]
 pub(crate) struct ClientMetrics {
+    /// `client_connections{listener}`: clients connected now.
     connections: Family<ListenerLabel, Gauge>,
+    /// `client_connections_accepted{listener}`: clients registered since start.
     accepted: Family<ListenerLabel, Counter>,
     /// `threading: per-core`: connected clients on each worker.
     worker_clients: Family<WorkerLabel, Gauge>,
@@ -71,6 +84,7 @@ pub(crate) struct ClientMetrics {
     placement_packing: Gauge,
     /// `placement: auto`: pipelining clients on each worker, and sessions moved between workers.
     worker_pipelining: Family<WorkerLabel, Gauge>,
+    /// Sessions moved between workers, by reason.
     sessions_moved: Family<MoveLabel, Counter>,
     /// What upgrades did with this process's clients (see [`UpgradeClients`]).
     pub(crate) upgrade_clients: UpgradeClients,
@@ -78,6 +92,7 @@ pub(crate) struct ClientMetrics {
     workers: Family<ThreadingLabel, Gauge>,
     /// Client traffic, counted per read and per write (not per command).
     pub(crate) bytes_received: Counter,
+    /// `client_bytes_sent`, counted per write.
     pub(crate) bytes_sent: Counter,
     /// Clients refused because `client.max_connections` were connected.
     pub(crate) refused: Counter,
@@ -88,18 +103,24 @@ pub(crate) struct ClientMetrics {
     /// Failed `AUTH` / `HELLO … AUTH` attempts, and connections closed after
     /// `auth.max_failures` of them.
     pub(crate) auth_failures: Counter,
+    /// `auth_closed`: connections closed after too many failed logins.
     pub(crate) auth_closed: Counter,
     /// Bytes held in client buffers over all sessions (`client.max_buffered_bytes_total`).
     pub(crate) buffered: Gauge,
     /// Sessions not reading their client because of that budget, and pauses since start.
     pub(crate) paused: Gauge,
+    /// `client_read_pauses`: times a session stopped reading because of the budget.
     pub(crate) read_pauses: Counter,
 }
 
 /// One listener's connection series.
 #[derive(Clone, Debug)]
 pub(crate) struct ListenerMetrics {
+    /// Clients of the listener connected now; up at registration, down when the client's guard
+    /// drops.
     pub(crate) connected: Gauge,
+    /// Clients of the listener registered since start (one refused by `client.max_connections` is
+    /// counted in `clients_refused` instead).
     pub(crate) accepted: Counter,
 }
 

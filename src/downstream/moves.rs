@@ -48,6 +48,7 @@ struct WorkerMoves {
     pipelining: Gauge,
     /// Sessions an overflowing worker still wants to hand over, and to which worker.
     tickets: AtomicU32,
+    /// The worker the tickets are for.
     ticket_to: AtomicUsize,
     /// Some session here should move at its next safe point: this worker holds more pipelining
     /// sessions than the least one plus one, or has tickets out. One relaxed load per safe point.
@@ -58,9 +59,13 @@ struct WorkerMoves {
 
 /// The per-core workers' moves: who should move where, and the workers' runtimes to move to.
 pub(crate) struct Moves {
+    /// One per worker, by index.
     workers: Box<[WorkerMoves]>,
+    /// The workers' runtimes: where a moving session is resumed.
     handles: Arc<[Handle]>,
+    /// `sessions_moved{reason="pipelining"}`.
     moved_pipelining: Counter,
+    /// `sessions_moved{reason="overflow"}`.
     moved_overflow: Counter,
 }
 
@@ -198,7 +203,9 @@ impl Moves {
 /// Clients an overflowing worker hands over, and where to.
 #[derive(Debug, PartialEq, Eq)]
 struct Overflow {
+    /// The least busy other worker.
     to: usize,
+    /// How many sessions to hand over: an eighth of the worker's clients, rounded up.
     tickets: u32,
 }
 
@@ -223,7 +230,9 @@ fn overflow(worker: usize, busy: &[f64], clients: i64) -> Option<Overflow> {
 /// A pipelining session counted on its worker; dropping it (the session went idle, sent one
 /// command at a time again, or ended) takes it off the count.
 pub(crate) struct Pipelining {
+    /// The moves this session is counted in.
     moves: Arc<Moves>,
+    /// The worker it is counted on.
     worker: usize,
 }
 

@@ -38,7 +38,10 @@ const MAX_ONE_US: u64 = 1 << 24;
 
 /// Shared by every session (one per process).
 pub(crate) struct LatencyWatch {
+    /// Commands recorded since the watcher last looked, packed with their latency sum (µs) so
+    /// recording is one `fetch_add` (see `SUM_BITS`); the watcher takes and resets it.
     recent: AtomicU64,
+    /// Whether latency is well above its baseline now; sessions subscribe to its changes.
     slow: watch::Sender<bool>,
 }
 
@@ -110,8 +113,11 @@ impl LatencyWatch {
 /// The two moving averages (µs) and the rule comparing them.
 #[derive(Default)]
 struct Baseline {
+    /// The fast-moving average (µs).
     recent: f64,
+    /// The slow-moving average (µs): the instance's normal.
     baseline: f64,
+    /// Samples so far; no verdict until the baseline has enough of them.
     samples: u32,
 }
 

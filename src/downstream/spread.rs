@@ -70,7 +70,9 @@ struct Worker {
 
 /// The per-core workers' client counts and busy shares, and how new clients are placed.
 pub(crate) struct Spread {
+    /// One per worker: its client count and busy share.
     workers: Box<[Worker]>,
+    /// `placement`: how new clients are placed (`even`, `pack`, `auto`).
     placement: Placement,
     /// `placement: auto`: which busy sessions should move to another worker (none for the other
     /// placements, or before [`Spread::with_handles`]).
@@ -266,7 +268,9 @@ fn busy_share(busy: Duration, elapsed: Duration) -> f64 {
 
 /// A client counted on its worker; dropping it lets paused workers look again.
 pub(crate) struct Member {
+    /// The counts this client is on.
     spread: Arc<Spread>,
+    /// The worker it is counted on; changes when its session moves.
     worker: usize,
 }
 
@@ -296,6 +300,7 @@ impl Drop for Member {
 
 /// A listener that, on a per-core worker, accepts only on the worker's turn.
 pub(crate) struct Gated<L> {
+    /// The listener being gated.
     inner: L,
     /// The counts and this worker's index; none on the shared runtime.
     turn: Option<(Arc<Spread>, usize)>,

@@ -41,6 +41,7 @@ pub struct TlsConfig {
 }
 
 impl Default for TlsConfig {
+    /// No listener; a 10 s handshake limit once one is set.
     fn default() -> Self {
         TlsConfig {
             listen: None,
@@ -86,11 +87,18 @@ impl TlsConfig {
 
 /// Finished TLS connections, from a background task that accepts and handshakes.
 pub(crate) struct TlsListener {
+    /// Connections whose handshake finished, with the peer's address; at most 64 wait here, so a
+    /// burst of handshakes finishing at once holds back the handshake tasks rather than growing a
+    /// queue.
     ready: Mutex<mpsc::Receiver<(TlsStream<TcpStream>, Arc<str>)>>,
 }
 
 impl TlsListener {
     /// Starts accepting on `tcp`; stops when `shutdown` fires.
+    ///
+    /// An accept error (out of descriptors, say) is logged and retried after 50 ms rather than
+    /// ending the listener. A failed or timed-out handshake is logged at debug only: port scanners
+    /// and health checks that never speak TLS would otherwise flood the log.
     pub(crate) fn start<L>(
         tcp: L,
         config: Arc<ServerConfig>,
@@ -139,10 +147,13 @@ impl Accept for TlsListener {
     type Stream = TlsStream<TcpStream>;
     const LABEL: &'static str = "tls";
 
+    /// The address the client reached (what a cluster facade announces).
     fn local_addr(stream: &Self::Stream) -> Option<std::net::SocketAddr> {
         stream.get_ref().0.local_addr().ok()
     }
 
+    /// Never fails: when the handshake task is gone (shutdown), it waits forever, and the accept
+    /// loop ends on its own shutdown signal.
     async fn accept_client(&self) -> std::io::Result<(Self::Stream, std::sync::Arc<str>)> {
         match self.ready.lock().await.recv().await {
             Some(ready) => Ok(ready),

@@ -127,20 +127,26 @@ pub(crate) struct HotKey {
     pub(crate) rate: f64,
     /// Estimated commands in the window, and how much of that may be overestimate.
     pub(crate) count: u64,
+    /// See `count`: the sketch's bound on the overcount.
     pub(crate) error: u64,
 }
 
 /// One big request or reply.
 #[derive(Debug, Serialize)]
 pub(crate) struct BigKey {
+    /// The key as text, escaped and cut like a hot key's.
     pub(crate) key: String,
+    /// The command that carried the value.
     pub(crate) command: &'static str,
+    /// The node it went to or came from, `HOST:PORT`.
     pub(crate) node: String,
+    /// A request (written) or a reply (read).
     pub(crate) direction: Direction,
     /// The biggest seen, in bytes on the wire.
     pub(crate) size: u64,
     /// Times seen past the threshold, and when last (milliseconds since the Unix epoch).
     pub(crate) seen: u64,
+    /// See `seen`.
     pub(crate) at_ms: u64,
 }
 

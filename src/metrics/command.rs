@@ -1,5 +1,12 @@
 //! Per-command series (calls, error replies, dispatch-to-reply time) and the slow-command count,
 //! produced by the client sessions (directly, or through a thread's [`super::CommandTally`]).
+//!
+//! Why the handles are cached by name: a `Family` look-up hashes the label and takes the family's
+//! lock on every call, which on the command path would be contended by every worker. `known` maps
+//! the command table's `&'static str` names to handles taken once, so recording costs a read lock
+//! and a short FNV hash, or nothing here at all through a thread's tally. The label's values come
+//! only from the command table (never from what a client sends), so the number of series is bounded
+//! by the commands redcar knows.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -13,6 +20,8 @@ use prometheus_client::registry::Registry;
 
 use super::LatencyHistogram;
 
+/// The one label of the per-command series: the command's name as the command table spells it
+/// (`get`, `config|get`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CommandLabel {
     command: &'static str,
@@ -22,7 +31,9 @@ struct CommandLabel {
 pub(crate) struct CommandMetrics {
     /// `metrics.command_stats`: whether the per-command series are kept at all.
     enabled: bool,
+    /// `commands`: commands received, by command.
     calls: Family<CommandLabel, Counter>,
+    /// `command_errors`: error replies sent, by command.
     errors: Family<CommandLabel, Counter>,
     /// Per command on the hot path: the lock-free kind (no mutex shared by every worker).
     duration: Family<CommandLabel, LatencyHistogram>,
@@ -37,12 +48,16 @@ pub(crate) struct CommandMetrics {
 /// One command's handles.
 #[derive(Clone)]
 pub(super) struct CommandSeries {
+    /// `commands` for this command.
     pub(super) calls: Counter,
+    /// `command_errors` for this command.
     pub(super) errors: Counter,
+    /// `command_duration_seconds` for this command.
     pub(super) duration: LatencyHistogram,
 }
 
 impl CommandSeries {
+    /// One command, straight into the shared series (the path without a tally).
     fn record(&self, elapsed: Duration, error: bool) {
         self.calls.inc();
         if error {
@@ -65,6 +80,7 @@ impl CommandMetrics {
         }
     }
 
+    /// Called once when the hub's registry is built; the names are part of what users see.
     pub(super) fn register(&self, r: &mut Registry) {
         r.register(
             "commands",
@@ -94,6 +110,9 @@ impl CommandMetrics {
     }
 
     /// Records one finished command, if command stats are on.
+    ///
+    /// The path without a tally (pub/sub commands of a subscribed client, tests); the command path
+    /// goes through [`super::CommandTally`].
     pub(super) fn record(&self, command: &'static str, elapsed: Duration, error: bool) {
         if self.enabled {
             self.series_of(command).record(elapsed, error);
@@ -106,6 +125,10 @@ impl CommandMetrics {
     }
 
     /// A command's series, made on its first use.
+    ///
+    /// The read lock is taken for the look-up and released before creating, so a first use never
+    /// deadlocks against itself; two threads creating the same command's series at once both end
+    /// with the same handles (`create` keeps the first).
     pub(super) fn series_of(&self, command: &'static str) -> CommandSeries {
         let known = self.known.read().unwrap_or_else(|e| e.into_inner());
         match known.get(command) {
@@ -118,6 +141,9 @@ impl CommandMetrics {
     }
 
     /// Creates (once) the series of a command seen for the first time.
+    ///
+    /// The family hands out the same series for the same label, so a lost race creates nothing
+    /// twice.
     fn create(&self, command: &'static str) -> CommandSeries {
         let label = CommandLabel { command };
         let series = CommandSeries {
@@ -140,6 +166,8 @@ impl CommandMetrics {
 }
 
 /// FNV-1a over the bytes of a command name (see `CommandMetrics::known`).
+///
+/// Starts at FNV's 64-bit offset basis.
 struct NameHasher(u64);
 
 impl Default for NameHasher {

@@ -36,6 +36,7 @@ pub(crate) struct Event {
     pub(crate) id: u64,
     /// Unix time in milliseconds of the latest occurrence.
     time_ms: u64,
+    /// What happened (a node ejected or restored, a map adopted or rejected, ...).
     pub(crate) kind: EventKind,
     /// The node concerned (the ejected node, the map's source), or empty.
     pub(crate) node: String,
@@ -48,12 +49,15 @@ pub(crate) struct Event {
 /// A bounded ring of events.
 #[derive(Debug)]
 pub(crate) struct EventLog {
+    /// Locked only to push (on a transition, never per command) and to read.
     entries: Mutex<Ring>,
 }
 
 #[derive(Debug)]
 struct Ring {
+    /// The newest events, oldest first, at most the ring's capacity.
     events: VecDeque<Event>,
+    /// The next event's id; ids keep increasing and are never reused.
     next_id: u64,
 }
 

@@ -18,8 +18,11 @@ pub(crate) const LATENCY_BUCKETS: [f64; 81] = log_linear_bounds();
 
 /// The first bound and the bounds per doubling of [`LATENCY_BUCKETS`].
 const FIRST_BOUND: f64 = 1e-5;
+/// Four buckets per doubling: the resolution that keeps every percentile within about 9 %.
 const PER_DOUBLING: usize = 4;
 
+/// Computed at compile time from exact powers of two times the four steps of one doubling, so bound
+/// `k + 4` is exactly twice bound `k`.
 const fn log_linear_bounds() -> [f64; 81] {
     // 2^(j/4) for j = 0..4; each doubling is exact, so the bounds do not drift.
     const STEPS: [f64; PER_DOUBLING] = [
@@ -46,6 +49,7 @@ const fn log_linear_bounds() -> [f64; 81] {
 /// same bucket either way, found with integer comparisons.
 const LATENCY_BOUNDS_NS: [u64; 81] = bounds_ns();
 
+/// Computed at compile time from [`LATENCY_BUCKETS`].
 const fn bounds_ns() -> [u64; 81] {
     let mut bounds = [0; 81];
     let mut k = 0;
@@ -69,8 +73,10 @@ pub(crate) struct LatencyHistogram {
     inner: Arc<Inner>,
 }
 
+/// The counts, shared by every clone.
 #[derive(Debug)]
 struct Inner {
+    /// Observations per bucket (not cumulative); the encoder makes them cumulative.
     buckets: [AtomicU64; SLOTS],
     /// Sum of observations in nanoseconds (an `f64` sum would need a CAS loop).
     sum_ns: AtomicU64,
@@ -133,12 +139,15 @@ fn nanos(seconds: f64) -> u64 {
 /// touched, plus one.
 #[derive(Debug)]
 pub(crate) struct LocalLatency {
+    /// Observations per bucket since the last flush.
     buckets: [u64; SLOTS],
     /// Bit `i` set: `buckets[i]` holds something. A flush visits only those buckets: at `-P 1`
     /// a flush carries one or two observations, and walking all 82 buckets would cost more than
     /// the observations themselves.
     touched: u128,
+    /// Their sum in nanoseconds.
     sum_ns: u64,
+    /// How many.
     count: u64,
 }
 

@@ -1,4 +1,12 @@
 //! The slow log: the last N commands slower than a threshold, with who sent them and where they went.
+//!
+//! Why redcar keeps its own: a command slow through the proxy may be fast on its node (it waited
+//! behind a redirect, a retry, a full connection, a busy worker), and `SLOWLOG GET` through redcar
+//! shows both logs merged, so an operator can tell where the time went. What holds: only commands
+//! at or over `metrics.slowlog_threshold` take the lock; the ring holds at most `slowlog_max_len`
+//! entries, the oldest dropped first; a key is cut to 64 bytes so one huge key cannot make the log
+//! large. Ids increase by one per entry, like Redis's, and are not reused, even across `SLOWLOG
+//! RESET`.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -16,24 +24,33 @@ pub(crate) struct SlowEntry {
     pub(crate) id: u64,
     /// Unix time (seconds) when the command finished.
     pub(crate) time: u64,
+    /// Dispatch to reply, in microseconds.
     pub(crate) duration_us: u64,
+    /// The command's table name (`get`, `config|get`).
     pub(crate) command: String,
     /// The first key, cut to 64 bytes (lossy UTF-8), or empty.
     pub(crate) key: String,
     /// The node it went to, when known.
     pub(crate) node: String,
+    /// The client's address, as `/clients` shows it.
     pub(crate) client: String,
 }
 
 /// A bounded ring of slow commands; pushes lock briefly, only for commands over the threshold.
 pub(crate) struct SlowLog {
+    /// `metrics.slowlog_threshold`; zero turns the log off.
     threshold: Duration,
+    /// `metrics.slowlog_max_len`; zero turns the log off.
     max_len: usize,
+    /// The newest entries, oldest first; locked only to push, read or reset.
     entries: Mutex<VecDeque<SlowEntry>>,
+    /// The next entry's id.
     next_id: std::sync::atomic::AtomicU64,
 }
 
 impl SlowLog {
+    /// From `metrics:` at start-up. Allocates room for at most 1,024 entries up front, however long
+    /// the log may grow.
     pub(crate) fn new(threshold: Duration, max_len: usize) -> SlowLog {
         SlowLog {
             threshold,

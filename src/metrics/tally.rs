@@ -38,14 +38,19 @@ thread_local! {
 /// per command.
 #[derive(Debug, Default)]
 pub(crate) struct UserSeries {
+    /// `user_commands`: the user's commands.
     pub(crate) calls: Counter,
+    /// `user_command_errors`: the user's error replies.
     pub(crate) errors: Counter,
+    /// `user_command_duration_seconds`: dispatch to reply, per command of the user.
     pub(crate) duration: LatencyHistogram,
 }
 
 /// One user's counts on this thread since the last flush.
 struct PendingUser {
+    /// The user's shared series, also the key of the entry (by pointer: one per configured user).
     series: Arc<UserSeries>,
+    /// What this thread counted for the user since its last flush.
     counts: Unflushed,
 }
 
@@ -53,6 +58,7 @@ struct PendingUser {
 /// writes replies (so a client that has its reply also sees it counted: recording and flushing
 /// happen in the same poll of the session, so on the same thread) and on drop.
 pub struct CommandTally<'m> {
+    /// The hub to flush into; also where the slow-log threshold is read from.
     metrics: &'m Metrics,
     /// Records of one command that took the same time, not yet in the thread's counts: the
     /// commands of one pipelined read are the same command (a `GET` workload) started and
@@ -66,18 +72,29 @@ pub struct CommandTally<'m> {
 
 /// A run of identical records; `calls == 0`: none.
 struct IdenticalRun {
+    /// The command's name from the command table; compared by pointer first.
     command: &'static str,
+    /// The time every record of the run took, in nanoseconds: a run only ever holds equal
+    /// durations.
     elapsed_ns: u64,
+    /// Records in the run.
     calls: u64,
+    /// Of them, how many replied with an error.
     errors: u64,
 }
 
 /// One command's counts since the last flush.
 struct UnflushedCommand {
     /// Which [`Metrics`] the series belong to (several may live in one process: tests).
+    ///
+    /// The hub's id, not its address: an id is never reused, so a thread's entry cannot be mistaken
+    /// for one of a newer hub at a recycled address.
     registry: u64,
+    /// The command's name, compared by pointer first.
     command: &'static str,
+    /// The command's shared handles, taken once when the entry was made.
     series: CommandSeries,
+    /// What was counted since the last flush.
     counts: Unflushed,
 }
 
@@ -85,11 +102,14 @@ struct UnflushedCommand {
 /// the calls are the duration observations.
 #[derive(Default)]
 struct Unflushed {
+    /// Error replies counted.
     errors: u64,
+    /// One observation per call: its count is the number of calls.
     duration: LocalLatency,
 }
 
 impl Unflushed {
+    /// Adds a run of records: its calls as that many observations of one duration.
     #[inline]
     fn add(&mut self, run: &IdenticalRun) {
         self.errors += run.errors;
@@ -113,6 +133,9 @@ impl Unflushed {
 
 impl<'m> CommandTally<'m> {
     /// An empty tally that flushes into `metrics`.
+    ///
+    /// Cheap: no series are touched until the first flush. Made once per event-loop worker and
+    /// per busy session, which record every command through it.
     pub fn new(metrics: &'m Metrics) -> CommandTally<'m> {
         CommandTally {
             metrics,
@@ -170,6 +193,9 @@ impl<'m> CommandTally<'m> {
     }
 
     /// Adds the current run of records to the thread's counts.
+    ///
+    /// Called when the next record differs (another command or duration), when the followed user
+    /// changes (the run's records belong to the old user) and at every flush.
     fn end_run(&mut self) {
         let run = &mut self.run;
         if run.calls == 0 {
@@ -193,6 +219,10 @@ impl<'m> CommandTally<'m> {
     }
 
     /// Adds everything counted on this thread so far to the shared series.
+    ///
+    /// Called by the session before it writes replies and when the tally is dropped. Flushes every
+    /// session's counts on this thread, not only this tally's: that is what lets sessions share the
+    /// entries, and it costs the same.
     pub fn flush(&mut self) {
         self.end_run();
         PENDING.with(|pending| flush(&mut pending.borrow_mut()));
@@ -201,6 +231,9 @@ impl<'m> CommandTally<'m> {
 }
 
 /// The thread's entry for `user`, made on first use (a handful of users per thread: a scan).
+///
+/// Past [`MAX_COMMANDS`] users, the thread's user counts are flushed and the list starts over, so
+/// it never grows with the number of users.
 fn user_entry<'p>(users: &'p mut Vec<PendingUser>, user: &Arc<UserSeries>) -> &'p mut PendingUser {
     let at = match users.iter().position(|p| Arc::ptr_eq(&p.series, user)) {
         Some(at) => at,
@@ -219,6 +252,7 @@ fn user_entry<'p>(users: &'p mut Vec<PendingUser>, user: &Arc<UserSeries>) -> &'
     &mut users[at]
 }
 
+/// Adds every user's counts on this thread to their shared series.
 fn flush_users(users: &mut [PendingUser]) {
     for user in users {
         let series = &user.series;
@@ -228,6 +262,9 @@ fn flush_users(users: &mut [PendingUser]) {
 }
 
 /// The entry of `command` in `metrics`, made on first use.
+///
+/// `metrics.id` tells hubs apart (tests run several in one process). Past [`MAX_COMMANDS`] entries
+/// the thread flushes and starts over: the list stays short enough that a linear scan beats a hash.
 fn entry<'p>(
     pending: &'p mut Vec<UnflushedCommand>,
     metrics: &Metrics,
@@ -263,6 +300,7 @@ fn entry<'p>(
     &mut pending[at]
 }
 
+/// Adds every command's counts on this thread to their shared series.
 fn flush(pending: &mut [UnflushedCommand]) {
     for pending in pending {
         let series = &pending.series;

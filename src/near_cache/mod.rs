@@ -57,16 +57,27 @@ pub(crate) enum Admitted {
 
 /// The near cache, shared by every session.
 pub(crate) struct NearCache {
+    /// The `prefix` rules' prefixes: keys under them are cached.
     prefixes: Vec<Bytes>,
     /// `write_through` is on: the prefix rules' keys are [`Admitted::Bcast`].
     write_through: bool,
+    /// The `pattern` rules' globs.
     patterns: Vec<Bytes>,
+    /// The hot-key estimate that admits keys read often (`hot_keys`), when on.
     admission: Option<Admission>,
+    /// The cached replies, bounded by `near_cache.max_bytes`.
     store: Store,
+    /// `near_cache.max_entry_bytes`: bigger replies are never cached.
     max_entry_bytes: usize,
+    /// `near_cache.max_ttl` in milliseconds: no entry is served longer after it was read.
     max_ttl_ms: u64,
+    /// `near_cache.max_silence` in milliseconds: the staleness bound the invalidation connections'
+    /// heartbeats must meet.
     max_silence_ms: u64,
+    /// Tokens for fills and write-throughs, so a late reply can tell it is no longer the current
+    /// one.
     next_fill: AtomicU64,
+    /// Hits, misses, invalidations, evictions and size.
     metrics: NearCacheMetrics,
 }
 
@@ -307,17 +318,23 @@ impl Drop for Writing {
 
 /// A fill in flight; dropped unfinished (the client went away), it cancels itself.
 pub(crate) struct Fill {
+    /// The cache the fill stores into.
     cache: Arc<NearCache>,
+    /// The key being filled.
     key: Bytes,
+    /// The fill's token: it stores only if still the key's current fill.
     token: u64,
     /// Where the reads waiting for this one hear its reply.
     tell: tokio::sync::watch::Sender<Option<Bytes>>,
+    /// Finished (stored or given up), so the drop does not cancel it.
     done: bool,
 }
 
 /// What a miss does: fill, or wait for the same read's fill.
 pub(crate) enum Filling {
+    /// This read goes to the node and fills the entry.
     Fill(Fill),
+    /// The same read is already on its way: wait for its reply.
     Join(Joined),
 }
 

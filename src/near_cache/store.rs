@@ -1,5 +1,14 @@
 //! The cached replies: one entry per key (each command and protocol read of it a variant), in
 //! shards behind their own locks, least recently used out first, bounded in bytes.
+//!
+//! What holds: a cached reply is served only while it is known to be current: its node's
+//! invalidation connection must still vouch that it missed nothing (a variant's `heard`), the
+//! entry must not have expired, and no write of the key through redcar may be in flight unless
+//! the reader has nothing in flight itself. Every race between a fill, a write and an
+//! invalidation is settled under the key's shard lock by tokens: only the fill or write-through
+//! still registered when its reply arrives may store, so a stale reply can never overwrite a
+//! newer one. Memory is bounded by `near_cache.max_bytes` over all shards, counting each entry's
+//! overhead, not only its bytes.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -24,9 +33,13 @@ const MAX_VARIANTS: usize = 8;
 /// One cached read of a key: the command, its arguments after the key, the client's protocol,
 /// and the reply to send.
 pub(super) struct Variant {
+    /// The command's table name: a GET and an HGET of one key are different reads.
     pub(crate) command: &'static str,
+    /// The client's RESP version: the same read answers differently in RESP2 and RESP3.
     pub(crate) protocol: Protocol,
+    /// The arguments after the key, which must match exactly for the variant to answer.
     pub(crate) args: Box<[Bytes]>,
+    /// The reply as the node sent it, handed to clients without a copy.
     pub(crate) reply: Bytes,
     /// [`clock_ms`](crate::upstream::clock_ms) after which it is not served.
     pub(crate) expires: u64,
@@ -35,10 +48,12 @@ pub(super) struct Variant {
 }
 
 impl Variant {
+    /// Bytes charged against `near_cache.max_bytes`, overhead included.
     fn size(&self) -> usize {
         VARIANT_OVERHEAD + self.reply.len() + self.args.iter().map(Bytes::len).sum::<usize>()
     }
 
+    /// Whether this variant answers a read of `command` with `args` in `protocol`.
     fn same_read(&self, command: &str, protocol: Protocol, args: &[Bytes]) -> bool {
         self.command == command && self.protocol == protocol && *self.args == *args
     }
@@ -46,10 +61,15 @@ impl Variant {
 
 /// A fill on its way: its token, the read it makes, and where its reply will be told.
 struct Flight {
+    /// Tells this fill from any later one of the same key.
     token: u64,
+    /// The read being filled.
     command: &'static str,
+    /// The RESP version it is read in.
     protocol: Protocol,
+    /// Its arguments after the key.
     args: Box<[Bytes]>,
+    /// Where the fill's reply is told to the reads that joined it.
     reply: watch::Receiver<Option<Bytes>>,
 }
 
@@ -65,7 +85,9 @@ pub(super) enum Begin {
 
 /// A write-through queued in order on `lane`, not answered yet.
 struct Sent {
+    /// Tells this write-through from others of the key.
     token: u64,
+    /// The connection it was queued on; order is only known within one lane.
     lane: LaneId,
     /// A write-through queued after it on its lane stored its value: that value is newer, so
     /// its end keeps it (unless it was answered out of order).
@@ -78,12 +100,15 @@ struct Sent {
 /// (one connection per node and protocol, so one order of execution).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LaneId {
+    /// The node.
     pub(crate) addr: Box<str>,
+    /// The lane's RESP version.
     pub(crate) protocol: Protocol,
 }
 
 #[derive(Default)]
 struct CachedEntry {
+    /// The cached reads of the key, at most [`MAX_VARIANTS`].
     variants: SmallVec<[Variant; 1]>,
     /// The fill in flight: only its end may add a variant, and only if no invalidation or
     /// write came in between (they drop the entry or clear this).

@@ -17,13 +17,17 @@ use crate::upstream::{UpstreamMetrics, Upstreams};
 pub(in crate::router) struct Core {
     /// The catch-all backend's slot map.
     pub(in crate::router) cluster: Arc<ClusterState>,
+    /// Every node by address, and the dedicated pool.
     pub(in crate::router) upstreams: Arc<Upstreams>,
+    /// The metrics hub: the slow log, the events, and the groups below.
     pub(in crate::router) metrics: Arc<Metrics>,
     /// The groups the rooms count into, taken from `metrics` once so a command never looks one
     /// up: retries, hedges and the retry budget (`router`), redirects (`cluster`), and the
     /// commands sent to any node (`upstream`: the retry budget's measure of traffic).
     pub(in crate::router) counts: Arc<RouterMetrics>,
+    /// See `counts`.
     pub(in crate::router) redirects: Arc<TopologyMetrics>,
+    /// See `counts`.
     pub(in crate::router) nodes: Arc<UpstreamMetrics>,
     /// `router:` as it is now; a reload (SIGHUP) swaps it whole, so a command never sees half
     /// of one reload. Read lock-free, without allocating, where each setting is needed.
@@ -32,6 +36,7 @@ pub(in crate::router) struct Core {
 
 /// The router settings a reload can change, prepared once per reload.
 pub(in crate::router) struct Live {
+    /// `router:` as last loaded.
     pub(in crate::router) config: RouterConfig,
     /// `router.faults`; `None` (the usual case) costs forwarding one check.
     pub(in crate::router) faults: Option<Faults>,

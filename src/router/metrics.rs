@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 
 use crate::metrics::{MetricGroup, Totals};
 
+/// `kind`: `delay` or `error`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
@@ -16,10 +17,16 @@ struct KindLabel {
 /// What the router did beyond sending a command once.
 #[derive(Default)]
 pub(crate) struct RouterMetrics {
+    /// `retries`: commands sent again after a failure or a transient error reply.
     retries: Counter,
+    /// `hedged_reads`: second reads sent because the first was slow.
     hedges: Counter,
+    /// Retries refused because `router.retry_budget` was spent.
     retry_budget_exhausted: Counter,
+    /// Replicas' "absent" answers (nil, empty, 0) asked again of the primary
+    /// (`router.replica_miss_check`).
     replica_miss_checks: Counter,
+    /// `faults_injected{kind}`.
     faults: Family<KindLabel, Counter>,
 }
 

@@ -19,7 +19,9 @@ pub(super) const WRITE_HIGH_WATER: usize = 256 * 1024;
 
 /// One connection's batching state.
 pub(super) struct Batching {
+    /// `upstream.max_in_flight_per_connection`.
     max_in_flight: usize,
+    /// `upstream.flush_interval`: how long a lone batch may wait for company.
     interval: Duration,
     /// The window is open: queued bytes wait for more commands (or for the window to end).
     holding: bool,

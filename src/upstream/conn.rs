@@ -2,6 +2,15 @@
 //! keepalive, TLS), reconnects with back-off after failures, and serves each established
 //! connection (`session`: writes queued commands in batches and hands each reply frame to the
 //! command waiting at the front of the in-flight queue).
+//!
+//! What holds: commands are written in the order they were queued and every reply frame goes to the
+//! oldest command still waiting, so the connection never reorders; a command is failed with
+//! `NotSent` only when it provably never reached the node (connect failed, or it was queued during
+//! the back-off), which is what lets the router retry even a write safely. A connection lost
+//! mid-flight fails what was in flight with an error that says it may have run. After a failed
+//! connect the task refuses new commands at once until the back-off is over (doubling per failure,
+//! capped at 16 times `reconnect_backoff`), so a dead node costs callers a fast error instead of a
+//! connect timeout each.
 
 use std::sync::Arc;
 
@@ -20,6 +29,10 @@ mod session;
 use session::Session;
 
 /// Starts the task and returns its queue.
+///
+/// Called when a node's pooled connections are made (one task per connection, spread over the
+/// workers' runtimes) and for the tracking lanes; the task ends by itself when the last sender is
+/// dropped (the node left the map and every caller let go of it), closing its connection.
 pub(super) fn spawn(
     runtime: &tokio::runtime::Handle,
     context: Arc<NodeContext>,
@@ -30,6 +43,10 @@ pub(super) fn spawn(
 }
 
 /// Connects on demand and reconnects after failures, until every sender is gone.
+///
+/// The first command after an idle spell is what triggers a connect, so a node nobody sends to
+/// holds no connection. Every failure (connect, greeting, a session that ended in error) counts in
+/// the node's health, which is what ejects a node that keeps failing.
 async fn run(context: Arc<NodeContext>, mut rx: queue::Receiver<Pending>) {
     let NodeContext {
         addr,
@@ -87,6 +104,9 @@ async fn run(context: Arc<NodeContext>, mut rx: queue::Receiver<Pending>) {
 }
 
 /// Fails `first` and everything already queued behind it: none of it was sent.
+///
+/// Every command failed here gets `NotSent`, the one upstream error the router may retry whatever
+/// the command, since none of it reached the node.
 fn fail_queued(first: Pending, rx: &mut queue::Receiver<Pending>, addr: &Arc<str>, reason: &str) {
     let error = UpstreamError::NotSent {
         addr: addr.clone(),
@@ -100,6 +120,11 @@ fn fail_queued(first: Pending, rx: &mut queue::Receiver<Pending>, addr: &Arc<str
 
 /// A new connection to `addr`: TCP within `connect_timeout`, then TLS (within as long again)
 /// when `upstream.tls` is on.
+///
+/// Also used by the dedicated connections and the handshake, so all of them share
+/// `upstream.max_connects_per_second` (`limit`): a reconnect storm against one node cannot open
+/// thousands of sockets at once. TCP keepalive, when set, detects a peer that vanished without a
+/// FIN on an idle connection. The error is a sentence for logs and for the client's error reply.
 pub(super) async fn connect(
     addr: &str,
     config: &UpstreamConfig,

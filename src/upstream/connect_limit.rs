@@ -12,12 +12,14 @@ use tokio::time::Instant;
 pub(crate) struct ConnectLimit {
     /// 0: unlimited.
     rate: u32,
+    /// One token bucket per node address; locked once per connect, never per command.
     buckets: Mutex<HashMap<String, ConnectBucket>>,
 }
 
 struct ConnectBucket {
     /// May go negative: connects already promised to callers that are waiting.
     tokens: f64,
+    /// When `tokens` was last brought up to date.
     at: Instant,
 }
 

@@ -24,6 +24,7 @@ use super::{ConnectLimit, Exhausted, UpstreamConfig, UpstreamError, UpstreamTls}
 use crate::metrics::Metrics;
 use crate::protocol::{Limits, Protocol};
 
+/// How much a read asks for at least (16 KiB), as for the pipelined connections.
 const READ_CHUNK: usize = 16 * 1024;
 /// A lent connection's input that grew past this for a large reply starts afresh once that reply
 /// is taken, instead of keeping the allocation while the connection is lent (a subscriber's,
@@ -32,11 +33,17 @@ const KEEP_AT_MOST: usize = 4 * READ_CHUNK;
 
 /// The pool. One per proxy, shared by every session.
 pub(crate) struct DedicatedPool {
+    /// Shared with the lent connections, which give themselves back to it.
     shared: Arc<Shared>,
 }
 
+/// The pool's state, shared by the pool and every connection it lent (a lent connection gives
+/// itself back through it, so the pool outlives no borrower and vice versa).
 struct Shared {
+    /// `upstream.*` as at start: connect and handshake timeouts, and `dedicated.{max, exhausted,
+    /// wait_timeout, idle_timeout}`.
     config: UpstreamConfig,
+    /// Parse limits for the replies read on lent connections.
     limits: Limits,
     /// The pool's gauges and counter (taken from the hub once).
     metrics: Arc<UpstreamMetrics>,
@@ -47,6 +54,8 @@ struct Shared {
     /// AUTH on each new connection, when upstream credentials are configured; for RESP3
     /// clients' connections also `HELLO 3`.
     handshake: super::Handshake,
+    /// The same for `HELLO 3` connections, for RESP3 clients: a connection's protocol is fixed by
+    /// its handshake, so idle connections are kept per protocol.
     handshake3: super::Handshake,
     /// `upstream.tls`, when on.
     tls: Option<UpstreamTls>,
@@ -60,21 +69,34 @@ struct Shared {
 type IdleKey = (Arc<str>, Protocol);
 
 struct Idle {
+    /// The connection, handshaken and with nothing owed.
     stream: NodeStream,
+    /// Keeps its place in the bound while idle: an idle connection counts against `dedicated.max`
+    /// like a busy one.
     permit: OwnedSemaphorePermit,
+    /// When it was given back; past `dedicated.idle_timeout` it is closed instead of lent.
     since: Instant,
 }
 
 /// A connection lent to one client. Not `Clone`: exactly one owner talks on it.
 pub(crate) struct Dedicated {
+    /// The node connection, lent to this one borrower.
     stream: NodeStream,
+    /// Bytes read and not yet handed out as a reply.
     input: BytesMut,
     /// `input` grew past [`KEEP_AT_MOST`] for a large reply.
     grown: bool,
+    /// The node, for errors and for keying the idle list when given back.
     addr: Arc<str>,
+    /// The RESP version the handshake set; the connection is only ever lent again to a client of
+    /// the same version.
     protocol: Protocol,
+    /// Held for as long as the connection is open, lent or idle; dropping the connection frees its
+    /// place.
     permit: OwnedSemaphorePermit,
+    /// The pool, to give the connection back to.
     shared: Arc<Shared>,
+    /// Keeps the busy gauge up while lent.
     _busy: LentGauge,
 }
 
@@ -101,6 +123,8 @@ impl Drop for LentGauge {
 }
 
 impl DedicatedPool {
+    /// One per proxy, made at start-up; `handshakes` are the RESP2 and RESP3 handshakes, in that
+    /// order. The bound is fixed at start (`dedicated.max`): a reload does not resize it.
     pub(crate) fn new(
         config: UpstreamConfig,
         limits: Limits,
@@ -130,6 +154,10 @@ impl DedicatedPool {
     /// A connection to `addr` speaking `protocol`: an idle one if there is one, else a new one
     /// within the bound. When the pool is exhausted, waits or fails as
     /// `upstream.dedicated.exhausted` says.
+    ///
+    /// The error is `Exhausted` when the pool is full and the policy says fail (or the wait timed
+    /// out), and `NotSent` when connecting or the handshake failed: in both cases nothing reached
+    /// the node, so the caller may tell the client plainly.
     pub(crate) async fn acquire(
         &self,
         addr: &Arc<str>,
@@ -164,6 +192,9 @@ impl DedicatedPool {
         Ok(shared.lend(stream, key, permit))
     }
 
+    /// With `exhausted: fail`, fails at once; with `wait`, waits up to `dedicated.wait_timeout`.
+    /// Every failure counts in `dedicated_exhausted`. The first `try_acquire` repeats the caller's,
+    /// because an idle connection closed there may have freed a permit.
     async fn wait_permit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
         let shared = &self.shared;
         let dedicated = &shared.config.dedicated;
@@ -201,6 +232,8 @@ impl DedicatedPool {
 }
 
 impl Shared {
+    /// Wraps a connection for a borrower; the busy gauge counts it until it is dropped or given
+    /// back.
     fn lend(
         self: &Arc<Self>,
         stream: NodeStream,
@@ -252,6 +285,11 @@ impl Shared {
     }
 
     /// Keeps a connection given back clean, after dropping the ones idle too long.
+    ///
+    /// Not kept (just dropped, freeing its permit) when idle connections are off (`idle_timeout` 0)
+    /// or someone waits for a permit, so a waiter gets the place at once instead of an idle
+    /// connection to some other node holding it. The sweep of expired idle connections runs here,
+    /// on give-back, so the pool needs no timer task.
     fn give_back(&self, key: IdleKey, stream: NodeStream, permit: OwnedSemaphorePermit) {
         let max_idle = self.config.dedicated.idle_timeout;
         if max_idle.is_zero() || self.waiters.load(Ordering::SeqCst) > 0 {
@@ -283,6 +321,7 @@ fn is_open(stream: &NodeStream) -> bool {
 }
 
 impl Dedicated {
+    /// The node this connection talks to.
     pub(crate) fn addr(&self) -> &Arc<str> {
         &self.addr
     }
@@ -299,6 +338,10 @@ impl Dedicated {
     }
 
     /// Reads the next `frames` reply frames, as one slice.
+    ///
+    /// Grows the input as needed; a reply beyond the parse limits, a read error or the node closing
+    /// the connection fails with `Lost`: the command may have run, and the connection must be
+    /// dropped, not given back.
     pub(crate) async fn receive(&mut self, frames: u32) -> Result<Bytes, UpstreamError> {
         loop {
             match frames_len(&self.input, frames, &self.shared.limits) {
@@ -345,6 +388,7 @@ impl Dedicated {
         shared.give_back((addr, protocol), stream, permit);
     }
 
+    /// A `Lost` error for this node: whatever was sent may have run.
     fn lost(&self, reason: String) -> UpstreamError {
         UpstreamError::Lost {
             addr: self.addr.clone(),

@@ -26,9 +26,11 @@ const CLUSTER_DISABLED: &[u8] = b"-ERR This instance has cluster support disable
 pub(crate) struct Credentials {
     /// Redis 6+ ACL user; `None` authenticates as the `default` user (`requirepass`).
     pub(crate) username: Option<String>,
+    /// The password as read from the config or its file; never logged (see the `Debug` impl).
     pub(crate) password: String,
 }
 
+/// Redacts the password, so a config dumped at debug level cannot leak it.
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Credentials")
@@ -41,6 +43,7 @@ impl std::fmt::Debug for Credentials {
 /// The commands one kind of connection sends first, encoded once.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Handshake {
+    /// Every handshake command, encoded once and written in one go on each new connection.
     payload: Bytes,
     /// What each command's reply must be, in order.
     expected: Vec<Expect>,
@@ -66,6 +69,8 @@ enum Expect {
 }
 
 impl Expect {
+    /// Whether `reply` is what this step needs; a reply that is not fails the connect with the
+    /// step's name.
     fn accepts(self, reply: &[u8]) -> bool {
         match self {
             Expect::Ok => reply == b"+OK\r\n",
@@ -146,6 +151,11 @@ impl Handshake {
 
     /// Sends the commands on a fresh connection and checks every reply. `health`: the node's, for
     /// its pipelined connections, ejected at once when it is a replica not in sync.
+    ///
+    /// Every error is a sentence naming the step (`AUTH and READONLY refused by the node:
+    /// -WRONGPASS ...`) for the log and the client; the password never appears in it. The whole
+    /// handshake's replies must fit in 64 KiB: a node that sends more is not one redcar should
+    /// trust with commands.
     pub(crate) async fn run<S>(
         &self,
         stream: S,
@@ -163,6 +173,9 @@ impl Handshake {
     }
 
     /// The commands encoded in `payload`, and their replies checked.
+    ///
+    /// All the replies are awaited before any is checked, so the connection is left clean (nothing
+    /// unread) whether the handshake passes or fails.
     async fn run_fixed<S>(
         &self,
         mut stream: S,

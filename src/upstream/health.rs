@@ -41,6 +41,9 @@ pub(crate) struct OutlierConfig {
 }
 
 impl Default for OutlierConfig {
+    /// Five failures in a row, ejected for 1 s doubling up to 30 s, checked every 500 ms: a node
+    /// that flaps briefly is barely touched, one that is down stops costing commands within a few
+    /// failures.
     fn default() -> Self {
         OutlierConfig {
             consecutive_failures: 5,
@@ -62,18 +65,24 @@ pub(crate) fn ejection_time(config: &OutlierConfig, nth: u32) -> Duration {
 
 /// Health and load of one node, shared by its connections, the router and the health checker.
 pub(crate) struct Health {
+    /// The node's address, for logs and events.
     addr: Arc<str>,
     /// `upstream.outlier`, shared by every node and swapped by a reload; read on failures and
     /// restores only, never per command.
     config: Arc<ArcSwap<OutlierConfig>>,
     /// The clock origin for the millisecond timestamps below.
     origin: Instant,
+    /// Failures in a row since the last success or restore.
     failures: AtomicU32,
+    /// Out of selection; flipped by compare-and-swap, so exactly one caller ejects and one
+    /// restores.
     ejected: AtomicBool,
     /// When the current ejection may end (ms since `origin`).
     ejected_until_ms: AtomicU64,
     /// Ejections in a row (reset once the node stays healthy for `max_ejection_time`).
     ejections: AtomicU32,
+    /// When the node was last restored (ms since `origin`; 0: never): how long it stayed healthy
+    /// decides whether its ejections start over.
     restored_at_ms: AtomicU64,
     /// A primary in the current slot map (set when a map is adopted): its writes have no other
     /// node to go to, so its ejections do not grow (see [`Health::set_primary`]).
@@ -95,16 +104,23 @@ pub(crate) struct Health {
 /// What [`Health::snapshot`] reports (admin API, error messages).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub(crate) struct HealthSnapshot {
+    /// Out of selection now.
     pub(crate) ejected: bool,
+    /// Failures in a row so far.
     pub(crate) consecutive_failures: u32,
+    /// Ejections in a row (the doubling's exponent).
     pub(crate) ejections: u32,
     /// Time left in the ejection before health checks may bring the node back.
     pub(crate) ejected_for_ms: u64,
+    /// The latency EWMA in microseconds; 0 before the first reply.
     pub(crate) latency_ewma_us: u64,
+    /// Commands written and not yet answered.
     pub(crate) in_flight: i64,
 }
 
 impl Health {
+    /// One per node, made when the registry first makes the node; `config` is the shared,
+    /// reloadable `upstream.outlier`, `events` the registry's ejection signal.
     pub(crate) fn new(
         addr: Arc<str>,
         config: Arc<ArcSwap<OutlierConfig>>,
@@ -312,6 +328,8 @@ impl Health {
         Duration::from_millis(until.saturating_sub(self.now_ms()))
     }
 
+    /// Cheap (atomic loads), but each field is read separately, so the figures may be a moment
+    /// apart.
     pub(crate) fn snapshot(&self) -> HealthSnapshot {
         HealthSnapshot {
             ejected: self.is_ejected(),
@@ -335,11 +353,14 @@ impl Health {
         self.config.load_full()
     }
 
+    /// Milliseconds since `origin`: the clock of every timestamp here, so timestamps fit in one
+    /// `AtomicU64`.
     fn now_ms(&self) -> u64 {
         millis(self.origin.elapsed())
     }
 }
 
+/// Milliseconds, clamped to `u64`.
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

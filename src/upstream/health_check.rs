@@ -11,9 +11,15 @@ use tokio::sync::watch;
 use super::Lane;
 use super::{Node, Upstreams};
 
+/// `PING` as RESP; the only reply that restores a node is exactly `+PONG` (a `-LOADING` node
+/// answers, but cannot serve yet).
 const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 
 /// Runs until `shutdown`. Idle (no timer) while no node is ejected.
+///
+/// One task for the whole process, started with the upstream registry. Each round re-reads the
+/// nodes and the interval and spawns a check for every ejected node that is due; a check is
+/// bounded by one interval, so a hung node costs at most about one pending PING per round.
 pub(crate) async fn run_health_checks(
     upstreams: Arc<Upstreams>,
     mut shutdown: watch::Receiver<bool>,

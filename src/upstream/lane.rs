@@ -8,7 +8,10 @@ use crate::protocol::Protocol;
 /// (opened on first use), whose replies already have the types that client expects.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Lane {
+    /// The client's id: picks the connection among the node's, so one client always uses the same
+    /// one.
     client: usize,
+    /// The client's RESP version: RESP3 clients use the node's RESP3 connections.
     protocol: Protocol,
     /// The client has `CLIENT TRACKING` on: its commands take the node's tracked lane.
     tracked: bool,

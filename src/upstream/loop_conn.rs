@@ -27,7 +27,9 @@ use crate::reactor::{LoopWaker, Remote};
 
 /// A connection for a loop to take over (posted to it when the node is made).
 pub(crate) struct ConnAttach {
+    /// The node's queue for this connection; the loop becomes its receiving end.
     pub(super) queue: queue::Receiver<Pending>,
+    /// What every connection of the node shares (settings, metrics, health, handshake).
     pub(super) context: Arc<NodeContext>,
 }
 
@@ -35,6 +37,7 @@ pub(crate) struct ConnAttach {
 pub(crate) struct ConnEvent {
     /// The connection's token in the loop.
     pub(crate) token: u64,
+    /// The established socket, or why the connect failed.
     result: Result<std::net::TcpStream, String>,
 }
 
@@ -44,22 +47,31 @@ enum Socket {
     Closed,
     /// A connect is running (see [`ConnEvent`]).
     Connecting,
+    /// Connected and registered with the loop's poll.
     Open(mio::net::TcpStream),
 }
 
 /// One node connection on a worker's event loop.
 pub(crate) struct LoopConn {
+    /// The node's shared settings, metrics, health and handshake.
     context: Arc<NodeContext>,
     /// Commands from outside the loop (and the loop's own futures).
     queue: queue::Receiver<Pending>,
     /// Wakes the loop for this connection when the queue gets something.
     waker: LoopWaker,
+    /// The connection's token in the loop (slab key and generation).
     token: u64,
+    /// Where the socket is in its life.
     socket: Socket,
+    /// What is in flight, and where each reply goes.
     wire: Wire,
+    /// Bytes queued for the node and not yet written.
     out: BytesMut,
+    /// Bytes read from the node and not yet delivered.
     input: BytesMut,
+    /// `out` grew past its normal size for a large request.
     out_grown: bool,
+    /// `input` grew past its normal size for a large reply.
     input_grown: bool,
     /// Connects that failed in a row, and when the next one may be tried.
     failures: u32,
@@ -71,6 +83,7 @@ pub(crate) struct LoopConn {
     /// Bytes in `out` wait for a write this turn, and the loop has listed the connection for
     /// it (once per turn).
     dirty: bool,
+    /// In the loop's list of connections to flush this turn.
     listed: bool,
     /// A batch was begun this turn (its commands share one clock reading).
     batching: bool,

@@ -1,5 +1,11 @@
 //! A loop connection's socket work: opening it (as a tokio task, then handed over), registering
 //! it with the loop's poll, and reading it without blocking (writing is `loop_conn.rs`'s).
+//!
+//! Why connecting stays a tokio task: a connect and its handshake are a few round trips with
+//! timeouts and back-off, rare next to the traffic, and writing them as loop state machines would
+//! buy nothing. What holds: the loop only ever sees an established, greeted, non-blocking socket,
+//! or the reason there is none; TLS connections never come here, since with `upstream.tls` the
+//! workers keep connection tasks.
 
 use std::io::{self, Read};
 
@@ -28,6 +34,8 @@ pub(super) async fn open(context: &NodeContext) -> Result<std::net::TcpStream, S
     }
 }
 
+/// Readable and writable, edge-triggered: the loop reads until `WouldBlock` and writes what is
+/// queued until the socket takes no more.
 pub(super) fn register(
     stream: std::net::TcpStream,
     registry: &mio::Registry,
@@ -54,6 +62,7 @@ pub(crate) fn read_into(stream: &mut impl Read, input: &mut BytesMut) -> io::Res
 }
 
 thread_local! {
+    /// One read's worth of buffer per loop thread, zeroed once at the thread's first read.
     static SCRATCH: std::cell::RefCell<Box<[u8]>> =
         std::cell::RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
 }

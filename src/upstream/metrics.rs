@@ -1,5 +1,11 @@
 //! The series `upstream` produces: per-node requests, replies, latency, connections and
 //! ejections (handed out once per node as a [`NodeMetrics`]), and the dedicated-connection pool.
+//!
+//! Every series carries one label, `node` (the node's address as the slot map gives it), so the
+//! number of series is bounded by the nodes redcar has used, and a node's series are dropped when
+//! it leaves the map. The hot path touches only handles taken once per node ([`NodeMetrics`]),
+//! never the families' maps: a family look-up hashes the label and takes a lock. The names
+//! registered here are part of what users see and must not change.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -12,6 +18,7 @@ use prometheus_client::registry::Registry;
 
 use crate::metrics::{EventLog, LatencyHistogram, MetricGroup};
 
+/// The one label of every per-node series: the node's `host:port`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabel {
     node: String,
@@ -20,16 +27,26 @@ struct NodeLabel {
 /// The per-node families and the pool's figures.
 #[derive(Default)]
 pub(crate) struct UpstreamMetrics {
+    /// `node_requests`: commands written to the node, counted once per write batch.
     requests: Family<NodeLabel, Counter>,
+    /// `node_errors`: connection failures and replies lost with a connection.
     errors: Family<NodeLabel, Counter>,
     /// Per reply on the hot path, and read back by the status page: the lock-free kind.
     duration: Family<NodeLabel, LatencyHistogram>,
+    /// `node_replies`: reply frames received from the node.
     replies: Family<NodeLabel, Counter>,
+    /// `node_latency_microseconds`: the sum of write-to-reply times, so `rate(latency) /
+    /// rate(replies)` is the mean without reading the histogram.
     latency_us: Family<NodeLabel, Counter>,
+    /// `node_in_flight`: commands written or queued and not yet answered.
     in_flight: Family<NodeLabel, Gauge>,
+    /// `node_connections`: open pipelined connections to the node.
     connections: Family<NodeLabel, Gauge>,
+    /// `node_ejections`: times outlier detection took the node out of selection.
     ejections: Family<NodeLabel, Counter>,
+    /// `node_ejected`: 1 while the node is out of selection.
     ejected: Family<NodeLabel, Gauge>,
+    /// `node_in_flight_capped`: batches that hit `upstream.max_in_flight_per_connection`.
     in_flight_capped: Family<NodeLabel, Counter>,
     /// Commands sent to any node (not exported: the sum of `node_requests`); the retry budget's
     /// measure of traffic.
@@ -45,12 +62,20 @@ pub(crate) struct UpstreamMetrics {
 /// One node's series, created once per node.
 #[derive(Clone, Debug)]
 pub(crate) struct NodeMetrics {
+    /// Commands written to this node; incremented once per batch by the connection.
     pub(crate) requests: Counter,
+    /// Connection failures and lost replies on this node's connections.
     pub(crate) errors: Counter,
+    /// Write-to-reply time per reply, fed through a per-connection local histogram.
     pub(crate) duration: LatencyHistogram,
+    /// Reply frames received.
     pub(crate) replies: Counter,
+    /// Sum of write-to-reply times in microseconds; see [`NodeMetrics::mean_latency_us`].
     latency_us: Counter,
+    /// Commands awaiting a reply: up when a batch is counted, down as replies arrive or a failure
+    /// drains what was in flight.
     pub(crate) in_flight: Gauge,
+    /// Open connections to the node (pipelined ones; dedicated ones are counted by the pool).
     pub(crate) connections: Gauge,
     /// Outlier detection's figures (off the command path).
     pub(crate) ejection: EjectionSeries,
@@ -64,6 +89,7 @@ pub(crate) struct NodeMetrics {
 /// recorded with their reason.
 #[derive(Clone, Debug)]
 pub(crate) struct EjectionSeries {
+    /// Times the node was ejected.
     pub(crate) ejections: Counter,
     /// 1 while the node is out.
     pub(crate) ejected: Gauge,
@@ -75,8 +101,11 @@ pub(crate) struct EjectionSeries {
 /// replica no read policy reads, a shard no client's keys hash to) has none: ten series and a
 /// histogram per node would be most of what a known node costs (docs/scale.md).
 pub(crate) struct NodeSeries {
+    /// The node's address, the series' label.
     addr: Arc<str>,
+    /// The families the series are made in.
     group: Arc<UpstreamMetrics>,
+    /// Handed to the node's ejection series.
     events: Arc<EventLog>,
     /// Boxed: a node never used holds only the pointer's room (the series' handles are ~100
     /// bytes).
@@ -110,6 +139,9 @@ impl NodeSeries {
 impl NodeMetrics {
     /// Records `count` replies (one read's worth) that took `latency` in total; the histogram is
     /// fed per reply by the caller.
+    ///
+    /// Called once per read by the connection (`Wire::deliver`), never per reply; `in_flight` falls
+    /// by `count` here, matching the rise when the batch was counted.
     pub(crate) fn record_replies(&self, count: u64, latency: Duration) {
         if count == 0 {
             return;
@@ -121,6 +153,9 @@ impl NodeMetrics {
     }
 
     /// Mean write-to-reply time so far, in microseconds.
+    ///
+    /// `None` before the first reply. Shown per node on `/topology`; it is the mean since
+    /// start, so it moves slowly and is no substitute for the histogram's recent quantiles.
     pub(crate) fn mean_latency_us(&self) -> Option<u64> {
         let replies = self.replies.get();
         (replies > 0).then(|| self.latency_us.get() / replies)

@@ -5,6 +5,23 @@
 //! knows addresses, never slots: the router decides where a command goes. Every connection is
 //! plain TCP or, with `upstream.tls`, TLS (`stream`; the settings and handshake from the crate
 //! `redcar_tls`).
+//!
+//! What holds for every command handed to a node: it is written in the order it was queued on its
+//! connection, its reply is the next frame that connection reads for it, and if no reply comes the
+//! caller learns whether the command may have run (`UpstreamError`: never sent, or lost after
+//! it may have reached the node). That distinction is what lets the router retry safely.
+//!
+//! Where to start reading:
+//!
+//! - `registry` and `node`: the nodes by address and each node's connections;
+//! - `conn` (a tokio task per connection) and `loop_conn` (a connection driven by a worker's
+//!   event loop), both over `wire`, the bookkeeping of commands in flight, and `batch`, when to
+//!   write;
+//! - `handshake`, `node_context`, `tls`, `stream`: opening and greeting a connection;
+//! - `health`, `health_check`, `standby`, `replica_sync`: which nodes should get traffic;
+//! - `dedicated`: connections lent to one client (blocking commands, WATCH, pub/sub);
+//! - `tracking`, `tracked_lane`, `tracking_feed`: client-side caching towards the nodes;
+//! - `pending`, `lane`, `error`, `metrics`, `config`, `connect_limit`: the shared vocabulary.
 #![warn(unreachable_pub, missing_docs)]
 
 mod batch;

@@ -28,8 +28,11 @@ mod lanes;
 /// What every node's connections share beyond the node's own address: one per registry, made
 /// with the first node (after the workers and loops are set).
 pub(super) struct NodeShared {
+    /// `upstream:` as at start-up.
     pub(crate) config: UpstreamConfig,
+    /// Parse limits for node replies.
     pub(crate) limits: Limits,
+    /// `upstream.max_connects_per_second`, shared by every node.
     pub(crate) connect_limit: Arc<ConnectLimit>,
     /// Bumped on every ejection of any node (health checker, topology refresher).
     pub(crate) ejections: Arc<tokio::sync::watch::Sender<u64>>,

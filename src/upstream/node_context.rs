@@ -14,11 +14,17 @@ use crate::protocol::Limits;
 
 /// What every connection of one node shares: its settings, metrics and health.
 pub(super) struct NodeContext {
+    /// The node's `host:port`.
     pub(crate) addr: Arc<str>,
+    /// `upstream:` as at start-up: timeouts, batching, keepalive.
     pub(crate) config: UpstreamConfig,
+    /// Parse limits for the node's replies.
     pub(crate) limits: Limits,
+    /// The node's series (made on its first use).
     pub(crate) metrics: NodeMetrics,
+    /// `upstream.max_connects_per_second`, shared by every node.
     pub(crate) connect_limit: Arc<ConnectLimit>,
+    /// The node's health, fed by every connection's failures and replies.
     pub(crate) health: Arc<Health>,
     /// `AUTH` and/or `READONLY` (so a replica serves reads of its primary's slots) after connecting.
     pub(crate) handshake: Handshake,

@@ -13,19 +13,25 @@ pub(crate) const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 /// A command waiting to be written, and where its reply goes.
 pub(super) struct Pending {
+    /// The command's bytes as RESP, written as they are.
     pub(crate) payload: Bytes,
+    /// Write `ASKING` first: the command follows an `-ASK` redirect to the slot's importing node.
     pub(crate) asking: bool,
     /// Reply frames the payload produces (1 for one command; `MULTI … EXEC` sends several). They
     /// are handed over together, as one contiguous slice.
     pub(crate) frames: u32,
+    /// Where the reply, or the failure, goes.
     pub(crate) reply: ReplyTo,
 }
 
 /// Where a command's reply goes: its own channel, a client session's inbox (see `inbox`), or a
 /// client of the event loop that drives the connection (see `wire::LoopSink`).
 pub(super) enum ReplyTo {
+    /// A pooled one-shot channel, for callers that await the reply as a future.
     Slot(ReplySender),
+    /// A client session's inbox, numbered within it.
     Inbox(Delivery),
+    /// A client of the loop that drives the connection, handed the reply in place.
     Loop(LoopWaiter),
 }
 
@@ -34,7 +40,9 @@ pub(super) enum ReplyTo {
 /// loop reads the connection, so the reply is handed over in place, with no channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LoopWaiter {
+    /// The client's token in the loop.
     pub(crate) client: u64,
+    /// The command's number among the client's owed replies.
     pub(crate) seq: u32,
 }
 

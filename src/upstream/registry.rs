@@ -1,4 +1,11 @@
 //! Every node redcar talks to, by address, so a redirect to a new node reuses its connections.
+//!
+//! What holds: there is at most one [`Node`] per address for as long as anything holds it, so
+//! every path to a node (the slot map, a MOVED to a node not in the map yet, the refresher's
+//! fetches) shares its connections, health and series; a node leaves the registry once the map no
+//! longer names it, it is no seed and nothing else holds it, and its series go with it. The
+//! settings every node shares are taken once, with the first node, which is why the worker
+//! runtimes and loops must be set before any node exists.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,13 +25,20 @@ const MAKE_APART: usize = 64;
 /// Address → node. Looked up on topology refresh and on redirects, not per command (the slot map
 /// snapshot holds `Arc<Node>` directly).
 pub(crate) struct Upstreams {
+    /// `upstream:` as at start-up; what a node's connections are made with.
     config: UpstreamConfig,
+    /// Parse limits for node replies.
     limits: Limits,
+    /// The metrics hub: its event log and groups go to every node.
     metrics: Arc<Metrics>,
     /// This module's series in `metrics`: each node's are made when the node is.
     series: Arc<UpstreamMetrics>,
+    /// Every known node by address; locked on look-up by address (refreshes, redirects), never per
+    /// command.
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
+    /// Connections lent for blocking commands, WATCH and subscriptions, bounded over all nodes.
     dedicated: DedicatedPool,
+    /// `upstream.max_connects_per_second`, shared by every connection of every node.
     connect_limit: Arc<ConnectLimit>,
     /// What new pipelined connections send first: AUTH, and READONLY when a read policy may
     /// use replicas.

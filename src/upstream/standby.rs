@@ -25,6 +25,7 @@ const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 /// One node's standby flag, shared by its connections.
 #[derive(Debug, Default)]
 pub(super) struct Standby {
+    /// Set while the node serves nothing (a replica no read policy reads, a demoted primary).
     on: AtomicBool,
     /// One per open connection ([`IdleTimer`]): woken when the flag changes so an idle
     /// connection re-arms its timer. Each connection has its own, so waiting on it touches no
@@ -49,6 +50,8 @@ impl Standby {
         });
     }
 
+    /// Read by each connection when it waits idle; a relaxed load, since a stale answer only delays
+    /// a close by one wait.
     pub(crate) fn is_on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
     }

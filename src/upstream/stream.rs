@@ -13,7 +13,9 @@ use tokio_rustls::client::TlsStream;
 /// A connected node socket. TLS is boxed: its session state is large and most deployments
 /// use plain TCP.
 pub(crate) enum NodeStream {
+    /// Plain TCP, the common case.
     Tcp(TcpStream),
+    /// TLS over TCP (`upstream.tls`), already past its handshake.
     Tls(Box<TlsStream<TcpStream>>),
 }
 
@@ -26,6 +28,9 @@ pub(crate) struct FlushOnEmpty<W>(pub W);
 
 impl NodeStream {
     /// The TCP socket underneath (for probing whether the node closed an idle connection).
+    ///
+    /// Both variants have one underneath; for TLS, reading or writing it directly would corrupt the
+    /// session, so it is only for socket options and peeking at its state.
     pub(crate) fn tcp(&self) -> &TcpStream {
         match self {
             NodeStream::Tcp(tcp) => tcp,

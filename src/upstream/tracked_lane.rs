@@ -33,21 +33,28 @@ pub(in crate::upstream) enum Mode {
 
 /// One of a node's tracked lanes: its queue, and how it redirects.
 pub(in crate::upstream) struct TrackedLane {
+    /// The lane's command queue, as for any pipelined connection.
     pub(crate) queue: queue::Sender<Pending>,
+    /// The handshake's last step, shared with the invalidation connection's reconnects.
     pub(crate) redirect: Arc<LaneRedirect>,
 }
 
 /// The last step of a tracked lane's handshake: `CLIENT TRACKING on REDIRECT <id> ...` to the
 /// node's invalidation connection, waiting (up to `connect_timeout`) for it to be connected.
 pub(in crate::upstream) struct LaneRedirect {
+    /// The node, for logs and the feed.
     pub(crate) addr: Arc<str>,
+    /// Default tracking, or the near cache's BCAST.
     pub(crate) mode: Mode,
     /// The invalidation connection's client id, while it is connected.
     pub(crate) id: watch::Receiver<Option<u64>>,
     /// Cuts the invalidation connection's reconnect back-off short: a lane that just reached
     /// the node needs it now, not after a back-off grown while the node was down.
     pub(crate) wake: Arc<Notify>,
+    /// How long a new lane connection waits for the invalidation connection's id
+    /// (`upstream.connect_timeout`).
     pub(crate) timeout: Duration,
+    /// Where the lane reports that the node forgot what it tracked (the lane's connection ended).
     pub(crate) feed: Arc<TrackingFeed>,
     /// A connection of this lane finished its handshake and has not ended: only such a lane is
     /// re-pointed when the invalidation connection comes back (connecting the others would

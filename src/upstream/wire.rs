@@ -2,6 +2,15 @@
 //! the write buffer in order, each reply frame handed to the command waiting at the front, and
 //! what was in flight when the connection fails. Two drivers use it: the tokio task of a
 //! connection (`conn/session.rs`) and a worker's event loop (`loop_conn.rs`).
+//!
+//! What holds: `in_flight` lists the written-or-queued commands in the order their bytes were
+//! queued, and a node answers in that order, so the front entry always owns the next reply frame; a
+//! reply with nothing waiting, or a frame the parser rejects, is a broken connection (the caller
+//! closes it and fails what is in flight). The byte offsets `queued` and `written` are what make a
+//! failure honest: a command whose bytes never reached the socket is `NotSent` and may be retried
+//! anywhere, one partly or wholly written is `Lost` and may have run. Metrics and health are
+//! updated once per batch or read, not per command, to keep contended atomics off the per-command
+//! path.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -46,7 +55,9 @@ impl LoopSink for NoLoop {
 /// [`bytes`]: Frame::bytes
 /// [`keep`]: Frame::keep
 pub(crate) struct ReplyFrame<'a> {
+    /// The connection's read buffer; the frame is its first `len` bytes.
     input: &'a mut BytesMut,
+    /// The frame's length in bytes; 0 once kept, so the drop does not advance twice.
     len: usize,
 }
 
@@ -70,6 +81,8 @@ impl Drop for ReplyFrame<'_> {
     }
 }
 
+/// How much a read asks for at least (16 KiB): enough for a pipeline's worth of small replies in
+/// one system call.
 pub(super) const READ_CHUNK: usize = 16 * 1024;
 /// A connection buffer that grew past this for a large value is replaced by a fresh one once
 /// empty, so a 1 MB reply or request is not held for the connection's life.
@@ -119,6 +132,7 @@ fn hand_over(replies: &mut ForInboxes) {
 /// Replies delivered in one read, for the node metrics.
 #[derive(Default)]
 struct ReplyBatch {
+    /// Reply frames delivered (a multi-frame entry counts each of its frames).
     count: u64,
     /// The replies' latencies added up, in nanoseconds.
     latency_ns: u64,
@@ -128,6 +142,7 @@ struct ReplyBatch {
 
 /// A written command waiting for its reply.
 struct InFlight {
+    /// Where the reply goes: a reply slot, a session inbox, or the event loop's own client.
     reply: ReplyTo,
     /// Replies to discard before ours (the `+OK` of a leading `ASKING`).
     skip: u8,
@@ -142,8 +157,12 @@ struct InFlight {
 
 /// What one established connection keeps about the commands it carries.
 pub(super) struct Wire {
+    /// The node's address, for errors.
     addr: Arc<str>,
+    /// Frame size and depth limits for parsing the node's replies: a node is trusted, but a corrupt
+    /// stream must fail the connection, not exhaust memory.
     limits: Limits,
+    /// The commands queued and not yet answered, oldest first.
     in_flight: VecDeque<InFlight>,
     /// Bytes queued into the write buffer over the connection's life.
     queued: u64,
@@ -153,7 +172,9 @@ pub(super) struct Wire {
     ///
     /// [`count_queued`]: Wire::count_queued
     uncounted: u64,
+    /// The node's series (requests, in flight, replies, latency), shared by all its connections.
     metrics: NodeMetrics,
+    /// The node's health: fed latency and successes per read, failures by the driver.
     health: Arc<Health>,
     /// The clock read for the batch being queued.
     batch_at: Instant,
@@ -168,6 +189,8 @@ pub(super) struct Wire {
 }
 
 impl Wire {
+    /// One per established connection; a reconnect makes a new one, so offsets and the demoted mark
+    /// never carry over from a previous connection.
     pub(super) fn new(
         addr: Arc<str>,
         limits: Limits,
@@ -203,6 +226,10 @@ impl Wire {
     }
 
     /// Appends `pending` to `out`.
+    ///
+    /// A leading `ASKING` (a redirect's one-shot permission) is written in front of the payload,
+    /// and its `+OK` is skipped on the way back, so the waiter sees only its own reply. An entry of
+    /// several frames (a batch of split parts) waits for all of them and gets them as one reply.
     pub(super) fn enqueue(&mut self, pending: Pending, out: &mut BytesMut) {
         let start = self.queued;
         if pending.asking {
@@ -264,6 +291,11 @@ impl Wire {
 
     /// Hands every complete reply frame in `input` to the oldest waiting command; replies to
     /// loop commands go to `sink`.
+    ///
+    /// Called by the driver after every read. Incomplete frames stay in `input` for the next read.
+    /// Metrics, health and the inbox hand-over happen once per call, after all complete frames were
+    /// parsed. An `Err` means the stream cannot be trusted any more (an unparsable frame, or a
+    /// reply nobody waits for): the driver must close the connection.
     pub(super) fn deliver(
         &mut self,
         input: &mut BytesMut,
@@ -286,6 +318,8 @@ impl Wire {
         result
     }
 
+    /// The parsing loop of [`Wire::deliver`]; `now` is read at most once for the whole read
+    /// (`metrics::clock`), since the commands of one batch share one queue time.
     fn deliver_frames(
         &mut self,
         input: &mut BytesMut,

@@ -51,15 +51,19 @@ pub(crate) struct ConnectOptions {
 /// Why talking to a node failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClientError {
+    /// No answer within the limit, and what doctor was doing (connecting, reading...).
     #[error("timed out after {0:?} while {1}")]
     Timeout(Duration, &'static str),
+    /// Connecting, reading or writing failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
     /// The TLS handshake failed (certificate, CA, server name).
     #[error("{0}")]
     Tls(String),
+    /// The node closed the connection before answering.
     #[error("connection closed by the node")]
     Closed,
+    /// The reply is not valid RESP.
     #[error("unreadable reply: {0}")]
     Protocol(#[from] ProtocolError),
     /// The node answered with an error reply, e.g. `-NOAUTH` or `-ERR unknown command`.
@@ -69,10 +73,13 @@ pub(crate) enum ClientError {
 
 /// One connection to one node.
 pub(crate) struct NodeClient {
+    /// Plain TCP or TLS, as `--tls` says.
     stream: Box<dyn NodeStream>,
     /// Bytes read but not yet parsed into a reply.
     buf: BytesMut,
+    /// Bounds every read and write (`--timeout`).
     timeout: Duration,
+    /// Parse limits for the node's replies.
     limits: Limits,
 }
 

@@ -23,6 +23,7 @@ pub(crate) enum Severity {
 pub(crate) struct Finding {
     /// Stable identifier of the check (see docs/doctor.md), e.g. `appendfsync`.
     pub(crate) check: &'static str,
+    /// How bad it is; the worst finding decides the exit code.
     pub(crate) severity: Severity,
     /// `host:port` of every node concerned; empty for cluster-wide findings.
     pub(crate) nodes: Vec<String>,
@@ -36,16 +37,20 @@ pub(crate) struct Finding {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Role {
+    /// Owns slots (or could: a primary without slots is still one).
     Primary,
+    /// Replicates a primary.
     Replica,
 }
 
 /// One line of `CLUSTER NODES`, as the seed sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub(crate) struct ClusterNode {
+    /// The node id, 40 hex digits.
     pub(crate) id: String,
     /// `host:port` clients connect to.
     pub(crate) addr: String,
+    /// Primary or replica, by the `master`/`slave` flag.
     pub(crate) role: Role,
     /// For a replica, the id of its primary.
     pub(crate) primary_id: Option<String>,
@@ -58,8 +63,11 @@ pub(crate) struct ClusterNode {
 /// A slot range and the `host:port` of its primary, from one node's `CLUSTER SLOTS`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct SlotOwner {
+    /// First slot of the range.
     pub(crate) start: u16,
+    /// Last slot, inclusive.
     pub(crate) end: u16,
+    /// The owner's `host:port`.
     pub(crate) primary: String,
 }
 
@@ -68,14 +76,18 @@ pub(crate) struct SlotOwner {
 pub(crate) struct NodeSlowEntry {
     /// Upper-case command name (arguments are left out: they may hold user data).
     pub(crate) command: String,
+    /// How long it ran, in microseconds, as the node measured it.
     pub(crate) micros: u64,
 }
 
 /// One `LATENCY LATEST` event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LatencyEvent {
+    /// The latency event's name (`command`, `fork`, `aof-fsync-always`...).
     pub(crate) event: String,
+    /// Its latest spike, in milliseconds.
     pub(crate) latest_ms: u64,
+    /// Its worst spike since the node started or the events were reset, in milliseconds.
     pub(crate) max_ms: u64,
 }
 
@@ -83,6 +95,7 @@ pub(crate) struct LatencyEvent {
 /// `errors`, so the other checks still run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct NodeData {
+    /// The node's `host:port`.
     pub(crate) addr: String,
     /// `INFO all`, flattened: `field → value` (`cmdstat_get → calls=1,usec=2,...`).
     pub(crate) info: HashMap<String, String>,
@@ -92,7 +105,9 @@ pub(crate) struct NodeData {
     pub(crate) cluster_info: HashMap<String, String>,
     /// `CLUSTER SLOTS`, sorted; `None` when the command failed.
     pub(crate) slots: Option<Vec<SlotOwner>>,
+    /// `SLOWLOG GET`'s entries, newest first.
     pub(crate) slowlog: Vec<NodeSlowEntry>,
+    /// `LATENCY LATEST`'s events.
     pub(crate) latency: Vec<LatencyEvent>,
     /// Commands that failed on this node (e.g. `CONFIG` renamed away), one line each.
     pub(crate) errors: Vec<String>,
@@ -103,7 +118,9 @@ pub(crate) struct NodeData {
 pub(crate) struct ClusterSnapshot {
     /// The seed whose `CLUSTER NODES` described the cluster.
     pub(crate) seed: String,
+    /// Every node the seed's `CLUSTER NODES` lists.
     pub(crate) topology: Vec<ClusterNode>,
+    /// What each reachable node said.
     pub(crate) nodes: Vec<NodeData>,
     /// Nodes listed in the topology that could not be read: `(addr, why)`.
     pub(crate) unreachable: Vec<(String, String)>,

@@ -14,32 +14,47 @@ const NODES_SHOWN: usize = 1;
 /// The JSON document (`--json`), documented field by field in docs/doctor.md.
 #[derive(Debug, Serialize)]
 pub(crate) struct Report<'a> {
+    /// The document's format version ([`JSON_VERSION`]); bumped only when a field changes meaning.
     pub(crate) version: u32,
+    /// The node the topology was read from.
     pub(crate) seed: &'a str,
+    /// Every node of the topology, readable or not.
     pub(crate) nodes: Vec<NodeSummary>,
+    /// Every check's result, in check order.
     pub(crate) findings: &'a [Finding],
+    /// How many findings of each severity.
     pub(crate) counts: Counts,
+    /// The worst severity found.
     pub(crate) worst: Severity,
+    /// What the process exits with, so scripts reading the JSON need not map severities themselves.
     pub(crate) exit_code: u8,
 }
 
 /// One node of the topology and whether doctor could read it.
 #[derive(Debug, Serialize)]
 pub(crate) struct NodeSummary {
+    /// The node's `host:port`.
     pub(crate) addr: String,
+    /// Its node id.
     pub(crate) id: String,
+    /// Primary or replica.
     pub(crate) role: Role,
     /// For a replica, its primary's `host:port` (when known).
     pub(crate) primary: Option<String>,
+    /// Whether doctor could connect and read it; its checks are skipped otherwise.
     pub(crate) reachable: bool,
 }
 
 /// Findings per severity.
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct Counts {
+    /// Checks that passed.
     pub(crate) ok: usize,
+    /// Findings worth knowing, nothing to fix.
     pub(crate) info: usize,
+    /// Findings that should be fixed.
     pub(crate) warn: usize,
+    /// Findings that put data or availability at risk now.
     pub(crate) critical: usize,
 }
 

@@ -9,6 +9,15 @@
 //! to the same session under one lock and wakes the session only if it delivered the reply the
 //! session is waiting for; the session takes everything that arrived under one lock per turn.
 //! Callers that are not a session (fan-outs, retries, scripts) keep using reply slots.
+//!
+//! What holds: numbers are handed out in order by [`Inbox::reserve`] and each is filed at most
+//! once: a reply for a number already taken or forgotten, or below the oldest entry, is dropped
+//! when filed, so a late reply can never be mistaken for a newer command's. The session is woken
+//! only for the number it last asked for, by whichever delivery brings it, and the wake happens
+//! after the lock is released, so the woken session never contends with the deliverer. A
+//! [`Delivery`] dropped without delivering (its connection task ended) files `Closed` for its
+//! number, so a session never waits forever on a reply that cannot come. Checked under loom
+//! (crates/redcar-sync/tests/loom_inbox.rs).
 
 use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
@@ -25,13 +34,18 @@ pub type Delivered<T> = Result<T, Closed>;
 pub struct Shared<T> {
     /// Set under the lock when something arrived; lets the session skip the lock otherwise.
     has_mail: AtomicBool,
+    /// The replies that arrived since the session last looked, and who to wake.
     mail: Mutex<Mail<T>>,
 }
 
+/// What the node connections hand over, under the lock.
 struct Mail<T> {
+    /// Replies not yet filed by the session, in the order they arrived (any order of numbers).
     arrived: Vec<(u64, Delivered<T>)>,
     /// The session, waiting for the reply numbered `wanted`.
     waker: Option<Waker>,
+    /// The number the session waits for; cleared when that reply arrives, so later deliveries do
+    /// not wake it again.
     wanted: Option<u64>,
 }
 
@@ -81,7 +95,9 @@ impl<T> Shared<T> {
 /// Where one command's reply goes: the session's inbox and the command's number in it.
 /// Dropped without [`take`](Self::take) (its connection task ended), it tells the session so.
 pub struct Delivery<T> {
+    /// The inbox; `None` once delivered or taken, so the drop reports nothing more.
     inbox: Option<Arc<Shared<T>>>,
+    /// The command's number, unique within its inbox.
     seq: u64,
 }
 
@@ -115,7 +131,9 @@ impl<T> Drop for Delivery<T> {
 
 /// A reply's place in the session's view of the inbox.
 enum Entry<T> {
+    /// Reserved; no reply yet.
     Waiting,
+    /// The reply, not yet taken by the session.
     Arrived(Delivered<T>),
     /// Given to its command, or its command gave up: whatever comes later is dropped.
     Taken,
@@ -123,7 +141,9 @@ enum Entry<T> {
 
 /// The session's end: numbers the commands it forwards and keeps their replies until asked.
 pub struct Inbox<T> {
+    /// Shared with every `Delivery` in flight; the only part other threads touch.
     shared: Arc<Shared<T>>,
+    /// The session's own view, touched only by the session (no lock).
     filed: Filed<T>,
 }
 
@@ -131,6 +151,7 @@ pub struct Inbox<T> {
 struct Filed<T> {
     /// The number of `entries[0]`; entries before it are all taken.
     base: u64,
+    /// One entry per number from `base` on, in order.
     entries: VecDeque<Entry<T>>,
     /// Swapped with the shared list on each collection, so both keep their capacity.
     spare: Vec<(u64, Delivered<T>)>,
@@ -214,11 +235,13 @@ impl<T> Inbox<T> {
 }
 
 impl<T> Filed<T> {
+    /// The entry for `seq`, if it is not below `base` nor past the last reserved number.
     fn entry(&mut self, seq: u64) -> Option<&mut Entry<T>> {
         let index = usize::try_from(seq.checked_sub(self.base)?).ok()?;
         self.entries.get_mut(index)
     }
 
+    /// Takes the reply for `seq` if it arrived (it becomes `Taken`) and trims the front.
     fn take_arrived(&mut self, seq: u64) -> Option<Delivered<T>> {
         let entry = self.entry(seq)?;
         if !matches!(entry, Entry::Arrived(_)) {

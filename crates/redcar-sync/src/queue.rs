@@ -8,6 +8,14 @@
 //! its (empty) spare one, so both keep their capacity and a batch costs the connection a single
 //! lock. The connection is woken only when a push finds the queue empty and the connection
 //! waiting: further pushes before it runs cost no wake-up.
+//!
+//! What holds: items come out in the order they were pushed, across swaps; a push after the
+//! receiver is gone is refused and the item handed back, so the caller can fail its command as
+//! never sent; items still queued when the receiver goes are dropped outside the lock, which fails
+//! their reply channels at once. The queue is unbounded on purpose: the bound on what a node
+//! connection holds is the in-flight limit on the connection and the clients' buffer budgets
+//! upstream of it, not back-pressure here. Checked under loom
+//! (crates/redcar-sync/tests/loom_queue.rs).
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -16,7 +24,9 @@ use std::task::{Context, Poll, Waker};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{Arc, Mutex, MutexGuard};
 
+/// What both ends share: the deque under its lock, and two atomics read without it.
 struct Shared<T> {
+    /// The queued items and the ends' state; held only to push, to swap, or to mark an end gone.
     inner: Mutex<Inner<T>>,
     /// Something was pushed since the receiver last took: a loop appending commands of its own
     /// in place looks here first, so they cannot overtake commands queued before them.
@@ -29,6 +39,7 @@ struct Shared<T> {
 const NO_HOME: u64 = u64::MAX;
 
 struct Inner<T> {
+    /// Items pushed and not yet swapped out, oldest first.
     items: VecDeque<T>,
     /// The sending side (the node handle) is gone: once drained, the connection ends.
     sender_gone: bool,
@@ -47,17 +58,21 @@ impl<T> Shared<T> {
 
 /// The sessions' end (held by the node handle).
 pub struct Sender<T> {
+    /// Shared with the receiver.
     shared: Arc<Shared<T>>,
 }
 
 /// The connection task's end.
 pub struct Receiver<T> {
+    /// Shared with the senders.
     shared: Arc<Shared<T>>,
     /// Items taken from the shared deque in one swap, handed out one by one.
     taken: VecDeque<T>,
 }
 
 /// A new, empty queue.
+///
+/// The receiver is driven by a tokio task or, once `set_home` is called, by an event loop.
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         inner: Mutex::new(Inner {
@@ -82,6 +97,9 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 
 impl<T> Sender<T> {
     /// Queues `item` now; gives it back if the connection task has ended.
+    ///
+    /// Wakes the receiver only if it is parked (its waker is taken, so the next pushes before it
+    /// runs wake nobody); the wake happens after the lock is released.
     pub fn send(&self, item: T) -> Result<(), T> {
         let waker = {
             let mut inner = self.shared.lock();
@@ -110,6 +128,8 @@ impl<T> Sender<T> {
 }
 
 impl<T> Drop for Sender<T> {
+    /// Marks the sending side gone and wakes the receiver, which ends once it has taken what is
+    /// queued.
     fn drop(&mut self) {
         let waker = {
             let mut inner = self.shared.lock();
@@ -124,6 +144,8 @@ impl<T> Drop for Sender<T> {
 
 impl<T> Receiver<T> {
     /// The next item without waiting, if one is queued.
+    ///
+    /// Swaps the whole shared deque out when its own is empty, so a burst costs one lock.
     pub fn try_recv(&mut self) -> Option<T> {
         if self.taken.is_empty() {
             let mut inner = self.shared.lock();
@@ -140,6 +162,9 @@ impl<T> Receiver<T> {
     }
 
     /// Says where a worker's event loop drives this end (see [`Sender::home`]).
+    ///
+    /// `event_loop` and `key` must each fit in 32 bits (they are packed into one atomic). Called by
+    /// the loop that takes the connection over, before it serves it.
     pub fn set_home(&self, event_loop: usize, key: usize) {
         let home = ((event_loop as u64) << 32) | (key as u64 & 0xffff_ffff);
         self.shared.home.store(home, Ordering::Release);

@@ -115,6 +115,8 @@ macro_rules! reply_pool {
     };
 }
 
+/// The shared pool's lock; a poisoned lock is used anyway, since nothing panics while holding it
+/// and a list of reset slots cannot be left torn.
 fn lock_pool<T>(shared: &Mutex<Slots<T>>) -> MutexGuard<'_, Slots<T>> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -170,15 +172,19 @@ fn release<P: Pool>(slot: Arc<Slot<P::Value>>) {
 
 /// The cell one channel's two ends share; reused by later channels once both are done.
 pub struct Slot<T> {
+    /// The value, the closed mark and the receiver's waker, under one lock taken once by each end.
     state: Mutex<State<T>>,
     /// Ends (sender, receiver) done with this use of the slot.
     finished: AtomicU8,
 }
 
+/// One use of a slot: empty when parked, filled by the sender, emptied by the receiver.
 struct State<T> {
+    /// The reply, between `send` and the receiver's poll.
     value: Option<T>,
     /// The sender went away without sending.
     closed: bool,
+    /// The receiver, parked until the value or the close arrives.
     waker: Option<Waker>,
 }
 
@@ -193,6 +199,7 @@ impl<T> Default for State<T> {
 }
 
 impl<T> Slot<T> {
+    /// A fresh slot, for when the pools are empty (at start-up or after a burst).
     fn new() -> Self {
         Slot {
             state: Mutex::new(State::default()),
@@ -209,7 +216,10 @@ impl<T> Slot<T> {
 
 /// The replying end: delivers one reply.
 pub struct ReplySender<P: Pool> {
+    /// `None` once sent; the drop then does nothing, otherwise it closes the channel.
     slot: Option<Arc<Slot<P::Value>>>,
+    /// Ties the end to its pool type without holding a `P` (and keeps the end `Send` whatever `P`
+    /// is).
     pool: PhantomData<fn() -> P>,
 }
 
@@ -218,6 +228,7 @@ pub struct ReplySender<P: Pool> {
 pub struct ReplyReceiver<P: Pool> {
     /// `None` only inside `drop`, once the slot went back to the pool.
     slot: Option<Arc<Slot<P::Value>>>,
+    /// As in the sender.
     pool: PhantomData<fn() -> P>,
 }
 
@@ -282,6 +293,8 @@ impl<P: Pool> Drop for ReplySender<P> {
 impl<P: Pool> Future for ReplyReceiver<P> {
     type Output = Result<P::Value, Closed>;
 
+    /// Registers `cx`'s waker (replacing a stale one) when neither the value nor the close is
+    /// there; a value that arrives is taken out, so it is delivered once.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let Some(slot) = &self.slot else {
             return Poll::Ready(Err(Closed));
@@ -302,6 +315,7 @@ impl<P: Pool> Future for ReplyReceiver<P> {
 }
 
 impl<P: Pool> Drop for ReplyReceiver<P> {
+    /// Gives the slot back; if the sender has not finished yet, the sender parks it later.
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             release::<P>(slot);

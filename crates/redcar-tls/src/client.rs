@@ -39,11 +39,14 @@ pub struct UpstreamTlsConfig {
 /// The TLS side of connecting to a node; cheap to clone (one `Arc` inside).
 #[derive(Clone)]
 pub struct UpstreamTls {
+    /// The rustls client settings (roots, client certificate, safe protocol versions), shared by
+    /// every connection.
     connector: TlsConnector,
     /// `upstream.tls.server_name`, parsed once; `None` takes each node's own host.
     server_name: Option<ServerName<'static>>,
 }
 
+/// Shows only the server name: the connector holds key material that must not reach a log.
 impl std::fmt::Debug for UpstreamTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamTls")

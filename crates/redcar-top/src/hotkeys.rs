@@ -18,29 +18,43 @@ const BIG_NUMBERS_WIDTH: usize = 42;
 /// What `/hotkeys` says (the fields `redcar top` uses).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub(crate) struct HotPanel {
+    /// `hotkeys.enabled`; the panel says so when off.
     pub(crate) enabled: bool,
+    /// One command in this many is sampled.
     pub(crate) sample_rate: u32,
+    /// What the rates cover.
     pub(crate) window_seconds: f64,
+    /// Hottest first.
     pub(crate) hot: Vec<HotRow>,
+    /// Biggest first.
     pub(crate) big: Vec<BigRow>,
 }
 
 /// One hot key (an estimate from samples).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub(crate) struct HotRow {
+    /// The key, escaped and cut by redcar.
     pub(crate) key: String,
+    /// The command it was counted for.
     pub(crate) command: String,
+    /// The node that answered.
     pub(crate) node: String,
+    /// Estimated commands per second.
     pub(crate) rate: f64,
 }
 
 /// One big request or reply.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub(crate) struct BigRow {
+    /// The key, escaped and cut by redcar.
     pub(crate) key: String,
+    /// The command that carried the value.
     pub(crate) command: String,
+    /// The node it went to or came from.
     pub(crate) node: String,
+    /// `request` or `reply`.
     pub(crate) direction: String,
+    /// Bytes on the wire, the biggest seen.
     pub(crate) size: u64,
 }
 

@@ -11,6 +11,7 @@ const MAX_COMMAND_ROWS: usize = 20;
 const MIN_WIDTH: usize = 20;
 /// Characters right of the name column in the command and node tables.
 const COMMAND_NUMBERS_WIDTH: usize = 41;
+/// The same for the node table.
 const NODE_NUMBERS_WIDTH: usize = 56;
 /// A name column is never narrower than this (the line is cut at `width` instead).
 const NAME_MIN: usize = 8;
@@ -40,6 +41,8 @@ pub(crate) fn render(frame: &Frame, width: usize) -> String {
     out
 }
 
+/// The header lines: the admin address, uptime and what the rates cover; traffic; redirects, slow
+/// commands and refresh failures; then the near cache, the workers and a notice when there is one.
 fn header(frame: &Frame) -> Vec<String> {
     let window = match frame.window_secs {
         Some(secs) => format!("rates over {secs:.1}s"),
@@ -108,6 +111,7 @@ fn workers_line(line: &super::stats::WorkersLine) -> String {
     format!("workers  {}{placement}", each.join(" · "))
 }
 
+/// The busiest commands first, at most [`MAX_COMMAND_ROWS`]; the rest counted in one line.
 fn command_table(rows: &[CommandRow], width: usize) -> Vec<String> {
     let max = width.saturating_sub(COMMAND_NUMBERS_WIDTH).max(NAME_MIN);
     let name_width = column_width("COMMAND", rows.iter().map(|r| r.command.as_str()), max);
@@ -134,6 +138,7 @@ fn command_table(rows: &[CommandRow], width: usize) -> Vec<String> {
     lines
 }
 
+/// Every node, by address (a cluster has few enough that scrolling is not needed).
 fn node_table(rows: &[NodeRow], width: usize) -> Vec<String> {
     let max = width.saturating_sub(NODE_NUMBERS_WIDTH).max(NAME_MIN);
     let name_width = column_width("NODE", rows.iter().map(|r| r.node.as_str()), max);
@@ -180,6 +185,8 @@ fn user_cell(value: Option<f64>, col: super::users::Col) -> String {
     }
 }
 
+/// `-` for a figure that is missing or not finite (a rate over an empty window), so a column never
+/// shows `NaN`.
 fn opt(value: Option<f64>, format: fn(f64) -> String) -> String {
     match value {
         Some(v) if v.is_finite() => format(v),
@@ -187,10 +194,12 @@ fn opt(value: Option<f64>, format: fn(f64) -> String) -> String {
     }
 }
 
+/// A whole number.
 fn count(v: f64) -> String {
     format!("{v:.0}")
 }
 
+/// Milliseconds with three, two or no decimals, so small and large latencies both fit nine columns.
 fn millis(v: f64) -> String {
     if v < 1.0 {
         format!("{v:.3}")
@@ -201,6 +210,7 @@ fn millis(v: f64) -> String {
     }
 }
 
+/// Bytes per second in binary units, one decimal past bytes.
 fn bytes_rate(v: f64) -> String {
     const UNITS: [&str; 4] = ["B/s", "KiB/s", "MiB/s", "GiB/s"];
     let mut v = v;
@@ -216,6 +226,7 @@ fn bytes_rate(v: f64) -> String {
     }
 }
 
+/// The largest two units that matter: `42s`, `3m07s`, `5h02m`, `2d03h`.
 fn uptime(secs: f64) -> String {
     let total = secs.max(0.0) as u64;
     let (d, h, m, s) = (

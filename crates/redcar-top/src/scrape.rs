@@ -21,8 +21,11 @@ const MAX_RESPONSE: usize = 32 << 20;
 /// One line of the exposition: `name{label="value",...} value`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Sample {
+    /// The series name, `redcar_` prefix included.
     pub(crate) name: String,
+    /// Label pairs in the order the exposition lists them.
     pub(crate) labels: Vec<(String, String)>,
+    /// The sample's value; counters and gauges alike.
     pub(crate) value: f64,
 }
 
@@ -39,10 +42,14 @@ impl Sample {
 /// Why a scrape failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ScrapeError {
+    /// No complete answer within the refresh interval.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
+    /// Connecting, reading or writing failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// Not a usable HTTP answer: the request could not be made, the status was not 200 or
+    /// 401, or the body was too large or not UTF-8.
     #[error("{0}")]
     Http(String),
     /// `401`: the admin API wants `admin.token` (none or a wrong one was sent).

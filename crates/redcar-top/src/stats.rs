@@ -12,20 +12,30 @@ pub(crate) use super::window::{Latency, Snapshot};
 /// One row of the command table.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct CommandRow {
+    /// The command's name as the `command` label has it (`get`, `config|get`).
     pub(crate) command: String,
+    /// `redcar_commands_total` over the window.
     pub(crate) calls_per_sec: Option<f64>,
+    /// `redcar_command_errors_total` over the window.
     pub(crate) errors_per_sec: Option<f64>,
+    /// p50/p99 of `redcar_command_duration_seconds` over the window.
     pub(crate) latency: Latency,
 }
 
 /// One row of the node table.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct NodeRow {
+    /// The node's `host:port`, the `node` label.
     pub(crate) node: String,
+    /// `redcar_node_requests_total` over the window.
     pub(crate) requests_per_sec: Option<f64>,
+    /// `redcar_node_errors_total` over the window.
     pub(crate) errors_per_sec: Option<f64>,
+    /// p50/p99 of `redcar_node_duration_seconds` over the window.
     pub(crate) latency: Latency,
+    /// `redcar_node_in_flight` now: commands awaiting the node's reply.
     pub(crate) in_flight: Option<f64>,
+    /// `redcar_node_connections` now.
     pub(crate) connections: Option<f64>,
 }
 
@@ -34,16 +44,25 @@ pub(crate) struct NodeRow {
 pub(crate) struct Frame {
     /// The admin address scraped.
     pub(crate) admin: String,
+    /// Seconds since the redcar started.
     pub(crate) uptime_secs: Option<f64>,
     /// Seconds the rates cover; `None` means cumulative since start (first frame).
     pub(crate) window_secs: Option<f64>,
+    /// Commands per second over all commands.
     pub(crate) commands_per_sec: Option<f64>,
+    /// Error replies per second over all commands.
     pub(crate) errors_per_sec: Option<f64>,
+    /// Clients connected now, over every listener.
     pub(crate) client_connections: Option<f64>,
+    /// Bytes read from clients per second.
     pub(crate) bytes_in_per_sec: Option<f64>,
+    /// Bytes written to clients per second.
     pub(crate) bytes_out_per_sec: Option<f64>,
+    /// MOVED redirects followed per second: non-zero while slots move or the map is behind.
     pub(crate) moved_per_sec: Option<f64>,
+    /// ASK redirects followed per second: non-zero during a slot migration.
     pub(crate) ask_per_sec: Option<f64>,
+    /// Commands over the slow-log threshold per second.
     pub(crate) slow_per_sec: Option<f64>,
     /// Failed slot-map refreshes since start.
     pub(crate) refresh_failures: Option<f64>,
@@ -69,10 +88,14 @@ pub(crate) struct Frame {
 pub(crate) struct WorkersLine {
     /// By worker index: (clients, busy share 0–1).
     pub(crate) workers: Vec<(Option<f64>, Option<f64>)>,
+    /// `redcar_placement_packing`: true while new clients are packed, false while spread; `None`
+    /// when not exported.
     pub(crate) packing: Option<bool>,
 }
 
 impl WorkersLine {
+    /// `None` without per-core workers (the series are absent); the worker count is the highest
+    /// worker label seen plus one, so a worker with no clients still gets its slot.
     fn build(cur: &Snapshot) -> Option<WorkersLine> {
         let clients = cur.by("redcar_worker_clients", "worker");
         let busy = cur.by("redcar_worker_busy_ratio", "worker");
@@ -99,12 +122,16 @@ impl WorkersLine {
 /// window, and the bytes it holds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct NearCacheLine {
+    /// Near-cache hits per second over the window.
     pub(crate) hits_per_sec: Option<f64>,
+    /// Hits over hits plus misses over the window, 0–1.
     pub(crate) hit_ratio: Option<f64>,
+    /// Bytes the near cache holds now.
     pub(crate) bytes: Option<f64>,
 }
 
 impl NearCacheLine {
+    /// `None` until the near cache has seen a cacheable read, so a redcar without it shows no line.
     fn build(w: &Window<'_>, cur: &Snapshot) -> Option<NearCacheLine> {
         let reads =
             cur.sum("redcar_near_cache_hits_total")? + cur.sum("redcar_near_cache_misses_total")?;
@@ -172,6 +199,8 @@ fn or_zero(errors: Option<&Option<f64>>, traffic: Option<&Option<f64>>) -> Optio
         .or(traffic.copied().flatten().map(|_| 0.0))
 }
 
+/// Every command seen in any of the three families, busiest first (by calls per second; ties by
+/// name, so the table does not shuffle between frames). A command without a rate yet sorts last.
 fn command_rows(w: &Window<'_>) -> Vec<CommandRow> {
     let calls = w.rates_by("redcar_commands_total", "command");
     let errors = w.rates_by("redcar_command_errors_total", "command");
@@ -199,6 +228,7 @@ fn command_rows(w: &Window<'_>) -> Vec<CommandRow> {
     rows
 }
 
+/// Every node seen in any of the node families, by address.
 fn node_rows(w: &Window<'_>) -> Vec<NodeRow> {
     let requests = w.rates_by("redcar_node_requests_total", "node");
     let errors = w.rates_by("redcar_node_errors_total", "node");

@@ -12,14 +12,23 @@ const NUMBERS_WIDTH: usize = 60;
 /// One row of the user table.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct UserRow {
+    /// The configured name.
     pub(crate) user: String,
+    /// Sessions logged in as the user now.
     pub(crate) connections: Option<f64>,
+    /// Commands per second over the window.
     pub(crate) commands_per_sec: Option<f64>,
+    /// Error replies per second.
     pub(crate) errors_per_sec: Option<f64>,
+    /// `-NOPERM` refusals per second.
     pub(crate) refused_per_sec: Option<f64>,
+    /// Commands held back or refused by a rate per second.
     pub(crate) limited_per_sec: Option<f64>,
+    /// Bytes read from the user's clients per second.
     pub(crate) bytes_in_per_sec: Option<f64>,
+    /// Bytes written to the user's clients per second.
     pub(crate) bytes_out_per_sec: Option<f64>,
+    /// p50/p99 over the window.
     pub(crate) latency: Latency,
 }
 

@@ -16,6 +16,7 @@ type Buckets = Vec<(f64, f64)>;
 /// One scrape of `/metrics`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Snapshot {
+    /// Every sample of the exposition, in order.
     pub(crate) samples: Vec<Sample>,
 }
 
@@ -118,7 +119,9 @@ pub(super) fn counter_delta(cur: f64, prev: Option<f64>) -> f64 {
 
 /// Rates and latencies over one window: between two scrapes, or since start on the first frame.
 pub(crate) struct Window<'a> {
+    /// The latest scrape.
     cur: &'a Snapshot,
+    /// The scrape before it; `None` on the first frame (rates since start).
     prev: Option<&'a Snapshot>,
     /// Seconds the deltas cover; `None` when unknown (first frame without an uptime).
     secs: Option<f64>,
@@ -210,6 +213,8 @@ impl<'a> Window<'a> {
 /// Two latency quantiles, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Latency {
+    /// The median, `None` without observations in the window.
     pub(crate) p50_ms: Option<f64>,
+    /// The 99th percentile.
     pub(crate) p99_ms: Option<f64>,
 }

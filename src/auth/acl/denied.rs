@@ -7,8 +7,11 @@ use crate::commands::CommandSpec;
 /// Why a command was refused, in Redis's order of precedence (its `ACL_DENIED_*` codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Denied {
+    /// The command itself is not allowed.
     Command,
+    /// A key it touches is outside the user's key patterns.
     Key,
+    /// A channel it names is outside the user's channel patterns.
     Channel,
 }
 

@@ -2,6 +2,13 @@
 //! cases included: a `[` that is never closed matches up to the pattern's end, a range's
 //! bounds are compared as C's signed `char`s (so bytes from 0x80 on sort below ASCII), a
 //! trailing `\` matches itself, and `*` tries every split.
+//!
+//! Why copy Redis rather than use a glob crate: a user's key and channel patterns decide what
+//! it may touch, and redcar checks them in front of nodes that would check the same patterns; any
+//! difference in a corner case would be a key one side allows and the other refuses, or worse, one
+//! redcar allows that the rules meant to deny. Used when a command's keys or channels are checked
+//! against a user's patterns. The `give_up` shortcut bounds the work of a pattern with many `*` to
+//! what Redis itself spends, so a pattern in the config cannot become a slow path.
 
 /// Whether `text` matches `pattern`, exactly as Redis decides it (case-sensitive).
 pub(crate) fn matches(pattern: &[u8], text: &[u8]) -> bool {

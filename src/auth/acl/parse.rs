@@ -1,6 +1,13 @@
 //! Reading a Redis ACL rule string into an [`Acl`]: the words `ACL SETUSER` takes, in the order
 //! given, with Redis 7.0's meaning and its refusals (an unknown rule or command, a pattern after
 //! `allkeys`, a malformed hash, a selector never closed, ...).
+//!
+//! Why Redis's exact semantics: operators paste rules from `ACL LIST` or a users.acl file they
+//! already run, and a rule that meant one thing on the node and another in front of it would open
+//! or close access silently. So the rules apply left to right, each later one amending the earlier
+//! ones (`resetkeys`, `nopass`, `reset` undo what came before), and every rule Redis would refuse
+//! is refused here too, naming the rule. Passwords never stay in clear: `>pw` is hashed at once and
+//! only digests are kept. Parsed once per load or reload, never per command.
 
 use crate::commands::spec::acl as categories;
 use crate::commands::{CommandSpec, CommandTable};
@@ -12,10 +19,13 @@ use super::selector::{CommandRule, KeyPattern, Selector, Target};
 /// A rule that cannot be read: the rule as written and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RuleError {
+    /// The rule as written (for a selector, the whole `( ... )`).
     pub(crate) rule: String,
+    /// What is wrong with it, in words for the config error.
     pub(crate) reason: String,
 }
 
+/// A [`RuleError`] for `rule`.
 fn error(rule: &str, reason: impl Into<String>) -> RuleError {
     RuleError {
         rule: rule.to_string(),
@@ -75,6 +85,10 @@ fn merge_selectors(words: &[&str]) -> Result<Vec<String>, RuleError> {
 }
 
 /// One rule of the user (outside any selector).
+///
+/// The rules about the user as a whole (`on`, `off`, password resets, `reset`) are handled here;
+/// anything else goes to [`apply_special`]. `reset` leaves the user off, without passwords, keys,
+/// channels or commands, as in Redis.
 fn apply(acl: &mut Acl, rule: &str) -> Result<(), RuleError> {
     let lower = rule.to_ascii_lowercase();
     match lower.as_str() {
@@ -130,6 +144,7 @@ fn apply_special(acl: &mut Acl, rule: &str) -> Result<(), RuleError> {
     Ok(())
 }
 
+/// Adding a password turns `nopass` off, as in Redis; a password already there is not added twice.
 fn add_password(acl: &mut Acl, digest: PasswordDigest) {
     acl.nopass = false;
     if !acl.passwords.contains(&digest) {
@@ -137,6 +152,8 @@ fn add_password(acl: &mut Acl, digest: PasswordDigest) {
     }
 }
 
+/// Removing a password the user does not have is an error, as in Redis (it usually means a typo in
+/// the rule).
 fn remove_password(acl: &mut Acl, rule: &str, digest: PasswordDigest) -> Result<(), RuleError> {
     let before = acl.passwords.len();
     acl.passwords.retain(|p| *p != digest);
@@ -169,6 +186,9 @@ fn hash(rule: &str, hex: &str) -> Result<PasswordDigest, RuleError> {
 }
 
 /// A command, key or channel rule (what a selector may hold).
+///
+/// Errors carry the offending word; inside a selector the caller wraps them with the selector's
+/// text.
 fn apply_selector(selector: &mut Selector, rule: &str) -> Result<(), RuleError> {
     let lower = rule.to_ascii_lowercase();
     match lower.as_str() {
@@ -254,6 +274,8 @@ fn key_rule(selector: &mut Selector, rule: &str) -> Result<(), RuleError> {
 }
 
 /// `&pattern`.
+///
+/// A pattern already listed is not added twice; `allchannels` before it is an error, as for keys.
 fn channel_rule(selector: &mut Selector, rule: &str) -> Result<(), RuleError> {
     if selector.all_channels {
         return Err(error(
@@ -271,6 +293,10 @@ fn channel_rule(selector: &mut Selector, rule: &str) -> Result<(), RuleError> {
 
 /// What `+...` or `-...` names: a category, a command, a subcommand, or a command's first
 /// argument (only with `+`, and only for a command without subcommands).
+///
+/// `+config|get` names a subcommand, `+select|0` a first argument of a command without subcommands
+/// (only allowed with `+`, as in Redis); an unknown command or category is refused rather than
+/// ignored, so a typo cannot leave a command allowed that the rule meant to deny.
 fn command_target(rule: &str) -> Result<Target, RuleError> {
     let name = &rule[1..];
     if let Some(category) = name.strip_prefix('@') {
@@ -304,6 +330,8 @@ fn command_target(rule: &str) -> Result<Target, RuleError> {
 }
 
 /// A command of the built-in table by name (`get`, `config|get`), any case.
+///
+/// Only the built-in table: the rules name Redis's own commands.
 fn builtin(name: &str) -> Option<&'static CommandSpec> {
     CommandTable::builtin().by_name(name.as_bytes())
 }

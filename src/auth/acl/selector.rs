@@ -34,27 +34,35 @@ pub(super) enum Target {
 /// `+...` or `-...`.
 #[derive(Clone, Debug)]
 pub(super) struct CommandRule {
+    /// `+` (allow) or `-` (deny).
     pub(super) allow: bool,
+    /// What the rule names.
     pub(super) target: Target,
 }
 
 /// A key pattern and what it permits: `~p` both, `%R~p` reading, `%W~p` writing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct KeyPattern {
+    /// The glob, matched as Redis matches it (`glob.rs`).
     pub(super) pattern: Vec<u8>,
+    /// Permits reading keys that match.
     pub(super) read: bool,
+    /// Permits writing keys that match.
     pub(super) write: bool,
 }
 
 /// One set of rules. Fresh, it allows nothing (Redis's default for a new user).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Selector {
+    /// The command rules in the order given; the last one that covers a command decides.
     pub(super) commands: Vec<CommandRule>,
     /// `allkeys` / `~*`.
     pub(super) all_keys: bool,
+    /// Key patterns, each once, read and write merged.
     pub(super) keys: Vec<KeyPattern>,
     /// `allchannels` / `&*`.
     pub(super) all_channels: bool,
+    /// Channel patterns, each once.
     pub(super) channels: Vec<Vec<u8>>,
 }
 
@@ -72,6 +80,7 @@ impl Selector {
             )
     }
 
+    /// Whether every key is allowed, so the key checks can be skipped.
     pub(super) fn all_keys(&self) -> bool {
         self.all_keys
     }

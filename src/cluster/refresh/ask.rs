@@ -33,12 +33,15 @@ type Query<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 
 /// The nodes still to ask and the queries in flight.
 pub(crate) struct Asks<'a> {
+    /// Nodes not asked yet, in the order to ask them.
     queue: VecDeque<String>,
+    /// Queries sent and not answered, polled together; answers are taken as they arrive.
     in_flight: FuturesUnordered<Query<'a>>,
     /// Starts the query of one node.
     ask: Box<dyn Fn(String) -> Query<'a> + Send + Sync + 'a>,
     /// How long a query may go unanswered before the next node is asked too.
     stagger: Duration,
+    /// When the next node is asked even if no query failed.
     next_at: Instant,
     /// Nodes asked so far, in order.
     asked: Vec<String>,

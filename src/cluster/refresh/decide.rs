@@ -1,6 +1,14 @@
 //! Deciding what to make of the maps the nodes answered: adopt one, keep a partial one in
 //! reserve, reject a stale or unconfirmed one (the rules are in `safety`), and publish the one
 //! adopted.
+//!
+//! What holds: a complete map always wins over a partial one, and a partial map is adopted only
+//! while the current map is partial too (or there is none), so a node that lost sight of half the
+//! cluster cannot shrink a healthy map. A map that moves slots in a way redcar did not expect (a
+//! `Surprise`) is adopted only once a second node's map agrees; one that is behind the config
+//! epochs seen before is dropped outright. Every map not adopted is counted by reason (`stale`,
+//! `partial`, `unconfirmed`) and pushed to the event log, so the status page shows why the proxy
+//! kept its old view.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,6 +24,11 @@ use crate::metrics::EventKind;
 impl Refresher {
     /// Takes the answers as they arrive until one settles the refresh: true when a complete map
     /// was adopted. `answered` collects the nodes that gave a map, in order.
+    ///
+    /// The answers are taken in the order they arrive, and every answer that does not settle the
+    /// refresh calls `asks.hurry()` so the next node is asked at once instead of after the stagger.
+    /// Returns false when the asks ran out without a complete map being adopted; a kept partial map
+    /// is still published then, if the current one is not complete.
     pub(super) async fn decide(
         &self,
         current: Option<&Topology>,
@@ -158,6 +171,15 @@ impl Refresher {
             })
     }
 
+    /// Makes `topology` the map every worker routes by, and tidies what hangs off the old one.
+    ///
+    /// Logs and records what changed only when the slot summary differs, so a refresh that finds
+    /// the same map logs nothing. Then, in this order: the redirect series follow the new
+    /// primaries, each node learns whether it has anything to serve (standby otherwise), migrations
+    /// in flight are told of the new map, the config epochs are remembered for the next staleness
+    /// check, the map is adopted, and the upstream registry drops the nodes that are neither in the
+    /// new map nor seeds. Adoption comes before the sweep so a node only the old map had is no
+    /// longer referenced when it is forgotten.
     fn publish(&self, previous: Option<&Topology>, topology: Topology) {
         let summary = topology.summary();
         if previous.is_none_or(|p| p.summary() != summary) {
@@ -217,6 +239,10 @@ impl Refresher {
     }
 
     /// Counts a map not adopted and records it in the event log.
+    ///
+    /// `reason` is the label of the `rejected` counter and must be one of a few fixed words (a
+    /// free-form label would grow the series without bound); `detail` is free text for the event
+    /// log only.
     fn reject(&self, reason: &'static str, source: &str, detail: String) {
         self.metrics.group::<TopologyMetrics>().rejected(reason);
         let detail = format!("{reason}: {detail}");

@@ -15,7 +15,10 @@ const ASK_AGAIN_AFTER: Duration = Duration::from_secs(600);
 /// What the cluster's nodes turned out not to answer, shared by the queries of one refresher.
 #[derive(Debug, Default)]
 pub(crate) struct Dialect {
+    /// A node answered `CLUSTER SHARDS` with an unknown-subcommand error: ask `CLUSTER SLOTS` for a
+    /// while.
     shards_refused: Refusal,
+    /// A node refused the digest script: check with `CLUSTER INFO` for a while.
     digest_refused: Refusal,
 }
 
@@ -28,6 +31,7 @@ struct Refusal(Mutex<Option<Instant>>);
 pub(crate) enum Checked {
     /// The node's view is the one the current map was read from.
     Unchanged,
+    /// The node's view differs: fetch the map.
     Changed,
     /// No answer (or the probe was refused): the map must be fetched.
     Failed(String),

@@ -2,6 +2,14 @@
 //! node lacks it, with `CLUSTER NODES` for the config epochs and `CLUSTER INFO` for the
 //! fingerprint, pipelined in one write so all three describe the same moment), and the check
 //! that asks only for a fingerprint (`change_check`).
+//!
+//! What holds: the three replies of a fetch come from one pipelined write to one node, so the map,
+//! the epochs and the fingerprint it is later checked against describe the same moment of that
+//! node's view. A node that answers `CLUSTER SHARDS` with "unknown subcommand" is asked again with
+//! `CLUSTER SLOTS`, and the dialect remembers it so the next fetch does not pay twice. A `CLUSTER
+//! NODES` that cannot be read or joined does not lose the map: the map is kept without epochs, and
+//! only the stale-map check is skipped for it. All of this goes through the node's ordinary
+//! pipelined connection (the default lane), so a fetch costs no extra connection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +43,7 @@ const SLOTS_NODES_INFO: &[u8] = b"*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n\
 /// Why a fetch gave no map: the reason (logged), and whether the node was only slow.
 #[derive(Debug)]
 pub(super) struct FetchError {
+    /// Why, as a sentence for the log and the status page's last refresh error.
     pub(super) reason: String,
     /// No reply within `refresh_timeout` (a slow or frozen node), as opposed to a node that
     /// failed at once: refused the connection, closed it, or answered something unreadable.
@@ -58,6 +67,10 @@ impl From<&str> for FetchError {
 
 impl Refresher {
     /// The map of the node at `addr`, with the fingerprint of its view.
+    ///
+    /// Fails with `late` set when the node did not answer within `cluster.refresh_timeout`, so the
+    /// caller can tell a slow node (ask another soon) from a broken one. Frees the parse's garbage
+    /// before returning, on this thread, because a big map's replies are megabytes of small blocks.
     pub(super) async fn fetch(&self, addr: &str) -> Result<Topology, FetchError> {
         let mut shards = self.dialect.shards();
         let mut replies = self.fetch_replies(addr, shards).await?;
@@ -78,6 +91,9 @@ impl Refresher {
     }
 
     /// The map in the three replies of a fetch from `addr`.
+    ///
+    /// Also records the answering node's own migration markers from `CLUSTER NODES`, before and
+    /// whatever the map's fate: they are true of that node even if its map is rejected.
     fn read_map(
         &self,
         replies: [Frame; 3],
@@ -109,6 +125,8 @@ impl Refresher {
     }
 
     /// The three replies of one pipelined fetch.
+    ///
+    /// Fails if the node's reply is not exactly three well-formed frames.
     async fn fetch_replies(&self, addr: &str, shards: bool) -> Result<[Frame; 3], FetchError> {
         let payload = if shards {
             SHARDS_NODES_INFO
@@ -126,6 +144,11 @@ impl Refresher {
 
     /// Asks the node the current map came from whether its view is still the one in `map`,
     /// with `probe` (see [`Dialect::probe`]).
+    ///
+    /// Called by a refresh round when a check is due and a map is adopted: a `Changed` or `Failed` answer leads to
+    /// a full fetch, `Unchanged` spares it. A digest script the node has not cached (`NOSCRIPT`) is
+    /// retried once with the whole script; if the node refuses the script outright, the dialect
+    /// falls back to `CLUSTER INFO` and says once, in the log, what that check cannot see.
     pub(super) async fn check(&self, map: &Topology, probe: Probe) -> Checked {
         let Some(expected) = probe.of(map.print()) else {
             return Checked::Failed(format!("no {} fingerprint with the map", probe.name()));
@@ -153,6 +176,9 @@ impl Refresher {
 
     /// One check command, within [`CHECK_TIMEOUT`]: a node that takes longer is passed over
     /// (the map is fetched from another), as a fetch asks the next node after that long.
+    ///
+    /// `whole`: send the script itself (`EVAL`) rather than its hash (`EVALSHA`), after a
+    /// `NOSCRIPT`.
     async fn probe(&self, addr: &str, probe: Probe, whole: bool) -> Result<Answer, String> {
         let timeout = CHECK_TIMEOUT.min(self.state.config().refresh_timeout);
         let reply =
@@ -162,6 +188,9 @@ impl Refresher {
     }
 
     /// `frames` pipelined commands to `addr`, within `timeout`.
+    ///
+    /// A failed send or a reply error from the connection is a `FetchError` with `late` false; only
+    /// the timeout sets it.
     async fn ask(
         &self,
         addr: &str,
@@ -183,6 +212,8 @@ impl Refresher {
 }
 
 /// `CLUSTER SHARDS` on a server that does not have it.
+///
+/// Matches both wordings Redis has used for a subcommand it does not know.
 fn is_unknown_subcommand(reply: &Frame) -> bool {
     match reply {
         Frame::Error(message) => {
@@ -194,6 +225,9 @@ fn is_unknown_subcommand(reply: &Frame) -> bool {
 }
 
 /// Cuts pipelined replies apart (one contiguous slice from the node connection).
+///
+/// `count` frames are expected, no more checked: the caller asked for exactly that many. An
+/// incomplete frame is an error (the connection delivered the whole reply before this runs).
 pub(super) fn split_replies(
     mut reply: Bytes,
     count: usize,
@@ -212,6 +246,8 @@ pub(super) fn split_replies(
 }
 
 /// `CLUSTER NODES` parsed and checked to cover every node of the map.
+///
+/// An error here means the map's epochs are unknown, not that the map is wrong.
 fn joined_states(ranges: &[SlotRange], nodes: &Frame) -> Result<NodeStates, String> {
     let states = parse_cluster_nodes_reply(nodes)?;
     check_join(ranges, &states)?;

@@ -1,5 +1,12 @@
 //! Accepting on a loop: every loop accepts on the same listening sockets (the kernel wakes each),
 //! on its turn as the workers' placement decides (`spread.rs`), and admits each client.
+//!
+//! What holds: a client is counted against `client.max_connections` before anything else is done
+//! for it, and the count is given back on every path that does not admit it, so a refused or failed
+//! accept never leaks a place. A refused client gets one error line written without waiting (best
+//! effort: the socket is non-blocking and closed right after) so it sees why. Errors of `accept`
+//! itself (out of descriptors, say) are logged and retried on the next event or chore, never fatal
+//! for the loop.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -76,6 +83,12 @@ impl<'d> Loop<'d> {
     }
 
     /// A new client from listener `index`.
+    ///
+    /// The checks, in order: `client.max_connections` (process-wide), the loop still holding its
+    /// drain token (a draining loop admits nobody), registration with the poll, and
+    /// `auth.max_unauthenticated_per_address` for the peer. The token carries a per-loop admission
+    /// counter next to the slab key, so an event for a client that left cannot be mistaken for the
+    /// next client in the same slot.
     fn admit(&mut self, index: usize, mut socket: ClientSocket, peer: Arc<str>) {
         let d = self.work.d;
         let Some(listener) = self.listeners.get(index) else {

@@ -17,7 +17,9 @@ use crate::upstream::{LoopSink, LoopWaiter, ReplyFrame, UpstreamError};
 
 /// The loop's clients, as the sink of its node connections' replies.
 pub(super) struct ToClients<'a, 'd> {
+    /// The loop's clients; a reply for a token whose client left finds nothing and is dropped.
     pub(super) clients: &'a mut Slab<LoopClient<'d>>,
+    /// The loop's shared working state, which the clients' handling needs.
     pub(super) work: &'a mut Work<'d>,
 }
 
@@ -31,6 +33,8 @@ impl<'d> ToClients<'_, 'd> {
 }
 
 impl LoopSink for ToClients<'_, '_> {
+    /// Called by a node connection for each reply to a loop client's command, in the order the node
+    /// answered.
     #[inline]
     fn reply(&mut self, to: LoopWaiter, frame: ReplyFrame<'_>) {
         if let Some((client, work)) = self.split(to.client) {
@@ -38,6 +42,8 @@ impl LoopSink for ToClients<'_, '_> {
         }
     }
 
+    /// Called once per command still owed when a node connection fails; the error says whether the
+    /// command may have run.
     fn failed(&mut self, to: LoopWaiter, error: UpstreamError) {
         if let Some((client, work)) = self.split(to.client) {
             client.on_node_failed(to.seq, error, work);

@@ -1,5 +1,11 @@
 //! What a loop does besides serving events: deadlines of commands sent in place, the clients'
 //! timers, idle node connections, the latency watch, the drain.
+//!
+//! Timekeeping is coarse on purpose: the loop reads the clock once per turn (`work.now`) and does
+//! the periodic work (node connection ticks, the latency watch, retrying accepts, the busy report)
+//! every `CHORES`, so the per-command path never reads a clock or walks a list. Client timers are
+//! armed in a timer wheel and re-armed lazily (an idle timer moves only when it fires), so a busy
+//! client costs nothing per read.
 
 use tokio::time::Instant;
 
@@ -12,6 +18,9 @@ use crate::router::redcar_error;
 
 impl<'d> Loop<'d> {
     /// The sweeps and timers that are due.
+    ///
+    /// Called once per turn after the events. The deadline sweep walks only the clients that have
+    /// commands sent in place (the `watched` list), every `DEADLINE_SWEEP`.
     pub(super) fn on_timers(&mut self) {
         let now = self.work.now;
         if !self.work.lists.watched.is_empty() && now >= self.next_sweep {
@@ -120,6 +129,9 @@ impl<'d> Loop<'d> {
 
 impl<'d> LoopClient<'d> {
     /// Arms `client.idle_timeout` and `client.max_age` for a new client.
+    ///
+    /// Nothing is armed for a clock set to zero (off). The idle timer starts from the last
+    /// activity, the age timer from the connect.
     pub(super) fn arm_timers(&self, work: &mut Work<'d>) {
         let config = &self.settings.config;
         if !config.clocks.idle.is_zero() {
@@ -133,6 +145,12 @@ impl<'d> LoopClient<'d> {
     }
 
     /// One of the client's timers is due.
+    ///
+    /// Idle: an idle timer that fires early (there was activity since it was armed) or while
+    /// replies are owed is re-armed, no sooner than a quarter of the idle timeout away, so a chatty
+    /// client re-arms rarely. Age: the client is marked and closed at its next safe point. Budget
+    /// and throttle timers resume a client paused for the buffer budget or a rate limit. A timer
+    /// for a setting turned off by a reload does nothing.
     pub(super) fn on_timer(&mut self, which: Which, work: &mut Work<'d>) {
         let config = self.settings.config.clone();
         let now = work.now;

@@ -1,5 +1,12 @@
 //! The loop's share of every node's connections (see `upstream::loop_conn`): attached when a node
 //! is made, written once per loop turn, read when their sockets are readable.
+//!
+//! What holds: a connection is written at most once per loop turn (commands from every client of
+//! the turn go out in one write), and it is listed in `dirty` at most once per turn
+//! (`needs_listing`), so the end-of-turn flush touches only connections with something to write.
+//! Every event names its connection by a token carrying a generation next to the slab key; an event
+//! for a connection that closed and whose slot was reused finds the generation wrong and is
+//! ignored.
 
 use std::sync::Arc;
 
@@ -13,6 +20,7 @@ use crate::upstream::{ConnAttach, ConnEvent, LoopConn, LoopSink, LoopWaiter, Ups
 /// The loop's node connections.
 #[derive(Default)]
 pub(super) struct Conns {
+    /// The connections, by slab key; a token's key part indexes it.
     slab: Slab<LoopConn>,
     /// Bumped for each connection attached (tokens' generations).
     attached: u32,
@@ -41,6 +49,10 @@ impl Conns {
     }
 
     /// Appends a loop client's command to connection `key` (see [`LoopConn::send`]).
+    ///
+    /// `Ok(false)` also when the connection is gone from the slab. Otherwise as `LoopConn::send`:
+    /// `Ok(false)` means not appended in place (the caller sends through the queue), `Err` means
+    /// not sent at all (the connection is in its reconnect back-off).
     #[inline]
     pub(super) fn send(
         &mut self,
@@ -59,6 +71,7 @@ impl Conns {
         sent
     }
 
+    /// Lists `key` for this turn's flush if it has something to write and is not listed yet.
     fn list(&mut self, key: usize) {
         if let Some(conn) = self.slab.get_mut(key) {
             if conn.needs_listing() {
@@ -83,6 +96,10 @@ impl Conns {
     }
 
     /// A connect finished.
+    ///
+    /// Registers the new socket with the loop's poll and writes what queued up while connecting;
+    /// a failed connect fails what was waiting (nothing was sent), through `sink` for the loop's
+    /// own clients, and the next connect waits for the back-off.
     pub(super) fn on_connected(
         &mut self,
         event: ConnEvent,
@@ -97,6 +114,11 @@ impl Conns {
     }
 
     /// Connection `token`'s socket is ready.
+    ///
+    /// Reads before writing: replies free in-flight room, and a read that fails (the node closed)
+    /// must fail what was in flight before anything new is written on a dead socket. Any failure
+    /// fails every command on the connection through `sink`, and the connection reconnects on its
+    /// next use.
     pub(super) fn on_event(
         &mut self,
         token: u64,
@@ -126,6 +148,8 @@ impl Conns {
     }
 
     /// End of the loop's turn: every connection with something queued writes it.
+    ///
+    /// A failure while writing fails what is in flight on that connection; the others still write.
     pub(super) fn flush(
         &mut self,
         remote: &Arc<Remote>,
@@ -148,6 +172,9 @@ impl Conns {
     }
 
     /// Now and then: idle connections close, abandoned ones go.
+    ///
+    /// Runs every `CHORES`: connections idle past `upstream.idle_timeout` close (the next command
+    /// reconnects), and those whose node is gone with nothing left in flight leave the slab.
     pub(super) fn tick(&mut self, now: Instant, registry: &mio::Registry) {
         self.slab.retain(|_, conn| !conn.tick(now, registry));
     }

@@ -1,6 +1,13 @@
 //! Clients leaving a loop: closed, or handed to a session of the general kind (subscribe mode and
 //! client tracking, which push to the client between replies) at a safe point, with what they
 //! sent that the loop did not run.
+//!
+//! Why a hand-off at all: a loop serves clients whose every reply answers a command, in order.
+//! Subscribe mode and client tracking push frames to the client between replies, which a session
+//! task is built for, so such a client moves to one on the same worker's runtime. What holds: the
+//! hand-off happens only at a safe point (nothing owed to the client), the socket is taken off the
+//! loop's poll before the session owns it, and the bytes the loop had read but not run (the parked
+//! command first, then the rest of the input) go with it, so no command is lost or run twice.
 
 use bytes::BytesMut;
 
@@ -10,6 +17,10 @@ use super::Loop;
 
 impl<'d> Loop<'d> {
     /// Client `token` is done: its socket closes (after its side is shut, unless it went first).
+    ///
+    /// Checks the token, not only the slab key: a stale token (the slot reused by a newer client)
+    /// does nothing. When the loop is draining and this was its last client, its hold on the drain
+    /// is released.
     pub(super) fn drop_client(&mut self, token: u64) {
         let key = tokens::key(token);
         if self.clients.get(key).is_none_or(|c| c.token != token) {

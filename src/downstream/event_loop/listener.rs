@@ -1,5 +1,9 @@
 //! A loop's copy of a listening socket (TCP or Unix), with what its clients get from it (the
 //! cluster facade, the listener's gauges).
+//!
+//! Every loop holds its own copy (a duplicated descriptor) of each listening socket and registers
+//! it with its own poll: the kernel wakes the loops, and the placement (`spread`) decides which of
+//! them actually accepts, so no thread hands accepted sockets to another.
 
 use std::io;
 use std::sync::Arc;
@@ -13,11 +17,16 @@ pub(crate) struct LoopListen(pub(crate) Vec<LoopListener>);
 
 /// A listening socket on a loop.
 pub(crate) struct LoopListener {
+    /// The non-blocking listening socket.
     socket: ListenSocket,
+    /// The listener's cluster facade, if it opts in (TCP only: a facade announces an IP and port).
     pub(super) facade: Option<Arc<Facade>>,
+    /// The listener's connection gauges, shared by every loop's copy.
     pub(super) gauges: ListenerMetrics,
 }
 
+/// The two kinds of listening socket a loop serves; TLS listeners are served by session tasks, not
+/// loops.
 enum ListenSocket {
     Tcp(mio::net::TcpListener),
     Unix(mio::net::UnixListener),
@@ -51,6 +60,7 @@ impl LoopListener {
         })
     }
 
+    /// Readable only: a listening socket is never written.
     pub(super) fn register(&mut self, registry: &mio::Registry, token: u64) -> io::Result<()> {
         let token = mio::Token(token as usize);
         match &mut self.socket {
@@ -59,6 +69,7 @@ impl LoopListener {
         }
     }
 
+    /// Errors are ignored: the socket is being dropped from this loop either way.
     pub(super) fn deregister(&mut self, registry: &mio::Registry) {
         let _ = match &mut self.socket {
             ListenSocket::Tcp(s) => registry.deregister(s),
@@ -66,6 +77,7 @@ impl LoopListener {
         };
     }
 
+    /// The listener's label in the metrics and `/clients`: `tcp` or `unix`.
     pub(super) fn label(&self) -> &'static str {
         match self.socket {
             ListenSocket::Tcp(_) => "tcp",
@@ -73,6 +85,9 @@ impl LoopListener {
         }
     }
 
+    /// `WouldBlock` when no client is waiting (another loop may have taken it). TCP clients get
+    /// `TCP_NODELAY`; a Unix client's peer name is `unix` (Unix sockets have no peer address worth
+    /// showing).
     pub(super) fn accept(&self) -> io::Result<(ClientSocket, Arc<str>)> {
         match &self.socket {
             ListenSocket::Tcp(listener) => {

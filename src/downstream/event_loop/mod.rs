@@ -81,20 +81,34 @@ fn client_in<'a, 'd>(
 
 /// One worker's loop.
 pub(super) struct Loop<'d> {
+    /// The loop's poll: client sockets, node connections, listeners and the door's waker are
+    /// registered with it.
     poll: mio::Poll,
+    /// The loop's door: other threads post mail and wake tokens through it.
     remote: Arc<Remote>,
+    /// The loop's clients by slab key; a token carries the key and the generation.
     clients: Slab<LoopClient<'d>>,
     /// Bumped for each client (tokens' generations).
     admitted: u32,
+    /// The listening sockets this loop accepts on (none once draining).
     listeners: Vec<LoopListener>,
+    /// What a client's handling needs besides the client (the router, the node connections, timers,
+    /// lists of clients to run or write).
     work: Work<'d>,
+    /// Tokens woken since the last turn (calls completing on other threads), taken from the door
+    /// each turn.
     woken: Vec<u64>,
+    /// Mail taken from the door each turn: listeners, moved clients, node connections to attach,
+    /// stop.
     mail: Vec<Mail>,
+    /// When the deadline sweep of commands sent in place runs next.
     next_sweep: Instant,
+    /// When the chores (connection ticks, latency watch, accept retry, busy report) run next.
     next_chores: Instant,
     /// The loop thread's CPU time when the chores last reported its busy share to the placement
     /// (`spread.rs`): what it used since then is the time it served.
     cpu_reported: Duration,
+    /// Reads this thread's CPU time, for the busy report.
     cpu: thread_cpu::ThreadCpu,
     /// Set once the proxy drains: no more clients, and those connected close when safe.
     draining: bool,
@@ -108,11 +122,15 @@ pub(super) struct Loop<'d> {
     slow: Option<tokio::sync::watch::Receiver<bool>>,
     /// Wakes the loop when the proxy starts draining.
     drain: super::drain::DrainSignal<'d>,
+    /// The waker the drain signal holds: it names the loop itself, so the drain wakes its poll.
     drain_waker: crate::reactor::LoopWaker,
 }
 
 impl<'d> Loop<'d> {
     /// Runs until told to stop (the workers end with the proxy).
+    ///
+    /// A failed `poll` (other than an interrupt) ends the loop and with it the worker's thread; in
+    /// practice `poll` fails only when the process is out of resources.
     pub(super) fn run(&mut self) {
         let mut events = mio::Events::with_capacity(256);
         loop {

@@ -21,13 +21,20 @@ use crate::reactor::Mail;
 
 /// A client on its way to another loop (mail).
 pub(super) struct Moved {
+    /// The client's socket, off the old loop's poll.
     socket: Detached,
+    /// The facade endpoint the client was given, kept so it sees the same cluster.
     facade: Option<Box<Endpoint>>,
     state: ClientState,
     connected: Connected,
+    /// The client's address.
     peer: Arc<str>,
+    /// Its count on the pipelining workers' tally, moved with it.
     pipelining: Option<Pipelining>,
+    /// When it connected and when it was last active, so its clocks keep counting.
     times: (Instant, Instant),
+    /// Reads in a row that started several commands, carried so the new loop judges its
+    /// pipelining the same way.
     deep_reads: u8,
 }
 

@@ -1,5 +1,11 @@
 //! Starting a worker's loop: its poll and door exist from start-up (nodes are dealt connections
 //! before any client connects); its thread starts once the sessions' home is built.
+//!
+//! Why two steps: the node connections are dealt to the loops while the upstream registry is built,
+//! before any client exists, so each loop's poll and waker (its door, [`Remote`]) must exist first;
+//! the loop itself can only run once the sessions' shared home (`Downstream`) exists, which needs
+//! the registry. The thread is named `redcar-loop-N` and pinned to worker N's identity, so
+//! per-worker figures and thread-local state (tallies, pools) belong to one worker.
 
 use std::io;
 use std::sync::Arc;
@@ -20,8 +26,11 @@ use crate::reactor::{LoopWaker, Remote};
 
 /// A loop before its thread starts: its poll, and the door other threads reach it by.
 pub(crate) struct LoopSetup {
+    /// The worker's number, 0-based; also the index of its door in `peers`.
     index: usize,
+    /// The loop's poll, made now so node connections can register with it before the thread starts.
     poll: mio::Poll,
+    /// The door other threads wake the loop and post work through.
     remote: Arc<Remote>,
 }
 
@@ -44,8 +53,12 @@ impl LoopSetup {
 }
 
 /// Starts the loop's thread: it serves its node connections, and the listeners it is sent
-/// ([`LoopListen`](super::LoopListen)), until it gets [`Stop`](super::Stop). `peers`: every loop's door, in worker order. `runtime`: the worker's tokio runtime, which runs what the loop's calls spawn and
-/// their timers. `done` is held while the loop has clients (the drain waits for it).
+/// ([`LoopListen`](super::LoopListen)), until it gets [`Stop`](super::Stop).
+///
+/// `peers`: every loop's door, in worker order. `runtime`: the worker's tokio runtime, which runs
+/// what the loop's calls spawn and their timers. `done` is held while the loop has clients (the
+/// drain waits for it). A panic inside the loop aborts the process (see the body): a stalled
+/// share of every client is worse than a restart.
 pub(crate) fn start(
     setup: LoopSetup,
     downstream: Arc<Downstream>,
@@ -75,6 +88,9 @@ pub(crate) fn start(
 }
 
 impl<'d> Loop<'d> {
+    /// Builds the loop's state on its own thread. A drain already started (a shutdown during
+    /// start-up) is noticed here and applied at once, so a late-starting loop does not accept
+    /// clients.
     fn new(
         setup: LoopSetup,
         d: &'d Downstream,

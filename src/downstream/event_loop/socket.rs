@@ -6,7 +6,9 @@ use super::super::movable::Detached;
 
 /// The client's end of the connection.
 pub(super) enum ClientSocket {
+    /// A TCP client, `TCP_NODELAY` set at accept.
     Tcp(mio::net::TcpStream),
+    /// A Unix-socket client.
     Unix(mio::net::UnixStream),
 }
 
@@ -83,6 +85,7 @@ impl Write for ClientSocket {
         }
     }
 
+    /// Nothing to flush: writes go straight to the kernel, and the loop decides when to write.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }

@@ -11,9 +11,13 @@ use tokio::time::Instant;
 /// Which timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Which {
+    /// `client.idle_timeout`.
     Idle,
+    /// `client.max_age`.
     Age,
+    /// `client.request_timeout` for a request begun and not complete.
     Request,
+    /// A client paused by the buffer budget looks again.
     Budget,
     /// A user's rate (`auth.users[].limits`) lets the parked command start.
     Throttle,
@@ -22,6 +26,8 @@ pub(super) enum Which {
 /// The loop's pending timers.
 #[derive(Default)]
 pub(super) struct Timers {
+    /// Due times, earliest first, with the client's token; a timer for a client that left is
+    /// ignored when it fires (its token no longer matches).
     heap: BinaryHeap<Reverse<(Instant, u64, Which)>>,
 }
 

@@ -5,8 +5,11 @@
 /// What a token names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum TokenKind {
+    /// A listening socket of the loop.
     Listener,
+    /// A client's socket.
     LoopClient,
+    /// A node connection of the loop.
     Conn,
     /// The loop itself (the drain's wake-up).
     Loop,

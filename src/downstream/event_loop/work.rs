@@ -28,22 +28,31 @@ pub(super) const CHORES: Duration = Duration::from_millis(100);
 
 /// What every client of a loop shares during a turn.
 pub(super) struct Work<'d> {
+    /// What every session shares (config, users, metrics, tracking).
     pub(super) d: &'d Downstream,
+    /// Plans and forwards the clients' commands.
     pub(super) router: &'d Router,
+    /// This loop's worker number.
     pub(super) index: usize,
+    /// This loop's share of every node's connections.
     pub(super) conns: Conns,
+    /// How commands are recorded.
     pub(super) recorder: LoopRecorder<'d>,
     /// Key positions, reused by every command's plan.
     pub(super) scratch: Vec<usize>,
     /// The clock read once per loop turn.
     pub(super) now: Instant,
+    /// The clients' timers (idle, age, request, budget, throttle).
     pub(super) timers: Timers,
+    /// Clients to write to, run again or watch this turn.
     pub(super) lists: TurnLists,
 }
 
 /// How the loop's commands are recorded: counted, sampled for the hot keys, timed.
 pub(super) struct LoopRecorder<'d> {
+    /// The per-command series, counted locally and flushed before writes.
     pub(super) tally: CommandTally<'d>,
+    /// Picks the commands sampled for the hot keys.
     pub(super) sampler: HotKeySampler,
     /// The request is kept (a reference count) for the slow log and the hot keys.
     pub(super) keep_raw: bool,
@@ -56,6 +65,7 @@ pub(super) struct LoopRecorder<'d> {
 pub(super) struct TurnLists {
     /// To write to, and to give another turn, before the turn ends.
     pub(super) write: Vec<u64>,
+    /// To give another turn of running (a paused read resumed, a call finished).
     pub(super) run: Vec<u64>,
     /// Owing replies sent in place: their deadlines are swept.
     pub(super) watched: Vec<u64>,

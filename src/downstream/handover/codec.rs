@@ -20,6 +20,7 @@ use super::{FacadeRecord, HandedOver, Login, TrackingRecord};
 
 /// The oldest and newest record versions this build reads and writes.
 pub(crate) const OLDEST: u16 = 1;
+/// Version 2: the newest this build writes, when the peer reads it too.
 pub(crate) const CURRENT: u16 = 2;
 
 /// From this version on, a subscribed client moves with its subscriptions: the reader
@@ -27,49 +28,88 @@ pub(crate) const CURRENT: u16 = 2;
 /// layout, but its readers do neither, so a version-1 peer gets subscribers closed instead.
 pub(crate) const SUBSCRIBERS: u16 = 2;
 
+/// The first four bytes of every record: a stream that does not start with them is not a record at
+/// all.
 const MAGIC: &[u8; 4] = b"RCHO";
 
 /// Why a record could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum DecodeError {
+    /// The record does not start with `RCHO`.
     #[error("not a handover record (bad magic)")]
     Magic,
+    /// A version outside [`OLDEST`]`..=`[`CURRENT`].
     #[error("record version {0} is not one this build reads ({OLDEST}..={CURRENT})")]
     Version(u16),
+    /// The bytes ended before the end marker, or inside a field.
     #[error("record cut short")]
     Truncated,
+    /// A field's value has the wrong size or is not valid text; names the tag.
     #[error("field {0} is malformed")]
     Field(u8),
+    /// A field every record carries (`id`, `listener`, `protocol`) is absent.
     #[error("field {0} is missing")]
     Missing(&'static str),
 }
 
+/// Every field's tag. Values are big-endian integers or raw bytes; a tag may repeat only where a
+/// list is meant (channels, patterns, prefixes).
 mod tag {
+    /// The client id (u64), kept by the new process.
     pub(super) const ID: u8 = 1;
+    /// The peer's address, as the registry shows it.
     pub(super) const PEER: u8 = 2;
+    /// The listener the client came in on.
     pub(super) const LISTENER: u8 = 3;
+    /// The logged-in user's name; absent for a client that never logged in.
     pub(super) const USER: u8 = 4;
+    /// The digest of the password the client logged in with, so the new process can check it still
+    /// works.
     pub(super) const CREDENTIAL: u8 = 5;
+    /// The RESP version (2 or 3) the client speaks.
     pub(super) const PROTOCOL: u8 = 6;
+    /// `CLIENT SETNAME`, if set.
     pub(super) const NAME: u8 = 7;
+    /// `CLIENT SETINFO LIB-NAME`, if set.
     pub(super) const LIB_NAME: u8 = 8;
+    /// `CLIENT SETINFO LIB-VER`, if set.
     pub(super) const LIB_VER: u8 = 9;
+    /// The database the client selected (u32).
     pub(super) const DB: u8 = 10;
+    /// Failed logins so far (u16), so `auth.max_failures` keeps counting across the upgrade.
     pub(super) const FAILED_LOGINS: u8 = 11;
+    /// The cluster facade's announced host, for a client of a facade listener.
     pub(super) const FACADE_HOST: u8 = 12;
+    /// The facade's announced IP.
     pub(super) const FACADE_IP: u8 = 13;
+    /// The facade's announced host name, if any.
     pub(super) const FACADE_HOSTNAME: u8 = 14;
+    /// The facade's announced port (u16).
     pub(super) const FACADE_PORT: u8 = 15;
+    /// Whether the facade announces a TLS port (one byte, 0 or 1).
     pub(super) const FACADE_TLS: u8 = 16;
+    /// The facade's node id, so the client keeps seeing the same one-node cluster.
     pub(super) const FACADE_ID: u8 = 17;
+    /// Client tracking's mode bits (one byte: `BCAST`, `OPTIN`, `OPTOUT`, `NOLOOP`); present only
+    /// when tracking is on.
     pub(super) const TRACKING: u8 = 20;
+    /// Tracking's `REDIRECT` client id (u64).
     pub(super) const TRACKING_REDIRECT: u8 = 21;
+    /// One tracking `PREFIX` (repeated).
     pub(super) const TRACKING_PREFIX: u8 = 22;
+    /// One subscribed channel (repeated).
     pub(super) const CHANNEL: u8 = 30;
+    /// One subscribed pattern (repeated).
     pub(super) const PATTERN: u8 = 31;
+    /// One subscribed shard channel (repeated).
     pub(super) const SHARD_CHANNEL: u8 = 32;
+    /// How long the client has been connected, in milliseconds (u64), so `client.max_age` keeps
+    /// counting.
     pub(super) const AGE_MS: u8 = 40;
+    /// How long the client has been idle, in milliseconds (u64), so `client.idle_timeout` keeps
+    /// counting.
     pub(super) const IDLE_MS: u8 = 41;
+    /// What the client sent that the old process did not run, to be parsed first by the new one.
     pub(super) const INPUT: u8 = 50;
     /// Last in every record, so that a record cut at a field boundary is not read as a
     /// shorter one.
@@ -78,8 +118,11 @@ mod tag {
 
 /// Tracking flags in [`tag::TRACKING`]'s byte.
 const BCAST: u8 = 1;
+/// `OPTIN`.
 const OPTIN: u8 = 2;
+/// `OPTOUT`.
 const OPTOUT: u8 = 4;
+/// `NOLOOP`.
 const NOLOOP: u8 = 8;
 
 // === impl HandedOver ===
@@ -211,6 +254,8 @@ impl HandedOver {
         Ok(())
     }
 
+    /// The facade fields; the first one seen creates the facade record. An unknown tag in the
+    /// facade range is its id.
     fn read_facade(&mut self, tag: u8, value: &[u8]) -> Result<(), DecodeError> {
         let text = || String::from_utf8(value.to_vec()).map_err(|_| DecodeError::Field(tag));
         let facade = self.facade.get_or_insert_with(FacadeRecord::default);
@@ -225,6 +270,7 @@ impl HandedOver {
         Ok(())
     }
 
+    /// The tracking fields; the first one seen turns tracking on for the client.
     fn read_tracking(&mut self, tag: u8, value: &[u8]) -> Result<(), DecodeError> {
         let tracking = self.tracking.get_or_insert_with(TrackingRecord::default);
         match tag {
@@ -245,13 +291,19 @@ impl HandedOver {
 /// The fields every record must have.
 #[derive(Default)]
 struct Seen {
+    /// [`tag::ID`] was read.
     id: bool,
+    /// [`tag::LISTENER`] was read.
     listener: bool,
+    /// [`tag::PROTOCOL`] was read.
     protocol: bool,
+    /// The end marker was read: the record is whole.
     end: bool,
 }
 
 impl Seen {
+    /// A record without its end marker is `Truncated` whatever else it has; then the required
+    /// fields are checked in a fixed order.
     fn check(&self) -> Result<(), DecodeError> {
         if !self.end {
             return Err(DecodeError::Truncated);
@@ -265,9 +317,12 @@ impl Seen {
     }
 }
 
+/// Builds a record: fields are appended as `tag | length | value`.
 struct RecordWriter(BytesMut);
 
 impl RecordWriter {
+    /// One field; a value over 4 GiB would have its length clamped, which cannot happen for a
+    /// client's state.
     fn field(&mut self, tag: u8, value: &[u8]) {
         self.0.put_u8(tag);
         // A client's unparsed input is bounded by `client.max_request_bytes`, far below 4 GiB.
@@ -276,12 +331,14 @@ impl RecordWriter {
         self.0.put_slice(value);
     }
 
+    /// A field written only when there is a value: absence is the encoding of `None`.
     fn optional(&mut self, tag: u8, value: Option<&[u8]>) {
         if let Some(value) = value {
             self.field(tag, value);
         }
     }
 
+    /// One field per value, in order: how lists are encoded.
     fn each(&mut self, tag: u8, values: &[Bytes]) {
         for value in values {
             self.field(tag, value);
@@ -289,6 +346,7 @@ impl RecordWriter {
     }
 }
 
+/// `bit` when `on`, else 0: one tracking mode bit.
 fn flag(on: bool, bit: u8) -> u8 {
     if on {
         bit
@@ -297,6 +355,7 @@ fn flag(on: bool, bit: u8) -> u8 {
     }
 }
 
+/// Milliseconds, clamped to `u64`.
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -46,9 +46,11 @@ pub(crate) struct HandedOver {
     pub(crate) login: Option<Login>,
     /// 2 or 3.
     pub(crate) protocol: u8,
+    /// `CLIENT SETNAME`, so `CLIENT GETNAME` and `/clients` show the same name after the upgrade.
     pub(crate) name: Option<Bytes>,
     /// `CLIENT SETINFO LIB-NAME` / `LIB-VER`, when the session keeps them.
     pub(crate) lib_name: Option<Bytes>,
+    /// See `lib_name`.
     pub(crate) lib_ver: Option<Bytes>,
     /// The selected database (always 0 in a cluster; carried for what is not a cluster).
     pub(crate) db: u32,
@@ -72,37 +74,54 @@ pub(crate) struct HandedOver {
 /// password), so the next process keeps the login only if that user still has that password.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Login {
+    /// The configured user's name.
     pub(crate) user: String,
+    /// SHA-256 of the password used; `None` for a `nopass` user.
     pub(crate) credential: Option<[u8; 32]>,
 }
 
 /// The facade endpoint, field for field (see `facade_reply::Endpoint`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FacadeRecord {
+    /// The host announced in `CLUSTER SLOTS` / `SHARDS` replies.
     pub(crate) host: String,
+    /// The IP announced.
     pub(crate) ip: String,
+    /// The host name announced, if the listener has one.
     pub(crate) hostname: Option<String>,
+    /// The port announced.
     pub(crate) port: u16,
+    /// Whether the announced port is a TLS one.
     pub(crate) tls: bool,
+    /// The facade's node id, stable for the client's life.
     pub(crate) id: String,
 }
 
 /// `CLIENT TRACKING on` with its options.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TrackingRecord {
+    /// The client id invalidations are redirected to; 0 when they go to the client itself.
     pub(crate) redirect: u64,
+    /// `BCAST`: invalidations by prefix, not by keys read.
     pub(crate) bcast: bool,
+    /// `OPTIN`: only keys read after `CLIENT CACHING yes` are tracked.
     pub(crate) optin: bool,
+    /// `OPTOUT`: keys read after `CLIENT CACHING no` are not tracked.
     pub(crate) optout: bool,
+    /// `NOLOOP`: no invalidations for the client's own writes.
     pub(crate) noloop: bool,
+    /// The `BCAST` prefixes; empty means every key.
     pub(crate) prefixes: Vec<Bytes>,
 }
 
 /// SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Subscriptions {
+    /// SUBSCRIBE channels.
     pub(crate) channels: Vec<Bytes>,
+    /// PSUBSCRIBE patterns.
     pub(crate) patterns: Vec<Bytes>,
+    /// SSUBSCRIBE shard channels.
     pub(crate) shard_channels: Vec<Bytes>,
 }
 
@@ -117,6 +136,8 @@ impl Subscriptions {
 
 impl HandedOver {
     /// The RESP version the client speaks.
+    ///
+    /// Anything but 3 is read as RESP2, the default a client starts in.
     pub(crate) fn resp(&self) -> Protocol {
         if self.protocol == 3 {
             Protocol::Resp3

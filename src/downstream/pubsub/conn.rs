@@ -14,13 +14,16 @@ pub(crate) const PUSH_QUEUE: usize = 1024;
 
 /// A frame a node pushed, or why its connection ended.
 pub(crate) struct Pushed {
+    /// The node the connection goes to.
     pub(crate) addr: Arc<str>,
+    /// A frame the node pushed, or why the connection ended.
     pub(crate) frame: Result<Bytes, String>,
 }
 
 /// The session's handle on one subscription connection; dropping it closes the connection,
 /// which ends its subscriptions on the node.
 pub(crate) struct SubConn {
+    /// Commands for the node, written in order by the connection's task.
     commands: mpsc::UnboundedSender<Bytes>,
 }
 

@@ -1,6 +1,15 @@
 //! Subscribe mode's loop: the client's commands one at a time, the frames the nodes push, and
 //! the writes back, until the client leaves subscribe mode (or, in an upgrade in place, the
 //! process: handover.rs).
+//!
+//! Why a loop of its own: in subscribe mode the client receives frames it did not ask for
+//! (messages) between the replies to its commands, and one command can owe confirmations from
+//! several nodes (a SUBSCRIBE of channels held on different connections). The loop keeps one rule
+//! so that two commands' confirmations never interleave: the next command is read only once
+//! every confirmation of the previous one has gone out. Output is bounded by
+//! `client.max_reply_bytes`: past it the loop stops taking the nodes' pushes until the client
+//! reads, and the bounded push queue then holds the subscription connections back, rather than
+//! redcar buffering without limit for a slow subscriber.
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -21,6 +30,8 @@ use crate::protocol::{parse_request, Limits, Request};
 const READ_AHEAD: usize = 64 * 1024;
 
 /// How subscribe mode starts.
+///
+/// Entered from a session when a subscription command arrives, or from an adopted client's record.
 pub(crate) enum Start {
     /// With a subscription command.
     Command(Request),
@@ -92,21 +103,33 @@ where
 /// connections push, and the session's connection and buffers. One method per thing that can
 /// happen next, so the loop itself reads as the order in which they are looked at.
 struct Subscribed<'a, 'd, R, W> {
+    /// The subscriptions and what each node connection owes.
     mode: SubscribeMode<'a>,
     /// Where an upgrade in place stands (handover.rs).
     phase: Phase,
+    /// How the client leaves for the next process in an upgrade in place.
     leave: Leave<'a>,
+    /// Frames the subscription connections pushed (messages and confirmations), bounded
+    /// (`PUSH_QUEUE`).
     from_nodes: mpsc::Receiver<Pushed>,
     /// Paces retrying shard channels whose slot moved or whose connection was lost
     /// (`SubscribeMode::orphans`), and channels and patterns whose connection was lost.
     tick: tokio::time::Interval,
+    /// The client's socket, read side.
     reader: &'a mut R,
+    /// The client's socket, write side.
     writer: &'a mut W,
+    /// The client's unparsed input.
     input: &'a mut BytesMut,
+    /// Frames for the client not yet written.
     out: &'a mut BytesMut,
+    /// Parse limits for the client's requests.
     limits: &'a Limits,
+    /// What every session shares (metrics, the drain, the hand-over).
     downstream: &'a Downstream,
+    /// `client.max_reply_bytes`: past it, nodes' pushes wait until the client reads.
     max_reply_bytes: usize,
+    /// Tells the loop that the proxy is draining.
     drain: &'a mut DrainSignal<'d>,
 }
 

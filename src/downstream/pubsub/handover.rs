@@ -36,7 +36,9 @@ pub(crate) type Leave<'a> =
 /// A subscribed client the previous process handed over: what to subscribe again, and the
 /// wake-up once that process has let go of it.
 pub(crate) struct Rejoin {
+    /// Channels, patterns and shard channels to subscribe again here.
     pub(crate) subscriptions: Subscriptions,
+    /// Fires once the old process has written what it held and let go of the client.
     pub(crate) released: oneshot::Receiver<()>,
 }
 
@@ -55,15 +57,20 @@ pub(super) enum Phase {
     /// New process: subscribing again; writes and reads nothing until released. `told`: the
     /// old process knows it is subscribed.
     Held {
+        /// Fires once the old process let go: then this one writes and reads.
         released: oneshot::Receiver<()>,
+        /// Whether the old process was told that this one is subscribed.
         told: bool,
     },
 }
 
 /// What a phase waited for.
 pub(super) enum Woke {
+    /// Old process: the new one subscribed the client.
     Subscribed,
+    /// Old process: the time to keep forwarding after that is over.
     Lingered,
+    /// New process: the old one let go of the client.
     Released,
 }
 

@@ -13,6 +13,7 @@ use crate::metrics::{LatencyHistogram, MetricGroup};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
+    /// `channel` (channels and patterns) or `shard` (a shard channel).
     kind: &'static str,
 }
 
@@ -20,7 +21,9 @@ struct KindLabel {
 /// shard channel (`kind="shard"`); and each one's gap, from the loss (or the node's
 /// `sunsubscribe`) to the new node's confirmation.
 pub(crate) struct PubsubMetrics {
+    /// Resubscriptions, by kind.
     resubscribes: Family<KindLabel, Counter>,
+    /// Each resubscription's gap, from the loss to the new node's confirmation.
     gap: LatencyHistogram,
 }
 

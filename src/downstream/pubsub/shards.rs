@@ -1,6 +1,15 @@
 //! Subscribe mode's shard channels: each on a dedicated connection to its slot's primary, the
 //! node's redirects followed (and other errors passed on), and channels a moved slot dropped
 //! subscribed again at the new owner.
+//!
+//! Why a connection per node rather than one for all: a shard channel lives on its slot's primary
+//! only (Redis 7 does not broadcast shard messages across the cluster), so a client subscribed to
+//! channels in several slots needs a subscription on each owner. What holds: every shard channel is
+//! recorded with the node that holds its subscription, so SUNSUBSCRIBE goes to exactly that node; a
+//! channel whose node lost it (slot moved, connection lost) becomes an orphan, reported to the
+//! client as still subscribed, and is subscribed again at the new owner as soon as one is known.
+//! Redirects of an SSUBSCRIBE are followed at most five times per command, asking for a fresh map
+//! each time.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +27,9 @@ use crate::router::{classify, redcar_error, Verdict};
 
 impl SubscribeMode<'_> {
     /// SSUBSCRIBE: every channel must hash to one slot, as in Redis Cluster.
+    ///
+    /// Returns how many confirmations the node owes (one per channel), or `None` when the command
+    /// was answered here (an error, written to `out`).
     pub(super) async fn shard_subscribe(
         &mut self,
         raw: &Bytes,
@@ -99,10 +111,14 @@ impl SubscribeMode<'_> {
         owed
     }
 
+    /// The client's shard channels, orphans included: the count Redis reports in (un)subscribe
+    /// replies.
     pub(super) fn shard_count(&self) -> usize {
         self.shards.len() + self.orphans.len()
     }
 
+    /// The subscription connection to `addr`, borrowed from the dedicated pool on first use; fails
+    /// with the pool's error as the client's reply.
     pub(super) async fn shard_conn(&mut self, addr: &Arc<str>) -> Result<&SubConn, Bytes> {
         if !self.shard_conns.contains_key(addr) {
             let conn = self
@@ -119,6 +135,9 @@ impl SubscribeMode<'_> {
     }
 
     /// Sends a redirected SSUBSCRIBE to the node named by the redirect.
+    ///
+    /// If the connection cannot be had, the client gets the error and the command owes nothing
+    /// more.
     pub(super) async fn follow_redirect(&mut self, out: &mut BytesMut) {
         let Some((target, raw)) = self.redirect.take() else {
             return;

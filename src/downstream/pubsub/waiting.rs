@@ -18,7 +18,10 @@ pub(super) struct Orphan {
 /// The channels and patterns are to be subscribed again: since when, not on which node, and
 /// when to try next.
 pub(super) struct Lost {
+    /// When the connection was lost: the start of the gap measured at resubscription.
     pub(super) since: Instant,
+    /// The node lost, avoided when another primary can take the subscriptions.
     pub(super) node: Arc<str>,
+    /// When to try again after a failed attempt.
     pub(super) next_try: Instant,
 }

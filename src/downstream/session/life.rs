@@ -119,9 +119,14 @@ enum SessionEnding {
     HandOver,
     /// It moves from worker `from` to worker `to` (see [`Busy::Move`]).
     Move {
+        /// The worker it leaves.
         from: usize,
+        /// The worker it goes to.
         to: usize,
+        /// Its place in the pipelining count, moved with it.
         pipelining: Option<super::super::moves::Pipelining>,
+        /// A large value went through the session: once it has moved, the thread gives the
+        /// memory it used back to the system.
         large: bool,
     },
 }
@@ -231,7 +236,9 @@ pub(super) fn resumed(
 
 /// A moved socket registered with this worker's reactor.
 enum Attached {
+    /// A TCP client.
     Tcp(tokio::net::TcpStream),
+    /// A Unix-socket client.
     Unix(tokio::net::UnixStream),
 }
 

@@ -15,14 +15,21 @@ use crate::downstream::handover::TrackingRecord;
 use crate::protocol::Protocol;
 use crate::router::redcar_error;
 
+/// A reply that becomes available later (the BCAST confirmation), run as the session's next call.
 type Waiting = Pin<Box<dyn Future<Output = Bytes> + Send>>;
 
 /// What a session keeps once it tracked or could receive invalidations (boxed in its
 /// `ClientState`; `None` there for every other session).
 pub(crate) struct ClientTracking {
+    /// The process-wide tracking table: who read which key, and the sessions' mailboxes.
     pub(super) hub: Arc<Tracking>,
+    /// The session's client id, the table's key for it.
     pub(super) id: u64,
+    /// Where the table drops invalidations for this session (or for the clients that redirect to
+    /// it).
     mailbox: Arc<Mailbox>,
+    /// The mode while tracking is on; `None` while off (the session may still receive others'
+    /// redirected invalidations).
     pub(super) mode: Option<TrackingMode>,
     /// `CLIENT TRACKING on BCAST`'s reply, once every primary confirmed the prefixes (the
     /// session runs it as its next call, see [`take_wait`]). In a mutex only to be `Sync`, as
@@ -35,6 +42,7 @@ pub(crate) struct ClientTracking {
 // === impl ClientTracking ===
 
 impl ClientTracking {
+    /// Joins the table at once, so invalidations redirected to this session find its mailbox.
     pub(super) fn new(hub: &Arc<Tracking>, id: u64) -> ClientTracking {
         ClientTracking {
             hub: hub.clone(),

@@ -1,5 +1,12 @@
 //! `CLIENT TRACKING`, `CLIENT CACHING`, `CLIENT GETREDIR` and `CLIENT TRACKINGINFO`, with Redis
 //! 7.0's checks in its order and its exact errors (measured against redis-server 7.0.15).
+//!
+//! Why Redis's exact order and words: client libraries that implement client-side caching (Lettuce,
+//! redis-py, go-redis) switch tracking on and off and read `CLIENT TRACKINGINFO` as Redis answers;
+//! an error in a different order or wording would break their handling of it. Nothing here touches
+//! a node: these commands change what redcar tracks for the session, and the node-side tracking is
+//! redcar's own (see `upstream::tracking`). Errors are returned as lines without the leading `-`;
+//! [`error`] makes them replies.
 
 use bytes::{Bytes, BytesMut};
 
@@ -7,15 +14,21 @@ use crate::protocol::{
     write_array_len, write_bulk, write_error, write_integer, write_map_len, Args, Protocol,
 };
 
+/// Redis's generic refusal for an unknown option or a missing argument.
 const SYNTAX: &[u8] = b"ERR syntax error";
 
 /// A session's tracking mode while it is on (as `CLIENT TRACKINGINFO` shows it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(in crate::downstream) struct TrackingMode {
+    /// The client that receives the invalidations; 0 for the session itself.
     pub(crate) redirect: u64,
+    /// `BCAST`: invalidations for every key under the prefixes, whoever read them.
     pub(crate) bcast: bool,
+    /// `OPTIN`: only keys read right after `CLIENT CACHING yes` are tracked.
     pub(crate) optin: bool,
+    /// `OPTOUT`: keys read right after `CLIENT CACHING no` are not tracked.
     pub(crate) optout: bool,
+    /// `NOLOOP`: no invalidations for keys the session itself wrote.
     pub(crate) noloop: bool,
     /// `CLIENT CACHING yes|no` for the next command.
     pub(crate) caching: bool,
@@ -27,12 +40,19 @@ pub(in crate::downstream) struct TrackingMode {
 /// [NOLOOP]`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Switch {
+    /// `on` or `off`.
     pub(crate) on: bool,
+    /// `REDIRECT id`, checked to be a connected client; 0 when absent.
     pub(crate) redirect: u64,
+    /// `BCAST` given.
     pub(crate) bcast: bool,
+    /// `OPTIN` given.
     pub(crate) optin: bool,
+    /// `OPTOUT` given.
     pub(crate) optout: bool,
+    /// `NOLOOP` given.
     pub(crate) noloop: bool,
+    /// `PREFIX p` options, in the order given (duplicates kept for the overlap check).
     pub(crate) prefixes: Vec<Bytes>,
 }
 
@@ -94,6 +114,9 @@ pub(super) fn parse(
 }
 
 /// Redis's checks for `on`, in its order.
+///
+/// A mode already on may be amended only in ways Redis allows (prefixes added, `NOLOOP` and
+/// `REDIRECT` changed), never switched between BCAST and default or between OPTIN and OPTOUT.
 fn check_on(switch: &Switch, mode: Option<&TrackingMode>) -> Result<(), Vec<u8>> {
     if !switch.bcast && !switch.prefixes.is_empty() {
         return Err(b"ERR PREFIX option requires BCAST mode to be enabled".to_vec());
@@ -134,6 +157,7 @@ fn check_prefixes(new: &[Bytes], existing: &[Bytes]) -> Result<(), Vec<u8>> {
     Ok(())
 }
 
+/// Redis's wording, naming both prefixes.
 fn overlap_error(prefix: &[u8], other: &[u8], which: &str) -> Vec<u8> {
     format!(
         "ERR Prefix '{}' overlaps with {which} prefix '{}'. Prefixes for a single client must not overlap.",
@@ -144,6 +168,9 @@ fn overlap_error(prefix: &[u8], other: &[u8], which: &str) -> Vec<u8> {
 }
 
 /// `CLIENT CACHING yes|no` against the current mode: the error line when refused.
+///
+/// Marks `caching` on the mode: it applies to the session's next command only (the next one that
+/// is not a `CLIENT` command clears it; inside MULTI, the transaction's commands).
 pub(super) fn caching(arg: &[u8], mode: Option<&mut TrackingMode>) -> Result<(), &'static [u8]> {
     let Some(mode) = mode else {
         return Err(b"ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");

@@ -14,8 +14,11 @@ pub(super) const MAILBOX_MAX: usize = 1024;
 /// Invalidations waiting for a session, and the waker of its task.
 #[derive(Default)]
 pub(in crate::downstream) struct Mailbox {
+    /// Something is in `events`: lets the session check without the lock.
     ready: AtomicBool,
+    /// Invalidations not yet written, oldest first; bounded, overflowing into one flush.
     events: Mutex<Vec<TrackingEvent>>,
+    /// The session's task, woken when something arrives.
     waker: AtomicWaker,
 }
 

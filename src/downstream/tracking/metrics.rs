@@ -11,11 +11,13 @@ use crate::metrics::{FlushCause, MetricGroup};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
+    /// `key` (one key to one client) or `flush` (one null invalidation to one client).
     kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
+    /// `topology`, `connection_lost`, `node_flush` or `slow_client`.
     cause: &'static str,
 }
 
@@ -26,7 +28,9 @@ pub(crate) struct TrackingMetrics {
     pub(crate) clients: Gauge,
     /// Keys in the tracking table now.
     pub(crate) keys: Gauge,
+    /// `tracking_invalidations{kind}`.
     invalidations: Family<KindLabel, Counter>,
+    /// `tracking_flushes{cause}`.
     flushes: Family<CauseLabel, Counter>,
     /// Keys evicted because the table was full (`client.tracking_table_max_keys`).
     pub(crate) evicted: Counter,

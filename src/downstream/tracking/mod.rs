@@ -49,6 +49,8 @@ pub(crate) const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// The tracking state every session shares (one per [`super::Downstream`]).
 pub(crate) struct Tracking {
+    /// Who tracks what; one lock, taken when a tracking session reads or writes and when an
+    /// invalidation arrives.
     hub: Mutex<Hub>,
     /// The nodes' side: BCAST registrations, and the slot map watched for owner changes.
     nodes: Option<Nodes>,
@@ -59,11 +61,14 @@ pub(crate) struct Tracking {
 }
 
 struct Nodes {
+    /// The nodes' invalidations and BCAST registrations.
     feed: Arc<TrackingFeed>,
+    /// The catch-all backend's map, watched so a slot's new owner can be asked to track too.
     cluster: Arc<ClusterState>,
 }
 
 struct Hub {
+    /// Which sessions read which keys (default mode), bounded by `client.tracking_table_max_keys`.
     table: Table,
     /// Updated under the same lock as the state they count.
     metrics: TrackingMetrics,
@@ -74,6 +79,7 @@ struct Hub {
 }
 
 struct TrackingMember {
+    /// Where the session's (or its redirect target's) invalidations are dropped.
     mailbox: Arc<Mailbox>,
     /// Set while the session has tracking on.
     tracks: Option<Tracks>,
@@ -93,6 +99,7 @@ pub(super) struct Tracks {
 /// One invalidation for a session to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum TrackingEvent {
+    /// These keys changed.
     Keys(Vec<Bytes>),
     /// Forget everything (the null invalidation).
     Flush,

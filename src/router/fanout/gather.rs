@@ -1,5 +1,10 @@
 //! Asking several nodes at once: the request queued on each (so it keeps the client's order),
 //! every node's reply or why there is none, and the error that names a node whose part failed.
+//!
+//! One deadline covers all the parts of a fan-out (not one op timeout per node, which would make a
+//! fan-out over N slow nodes take N times as long), and a part's failure is kept as text next to
+//! its node's address so the merged error can say which node and why. The nodes are asked in
+//! parallel; only the waiting is sequential, in the order sent.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +20,10 @@ use crate::upstream::{Node, Reply};
 
 /// One primary's answer: its reply frame, or why there is none (connection, timeout).
 pub(super) struct NodeReply {
+    /// The node asked; named in any error the merge builds from this part.
     pub(crate) addr: Arc<str>,
+    /// The node's reply frame as received (which may itself be a Redis error), or the transport
+    /// failure or timeout as text.
     pub(crate) reply: Result<Bytes, String>,
 }
 
@@ -47,6 +55,9 @@ pub(super) async fn collect(sent: Vec<(Arc<str>, Reply)>, op_timeout: Duration) 
 }
 
 /// Waits for one node's reply until `deadline`.
+///
+/// `op_timeout` is only for the message: the wait itself ends at `deadline`, shared by all parts,
+/// so a part awaited late may have less than `op_timeout` left.
 pub(super) async fn await_reply(
     addr: &str,
     reply: Reply,
@@ -61,6 +72,10 @@ pub(super) async fn await_reply(
 }
 
 /// `-ERR redcar: <CMD> failed on <node>: <why><consequence>`.
+///
+/// `consequence` is appended as is (`"; other primaries may have applied it"`), empty when a
+/// failure changes nothing elsewhere. A part that replied with something other than an error or the
+/// expected shape is reported as `unexpected reply`.
 pub(super) fn failure(name: &str, failed: &NodeReply, consequence: &str) -> Bytes {
     let why = match &failed.reply {
         Ok(reply) => error_text(reply).unwrap_or_else(|| "unexpected reply".to_string()),

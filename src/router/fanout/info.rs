@@ -1,5 +1,11 @@
 //! `INFO` through redcar: redcar's own `# Redcar` section, then every primary's INFO merged into
 //! one reply (how each section is combined: `info_merge`).
+//!
+//! The `# Redcar` section is built from figures the proxy keeps anyway (totals, the adopted map),
+//! so `INFO` costs the proxy no extra bookkeeping; its field names are part of what users see and
+//! must not change. A primary that fails or answers anything but a bulk string fails the whole INFO
+//! with its address, because a merged INFO silently missing a primary would under-count every
+//! summed field.
 
 use bytes::Bytes;
 
@@ -25,6 +31,8 @@ enum Wanted {
 }
 
 impl Wanted {
+    /// Section names are matched without regard to case, as Redis does; `INFO redcar redcar` is
+    /// still only redcar's own section, while `INFO redcar memory` asks the primaries too.
     fn of(sections: Args<'_>) -> Wanted {
         let named = |name: &str| {
             sections
@@ -83,6 +91,10 @@ impl<'r> Fanout<'r> {
     }
 
     /// `# Redcar`: the proxy itself and the slot map it routes by, from values it keeps anyway.
+    ///
+    /// Every field is a plain `name:value` line in Redis's format so INFO parsers in client
+    /// libraries read it like any other section. With no map adopted yet, `cluster_state` is
+    /// `unknown` and the counts are 0.
     fn redcar_section(self) -> String {
         let totals = self.fwd.core.metrics.totals();
         let topology = self.fwd.core.cluster.topology();

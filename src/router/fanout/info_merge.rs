@@ -39,14 +39,19 @@ const LARGEST: &[&str] = &[
 
 /// One primary's INFO text, with the address it came from.
 pub(super) struct NodeInfo<'a> {
+    /// The primary's address, named in the `redcar_source` line of per-node sections.
     pub(crate) addr: &'a str,
+    /// The INFO bulk string as text (lossily decoded: INFO is ASCII in practice).
     pub(crate) text: &'a str,
 }
 
 /// One `# Name` section: its header name and its `field:value` lines (a line without `:` keeps
 /// its text as the field and `None` as the value).
 struct Section<'a> {
+    /// The header as the node wrote it (`Memory`); sections are matched by name without regard to
+    /// case.
     name: &'a str,
+    /// In the order the node listed them; duplicates are kept as they came.
     lines: Vec<(&'a str, Option<&'a str>)>,
 }
 
@@ -78,6 +83,8 @@ pub(super) fn merge_info(nodes: &[NodeInfo<'_>], own: Option<&str>) -> String {
     out.join("\r\n")
 }
 
+/// Splits one node's INFO text into its sections. Blank lines separate sections in Redis's output
+/// and are dropped; a trailing `\r` is stripped from every line.
 fn parse(text: &str) -> Vec<Section<'_>> {
     let mut sections: Vec<Section> = Vec::new();
     for line in text.lines().map(|l| l.trim_end_matches('\r')) {
@@ -107,6 +114,11 @@ fn parse(text: &str) -> Vec<Section<'_>> {
     sections
 }
 
+/// One merged section: summed sections (see `SUMMED`) add up their fields over every primary that
+/// has the section; any other section is the first primary's, with `redis_version` lowered to the
+/// oldest in `server`. Every section but the list-shaped ones opens with a `redcar_source` line
+/// saying which it is, so nobody mistakes one primary's `role` for the cluster's. `primaries` is
+/// how many were asked, for the `1 of N` note.
 fn merge_section(name: &str, found: &[(&str, &Section)], primaries: usize) -> String {
     let lower = name.to_ascii_lowercase();
     let summed = SUMMED.contains(&lower.as_str());

@@ -1,5 +1,11 @@
 //! Merging the per-primary replies of a fan-out command into the client's reply; any failed part
 //! becomes an error naming its node.
+//!
+//! The first failed part wins: its node's error, or the transport failure, is what the client sees,
+//! so one bad primary cannot hide behind the others' good answers. Writes that go to every primary
+//! (FLUSH, SCRIPT LOAD, broadcasts) say in the error that other primaries may already have applied
+//! them, because nothing here can undo that. SCAN, RANDOMKEY, SLOWLOG and INFO have merges of their
+//! own and never reach [`merge`].
 
 use bytes::{Bytes, BytesMut};
 
@@ -11,6 +17,10 @@ use crate::router::replies::{array_items, bulk, encode_array, encode_bulk, integ
 use crate::router::reply::redcar_error;
 
 /// The client's reply for `kind` from every primary's reply.
+///
+/// `name` is the display name used in errors (`SCRIPT LOAD`, `PUBSUB NUMSUB`); `replies` holds one
+/// entry per primary asked, in the order they were asked. Never fails itself: an unmergeable set of
+/// replies becomes an error reply.
 pub(super) fn merge(kind: FanOut, name: &str, replies: &[NodeReply]) -> Bytes {
     let consequence = match kind {
         FanOut::Flush => "; other primaries may have been flushed",
@@ -43,6 +53,7 @@ fn bodies(replies: &[NodeReply]) -> impl Iterator<Item = (&NodeReply, &Bytes)> {
         .filter_map(|r| r.reply.as_ref().ok().map(|b| (r, b)))
 }
 
+/// An error naming the node whose reply was not the shape the merge expects.
 fn unexpected(name: &str, part: &NodeReply) -> Bytes {
     failure(name, part, "")
 }
@@ -119,6 +130,11 @@ pub(super) fn agree_among(name: &str, nodes: &str, replies: &[NodeReply]) -> Res
 }
 
 /// SCAN: the node's `[cursor, keys]` with the node cursor replaced by the client cursor.
+///
+/// `at` is the client's cursor as decoded and `shards` the number of primaries it was made for.
+/// When the node's cursor comes back 0 the scan moves to the next primary; the last primary's 0
+/// ends the scan with client cursor 0. A node cursor too large to fit the encoding is an error
+/// rather than a wrapped value, which would restart the scan somewhere else.
 pub(super) fn scan_reply(at: ScanCursor, shards: usize, part: &NodeReply) -> Bytes {
     let bad = || failure("SCAN", part, "");
     let Ok(reply) = &part.reply else {

@@ -6,6 +6,13 @@
 //! FUNCTION), `pubsub_merge` (PUBSUB), `info` with `info_merge` (INFO) and `slowlog` (SLOWLOG);
 //! SCAN walks the primaries with `scan_cursor`; allowed node administration goes to every node,
 //! replicas too (`node_admin`).
+//!
+//! What holds for every fan-out: all parts are queued on the client's lane before the call returns,
+//! so they keep their place among the client's other commands; a part that fails or times out (the
+//! shared op timeout, one deadline for all parts) turns the whole reply into an error naming that
+//! node, with a note when other primaries may already have applied a write (FLUSH, SCRIPT LOAD,
+//! broadcasts). Nothing here retries: a fan-out is not idempotent in general, and the client sees
+//! exactly what each node said.
 
 mod gather;
 mod info;
@@ -44,6 +51,7 @@ pub(crate) struct Fanout<'r> {
 }
 
 impl<'r> Fanout<'r> {
+    /// Cheap (a borrow); made per command by the forwarder when a plan needs more than one request.
     pub(in crate::router) fn new(fwd: &'r Forwarder) -> Fanout<'r> {
         Fanout { fwd }
     }
@@ -89,6 +97,10 @@ impl<'r> Fanout<'r> {
     }
 
     /// The primaries of the current map, sorted by address (the SCAN cursor's shard order).
+    ///
+    /// Deduplicated by address, so a node two shards name is asked once. Fails with a redcar
+    /// error the client sees when no map has been adopted yet or it has no primary: a fan-out
+    /// over no node would answer an empty merge that looks like a real, empty keyspace.
     pub(super) fn primaries(self) -> Result<Vec<Arc<Node>>, Bytes> {
         let topology = self.fwd.core.cluster.topology().ok_or_else(|| {
             redcar_error("no cluster topology known yet (are the seed nodes reachable?)")
@@ -107,6 +119,11 @@ impl<'r> Fanout<'r> {
     }
 
     /// SCAN: the cursor names the primary and its own cursor (see `scan_cursor`).
+    ///
+    /// A malformed cursor is the client's error (`ERR invalid cursor`, as Redis says). A cursor
+    /// whose fingerprint does not match the current primaries is refused rather than guessed at:
+    /// resuming on a different set of primaries could skip or repeat whole nodes. The node's reply
+    /// is awaited within one op timeout.
     fn start_scan(self, request: &Request, primaries: &[Arc<Node>], lane: Lane) -> Call<'r> {
         let args = request.args();
         let Some(cursor) = args.get(1).and_then(parse_u64) else {
@@ -146,6 +163,11 @@ impl<'r> Fanout<'r> {
     }
 
     /// RANDOMKEY: primaries in random order until one has a key.
+    ///
+    /// Keeps the first node's request in flight while shuffling, then asks the rest one at a time
+    /// (not all at once: most keyspaces answer at the first node). A nil from every node is a nil
+    /// for the client; an error is reported only if no node had a key, naming the first node that
+    /// failed.
     fn start_random_key(
         self,
         request: &Request,
@@ -188,6 +210,7 @@ fn is_container(kind: FanOut) -> bool {
     )
 }
 
+/// A SCAN cursor as the client sent it: decimal digits only, no sign; anything else is refused.
 fn parse_u64(text: &[u8]) -> Option<u64> {
     std::str::from_utf8(text).ok()?.parse().ok()
 }

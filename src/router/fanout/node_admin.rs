@@ -111,6 +111,12 @@ pub(crate) fn validate(names: &[String]) -> Result<(), String> {
 
 impl<'r> Fanout<'r> {
     /// Sends an allowed node-administration command to every node and merges the replies.
+    ///
+    /// The command is queued on every node before this returns. Any node's error or transport
+    /// failure fails the whole reply (naming the node, and saying it was sent to every node,
+    /// because the others may have applied it); when all succeed but disagree, the error names the
+    /// first node that differs. Refusal of commands not listed in `router.allow_node_admin` happens
+    /// before this, in the plan.
     pub(in crate::router) fn start_node_admin(self, request: &Request, lane: Lane) -> Call<'r> {
         let nodes = match self.every_node() {
             Ok(nodes) => nodes,
@@ -132,6 +138,9 @@ impl<'r> Fanout<'r> {
     }
 
     /// Every primary and replica of the current map, sorted by address.
+    ///
+    /// Deduplicated by address like the primaries of a fan-out, so a node two shards name is
+    /// asked once; fails like them when no map has been adopted yet.
     fn every_node(self) -> Result<Vec<Arc<Node>>, Bytes> {
         let topology = self.fwd.core.cluster.topology().ok_or_else(|| {
             redcar_error("no cluster topology known yet (are the seed nodes reachable?)")

@@ -1,5 +1,11 @@
 //! PUBSUB CHANNELS / NUMSUB / NUMPAT / SHARDCHANNELS / SHARDNUMSUB over every primary: each node
 //! knows only the subscriptions of its own clients, so the answers are merged.
+//!
+//! The merge follows the subcommand: NUMPAT sums one integer per node, NUMSUB sums the counts per
+//! channel (each node lists the channels in the order asked, so the lists must match exactly),
+//! CHANNELS and SHARDCHANNELS take the union in first-seen order. Any part that is not the shape
+//! Redis sends becomes an error naming its node rather than a silently short answer. Counts
+//! saturate instead of overflowing.
 
 use std::collections::HashSet;
 
@@ -10,6 +16,9 @@ use crate::protocol::write_integer;
 use crate::router::replies::{array_items, encode_array, integer};
 
 /// `name` is the display name (`PUBSUB NUMSUB`), which says how to merge.
+///
+/// `replies` are the parts that reached a node; failed parts were turned into an error by the
+/// caller (`merge`) before this runs, so only well-formed bodies are expected here.
 pub(super) fn merge_pubsub(name: &str, replies: &[NodeReply]) -> Result<Bytes, Bytes> {
     let bodies = replies
         .iter()
@@ -40,6 +49,9 @@ pub(super) fn merge_pubsub(name: &str, replies: &[NodeReply]) -> Result<Bytes, B
 }
 
 /// NUMSUB: `[channel, count, …]` in the order asked, the same from every node; counts summed.
+///
+/// Fails (naming the node) when a node lists different channels, or a different count of them, than
+/// the first node did: the counts could not be matched up.
 fn sum_counts<'a>(
     name: &str,
     bodies: impl Iterator<Item = (&'a NodeReply, &'a Bytes)>,

@@ -4,6 +4,11 @@
 //! redcar's entries look like Redis's (`id`, `timestamp`, `duration µs`, `args`, `client`,
 //! `client name`); their arguments are the command and its first key, and their client name is
 //! `redcar@<node>` so they can be told apart and traced to the node.
+//!
+//! What holds: `SLOWLOG RESET` clears every primary's log and redcar's own; `LEN` is the sum of all
+//! of them; `GET count` merges all entries newest first and cuts to `count` (10 when absent,
+//! everything when negative, as in Redis). A node that fails or answers an error fails the whole
+//! command with its address, since a merged log missing one node would look complete.
 
 use std::sync::Arc;
 
@@ -21,6 +26,8 @@ use crate::upstream::Node;
 const DEFAULT_COUNT: usize = 10;
 
 impl<'r> Fanout<'r> {
+    /// Served for every SLOWLOG subcommand the command table lets through (GET, LEN, RESET); a
+    /// count that is not an integer is refused before any node is asked.
     pub(super) fn start_slowlog(
         self,
         request: &Request,
@@ -79,6 +86,8 @@ impl<'r> Fanout<'r> {
     }
 }
 
+/// `SLOWLOG LEN`: every node's length plus redcar's own (`own`); a node's non-integer reply counts
+/// as 0.
 fn len_reply(frames: &[Frame], own: usize) -> Bytes {
     let nodes: i64 = frames.iter().filter_map(Frame::as_integer).sum();
     Frame::Integer(nodes + own as i64).to_bytes()
@@ -102,6 +111,8 @@ fn get_reply(frames: Vec<Frame>, own: &[SlowEntry], count: usize) -> Bytes {
     out.freeze()
 }
 
+/// An entry's Unix timestamp (its second field), or 0 for an entry not in Redis's shape, which then
+/// sorts last.
 fn timestamp(entry: &Frame) -> i64 {
     entry
         .as_array()

@@ -1,6 +1,14 @@
 //! One forwarded command as the session holds it: a cheap handle on the fast path (queued on a
 //! node, waiting for its reply) that turns into a boxed future only when the reply asks for more
 //! work (MOVED, ASK, retry).
+//!
+//! Why not just a boxed future: most commands are answered by the first node they are sent to, and
+//! boxing a future per command costs an allocation and an indirect call on the hottest path. So a
+//! call starts as plain data (the node, the reply handle, the command) and only becomes a boxed
+//! future when the first reply asks for more. What holds: a call resolves exactly once, to the
+//! bytes the client gets; a call whose deadline passed is resolved by [`Call::expire`] with a
+//! timeout error naming the node, and its reply, if it still comes, is dropped (an inboxed call
+//! tells the inbox to forget its number).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,9 +26,11 @@ use crate::upstream::{Inbox, Node, Queued};
 
 /// The future of one command's reply. Resolves to the bytes to send to the client.
 pub(crate) struct Call<'r> {
+    /// Where the call is in its life; it only moves forward (first attempt, then slow, then done).
     state: CallState<'r>,
 }
 
+/// The stages of a call.
 enum CallState<'r> {
     /// Known already (local answers, refusals); `None` once taken.
     Ready(Option<Bytes>),
@@ -28,9 +38,12 @@ enum CallState<'r> {
     /// `primary`: `node` was its shard's primary when picked (see [`Call::replica_miss`]).
     Sent {
         forwarder: &'r Forwarder,
+        /// Where the payload was queued (named in timeouts and the slow log).
         node: Arc<Node>,
         primary: bool,
+        /// The reply channel of the queued payload.
         reply: Queued,
+        /// The command, kept for a retry or a redirect (payload, slot, deadline).
         command: ForwardedCommand,
     },
     /// Queued on `node`, its reply going to the session's [`Inbox`] as number `seq`: the
@@ -74,6 +87,8 @@ impl<'r> Call<'r> {
         }
     }
 
+    /// For the session's own commands: the reply comes through its inbox, one lock per read for all
+    /// of the session's replies instead of a channel per command.
     pub(super) fn inboxed(
         forwarder: &'r Forwarder,
         node: Arc<Node>,
@@ -92,6 +107,8 @@ impl<'r> Call<'r> {
         }
     }
 
+    /// Any work that needs more than one step (fan-outs, transactions, scripts, a first attempt
+    /// that asked for more). Boxed once; cheap next to what such calls do anyway.
     pub(crate) fn slow(future: impl Future<Output = Bytes> + Send + 'r) -> Call<'r> {
         Call {
             state: CallState::Slow(Box::pin(future)),
@@ -196,6 +213,8 @@ impl<'r> Call<'r> {
     }
 
     /// The reply if it is here now (nothing is woken later).
+    ///
+    /// Never registers a waker: for a session checking, after a read, which replies are already in.
     pub(crate) fn try_now(&mut self, inbox: Option<&mut Inbox>) -> Option<Bytes> {
         match self.poll_inner(&mut Context::from_waker(Waker::noop()), inbox, false) {
             Poll::Ready(reply) => Some(reply),

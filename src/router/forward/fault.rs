@@ -42,25 +42,34 @@ pub(crate) struct FaultRule {
 
 /// The rules, prepared once at start-up.
 pub(in crate::router) struct Faults {
+    /// In config order; the first that matches and fires decides.
     rules: Box<[PreparedRule]>,
+    /// `faults_injected{kind="delay"}`.
     delays: Counter,
+    /// `faults_injected{kind="error"}`.
     errors: Counter,
 }
 
 /// What a rule that fired does to one command. Owned (a `Bytes` clone), so the command does not
 /// borrow the rules, which a reload may replace while it runs.
 pub(in crate::router) struct Picked {
+    /// Held back this long before the reply reaches the client.
     pub(super) delay: Duration,
+    /// Sent instead of the command's reply; the command is then not sent at all.
     pub(super) error: Option<Bytes>,
 }
 
 /// A prepared rule: upper-case names, the error already encoded.
 struct PreparedRule {
+    /// Only commands sent to this node (`host:port`); `None` for any node.
     node: Option<Box<str>>,
+    /// Only these commands, upper-case; empty for every command.
     commands: Box<[Box<[u8]>]>,
     /// `percentage / 100`.
     share: f64,
+    /// As [`Picked::delay`].
     delay: Duration,
+    /// As [`Picked::error`], already encoded as a RESP error.
     error: Option<Bytes>,
 }
 

@@ -1,5 +1,14 @@
 //! After the fast path: a command's redirects (MOVED, ASK, a replica's miss confirmed by the
 //! primary) and retries, until its final reply or its deadline.
+//!
+//! What holds: a write is retried only when it provably did not run (never sent, or refused
+//! before running: TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, NOREPLICAS, READONLY); a write
+//! lost with its connection is answered with an error saying it may have run, never sent again.
+//! Redirects (MOVED, ASK) and a primary's confirmation of a replica's miss are not retries: they
+//! spend no budget and wait no pause, but are capped by `router.max_redirects` per attempt, so a
+//! cluster bouncing a slot back and forth cannot hold a command until its deadline. Every retry
+//! spends from the shared retry budget, so a failing cluster sees at most a fixed share of extra
+//! traffic.
 
 use std::sync::Arc;
 
@@ -59,6 +68,9 @@ impl Forwarder {
 
     /// One more attempt of `command` at `target`, by its deadline: the node and its outcome,
     /// or the client's reply when no node can be found or the node does not answer in time.
+    ///
+    /// A node that does not answer by the deadline ends the command with a timeout error naming the
+    /// node: the deadline is the client's, and nothing after it could still help.
     #[inline]
     async fn attempt(
         &self,
@@ -148,6 +160,10 @@ impl Forwarder {
 
     /// MOVED: the slot has a new owner, which the map will learn at the next refresh; this
     /// command goes there now.
+    ///
+    /// Counts the redirect (by target) and notes it on the cluster state, where every
+    /// `redirect_refresh_threshold`-th MOVED asks for the map; any migration mark on the slot is
+    /// wound down, since its owner changed for good.
     #[inline]
     fn follow_moved(&self, command: &ForwardedCommand, addr: &str) -> AttemptTarget {
         self.core.redirects.redirect("moved", addr);
@@ -163,6 +179,9 @@ impl Forwarder {
     }
 
     /// ASK: the slot is migrating and this key is already on the target, asked with ASKING.
+    ///
+    /// Counts the redirect and marks the slot as migrating (reads of it then go to its
+    /// primary); no refresh is asked for: an ASK does not change the slot's owner.
     #[inline]
     fn follow_ask(&self, command: &ForwardedCommand, addr: &str) -> AttemptTarget {
         self.core.redirects.redirect("ask", addr);
@@ -224,8 +243,10 @@ enum Next {
 /// The hops one attempt of `finish` has taken besides retries.
 #[derive(Default)]
 struct Hops {
+    /// Reset after every retry.
     /// Redirects followed since the last retry.
     redirects: usize,
+    /// At most one confirmation per command: the primary's answer is final.
     /// A replica's nil was already sent to the primary to confirm.
     miss_checked: bool,
 }

@@ -3,6 +3,14 @@
 //! for a map that has an owner when there is none. Among replicas the less loaded of two picked
 //! at random (power of two choices over outstanding requests × latency EWMA): never LIFO, never
 //! sticky.
+//!
+//! Who calls it: every attempt of a forwarded command asks `candidate` (or `candidate_by` on the
+//! fast path) once, and retries ask again with the nodes already tried, so a retry moves on to
+//! another node when there is one. What holds: a write only ever goes to its slot's primary; an
+//! ejected node is never picked while any other candidate is usable, and when none is, the client
+//! gets an error listing each node's state at once (failing fast) rather than waiting out the
+//! deadline. Only a missing owner (no map yet, or a slot no shard serves) is waited for, by asking
+//! for a refresh and waiting on the map's version until the command's deadline.
 
 use std::sync::Arc;
 
@@ -19,6 +27,9 @@ use crate::upstream::{Lane, Node};
 impl Forwarder {
     /// The node for an attempt at `slot`: the primary for writes, by read policy for reads,
     /// preferring nodes not in `tried`; never an ejected one.
+    ///
+    /// `target` is the route's backend (`None`: the catch-all), whose own read policy, if set,
+    /// overrides the global one.
     pub(in crate::router) fn candidate(
         &self,
         target: &Option<Arc<RouteTarget>>,
@@ -79,6 +90,10 @@ impl Forwarder {
     }
 
     /// Why no node of `shard` may serve the command (all candidates ejected).
+    ///
+    /// Lists every node of the shard with its state (ejected with the time to its next health
+    /// check, or up), so an operator reading the client's error sees why at once; the error is a
+    /// redcar error, not a Redis one, because no node said it.
     fn unusable(&self, slot: u16, shard: &Shard, write: bool) -> Bytes {
         let what = if write {
             "this write".to_string()
@@ -133,6 +148,12 @@ impl Forwarder {
     }
 
     /// [`resolve`](Self::resolve) for one command: by read policy for reads, avoiding `tried`.
+    ///
+    /// Loops while no node owns the slot: each round asks for a refresh and waits until the map
+    /// changes or the deadline passes. On the deadline the client gets CLUSTERDOWN for a keyed
+    /// command (as Redis would answer for an unserved slot) or a redcar error for a keyless one,
+    /// with the refresher's last failure when there is no map at all. The returned flag is whether
+    /// the node must be sent ASKING first (only ever true for a redirect's target).
     pub(super) async fn resolve_for(
         &self,
         target: &AttemptTarget,
@@ -238,6 +259,10 @@ pub(in crate::router) fn was_tried(node: &Node, tried: &[Arc<Node>]) -> bool {
 
 /// Power of two choices among the usable (not ejected, `keep`) nodes of `nodes` plus `extra`:
 /// two distinct candidates at random, the one with the lower load score wins. No allocation.
+///
+/// `extra` is a further candidate outside `nodes` (the primary, under `read_policy: any`). The load
+/// score weighs outstanding requests by latency, so a slow replica loses even with few requests in
+/// flight. With one usable node it is returned without drawing; with none, `None`.
 fn least_loaded<'s>(
     nodes: &'s [Arc<Node>],
     extra: Option<&'s Arc<Node>>,

@@ -34,7 +34,10 @@ pub(in crate::router) async fn pause_before_retry(
 
 /// Why the last attempt failed, turned into the client's reply when retries run out.
 pub(super) enum RetryCause {
+    /// The node answered an error worth a retry (TRYAGAIN, CLUSTERDOWN, ...): the client gets it as
+    /// is.
     Reply(Bytes),
+    /// No reply: the connection failed or the command was not sent.
     Upstream(UpstreamError),
 }
 

@@ -34,17 +34,23 @@ impl Default for RetryBudgetConfig {
 }
 
 pub(in crate::router) struct RetryBudget {
+    /// The current and previous window's counts; locked once per retry, never per plain command.
     window: Mutex<BudgetWindow>,
 }
 
 struct BudgetWindow {
     /// Under the same mutex as the counts, so a reload can change it (`set_config`).
     config: RetryBudgetConfig,
+    /// When the current window began.
     started: Instant,
     /// The request counter's value when this window started.
     requests_at_start: u64,
+    /// Retries spent in the current window.
     retries: u64,
+    /// Requests sent in the previous window: with the current one's, the traffic the budget is a
+    /// share of.
     previous_requests: u64,
+    /// Retries spent in the previous window.
     previous_retries: u64,
 }
 

@@ -1,5 +1,11 @@
 //! A command on the keys of one route (`routes:`): forwarded to the route's backend, with a
 //! copy to the route's mirror when it wants one.
+//!
+//! What holds: the mirror copy never affects the client: it is sent after the command itself is
+//! queued, its reply is read and dropped (only counted), its failures are counted as mirror errors
+//! and never retried, and when the mirror is over its in-flight bound the copy is dropped rather
+//! than queued. A blocking command is never mirrored (it would hold up the mirror's shared
+//! connection); that case does not reach this file.
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -34,6 +40,9 @@ impl Forwarder {
     }
 
     /// Sends a copy to the route's mirror when it wants this command.
+    ///
+    /// `write` decides whether a mirror that copies writes only wants it; the copy goes on the
+    /// client's lane, so it keeps the client's order on the mirror backend too.
     pub(in crate::router) fn mirror(
         &self,
         route: &Route,

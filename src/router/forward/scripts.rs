@@ -1,5 +1,11 @@
 //! NOSCRIPT healing: remembers Lua scripts seen in EVAL and SCRIPT LOAD (bounded), and when an
 //! EVALSHA gets `-NOSCRIPT` from a node, loads the script there and retries once.
+//!
+//! Why healing is needed behind a proxy: a client loads a script once and then calls it by hash,
+//! but redcar may send that EVALSHA to any primary (whichever owns the keys), and after a failover
+//! or a slot move the node that runs it may never have seen the script. Only scripts redcar itself
+//! saw in an EVAL or SCRIPT LOAD can be healed; the cache is bounded (oldest out first) and shared
+//! by every client, since a sha1 names the same body for everyone.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -19,12 +25,17 @@ const CAPACITY: usize = 1024;
 /// sha1 (lowercase hex) → script body, bounded to [`CAPACITY`] entries.
 #[derive(Default)]
 pub(in crate::router) struct ScriptCache {
+    /// One lock for the whole cache: it is taken on EVAL and SCRIPT LOAD and on a NOSCRIPT, never
+    /// on the plain command path.
     inner: Mutex<Known>,
 }
 
 #[derive(Default)]
 struct Known {
+    /// sha1 (lowercase hex) → the script's body.
     bodies: HashMap<String, Bytes>,
+    /// The sha1s in the order they were first remembered, oldest first: what goes when the cache is
+    /// full.
     order: VecDeque<String>,
 }
 
@@ -35,6 +46,10 @@ pub(super) fn sha1_hex(body: &[u8]) -> String {
 
 impl ScriptCache {
     /// Remembers `body` under its sha1.
+    ///
+    /// A body already known keeps its place (the order is of first sight, not of use). Called for
+    /// every EVAL and SCRIPT LOAD, before they are forwarded, so an EVALSHA later in the pipeline
+    /// can be healed.
     pub(crate) fn remember(&self, body: &Bytes) {
         let sha = sha1_hex(body);
         let mut known = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -79,6 +94,9 @@ impl Forwarder {
     }
 
     /// EVAL / EVAL_RO: remember the script, then forward as usual.
+    ///
+    /// `write` is what the plan decided for the command; it decides whether the script may be
+    /// sent to a replica and whether it may be sent again after a lost connection.
     pub(in crate::router) fn start_eval(
         &self,
         request: &Request,

@@ -1,6 +1,14 @@
 //! The [`Planner`]'s part for `routes:`: planning a command against the route table. Keys of one route: the ordinary plan, made on the
 //! forwarded keys (prefix removed when the route says so) and tied to the route's backend. Keys
 //! of several routes: split by (route, slot) when the command can be split, refused otherwise.
+//!
+//! Runs only when `routes:` are configured, after the ordinary plan was made as if for the
+//! catch-all backend, so a deployment without routes pays nothing for them. What holds: every key
+//! of a routed command goes to the backend its route names; keys that match no route stay with the
+//! catch-all; a command whose keys span backends is split when its merge allows it and refused with
+//! CROSSSLOT otherwise (never sent whole to one backend, which would read or write keys in the
+//! wrong place). With `strip_prefix`, the backend sees the keys without the route's prefix, and a
+//! key that is nothing but the prefix is refused.
 
 use std::sync::Arc;
 
@@ -16,6 +24,8 @@ use crate::router::reply::{error_with_prefix, redcar_error};
 use crate::router::routes::forwarded_key_bytes;
 use crate::router::{split, Plan, Planner, Route};
 
+/// Whether two keys' routes are the same route (by identity: two routes with equal settings are
+/// still two backends' worth of keys), or both no route (the catch-all).
 fn same_route(a: Option<&Arc<Route>>, b: Option<&Arc<Route>>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -189,6 +199,8 @@ fn wrap(spec: &CommandSpec, route: Arc<Route>, plan: Plan, payload: Option<Bytes
     }
 }
 
+/// The refusal for a key equal to its route's prefix: stripping it would send an empty key, which
+/// would be a different key on the backend than the client meant.
 fn empty_key(route: &Route, key: &[u8]) -> Bytes {
     redcar_error(format_args!(
         "key '{}' is only the prefix of route {} (strip_prefix would leave an empty key)",

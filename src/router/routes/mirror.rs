@@ -12,17 +12,20 @@ use crate::upstream::Lane;
 
 /// `routes[].mirror`, ready to use.
 pub(crate) struct Mirror {
+    /// The backend the copies go to.
     pub(crate) target: Arc<RouteTarget>,
     /// 0 to 100.
     percent: u64,
     /// Copy reads as well as writes.
     reads: bool,
+    /// Copies awaiting a reply at most; past it copies are dropped (counted) rather than queued.
     max_in_flight: usize,
     /// Copies awaiting a reply, shared with their watcher tasks (the bound on what a slow
     /// mirror can hold).
     in_flight: Arc<AtomicUsize>,
     /// Commands seen; picks which are copied without a random number per command.
     seen: AtomicU64,
+    /// Copies sent, failed and dropped.
     counters: MirrorCounters,
 }
 

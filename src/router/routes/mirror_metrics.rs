@@ -8,6 +8,7 @@ use prometheus_client::registry::Registry;
 
 use crate::metrics::MetricGroup;
 
+/// `backend`: the mirror backend's configured name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendLabel {
     backend: String,
@@ -17,16 +18,22 @@ struct BackendLabel {
 /// command only does atomic adds.
 #[derive(Default)]
 pub(crate) struct MirrorMetrics {
+    /// `mirror_sent{backend}`.
     sent: Family<BackendLabel, Counter>,
+    /// `mirror_errors{backend}`.
     errors: Family<BackendLabel, Counter>,
+    /// `mirror_dropped{backend}`.
     dropped: Family<BackendLabel, Counter>,
 }
 
 /// One mirror backend's counters.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MirrorCounters {
+    /// Copies queued on the mirror backend.
     pub(crate) sent: Counter,
+    /// Copies that failed or timed out; the client never sees them.
     pub(crate) errors: Counter,
+    /// Copies not sent (no map, no usable node, or over the mirror's in-flight bound).
     pub(crate) dropped: Counter,
 }
 

@@ -22,6 +22,7 @@ use crate::cluster::ClusterState;
 pub(crate) struct RouteTarget {
     /// The backend's name (errors, metrics).
     pub(crate) backend: Arc<str>,
+    /// The backend's slot map and refresh requests.
     pub(crate) state: Arc<ClusterState>,
     /// `routes[].read_policy`; `None`: `router.read_policy`.
     pub(crate) read_policy: Option<ReadPolicy>,
@@ -32,17 +33,22 @@ pub(crate) struct RouteTarget {
 
 /// One entry of `routes:`, ready to use.
 pub(crate) struct Route {
+    /// The key prefix the route matches (folded to lower case when `routes_ignore_case`).
     pub(crate) prefix: Box<[u8]>,
     /// `strip_prefix`: keys lose `prefix` before forwarding.
     pub(crate) strip: bool,
+    /// The backend the route's keys go to.
     pub(crate) target: Arc<RouteTarget>,
+    /// A copy of some of the route's commands to another backend, if configured.
     pub(crate) mirror: Option<Mirror>,
 }
 
 /// All routes, matched longest prefix first.
 #[derive(Default)]
 pub(crate) struct RouteTable {
+    /// The routes, as configured.
     routes: Vec<Arc<Route>>,
+    /// Finds the longest prefix that matches a key without trying every route.
     matcher: PrefixMatcher,
 }
 

@@ -1,5 +1,11 @@
 //! Waiting for a split's batches: the client's session is woken once, when the last batch's
 //! reply is in (or at the deadline), not once per batch.
+//!
+//! What holds: the gather's count is raised before each batch's reply is first polled and lowered
+//! exactly once per batch (at that poll if the reply was in, else by the reply's wake), plus one
+//! count held while registering, so the session is woken exactly once and never before every batch
+//! has either answered or the deadline passed. A gather is reused only when nothing else holds it
+//! (`Arc::get_mut`), so a late reply's waker can never count into a later split's gather.
 
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
@@ -18,7 +24,10 @@ use crate::upstream::{Node, Reply};
 
 /// The parts queued on one node together.
 pub(super) struct Batch {
+    /// The node the batch went to: where a part that asks for more (a redirect, a retry) is
+    /// reported from.
     pub(super) node: Arc<Node>,
+    /// The batch's one reply, carrying every part's frame back to back.
     pub(super) reply: Reply,
     /// The batch's parts, in the order sent, as a range of the split's sending order.
     pub(super) parts: Range<usize>,
@@ -29,6 +38,7 @@ pub(super) struct Batch {
 struct Gather {
     /// Batches not in yet, plus one while the waiting task is still registering them.
     pending: AtomicUsize,
+    /// The session's task, woken once the count reaches zero.
     task: AtomicWaker,
 }
 
@@ -39,6 +49,9 @@ thread_local! {
 }
 
 /// Gathers a thread keeps for reuse.
+///
+/// Past this many pooled gathers a finished one is dropped, so a burst of splits does not keep
+/// memory for good.
 const POOLED_GATHERS: usize = 64;
 
 impl Gather {
@@ -79,6 +92,8 @@ impl Wake for Gather {
         self.wake_by_ref();
     }
 
+    /// Counts one batch in; the last one wakes the session. Safe from any thread: the count is
+    /// atomic and the waker is an `AtomicWaker`.
     fn wake_by_ref(self: &Arc<Self>) {
         if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.task.wake();
@@ -145,6 +160,9 @@ pub(super) async fn gather(
 /// Takes the replies that are in. A reply is polled again only once it has woken the
 /// [`Gather`] (or at the deadline, when a later wake no longer matters): each batch wakes it
 /// exactly once.
+///
+/// `cx` carries the gather's waker, so polling a reply here does not re-register the session's own
+/// waker with it.
 fn collect(batches: &mut [Batch], outcomes: &mut [Option<Outcome>], cx: &mut Context<'_>) {
     for (batch, outcome) in batches.iter_mut().zip(outcomes) {
         if outcome.is_none() {

@@ -26,6 +26,7 @@ use crate::router::Route;
 /// borrows, and merges their replies (`send`).
 #[derive(Clone, Copy)]
 pub(in crate::router) struct Splitter<'r> {
+    /// The forwarder the parts are sent through.
     fwd: &'r Forwarder,
 }
 
@@ -44,12 +45,16 @@ const INLINE_KEYS: usize = 16;
 /// ([`Split::encode`]), so each node's parts are one slice of it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Split {
+    /// How the parts' replies become the client's reply (MGET's array, MSET's `+OK`, DEL's sum...).
     merge: SplitMerge,
     /// The command's name as the client sent it (for error messages).
     command: Bytes,
+    /// Whether the command writes: a write's parts go to primaries and are never sent again once
+    /// they may have run.
     pub(super) write: bool,
     /// Each key's argument index in the client's command, in the client's key order.
     key_args: SmallVec<[usize; INLINE_KEYS]>,
+    /// One part per slot, in order of each slot's first key.
     pub(super) parts: SmallVec<[Part; INLINE_KEYS]>,
     /// Each part's key positions (in the client's key order), part after part.
     positions: SmallVec<[usize; INLINE_KEYS]>,
@@ -62,6 +67,7 @@ pub(crate) struct Split {
 pub(super) struct Part {
     /// The route whose backend serves this part; `None`: the catch-all backend.
     pub(crate) route: Option<Arc<Route>>,
+    /// The slot every key of the part hashes to.
     pub(crate) slot: u16,
     /// This part's command in [`Split::payload`] (once encoded).
     pub(crate) bytes: Range<usize>,
@@ -74,8 +80,11 @@ pub(super) struct Part {
 /// slots from here instead of hashing those keys again.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Hashed {
+    /// How many leading keys are in `first`.
     pub(crate) same: usize,
+    /// The slot of the first `same` keys.
     pub(crate) first: u16,
+    /// The slot of the key after them.
     pub(crate) next: u16,
 }
 

@@ -23,7 +23,9 @@ use crate::upstream::Node;
 
 /// A part that leaves the batches: a route's part, or one whose node is unusable right now.
 struct Alone<'r> {
+    /// The part's index in the split.
     part: usize,
+    /// The part sent on its own, through the single-command path.
     call: Call<'r>,
 }
 
@@ -39,6 +41,7 @@ type Retry = (usize, Arc<Node>, Outcome);
 /// Each part's reply as a frame of one of `held`: the batches' replies are cut into their
 /// parts' frames without copying them or counting references per part.
 struct PartReplies {
+    /// The batches' replies, kept whole; the parts' frames are ranges of them.
     held: SmallVec<[Bytes; 4]>,
     /// Per part: the index of its reply in `held`, and its frame there.
     frames: SmallVec<[(usize, Range<usize>); 16]>,

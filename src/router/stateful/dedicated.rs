@@ -1,6 +1,13 @@
 //! Commands that need a connection of their own: blocking commands (BLPOP, XREAD BLOCK …) and
 //! WATCH, which leaves state on the connection until EXEC, DISCARD or UNWATCH. They borrow a
 //! connection from the bounded dedicated pool; a shared pipelined connection never carries them.
+//!
+//! What holds: a connection goes back to the pool only clean, meaning its last reply was read and
+//! nothing is left on it (no WATCH, no blocked command); any other ending (a timeout, an error, the
+//! client gone) drops the connection, which is also how the node learns to unblock or unwatch. A
+//! WATCH stays pinned to one slot of one backend for the life of the transaction, because the node
+//! that holds the watch is the only one that can honour it; keys of another slot or backend are
+//! refused with CROSSSLOT instead of silently watching on a second node.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +25,10 @@ use crate::router::reply::{error_with_prefix, redcar_error};
 use crate::router::{RouteTarget, Stateful};
 use crate::upstream::{Dedicated, ASKING};
 
+/// Sent to end a watch before the connection is given back.
 const UNWATCH: &[u8] = b"*1\r\n$7\r\nUNWATCH\r\n";
+/// EXEC's reply when a watched key changed; also what redcar answers when a watched transaction
+/// cannot run because its slot moved (nothing ran, and the client retries).
 const NIL_ARRAY: &[u8] = b"*-1\r\n";
 
 /// A client's WATCH: the dedicated connection that holds it and the slot watched. The session
@@ -27,13 +37,17 @@ const NIL_ARRAY: &[u8] = b"*-1\r\n";
 #[derive(Clone, Default)]
 pub(crate) struct WatchedConn(Arc<Mutex<Option<Pinned>>>);
 
+/// What a client's WATCH holds between commands.
 struct Pinned {
+    /// The slot of the watched keys; every later WATCH and the EXEC must use it.
     slot: u16,
     /// A prefix route's backend (`None`: the catch-all backend).
     backend: Option<Arc<RouteTarget>>,
+    /// The connection the watch lives on, lent until EXEC, DISCARD or UNWATCH.
     conn: Dedicated,
 }
 
+/// Two backends are the same only if they are the same route target (by identity).
 fn same_backend(a: &Option<Arc<RouteTarget>>, b: &Option<Arc<RouteTarget>>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -235,6 +249,9 @@ impl<'r> Stateful<'r> {
     }
 
     /// Borrows a dedicated connection to `addr` speaking `protocol` (subscriptions).
+    ///
+    /// Used by subscriptions, which keep the connection for as long as they last. Fails with the
+    /// pool's error as the client's reply (`dedicated.exhausted`, or the connect failing).
     pub(crate) async fn lend(
         self,
         addr: &Arc<str>,
@@ -263,6 +280,9 @@ impl<'r> Stateful<'r> {
     }
 
     /// Asks for a fresh slot map (a shard channel's slot moved).
+    ///
+    /// Called by the subscription side, which notices moved shard channels itself; the refresh runs
+    /// in the background.
     pub(crate) fn request_refresh(self) {
         self.fwd.core.cluster.request_refresh();
     }
@@ -388,6 +408,9 @@ async fn request_patiently(
 }
 
 /// Drops the `+OK` of a leading ASKING.
+///
+/// The ASKING frame is always complete here (the caller read both frames); if it cannot be
+/// measured, the reply is returned as it is.
 fn skip_first_frame(mut replies: Bytes) -> Bytes {
     if let Ok(Some(len)) = reply_frame_len(&replies, &Limits::default()) {
         replies.advance(len);

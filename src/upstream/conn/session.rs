@@ -1,6 +1,15 @@
 //! An established node connection: writes queued commands in batches, hands each reply frame to
 //! the command waiting at the front of the in-flight queue, and tells what was in flight when the
 //! connection fails.
+//!
+//! The loop favours reading (`biased`): replies free in-flight room and their waiters, and a
+//! node that answers must never wait on redcar's writes. What holds: at most
+//! `upstream.max_in_flight_per_connection` commands are in flight on the connection (more wait
+//! in its queue until replies make room); a batch waits for company at most
+//! `upstream.flush_interval`; the buffers return to their normal size once a large value has
+//! passed, so one 100 MB reply does not pin 100 MB for the connection's life. A session ends `Ok`
+//! only when its queue closed and nothing is owed, or after `upstream.idle_timeout` with nothing
+//! in flight; any other end is an error that fails what was in flight.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +30,7 @@ use super::super::wire::{
 
 /// The state of one established connection.
 pub(super) struct Session {
+    /// The node, for logs.
     addr: Arc<str>,
     /// What is in flight, and where each reply goes.
     wire: Wire,
@@ -33,6 +43,7 @@ pub(super) struct Session {
 }
 
 impl Session {
+    /// One per established connection, so no state of a failed connection survives into the next.
     pub(super) fn new(context: &NodeContext) -> Session {
         Session {
             addr: context.addr.clone(),

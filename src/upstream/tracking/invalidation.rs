@@ -1,6 +1,17 @@
 //! A node's invalidation connection: RESP3, asks its own `CLIENT ID` (the tracked lanes'
 //! REDIRECT target), then reads `invalidate` pushes until it breaks; reconnects with back-off
 //! while the node's lanes exist.
+//!
+//! Why one connection of its own per node: Redis delivers a tracked connection's invalidations
+//! either inline (RESP3 pushes mixed into its replies) or to another connection named by
+//! `REDIRECT`. redcar's tracked lanes carry many clients' commands, so their invalidations go to
+//! this one connection, which does nothing but read them and hand each key to the feed, which
+//! finds the clients that read it. What holds: while this connection is down its published id is
+//! `None`, and a tracked lane that connects meanwhile wakes it and waits for an id before turning
+//! tracking on (failing its connect if none comes in time), so no lane tracks into the void; when
+//! it comes back after a loss, the lanes are pointed at the new id and every tracking client is
+//! told to flush, because invalidations may have been missed in between. With the heartbeat on,
+//! a node that leaves 64 pings in a row unanswered is given up as stuck.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -141,8 +152,11 @@ where
 
 /// A connected invalidation connection's side of things.
 struct Listening<'a> {
+    /// Parse limits for the pushes (a key in an invalidation is as big as a key can be).
     limits: &'a Limits,
+    /// The node, for logs and the feed.
     addr: &'a Arc<str>,
+    /// Where invalidations go: the process-wide feed, which knows who tracks what.
     feed: &'a TrackingFeed,
     /// The BCAST prefixes the node confirmed (see `Node::bcast_registered`).
     registered: &'a watch::Sender<Vec<Bytes>>,
@@ -245,6 +259,9 @@ impl Listening<'_> {
 /// New prefixes are added to those in force; one that would overlap a registered one (Redis
 /// refuses overlaps) makes the registration start again: `off`, then `on` with all of `want`,
 /// pipelined, so no write runs in between. The last item: how many replies the node owes.
+///
+/// Registrations are pipelined on this connection, which carries nothing else after its
+/// handshake, so the replies can be matched to them by order.
 fn bcast_commands(registered: &[Bytes], want: &[Bytes]) -> Option<(Bytes, Vec<Bytes>, usize)> {
     let new: Vec<&Bytes> = want
         .iter()
@@ -276,6 +293,8 @@ fn bcast_commands(registered: &[Bytes], want: &[Bytes]) -> Option<(Bytes, Vec<By
 }
 
 /// The next complete frame, reading as needed.
+///
+/// Used only during the handshake (`CLIENT SETNAME`, `CLIENT ID`), before any push can arrive.
 async fn next_frame<S>(
     stream: &mut S,
     input: &mut BytesMut,
@@ -344,6 +363,10 @@ async fn redirect_lanes(lanes: &Weak<[TrackedLane; 4]>, id: u64) {
 
 /// The keys of an `invalidate` push (`>2 $10 invalidate *N $.. ..`): `Some(None)` for the null
 /// one (the node flushed, or cannot tell which keys), `None` when `frame` is not one.
+///
+/// Pushes other than `invalidate` (none are expected here) are `None` and ignored by the caller.
+/// The key count is trusted only as far as the bytes go: a count larger than the frame is `None`,
+/// not an allocation of that size.
 fn parse_invalidation(frame: &[u8]) -> Option<Option<Vec<Bytes>>> {
     let (2, at) = header_value(frame, b'>')? else {
         return None;

@@ -18,15 +18,21 @@ use super::model::{ClusterSnapshot, Finding, NodeData, Severity};
 /// One check: its stable id (used in JSON and docs/doctor.md), what "nothing found" means, and
 /// the function that looks.
 pub(crate) struct Check {
+    /// Stable across releases: scripts match findings by it.
     pub(crate) id: &'static str,
+    /// The summary reported when the check finds nothing.
     pub(crate) ok: &'static str,
+    /// What the check looks at, and the function that looks.
     pub(crate) run: Run,
 }
 
 /// The shape of a check function: most look at one node at a time.
 pub(crate) enum Run {
+    /// Looks at the whole snapshot (topology, coverage, balance).
     Cluster(fn(&ClusterSnapshot) -> Vec<Finding>),
+    /// Looks at one node at a time; at most one finding each.
     Node(fn(&NodeData) -> Option<Finding>),
+    /// Looks at one node at a time; any number of findings each.
     NodeMany(fn(&NodeData) -> Vec<Finding>),
 }
 

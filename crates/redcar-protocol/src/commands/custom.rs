@@ -1,6 +1,13 @@
 //! Commands declared in the configuration (`custom_commands`): module commands on servers too old
 //! to describe their keys in `COMMAND`, routed by a first/last/step key range like Redis's legacy
 //! key positions.
+//!
+//! What holds once [`validate`] passed: every declared name is new (not a built-in command, not
+//! declared twice, one word without `|`), every command has at least one key (a keyless command
+//! would have no node to go to), and the arity covers the declared keys. A custom command is served
+//! like a keyed built-in of the same shape: routed by the slot of its keys, refused as CROSSSLOT
+//! when they span slots, and, unless `write: false`, never sent again once it may have reached a
+//! node.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,15 +39,19 @@ pub struct CustomCommand {
     pub(crate) arity: Option<i32>,
 }
 
+/// Serde's default for `key_step`: one key after another.
 fn one() -> i32 {
     1
 }
 
+/// Serde's default for `write`: a command is assumed to write unless declared otherwise, the safe
+/// side for retries.
 fn yes() -> bool {
     true
 }
 
 impl CustomCommand {
+    /// The last key's index as declared, or `first_key` when only one key is declared.
     fn last(&self) -> i32 {
         self.last_key.unwrap_or(self.first_key)
     }
@@ -52,6 +63,11 @@ impl CustomCommand {
 
     /// The spec the router uses, as the legacy first/last/step become a Redis 7 range key spec
     /// (what Redis itself does in `populateCommandLegacyRangeSpec`).
+    ///
+    /// Leaks the lowercase name once per call: called when the command table is built (start-up and
+    /// reload), not per command. A write is flagged `write` with `RW`/`update` key access, a read
+    /// `readonly` with `RO`/`access`, so the router's read policy and retry rules apply to it like
+    /// to a built-in command.
     pub fn spec(&self) -> CommandSpec {
         let (command_flags, key_access) = if self.write {
             (flags::WRITE, key_flags::RW | key_flags::UPDATE)
@@ -86,6 +102,8 @@ impl CustomCommand {
 
 /// Checks every declared command; the message names the offending key, e.g.
 /// `custom_commands[1].key_step`.
+///
+/// Stops at the first problem, as the rest of config validation does.
 pub fn validate(commands: &[CustomCommand]) -> Result<(), String> {
     for (i, command) in commands.iter().enumerate() {
         let key = |field: &str| format!("`custom_commands[{i}].{field}`");

@@ -1,4 +1,10 @@
 //! Rendering the command table as the markdown reference in docs/commands.md.
+//!
+//! Why generated: docs/commands.md must say how every command of the table is served, and a
+//! hand-kept list drifts the first time the policy changes. A test renders this text and compares
+//! it with the file (`REDCAR_BLESS=1` rewrites it), so a change in policy that is not reflected in
+//! the docs fails the build. The output is deterministic: commands in table order, subcommands
+//! after their container, flags in bit order.
 
 use std::fmt::Write as _;
 
@@ -19,6 +25,8 @@ pub(crate) fn render_markdown() -> String {
     out
 }
 
+/// The page's title, the counts per way of serving (from the same policy the router uses, so they
+/// cannot disagree) and the table's header row.
 fn header(out: &mut String) {
     let rows = COMMANDS
         .iter()
@@ -61,6 +69,8 @@ fn header(out: &mut String) {
     );
 }
 
+/// One table row: the name as users type it (`CLIENT SETNAME`), arity, flags, keys and how it is
+/// served, with the policy's reason for a refusal.
 fn row(out: &mut String, spec: &CommandSpec) {
     let name = spec.name.replace('|', " ").to_ascii_uppercase();
     let flags: Vec<&str> = names_of(spec::flags::NAMES, spec.flags).collect();
@@ -86,6 +96,9 @@ fn row(out: &mut String, spec: &CommandSpec) {
     );
 }
 
+/// `yes` when the key specs find every key; `channel` when the only "key" is a shard channel;
+/// `incomplete` when the specs may miss keys (or there are none for a command flagged
+/// `movablekeys`); `no` for keyless commands.
 fn keys_summary(spec: &CommandSpec) -> &'static str {
     let all = spec.key_specs.iter().fold(0, |acc, ks| acc | ks.flags);
     let unknown = spec

@@ -2,6 +2,12 @@
 //!
 //! Mirrors Redis' `getKeysUsingKeySpecs` (db.c) so redcar routes by exactly the
 //! arguments Redis itself hashes, but never panics on short or malformed input.
+//!
+//! Called on the command path for every keyed command (the router plans by the slot of the indices
+//! found), so the common case, one key at a fixed index, is a branch and a bounds check with no
+//! loop. What holds: indices are always within `args` and never 0 (the name); on any error `out` is
+//! exactly as it was, so a caller can retry with another selection; an `INCOMPLETE` or unknown spec
+//! is reported as [`KeyScan::Incomplete`] rather than guessed at.
 
 use super::spec::{key_flags, BeginSearch, CommandSpec, FindKeys, KeySpec};
 use crate::protocol::Args;
@@ -29,11 +35,14 @@ pub enum KeyError {
 /// Which specs to follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Select {
+    /// Real keys only: what `key_indices` reports.
     Keys,
+    /// Keys and shard channels (`not_key` specs): what decides the slot.
     Both,
 }
 
 impl Select {
+    /// Whether this selection follows `spec`.
     fn wants(self, spec: &KeySpec) -> bool {
         let not_key = spec.flags & key_flags::NOT_KEY != 0;
         match self {
@@ -65,6 +74,8 @@ pub fn routing_indices(
     scan(spec, args, out, Select::Both)
 }
 
+/// The shared walk over `spec`'s key specs in Redis's order; the result is `Incomplete` if any
+/// followed spec is.
 fn scan(
     spec: &CommandSpec,
     args: Args<'_>,

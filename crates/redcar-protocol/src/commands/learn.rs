@@ -2,6 +2,13 @@
 //!
 //! The wire decoder lives elsewhere; callers convert its frames into [`InfoValue`] so
 //! this module stays independent of the protocol types.
+//!
+//! What holds: a spec is built all or nothing. Every parse step returns `Option`, and any field
+//! missing or of the wrong shape makes the whole entry (with its subcommands) unlearnable rather
+//! than half-learned, because a spec with wrong key positions would route a module command's keys
+//! to the wrong node. Unknown flag, category or key-spec names are ignored (a newer server may add
+//! some), and unknown begin/find types become `Unknown`, which the router treats as "keys not
+//! known" instead of guessing. Only a complete spec is leaked into `'static`.
 
 use bytes::Bytes;
 
@@ -25,6 +32,7 @@ pub enum InfoValue {
 }
 
 impl InfoValue {
+    /// A string holding a decimal integer is read as one too.
     fn as_int(&self) -> Option<i64> {
         match self {
             InfoValue::Int(n) => Some(*n),
@@ -33,10 +41,13 @@ impl InfoValue {
         }
     }
 
+    /// As [`InfoValue::as_int`], refused outside the `i32` range Redis uses for arity and
+    /// positions.
     fn as_i32(&self) -> Option<i32> {
         i32::try_from(self.as_int()?).ok()
     }
 
+    /// Only strings, and only valid UTF-8 (command names, field names and tips always are).
     fn as_str(&self) -> Option<&str> {
         match self {
             InfoValue::Str(s) => std::str::from_utf8(s).ok(),
@@ -44,6 +55,7 @@ impl InfoValue {
         }
     }
 
+    /// Arrays, sets and maps (already flattened by the caller).
     fn as_array(&self) -> Option<&[InfoValue]> {
         match self {
             InfoValue::Array(items) => Some(items),
@@ -79,22 +91,34 @@ impl InfoValue {
 /// Owned form of a spec being learned; leaked only once it parsed completely.
 #[derive(Debug)]
 pub(crate) struct Learned {
+    /// Lowercase, as Redis reports it; subcommands as `container|sub`.
     name: String,
+    /// Redis arity: positive is exact, negative is a minimum.
     arity: i32,
+    /// Bits of [`spec::flags`].
     flags: u32,
+    /// Bits of [`spec::acl`].
     acl_categories: u32,
+    /// Sorted, as in the generated table.
     tips: Vec<String>,
+    /// In Redis's order.
     key_specs: Vec<LearnedKeySpec>,
+    /// Each learned the same way, recursively.
     subcommands: Vec<Learned>,
 }
 
+/// A key spec as learned, before its keyword is leaked.
 #[derive(Debug)]
 struct LearnedKeySpec {
+    /// Bits of [`spec::key_flags`].
     flags: u32,
+    /// Where the search starts.
     begin: LearnedBegin,
+    /// How keys are found.
     find: FindKeys,
 }
 
+/// [`BeginSearch`] with an owned keyword.
 #[derive(Debug)]
 enum LearnedBegin {
     Index(i32),
@@ -142,10 +166,12 @@ pub(crate) fn parse_entry(entry: &InfoValue) -> Option<Learned> {
     })
 }
 
+/// All or nothing: one bad key spec makes the command unlearnable.
 fn parse_key_specs(specs: &InfoValue) -> Option<Vec<LearnedKeySpec>> {
     specs.as_array()?.iter().map(parse_key_spec).collect()
 }
 
+/// `flags` may be absent (no flags); `begin_search` and `find_keys` are required.
 fn parse_key_spec(ks: &InfoValue) -> Option<LearnedKeySpec> {
     let flags = ks
         .field("flags")
@@ -157,6 +183,7 @@ fn parse_key_spec(ks: &InfoValue) -> Option<LearnedKeySpec> {
     })
 }
 
+/// `type` is required; an `index` or `keyword` spec must carry its numbers.
 fn parse_begin(bs: &InfoValue) -> Option<LearnedBegin> {
     let spec = bs.field("spec");
     let int = |key: &str| spec.and_then(|s| s.field(key)).and_then(InfoValue::as_i32);
@@ -171,6 +198,7 @@ fn parse_begin(bs: &InfoValue) -> Option<LearnedBegin> {
     })
 }
 
+/// `type` is required; `range` and `keynum` must carry all their numbers.
 fn parse_find(fk: &InfoValue) -> Option<FindKeys> {
     let spec = fk.field("spec");
     let int = |key: &str| spec.and_then(|s| s.field(key)).and_then(InfoValue::as_i32);
@@ -190,6 +218,10 @@ fn parse_find(fk: &InfoValue) -> Option<FindKeys> {
 }
 
 /// Redis derives the same range spec from legacy first/last/step (`legacy_range_key_spec`).
+///
+/// `Some(None)` when the command has no keys (`first` 0); `None` when the fields are malformed. A
+/// negative `last` counts from the end and is kept as is; otherwise it becomes relative to `first`,
+/// as key specs are.
 fn legacy_key_spec(fields: &[InfoValue]) -> Option<Option<LearnedKeySpec>> {
     let first = fields.get(3)?.as_i32()?;
     let last = fields.get(4)?.as_i32()?;
@@ -215,6 +247,7 @@ pub(crate) fn leak(learned: Learned) -> &'static CommandSpec {
     Box::leak(Box::new(into_static(learned)))
 }
 
+/// Subcommands are sorted by name, because look-up binary-searches them.
 fn into_static(learned: Learned) -> CommandSpec {
     let mut subcommands: Vec<CommandSpec> =
         learned.subcommands.into_iter().map(into_static).collect();
@@ -241,6 +274,7 @@ fn into_static(learned: Learned) -> CommandSpec {
     }
 }
 
+/// [`LearnedBegin`] with its keyword leaked.
 fn static_begin(begin: LearnedBegin) -> BeginSearch {
     match begin {
         LearnedBegin::Index(i) => BeginSearch::Index(i),
@@ -255,6 +289,7 @@ fn static_begin(begin: LearnedBegin) -> BeginSearch {
     }
 }
 
+/// Leaks the string's buffer: learned specs live as long as the process (bounded by the table).
 fn leak_str(s: String) -> &'static str {
     s.leak()
 }

@@ -31,6 +31,7 @@ pub fn lookup(args: Args<'_>) -> Option<&'static CommandSpec> {
 /// Cloning is cheap: learned specs are `'static` references.
 #[derive(Debug, Clone, Default)]
 pub struct CommandTable {
+    /// Specs learned from nodes (module commands), by lowercase name; bounded by `MAX_LEARNED`.
     learned: HashMap<&'static str, &'static CommandSpec>,
 }
 
@@ -115,7 +116,9 @@ fn find_builtin(name: &str) -> Option<&'static CommandSpec> {
 
 /// Open-addressing hash table over [`COMMANDS`], built once: slots hold `index + 1` (0 = empty).
 struct BuiltinIndex {
+    /// A power of two long, mostly empty, so a probe ends quickly.
     slots: Vec<u16>,
+    /// `slots.len() - 1`: a hash modulo the table's size.
     mask: usize,
 }
 

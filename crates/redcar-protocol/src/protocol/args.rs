@@ -15,7 +15,9 @@ use bytes::Bytes;
 /// exceed `u32::MAX` (the parser refuses longer ones), so 32 bits hold any offset.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Span {
+    /// Offset of the argument's first byte in the request.
     start: u32,
+    /// The argument's length in bytes.
     len: u32,
 }
 
@@ -39,7 +41,9 @@ impl Span {
 /// The arguments of one request, the command name first: a borrowed, copyable view.
 #[derive(Clone, Copy)]
 pub struct Args<'r> {
+    /// The request's bytes, which every span points into.
     raw: &'r Bytes,
+    /// The arguments' places in `raw`, the name first.
     spans: &'r [Span],
 }
 
@@ -148,7 +152,9 @@ impl fmt::Debug for Args<'_> {
 /// The arguments of an [`Args`], in order.
 #[derive(Clone)]
 pub struct Iter<'r> {
+    /// As in [`Args`].
     raw: &'r Bytes,
+    /// The spans not yet handed out.
     spans: std::slice::Iter<'r, Span>,
 }
 

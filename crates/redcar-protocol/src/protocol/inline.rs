@@ -1,4 +1,11 @@
 //! Inline commands (`PING\r\n` typed into telnet), split with Redis's `sdssplitargs` quoting rules.
+//!
+//! Why match Redis byte for byte: a client that works against redis-server with inline commands
+//! (health checks, `redis-cli` piping, people typing into telnet) must get the same arguments
+//! through redcar, or the same line could mean two different commands. What holds: a line longer
+//! than `limits.max_inline_len` is refused whether or not its end has arrived yet, so a client
+//! cannot make redcar buffer an endless line; the outcome never depends on how the input was split
+//! across reads.
 
 use bytes::{Buf, BytesMut};
 use memchr::memchr;
@@ -10,6 +17,10 @@ use super::{Limits, ProtocolError, Request};
 ///
 /// The line ends at `\n`, with an optional `\r` before it. A line that splits into no
 /// arguments (empty or blank) is skipped, as Redis does.
+///
+/// Consumes the line (and its line ending) from `buf` only when it is complete; an incomplete line
+/// is left untouched for the next read. Unbalanced quotes are a protocol error, which closes the
+/// connection as in Redis.
 pub(crate) fn parse_inline(
     buf: &mut BytesMut,
     limits: &Limits,
@@ -65,6 +76,7 @@ pub(crate) fn split_args(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
     }
 }
 
+/// C's `isspace` in the "C" locale: space, `\t`, `\n`, `\v`, `\f`, `\r`.
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
 }
@@ -147,6 +159,8 @@ fn closing_quote(rest: &[u8], next: usize) -> Result<usize, ProtocolError> {
     }
 }
 
+/// The character a backslash escape inside double quotes stands for; anything not listed stands for
+/// itself.
 fn unescape(c: u8) -> u8 {
     match c {
         b'n' => b'\n',
@@ -158,6 +172,7 @@ fn unescape(c: u8) -> u8 {
     }
 }
 
+/// The value of one hexadecimal digit (the caller checked that it is one).
 fn hex_value(digit: u8) -> u8 {
     match digit {
         b'0'..=b'9' => digit - b'0',

@@ -19,7 +19,9 @@ use super::{Limits, ProtocolError};
 /// [`Request::args`]); the first is the command name as sent, not case-folded.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Request {
+    /// The command as RESP multibulk; forwarded to a node as is.
     raw: Bytes,
+    /// Each argument's place in `raw`, the name first; never pointing outside `raw`.
     spans: Spans,
 }
 
@@ -28,6 +30,7 @@ pub struct Request {
 /// the heap, which a session's request slot then keeps for the next ones.
 const INLINE_ARGS: usize = 8;
 
+/// The arguments' spans, inline for most commands.
 type Spans = SmallVec<[Span; INLINE_ARGS]>;
 
 impl Request {
@@ -98,6 +101,8 @@ impl Request {
         })
     }
 
+    /// Spans that do not fit in 32 bits are dropped, which cannot happen for the small requests
+    /// built here.
     fn from_ranges(raw: Bytes, ranges: Vec<Range<usize>>) -> Request {
         // Built requests are small (inline commands, tests): their spans fit in 32 bits.
         let spans = ranges

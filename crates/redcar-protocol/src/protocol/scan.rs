@@ -1,4 +1,12 @@
 //! Measuring one complete reply frame (RESP2 and RESP3) without allocating, for pass-through.
+//!
+//! Who calls it: every node connection, for every reply, to cut the reply off its read buffer and
+//! hand it on as a slice (no parse into a tree, no copy). What holds: a length is returned only for
+//! a frame that is complete and well-formed as far as its framing goes (headers parse, integers are
+//! integers, bulks end in CRLF), so what is handed on can always be parsed later by `Frame`; an
+//! incomplete frame is `None` however it was split across reads; nesting is bounded by
+//! `limits.max_depth` and bulk sizes by `limits.max_bulk_len`, so a corrupt or hostile stream fails
+//! the connection instead of exhausting the stack or memory.
 
 use super::line::{find_crlf, parse_i64, payload_end, read_header, LineEnd};
 use super::{Limits, ProtocolError};
@@ -30,6 +38,8 @@ pub fn header_value(buf: &[u8], kind: u8) -> Option<(i64, usize)> {
 }
 
 /// End of the frame starting at `pos`, which is inside `depth` aggregates.
+///
+/// `depth` is how many aggregates enclose `pos`; past `limits.max_depth` the frame is refused.
 pub(crate) fn frame_end(
     buf: &[u8],
     mut pos: usize,
@@ -76,6 +86,9 @@ fn integer_end(buf: &[u8], pos: usize) -> Result<Option<usize>, ProtocolError> {
     }
 }
 
+/// A bulk, verbatim or blob error: the header's length, then that many bytes and CRLF. `$-1`
+/// (RESP2's null) is a whole frame by itself; a length above `limits.max_bulk_len` is refused
+/// before waiting for the bytes.
 fn blob_end(buf: &[u8], pos: usize, limits: &Limits) -> Result<Option<usize>, ProtocolError> {
     use ProtocolError::InvalidBulkLength;
     let Some((len, start)) =

@@ -55,8 +55,11 @@ pub(crate) const MOVED_FROM_WORKERS: usize = u64::BITS as usize;
 
 /// The writes one WAIT covers, and how that WAIT ended.
 pub(super) struct Covered {
+    /// The groups of slots the WAIT asked about.
     groups: Groups,
+    /// It asked every primary (a write whose slots were not noted came before it).
     everywhere: bool,
+    /// How it ended, set by the WAIT itself.
     end: Settle,
 }
 
