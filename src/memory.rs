@@ -9,15 +9,15 @@
 //! of RSS per client behind, nearly all of it free in mimalloc's pages (the heap
 //! still in use was 1.5 KB per client under massif). Collected when they went idle: 3.4 KB.
 //!
-//! So a session whose client goes idle or leaves asks for the memory back ([`give_back`]): the
+//! So a session whose client goes idle or leaves asks for the memory back (`give_back`): the
 //! thread's heap is collected if that client moved a large value, or if code anywhere freed a
-//! buffer grown for one ([`large_freed`]: node connections, other threads) since this thread
+//! buffer grown for one (`large_freed`: node connections, other threads) since this thread
 //! last collected. Traffic without large values never pays for a collection; with them, a
 //! session collects at most once per busy spell that moved one.
 //!
 //! The collection itself is the allocator's business: the binary registers it
 //! ([`set_collector`], from `src/allocator.rs`, the one place allowed `unsafe`). Without one
-//! (tests, tools), [`give_back`] does nothing.
+//! (tests, tools), `give_back` does nothing.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

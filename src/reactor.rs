@@ -1,4 +1,4 @@
-//! How other threads reach a worker's event loop (`downstream::event_loop`): a [`Remote`] to
+//! How other threads reach a worker's event loop (`downstream::event_loop`): a `Remote` to
 //! wake one thing the loop owns (by its token) or to post it a message, and a [`std::task::Waker`]
 //! for futures the loop polls. A wake from the loop's own thread is a push onto a thread-local
 //! list, with no lock and no system call; from any other thread it takes the remote's lock and,

@@ -8,8 +8,8 @@
 //! - `legacy`: the older `read_only` / `allow` / `deny` rules.
 //! - `limits`: token buckets for commands and bytes, per user and per client; `tenant`: each
 //!   user's running state across reloads (connections, shared buckets) and unauthenticated
-//!   connections per address; `client`: a connection's side of them ([`Tenancy`]).
-//! - `metrics`: the per-user figures ([`TenantMetrics`]).
+//!   connections per address; `client`: a connection's side of them (`Tenancy`).
+//! - `metrics`: the per-user figures (`TenantMetrics`).
 //!
 //! With neither `requirepass` nor users configured, every client is the unrestricted default
 //! user and nothing here runs per command.

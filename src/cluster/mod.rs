@@ -1,6 +1,6 @@
 //! The cluster's shape: CRC16 hash slots, the immutable slot map, and the task that keeps it fresh.
 //!
-//! Readers get the current [`Topology`] snapshot without locking (`ArcSwap`); the refresher builds
+//! Readers get the current `Topology` snapshot without locking (`ArcSwap`); the refresher builds
 //! a complete new snapshot and swaps it in at once, so nobody sees half an update. It never
 //! adopts a map older than the current one (config epochs) and confirms surprising changes with a
 //! second node first (`safety`).

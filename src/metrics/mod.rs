@@ -2,20 +2,20 @@
 //! one interface the admin and the status page read them through.
 //!
 //! Each producing module defines its own group of series next to its code, as a type that
-//! implements [`MetricGroup`] (`upstream/metrics.rs`: per-node series and the dedicated pool;
+//! implements `MetricGroup` (`upstream/metrics.rs`: per-node series and the dedicated pool;
 //! `downstream/metrics.rs`: listeners, workers, client traffic and closes;
 //! `downstream/tracking/metrics.rs`: client-side caching; `cluster/metrics.rs`: refreshes,
 //! rejected maps, redirects; `router/metrics.rs`: retries, hedges, retry budget, faults;
 //! `router/routes/mirror_metrics.rs`: request mirroring; `near_cache/metrics.rs`;
 //! `admin/readiness.rs`: gauges set when scraped; `app/metrics.rs`: uptime, config reloads).
-//! `app` adds every group to the hub at start-up ([`Metrics::add`]), so every series is in
-//! `/metrics` from the first scrape; [`Metrics::group`] hands a group out (adding it the first
+//! `app` adds every group to the hub at start-up (`Metrics::add`), so every series is in
+//! `/metrics` from the first scrape; `Metrics::group` hands a group out (adding it the first
 //! time if start-up did not, as in unit tests). The hub knows groups only by type, so it sits
 //! below every producer in the layers (tests/layering.rs).
 //!
-//! Reading: the admin encodes `/metrics` with [`Metrics::encode`], reads a group's figures for
-//! the status page and `/topology` with [`Metrics::group`], and INFO's totals with
-//! [`Metrics::totals`] (each group adds its share, so a reader below the producers needs none of
+//! Reading: the admin encodes `/metrics` with `Metrics::encode`, reads a group's figures for
+//! the status page and `/topology` with `Metrics::group`, and INFO's totals with
+//! `Metrics::totals` (each group adds its share, so a reader below the producers needs none of
 //! their types).
 //!
 //! What stays here is what is shared: the per-command series (`command.rs`, recorded through a

@@ -5,7 +5,7 @@
 //! - A miss is read (from the node the read policy picks) on that node's **tracked lane**
 //!   (`upstream::tracking`), so the node remembers the key and pushes an invalidation to its
 //!   invalidation connection when the key changes; those reach the cache as an
-//!   [`InvalidationSink`].
+//!   `InvalidationSink`.
 //! - The fill is registered before the read is sent; an invalidation or a write arriving before
 //!   the reply cancels it (`store`), so a reply read before a change is never stored after it.
 //! - Writes through redcar drop the key before they are sent and keep it uncached until their

@@ -1,20 +1,20 @@
 //! Where a command goes and how it gets an answer: slot → node, MOVED/ASK, retries within the
 //! command's deadline.
 //!
-//! [`Router`] only owns the rooms and hands them out; each room is a small type with the methods
+//! `Router` only owns the rooms and hands them out; each room is a small type with the methods
 //! of one concern, in its own folder, over the shared `core` (slot map, node connections,
 //! metrics, the live `router:` settings):
-//! - [`Forwarder`] (`forward/`): one command to one node: MOVED/ASK, retries and their budget,
+//! - `Forwarder` (`forward/`): one command to one node: MOVED/ASK, retries and their budget,
 //!   hedged reads, NOSCRIPT healing, fault injection, a route's backend and its mirror. It owns
 //!   the core; every other path sends through it;
-//! - [`Planner`] (`plan/`): decides, before any I/O, what to do with one command; knows the
+//! - `Planner` (`plan/`): decides, before any I/O, what to do with one command; knows the
 //!   commands (built in, declared, learned from the cluster) and plans against the route table
 //!   (`routes/`: the table, prefix matching, mirroring);
-//! - [`Fanout`] (`fanout/`): starts the plans that take more than one request (`Plan::Compound`) and
+//! - `Fanout` (`fanout/`): starts the plans that take more than one request (`Plan::Compound`) and
 //!   serves keyless commands sent to every primary (or node), merging their replies;
 //! - `Splitter` (`split/`): a multi-key command whose keys span slots, split per slot and merged
 //!   back;
-//! - [`Stateful`] (`stateful/`): commands bound to the client's connection: transactions, WATCH,
+//! - `Stateful` (`stateful/`): commands bound to the client's connection: transactions, WATCH,
 //!   blocking commands, WAIT.
 //!
 //! `forward/resolve.rs` picks the node of a shard by read policy (a split part's too); `reply`

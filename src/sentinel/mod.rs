@@ -1,6 +1,6 @@
 //! Follows a Sentinel-managed primary and keeps it (with its replicas) as a one-shard topology.
 //!
-//! The router sees a [`ClusterState`] whose map gives all 16384 slots to the primary Sentinel
+//! The router sees a `ClusterState` whose map gives all 16384 slots to the primary Sentinel
 //! names, so pipelining, read policies, retries, health and metrics work unchanged. `follow`
 //! re-queries the sentinels every `query_interval`, at once on `+switch-master` (`watch`), and
 //! when the router asks for a refresh (e.g. after `-READONLY` from a demoted primary).

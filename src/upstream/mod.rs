@@ -1,6 +1,6 @@
 //! Persistent, pipelined connections to cluster nodes, shared by every client session.
 //!
-//! A [`Node`] owns a few long-lived connections to one address; each connection is a single task
+//! A `Node` owns a few long-lived connections to one address; each connection is a single task
 //! that coalesces queued requests into one write and matches replies in FIFO order. This module
 //! knows addresses, never slots: the router decides where a command goes. Every connection is
 //! plain TCP or, with `upstream.tls`, TLS (`stream`; the settings and handshake from the crate

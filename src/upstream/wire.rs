@@ -52,8 +52,8 @@ impl LoopSink for NoLoop {
 /// One reply frame at the front of a connection's input. The sink copies it ([`bytes`]) or
 /// keeps it without a copy ([`keep`]); either way it leaves the input when this is dropped.
 ///
-/// [`bytes`]: Frame::bytes
-/// [`keep`]: Frame::keep
+/// [`bytes`]: ReplyFrame::bytes
+/// [`keep`]: ReplyFrame::keep
 pub(crate) struct ReplyFrame<'a> {
     /// The connection's read buffer; the frame is its first `len` bytes.
     input: &'a mut BytesMut,

@@ -2,7 +2,7 @@
 //! that cost latency or availability (AOF fsync on every write, no replica, no memory limit...),
 //! each with its severity, nodes, explanation and fix. See docs/doctor.md.
 //!
-//! - [`client`]: a minimal RESP client with timeouts (reuses `protocol` for the wire format).
+//! - `client`: a minimal RESP client with timeouts (reuses `protocol` for the wire format).
 //! - `gather`: topology from the first reachable seed, then every node's INFO, CONFIG, etc.
 //! - `parse`: Redis replies → plain data; `model`: that data and the findings.
 //! - `checks`: one small pure function per check, unit-tested on canned INFO/CONFIG text.

@@ -5,9 +5,14 @@
 //!
 //! For example (Envoy, then redcar):
 //!
-//! ```yaml prefix_routes: routes: [{prefix: "user:", cluster: users, remove_prefix: true}]
-//! catch_all_route: {cluster: main} --- routes: [{prefix: "user:", backend: users, strip_prefix:
-//! true}] backends: {users: {kind: cluster, seeds: [...]}} ```
+//! ```yaml
+//! prefix_routes:
+//!   routes: [{prefix: "user:", cluster: users, remove_prefix: true}]
+//!   catch_all_route: {cluster: main}
+//! ---
+//! routes: [{prefix: "user:", backend: users, strip_prefix: true}]
+//! backends: {users: {kind: cluster, seeds: [...]}}
+//! ```
 //!
 //! `main` supplies `cluster.seeds` and `upstream.*`. Routes that only send keys where the catch-all
 //! sends them anyway are not written at all.

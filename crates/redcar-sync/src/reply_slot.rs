@@ -48,7 +48,7 @@ pub trait Pool: 'static {
     fn shared() -> &'static Mutex<Slots<Self::Value>>;
 }
 
-/// Declares `$name`, the [`Pool`](crate::reply_slot::Pool) of the reply slots that carry
+/// Declares `$name`, the [`Pool`] of the reply slots that carry
 /// `$value`: `redcar_sync::reply_pool!(pub(crate) Replies, Result<Bytes, MyError>);` and then
 /// `reply_slot::channel::<Replies>()`.
 #[cfg(not(loom))]
@@ -82,7 +82,7 @@ macro_rules! reply_pool {
     };
 }
 
-/// Declares `$name`, the [`Pool`](crate::reply_slot::Pool) of the reply slots that carry
+/// Declares `$name`, the [`Pool`] of the reply slots that carry
 /// `$value` (loom's statics, which live for one explored execution).
 #[cfg(loom)]
 #[macro_export]

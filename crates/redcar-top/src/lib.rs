@@ -1,10 +1,10 @@
 //! `redcar top`: a live terminal view of a running redcar, polled from its admin `/metrics`.
 //!
-//! - [`scrape`]: a minimal HTTP/1.1 GET and a parser of the Prometheus text format.
-//! - [`stats`]: counter deltas → rates, histogram bucket deltas → p50/p99, one [`Frame`].
-//! - [`render`]: a frame → text that fits the terminal width.
-//! - [`hotkeys`]: the hot-key and big-key panel, from `/hotkeys` (JSON).
-//! - [`users`]: the per-user table (configured users' `redcar_user_*` series).
+//! - `scrape`: a minimal HTTP/1.1 GET and a parser of the Prometheus text format.
+//! - `stats`: counter deltas → rates, histogram bucket deltas → p50/p99, one `Frame`.
+//! - `render`: a frame → text that fits the terminal width.
+//! - `hotkeys`: the hot-key and big-key panel, from `/hotkeys` (JSON).
+//! - `users`: the per-user table (configured users' `redcar_user_*` series).
 //!
 //! The first frame is shown at once, with rates averaged since start; later frames cover the last
 //! interval. `--once` takes two scrapes `interval` apart and prints one frame. A failed scrape

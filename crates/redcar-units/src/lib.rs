@@ -93,7 +93,7 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 /// serde adapter: `#[serde(with = "units::duration")]`.
-/// A YAML number is whole seconds; text goes through [`parse_duration`](super::parse_duration).
+/// A YAML number is whole seconds; text goes through [`parse_duration`].
 pub mod duration {
     use super::*;
 
@@ -114,7 +114,7 @@ pub mod duration {
 
 /// serde adapter for a duration that may be unset: `#[serde(with = "units::optional_duration")]`.
 /// A missing or `null` key is `None` (the feature's "unset", e.g. the OS default for TCP
-/// keepalive); otherwise as [`duration`](super::duration).
+/// keepalive); otherwise as [`duration`](mod@duration).
 pub mod optional_duration {
     use super::*;
 
@@ -137,7 +137,7 @@ pub mod optional_duration {
 }
 
 /// serde adapter: `#[serde(with = "units::size")]`.
-/// A YAML number is bytes; text goes through [`parse_size`](super::parse_size).
+/// A YAML number is bytes; text goes through `parse_size`.
 pub mod size {
     use super::*;
 

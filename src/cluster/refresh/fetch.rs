@@ -143,7 +143,7 @@ impl Refresher {
     }
 
     /// Asks the node the current map came from whether its view is still the one in `map`,
-    /// with `probe` (see [`Dialect::probe`]).
+    /// with `probe` (see [`Dialect::probe`](super::dialect::Dialect::probe)).
     ///
     /// Called by a refresh round when a check is due and a map is adopted: a `Changed` or `Failed` answer leads to
     /// a full fetch, `Unchanged` spares it. A digest script the node has not cached (`NOSCRIPT`) is

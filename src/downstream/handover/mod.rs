@@ -3,13 +3,13 @@
 //! on either session implementation's internals, and the two ends of its journey.
 //!
 //! - [`HandedOver`]: the record. Built at a safe point by [`HandedOver::from_parts`] from the
-//!   client's [`ClientState`], its facade endpoint, its age and the input bytes read but not yet
+//!   client's [`ClientState`](super::client_state::ClientState), its facade endpoint, its age and the input bytes read but not yet
 //!   parsed; [`encode`](HandedOver::encode) and [`decode`](HandedOver::decode) with a version
 //!   (`codec.rs`). The socket itself travels beside it (SCM_RIGHTS, `app::upgrade`).
 //! - `leave.rs`: the old process's side. While an upgrade hands clients over, a session at its
 //!   next safe point gives its record and socket to the [`Handover`] sink (one call; a plain
 //!   flag read per turn otherwise), or is closed and counted by reason when it cannot move.
-//! - `adopt.rs`: the new process's side, [`adopt`]: a session started from a record and a
+//! - `adopt.rs`: the new process's side, [`adopt`](fn@adopt): a session started from a record and a
 //!   socket, as if the client had always been here.
 //! - `release.rs`: the two-step crossing of a subscribed client, subscribed in the new process
 //!   before the old one lets go.

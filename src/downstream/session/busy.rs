@@ -4,7 +4,7 @@
 //!
 //! The busy spell is a small state machine ([`Spell`]): each turn starts the commands already
 //! buffered ([`Spell::start_commands`]), writes or decides to hold the replies
-//! ([`Spell::end_turn`]), then waits for one [`SpellEvent`] (spell_events.rs) and handles it.
+//! ([`Spell::end_turn`]), then waits for one [`SpellEvent`](super::spell_events::SpellEvent) and handles it.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;

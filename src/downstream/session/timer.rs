@@ -43,7 +43,7 @@ impl LazyTimer {
         std::future::poll_fn(|cx| self.poll_fired(cx)).await
     }
 
-    /// [`fired`](Self::fired) as a poll.
+    /// `fired` (built for tests only) as a poll.
     pub(super) fn poll_fired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match &mut self.0 {
             Some(sleep) => sleep.as_mut().poll(cx),

@@ -32,7 +32,7 @@ pub(crate) struct ClientTracking {
     /// redirected invalidations).
     pub(super) mode: Option<TrackingMode>,
     /// `CLIENT TRACKING on BCAST`'s reply, once every primary confirmed the prefixes (the
-    /// session runs it as its next call, see [`take_wait`]). In a mutex only to be `Sync`, as
+    /// session runs it as its next call, see [`take_wait`](super::take_wait)). In a mutex only to be `Sync`, as
     /// the session's state must be (never locked but to be taken out).
     pub(super) pending: Option<Mutex<Waiting>>,
     /// Set by `pending` when the nodes did not confirm: tracking is off for this session.

@@ -147,7 +147,7 @@ impl Forwarder {
         self.resolve_for(target, &command, &[]).await
     }
 
-    /// [`resolve`](Self::resolve) for one command: by read policy for reads, avoiding `tried`.
+    /// [`resolve_on`](Self::resolve_on) for one command: by read policy for reads, avoiding `tried`.
     ///
     /// Loops while no node owns the slot: each round asks for a refresh and waits until the map
     /// changes or the deadline passes. On the deadline the client gets CLUSTERDOWN for a keyed

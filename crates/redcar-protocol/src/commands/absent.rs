@@ -10,12 +10,12 @@
 //! What each read answers for an absent key was measured on a real redis-server, not written by
 //! hand: `absent_tests.rs` runs every read command of the table (`absent_samples.rs`) on absent
 //! keys, in RESP2 and RESP3, and for reads of several keys also with each key absent alone, and
-//! keeps each command's reply [`class`]es in the generated `absent_table.rs` (it fails when the
+//! keeps each command's reply `class`es in the generated `absent_table.rs` (it fails when the
 //! table and the node disagree; `REDCAR_WRITE_ABSENT=1` rewrites it). A reply no class describes
 //! (a script's, `SUNION`'s with one key moved) makes the command opaque: all its replies from a
-//! replica are confirmed ([`class::OPAQUE`], [`class::OPAQUE_WITH_KEYS`]).
+//! replica are confirmed (`class::OPAQUE`, `class::OPAQUE_WITH_KEYS`).
 //!
-//! Cost: [`may_be_absent`] looks at a reply's first bytes and lets through only nils, empty
+//! Cost: `may_be_absent` looks at a reply's first bytes and lets through only nils, empty
 //! strings, integers, aggregates, errors and `+none`; only those are matched against the command's
 //! classes ([`means_absent`]: the request's arguments found again in its bytes, one table lookup,
 //! then byte compares; aggregates are walked only for the classes about their items).
@@ -111,7 +111,7 @@ pub(crate) fn may_be_absent(reply: &[u8]) -> bool {
 }
 
 /// Whether `reply`, a node's answer to `request` (a command's whole encoding, as forwarded),
-/// says one of its keys does not exist, by the command's [`Absence`]. Runs [`may_be_absent`]
+/// says one of its keys does not exist, by the command's `Absence`. Runs `may_be_absent`
 /// first (and for a reply it stops, whether the command is one whose every reply counts, by
 /// its name's length and bytes), so it may be asked of any reply.
 pub fn means_absent(request: &Bytes, reply: &[u8]) -> bool {

@@ -107,7 +107,7 @@ impl CommandSpec {
 /// A name/bit pair: lets learning and docs translate Redis' words both ways.
 pub(crate) type Named = (&'static str, u32);
 
-/// Command flags, as reported in `COMMAND INFO` (names in [`flags::NAMES`]).
+/// Command flags, as reported in `COMMAND INFO` (names in `flags::NAMES`).
 pub mod flags {
     /// `write`: the command may modify data.
     pub const WRITE: u32 = 1 << 0;
@@ -256,7 +256,7 @@ pub mod acl {
     ];
 }
 
-/// Key-spec flags (`RO`, `access`, `not_key`, ...); names in [`key_flags::NAMES`].
+/// Key-spec flags (`RO`, `access`, `not_key`, ...); names in `key_flags::NAMES`.
 pub mod key_flags {
     /// `RO`: the key is only read.
     pub(crate) const RO: u32 = 1 << 0;
