@@ -1,7 +1,7 @@
 # redcar developer entry points. `make help` lists them.
 CARGO ?= cargo
 
-.PHONY: help all build deb demo test deny chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss bench-fleet bench-upgrade flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
+.PHONY: help all build deb demo test doc deny chaos fuzz bench bench-connections bench-crowd bench-connect-burst bench-nearcache bench-replica-miss bench-fleet bench-upgrade flamegraph fmt fmt-check clippy clean ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool status-screenshot
 
 all: build
 
@@ -13,10 +13,12 @@ help:
 	@echo "               failure drill (scripts/demo.sh; ~11 min on a fresh 2-core machine, nearly all the"
 	@echo "               build); DEMO_KEEP=1 keeps the cluster and the status page up until Ctrl-C"
 	@echo "make test    - what CI runs (~15-25 min): installers, fmt check, clippy -D warnings, then"
-	@echo "               cargo test --all-targets --no-fail-fast, cargo deny (if installed), fuzz"
-	@echo "               (10 s per target), the chaos selftest and two 30 s chaos soaks (plain, and"
-	@echo "               with the near cache on); every step runs even after a failure, summary at"
-	@echo "               the end (scripts/test-all.sh)"
+	@echo "               cargo test --all-targets --no-fail-fast, cargo doc (as make doc), cargo deny"
+	@echo "               (if installed), fuzz (10 s per target), the chaos selftest, two 30 s chaos soaks"
+	@echo "               (plain, and with the near cache on) and loom's model check of redcar-sync; every"
+	@echo "               step runs even after a failure, summary at the end (scripts/test-all.sh)"
+	@echo "make doc     - cargo doc --workspace --no-deps --document-private-items with warnings denied:"
+	@echo "               every intra-doc link must resolve (target/doc/redcar/index.html)"
 	@echo "make deny    - cargo-deny over the dependencies: licences, banned crates, sources, RustSec"
 	@echo "               advisories (deny.toml; installs cargo-deny into target/tools the first time,"
 	@echo "               a few minutes; make test runs the same check when it is installed)"
@@ -97,10 +99,15 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # The prerequisites stop at the first failure; then scripts/test-all.sh runs every test step
-# (cargo test --all-targets --no-fail-fast, cargo deny, fuzz, the chaos selftest, both soaks) even after one
-# fails, and ends with a summary of each step's result (exit 1 if any failed).
+# (cargo test --all-targets --no-fail-fast, cargo doc, cargo deny, fuzz, the chaos selftest, both soaks,
+# loom) even after one fails, and ends with a summary of each step's result (exit 1 if any failed).
 test: ensure-redis ensure-clients ensure-node-clients ensure-go-clients ensure-java-clients ensure-browser ensure-promtool fmt-check clippy
 	CARGO="$(CARGO)" CHAOS_PY="$(CHAOS_PY)" scripts/test-all.sh
+
+# The API docs, private items included, as `make test` checks them: a warning (a link to an item
+# that moved, or from a public item to a private one) fails the build.
+doc:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --document-private-items
 
 # cargo-deny (deny.toml, docs/dependencies.md); installs it into target/tools when missing.
 deny:

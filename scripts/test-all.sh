@@ -6,14 +6,17 @@
 #
 #   1. cargo test --workspace --all-targets --no-fail-fast   unit, integration and doc tests (~10-25 min),
 #      --features redcar/toolchain-tests         with the real client libraries, Chromium, promtool
-#   2. scripts/deny.sh                           scripts/dependencies.py (reasons, release age),
+#   2. cargo doc --workspace --no-deps           the API docs with private items, warnings denied
+#      --document-private-items                  (RUSTDOCFLAGS="-D warnings"): every intra-doc
+#                                                link resolves; under a minute
+#   3. scripts/deny.sh                           scripts/dependencies.py (reasons, release age),
 #                                                then cargo-deny (deny.toml) when it is installed
 #                                                (`make deny` installs it), else a note; seconds
-#   3. scripts/fuzz.sh                           the cargo-fuzz targets, 10 s each
-#   4. tools/chaos/selftest.py                   the chaos checker's own tests (seconds)
-#   5. tools/chaos/soak.py                       a 30 s chaos soak (CHAOS_SECONDS, CHAOS_SEED)
-#   6. tools/chaos/soak.py --near-cache          the same soak with the near cache on every key
-#   7. cargo test -p redcar-sync with --cfg loom loom's model check of the reply channels
+#   4. scripts/fuzz.sh                           the cargo-fuzz targets, 10 s each
+#   5. tools/chaos/selftest.py                   the chaos checker's own tests (seconds)
+#   6. tools/chaos/soak.py                       a 30 s chaos soak (CHAOS_SECONDS, CHAOS_SEED)
+#   7. tools/chaos/soak.py --near-cache          the same soak with the near cache on every key
+#   8. cargo test -p redcar-sync with --cfg loom loom's model check of the reply channels
 #                                                (crates/redcar-sync/tests/loom_*.rs): every
 #                                                interleaving of their threads up to
 #                                                LOOM_MAX_PREEMPTIONS (default 4) forced
@@ -51,6 +54,8 @@ step() {
 }
 
 step "cargo test" "$CARGO" test --workspace --all-targets --features redcar/toolchain-tests --no-fail-fast
+step "cargo doc" env RUSTDOCFLAGS="-D warnings" "$CARGO" doc --workspace --no-deps \
+    --document-private-items
 step "cargo deny" scripts/deny.sh
 step "fuzz" scripts/fuzz.sh
 step "chaos selftest" "$CHAOS_PY" tools/chaos/selftest.py
