@@ -59,6 +59,7 @@ impl ReplyTo {
 }
 
 /// Length of the first `count` complete reply frames in `input`, or `None` until all are there.
+#[inline]
 pub(super) fn frames_len(
     input: &[u8],
     count: u32,

@@ -225,6 +225,7 @@ pub(in crate::router) fn policy_for(
 /// The node for the next attempt, or `None` when every candidate is ejected. `tried` holds the
 /// nodes that already failed this command: an untried candidate comes first, so a retry lands
 /// on another replica, then the primary, and only then on a node that failed before.
+#[inline]
 pub(in crate::router) fn pick<'s>(
     shard: &'s Shard,
     policy: ReadPolicy,

@@ -63,6 +63,7 @@ fn worker_for(lane: Lane, workers: usize) -> Option<usize> {
 /// lane always maps to one connection: its commands keep their order. A session that moves to
 /// another worker (with nothing in flight) takes that worker's connection from then on; its WAIT
 /// also asks the connections of the workers it wrote from (`router::stateful::wait`).
+#[inline]
 fn connection_for(lane: usize, total: usize, workers: usize, worker: Option<usize>) -> usize {
     match worker {
         Some(worker) if worker < total && workers > 1 => {
