@@ -9,9 +9,9 @@
 #   2. cargo doc --workspace --no-deps           the API docs with private items, warnings denied
 #      --document-private-items                  (RUSTDOCFLAGS="-D warnings"): every intra-doc
 #                                                link resolves; under a minute
-#   3. scripts/deny.sh                           scripts/dependencies.py (reasons, release age),
-#                                                then cargo-deny (deny.toml) when it is installed
-#                                                (`make deny` installs it), else a note; seconds
+#   3. scripts/deny.sh --install                 scripts/dependencies.py (reasons, release age),
+#                                                then cargo-deny (deny.toml), installed into
+#                                                target/tools the first time (~2-3 min, once)
 #   4. scripts/fuzz.sh                           the cargo-fuzz targets, 10 s each
 #   5. tools/chaos/selftest.py                   the chaos checker's own tests (seconds)
 #   6. tools/chaos/soak.py                       a 30 s chaos soak (CHAOS_SECONDS, CHAOS_SEED)
@@ -56,7 +56,7 @@ step() {
 step "cargo test" "$CARGO" test --workspace --all-targets --features redcar/toolchain-tests --no-fail-fast
 step "cargo doc" env RUSTDOCFLAGS="-D warnings" "$CARGO" doc --workspace --no-deps \
     --document-private-items
-step "cargo deny" scripts/deny.sh
+step "cargo deny" scripts/deny.sh --install
 step "fuzz" scripts/fuzz.sh
 step "chaos selftest" "$CHAOS_PY" tools/chaos/selftest.py
 step "chaos soak" "$CHAOS_PY" tools/chaos/soak.py --seconds "$chaos_seconds" \
