@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 
+use super::described::{describe, keyed_note};
 use super::policy::{self, Serve};
 use super::spec::{self, key_flags, BeginSearch, CommandSpec, FindKeys};
 use super::table::{COMMANDS, REDIS_VERSION};
@@ -75,7 +76,7 @@ fn row(out: &mut String, spec: &CommandSpec) {
     let name = spec.name.replace('|', " ").to_ascii_uppercase();
     let flags: Vec<&str> = names_of(spec::flags::NAMES, spec.flags).collect();
     let served = match policy::serve(spec) {
-        Serve::Keyed => match policy::keyed_note(spec) {
+        Serve::Keyed => match keyed_note(spec) {
             Some(note) => format!("keyed; {note}"),
             None => "keyed".to_owned(),
         },
@@ -83,7 +84,7 @@ fn row(out: &mut String, spec: &CommandSpec) {
         Serve::AnyNode => "any node".to_owned(),
         Serve::FanOut(fan_out) => format!("fan-out: {}", fan_out.describe()),
         Serve::Blocking | Serve::Wait | Serve::Transaction(_) | Serve::Subscription(_) => {
-            format!("session: {}", policy::describe(spec))
+            format!("session: {}", describe(spec))
         }
         Serve::Unsupported(reason) => format!("unsupported: {reason}"),
     };

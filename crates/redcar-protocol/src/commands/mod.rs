@@ -21,6 +21,7 @@ mod absent_samples;
 mod absent_table;
 pub mod acl_keys;
 pub mod custom;
+mod described;
 #[cfg(test)]
 mod docs;
 mod keys;
@@ -42,9 +43,10 @@ pub mod test_server;
 mod tests;
 
 pub use custom::CustomCommand;
+pub use described::describe;
 pub use keys::{key_indices, routing_indices, KeyError, KeyScan};
 pub use learn::InfoValue;
 pub use lookup::{lookup, CommandTable};
-pub use policy::{describe, serve, Local, Serve};
+pub use policy::{serve, Local, Serve};
 pub use spec::CommandSpec;
 pub use table::COMMANDS;

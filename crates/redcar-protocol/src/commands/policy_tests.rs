@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::commands::describe;
 use crate::commands::lookup::lookup;
 use crate::commands::COMMANDS;
 use crate::protocol::Request;
