@@ -196,6 +196,7 @@ def check_pubsub(v, hist, faults):
     upgrades = _windows(faults, ("upgrade",))
     twice_at_upgrade = 0
     received = collections.Counter()
+    arrivals = collections.defaultdict(list)  # (subscription, message) -> when each copy came
     sessions = collections.defaultdict(set)  # message -> subscriptions that delivered it
     session = 0
     for r in sorted((r for r in hist if r["op"] in ("subscribe", "msg")), key=lambda r: (r["c"], r["i"])):
@@ -203,13 +204,18 @@ def check_pubsub(v, hist, faults):
             session += 1
         elif r["op"] == "msg":
             received[(session, r["v"])] += 1
+            arrivals[(session, r["v"])].append(r["t1"])
             sessions[r["v"]].add(session)
-    for (_, m), n in received.items():
+    for (s, m), n in received.items():
         if n == 2 and m in published and _during(published[m]["t0"], published[m]["t1"], upgrades):
             twice_at_upgrade += 1
         elif n > 1:  # twice on one subscription: a real duplicate
-            v.fail(CHECKS[7], f"message {m!r} delivered {n} times on one subscription",
-                   published.get(m, {}).get("t0"))
+            t0 = published.get(m, {}).get("t0")
+            # When each copy came, after the PUBLISH was sent: what tells a late copy from the
+            # cluster bus (milliseconds apart) from a copy written twice.
+            came = ", ".join(f"{(t - t0) * 1000:.1f}" for t in arrivals[(s, m)]) if t0 else "?"
+            v.fail(CHECKS[7], f"message {m!r} delivered {n} times on one subscription "
+                   f"(copies received {came} ms after its PUBLISH was sent)", t0)
     if upgrades:
         v.stats["messages delivered twice while an upgrade moved the subscriber (allowed)"] = (
             twice_at_upgrade)
@@ -354,6 +360,10 @@ def check_redcar(v, redcar, faults, rss_limit_mb, hist):
         n = sum(r[0] for r in resub)
         v.stats["redcar's pub/sub re-subscriptions / their gaps summed / the longest (bucket)"] = (
             "%d / %.3f s / <= %.3g s" % (n, sum(r[1] for r in resub), max(r[2] for r in resub)))
+        # Messages a re-subscription's new node delivered again, which redcar dropped
+        # (docs/resilience.md, "Pub/sub through node loss").
+        v.stats["redcar's pub/sub echoes dropped after a re-subscription"] = int(
+            sum(r[3] for r in resub if len(r) > 3))
     hits = getattr(redcar, "near_cache_hits", None)  # only a redcar with the near cache on
     if hits:
         v.stats["reads answered by the near cache"] = int(sum(hits.values()))

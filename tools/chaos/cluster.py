@@ -266,7 +266,8 @@ class Redcar:
         become_subreaper()
         self.extra_args = list(extra_args)
         self.near_cache_hits = {}  # pid -> hits seen last (extra_args turn the near cache on)
-        # pid -> (re-subscriptions, gap seconds summed, upper bound of the longest gap) seen last
+        # pid -> (re-subscriptions, gap seconds summed, upper bound of the longest gap, echoes
+        # dropped) seen last
         self.resubscribes = {}
         self.binary, self.port, self.admin = binary, listen_port, admin_port
         self.seeds, self.dir, self.log = seeds, dirpath, log
@@ -334,14 +335,14 @@ class Redcar:
             self._sample_metrics(p.pid)
 
     def _sample_metrics(self, pid):
-        """The near cache's hits and the pub/sub re-subscriptions so far, per redcar process (a
-        restart starts from 0)."""
+        """The near cache's hits and the pub/sub re-subscriptions (and the echoes their new nodes
+        delivered, dropped) so far, per redcar process (a restart starts from 0)."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/metrics", timeout=1) as r:
                 lines = r.read().decode().splitlines()
         except (OSError, ValueError):
             return
-        resub, gap_sum, buckets = 0.0, 0.0, []
+        resub, gap_sum, buckets, echoes = 0.0, 0.0, [], 0.0
         for line in lines:
             name, _, value = line.rpartition(" ")
             try:
@@ -354,11 +355,13 @@ class Redcar:
                 resub += value
             elif name == "redcar_pubsub_resubscribe_gap_seconds_sum":
                 gap_sum = value
+            elif name == "redcar_pubsub_echoes_dropped_total":
+                echoes = value
             elif name.startswith('redcar_pubsub_resubscribe_gap_seconds_bucket{le="'):
                 buckets.append((float(name.split('"')[1]), value))
         total = max((n for _, n in buckets), default=0.0)
         longest = min((le for le, n in buckets if n >= total), default=0.0) if total else 0.0
-        self.resubscribes[pid] = (resub, gap_sum, longest)
+        self.resubscribes[pid] = (resub, gap_sum, longest, echoes)
 
     def terminate(self, timeout=15.0):
         """SIGTERM (requests in flight are drained); returns (exit code, seconds to exit)."""

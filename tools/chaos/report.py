@@ -35,6 +35,19 @@ def window_of(t, faults):
     return "between faults"
 
 
+def nearest_fault(t, faults):
+    """For a time between faults: how far it is from the closest fault window, e.g. "0.02 s
+    before #3 primary-kill" (what a violation just outside a window was probably about)."""
+    if t is None or not faults:
+        return ""
+    gaps = []
+    for n, f in enumerate(faults, 1):
+        gaps.append((f["t_start"] - t, f"before #{n} {f['fault']}") if t < f["t_start"]
+                    else (t - f["t_end"], f"after #{n} {f['fault']} ended"))
+    gap, what = min(gaps)
+    return f" ({gap:.2f} s {what})"
+
+
 def error_runs(hist):
     """Per client, runs of consecutive failed operations: (start, end) of each."""
     per = collections.defaultdict(list)
@@ -148,7 +161,9 @@ def render(hist, faults, verdict, t0, meta):
                    + ", ".join(f"{n} in {w}" for w, n in where.most_common()) + ")")
         for t, msg in vs[:5]:
             at = "" if t is None else f"at {t - t0:.2f} s, "
-            out.append(f"        {at}{window_of(t, faults)}: {msg}")
+            w = window_of(t, faults)
+            near = nearest_fault(t, faults) if w == "between faults" else ""
+            out.append(f"        {at}{w}{near}: {msg}")
         if len(vs) > 5:
             out.append(f"        ... and {len(vs) - 5} more")
     return "\n".join(out)

@@ -3,7 +3,8 @@
 //! node, so they are subscribed again at once on another primary; shard channels on their slot's
 //! primary as soon as it answers (the same node back, or the replica the cluster promoted).
 //! What was published in between is not delivered, as after any pub/sub reconnect; the gap is
-//! measured (`redcar_pubsub_resubscribe_gap_seconds`).
+//! measured (`redcar_pubsub_resubscribe_gap_seconds`). What the next node delivers again of the
+//! lost one's last messages is dropped (`echoes.rs`).
 //!
 //! A command whose confirmations the lost connection still owed is answered by redcar: the
 //! subscriptions it asked for are made on the new connection with the others.
@@ -19,7 +20,7 @@ use super::frames::{unsubscribe_word, unsubscribed};
 use super::waiting::{Lost, Orphan};
 use super::{Control, SubscribeMode};
 use crate::commands::policy::SubKind;
-use crate::protocol::{encode_command, write_array_len, write_bulk};
+use crate::protocol::encode_command;
 
 /// How soon a failed attempt to subscribe again is retried.
 const RETRY: Duration = Duration::from_millis(100);
@@ -33,6 +34,7 @@ impl SubscribeMode<'_> {
         if self.global.as_ref().is_some_and(|(node, _)| node == addr) {
             self.global = None;
             self.global_swallow = 0;
+            self.watch_for_echoes(now);
             self.answer_owed_global(out);
             if !self.channels.is_empty() || !self.patterns.is_empty() {
                 let since = self.lost_global.as_ref().map_or(now, |lost| lost.since);
@@ -145,6 +147,9 @@ impl SubscribeMode<'_> {
             if let Some(since) = self.global_lost_since.take() {
                 self.metrics.resubscribed("channel", since.elapsed());
             }
+            if let Some(echoes) = self.echoes.as_mut() {
+                echoes.subscribed(Instant::now());
+            }
         }
         true
     }
@@ -251,14 +256,31 @@ impl SubscribeMode<'_> {
         names[names.len() - owed..].to_vec()
     }
 
-    /// The reply to a PING whose connection was lost, in subscribe mode's form.
-    fn pong(&self, out: &mut BytesMut) {
-        if self.state.protocol.is_resp3() {
-            out.extend_from_slice(b"+PONG\r\n");
-        } else {
-            write_array_len(out, 2);
-            write_bulk(out, b"pong");
-            write_bulk(out, b"");
+    /// True when `frame`, a message from the node at `addr`, is an echo to drop; a message
+    /// from the channel-and-pattern connection that passes is remembered.
+    pub(super) fn repeated(&mut self, addr: &str, frame: &[u8]) -> bool {
+        let from_global = self.global.as_ref().map(|(node, _)| &**node);
+        if from_global != Some(addr) {
+            return false; // a shard channel's message
         }
+        if let Some(echoes) = self.echoes.as_mut() {
+            let now = Instant::now();
+            let repeats = echoes.repeats(frame, now);
+            if echoes.spent(now) {
+                self.echoes = None;
+            }
+            if repeats {
+                self.metrics.echo_dropped();
+                return true;
+            }
+        }
+        self.delivered.note(frame);
+        false
+    }
+
+    /// The channel-and-pattern connection was lost at `now`: the next one's echoes are
+    /// watched for.
+    pub(super) fn watch_for_echoes(&mut self, now: Instant) {
+        self.echoes = self.delivered.lost(now);
     }
 }

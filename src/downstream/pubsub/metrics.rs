@@ -25,6 +25,8 @@ pub(crate) struct PubsubMetrics {
     resubscribes: Family<KindLabel, Counter>,
     /// Each resubscription's gap, from the loss to the new node's confirmation.
     gap: LatencyHistogram,
+    /// Messages the new node delivered again after a re-subscription, dropped (`echoes.rs`).
+    echoes: Counter,
 }
 
 impl Default for PubsubMetrics {
@@ -37,6 +39,7 @@ impl Default for PubsubMetrics {
         PubsubMetrics {
             resubscribes,
             gap: LatencyHistogram::default(),
+            echoes: Counter::default(),
         }
     }
 }
@@ -53,6 +56,11 @@ impl MetricGroup for PubsubMetrics {
             "From losing a subscription (its node's connection, or the slot's sunsubscribe) to the new node's confirmation; messages published meanwhile were not delivered",
             self.gap.clone(),
         );
+        r.register(
+            "pubsub_echoes_dropped",
+            "Messages the node holding re-subscribed channels and patterns delivered again after the lost node had already delivered them (the cluster bus is asynchronous), dropped so that no client gets a message twice",
+            self.echoes.clone(),
+        );
     }
 }
 
@@ -61,5 +69,10 @@ impl PubsubMetrics {
     pub(crate) fn resubscribed(&self, kind: &'static str, gap: Duration) {
         self.resubscribes.get_or_create(&KindLabel { kind }).inc();
         self.gap.observe(gap.as_secs_f64());
+    }
+
+    /// A message repeated by the node subscribed after a loss was dropped.
+    pub(crate) fn echo_dropped(&self) {
+        self.echoes.inc();
     }
 }

@@ -23,18 +23,21 @@ use crate::auth::{User, Users};
 use crate::commands::policy::{Sub, SubKind};
 use crate::commands::Local;
 use crate::metrics::Metrics;
-use crate::protocol::{resp3_null, write_array_len, write_bulk, Request};
+use crate::protocol::{resp3_null, Request};
 use crate::router::{redcar_error, Plan, Router};
 use conn::{Pushed, SubConn};
+use echoes::{Delivered, Echoes};
 use frames::{confirmation, is_message, unsubscribe_word, unsubscribed};
 use waiting::{Lost, Orphan};
 
 mod conn;
+mod echoes;
 mod event_loop;
 mod frames;
 mod handover;
 mod lost;
 mod metrics;
+mod ping;
 mod shards;
 mod waiting;
 
@@ -84,6 +87,10 @@ struct SubscribeMode<'r> {
     /// since when the subscriptions were lost (the gap, put on record by the last one).
     global_swallow: usize,
     global_lost_since: Option<Instant>,
+    /// The last messages the channel-and-pattern connection delivered, and after it was lost,
+    /// those the next one may deliver again (`echoes.rs`).
+    delivered: Delivered,
+    echoes: Option<Echoes>,
     /// Shard-channel connections by node.
     shard_conns: HashMap<Arc<str>, SubConn>,
     channels: HashSet<Bytes>,
@@ -132,6 +139,8 @@ impl<'r> SubscribeMode<'r> {
             global: None,
             lost_global: None,
             global_swallow: 0,
+            delivered: Delivered::default(),
+            echoes: None,
             global_lost_since: None,
             shard_conns: HashMap::new(),
             channels: HashSet::new(),
@@ -229,30 +238,6 @@ impl<'r> SubscribeMode<'r> {
         }
     }
 
-    /// PING goes to a subscription connection so its `pong` keeps its place among the pushes.
-    fn ping(&mut self, request: &Request, out: &mut BytesMut) {
-        let conn = self
-            .global
-            .as_ref()
-            .map(|(_, conn)| conn)
-            .or_else(|| self.shard_conns.values().next());
-        if conn.is_some_and(|conn| conn.send(request.raw().clone())) {
-            self.awaiting = 1;
-            self.current = None;
-            return;
-        }
-        match (request.args().get(1), self.state.protocol.is_resp3()) {
-            // RESP3 has no subscribe-mode form of PING: the usual replies.
-            (Some(message), true) => write_bulk(out, message),
-            (None, true) => out.extend_from_slice(b"+PONG\r\n"),
-            (message, false) => {
-                write_array_len(out, 2);
-                write_bulk(out, b"pong");
-                write_bulk(out, message.map_or(&b""[..], |m| m));
-            }
-        }
-    }
-
     async fn subscription(&mut self, sub: Sub, request: Request, out: &mut BytesMut) {
         let names: Vec<Bytes> = request.args().skip(1).to_bytes();
         self.redirects = 0;
@@ -336,6 +321,9 @@ impl<'r> SubscribeMode<'r> {
             Err(why) => return self.lost(&pushed.addr, &why, out),
         };
         if is_message(&frame) {
+            if self.repeated(&pushed.addr, &frame) {
+                return Control::Go;
+            }
             out.extend_from_slice(&frame);
             return Control::Go;
         }
