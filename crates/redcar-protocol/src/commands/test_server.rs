@@ -36,13 +36,32 @@ impl TestServer {
     }
 
     /// [`start`](Self::start) with extra `redis-server` arguments (e.g. `--replicaof`).
+    ///
+    /// The port is free when picked but may be taken before the server binds it (tests run in
+    /// parallel): a server that could not bind exits, and a connection that reached another
+    /// test's server is recognised by its `process_id`. Either way a new port is tried.
     pub fn start_with(extra: &[&str]) -> Option<Self> {
-        let dir = tempfile::tempdir().ok()?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
+        for _ in 0..5 {
+            match TestServer::try_start(extra) {
+                Start::Up(server) => return Some(server),
+                Start::PortTaken => continue,
+                Start::Unavailable(why) => {
+                    eprintln!("skipping: {why}");
+                    return None;
+                }
+            }
+        }
+        eprintln!("skipping: five ports in a row were taken before redis-server bound them");
+        None
+    }
+
+    fn try_start(extra: &[&str]) -> Start {
+        let Some(dir) = tempfile::tempdir().ok() else {
+            return Start::Unavailable("no temp dir");
+        };
+        let Some(port) = free_port() else {
+            return Start::Unavailable("no free port");
+        };
         let spawned = Command::new("redis-server")
             .args([
                 "--port",
@@ -59,27 +78,42 @@ impl TestServer {
             .stderr(Stdio::null())
             .spawn();
         let Ok(mut child) = spawned else {
-            eprintln!("skipping: redis-server not found on PATH");
-            return None;
+            return Start::Unavailable("redis-server not found on PATH");
         };
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                return Start::PortTaken; // it could not bind
+            }
             if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
-                return Some(TestServer {
+                let mut server = TestServer {
                     child,
                     port,
                     _dir: dir,
                     conn: BufReader::new(stream),
-                });
+                };
+                return match server.serving_pid() {
+                    Some(pid) if pid == server.child.id() => Start::Up(server),
+                    _ => Start::PortTaken, // another test's server (dropping ours kills it)
+                };
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                eprintln!("skipping: redis-server did not start");
-                return None;
+                return Start::Unavailable("redis-server did not start");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The `process_id` of the server this connection reached.
+    fn serving_pid(&mut self) -> Option<u32> {
+        let Reply::Bulk(Some(info)) = self.call(&[b"INFO", b"server"]) else {
+            return None;
+        };
+        let info = String::from_utf8_lossy(&info).into_owned();
+        let line = info.lines().find(|l| l.starts_with("process_id:"))?;
+        line["process_id:".len()..].trim().parse().ok()
     }
 
     /// `127.0.0.1:PORT`
@@ -125,6 +159,26 @@ impl TestServer {
             self.conn.consume(n);
         }
     }
+}
+
+/// How one attempt to start a server went.
+enum Start {
+    Up(TestServer),
+    /// The port was taken meanwhile: try another.
+    PortTaken,
+    /// No server can be had here (why): the cross-checks are skipped.
+    Unavailable(&'static str),
+}
+
+/// A port free right now (it may be taken again before it is used).
+fn free_port() -> Option<u16> {
+    Some(
+        TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port(),
+    )
 }
 
 impl Drop for TestServer {
